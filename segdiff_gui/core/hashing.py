@@ -1,0 +1,74 @@
+"""Content hashing: the cache key is made from bytes, never from paths or timestamps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["KEY_SCHEMA", "canonical_json", "hash_bytes", "hash_path", "run_key"]
+
+# Bump when the meaning of a key's ingredients changes, so old entries are not mistaken for new.
+KEY_SCHEMA = 1
+_CHUNK = 1 << 20
+
+
+def hash_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _update_from_file(digest: Any, path: Path) -> None:
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+
+
+def hash_path(path: str | Path) -> str:
+    """SHA-256 of a file's bytes, or of a directory's files (relative names and bytes, sorted).
+
+    Directories are SavedModels: their identity is every file inside, not the folder's name.
+    """
+    path = Path(path)
+    digest = hashlib.sha256()
+    if path.is_dir():
+        for file in sorted(p for p in path.rglob("*") if p.is_file()):
+            digest.update(file.relative_to(path).as_posix().encode() + b"\0")
+            _update_from_file(digest, file)
+            digest.update(b"\0")
+    else:
+        _update_from_file(digest, path)
+    return digest.hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: equal values give equal text, hence equal hashes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def run_key(
+    *,
+    model_hash: str,
+    target_hash: str,
+    batch_hashes: list[str],
+    preprocessing: dict[str, Any],
+    output: dict[str, Any],
+    config: dict[str, Any],
+    repeat: int,
+) -> str:
+    """The cache key of one run.
+
+    ``batch_hashes`` lists the hash of every image in the batch in order (the target included at
+    its position), so the batch context and the target's position are part of the key.
+    """
+    ingredients = {
+        "schema": KEY_SCHEMA,
+        "model": model_hash,
+        "target": target_hash,
+        "batch": batch_hashes,
+        "preprocessing": preprocessing,
+        "output": output,
+        "config": config,
+        "repeat": repeat,
+    }
+    return hash_bytes(canonical_json(ingredients).encode())

@@ -1,0 +1,88 @@
+"""The work order a runner hands to one engine child (as JSON on its stdin).
+
+Every run of a job shares the child's process-level settings; everything else varies per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
+
+__all__ = ["EngineJob", "ImageRef", "PlannedRun"]
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    path: str
+    name: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run to compute: the target and every batch slot are indices into the job's images."""
+
+    key: str
+    config: RunConfig
+    repeat: int
+    target: int
+    batch: tuple[int, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.config.label()} r{self.repeat}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "config": self.config.to_dict(), "repeat": self.repeat,
+                "target": self.target, "batch": list(self.batch)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PlannedRun:
+        return cls(key=data["key"], config=RunConfig.from_dict(data["config"]),
+                   repeat=int(data["repeat"]), target=int(data["target"]),
+                   batch=tuple(data["batch"]))
+
+
+@dataclass(frozen=True)
+class EngineJob:
+    model_path: str
+    model_hash: str
+    trust_model: bool
+    preprocessing: Preprocessing
+    output: OutputSelection
+    images: tuple[ImageRef, ...]
+    cache_root: str
+    runs: tuple[PlannedRun, ...] = field(default=())
+
+    def process_settings(self) -> tuple[bool, bool, int]:
+        settings = {run.config.process_settings() for run in self.runs}
+        if len(settings) != 1:
+            raise ValueError("a job's runs must share their process-level settings")
+        return settings.pop()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model_path": self.model_path,
+            "model_hash": self.model_hash,
+            "trust_model": self.trust_model,
+            "preprocessing": self.preprocessing.to_dict(),
+            "output": self.output.to_dict(),
+            "images": [asdict(image) for image in self.images],
+            "cache_root": self.cache_root,
+            "runs": [run.to_dict() for run in self.runs],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EngineJob:
+        return cls(
+            model_path=data["model_path"],
+            model_hash=data["model_hash"],
+            trust_model=bool(data["trust_model"]),
+            preprocessing=Preprocessing.from_dict(data["preprocessing"]),
+            output=OutputSelection.from_dict(data["output"]),
+            images=tuple(ImageRef(**image) for image in data["images"]),
+            cache_root=data["cache_root"],
+            runs=tuple(PlannedRun.from_dict(run) for run in data["runs"]),
+        )

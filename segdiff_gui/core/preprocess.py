@@ -1,0 +1,94 @@
+"""Image → model input: dtype scaling, colour conversion on request, resizing, normalisation.
+
+Pure numpy so that the same arithmetic runs wherever the engine runs, and is part of the key.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from segdiff_gui.core.config import Preprocessing
+from segdiff_gui.core.errors import InputError
+
+__all__ = ["default_scale", "prepare_input", "resize_bilinear"]
+
+# ITU-R BT.601 luma, the weights Pillow and tf.image.rgb_to_grayscale use.
+_LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+
+
+def default_scale(dtype: np.dtype) -> float:
+    """1/255 for 8-bit, 1/65535 for 16-bit, 1 for float images (and other integer widths: 1)."""
+    if dtype == np.uint8:
+        return 1.0 / 255.0
+    if dtype == np.uint16:
+        return 1.0 / 65535.0
+    return 1.0
+
+
+def resize_bilinear(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Bilinear resize with half-pixel centres (as ``tf.image.resize``), float32 H×W×C."""
+    in_h, in_w = image.shape[:2]
+
+    def axis(out_size: int, in_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        centres = (np.arange(out_size, dtype=np.float64) + 0.5) * (in_size / out_size) - 0.5
+        centres = np.clip(centres, 0, in_size - 1)
+        low = np.floor(centres).astype(np.intp)
+        high = np.minimum(low + 1, in_size - 1)
+        return low, high, (centres - low).astype(np.float32)
+
+    y0, y1, fy = axis(height, in_h)
+    x0, x1, fx = axis(width, in_w)
+    fy, fx = fy[:, None, None], fx[None, :, None]
+    top = image[y0][:, x0] * (1 - fx) + image[y0][:, x1] * fx
+    bottom = image[y1][:, x0] * (1 - fx) + image[y1][:, x1] * fx
+    return (top * (1 - fy) + bottom * fy).astype(np.float32)
+
+
+def _convert_channels(image: np.ndarray, channels: int, color: str, name: str) -> np.ndarray:
+    have = image.shape[-1]
+    if color == "gray" and have in (3, 4):
+        image = (image[..., :3] @ _LUMA)[..., None]
+    elif color == "rgb" and have == 1:
+        image = np.repeat(image, 3, axis=-1)
+    elif color == "rgb" and have == 4:
+        image = image[..., :3]
+    if channels and image.shape[-1] != channels:
+        hint = {1: " (add --color gray)", 3: " (add --color rgb)"}.get(channels, "")
+        raise InputError(
+            name,
+            f"model expects {channels} channel(s), image has {image.shape[-1]}{hint}",
+        )
+    return image
+
+
+def prepare_input(
+    image: np.ndarray,
+    preprocessing: Preprocessing,
+    height: int | None,
+    width: int | None,
+    channels: int | None,
+    name: str,
+) -> np.ndarray:
+    """Turn a decoded image (H×W or H×W×C, any dtype) into float32 H×W×C model input.
+
+    ``height``/``width``/``channels`` are the model's expectations (``None`` where free).
+    Raises :class:`InputError` naming ``name`` and both shapes on a mismatch.
+    """
+    scale = preprocessing.scale if preprocessing.scale is not None else default_scale(image.dtype)
+    data = image[..., None] if image.ndim == 2 else image
+    data = data.astype(np.float32) * np.float32(scale)
+    data = _convert_channels(data, channels or 0, preprocessing.color, name)
+    want_h, want_w = height or data.shape[0], width or data.shape[1]
+    if (want_h, want_w) != data.shape[:2]:
+        if preprocessing.resize == "refuse":
+            raise InputError(
+                name,
+                f"image is {data.shape[0]}×{data.shape[1]}×{data.shape[2]} but the model expects "
+                f"{want_h}×{want_w}×{channels or data.shape[2]} (add --resize bilinear)",
+            )
+        data = resize_bilinear(data, want_h, want_w)
+    if preprocessing.mean:
+        data = data - np.asarray(preprocessing.mean, dtype=np.float32)
+    if preprocessing.std:
+        data = data / np.asarray(preprocessing.std, dtype=np.float32)
+    return np.ascontiguousarray(data, dtype=np.float32)

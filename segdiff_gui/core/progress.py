@@ -1,0 +1,129 @@
+"""Progress messages: what the runner yields and what children print, one JSON object a line.
+
+The CLI and the GUI's worker consume the same messages, so both front ends see the same events.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+__all__ = [
+    "AllDone",
+    "BatchProgress",
+    "ChildFatal",
+    "Message",
+    "PlanReady",
+    "RunCached",
+    "RunFailed",
+    "RunFinished",
+    "RunStarted",
+    "decode_message",
+]
+
+
+@dataclass(frozen=True)
+class Message:
+    event: ClassVar[str] = ""
+
+    def to_json(self) -> str:
+        return json.dumps({"event": self.event, **asdict(self)})
+
+
+@dataclass(frozen=True)
+class PlanReady(Message):
+    """The matrix is planned: ``total`` runs, of which ``cached`` need no inference."""
+
+    event: ClassVar[str] = "plan"
+    total: int
+    cached: int
+    children: int
+
+
+@dataclass(frozen=True)
+class RunCached(Message):
+    event: ClassVar[str] = "cached"
+    key: str
+    label: str
+
+
+@dataclass(frozen=True)
+class RunStarted(Message):
+    event: ClassVar[str] = "started"
+    key: str
+    label: str
+
+
+@dataclass(frozen=True)
+class BatchProgress(Message):
+    """Step ``step`` of ``steps`` of one run (build batch, prepare model, infer, write)."""
+
+    event: ClassVar[str] = "progress"
+    key: str
+    step: int
+    steps: int
+    what: str
+
+
+@dataclass(frozen=True)
+class RunFinished(Message):
+    event: ClassVar[str] = "finished"
+    key: str
+    label: str
+    seconds: float
+    device: str
+
+
+@dataclass(frozen=True)
+class RunFailed(Message):
+    """One run failed; ``detail`` carries the child's stderr tail when the child died."""
+
+    event: ClassVar[str] = "failed"
+    key: str
+    label: str
+    error: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ChildFatal(Message):
+    """A child could not do any of its runs (bad model, bad input): an input error, one line."""
+
+    event: ClassVar[str] = "fatal"
+    error: str
+    input_error: bool = True
+
+
+@dataclass(frozen=True)
+class AllDone(Message):
+    event: ClassVar[str] = "done"
+    finished: int
+    cached: int
+    failed: int
+    cancelled: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+_TYPES: dict[str, type[Message]] = {
+    cls.event: cls
+    for cls in (PlanReady, RunCached, RunStarted, BatchProgress, RunFinished, RunFailed,
+                ChildFatal, AllDone)
+}
+
+
+def decode_message(line: str) -> Message | None:
+    """Parse one line from a child; anything that is not one of our messages gives ``None``."""
+    try:
+        data: Any = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    cls = _TYPES.get(data.pop("event", None))
+    if cls is None:
+        return None
+    try:
+        return cls(**data)
+    except TypeError:
+        return None

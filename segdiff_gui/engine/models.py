@@ -1,0 +1,157 @@
+"""Loading a model (Keras 3 ``.keras``, legacy ``.h5``, TensorFlow SavedModel directory) and
+giving it one calling convention: a float32 N×H×W×C batch in, a list of named outputs out.
+
+Keras safe mode stays on unless the user said ``--trust-model``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from segdiff_gui.core.errors import InputError
+
+__all__ = ["LoadedModel", "load_model"]
+
+Forward = Callable[[tf.Tensor], list[tf.Tensor]]
+
+
+@dataclass
+class LoadedModel:
+    path: Path
+    format: str
+    input_shape: tuple[int | None, int | None, int | None]
+    output_names: list[str]
+    keras_model: keras.Model | None = None
+    signature: Any = None
+    signature_input: str = ""
+    # The object a SavedModel signature belongs to: its variables live as long as it does.
+    owner: Any = None
+    _rebuilt: dict[str, keras.Model] = field(default_factory=dict)
+
+    def forward(self, precision: str) -> Forward:
+        """A callable running the model under ``precision`` (a Keras dtype policy name)."""
+        if self.keras_model is None:
+            if precision != "float32":
+                raise InputError(self.path, "precision override needs a Keras model "
+                                 "(.keras or .h5); a SavedModel's graph has fixed dtypes")
+            signature, name, names = self.signature, self.signature_input, self.output_names
+
+            def call_signature(batch: tf.Tensor) -> list[tf.Tensor]:
+                outputs = signature(**{name: batch})
+                return [outputs[n] for n in names]
+
+            return call_signature
+        model = self.model_for(precision)
+
+        def call_keras(batch: tf.Tensor) -> list[tf.Tensor]:
+            outputs = model(batch, training=False)
+            if isinstance(outputs, dict):
+                return [outputs[n] for n in self.output_names]
+            return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+
+        return call_keras
+
+    def model_for(self, precision: str) -> keras.Model:
+        """The Keras model rebuilt under ``precision``.
+
+        A loaded model keeps the dtype policy it was saved with (set per layer in its config),
+        so a global policy would change nothing: each layer is re-created with the new policy
+        and the float32 weights are copied over. The input layer stays float32.
+        """
+        assert self.keras_model is not None
+        saved_policies = {layer.dtype_policy.name for layer in self.keras_model.layers
+                          if not isinstance(layer, keras.layers.InputLayer)}
+        if saved_policies == {precision}:
+            return self.keras_model
+        if precision not in self._rebuilt:
+            def with_policy(layer: keras.layers.Layer) -> keras.layers.Layer:
+                config = layer.get_config()
+                config["dtype"] = precision
+                return layer.__class__.from_config(config)
+
+            rebuilt = keras.models.clone_model(self.keras_model, clone_function=with_policy)
+            rebuilt.set_weights(self.keras_model.get_weights())
+            took = {layer.dtype_policy.name for layer in rebuilt.layers
+                    if not isinstance(layer, keras.layers.InputLayer)}
+            if took != {precision}:
+                raise RuntimeError(f"precision {precision} did not take effect: layers use {took}")
+            self._rebuilt[precision] = rebuilt
+        return self._rebuilt[precision]
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:300] if text else type(error).__name__
+
+
+def _image_input_shape(path: Path, shape: Any) -> tuple[int | None, int | None, int | None]:
+    dims = tuple(None if d is None else int(d) for d in shape)
+    if len(dims) != 4:
+        raise InputError(path, f"model input has shape {dims}; segdiff needs images N×H×W×C")
+    return dims[1], dims[2], dims[3]
+
+
+def _load_keras(path: Path, trust: bool) -> LoadedModel:
+    if trust:
+        keras.config.enable_unsafe_deserialization()
+    try:
+        model = keras.models.load_model(path, compile=False, safe_mode=not trust)
+    except ValueError as error:
+        if "safe_mode" in str(error) or "Lambda" in str(error):
+            raise InputError(path, "contains Python code (e.g. a Lambda layer) that Keras safe "
+                             "mode refuses to load; pass --trust-model only if you trust "
+                             "where the file came from") from None
+        raise InputError(path, f"cannot be loaded as a Keras model: {_first_line(error)}") from None
+    except Exception as error:  # noqa: BLE001 - Keras raises many types for a corrupt file
+        raise InputError(path, f"cannot be loaded as a Keras model: {_first_line(error)}") from None
+    if len(model.inputs) != 1:
+        raise InputError(path, f"model has {len(model.inputs)} inputs; segdiff feeds one image")
+    return LoadedModel(
+        path=path,
+        format=path.suffix.lstrip(".").lower(),
+        input_shape=_image_input_shape(path, model.inputs[0].shape),
+        output_names=list(model.output_names),
+        keras_model=model,
+    )
+
+
+def _load_saved_model(path: Path) -> LoadedModel:
+    try:
+        loaded = tf.saved_model.load(str(path))
+    except Exception as error:  # noqa: BLE001 - TF raises many types for a broken folder
+        raise InputError(path, f"cannot be loaded as a SavedModel: {_first_line(error)}") from None
+    signature = loaded.signatures.get("serving_default")
+    if signature is None:
+        raise InputError(path, "SavedModel has no 'serving_default' signature")
+    inputs = signature.structured_input_signature[1]
+    if len(inputs) != 1:
+        raise InputError(path, f"SavedModel signature has {len(inputs)} inputs; segdiff feeds one")
+    (name, spec), = inputs.items()
+    return LoadedModel(
+        path=path,
+        format="savedmodel",
+        input_shape=_image_input_shape(path, spec.shape),
+        output_names=sorted(signature.structured_outputs),
+        signature=signature,
+        signature_input=name,
+        owner=loaded,
+    )
+
+
+def load_model(path: str | Path, trust: bool = False) -> LoadedModel:
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "saved_model.pb").is_file():
+            raise InputError(path, "folder is not a SavedModel (no saved_model.pb)")
+        return _load_saved_model(path)
+    if not path.is_file():
+        raise InputError(path, "no such model file")
+    if path.suffix.lower() not in (".keras", ".h5", ".hdf5"):
+        raise InputError(path, "unknown model format; expected .keras, .h5 or a SavedModel folder")
+    return _load_keras(path, trust)

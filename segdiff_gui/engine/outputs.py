@@ -1,0 +1,77 @@
+"""From a model's raw outputs to a probability map: choose the output, optionally apply
+sigmoid/softmax, and refuse outputs that are not probabilities. Pure numpy on purpose: the
+activation applied by segdiff must be identical everywhere, so only the model's own arithmetic
+differs between configurations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from segdiff_gui.core.config import OutputSelection
+from segdiff_gui.core.errors import InputError
+
+__all__ = ["choose_output", "to_probabilities"]
+
+# float16/bfloat16 softmax sums stray further from 1 than float32 ones.
+_SUM_TOLERANCE_FLOAT32 = 1e-3
+_SUM_TOLERANCE_LOW_PRECISION = 2e-2
+
+
+def choose_output(path: Path, names: list[str], selection: OutputSelection) -> int:
+    """Index of the output to use; several outputs need ``--output NAME|INDEX``."""
+    wanted = selection.output
+    if wanted is None:
+        if len(names) == 1:
+            return 0
+        raise InputError(path, f"model has {len(names)} outputs ({', '.join(names)}); "
+                         "choose one with --output NAME or INDEX")
+    if wanted in names:
+        return names.index(wanted)
+    if wanted.lstrip("-").isdigit() and -len(names) <= int(wanted) < len(names):
+        return int(wanted) % len(names)
+    raise InputError(path, f"model has no output {wanted!r} (outputs: {', '.join(names)})")
+
+
+def _sigmoid(values: np.ndarray) -> np.ndarray:
+    return (0.5 * (np.tanh(0.5 * values) + 1.0)).astype(np.float32)  # stable for large |x|
+
+
+def _softmax(values: np.ndarray) -> np.ndarray:
+    shifted = np.exp(values - values.max(axis=-1, keepdims=True))
+    return (shifted / shifted.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def to_probabilities(
+    path: Path, name: str, raw: np.ndarray, selection: OutputSelection
+) -> tuple[np.ndarray, str]:
+    """Turn one image's raw output (H×W×C) into a float32 map and its kind.
+
+    Returns ``(H×W, "sigmoid")`` for one channel and ``(H×W×C, "softmax")`` for several.
+    """
+    if raw.ndim != 3:
+        raise InputError(path, f"output {name!r} has per-image shape {raw.shape}; segdiff needs "
+                         "a per-pixel map H×W×C")
+    values = raw.astype(np.float32)
+    channels = values.shape[-1]
+    if selection.activation == "sigmoid":
+        values = _sigmoid(values)
+    elif selection.activation == "softmax":
+        values = _softmax(values)
+    if not np.isfinite(values).all():
+        raise InputError(path, f"output {name!r} contains NaN or infinite values")
+    low, high = float(values.min()), float(values.max())
+    hint = "--activation sigmoid" if channels == 1 else "--activation softmax"
+    if low < 0.0 or high > 1.0:
+        raise InputError(path, f"output {name!r} is not a probability map: values span "
+                         f"[{low:.4g}, {high:.4g}]; if these are logits, pass {hint}")
+    if channels > 1:
+        low_precision = raw.dtype != np.float32
+        tolerance = _SUM_TOLERANCE_LOW_PRECISION if low_precision else _SUM_TOLERANCE_FLOAT32
+        worst = float(np.abs(values.sum(axis=-1, dtype=np.float64) - 1.0).max())
+        if worst > tolerance:
+            raise InputError(path, f"output {name!r} has {channels} channels that do not sum to "
+                             f"1 (off by up to {worst:.3g}); if these are logits, pass {hint}")
+        return values, "softmax"
+    return values[..., 0], "sigmoid"

@@ -1,0 +1,74 @@
+"""Reading images: PNG/JPEG (8- and 16-bit) through Pillow, TIFF (any dtype) through tifffile,
+NPY through numpy without pickles. Every failure is an :class:`InputError` naming the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import tifffile
+from PIL import Image, UnidentifiedImageError
+
+from segdiff_gui.core.errors import InputError
+
+__all__ = ["IMAGE_SUFFIXES", "collect_images", "read_image"]
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".npy", ".bmp")
+_PIL_MODES = {"1": "L", "P": "RGBA", "CMYK": "RGB", "YCbCr": "RGB", "LAB": "RGB", "HSV": "RGB"}
+
+
+def _read_with_pillow(path: Path) -> np.ndarray:
+    with Image.open(path) as image:
+        image.load()
+        mode = _PIL_MODES.get(image.mode)
+        if image.mode == "P" and "transparency" not in image.info:
+            mode = "RGB"
+        converted = image.convert(mode) if mode else image
+        array = np.asarray(converted)
+    if converted.mode.startswith("I;16"):
+        array = array.astype(np.uint16)
+    return array
+
+
+def read_image(path: str | Path) -> np.ndarray:
+    """Decode one image to H×W or H×W×C in its own dtype (uint8, uint16, float32 …)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "no such image file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            array = np.load(path, allow_pickle=False)
+        elif suffix in (".tif", ".tiff"):
+            array = tifffile.imread(path)
+        else:
+            array = _read_with_pillow(path)
+    except (UnidentifiedImageError, tifffile.TiffFileError):
+        raise InputError(path, "not a readable image (PNG, JPEG, TIFF or NPY expected)") from None
+    except (OSError, ValueError) as error:
+        raise InputError(path, f"cannot be read as an image: {error}") from None
+    if array.dtype == object or array.dtype.kind not in "uifb":
+        raise InputError(path, f"holds {array.dtype} data, not pixel values")
+    if array.ndim == 3 and array.shape[0] in (1, 3, 4) and array.shape[-1] not in (1, 3, 4):
+        array = np.moveaxis(array, 0, -1)  # channels-first TIFF/NPY
+    if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[-1] > 4):
+        raise InputError(path, f"has shape {array.shape}; expected H×W or H×W×C with C ≤ 4")
+    if array.dtype == np.bool_:
+        array = array.astype(np.uint8)
+    return array
+
+
+def collect_images(paths: list[str | Path]) -> list[Path]:
+    """Expand directories to their image files (sorted by name) and keep files as given."""
+    found: list[Path] = []
+    for entry in map(Path, paths):
+        if entry.is_dir():
+            inside = sorted(p for p in entry.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+            if not inside:
+                raise InputError(entry, "folder holds no images (PNG, JPEG, TIFF or NPY)")
+            found.extend(inside)
+        elif entry.exists():
+            found.append(entry)
+        else:
+            raise InputError(entry, "no such file or folder")
+    return found

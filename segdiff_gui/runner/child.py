@@ -1,0 +1,133 @@
+"""One engine child process: started with ``python -m`` (never forked from a process holding
+Qt or TensorFlow), fed its job on stdin, read line by line from stdout with a deadline."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from segdiff_gui.core.progress import Message, decode_message
+
+__all__ = ["ChildProcess", "ChildTimeout", "describe_exit"]
+
+_STDERR_LINES = 60
+_EOF = object()
+
+
+class ChildTimeout(RuntimeError):
+    pass
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = " (killed: out of memory?)" if name == "SIGKILL" else ""
+        return f"died from {name}{hint}"
+    return f"exited with code {returncode}"
+
+
+class ChildProcess:
+    """A running ``python -m segdiff_gui.engine <command>``; iterate :meth:`messages`."""
+
+    def __init__(self, command: str, job: dict[str, Any] | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "segdiff_gui.engine", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            # Its own session: a Ctrl-C in the terminal reaches the runner, which cancels
+            # cleanly, instead of interrupting TensorFlow mid-write.
+            start_new_session=True,
+        )
+        self._lines: queue.Queue[object] = queue.Queue()
+        self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
+        self._threads = [
+            threading.Thread(target=self._pump_stdout, daemon=True),
+            threading.Thread(target=self._pump_stderr, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self.process.stdin.write(json.dumps(job or {}))
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self.process.stdin.close()
+
+    def _pump_stdout(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put(_EOF)
+
+    def _pump_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self._stderr.append(line.rstrip("\n"))
+
+    def raw_lines(self, timeout_s: float, poll_s: float = 0.2,
+                  should_stop: Any = None) -> Iterator[str]:
+        """Yield stdout lines; raise :class:`ChildTimeout` after ``timeout_s`` without one.
+
+        ``should_stop`` (a callable) is polled every ``poll_s``; when it returns true the
+        iteration ends, leaving the caller to :meth:`kill` the child.
+        """
+        waited = 0.0
+        while True:
+            try:
+                item = self._lines.get(timeout=poll_s)
+            except queue.Empty:
+                waited += poll_s
+                if should_stop is not None and should_stop():
+                    return
+                if waited >= timeout_s:
+                    raise ChildTimeout(f"no progress for {timeout_s:g} s") from None
+                continue
+            if item is _EOF:
+                return
+            waited = 0.0
+            yield str(item)
+
+    def messages(self, timeout_s: float, should_stop: Any = None) -> Iterator[Message]:
+        for line in self.raw_lines(timeout_s, should_stop=should_stop):
+            message = decode_message(line)
+            if message is not None:
+                yield message
+
+    def stderr_tail(self, lines: int = 20) -> str:
+        for thread in self._threads[1:]:
+            thread.join(timeout=2)
+        return "\n".join(list(self._stderr)[-lines:])
+
+    def wait(self, timeout_s: float = 30) -> int:
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.process.wait()
+
+    def kill(self) -> None:
+        """Stop the child now (SIGKILL: a hung TensorFlow does not answer SIGTERM reliably)."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+        self.process.wait()

@@ -1,0 +1,81 @@
+"""Which devices TensorFlow sees, asked of a child (the parent never imports TF).
+
+The answer is remembered per host, Python, TensorFlow version and visible-device setting, so
+planning a default matrix does not pay TensorFlow's start-up every time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from segdiff_gui.core.hashing import canonical_json, hash_bytes
+from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
+
+__all__ = ["ProbeError", "gpu_names", "probe_devices"]
+
+_MAX_AGE_S = 24 * 3600.0
+
+
+class ProbeError(RuntimeError):
+    pass
+
+
+def _fingerprint() -> str:
+    try:
+        tf_version = metadata.version("tensorflow")
+    except metadata.PackageNotFoundError:
+        tf_version = "none"
+    nvidia = sorted(p.name for p in Path("/dev").glob("nvidia[0-9]*")) if Path("/dev").is_dir() else []
+    return hash_bytes(canonical_json({
+        "host": socket.gethostname(),
+        "python": sys.executable,
+        "tf": tf_version,
+        "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "nvidia": nvidia,
+    }).encode())[:16]
+
+
+def _run_probe(timeout_s: float) -> dict[str, Any]:
+    child = ChildProcess("probe")
+    try:
+        for line in child.raw_lines(timeout_s):
+            with contextlib.suppress(ValueError):
+                data = json.loads(line)
+                if isinstance(data, dict) and data.get("event") == "probe":
+                    return data
+    except ChildTimeout as error:
+        child.kill()
+        raise ProbeError(f"device probe: {error}") from None
+    child.wait()
+    tail = child.stderr_tail(5)
+    raise ProbeError(f"device probe {describe_exit(child.process.returncode)}: {tail}")
+
+
+def probe_devices(state_dir: Path | None = None, fresh: bool = False,
+                  timeout_s: float = 180.0) -> dict[str, Any]:
+    """``{"devices": [...], "facts": {...}}`` from a child; remembered in ``state_dir``."""
+    remembered = state_dir / "probe" / f"{_fingerprint()}.json" if state_dir else None
+    if remembered and not fresh and remembered.is_file():
+        if time.time() - remembered.stat().st_mtime < _MAX_AGE_S:
+            with contextlib.suppress(ValueError, OSError):
+                data: dict[str, Any] = json.loads(remembered.read_text())
+                return data
+    data = _run_probe(timeout_s)
+    if remembered:
+        remembered.parent.mkdir(parents=True, exist_ok=True)
+        temporary = remembered.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(data))
+        os.replace(temporary, remembered)
+    return data
+
+
+def gpu_names(probe: dict[str, Any]) -> list[str]:
+    return [d["name"] for d in probe.get("devices", []) if d.get("type") == "GPU"]

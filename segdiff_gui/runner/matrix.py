@@ -1,0 +1,129 @@
+"""Driving a planned matrix: one child per group of process-level settings, restarted after a
+crash or a hang so that only the run in flight is lost. The CLI loops over :meth:`run`; the
+GUI's worker thread drives the very same generator."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+
+from segdiff_gui.core.job import EngineJob, PlannedRun
+from segdiff_gui.core.progress import (
+    AllDone,
+    ChildFatal,
+    Message,
+    PlanReady,
+    RunCached,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+)
+from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
+from segdiff_gui.runner.plan import MatrixPlan
+from segdiff_gui.storage.cache import ResultCache
+
+__all__ = ["MatrixRunner"]
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+class MatrixRunner:
+    """Run a :class:`MatrixPlan`, yielding progress messages; :meth:`cancel` from any thread.
+
+    ``timeout_s`` bounds the silence of a child (no message at all): TensorFlow's import, a model
+    load or one run's inference must each finish within it.
+    """
+
+    def __init__(self, plan: MatrixPlan, cache: ResultCache,
+                 timeout_s: float = DEFAULT_TIMEOUT_S,
+                 child_env: dict[str, str] | None = None) -> None:
+        self.plan = plan
+        self.cache = cache
+        self.timeout_s = timeout_s
+        self.child_env = child_env
+        self._cancel = threading.Event()
+        self._child: ChildProcess | None = None
+        self._lock = threading.Lock()
+
+    def cancel(self) -> None:
+        """Ask the run to stop: the child in flight is killed, no new child starts."""
+        self._cancel.set()
+        with self._lock:
+            if self._child is not None:
+                self._child.kill()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def run(self) -> Iterator[Message]:
+        plan = self.plan
+        yield PlanReady(total=plan.total, cached=len(plan.cached), children=len(plan.jobs))
+        for run in plan.cached:
+            yield RunCached(run.key, run.label)
+        finished = failed = 0
+        errors: list[str] = []
+        for job in plan.jobs:
+            for message in self._run_job(job):
+                if isinstance(message, RunFinished):
+                    finished += 1
+                elif isinstance(message, RunFailed):
+                    failed += 1
+                elif isinstance(message, ChildFatal):
+                    errors.append(message.error)
+                yield message
+            if self.cancelled or errors:
+                break  # an input error (bad model, bad image) holds for every other job too
+        yield AllDone(finished=finished, cached=len(plan.cached), failed=failed,
+                      cancelled=self.cancelled, errors=errors)
+
+    def _start(self, job: EngineJob) -> ChildProcess:
+        with self._lock:
+            self._child = ChildProcess("run", job.to_dict(), env=self.child_env)
+            return self._child
+
+    def _run_job(self, job: EngineJob) -> Iterator[Message]:
+        """Run a job's runs, starting a fresh child for the rest after each crash or hang."""
+        pending: dict[str, PlannedRun] = {run.key: run for run in job.runs}
+        while pending and not self.cancelled:
+            child = self._start(replace(job, runs=tuple(pending.values())))
+            in_flight: PlannedRun | None = None
+            progressed = False
+            problem = ""
+            try:
+                for message in child.messages(self.timeout_s, should_stop=self._cancel.is_set):
+                    if isinstance(message, RunStarted):
+                        in_flight = pending.get(message.key)
+                    elif isinstance(message, RunFinished | RunFailed):
+                        if isinstance(message, RunFinished) and not self.cache.has(message.key):
+                            message = RunFailed(message.key, message.label,
+                                                "the child reported success but wrote no result")
+                        pending.pop(message.key, None)
+                        in_flight, progressed = None, True
+                    elif isinstance(message, ChildFatal):
+                        for run in pending.values():
+                            yield RunFailed(run.key, run.label, message.error)
+                        pending.clear()
+                        yield message
+                        break
+                    yield message
+            except ChildTimeout as timeout:
+                problem = f"{timeout} (timed out; the child was killed)"
+                child.kill()
+            if self.cancelled:
+                child.kill()
+            child.wait()
+            if self.cancelled or not pending:
+                break
+            problem = problem or f"the engine process {describe_exit(child.process.returncode)}"
+            tail = child.stderr_tail()
+            lost = [in_flight] if in_flight is not None else []
+            if not lost and not progressed:
+                lost = list(pending.values())  # it died before any run: retrying would loop
+            for run in lost:
+                pending.pop(run.key, None)
+                yield RunFailed(run.key, run.label, problem, tail)
+        with self._lock:
+            self._child = None
+

@@ -1,0 +1,134 @@
+"""Planning a matrix: hash the inputs, build each run's batch and cache key, see what is cached,
+and group the rest by the process-level settings that force separate children."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import islice, cycle
+from pathlib import Path
+
+from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.hashing import hash_path, run_key
+from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
+from segdiff_gui.io.images import read_image
+from segdiff_gui.storage.cache import ResultCache
+
+__all__ = ["MatrixPlan", "batch_slots", "plan_matrix"]
+
+
+def batch_slots(config: RunConfig, target: int, image_count: int) -> tuple[int, ...]:
+    """Image indices filling a batch: the target at ``config.position``, the other slots taken
+    in order from the other images of the set (cycling), or copies of the target."""
+    others = [i for i in range(target + 1, image_count)] + list(range(target))
+    if config.context == "copies" or not others:
+        fillers = [target] * (config.batch - 1)
+    else:
+        fillers = list(islice(cycle(others), config.batch - 1))
+    fillers.insert(config.position, target)
+    return tuple(fillers)
+
+
+@dataclass(frozen=True)
+class MatrixPlan:
+    """Everything a runner needs: the jobs still to compute and the runs already cached."""
+
+    model_path: Path
+    images: tuple[ImageRef, ...]
+    target: int
+    runs: tuple[PlannedRun, ...]
+    cached: tuple[PlannedRun, ...]
+    jobs: tuple[EngineJob, ...]
+
+    @property
+    def total(self) -> int:
+        return len(self.runs)
+
+
+def _image_refs(paths: Sequence[Path]) -> tuple[list[ImageRef], dict[int, object]]:
+    refs, decoded = [], {}
+    names = [p.name for p in paths]
+    for index, path in enumerate(paths):
+        decoded[index] = read_image(path)  # validates now: a bad file fails before any child
+        # Distinct images with the same file name (from two folders) keep their parent's name.
+        name = path.name if names.count(path.name) == 1 else f"{path.parent.name}/{path.name}"
+        refs.append(ImageRef(path=str(path), name=name, hash=hash_path(path)))
+    return refs, decoded
+
+
+def _target_index(refs: list[ImageRef], target: str | None) -> int:
+    if target is None:
+        return 0
+    for index, ref in enumerate(refs):
+        if target in (ref.name, ref.path, Path(ref.path).stem):
+            return index
+    names = ", ".join(ref.name for ref in refs[:10])
+    raise InputError(target, f"is not one of the images given ({names})")
+
+
+def plan_matrix(
+    model_path: str | Path,
+    image_paths: Sequence[str | Path],
+    configs: Sequence[RunConfig],
+    *,
+    cache: ResultCache,
+    repeats: int = 1,
+    target: str | None = None,
+    preprocessing: Preprocessing | None = None,
+    output: OutputSelection | None = None,
+    trust_model: bool = False,
+) -> MatrixPlan:
+    """Plan ``configs × repeats`` runs of ``model_path`` on the target among ``image_paths``."""
+    model = Path(model_path)
+    if not model.exists():
+        raise InputError(model, "no such model file or folder")
+    if not image_paths:
+        raise InputError(model, "no images given")
+    if repeats < 1:
+        raise InputError("--repeats", "must be at least 1")
+    preprocessing = preprocessing or Preprocessing()
+    output = output or OutputSelection()
+    refs, decoded = _image_refs([Path(p) for p in image_paths])
+    target_index = _target_index(refs, target)
+    model_hash = hash_path(model)
+
+    runs: list[PlannedRun] = []
+    seen: set[str] = set()
+    for config in configs:
+        slots = batch_slots(config, target_index, len(refs))
+        for repeat in range(repeats):
+            key = run_key(
+                model_hash=model_hash,
+                target_hash=refs[target_index].hash,
+                batch_hashes=[refs[i].hash for i in slots],
+                preprocessing=preprocessing.to_dict(),
+                output=output.to_dict(),
+                config=config.to_dict(),
+                repeat=repeat,
+            )
+            if key not in seen:  # the same configuration asked twice runs once
+                seen.add(key)
+                runs.append(PlannedRun(key, config, repeat, target_index, slots))
+
+    cache.write_image(refs[target_index].hash, refs[target_index].name,
+                      decoded[target_index])  # type: ignore[arg-type]
+    cached = tuple(run for run in runs if cache.has(run.key))
+    to_compute = [run for run in runs if run.key not in {c.key for c in cached}]
+    groups: dict[tuple[bool, bool, int], list[PlannedRun]] = {}
+    for run in to_compute:
+        groups.setdefault(run.config.process_settings(), []).append(run)
+    jobs = tuple(
+        EngineJob(
+            model_path=str(model),
+            model_hash=model_hash,
+            trust_model=trust_model,
+            preprocessing=preprocessing,
+            output=output,
+            images=tuple(refs),
+            cache_root=str(cache.root),
+            runs=tuple(group),
+        )
+        for group in groups.values()
+    )
+    return MatrixPlan(model, tuple(refs), target_index, tuple(runs), cached, jobs)

@@ -1,0 +1,15 @@
+"""h5py: the result cache, run records with provenance, and portable bundles."""
+
+from segdiff_gui.storage.bundle import BundleReader, MergeResult, merge_bundle, write_bundle
+from segdiff_gui.storage.cache import ResultCache, default_cache_dir
+from segdiff_gui.storage.records import RunRecord
+
+__all__ = [
+    "BundleReader",
+    "MergeResult",
+    "ResultCache",
+    "RunRecord",
+    "default_cache_dir",
+    "merge_bundle",
+    "write_bundle",
+]

@@ -1,0 +1,104 @@
+"""Bundles: chosen runs (maps, provenance, target images) in one portable HDF5 file.
+
+A GPU server writes a bundle, a laptop merges it into its cache or opens it directly.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from segdiff_gui import __version__
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.storage.cache import ResultCache, atomic_h5, open_h5_for_reading
+from segdiff_gui.storage.records import RunRecord, read_record, write_record
+
+__all__ = ["BundleReader", "MergeResult", "merge_bundle", "write_bundle"]
+
+_MAGIC = "segdiff-bundle"
+
+
+def write_bundle(cache: ResultCache, keys: list[str], path: str | Path) -> int:
+    """Write the runs ``keys`` of ``cache`` and their target images to ``path``; returns count."""
+    path = Path(path)
+    with atomic_h5(path) as handle:
+        handle.attrs["format"] = _MAGIC
+        handle.attrs["segdiff_version"] = __version__
+        handle.attrs["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        runs, images = handle.create_group("runs"), handle.create_group("images")
+        for key in keys:
+            record = cache.read_run(key)
+            write_record(runs.create_group(key), record)
+            image = cache.read_image(record.target_hash)
+            if image is not None and record.target_hash not in images:
+                dataset = images.create_dataset(record.target_hash, data=image,
+                                                compression="gzip", shuffle=True)
+                dataset.attrs["name"] = record.target_name
+    return len(keys)
+
+
+class BundleReader:
+    """Read a bundle like a cache: ``keys``, ``records``, ``read_run``, ``read_image``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InputError(self.path, "no such bundle file")
+        with open_h5_for_reading(self.path) as handle:
+            if handle.attrs.get("format") != _MAGIC:
+                raise InputError(self.path, "is an HDF5 file but not a segdiff bundle")
+
+    def keys(self) -> list[str]:
+        with open_h5_for_reading(self.path) as handle:
+            return sorted(handle["runs"].keys())
+
+    def read_run(self, key: str, with_map: bool = True) -> RunRecord:
+        with open_h5_for_reading(self.path) as handle:
+            if key not in handle["runs"]:
+                raise KeyError(key)
+            return read_record(handle["runs"][key], with_map=with_map)
+
+    def records(self) -> list[RunRecord]:
+        with open_h5_for_reading(self.path) as handle:
+            return [read_record(group, with_map=False) for group in handle["runs"].values()]
+
+    def read_image(self, image_hash: str) -> np.ndarray | None:
+        with open_h5_for_reading(self.path) as handle:
+            if image_hash not in handle["images"]:
+                return None
+            return np.asarray(handle["images"][image_hash][()])
+
+    def image_name(self, image_hash: str) -> str:
+        with open_h5_for_reading(self.path) as handle:
+            return str(handle["images"][image_hash].attrs["name"])
+
+
+@dataclass
+class MergeResult:
+    added: list[str] = field(default_factory=list)
+    identical: list[str] = field(default_factory=list)
+    # Same key, different pixels: a nondeterministic device gave another answer elsewhere.
+    conflicts: list[str] = field(default_factory=list)
+
+
+def merge_bundle(path: str | Path, cache: ResultCache) -> MergeResult:
+    """Add a bundle's runs to ``cache``; runs already there are kept and compared bit for bit."""
+    bundle = BundleReader(path)
+    result = MergeResult()
+    for key in bundle.keys():
+        incoming = bundle.read_run(key)
+        if cache.has(key):
+            existing = cache.read_run(key).probabilities
+            assert incoming.probabilities is not None and existing is not None
+            same = existing.tobytes() == incoming.probabilities.tobytes()
+            (result.identical if same else result.conflicts).append(key)
+            continue
+        image = bundle.read_image(incoming.target_hash)
+        if image is not None:
+            cache.write_image(incoming.target_hash, incoming.target_name, image)
+        cache.write_run(incoming)
+        result.added.append(key)
+    return result
