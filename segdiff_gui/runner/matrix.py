@@ -102,10 +102,10 @@ class MatrixRunner:
                         pending.pop(message.key, None)
                         in_flight, progressed = None, True
                     elif isinstance(message, ChildFatal):
+                        yield message
                         for run in pending.values():
                             yield RunFailed(run.key, run.label, message.error)
                         pending.clear()
-                        yield message
                         break
                     yield message
             except ChildTimeout as timeout:

@@ -20,6 +20,7 @@ __all__ = ["FORMAT_VERSION", "RunRecord", "read_record", "write_record"]
 FORMAT_VERSION = 1
 _MAP = "probabilities"
 _PROVENANCE = "provenance"
+_ENCODED = "_json_encoded"
 _JSON_ATTRS = ("config", "preprocessing", "output", "batch_hashes", "batch_names",
                "raw_output_shape")
 _TEXT_ATTRS = ("key", "label", "model_name", "model_hash", "target_name", "target_hash",
@@ -82,8 +83,14 @@ def write_record(group: h5py.Group, record: RunRecord) -> None:
     for name in _JSON_ATTRS:
         attrs[name] = json.dumps(getattr(record, name))
     provenance = group.create_group(_PROVENANCE)
+    encoded = []
     for name, value in record.provenance.items():
-        provenance.attrs[name] = value if isinstance(value, (int, float, str)) else json.dumps(value)
+        if isinstance(value, (int, float, str)):
+            provenance.attrs[name] = value
+        else:  # lists and dicts as JSON text, named so reading gives them back as they were
+            provenance.attrs[name] = json.dumps(value)
+            encoded.append(name)
+    provenance.attrs[_ENCODED] = json.dumps(encoded)
 
 
 def _text(value: Any) -> str:
@@ -95,8 +102,15 @@ def read_record(group: h5py.Group, with_map: bool = True) -> RunRecord:
     attrs = group.attrs
     dataset = group[_MAP]
     provenance: dict[str, Any] = {}
-    for name, value in group[_PROVENANCE].attrs.items():
-        provenance[name] = value.item() if isinstance(value, np.generic) else _text(value)
+    stored = group[_PROVENANCE].attrs
+    encoded = set(json.loads(_text(stored.get(_ENCODED, "[]"))))
+    for name, value in stored.items():
+        if name == _ENCODED:
+            continue
+        if name in encoded:
+            provenance[name] = json.loads(_text(value))
+        else:
+            provenance[name] = value.item() if isinstance(value, np.generic) else _text(value)
     values: dict[str, Any] = {name: _text(attrs[name]) for name in _TEXT_ATTRS}
     values.update({name: json.loads(_text(attrs[name])) for name in _JSON_ATTRS})
     return RunRecord(

@@ -1,0 +1,88 @@
+"""Showing a running matrix on a terminal: a rich progress bar when stderr is a terminal, one
+plain line per finished run otherwise (CI logs), nothing on stdout (kept for ``--json``)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from segdiff_gui.core.progress import (
+    AllDone,
+    BatchProgress,
+    ChildFatal,
+    PlanReady,
+    RunCached,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+)
+from segdiff_gui.runner.matrix import MatrixRunner
+
+__all__ = ["MatrixOutcome", "drive"]
+
+
+@dataclass
+class MatrixOutcome:
+    """What happened to every run, for the exit code and ``--json``."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    done: AllDone | None = None
+    fatal: str = ""
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [run for run in self.runs if run["status"] == "failed"]
+
+
+def drive(runner: MatrixRunner, console: Console | None = None, quiet: bool = False) -> MatrixOutcome:
+    """Consume the runner's messages, showing progress on stderr; Ctrl-C cancels cleanly."""
+    console = console or Console(stderr=True)
+    outcome = MatrixOutcome()
+    live = console.is_terminal and not quiet
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, transient=True, disable=not live)
+    task = progress.add_task("planning", total=None)
+    labels: dict[str, str] = {}
+    try:
+        with progress:
+            for message in runner.run():
+                if isinstance(message, PlanReady):
+                    progress.update(task, total=message.total - message.cached,
+                                    description=f"{message.total} runs, {message.cached} cached")
+                elif isinstance(message, RunCached):
+                    outcome.runs.append({"key": message.key, "label": message.label,
+                                         "status": "cached"})
+                elif isinstance(message, RunStarted):
+                    labels[message.key] = message.label
+                    progress.update(task, description=message.label)
+                elif isinstance(message, BatchProgress):
+                    progress.update(task, description=f"{labels.get(message.key, '')}: "
+                                    f"{message.what}")
+                elif isinstance(message, RunFinished):
+                    progress.advance(task)
+                    outcome.runs.append({"key": message.key, "label": message.label,
+                                         "status": "finished", "seconds": message.seconds,
+                                         "device": message.device})
+                    if not live and not quiet:
+                        console.print(f"finished {message.label} on {message.device} "
+                                      f"in {message.seconds:.2f} s", highlight=False)
+                elif isinstance(message, RunFailed):
+                    progress.advance(task)
+                    outcome.runs.append({"key": message.key, "label": message.label,
+                                         "status": "failed", "error": message.error})
+                    if not quiet and message.error != outcome.fatal:
+                        console.print(f"[red]failed[/] {message.label}: {message.error}",
+                                      highlight=False)
+                elif isinstance(message, ChildFatal):
+                    outcome.fatal = outcome.fatal or message.error
+                elif isinstance(message, AllDone):
+                    outcome.done = message
+    except KeyboardInterrupt:
+        runner.cancel()
+        outcome.interrupted = True
+    return outcome

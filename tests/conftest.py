@@ -1,0 +1,58 @@
+"""Shared fixtures: a fresh cache per test, the demo, test models in every format, and a way to
+run the real ``segdiff`` command line in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from segdiff_gui.resources import demo_images, demo_model
+from segdiff_gui.storage import ResultCache
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> ResultCache:
+    return ResultCache(tmp_path / "cache")
+
+
+@pytest.fixture(scope="session")
+def demo() -> tuple[Path, list[Path]]:
+    return demo_model(), demo_images()
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Test models written by real Keras 3 and tf-keras in a child process."""
+    out = tmp_path_factory.mktemp("models")
+    subprocess.run([sys.executable, str(TESTS / "fixtures_models.py"), str(out)], check=True,
+                   capture_output=True, timeout=300)
+    return out
+
+
+@pytest.fixture(scope="session")
+def small_images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Four 32×32 grayscale PNGs for the tiny test models."""
+    out = tmp_path_factory.mktemp("images")
+    rng = np.random.default_rng(3)
+    paths = []
+    for index in range(4):
+        path = out / f"small_{index}.png"
+        Image.fromarray(rng.integers(0, 256, (32, 32), dtype=np.uint8)).save(path)
+        paths.append(path)
+    return paths
+
+
+def segdiff(*args: str | Path, env: dict[str, str] | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the real ``segdiff`` command line (``python -m segdiff_gui.cli``)."""
+    return subprocess.run([sys.executable, "-m", "segdiff_gui.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})

@@ -1,0 +1,73 @@
+import pytest
+
+from segdiff_gui.core.config import (
+    ConfigError,
+    Preprocessing,
+    RunConfig,
+    parse_config_spec,
+    parse_preprocessing,
+)
+from segdiff_gui.runner.plan import batch_slots
+
+
+def test_spec_parses_every_knob_and_round_trips():
+    spec = ("device=gpu:1,batch=64,context=copies,position=3,determinism=on,tf32=off,"
+            "onednn=off,threads=1,xla=on,precision=mixed_bfloat16")
+    config = parse_config_spec(spec)
+    assert config == RunConfig("gpu:1", 64, "copies", 3, True, False, False, 1, True,
+                               "mixed_bfloat16")
+    assert parse_config_spec(config.to_spec()) == config
+    assert config.label() == "gpu:1 b64 copies pos3 det tf32off onednn-off threads1 xla bf16"
+
+
+def test_defaults_and_aliases():
+    assert parse_config_spec("") == RunConfig()
+    assert parse_config_spec("device=gpu,precision=bf16").device == "gpu:0"
+    assert parse_config_spec("precision=fp16").precision == "mixed_float16"
+    assert RunConfig(batch=64).label() == "cpu b64"
+
+
+@pytest.mark.parametrize("spec, fragment", [
+    ("device=tpu", "device must be"),
+    ("batch=0", "batch must be at least 1"),
+    ("batch=4,position=4", "position 4 is outside a batch of 4"),
+    ("xla=maybe", "xla must be on or off"),
+    ("threads=two", "threads must be a whole number"),
+    ("precision=float64", "precision must be one of"),
+    ("colour=red", "unknown config key 'colour'"),
+    ("batch", "not key=value"),
+])
+def test_bad_specs_say_what_is_wrong(spec, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_config_spec(spec)
+
+
+def test_batch_one_has_no_context():
+    assert RunConfig(batch=1, context="copies") == RunConfig(batch=1)
+
+
+def test_process_settings_split_children():
+    assert RunConfig(batch=64, xla=True).process_settings() == RunConfig().process_settings()
+    assert RunConfig(threads=1).process_settings() != RunConfig().process_settings()
+    assert RunConfig(onednn=False).process_settings() != RunConfig().process_settings()
+    assert RunConfig(determinism=True).process_settings() != RunConfig().process_settings()
+
+
+def test_batch_slots_place_target_and_context():
+    assert batch_slots(RunConfig(batch=1), 2, 5) == (2,)
+    assert batch_slots(RunConfig(batch=4), 2, 5) == (2, 3, 4, 0)
+    assert batch_slots(RunConfig(batch=4, position=2), 2, 5) == (3, 4, 2, 0)
+    assert batch_slots(RunConfig(batch=7), 0, 3) == (0, 1, 2, 1, 2, 1, 2)
+    assert batch_slots(RunConfig(batch=3, context="copies"), 1, 5) == (1, 1, 1)
+    assert batch_slots(RunConfig(batch=3), 0, 1) == (0, 0, 0)  # a set of one: copies
+
+
+def test_preprocessing_from_command_line_strings():
+    assert parse_preprocessing("1/255").scale == pytest.approx(1 / 255)
+    assert parse_preprocessing(None).scale is None
+    assert parse_preprocessing(None, "0.5,0.4,0.3", "0.2").mean == (0.5, 0.4, 0.3)
+    with pytest.raises(ConfigError, match="scale"):
+        parse_preprocessing("x/y")
+    with pytest.raises(ConfigError, match="std must not contain 0"):
+        Preprocessing(std=(0.0,))
+    assert Preprocessing.from_dict(Preprocessing(mean=(1.0,)).to_dict()) == Preprocessing(mean=(1.0,))

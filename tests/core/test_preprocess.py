@@ -1,0 +1,44 @@
+import numpy as np
+import pytest
+
+from segdiff_gui.core.config import Preprocessing
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.preprocess import prepare_input, resize_bilinear
+
+
+def test_scale_follows_dtype_unless_given():
+    image8 = np.full((4, 4), 255, dtype=np.uint8)
+    image16 = np.full((4, 4), 65535, dtype=np.uint16)
+    assert prepare_input(image8, Preprocessing(), 4, 4, 1, "a").max() == 1.0
+    assert prepare_input(image16, Preprocessing(), 4, 4, 1, "a").max() == 1.0
+    assert prepare_input(image8, Preprocessing(scale=1.0), 4, 4, 1, "a").max() == 255.0
+
+
+def test_mean_std_and_gray_conversion():
+    rgb = np.zeros((2, 2, 3), dtype=np.uint8)
+    rgb[..., 0] = 255
+    gray = prepare_input(rgb, Preprocessing(color="gray"), 2, 2, 1, "a")
+    assert gray.shape == (2, 2, 1) and gray[0, 0, 0] == pytest.approx(0.299)
+    normalised = prepare_input(rgb, Preprocessing(mean=(0.5,), std=(0.5,)), 2, 2, 3, "a")
+    assert normalised[0, 0].tolist() == [1.0, -1.0, -1.0]
+
+
+def test_channel_mismatch_names_the_file():
+    rgb = np.zeros((4, 4, 3), dtype=np.uint8)
+    with pytest.raises(InputError, match=r"cells/a.png: model expects 1 channel\(s\), image has 3"):
+        prepare_input(rgb, Preprocessing(), 4, 4, 1, "cells/a.png")
+
+
+def test_size_mismatch_is_refused_with_both_shapes_or_resized():
+    image = np.zeros((10, 12), dtype=np.uint8)
+    with pytest.raises(InputError, match="image is 10×12×1 but the model expects 8×8×1"):
+        prepare_input(image, Preprocessing(), 8, 8, 1, "x.png")
+    resized = prepare_input(image, Preprocessing(resize="bilinear"), 8, 8, 1, "x.png")
+    assert resized.shape == (8, 8, 1)
+
+
+def test_bilinear_resize_keeps_constants_and_halves_exactly():
+    constant = np.full((5, 7, 1), 0.25, dtype=np.float32)
+    assert np.all(resize_bilinear(constant, 9, 3) == np.float32(0.25))
+    ramp = np.arange(4, dtype=np.float32).reshape(1, 4, 1).repeat(2, axis=0)
+    assert resize_bilinear(ramp, 2, 2)[0, :, 0].tolist() == [0.5, 2.5]

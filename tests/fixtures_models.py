@@ -1,0 +1,80 @@
+"""Builds the small models the tests load, in every format segdiff reads, in a fresh process.
+
+Run as ``python tests/fixtures_models.py OUT_DIR``. All models share one set of weights (a tiny
+fully convolutional net on 32×32×1 inputs), so the formats can be compared with each other:
+- ``tiny.keras`` (Keras 3), ``tiny_tfkeras.h5`` (written by tf-keras, i.e. Keras 2),
+  ``tiny_savedmodel/`` (a TensorFlow SavedModel exported by Keras 3);
+- ``lambda.keras``: a Lambda layer, which Keras safe mode refuses;
+- ``logits.keras``: a linear last layer (not probabilities);
+- ``two_outputs.keras``: outputs ``mask`` (sigmoid) and ``edges`` (sigmoid);
+- ``softmax3.keras``: three-class softmax.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ["KERAS_BACKEND"] = "tensorflow"
+
+import numpy as np  # noqa: E402
+
+
+def build_keras3(out: Path) -> list[np.ndarray]:
+    import keras
+
+    keras.utils.set_random_seed(7)
+
+    def trunk() -> tuple[keras.KerasTensor, keras.KerasTensor]:
+        inputs = keras.Input((32, 32, 1), name="image")
+        hidden = keras.layers.Conv2D(6, 3, padding="same", activation="relu", name="c1")(inputs)
+        hidden = keras.layers.Conv2D(6, 3, padding="same", activation="relu", name="c2")(hidden)
+        return inputs, hidden
+
+    inputs, hidden = trunk()
+    outputs = keras.layers.Conv2D(1, 1, activation="sigmoid", name="mask")(hidden)
+    tiny = keras.Model(inputs, outputs)
+    tiny.save(out / "tiny.keras")
+    tiny.export(str(out / "tiny_savedmodel"), verbose=False)
+
+    inputs, hidden = trunk()
+    scaled = keras.layers.Lambda(lambda t: t * 2.0, name="double")(hidden)
+    keras.Model(inputs, keras.layers.Conv2D(1, 1, activation="sigmoid")(scaled)).save(
+        out / "lambda.keras")
+
+    inputs, hidden = trunk()
+    keras.Model(inputs, keras.layers.Conv2D(1, 1, name="logits")(hidden)).save(out / "logits.keras")
+
+    inputs, hidden = trunk()
+    mask = keras.layers.Conv2D(1, 1, activation="sigmoid", name="mask")(hidden)
+    edges = keras.layers.Conv2D(1, 1, activation="sigmoid", name="edges")(hidden)
+    keras.Model(inputs, [mask, edges]).save(out / "two_outputs.keras")
+
+    inputs, hidden = trunk()
+    classes = keras.layers.Conv2D(3, 1, activation="softmax", name="classes")(hidden)
+    keras.Model(inputs, classes).save(out / "softmax3.keras")
+    return [np.asarray(w) for w in tiny.get_weights()]
+
+
+def build_tf_keras(out: Path, weights: list[np.ndarray]) -> None:
+    import tf_keras
+
+    inputs = tf_keras.Input((32, 32, 1), name="image")
+    hidden = tf_keras.layers.Conv2D(6, 3, padding="same", activation="relu", name="c1")(inputs)
+    hidden = tf_keras.layers.Conv2D(6, 3, padding="same", activation="relu", name="c2")(hidden)
+    outputs = tf_keras.layers.Conv2D(1, 1, activation="sigmoid", name="mask")(hidden)
+    model = tf_keras.Model(inputs, outputs)
+    model.set_weights(weights)
+    model.save(out / "tiny_tfkeras.h5", save_format="h5")
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    build_tf_keras(out, build_keras3(out))
+
+
+if __name__ == "__main__":
+    main()

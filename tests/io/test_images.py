@@ -1,0 +1,48 @@
+import numpy as np
+import pytest
+import tifffile
+from PIL import Image
+
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.io.images import collect_images, read_image
+
+
+def test_png_8_and_16_bit(tmp_path):
+    gray = np.arange(64, dtype=np.uint8).reshape(8, 8)
+    Image.fromarray(gray).save(tmp_path / "g.png")
+    deep = (np.arange(64, dtype=np.uint16) * 1000).reshape(8, 8)
+    Image.fromarray(deep).save(tmp_path / "d.png")
+    assert np.array_equal(read_image(tmp_path / "g.png"), gray)
+    read = read_image(tmp_path / "d.png")
+    assert read.dtype == np.uint16 and np.array_equal(read, deep)
+
+
+def test_tiff_float_and_channels_first_npy(tmp_path):
+    data = np.random.default_rng(1).random((6, 5), dtype=np.float32)
+    tifffile.imwrite(tmp_path / "f.tif", data)
+    assert np.array_equal(read_image(tmp_path / "f.tif"), data)
+    chw = np.zeros((3, 6, 5), dtype=np.uint8)
+    np.save(tmp_path / "c.npy", chw)
+    assert read_image(tmp_path / "c.npy").shape == (6, 5, 3)
+
+
+def test_not_an_image_is_one_clear_line(tmp_path):
+    bogus = tmp_path / "notes.png"
+    bogus.write_text("hello")
+    with pytest.raises(InputError, match=r"notes.png: not a readable image"):
+        read_image(bogus)
+
+
+def test_pickled_npy_is_refused(tmp_path):
+    np.save(tmp_path / "p.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(InputError, match="p.npy"):
+        read_image(tmp_path / "p.npy")
+
+
+def test_collect_images_expands_folders_in_name_order(tmp_path):
+    for name in ("b.png", "a.png"):
+        Image.fromarray(np.zeros((2, 2), dtype=np.uint8)).save(tmp_path / name)
+    (tmp_path / "readme.txt").write_text("x")
+    assert [p.name for p in collect_images([tmp_path])] == ["a.png", "b.png"]
+    with pytest.raises(InputError, match="no such file"):
+        collect_images([tmp_path / "missing.png"])

@@ -1,0 +1,125 @@
+import multiprocessing
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.storage import ResultCache, RunRecord, merge_bundle, write_bundle
+from segdiff_gui.storage.bundle import BundleReader
+from segdiff_gui.storage.cache import atomic_h5
+
+
+def make_record(key: str, values: np.ndarray, label: str = "cpu b1 r0") -> RunRecord:
+    return RunRecord(
+        key=key, label=label, config=RunConfig().to_dict(), repeat=0, model_name="m.keras",
+        model_hash="mh", target_name="t.png", target_hash="th", batch_hashes=["th"],
+        batch_names=["t.png"], preprocessing={"scale": None}, output={"output": None},
+        output_name="mask", kind="sigmoid", raw_output_shape=[1, *values.shape, 1],
+        map_shape=values.shape, provenance={"device": "cpu:0", "wall_time_s": 0.5,
+                                            "environment": {"TF_ENABLE_ONEDNN_OPTS": "1"},
+                                            "onednn_enabled": True},
+        probabilities=values)
+
+
+def awkward_values() -> np.ndarray:
+    values = np.random.default_rng(0).random((300, 260), dtype=np.float32)
+    values[0, :6] = [np.nan, -0.0, 1e-45, np.float32(0.549857), 1.0, np.inf]
+    return values
+
+
+def test_round_trip_is_bit_exact_with_provenance(cache):
+    values = awkward_values()
+    cache.write_run(make_record("ab" * 32, values))
+    back = cache.read_run("ab" * 32)
+    assert back.probabilities.tobytes() == values.tobytes()
+    assert back.provenance["environment"] == {"TF_ENABLE_ONEDNN_OPTS": "1"}
+    assert back.provenance["onednn_enabled"] is True and back.map_shape == (300, 260)
+    with h5py.File(cache.run_path("ab" * 32), "r") as handle:
+        dataset = handle["probabilities"]
+        assert dataset.compression == "gzip" and dataset.chunks is not None
+
+
+def test_failed_write_leaves_nothing_behind(cache):
+    target = cache.run_path("cd" * 32)
+    with pytest.raises(RuntimeError), atomic_h5(target) as handle:
+        handle.create_dataset("x", data=np.zeros(3))
+        raise RuntimeError("killed mid-write")
+    assert not target.exists() and list(target.parent.iterdir()) == []
+    assert cache.keys() == []
+
+
+def test_temporaries_of_killed_writers_are_ignored_and_cleaned(cache):
+    cache.write_run(make_record("ef" * 32, np.zeros((4, 4), np.float32)))
+    stale = cache.run_path("ef" * 32).with_name(".00.h5.123.abcd.tmp")
+    stale.write_bytes(b"\x89HDF truncated")
+    os.utime(stale, (0, 0))
+    assert cache.keys() == ["ef" * 32]
+    assert cache.remove_stale_temporaries() == 1 and not stale.exists()
+
+
+def _writer(root: str, worker: int) -> None:
+    cache = ResultCache(root)
+    for index in range(25):
+        # Both workers write the shared keys too: last rename wins, both versions are whole.
+        key = f"{index:064x}" if index % 2 else f"{worker}{index:063x}"
+        cache.write_run(make_record(key, np.full((64, 64), index, np.float32)))
+
+
+def test_two_processes_writing_one_cache_do_not_corrupt_it(cache):
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_writer, args=(str(cache.root), w)) for w in (1, 2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    keys = cache.keys()
+    assert len(keys) == 12 + 13 * 2
+    for key in keys:
+        record = cache.read_run(key)
+        assert record.probabilities.shape == (64, 64)
+
+
+def test_bundle_merge_round_trip_is_bit_exact(tmp_path):
+    source, target = ResultCache(tmp_path / "gpu-server"), ResultCache(tmp_path / "laptop")
+    values = awkward_values()
+    source.write_run(make_record("01" * 32, values))
+    source.write_run(make_record("02" * 32, values[::-1].copy(), label="cpu b64 r0"))
+    source.write_image("th", "t.png", np.arange(12, dtype=np.uint16).reshape(3, 4))
+    bundle = tmp_path / "results.h5"
+    assert write_bundle(source, ["01" * 32, "02" * 32], bundle) == 2
+    reader = BundleReader(bundle)
+    assert reader.read_run("01" * 32).probabilities.tobytes() == values.tobytes()
+    result = merge_bundle(bundle, target)
+    assert sorted(result.added) == ["01" * 32, "02" * 32]
+    for key in result.added:
+        assert target.read_run(key) == source.read_run(key)
+        assert target.read_run(key).probabilities.tobytes() == \
+            source.read_run(key).probabilities.tobytes()
+    assert np.array_equal(target.read_image("th"), source.read_image("th"))
+    again = merge_bundle(bundle, target)
+    assert again.added == [] and len(again.identical) == 2
+
+
+def test_merge_reports_a_conflicting_nondeterministic_result(tmp_path):
+    a, b = ResultCache(tmp_path / "a"), ResultCache(tmp_path / "b")
+    a.write_run(make_record("03" * 32, np.zeros((4, 4), np.float32)))
+    b.write_run(make_record("03" * 32, np.full((4, 4), 1e-45, np.float32)))
+    write_bundle(a, ["03" * 32], tmp_path / "a.h5")
+    result = merge_bundle(tmp_path / "a.h5", b)
+    assert result.conflicts == ["03" * 32]
+    assert b.read_run("03" * 32).probabilities[0, 0] == np.float32(1e-45)  # kept
+
+
+def test_a_plain_hdf5_file_is_not_a_bundle(tmp_path):
+    from segdiff_gui.core.errors import InputError
+
+    with h5py.File(tmp_path / "other.h5", "w") as handle:
+        handle["x"] = 1
+    with pytest.raises(InputError, match="not a segdiff bundle"):
+        BundleReader(tmp_path / "other.h5")
+    (tmp_path / "text.h5").write_text("nope")
+    with pytest.raises(InputError, match="text.h5: not a readable HDF5 file"):
+        BundleReader(tmp_path / "text.h5")

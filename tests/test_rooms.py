@@ -1,0 +1,31 @@
+"""The rooms of DESIGN.md, enforced: layering by import-linter, and no TensorFlow in the
+processes that users start (the CLI and, later, the GUI)."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_import_contracts_hold():
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or "lint-imports"
+    result = subprocess.run([lint], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 3 kept, 0 broken" in result.stdout
+
+
+def test_cli_help_and_every_front_room_import_without_tensorflow():
+    code = (
+        "import sys\n"
+        "import segdiff_gui.cli.main as m, segdiff_gui.runner, segdiff_gui.storage, "
+        "segdiff_gui.io, segdiff_gui.core, segdiff_gui.resources\n"
+        "try:\n    m.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "bad = [n for n in ('tensorflow', 'keras', 'tf_keras') if n in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "usage: segdiff" in result.stdout
