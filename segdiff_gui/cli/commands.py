@@ -105,12 +105,11 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
 
 def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = _cache(args)
-    images = collect_images(args.images)
-    if args.config:
-        configs = [parse_config_spec(spec) for spec in args.config]
-    else:
-        configs = default_configs(gpu_names(_probe(cache)))
+    # Cheap checks of the arguments first, then the files, then (maybe) the device probe.
+    configs = [parse_config_spec(spec) for spec in args.config]
     preprocessing = parse_preprocessing(args.scale, args.mean, args.std, args.color, args.resize)
+    images = collect_images(args.images)
+    configs = configs or default_configs(gpu_names(_probe(cache)))
     started = time.perf_counter()
     outcome, plan = _run_matrix(
         args, err, Path(args.model), images, configs, cache, target=args.target,

@@ -1,0 +1,24 @@
+"""Bundled demo: two small U-Nets and synthetic cell images with ground truth.
+
+``make_demo.py`` beside this file regenerates everything deterministically.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+__all__ = ["demo_dir", "demo_images", "demo_model"]
+
+
+def demo_dir() -> Path:
+    return Path(str(resources.files(__name__) / "demo"))
+
+
+def demo_model(kind: str = "sigmoid") -> Path:
+    """``sigmoid`` (1-channel foreground) or ``softmax3`` (background/cytoplasm/nucleus)."""
+    return demo_dir() / f"unet_{kind}.keras"
+
+
+def demo_images() -> list[Path]:
+    return sorted((demo_dir() / "images").glob("*.png"))

@@ -1,0 +1,79 @@
+"""The segdiff command line on real runs: cache hits, listing, bundles, devices, exit codes."""
+
+import json
+import sys
+
+import pytest
+
+import segdiff_gui.runner.child as child_module
+from segdiff_gui.cli.main import main
+from segdiff_gui.storage import ResultCache
+from tests.conftest import segdiff
+
+pytestmark = pytest.mark.slow
+
+
+def test_second_identical_run_is_served_from_cache_without_tensorflow(
+        models, small_images, cache, capsys, monkeypatch):
+    args = ["run", str(models / "tiny.keras"), *map(str, small_images), "--cache",
+            str(cache.root), "--config", "batch=1", "--config", "batch=4", "--json"]
+    first = segdiff(*args)
+    assert first.returncode == 0, first.stderr
+    assert {r["status"] for r in json.loads(first.stdout)["runs"]} == {"finished"}
+
+    def no_children(*_args, **_kwargs):
+        raise AssertionError("a cache hit must not start an engine child")
+
+    monkeypatch.setattr(child_module.ChildProcess, "__init__", no_children)
+    assert main(args) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert [r["status"] for r in second["runs"]] == ["cached"] * 4
+    assert "tensorflow" not in sys.modules and "keras" not in sys.modules
+
+
+def test_ls_lists_runs_with_labels_and_provenance(models, small_images, cache):
+    segdiff("run", models / "tiny.keras", small_images[1], "--cache", cache.root,
+            "--config", "batch=1,xla=on", "--repeats", "1")
+    listing = segdiff("ls", "--cache", cache.root)
+    assert listing.returncode == 0
+    assert "cpu b1 xla r0" in listing.stdout and "tiny.keras" in listing.stdout
+    (entry,) = json.loads(segdiff("ls", "--cache", cache.root, "--json").stdout)
+    assert entry["label"] == "cpu b1 xla r0" and entry["image"] == "small_1.png"
+    assert entry["provenance"]["xla"] is True and entry["provenance"]["device"] == "cpu:0"
+
+
+def test_bundle_then_merge_moves_runs_bit_exactly(models, small_images, tmp_path):
+    server, laptop = ResultCache(tmp_path / "server"), ResultCache(tmp_path / "laptop")
+    segdiff("run", models / "tiny.keras", *small_images, "--cache", server.root,
+            "--config", "batch=1", "--config", "batch=4")
+    bundle = tmp_path / "from-server.h5"
+    made = segdiff("bundle", bundle, "cpu b4 r1", "--cache", server.root)
+    assert made.returncode == 0, made.stderr
+    assert "wrote 1 runs" in made.stdout
+    ambiguous = segdiff("bundle", tmp_path / "x.h5", "", "--cache", server.root)
+    assert ambiguous.returncode == 2 and "is ambiguous" in ambiguous.stderr
+    merged = segdiff("merge", bundle, "--cache", laptop.root)
+    assert merged.returncode == 0 and "1 added" in merged.stdout
+    (key,) = laptop.keys()
+    assert laptop.read_run(key) == server.read_run(key)
+    assert laptop.read_run(key).probabilities.tobytes() == \
+        server.read_run(key).probabilities.tobytes()
+    assert laptop.read_image(laptop.read_run(key).target_hash) is not None
+
+
+def test_devices_reports_cpu_and_build(tmp_path):
+    result = segdiff("devices", "--json", "--cache", tmp_path)
+    assert result.returncode == 0, result.stderr
+    probe = json.loads(result.stdout)
+    assert any(d["name"] == "cpu" for d in probe["devices"])
+    assert probe["facts"]["tf_version"].startswith("2.")
+    assert "onednn_enabled" in probe["facts"]
+
+
+def test_usage_errors_exit_2_with_one_line(tmp_path):
+    result = segdiff("run", tmp_path / "missing.keras", tmp_path, "--config", "batch=0")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    bad_spec = segdiff("run", "m.keras", "i.png", "--config", "warp=9")
+    assert bad_spec.returncode == 2
+    assert "unknown config key 'warp'" in bad_spec.stderr
+    assert segdiff("frobnicate").returncode == 2

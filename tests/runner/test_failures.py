@@ -1,0 +1,86 @@
+"""A child that aborts, hangs, or asks for a missing GPU costs one run; cancel leaves no child."""
+
+import threading
+import time
+
+import psutil
+import pytest
+
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.progress import AllDone, PlanReady, RunCached, RunFailed, RunFinished, RunStarted
+from segdiff_gui.runner import MatrixRunner, plan_matrix
+
+pytestmark = pytest.mark.slow
+
+CONFIGS = [RunConfig(batch=1), RunConfig(batch=2), RunConfig(batch=3)]
+
+
+def outcome(messages):
+    finished = {m.label for m in messages if isinstance(m, RunFinished)}
+    failed = {m.label: m for m in messages if isinstance(m, RunFailed)}
+    return finished, failed
+
+
+def test_an_aborting_child_fails_only_its_run(models, small_images, cache):
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_CRASH_ON": "cpu b2 r0"})
+    messages = list(runner.run())
+    finished, failed = outcome(messages)
+    assert finished == {"cpu b1 r0", "cpu b3 r0"}
+    assert set(failed) == {"cpu b2 r0"}
+    assert "died from SIGABRT" in failed["cpu b2 r0"].error
+    assert all(cache.has(run.key) for run in plan.runs if run.label in finished)
+    assert isinstance(messages[-1], AllDone) and messages[-1].failed == 1
+
+
+def test_a_hanging_child_is_killed_after_the_timeout(models, small_images, cache):
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    runner = MatrixRunner(plan, cache, timeout_s=20,
+                          child_env={"SEGDIFF_TEST_HANG_ON": "cpu b1 r0"})
+    finished, failed = outcome(list(runner.run()))
+    assert finished == {"cpu b2 r0", "cpu b3 r0"}
+    assert "no progress for 20 s (timed out; the child was killed)" in failed["cpu b1 r0"].error
+
+
+def test_a_missing_gpu_fails_clearly_without_falling_back(models, small_images, cache):
+    plan = plan_matrix(models / "tiny.keras", small_images,
+                       [RunConfig(device="gpu:0"), RunConfig()], cache=cache)
+    finished, failed = outcome(list(MatrixRunner(plan, cache).run()))
+    assert finished == {"cpu b1 r0"}
+    assert failed["gpu:0 b1 r0"].error.startswith(
+        "gpu:0 requested but TensorFlow sees no such device")
+    assert not any(cache.has(run.key) for run in plan.runs if run.config.is_gpu)
+
+
+def test_cancel_kills_the_child_and_leaves_none(models, small_images, cache):
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b2 r0"})
+    messages = []
+
+    def consume():
+        messages.extend(runner.run())
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    deadline = time.monotonic() + 120
+    while not any(isinstance(m, RunStarted) and m.label == "cpu b2 r0" for m in messages):
+        assert time.monotonic() < deadline, messages
+        time.sleep(0.1)
+    child_pid = runner._child.process.pid
+    runner.cancel()
+    consumer.join(30)
+    assert not consumer.is_alive()
+    assert isinstance(messages[-1], AllDone) and messages[-1].cancelled
+    assert not psutil.pid_exists(child_pid) or \
+        psutil.Process(child_pid).status() == psutil.STATUS_ZOMBIE
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_second_plan_is_served_from_the_cache(models, small_images, cache):
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=2)
+    list(MatrixRunner(plan, cache).run())
+    again = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=2)
+    messages = list(MatrixRunner(again, cache).run())
+    assert again.jobs == () and len(again.cached) == 6
+    assert isinstance(messages[0], PlanReady) and messages[0].cached == 6
+    assert sum(isinstance(m, RunCached) for m in messages) == 6
