@@ -32,8 +32,12 @@ def demo() -> tuple[Path, list[Path]]:
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Test models written by real Keras 3 and tf-keras in a child process."""
     out = tmp_path_factory.mktemp("models")
-    subprocess.run([sys.executable, str(TESTS / "fixtures_models.py"), str(out)], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, str(TESTS / "fixtures_models.py"), str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return out
 
 
@@ -50,9 +54,14 @@ def small_images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return paths
 
 
-def segdiff(*args: str | Path, env: dict[str, str] | None = None,
-            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def segdiff(
+    *args: str | Path, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """Run the real ``segdiff`` command line (``python -m segdiff_gui.cli``)."""
-    return subprocess.run([sys.executable, "-m", "segdiff_gui.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "segdiff_gui.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )

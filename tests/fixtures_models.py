@@ -42,7 +42,8 @@ def build_keras3(out: Path) -> list[np.ndarray]:
     inputs, hidden = trunk()
     scaled = keras.layers.Lambda(lambda t: t * 2.0, name="double")(hidden)
     keras.Model(inputs, keras.layers.Conv2D(1, 1, activation="sigmoid")(scaled)).save(
-        out / "lambda.keras")
+        out / "lambda.keras"
+    )
 
     inputs, hidden = trunk()
     keras.Model(inputs, keras.layers.Conv2D(1, 1, name="logits")(hidden)).save(out / "logits.keras")

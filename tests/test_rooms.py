@@ -25,7 +25,8 @@ def test_cli_help_and_every_front_room_import_without_tensorflow():
         "bad = [n for n in ('tensorflow', 'keras', 'tf_keras') if n in sys.modules]\n"
         "assert not bad, bad\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert "usage: segdiff" in result.stdout

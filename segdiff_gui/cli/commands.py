@@ -14,7 +14,12 @@ from rich.table import Table
 
 from segdiff_gui.cli.progress_view import MatrixOutcome, drive
 from segdiff_gui.cli.summary import differences_table, summarise_differences
-from segdiff_gui.core.config import OutputSelection, RunConfig, parse_config_spec, parse_preprocessing
+from segdiff_gui.core.config import (
+    OutputSelection,
+    RunConfig,
+    parse_config_spec,
+    parse_preprocessing,
+)
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
@@ -46,32 +51,52 @@ def _probe(cache: ResultCache, fresh: bool = False) -> dict[str, Any]:
 
 def default_configs(gpus: list[str]) -> list[RunConfig]:
     """Batch 1 and 64 on every device."""
-    return [RunConfig(device=device, batch=batch)
-            for device in ["cpu", *gpus] for batch in (1, 64)]
+    return [RunConfig(device=device, batch=batch) for device in ["cpu", *gpus] for batch in (1, 64)]
 
 
 def demo_configs(gpus: list[str]) -> list[RunConfig]:
     """Knobs that change the demo's maps even on a 2-core CPU, plus every GPU that is present:
     batch 1 and 64, one intra-op thread, XLA, bfloat16; on GPUs also TF32 off and determinism."""
-    configs = [RunConfig(batch=1), RunConfig(batch=64), RunConfig(threads=1),
-               RunConfig(xla=True), RunConfig(precision="mixed_bfloat16")]
+    configs = [
+        RunConfig(batch=1),
+        RunConfig(batch=64),
+        RunConfig(threads=1),
+        RunConfig(xla=True),
+        RunConfig(precision="mixed_bfloat16"),
+    ]
     for gpu in gpus:
-        configs += [RunConfig(device=gpu, batch=1), RunConfig(device=gpu, batch=64),
-                    RunConfig(device=gpu, tf32=False), RunConfig(device=gpu, determinism=True)]
+        configs += [
+            RunConfig(device=gpu, batch=1),
+            RunConfig(device=gpu, batch=64),
+            RunConfig(device=gpu, tf32=False),
+            RunConfig(device=gpu, determinism=True),
+        ]
     return configs
 
 
-def _run_matrix(args: argparse.Namespace, stderr: Console, model: Path, images: list[Path],
-                configs: list[RunConfig], cache: ResultCache, **plan_options: Any
-                ) -> tuple[MatrixOutcome, Any]:
+def _run_matrix(
+    args: argparse.Namespace,
+    stderr: Console,
+    model: Path,
+    images: list[Path],
+    configs: list[RunConfig],
+    cache: ResultCache,
+    **plan_options: Any,
+) -> tuple[MatrixOutcome, Any]:
     repeats = DEFAULT_REPEATS if args.repeats is None else args.repeats
     plan = plan_matrix(model, images, configs, cache=cache, repeats=repeats, **plan_options)
     cache.remove_stale_temporaries()
-    outcome = drive(MatrixRunner(plan, cache, timeout_s=args.timeout), stderr,
-                    quiet=getattr(args, "json", False))
+    outcome = drive(
+        MatrixRunner(plan, cache, timeout_s=args.timeout),
+        stderr,
+        quiet=getattr(args, "json", False),
+    )
     if outcome.fatal:
-        raise InputError(*outcome.fatal.split(": ", 1)) if ": " in outcome.fatal else \
-            InputError(model, outcome.fatal)
+        raise (
+            InputError(*outcome.fatal.split(": ", 1))
+            if ": " in outcome.fatal
+            else InputError(model, outcome.fatal)
+        )
     return outcome, plan
 
 
@@ -90,16 +115,26 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
     table = Table("device", "type", "description", title="Devices TensorFlow sees")
     for device in probe["devices"]:
         capability = ".".join(map(str, device.get("compute_capability", [])))
-        table.add_row(device["name"], device["type"],
-                      device["description"] + (f" (sm {capability})" if capability else ""))
+        table.add_row(
+            device["name"],
+            device["type"],
+            device["description"] + (f" (sm {capability})" if capability else ""),
+        )
     out.print(table)
-    cuda = (f"CUDA {facts['cuda_version']}, cuDNN {facts['cudnn_version']}"
-            if facts["cuda_build"] else "CPU-only build")
-    out.print(f"TensorFlow {facts['tf_version']} ({cuda}), Keras {facts['keras_version']}, "
-              f"numpy {facts['numpy_version']}, h5py {facts['h5py_version']}")
-    out.print(f"CPU: {facts['cpu_model']} on {facts['hostname']}; oneDNN "
-              f"{'on' if facts['onednn_enabled'] else 'off'}; intra-op threads "
-              f"{facts['intra_op_threads'] or 'default'}")
+    cuda = (
+        f"CUDA {facts['cuda_version']}, cuDNN {facts['cudnn_version']}"
+        if facts["cuda_build"]
+        else "CPU-only build"
+    )
+    out.print(
+        f"TensorFlow {facts['tf_version']} ({cuda}), Keras {facts['keras_version']}, "
+        f"numpy {facts['numpy_version']}, h5py {facts['h5py_version']}"
+    )
+    out.print(
+        f"CPU: {facts['cpu_model']} on {facts['hostname']}; oneDNN "
+        f"{'on' if facts['onednn_enabled'] else 'off'}; intra-op threads "
+        f"{facts['intra_op_threads'] or 'default'}"
+    )
     return EXIT_OK
 
 
@@ -112,20 +147,31 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     configs = configs or default_configs(gpu_names(_probe(cache)))
     started = time.perf_counter()
     outcome, plan = _run_matrix(
-        args, err, Path(args.model), images, configs, cache, target=args.target,
+        args,
+        err,
+        Path(args.model),
+        images,
+        configs,
+        cache,
+        target=args.target,
         preprocessing=preprocessing,
         output=OutputSelection(output=args.output, activation=args.activation),
-        trust_model=args.trust_model)
+        trust_model=args.trust_model,
+    )
     seconds = time.perf_counter() - started
     if args.json:
         _json({"cache": str(cache.root), "seconds": round(seconds, 3), "runs": outcome.runs})
     else:
-        counts = {status: sum(r["status"] == status for r in outcome.runs)
-                  for status in ("finished", "cached", "failed")}
-        out.print(f"{len(plan.runs)} runs of {plan.model_path.name} on "
-                  f"{plan.images[plan.target].name}: {counts['finished']} computed, "
-                  f"{counts['cached']} from the cache, {counts['failed']} failed "
-                  f"({seconds:.1f} s; cache {cache.root})")
+        counts = {
+            status: sum(r["status"] == status for r in outcome.runs)
+            for status in ("finished", "cached", "failed")
+        }
+        out.print(
+            f"{len(plan.runs)} runs of {plan.model_path.name} on "
+            f"{plan.images[plan.target].name}: {counts['finished']} computed, "
+            f"{counts['cached']} from the cache, {counts['failed']} failed "
+            f"({seconds:.1f} s; cache {cache.root})"
+        )
     return _exit_code(outcome)
 
 
@@ -133,22 +179,52 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = _cache(args)
     records = sorted(cache.records(), key=lambda r: (r.model_name, r.target_name, r.label))
     if args.json:
-        _json([{"id": r.short_id, "key": r.key, "label": r.label, "model": r.model_name,
-                "image": r.target_name, "shape": list(r.map_shape), "kind": r.kind,
-                "config": r.config, "repeat": r.repeat, "provenance": r.provenance}
-               for r in records])
+        _json(
+            [
+                {
+                    "id": r.short_id,
+                    "key": r.key,
+                    "label": r.label,
+                    "model": r.model_name,
+                    "image": r.target_name,
+                    "shape": list(r.map_shape),
+                    "kind": r.kind,
+                    "config": r.config,
+                    "repeat": r.repeat,
+                    "provenance": r.provenance,
+                }
+                for r in records
+            ]
+        )
         return EXIT_OK
     if not records:
         out.print(f"no runs in {cache.root}")
         return EXIT_OK
-    table = Table("id", "label", "model", "image", "map", "device", "TensorFlow", "host", "when",
-                  title=f"{len(records)} runs in {cache.root}")
+    table = Table(
+        "id",
+        "label",
+        "model",
+        "image",
+        "map",
+        "device",
+        "TensorFlow",
+        "host",
+        "when",
+        title=f"{len(records)} runs in {cache.root}",
+    )
     for r in records:
         p = r.provenance
-        table.add_row(r.short_id, r.label, r.model_name, r.target_name,
-                      "×".join(map(str, r.map_shape)) + f" {r.kind}", str(p.get("device", "")),
-                      str(p.get("tf_version", "")), str(p.get("hostname", "")),
-                      str(p.get("timestamp", ""))[:19].replace("T", " "))
+        table.add_row(
+            r.short_id,
+            r.label,
+            r.model_name,
+            r.target_name,
+            "×".join(map(str, r.map_shape)) + f" {r.kind}",
+            str(p.get("device", "")),
+            str(p.get("tf_version", "")),
+            str(p.get("hostname", "")),
+            str(p.get("timestamp", ""))[:19].replace("T", " "),
+        )
     out.print(table)
     return EXIT_OK
 
@@ -162,16 +238,23 @@ def command_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
     records = [cache.read_run(run.key) for run in plan.runs if cache.has(run.key)]
     rows = summarise_differences(records, cutoff=args.cutoff)
     if args.json:
-        _json({"seconds": round(seconds, 3), "cache": str(cache.root), "runs": outcome.runs,
-               "comparisons": rows})
+        _json(
+            {
+                "seconds": round(seconds, 3),
+                "cache": str(cache.root),
+                "runs": outcome.runs,
+                "comparisons": rows,
+            }
+        )
         return _exit_code(outcome)
     if rows:
         out.print(differences_table(rows, plan.images[plan.target].name, args.cutoff))
     for line in _headline(rows):
         out.print(line)
     cached = sum(r["status"] == "cached" for r in outcome.runs)
-    out.print(f"{len(plan.runs)} runs ({cached} from the cache) in {seconds:.1f} s; "
-              f"cache {cache.root}")
+    out.print(
+        f"{len(plan.runs)} runs ({cached} from the cache) in {seconds:.1f} s; cache {cache.root}"
+    )
     return _exit_code(outcome)
 
 
@@ -187,7 +270,8 @@ def _headline(rows: list[dict[str, Any]]) -> list[str]:
                     f"{row['label']} vs {row['reference']}: NOT bitwise equal — "
                     f"{row['differing_pixels']:,} of {row['pixels']:,} pixels differ, by up to "
                     f"{row['max_ulp']} ULP (max |Δ| {row['max_abs']:.3g}); {row['flips']} "
-                    f"pixel(s) change class at the cutoff.")
+                    f"pixel(s) change class at the cutoff."
+                )
     return lines
 
 
@@ -213,6 +297,8 @@ def command_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
     for path, result in results.items():
         out.print(f"{path}: {len(result.added)} added, {len(result.identical)} already present")
         for key in result.conflicts:
-            err.print(f"{path}: run {key[:8]} is already cached with different values; kept "
-                      "the cached one (a nondeterministic configuration?)")
+            err.print(
+                f"{path}: run {key[:8]} is already cached with different values; kept "
+                "the cached one (a nondeterministic configuration?)"
+            )
     return EXIT_OK

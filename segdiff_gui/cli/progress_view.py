@@ -3,7 +3,6 @@ plain line per finished run otherwise (CI logs), nothing on stdout (kept for ``-
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,45 +38,75 @@ class MatrixOutcome:
         return [run for run in self.runs if run["status"] == "failed"]
 
 
-def drive(runner: MatrixRunner, console: Console | None = None, quiet: bool = False) -> MatrixOutcome:
+def drive(
+    runner: MatrixRunner, console: Console | None = None, quiet: bool = False
+) -> MatrixOutcome:
     """Consume the runner's messages, showing progress on stderr; Ctrl-C cancels cleanly."""
     console = console or Console(stderr=True)
     outcome = MatrixOutcome()
     live = console.is_terminal and not quiet
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, transient=True, disable=not live)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not live,
+    )
     task = progress.add_task("planning", total=None)
     labels: dict[str, str] = {}
     try:
         with progress:
             for message in runner.run():
                 if isinstance(message, PlanReady):
-                    progress.update(task, total=message.total - message.cached,
-                                    description=f"{message.total} runs, {message.cached} cached")
+                    progress.update(
+                        task,
+                        total=message.total - message.cached,
+                        description=f"{message.total} runs, {message.cached} cached",
+                    )
                 elif isinstance(message, RunCached):
-                    outcome.runs.append({"key": message.key, "label": message.label,
-                                         "status": "cached"})
+                    outcome.runs.append(
+                        {"key": message.key, "label": message.label, "status": "cached"}
+                    )
                 elif isinstance(message, RunStarted):
                     labels[message.key] = message.label
                     progress.update(task, description=message.label)
                 elif isinstance(message, BatchProgress):
-                    progress.update(task, description=f"{labels.get(message.key, '')}: "
-                                    f"{message.what}")
+                    progress.update(
+                        task, description=f"{labels.get(message.key, '')}: {message.what}"
+                    )
                 elif isinstance(message, RunFinished):
                     progress.advance(task)
-                    outcome.runs.append({"key": message.key, "label": message.label,
-                                         "status": "finished", "seconds": message.seconds,
-                                         "device": message.device})
+                    outcome.runs.append(
+                        {
+                            "key": message.key,
+                            "label": message.label,
+                            "status": "finished",
+                            "seconds": message.seconds,
+                            "device": message.device,
+                        }
+                    )
                     if not live and not quiet:
-                        console.print(f"finished {message.label} on {message.device} "
-                                      f"in {message.seconds:.2f} s", highlight=False)
+                        console.print(
+                            f"finished {message.label} on {message.device} "
+                            f"in {message.seconds:.2f} s",
+                            highlight=False,
+                        )
                 elif isinstance(message, RunFailed):
                     progress.advance(task)
-                    outcome.runs.append({"key": message.key, "label": message.label,
-                                         "status": "failed", "error": message.error})
+                    outcome.runs.append(
+                        {
+                            "key": message.key,
+                            "label": message.label,
+                            "status": "failed",
+                            "error": message.error,
+                        }
+                    )
                     if not quiet and message.error != outcome.fatal:
-                        console.print(f"[red]failed[/] {message.label}: {message.error}",
-                                      highlight=False)
+                        console.print(
+                            f"[red]failed[/] {message.label}: {message.error}", highlight=False
+                        )
                 elif isinstance(message, ChildFatal):
                     outcome.fatal = outcome.fatal or message.error
                 elif isinstance(message, AllDone):

@@ -15,6 +15,7 @@ __all__ = ["differences_table", "pick_reference", "summarise_differences"]
 
 def pick_reference(records: Sequence[RunRecord]) -> RunRecord:
     """The first batch-1 CPU run with default knobs (repeat 0), else the first run."""
+
     def rank(record: RunRecord) -> tuple[int, int, str]:
         config = record.run_config
         default_knobs = config.label() == f"{config.device} b1"
@@ -33,17 +34,37 @@ def summarise_differences(records: Sequence[RunRecord], cutoff: float) -> list[d
         if record.key == reference.key or record.probabilities is None:
             continue
         comparison = compare_maps(reference.probabilities, record.probabilities, cutoff)
-        rows.append({"label": record.label, "reference": reference.label, "id": record.short_id,
-                     "bitwise_equal": comparison.bitwise_equal, **vars(comparison)})
+        rows.append(
+            {
+                "label": record.label,
+                "reference": reference.label,
+                "id": record.short_id,
+                "bitwise_equal": comparison.bitwise_equal,
+                **vars(comparison),
+            }
+        )
     return rows
 
 
 def differences_table(rows: list[dict[str, Any]], image: str, cutoff: float) -> Table:
-    table = Table("run", "bitwise", "differing pixels", "max ULP", "max |Δ|", "mean |Δ|",
-                  f"flips @ {cutoff:g}",
-                  title=f"{image}: every run against {rows[0]['reference']}")
+    table = Table(
+        "run",
+        "bitwise",
+        "differing pixels",
+        "max ULP",
+        "max |Δ|",
+        "mean |Δ|",
+        f"flips @ {cutoff:g}",
+        title=f"{image}: every run against {rows[0]['reference']}",
+    )
     for row in rows:
-        table.add_row(row["label"], "equal" if row["bitwise_equal"] else "differs",
-                      f"{row['differing_pixels']:,} / {row['pixels']:,}", str(row["max_ulp"]),
-                      f"{row['max_abs']:.3g}", f"{row['mean_abs']:.3g}", str(row["flips"]))
+        table.add_row(
+            row["label"],
+            "equal" if row["bitwise_equal"] else "differs",
+            f"{row['differing_pixels']:,} / {row['pixels']:,}",
+            str(row["max_ulp"]),
+            f"{row['max_abs']:.3g}",
+            f"{row['mean_abs']:.3g}",
+            str(row["flips"]),
+        )
     return table

@@ -17,18 +17,21 @@ __all__ = ["MapComparison", "class_map", "compare_maps", "ordered_float32", "ulp
 def ordered_float32(values: np.ndarray) -> np.ndarray:
     """Map float32 bit patterns to int64 so that adjacent floats differ by 1 and ±0 coincide."""
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.int32).astype(np.int64)
-    return np.where(bits >= 0, bits, np.int64(-(2**31)) - bits)
+    ordered: np.ndarray = np.where(bits >= 0, bits, np.int64(-(2**31)) - bits)
+    return ordered
 
 
 def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Number of float32 steps between ``a`` and ``b`` (0 for +0 vs -0), as int64."""
-    return np.abs(ordered_float32(a) - ordered_float32(b))
+    distance: np.ndarray = np.abs(ordered_float32(a) - ordered_float32(b))
+    return distance
 
 
 def class_map(probabilities: np.ndarray, cutoff: float) -> np.ndarray:
     """Class of every pixel: ``p >= cutoff`` for a binary map, argmax for a multi-class one."""
     if probabilities.ndim == 3 and probabilities.shape[-1] > 1:
-        return np.argmax(probabilities, axis=-1)
+        classes: np.ndarray = np.argmax(probabilities, axis=-1)
+        return classes
     binary = probabilities[..., 0] if probabilities.ndim == 3 else probabilities
     return (binary >= np.float32(cutoff)).astype(np.uint8)
 
@@ -58,10 +61,8 @@ def compare_maps(reference: np.ndarray, other: np.ndarray, cutoff: float = 0.5) 
     oth = np.asarray(other, dtype=np.float32)
     ulps = ulp_distance(ref, oth)
     abs_diff = np.abs(oth.astype(np.float64) - ref.astype(np.float64))
-    pixel_axes = ref.ndim == 3
-    differs = ulps > 0
-    if pixel_axes:
-        differs = differs.any(axis=-1)
+    # A pixel of a multi-class map differs when any of its classes does.
+    differs = np.asarray((ulps > 0).any(axis=-1) if ref.ndim == 3 else ulps > 0)
     flips = class_map(ref, cutoff) != class_map(oth, cutoff)
     return MapComparison(
         pixels=int(differs.size),

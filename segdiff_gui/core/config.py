@@ -79,7 +79,9 @@ class RunConfig:
         if not 0 <= self.position < self.batch:
             raise ConfigError(f"position {self.position} is outside a batch of {self.batch}")
         if self.threads < 0:
-            raise ConfigError(f"threads must be 0 (TensorFlow's default) or more, not {self.threads}")
+            raise ConfigError(
+                f"threads must be 0 (TensorFlow's default) or more, not {self.threads}"
+            )
         if self.precision not in PRECISIONS:
             raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}")
         if self.batch == 1:
@@ -236,7 +238,9 @@ def parse_preprocessing(
         try:
             scale_value = float(Fraction(scale))
         except (ValueError, ZeroDivisionError):
-            raise ConfigError(f"scale must be a number or a fraction like 1/255, not {scale!r}") from None
+            raise ConfigError(
+                f"scale must be a number or a fraction like 1/255, not {scale!r}"
+            ) from None
     return Preprocessing(
         scale=scale_value,
         mean=_parse_floats("mean", mean) if mean else (),
@@ -260,7 +264,9 @@ class OutputSelection:
 
     def __post_init__(self) -> None:
         if self.activation not in ("none", "sigmoid", "softmax"):
-            raise ConfigError(f"activation must be none, sigmoid or softmax, not {self.activation!r}")
+            raise ConfigError(
+                f"activation must be none, sigmoid or softmax, not {self.activation!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {"output": self.output, "activation": self.activation}

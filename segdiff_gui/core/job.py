@@ -35,14 +35,23 @@ class PlannedRun:
         return f"{self.config.label()} r{self.repeat}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "config": self.config.to_dict(), "repeat": self.repeat,
-                "target": self.target, "batch": list(self.batch)}
+        return {
+            "key": self.key,
+            "config": self.config.to_dict(),
+            "repeat": self.repeat,
+            "target": self.target,
+            "batch": list(self.batch),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PlannedRun:
-        return cls(key=data["key"], config=RunConfig.from_dict(data["config"]),
-                   repeat=int(data["repeat"]), target=int(data["target"]),
-                   batch=tuple(data["batch"]))
+        return cls(
+            key=data["key"],
+            config=RunConfig.from_dict(data["config"]),
+            repeat=int(data["repeat"]),
+            target=int(data["target"]),
+            batch=tuple(data["batch"]),
+        )
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ def resize_bilinear(image: np.ndarray, height: int, width: int) -> np.ndarray:
     fy, fx = fy[:, None, None], fx[None, :, None]
     top = image[y0][:, x0] * (1 - fx) + image[y0][:, x1] * fx
     bottom = image[y1][:, x0] * (1 - fx) + image[y1][:, x1] * fx
-    return (top * (1 - fy) + bottom * fy).astype(np.float32)
+    resized: np.ndarray = (top * (1 - fy) + bottom * fy).astype(np.float32)
+    return resized
 
 
 def _convert_channels(image: np.ndarray, channels: int, color: str, name: str) -> np.ndarray:

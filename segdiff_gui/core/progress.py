@@ -107,8 +107,16 @@ class AllDone(Message):
 
 _TYPES: dict[str, type[Message]] = {
     cls.event: cls
-    for cls in (PlanReady, RunCached, RunStarted, BatchProgress, RunFinished, RunFailed,
-                ChildFatal, AllDone)
+    for cls in (
+        PlanReady,
+        RunCached,
+        RunStarted,
+        BatchProgress,
+        RunFinished,
+        RunFailed,
+        ChildFatal,
+        AllDone,
+    )
 }
 
 

@@ -22,11 +22,10 @@ __all__ = ["cpu_model", "device_facts", "onednn_enabled", "process_facts"]
 
 
 def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 
@@ -56,13 +55,19 @@ def device_facts() -> list[dict[str, Any]]:
             with contextlib.suppress(Exception):
                 details = dict(tf.config.experimental.get_device_details(device))
         index = device.name.rsplit(":", 1)[-1]
-        devices.append({
-            "name": f"{device.device_type.lower()}:{index}" if device.device_type == "GPU" else "cpu",
-            "tf_name": device.name,
-            "type": device.device_type,
-            "description": str(details.get("device_name", cpu_model() if device.device_type == "CPU" else "")),
-            "compute_capability": list(details.get("compute_capability", ()) or ()),
-        })
+        devices.append(
+            {
+                "name": f"{device.device_type.lower()}:{index}"
+                if device.device_type == "GPU"
+                else "cpu",
+                "tf_name": device.name,
+                "type": device.device_type,
+                "description": str(
+                    details.get("device_name", cpu_model() if device.device_type == "CPU" else "")
+                ),
+                "compute_capability": list(details.get("compute_capability", ()) or ()),
+            }
+        )
     return devices
 
 

@@ -38,8 +38,11 @@ class LoadedModel:
         """A callable running the model under ``precision`` (a Keras dtype policy name)."""
         if self.keras_model is None:
             if precision != "float32":
-                raise InputError(self.path, "precision override needs a Keras model "
-                                 "(.keras or .h5); a SavedModel's graph has fixed dtypes")
+                raise InputError(
+                    self.path,
+                    "precision override needs a Keras model "
+                    "(.keras or .h5); a SavedModel's graph has fixed dtypes",
+                )
             signature, name, names = self.signature, self.signature_input, self.output_names
 
             def call_signature(batch: tf.Tensor) -> list[tf.Tensor]:
@@ -65,11 +68,15 @@ class LoadedModel:
         and the float32 weights are copied over. The input layer stays float32.
         """
         assert self.keras_model is not None
-        saved_policies = {layer.dtype_policy.name for layer in self.keras_model.layers
-                          if not isinstance(layer, keras.layers.InputLayer)}
+        saved_policies = {
+            layer.dtype_policy.name
+            for layer in self.keras_model.layers
+            if not isinstance(layer, keras.layers.InputLayer)
+        }
         if saved_policies == {precision}:
             return self.keras_model
         if precision not in self._rebuilt:
+
             def with_policy(layer: keras.layers.Layer) -> keras.layers.Layer:
                 config = layer.get_config()
                 config["dtype"] = precision
@@ -77,8 +84,11 @@ class LoadedModel:
 
             rebuilt = keras.models.clone_model(self.keras_model, clone_function=with_policy)
             rebuilt.set_weights(self.keras_model.get_weights())
-            took = {layer.dtype_policy.name for layer in rebuilt.layers
-                    if not isinstance(layer, keras.layers.InputLayer)}
+            took = {
+                layer.dtype_policy.name
+                for layer in rebuilt.layers
+                if not isinstance(layer, keras.layers.InputLayer)
+            }
             if took != {precision}:
                 raise RuntimeError(f"precision {precision} did not take effect: layers use {took}")
             self._rebuilt[precision] = rebuilt
@@ -104,9 +114,12 @@ def _load_keras(path: Path, trust: bool) -> LoadedModel:
         model = keras.models.load_model(path, compile=False, safe_mode=not trust)
     except ValueError as error:
         if "safe_mode" in str(error) or "Lambda" in str(error):
-            raise InputError(path, "contains Python code (e.g. a Lambda layer) that Keras safe "
-                             "mode refuses to load; pass --trust-model only if you trust "
-                             "where the file came from") from None
+            raise InputError(
+                path,
+                "contains Python code (e.g. a Lambda layer) that Keras safe "
+                "mode refuses to load; pass --trust-model only if you trust "
+                "where the file came from",
+            ) from None
         raise InputError(path, f"cannot be loaded as a Keras model: {_first_line(error)}") from None
     except Exception as error:  # noqa: BLE001 - Keras raises many types for a corrupt file
         raise InputError(path, f"cannot be loaded as a Keras model: {_first_line(error)}") from None
@@ -132,7 +145,7 @@ def _load_saved_model(path: Path) -> LoadedModel:
     inputs = signature.structured_input_signature[1]
     if len(inputs) != 1:
         raise InputError(path, f"SavedModel signature has {len(inputs)} inputs; segdiff feeds one")
-    (name, spec), = inputs.items()
+    ((name, spec),) = inputs.items()
     return LoadedModel(
         path=path,
         format="savedmodel",

@@ -25,8 +25,11 @@ def choose_output(path: Path, names: list[str], selection: OutputSelection) -> i
     if wanted is None:
         if len(names) == 1:
             return 0
-        raise InputError(path, f"model has {len(names)} outputs ({', '.join(names)}); "
-                         "choose one with --output NAME or INDEX")
+        raise InputError(
+            path,
+            f"model has {len(names)} outputs ({', '.join(names)}); "
+            "choose one with --output NAME or INDEX",
+        )
     if wanted in names:
         return names.index(wanted)
     if wanted.lstrip("-").isdigit() and -len(names) <= int(wanted) < len(names):
@@ -51,8 +54,10 @@ def to_probabilities(
     Returns ``(H×W, "sigmoid")`` for one channel and ``(H×W×C, "softmax")`` for several.
     """
     if raw.ndim != 3:
-        raise InputError(path, f"output {name!r} has per-image shape {raw.shape}; segdiff needs "
-                         "a per-pixel map H×W×C")
+        raise InputError(
+            path,
+            f"output {name!r} has per-image shape {raw.shape}; segdiff needs a per-pixel map H×W×C",
+        )
     values = raw.astype(np.float32)
     channels = values.shape[-1]
     if selection.activation == "sigmoid":
@@ -64,14 +69,20 @@ def to_probabilities(
     low, high = float(values.min()), float(values.max())
     hint = "--activation sigmoid" if channels == 1 else "--activation softmax"
     if low < 0.0 or high > 1.0:
-        raise InputError(path, f"output {name!r} is not a probability map: values span "
-                         f"[{low:.4g}, {high:.4g}]; if these are logits, pass {hint}")
+        raise InputError(
+            path,
+            f"output {name!r} is not a probability map: values span "
+            f"[{low:.4g}, {high:.4g}]; if these are logits, pass {hint}",
+        )
     if channels > 1:
         low_precision = raw.dtype != np.float32
         tolerance = _SUM_TOLERANCE_LOW_PRECISION if low_precision else _SUM_TOLERANCE_FLOAT32
         worst = float(np.abs(values.sum(axis=-1, dtype=np.float64) - 1.0).max())
         if worst > tolerance:
-            raise InputError(path, f"output {name!r} has {channels} channels that do not sum to "
-                             f"1 (off by up to {worst:.3g}); if these are logits, pass {hint}")
+            raise InputError(
+                path,
+                f"output {name!r} has {channels} channels that do not sum to "
+                f"1 (off by up to {worst:.3g}); if these are logits, pass {hint}",
+            )
         return values, "softmax"
     return values[..., 0], "sigmoid"

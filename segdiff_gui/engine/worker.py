@@ -68,8 +68,9 @@ class JobRunner:
         if index not in self._inputs:
             image = self.job.images[index]
             height, width, channels = self.model.input_shape
-            self._inputs[index] = prepare_input(read_image(image.path), self.job.preprocessing,
-                                                height, width, channels, image.path)
+            self._inputs[index] = prepare_input(
+                read_image(image.path), self.job.preprocessing, height, width, channels, image.path
+            )
         return self._inputs[index]
 
     def compiled(self, precision: str, xla: bool) -> Forward:
@@ -88,8 +89,10 @@ class JobRunner:
         device_name = config.device if config.is_gpu else "cpu"
         if device_name not in self.devices:
             seen = ", ".join(sorted(self.devices)) or "none"
-            raise RunError(f"{config.device} requested but TensorFlow sees no such device "
-                           f"(it sees: {seen}); not falling back")
+            raise RunError(
+                f"{config.device} requested but TensorFlow sees no such device "
+                f"(it sees: {seen}); not falling back"
+            )
         self.step(run, 1)
         batch = np.stack([self.prepared(index) for index in run.batch])
         self.step(run, 2)
@@ -110,8 +113,9 @@ class JobRunner:
         self.step(run, 4)
         name = self.model.output_names[self.output_index]
         position = config.position
-        probabilities, kind = to_probabilities(self.model.path, name, raw[position],
-                                               self.job.output)
+        probabilities, kind = to_probabilities(
+            self.model.path, name, raw[position], self.job.output
+        )
         images = self.job.images
         provenance = {
             **self.facts,
@@ -165,13 +169,23 @@ class JobRunner:
                 continue
             except Exception as error:  # noqa: BLE001 - one run's failure must not end the job
                 first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-                self.channel.send(RunFailed(run.key, run.label,
-                                            f"{type(error).__name__}: {first}"[:500],
-                                            traceback.format_exc()[-4000:]))
+                self.channel.send(
+                    RunFailed(
+                        run.key,
+                        run.label,
+                        f"{type(error).__name__}: {first}"[:500],
+                        traceback.format_exc()[-4000:],
+                    )
+                )
                 continue
-            self.channel.send(RunFinished(run.key, run.label,
-                                          round(time.perf_counter() - started, 3),
-                                          record.provenance["device"]))
+            self.channel.send(
+                RunFinished(
+                    run.key,
+                    run.label,
+                    round(time.perf_counter() - started, 3),
+                    record.provenance["device"],
+                )
+            )
         return 0
 
 

@@ -47,6 +47,7 @@ def read_image(path: str | Path) -> np.ndarray:
         raise InputError(path, "not a readable image (PNG, JPEG, TIFF or NPY expected)") from None
     except (OSError, ValueError) as error:
         raise InputError(path, f"cannot be read as an image: {error}") from None
+    array = np.asarray(array)
     if array.dtype == object or array.dtype.kind not in "uifb":
         raise InputError(path, f"holds {array.dtype} data, not pixel values")
     if array.ndim == 3 and array.shape[0] in (1, 3, 4) and array.shape[-1] not in (1, 3, 4):

@@ -43,8 +43,9 @@ def describe_exit(returncode: int | None) -> str:
 class ChildProcess:
     """A running ``python -m segdiff_gui.engine <command>``; iterate :meth:`messages`."""
 
-    def __init__(self, command: str, job: dict[str, Any] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, command: str, job: dict[str, Any] | None = None, env: dict[str, str] | None = None
+    ) -> None:
         child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "segdiff_gui.engine", command],
@@ -84,8 +85,9 @@ class ChildProcess:
         for line in self.process.stderr:
             self._stderr.append(line.rstrip("\n"))
 
-    def raw_lines(self, timeout_s: float, poll_s: float = 0.2,
-                  should_stop: Any = None) -> Iterator[str]:
+    def raw_lines(
+        self, timeout_s: float, poll_s: float = 0.2, should_stop: Any = None
+    ) -> Iterator[str]:
         """Yield stdout lines; raise :class:`ChildTimeout` after ``timeout_s`` without one.
 
         ``should_stop`` (a callable) is polled every ``poll_s``; when it returns true the

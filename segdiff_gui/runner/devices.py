@@ -33,14 +33,20 @@ def _fingerprint() -> str:
         tf_version = metadata.version("tensorflow")
     except metadata.PackageNotFoundError:
         tf_version = "none"
-    nvidia = sorted(p.name for p in Path("/dev").glob("nvidia[0-9]*")) if Path("/dev").is_dir() else []
-    return hash_bytes(canonical_json({
-        "host": socket.gethostname(),
-        "python": sys.executable,
-        "tf": tf_version,
-        "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "nvidia": nvidia,
-    }).encode())[:16]
+    nvidia = (
+        sorted(p.name for p in Path("/dev").glob("nvidia[0-9]*")) if Path("/dev").is_dir() else []
+    )
+    return hash_bytes(
+        canonical_json(
+            {
+                "host": socket.gethostname(),
+                "python": sys.executable,
+                "tf": tf_version,
+                "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "nvidia": nvidia,
+            }
+        ).encode()
+    )[:16]
 
 
 def _run_probe(timeout_s: float) -> dict[str, Any]:
@@ -59,15 +65,22 @@ def _run_probe(timeout_s: float) -> dict[str, Any]:
     raise ProbeError(f"device probe {describe_exit(child.process.returncode)}: {tail}")
 
 
-def probe_devices(state_dir: Path | None = None, fresh: bool = False,
-                  timeout_s: float = 180.0) -> dict[str, Any]:
+def probe_devices(
+    state_dir: Path | None = None, fresh: bool = False, timeout_s: float = 180.0
+) -> dict[str, Any]:
     """``{"devices": [...], "facts": {...}}`` from a child; remembered in ``state_dir``."""
     remembered = state_dir / "probe" / f"{_fingerprint()}.json" if state_dir else None
-    if remembered and not fresh and remembered.is_file():
-        if time.time() - remembered.stat().st_mtime < _MAX_AGE_S:
-            with contextlib.suppress(ValueError, OSError):
-                data: dict[str, Any] = json.loads(remembered.read_text())
-                return data
+    recent = (
+        remembered is not None
+        and not fresh
+        and remembered.is_file()
+        and time.time() - remembered.stat().st_mtime < _MAX_AGE_S
+    )
+    if recent:
+        assert remembered is not None
+        with contextlib.suppress(ValueError, OSError):
+            data: dict[str, Any] = json.loads(remembered.read_text())
+            return data
     data = _run_probe(timeout_s)
     if remembered:
         remembered.parent.mkdir(parents=True, exist_ok=True)

@@ -35,9 +35,13 @@ class MatrixRunner:
     load or one run's inference must each finish within it.
     """
 
-    def __init__(self, plan: MatrixPlan, cache: ResultCache,
-                 timeout_s: float = DEFAULT_TIMEOUT_S,
-                 child_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        plan: MatrixPlan,
+        cache: ResultCache,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        child_env: dict[str, str] | None = None,
+    ) -> None:
         self.plan = plan
         self.cache = cache
         self.timeout_s = timeout_s
@@ -75,8 +79,13 @@ class MatrixRunner:
                 yield message
             if self.cancelled or errors:
                 break  # an input error (bad model, bad image) holds for every other job too
-        yield AllDone(finished=finished, cached=len(plan.cached), failed=failed,
-                      cancelled=self.cancelled, errors=errors)
+        yield AllDone(
+            finished=finished,
+            cached=len(plan.cached),
+            failed=failed,
+            cancelled=self.cancelled,
+            errors=errors,
+        )
 
     def _start(self, job: EngineJob) -> ChildProcess:
         with self._lock:
@@ -97,8 +106,11 @@ class MatrixRunner:
                         in_flight = pending.get(message.key)
                     elif isinstance(message, RunFinished | RunFailed):
                         if isinstance(message, RunFinished) and not self.cache.has(message.key):
-                            message = RunFailed(message.key, message.label,
-                                                "the child reported success but wrote no result")
+                            message = RunFailed(
+                                message.key,
+                                message.label,
+                                "the child reported success but wrote no result",
+                            )
                         pending.pop(message.key, None)
                         in_flight, progressed = None, True
                     elif isinstance(message, ChildFatal):
@@ -126,4 +138,3 @@ class MatrixRunner:
                 yield RunFailed(run.key, run.label, problem, tail)
         with self._lock:
             self._child = None
-

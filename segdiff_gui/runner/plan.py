@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import islice, cycle
+from itertools import cycle, islice
 from pathlib import Path
+
+import numpy as np
 
 from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
 from segdiff_gui.core.errors import InputError
@@ -46,11 +48,12 @@ class MatrixPlan:
         return len(self.runs)
 
 
-def _image_refs(paths: Sequence[Path]) -> tuple[list[ImageRef], dict[int, object]]:
-    refs, decoded = [], {}
+def _image_refs(paths: Sequence[Path]) -> tuple[list[ImageRef], list[np.ndarray]]:
+    refs: list[ImageRef] = []
+    decoded: list[np.ndarray] = []
     names = [p.name for p in paths]
-    for index, path in enumerate(paths):
-        decoded[index] = read_image(path)  # validates now: a bad file fails before any child
+    for path in paths:
+        decoded.append(read_image(path))  # validates now: a bad file fails before any child
         # Distinct images with the same file name (from two folders) keep their parent's name.
         name = path.name if names.count(path.name) == 1 else f"{path.parent.name}/{path.name}"
         refs.append(ImageRef(path=str(path), name=name, hash=hash_path(path)))
@@ -111,8 +114,7 @@ def plan_matrix(
                 seen.add(key)
                 runs.append(PlannedRun(key, config, repeat, target_index, slots))
 
-    cache.write_image(refs[target_index].hash, refs[target_index].name,
-                      decoded[target_index])  # type: ignore[arg-type]
+    cache.write_image(refs[target_index].hash, refs[target_index].name, decoded[target_index])
     cached = tuple(run for run in runs if cache.has(run.key))
     to_compute = [run for run in runs if run.key not in {c.key for c in cached}]
     groups: dict[tuple[bool, bool, int], list[PlannedRun]] = {}

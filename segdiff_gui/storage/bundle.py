@@ -34,8 +34,9 @@ def write_bundle(cache: ResultCache, keys: list[str], path: str | Path) -> int:
             write_record(runs.create_group(key), record)
             image = cache.read_image(record.target_hash)
             if image is not None and record.target_hash not in images:
-                dataset = images.create_dataset(record.target_hash, data=image,
-                                                compression="gzip", shuffle=True)
+                dataset = images.create_dataset(
+                    record.target_hash, data=image, compression="gzip", shuffle=True
+                )
                 dataset.attrs["name"] = record.target_name
     return len(keys)
 

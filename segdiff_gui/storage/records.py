@@ -21,10 +21,24 @@ FORMAT_VERSION = 1
 _MAP = "probabilities"
 _PROVENANCE = "provenance"
 _ENCODED = "_json_encoded"
-_JSON_ATTRS = ("config", "preprocessing", "output", "batch_hashes", "batch_names",
-               "raw_output_shape")
-_TEXT_ATTRS = ("key", "label", "model_name", "model_hash", "target_name", "target_hash",
-               "output_name", "kind")
+_JSON_ATTRS = (
+    "config",
+    "preprocessing",
+    "output",
+    "batch_hashes",
+    "batch_names",
+    "raw_output_shape",
+)
+_TEXT_ATTRS = (
+    "key",
+    "label",
+    "model_name",
+    "model_hash",
+    "target_name",
+    "target_hash",
+    "output_name",
+    "kind",
+)
 
 
 @dataclass(frozen=True)
@@ -73,8 +87,9 @@ def write_record(group: h5py.Group, record: RunRecord) -> None:
     data = np.ascontiguousarray(record.probabilities, dtype=np.float32)
     chunks = tuple(min(n, 256) for n in data.shape[:2]) + data.shape[2:]
     # gzip+shuffle is lossless and readable by every HDF5 build (no plugin needed elsewhere).
-    group.create_dataset(_MAP, data=data, chunks=chunks, compression="gzip",
-                         compression_opts=4, shuffle=True)
+    group.create_dataset(
+        _MAP, data=data, chunks=chunks, compression="gzip", compression_opts=4, shuffle=True
+    )
     attrs = group.attrs
     attrs["format_version"] = FORMAT_VERSION
     attrs["repeat"] = record.repeat

@@ -20,8 +20,9 @@ def select_run(records: Sequence[RunRecord], name: str) -> RunRecord:
     if not matches:
         known = ", ".join(f"{r.short_id} ({r.label})" for r in records[:12]) or "none"
         raise InputError(name, f"names no run in the cache (runs: {known})")
-    listed = ", ".join(f"{r.short_id} ({r.label}, {r.model_name}, {r.target_name})"
-                       for r in matches[:12])
+    listed = ", ".join(
+        f"{r.short_id} ({r.label}, {r.model_name}, {r.target_name})" for r in matches[:12]
+    )
     raise InputError(name, f"is ambiguous: {listed}")
 
 

@@ -14,9 +14,20 @@ pytestmark = pytest.mark.slow
 
 
 def test_second_identical_run_is_served_from_cache_without_tensorflow(
-        models, small_images, cache, capsys, monkeypatch):
-    args = ["run", str(models / "tiny.keras"), *map(str, small_images), "--cache",
-            str(cache.root), "--config", "batch=1", "--config", "batch=4", "--json"]
+    models, small_images, cache, capsys, monkeypatch
+):
+    args = [
+        "run",
+        str(models / "tiny.keras"),
+        *map(str, small_images),
+        "--cache",
+        str(cache.root),
+        "--config",
+        "batch=1",
+        "--config",
+        "batch=4",
+        "--json",
+    ]
     first = segdiff(*args)
     assert first.returncode == 0, first.stderr
     assert {r["status"] for r in json.loads(first.stdout)["runs"]} == {"finished"}
@@ -32,8 +43,17 @@ def test_second_identical_run_is_served_from_cache_without_tensorflow(
 
 
 def test_ls_lists_runs_with_labels_and_provenance(models, small_images, cache):
-    segdiff("run", models / "tiny.keras", small_images[1], "--cache", cache.root,
-            "--config", "batch=1,xla=on", "--repeats", "1")
+    segdiff(
+        "run",
+        models / "tiny.keras",
+        small_images[1],
+        "--cache",
+        cache.root,
+        "--config",
+        "batch=1,xla=on",
+        "--repeats",
+        "1",
+    )
     listing = segdiff("ls", "--cache", cache.root)
     assert listing.returncode == 0
     assert "cpu b1 xla r0" in listing.stdout and "tiny.keras" in listing.stdout
@@ -44,8 +64,17 @@ def test_ls_lists_runs_with_labels_and_provenance(models, small_images, cache):
 
 def test_bundle_then_merge_moves_runs_bit_exactly(models, small_images, tmp_path):
     server, laptop = ResultCache(tmp_path / "server"), ResultCache(tmp_path / "laptop")
-    segdiff("run", models / "tiny.keras", *small_images, "--cache", server.root,
-            "--config", "batch=1", "--config", "batch=4")
+    segdiff(
+        "run",
+        models / "tiny.keras",
+        *small_images,
+        "--cache",
+        server.root,
+        "--config",
+        "batch=1",
+        "--config",
+        "batch=4",
+    )
     bundle = tmp_path / "from-server.h5"
     made = segdiff("bundle", bundle, "cpu b4 r1", "--cache", server.root)
     assert made.returncode == 0, made.stderr
@@ -56,8 +85,9 @@ def test_bundle_then_merge_moves_runs_bit_exactly(models, small_images, tmp_path
     assert merged.returncode == 0 and "1 added" in merged.stdout
     (key,) = laptop.keys()
     assert laptop.read_run(key) == server.read_run(key)
-    assert laptop.read_run(key).probabilities.tobytes() == \
-        server.read_run(key).probabilities.tobytes()
+    assert (
+        laptop.read_run(key).probabilities.tobytes() == server.read_run(key).probabilities.tobytes()
+    )
     assert laptop.read_image(laptop.read_run(key).target_hash) is not None
 
 

@@ -17,12 +17,24 @@ SPECS = [f"batch={b}" for b in range(1, 13)]
 
 
 def start_cli(model, images, cache_root, env=None):
-    args = [sys.executable, "-m", "segdiff_gui.cli", "run", str(model), *map(str, images),
-            "--cache", str(cache_root), "--repeats", "2", "--json"]
+    args = [
+        sys.executable,
+        "-m",
+        "segdiff_gui.cli",
+        "run",
+        str(model),
+        *map(str, images),
+        "--cache",
+        str(cache_root),
+        "--repeats",
+        "2",
+        "--json",
+    ]
     for spec in SPECS:
         args += ["--config", spec]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, **(env or {})})
+    return subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
+    )
 
 
 def wait_for_runs(cache, count, timeout=180):
@@ -33,8 +45,11 @@ def wait_for_runs(cache, count, timeout=180):
 
 
 def engine_children(process):
-    return [p for p in psutil.Process(process.pid).children(recursive=True)
-            if "segdiff_gui.engine" in " ".join(p.cmdline())]
+    return [
+        p
+        for p in psutil.Process(process.pid).children(recursive=True)
+        if "segdiff_gui.engine" in " ".join(p.cmdline())
+    ]
 
 
 def test_kill_9_of_the_cli_keeps_every_finished_run(models, small_images, tmp_path):
@@ -57,8 +72,9 @@ def test_kill_9_of_the_cli_keeps_every_finished_run(models, small_images, tmp_pa
 def test_kill_9_of_the_child_fails_its_run_and_the_rest_complete(models, small_images, tmp_path):
     cache = ResultCache(tmp_path / "cache")
     # The run "cpu b5 r0" hangs, so the child is certainly mid-run when it is killed.
-    cli = start_cli(models / "tiny.keras", small_images, cache.root,
-                    env={"SEGDIFF_TEST_HANG_ON": "cpu b5 r0"})
+    cli = start_cli(
+        models / "tiny.keras", small_images, cache.root, env={"SEGDIFF_TEST_HANG_ON": "cpu b5 r0"}
+    )
     wait_for_runs(cache, 8)  # b1..b4 × 2 repeats
     deadline = time.monotonic() + 60
     while not (children := engine_children(cli)):

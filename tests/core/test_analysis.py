@@ -8,8 +8,9 @@ from segdiff_gui.core.floatfmt import float32_bits, format_float32
 def test_ulp_distance_handles_zero_signs_subnormals_and_neighbours():
     half = np.float32(0.5)
     a = np.array([0.0, -0.0, 1e-45, -1e-45, half, 1.0], dtype=np.float32)
-    b = np.array([-0.0, 1e-45, -1e-45, 0.0, np.nextafter(half, np.float32(1)), 0.5],
-                 dtype=np.float32)
+    b = np.array(
+        [-0.0, 1e-45, -1e-45, 0.0, np.nextafter(half, np.float32(1)), 0.5], dtype=np.float32
+    )
     assert ulp_distance(a, b).tolist() == [0, 1, 2, 1, 1, 2**23]
 
 

@@ -11,11 +11,14 @@ from segdiff_gui.runner.plan import batch_slots
 
 
 def test_spec_parses_every_knob_and_round_trips():
-    spec = ("device=gpu:1,batch=64,context=copies,position=3,determinism=on,tf32=off,"
-            "onednn=off,threads=1,xla=on,precision=mixed_bfloat16")
+    spec = (
+        "device=gpu:1,batch=64,context=copies,position=3,determinism=on,tf32=off,"
+        "onednn=off,threads=1,xla=on,precision=mixed_bfloat16"
+    )
     config = parse_config_spec(spec)
-    assert config == RunConfig("gpu:1", 64, "copies", 3, True, False, False, 1, True,
-                               "mixed_bfloat16")
+    assert config == RunConfig(
+        "gpu:1", 64, "copies", 3, True, False, False, 1, True, "mixed_bfloat16"
+    )
     assert parse_config_spec(config.to_spec()) == config
     assert config.label() == "gpu:1 b64 copies pos3 det tf32off onednn-off threads1 xla bf16"
 
@@ -27,16 +30,19 @@ def test_defaults_and_aliases():
     assert RunConfig(batch=64).label() == "cpu b64"
 
 
-@pytest.mark.parametrize("spec, fragment", [
-    ("device=tpu", "device must be"),
-    ("batch=0", "batch must be at least 1"),
-    ("batch=4,position=4", "position 4 is outside a batch of 4"),
-    ("xla=maybe", "xla must be on or off"),
-    ("threads=two", "threads must be a whole number"),
-    ("precision=float64", "precision must be one of"),
-    ("colour=red", "unknown config key 'colour'"),
-    ("batch", "not key=value"),
-])
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("device=tpu", "device must be"),
+        ("batch=0", "batch must be at least 1"),
+        ("batch=4,position=4", "position 4 is outside a batch of 4"),
+        ("xla=maybe", "xla must be on or off"),
+        ("threads=two", "threads must be a whole number"),
+        ("precision=float64", "precision must be one of"),
+        ("colour=red", "unknown config key 'colour'"),
+        ("batch", "not key=value"),
+    ],
+)
 def test_bad_specs_say_what_is_wrong(spec, fragment):
     with pytest.raises(ConfigError, match=fragment):
         parse_config_spec(spec)
@@ -70,4 +76,6 @@ def test_preprocessing_from_command_line_strings():
         parse_preprocessing("x/y")
     with pytest.raises(ConfigError, match="std must not contain 0"):
         Preprocessing(std=(0.0,))
-    assert Preprocessing.from_dict(Preprocessing(mean=(1.0,)).to_dict()) == Preprocessing(mean=(1.0,))
+    assert Preprocessing.from_dict(Preprocessing(mean=(1.0,)).to_dict()) == Preprocessing(
+        mean=(1.0,)
+    )

@@ -37,8 +37,9 @@ def test_every_format_gives_the_same_map(models, small_images, tmp_path):
 
 
 def test_softmax_maps_are_stored_whole(models, small_images, cache):
-    result, data = run_json(models / "softmax3.keras", small_images[0], "--config", "batch=2",
-                            cache=cache)
+    result, data = run_json(
+        models / "softmax3.keras", small_images[0], "--config", "batch=2", cache=cache
+    )
     assert result.returncode == 0, result.stderr
     record = cache.read_run(data["runs"][0]["key"])
     assert record.kind == "softmax" and record.map_shape == (32, 32, 3)
@@ -46,14 +47,31 @@ def test_softmax_maps_are_stored_whole(models, small_images, cache):
 
 
 def test_lambda_model_is_refused_without_trust_and_runs_with_it(models, small_images, cache):
-    refused = segdiff("run", models / "lambda.keras", small_images[0], "--config", "batch=1",
-                      "--cache", cache.root)
+    refused = segdiff(
+        "run",
+        models / "lambda.keras",
+        small_images[0],
+        "--config",
+        "batch=1",
+        "--cache",
+        cache.root,
+    )
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1, refused.stderr
     assert "lambda.keras: contains Python code" in refused.stderr
     assert "--trust-model" in refused.stderr
-    trusted = segdiff("run", models / "lambda.keras", small_images[0], "--config", "batch=1",
-                      "--repeats", "1", "--cache", cache.root, "--trust-model")
+    trusted = segdiff(
+        "run",
+        models / "lambda.keras",
+        small_images[0],
+        "--config",
+        "batch=1",
+        "--repeats",
+        "1",
+        "--cache",
+        cache.root,
+        "--trust-model",
+    )
     assert trusted.returncode == 0, trusted.stderr
 
 
@@ -69,58 +87,121 @@ def test_corrupt_model_is_one_clear_line(small_images, cache, tmp_path):
 def test_wrong_channel_image_names_the_file_and_both_shapes(models, tmp_path, cache):
     rgb = tmp_path / "colour.png"
     Image.fromarray(np.zeros((32, 32, 3), dtype=np.uint8)).save(rgb)
-    result = segdiff("run", models / "tiny.keras", rgb, "--config", "batch=1",
-                     "--cache", cache.root)
+    result = segdiff(
+        "run", models / "tiny.keras", rgb, "--config", "batch=1", "--cache", cache.root
+    )
     assert result.returncode == 2
     assert f"{rgb}: model expects 1 channel(s), image has 3 (add --color gray)" in result.stderr
-    converted = segdiff("run", models / "tiny.keras", rgb, "--config", "batch=1", "--repeats",
-                        "1", "--color", "gray", "--cache", cache.root)
+    converted = segdiff(
+        "run",
+        models / "tiny.keras",
+        rgb,
+        "--config",
+        "batch=1",
+        "--repeats",
+        "1",
+        "--color",
+        "gray",
+        "--cache",
+        cache.root,
+    )
     assert converted.returncode == 0, converted.stderr
 
 
 def test_size_mismatch_is_refused_then_resized_on_request(models, tmp_path, cache):
     big = tmp_path / "big.png"
     Image.fromarray(np.zeros((40, 48), dtype=np.uint8)).save(big)
-    result = segdiff("run", models / "tiny.keras", big, "--config", "batch=1",
-                     "--cache", cache.root)
+    result = segdiff(
+        "run", models / "tiny.keras", big, "--config", "batch=1", "--cache", cache.root
+    )
     assert result.returncode == 2
     assert "big.png: image is 40×48×1 but the model expects 32×32×1" in result.stderr
-    resized = segdiff("run", models / "tiny.keras", big, "--config", "batch=1", "--repeats",
-                      "1", "--resize", "bilinear", "--cache", cache.root)
+    resized = segdiff(
+        "run",
+        models / "tiny.keras",
+        big,
+        "--config",
+        "batch=1",
+        "--repeats",
+        "1",
+        "--resize",
+        "bilinear",
+        "--cache",
+        cache.root,
+    )
     assert resized.returncode == 0, resized.stderr
 
 
 def test_non_image_file_is_refused_before_any_child(models, tmp_path, cache):
     text = tmp_path / "notes.tif"
     text.write_text("not an image")
-    result = segdiff("run", models / "tiny.keras", text, "--cache", cache.root,
-                     "--config", "batch=1")
+    result = segdiff(
+        "run", models / "tiny.keras", text, "--cache", cache.root, "--config", "batch=1"
+    )
     assert result.returncode == 2
-    assert result.stderr.strip() == f"segdiff: {text}: not a readable image (PNG, JPEG, TIFF or NPY expected)"
+    assert (
+        result.stderr.strip()
+        == f"segdiff: {text}: not a readable image (PNG, JPEG, TIFF or NPY expected)"
+    )
 
 
 def test_logits_need_an_activation(models, small_images, cache):
-    result = segdiff("run", models / "logits.keras", small_images[0], "--config", "batch=1",
-                     "--cache", cache.root)
+    result = segdiff(
+        "run",
+        models / "logits.keras",
+        small_images[0],
+        "--config",
+        "batch=1",
+        "--cache",
+        cache.root,
+    )
     assert result.returncode == 2
     assert "is not a probability map" in result.stderr
     assert "--activation sigmoid" in result.stderr
-    fixed, data = run_json(models / "logits.keras", small_images[0], "--config", "batch=1",
-                           "--activation", "sigmoid", cache=cache)
+    fixed, data = run_json(
+        models / "logits.keras",
+        small_images[0],
+        "--config",
+        "batch=1",
+        "--activation",
+        "sigmoid",
+        cache=cache,
+    )
     assert fixed.returncode == 0, fixed.stderr
     values = cache.read_run(data["runs"][0]["key"]).probabilities
-    assert 0.0 <= values.min() and values.max() <= 1.0
+    assert values.min() >= 0.0 and values.max() <= 1.0
 
 
 def test_several_outputs_are_chosen_by_name_or_index(models, small_images, cache):
-    result = segdiff("run", models / "two_outputs.keras", small_images[0], "--config", "batch=1",
-                     "--cache", cache.root)
+    result = segdiff(
+        "run",
+        models / "two_outputs.keras",
+        small_images[0],
+        "--config",
+        "batch=1",
+        "--cache",
+        cache.root,
+    )
     assert result.returncode == 2
     assert "model has 2 outputs (mask, edges); choose one with --output" in result.stderr
-    by_name, named = run_json(models / "two_outputs.keras", small_images[0], "--config",
-                              "batch=1", "--output", "edges", cache=cache)
-    by_index, indexed = run_json(models / "two_outputs.keras", small_images[0], "--config",
-                                 "batch=1", "--output", "1", cache=cache)
+    by_name, named = run_json(
+        models / "two_outputs.keras",
+        small_images[0],
+        "--config",
+        "batch=1",
+        "--output",
+        "edges",
+        cache=cache,
+    )
+    by_index, indexed = run_json(
+        models / "two_outputs.keras",
+        small_images[0],
+        "--config",
+        "batch=1",
+        "--output",
+        "1",
+        cache=cache,
+    )
     assert by_name.returncode == by_index.returncode == 0, by_name.stderr + by_index.stderr
     first = cache.read_run(named["runs"][0]["key"])
     second = cache.read_run(indexed["runs"][0]["key"])
@@ -129,8 +210,13 @@ def test_several_outputs_are_chosen_by_name_or_index(models, small_images, cache
 
 
 def test_savedmodel_refuses_a_precision_override(models, small_images, cache):
-    result, data = run_json(models / "tiny_savedmodel", small_images[0], "--config",
-                            "batch=1,precision=mixed_bfloat16", cache=cache)
+    result, data = run_json(
+        models / "tiny_savedmodel",
+        small_images[0],
+        "--config",
+        "batch=1,precision=mixed_bfloat16",
+        cache=cache,
+    )
     assert result.returncode == 2
     assert "precision override needs a Keras model" in result.stderr
 
@@ -138,8 +224,9 @@ def test_savedmodel_refuses_a_precision_override(models, small_images, cache):
 def test_copied_savedmodel_folder_hits_the_same_cache_entry(models, small_images, cache, tmp_path):
     copy = tmp_path / "copy_of_savedmodel"
     shutil.copytree(models / "tiny_savedmodel", copy)
-    first, _ = run_json(models / "tiny_savedmodel", small_images[0], "--config", "batch=1",
-                        cache=cache)
+    first, _ = run_json(
+        models / "tiny_savedmodel", small_images[0], "--config", "batch=1", cache=cache
+    )
     second, data = run_json(copy, small_images[0], "--config", "batch=1", cache=cache)
     assert first.returncode == second.returncode == 0
     assert data["runs"][0]["status"] == "cached"

@@ -103,8 +103,18 @@ def test_process_level_knobs_take_effect_in_their_own_child(runs):
 
 def test_provenance_names_versions_device_and_host(runs):
     provenance = runs["base", 0].provenance
-    for field in ("tf_version", "keras_version", "numpy_version", "h5py_version",
-                  "cuda_version", "cudnn_version", "cpu_model", "hostname", "timestamp",
-                  "segdiff_version", "wall_time_s"):
+    for field in (
+        "tf_version",
+        "keras_version",
+        "numpy_version",
+        "h5py_version",
+        "cuda_version",
+        "cudnn_version",
+        "cpu_model",
+        "hostname",
+        "timestamp",
+        "segdiff_version",
+        "wall_time_s",
+    ):
         assert provenance[field] != "", field
     assert provenance["device"] == "cpu:0" and provenance["device_requested"] == "cpu"

@@ -7,7 +7,14 @@ import psutil
 import pytest
 
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.progress import AllDone, PlanReady, RunCached, RunFailed, RunFinished, RunStarted
+from segdiff_gui.core.progress import (
+    AllDone,
+    PlanReady,
+    RunCached,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+)
 from segdiff_gui.runner import MatrixRunner, plan_matrix
 
 pytestmark = pytest.mark.slow
@@ -35,20 +42,23 @@ def test_an_aborting_child_fails_only_its_run(models, small_images, cache):
 
 def test_a_hanging_child_is_killed_after_the_timeout(models, small_images, cache):
     plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
-    runner = MatrixRunner(plan, cache, timeout_s=20,
-                          child_env={"SEGDIFF_TEST_HANG_ON": "cpu b1 r0"})
+    runner = MatrixRunner(
+        plan, cache, timeout_s=20, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b1 r0"}
+    )
     finished, failed = outcome(list(runner.run()))
     assert finished == {"cpu b2 r0", "cpu b3 r0"}
     assert "no progress for 20 s (timed out; the child was killed)" in failed["cpu b1 r0"].error
 
 
 def test_a_missing_gpu_fails_clearly_without_falling_back(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images,
-                       [RunConfig(device="gpu:0"), RunConfig()], cache=cache)
+    plan = plan_matrix(
+        models / "tiny.keras", small_images, [RunConfig(device="gpu:0"), RunConfig()], cache=cache
+    )
     finished, failed = outcome(list(MatrixRunner(plan, cache).run()))
     assert finished == {"cpu b1 r0"}
     assert failed["gpu:0 b1 r0"].error.startswith(
-        "gpu:0 requested but TensorFlow sees no such device")
+        "gpu:0 requested but TensorFlow sees no such device"
+    )
     assert not any(cache.has(run.key) for run in plan.runs if run.config.is_gpu)
 
 
@@ -71,8 +81,10 @@ def test_cancel_kills_the_child_and_leaves_none(models, small_images, cache):
     consumer.join(30)
     assert not consumer.is_alive()
     assert isinstance(messages[-1], AllDone) and messages[-1].cancelled
-    assert not psutil.pid_exists(child_pid) or \
-        psutil.Process(child_pid).status() == psutil.STATUS_ZOMBIE
+    assert (
+        not psutil.pid_exists(child_pid)
+        or psutil.Process(child_pid).status() == psutil.STATUS_ZOMBIE
+    )
     assert psutil.Process().children(recursive=True) == []
 
 

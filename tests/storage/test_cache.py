@@ -13,14 +13,30 @@ from segdiff_gui.storage.cache import atomic_h5
 
 def make_record(key: str, values: np.ndarray, label: str = "cpu b1 r0") -> RunRecord:
     return RunRecord(
-        key=key, label=label, config=RunConfig().to_dict(), repeat=0, model_name="m.keras",
-        model_hash="mh", target_name="t.png", target_hash="th", batch_hashes=["th"],
-        batch_names=["t.png"], preprocessing={"scale": None}, output={"output": None},
-        output_name="mask", kind="sigmoid", raw_output_shape=[1, *values.shape, 1],
-        map_shape=values.shape, provenance={"device": "cpu:0", "wall_time_s": 0.5,
-                                            "environment": {"TF_ENABLE_ONEDNN_OPTS": "1"},
-                                            "onednn_enabled": True},
-        probabilities=values)
+        key=key,
+        label=label,
+        config=RunConfig().to_dict(),
+        repeat=0,
+        model_name="m.keras",
+        model_hash="mh",
+        target_name="t.png",
+        target_hash="th",
+        batch_hashes=["th"],
+        batch_names=["t.png"],
+        preprocessing={"scale": None},
+        output={"output": None},
+        output_name="mask",
+        kind="sigmoid",
+        raw_output_shape=[1, *values.shape, 1],
+        map_shape=values.shape,
+        provenance={
+            "device": "cpu:0",
+            "wall_time_s": 0.5,
+            "environment": {"TF_ENABLE_ONEDNN_OPTS": "1"},
+            "onednn_enabled": True,
+        },
+        probabilities=values,
+    )
 
 
 def awkward_values() -> np.ndarray:
@@ -96,8 +112,10 @@ def test_bundle_merge_round_trip_is_bit_exact(tmp_path):
     assert sorted(result.added) == ["01" * 32, "02" * 32]
     for key in result.added:
         assert target.read_run(key) == source.read_run(key)
-        assert target.read_run(key).probabilities.tobytes() == \
-            source.read_run(key).probabilities.tobytes()
+        assert (
+            target.read_run(key).probabilities.tobytes()
+            == source.read_run(key).probabilities.tobytes()
+        )
     assert np.array_equal(target.read_image("th"), source.read_image("th"))
     again = merge_bundle(bundle, target)
     assert again.added == [] and len(again.identical) == 2

@@ -1,0 +1,24 @@
+"""ruff (lint and format) and mypy strict on the Qt- and TF-free rooms, as the tests run."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+BIN = Path(sys.executable).parent
+
+
+def run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_ruff_lint_and_format():
+    lint = run(str(BIN / "ruff"), "check", "segdiff_gui", "tests")
+    assert lint.returncode == 0, lint.stdout
+    formatted = run(str(BIN / "ruff"), "format", "--check", "segdiff_gui", "tests")
+    assert formatted.returncode == 0, formatted.stdout
+
+
+def test_mypy_strict_on_core_storage_runner():
+    result = run(sys.executable, "-m", "mypy")
+    assert result.returncode == 0, result.stdout
