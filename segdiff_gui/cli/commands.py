@@ -25,7 +25,7 @@ from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
 from segdiff_gui.runner.matrix import MatrixRunner
-from segdiff_gui.runner.plan import plan_matrix
+from segdiff_gui.runner.plan import MatrixPlan, plan_matrix
 from segdiff_gui.storage.bundle import merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.selection import select_runs
@@ -158,21 +158,7 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         output=OutputSelection(output=args.output, activation=args.activation),
         trust_model=args.trust_model,
     )
-    seconds = time.perf_counter() - started
-    if args.json:
-        _json({"cache": str(cache.root), "seconds": round(seconds, 3), "runs": outcome.runs})
-    else:
-        counts = {
-            status: sum(r["status"] == status for r in outcome.runs)
-            for status in ("finished", "cached", "failed")
-        }
-        out.print(
-            f"{len(plan.runs)} runs of {plan.model_path.name} on "
-            f"{plan.images[plan.target].name}: {counts['finished']} computed, "
-            f"{counts['cached']} from the cache, {counts['failed']} failed "
-            f"({seconds:.1f} s; cache {cache.root})"
-        )
-    return _exit_code(outcome)
+    return _report(args, out, outcome, plan, cache, time.perf_counter() - started)
 
 
 def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -234,14 +220,25 @@ def command_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
     gpus = gpu_names(_probe(cache))
     started = time.perf_counter()
     outcome, plan = _run_matrix(args, err, demo_model(), demo_images(), demo_configs(gpus), cache)
-    seconds = time.perf_counter() - started
+    return _report(args, out, outcome, plan, cache, time.perf_counter() - started)
+
+
+def _report(
+    args: argparse.Namespace,
+    out: Console,
+    outcome: MatrixOutcome,
+    plan: MatrixPlan,
+    cache: ResultCache,
+    seconds: float,
+) -> int:
+    """How every run differs from the reference, then what was computed and what was cached."""
     records = [cache.read_run(run.key) for run in plan.runs if cache.has(run.key)]
     rows = summarise_differences(records, cutoff=args.cutoff)
     if args.json:
         _json(
             {
-                "seconds": round(seconds, 3),
                 "cache": str(cache.root),
+                "seconds": round(seconds, 3),
                 "runs": outcome.runs,
                 "comparisons": rows,
             }
@@ -251,9 +248,15 @@ def command_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print(differences_table(rows, plan.images[plan.target].name, args.cutoff))
     for line in _headline(rows):
         out.print(line)
-    cached = sum(r["status"] == "cached" for r in outcome.runs)
+    counts = {
+        status: sum(r["status"] == status for r in outcome.runs)
+        for status in ("finished", "cached", "failed")
+    }
+    runs = f"{len(plan.runs)} run{'s' if len(plan.runs) != 1 else ''}"
     out.print(
-        f"{len(plan.runs)} runs ({cached} from the cache) in {seconds:.1f} s; cache {cache.root}"
+        f"{runs} of {plan.model_path.name} on {plan.images[plan.target].name}: "
+        f"{counts['finished']} computed, {counts['cached']} from the cache, "
+        f"{counts['failed']} failed ({seconds:.1f} s; cache {cache.root})"
     )
     return _exit_code(outcome)
 

@@ -53,6 +53,13 @@ def _matrix_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="kill a child that reports nothing for S seconds (default 600)",
     )
+    parser.add_argument(
+        "--cutoff",
+        type=float,
+        default=0.5,
+        metavar="T",
+        help="class cutoff for the flip counts in the summary (default 0.5)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,9 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="run the bundled demo's matrix and summarise the differences"
     )
-    demo.add_argument(
-        "--cutoff", type=float, default=0.5, help="class cutoff for flips (default 0.5)"
-    )
     _matrix_options(demo)
     _common(demo)
 
@@ -145,8 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Piped output (CI logs, files) gets wide tables instead of 80-column wrapping.
-    stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    stderr = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+    # Piped output (CI logs, files) gets wide tables instead of 80 columns; sentences never wrap.
+    width = None if sys.stdout.isatty() else 160
+    stdout = Console(highlight=False, soft_wrap=True, width=width)
+    stderr = Console(stderr=True, highlight=False, soft_wrap=True, width=width)
     handler = getattr(commands, f"command_{args.command}")
     try:
         return int(handler(args, stdout, stderr))

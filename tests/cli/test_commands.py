@@ -107,3 +107,42 @@ def test_usage_errors_exit_2_with_one_line(tmp_path):
     assert bad_spec.returncode == 2
     assert "unknown config key 'warp'" in bad_spec.stderr
     assert segdiff("frobnicate").returncode == 2
+
+
+def test_segdiff_cache_variable_chooses_the_cache(models, small_images, tmp_path):
+    root = tmp_path / "from-env"
+    result = segdiff(
+        "run",
+        models / "tiny.keras",
+        small_images[0],
+        "--config",
+        "batch=1",
+        "--repeats",
+        "1",
+        env={"SEGDIFF_CACHE": str(root)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"cache {root}" in result.stdout
+    assert len(ResultCache(root).keys()) == 1
+
+
+def test_default_matrix_is_batch_1_and_64_on_every_device_twice(models, small_images, cache):
+    result = segdiff("run", models / "tiny.keras", *small_images, "--cache", cache.root, "--json")
+    assert result.returncode == 0, result.stderr
+    labels = sorted(r["label"] for r in json.loads(result.stdout)["runs"])
+    assert labels == ["cpu b1 r0", "cpu b1 r1", "cpu b64 r0", "cpu b64 r1"]  # no GPU here
+
+
+def test_demo_shows_how_batch_64_differs_from_batch_1(tmp_path):
+    result = segdiff("demo", "--cache", tmp_path, "--repeats", "1")
+    assert result.returncode == 0, result.stderr
+    assert "cell_00.png: every run against cpu b1 r0" in result.stdout
+    for label in ("cpu b64 r0", "cpu b1 threads1 r0", "cpu b1 xla r0", "cpu b1 bf16 r0"):
+        assert label in result.stdout
+    assert "cpu b64 r0 vs cpu b1 r0: " in result.stdout
+    comparisons = json.loads(
+        segdiff("demo", "--cache", tmp_path, "--repeats", "1", "--json").stdout
+    )["comparisons"]
+    b64 = next(row for row in comparisons if row["label"] == "cpu b64 r0")
+    sentence = "bitwise equal." if b64["bitwise_equal"] else f"{b64['differing_pixels']:,} of"
+    assert sentence in result.stdout
