@@ -7,7 +7,8 @@ fully convolutional net on 32×32×1 inputs), so the formats can be compared wit
 - ``lambda.keras``: a Lambda layer, which Keras safe mode refuses;
 - ``logits.keras``: a linear last layer (not probabilities);
 - ``two_outputs.keras``: outputs ``mask`` (sigmoid) and ``edges`` (sigmoid);
-- ``softmax3.keras``: three-class softmax.
+- ``softmax3.keras``: three-class softmax;
+- ``nested.keras``: a backbone sub-model inside the model (precision must reach it).
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ def build_keras3(out: Path) -> list[np.ndarray]:
     inputs, hidden = trunk()
     classes = keras.layers.Conv2D(3, 1, activation="softmax", name="classes")(hidden)
     keras.Model(inputs, classes).save(out / "softmax3.keras")
+
+    backbone_inputs, backbone_features = trunk()
+    backbone = keras.Model(backbone_inputs, backbone_features, name="backbone")
+    inputs = keras.Input((32, 32, 1), name="image")
+    head = keras.layers.Conv2D(1, 1, activation="sigmoid", name="mask")(backbone(inputs))
+    keras.Model(inputs, head).save(out / "nested.keras")
     return [np.asarray(w) for w in tiny.get_weights()]
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.cli.progress_view import MatrixOutcome, drive
-from segdiff_gui.cli.summary import differences_table, summarise_differences
+from segdiff_gui.cli.summary import differences_table, plain_sentences, summarise_differences
 from segdiff_gui.core.config import (
     OutputSelection,
     RunConfig,
@@ -25,21 +26,27 @@ from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
 from segdiff_gui.runner.matrix import MatrixRunner
-from segdiff_gui.runner.plan import MatrixPlan, plan_matrix
-from segdiff_gui.storage.bundle import merge_bundle, write_bundle
+from segdiff_gui.runner.plan import MatrixPlan, check_model_path, plan_matrix
+from segdiff_gui.storage.bundle import BundleReader, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.selection import select_runs
 
-EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_REPEATS = 2
 
 
 def _cache(args: argparse.Namespace) -> ResultCache:
-    return ResultCache(args.cache) if args.cache else ResultCache()
+    cache = ResultCache(args.cache) if args.cache else ResultCache()
+    cache.check_usable()
+    return cache
 
 
 def _json(value: object) -> None:
     print(json.dumps(value, indent=2, default=str))
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _probe(cache: ResultCache, fresh: bool = False) -> dict[str, Any]:
@@ -82,27 +89,28 @@ def _run_matrix(
     configs: list[RunConfig],
     cache: ResultCache,
     **plan_options: Any,
-) -> tuple[MatrixOutcome, Any]:
+) -> tuple[MatrixOutcome, MatrixPlan]:
     repeats = DEFAULT_REPEATS if args.repeats is None else args.repeats
     plan = plan_matrix(model, images, configs, cache=cache, repeats=repeats, **plan_options)
     cache.remove_stale_temporaries()
-    outcome = drive(
-        MatrixRunner(plan, cache, timeout_s=args.timeout),
-        stderr,
-        quiet=getattr(args, "json", False),
-    )
-    if outcome.fatal:
-        raise (
-            InputError(*outcome.fatal.split(": ", 1))
-            if ": " in outcome.fatal
-            else InputError(model, outcome.fatal)
-        )
+    runner = MatrixRunner(plan, cache, timeout_s=args.timeout)
+    outcome = drive(runner, stderr, quiet=args.json, debug=args.debug)
+    if outcome.fatal is not None:
+        raise InputError(outcome.fatal.path, outcome.fatal.problem)
+    reasons = {run["error"] for run in outcome.failed if run.get("input_error")}
+    if len(reasons) == 1 and len(outcome.failed) == len(outcome.runs):
+        # Every run failed for the same reason in the input: that is one input error.
+        raise InputError.from_message(reasons.pop())
+    if not args.json:
+        for run in outcome.failed:
+            if run.get("input_error"):
+                stderr.print(f"[red]failed[/] {run['label']}: {escape(run['error'])}")
     return outcome, plan
 
 
 def _exit_code(outcome: MatrixOutcome) -> int:
     if outcome.interrupted:
-        return 130
+        return EXIT_INTERRUPTED
     return EXIT_FAILED_RUNS if outcome.failed else EXIT_OK
 
 
@@ -122,7 +130,7 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
         )
     out.print(table)
     cuda = (
-        f"CUDA {facts['cuda_version']}, cuDNN {facts['cudnn_version']}"
+        f"built for CUDA {facts['cuda_version']}, cuDNN {facts['cudnn_version']}"
         if facts["cuda_build"]
         else "CPU-only build"
     )
@@ -135,21 +143,25 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
         f"{'on' if facts['onednn_enabled'] else 'off'}; intra-op threads "
         f"{facts['intra_op_threads'] or 'default'}"
     )
+    if not any(device["type"] == "GPU" for device in probe["devices"]):
+        hint = "" if facts["cuda_build"] else " (pip install 'segdiff[gpu]' for CUDA support)"
+        out.print(f"No GPU visible to TensorFlow{hint}.")
     return EXIT_OK
 
 
 def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = _cache(args)
-    # Cheap checks of the arguments first, then the files, then (maybe) the device probe.
+    # Cheap checks first (arguments, then files), then the device probe, then TensorFlow.
     configs = [parse_config_spec(spec) for spec in args.config]
     preprocessing = parse_preprocessing(args.scale, args.mean, args.std, args.color, args.resize)
+    model = check_model_path(args.model)
     images = collect_images(args.images)
     configs = configs or default_configs(gpu_names(_probe(cache)))
     started = time.perf_counter()
     outcome, plan = _run_matrix(
         args,
         err,
-        Path(args.model),
+        model,
         images,
         configs,
         cache,
@@ -177,6 +189,8 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
                     "kind": r.kind,
                     "config": r.config,
                     "repeat": r.repeat,
+                    "preprocessing": r.preprocessing,
+                    "output": r.output,
                     "provenance": r.provenance,
                 }
                 for r in records
@@ -186,18 +200,10 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not records:
         out.print(f"no runs in {cache.root}")
         return EXIT_OK
-    table = Table(
-        "id",
-        "label",
-        "model",
-        "image",
-        "map",
-        "device",
-        "TensorFlow",
-        "host",
-        "when",
-        title=f"{len(records)} runs in {cache.root}",
-    )
+    table = Table(title=f"{_plural(len(records), 'run')} in {cache.root}")
+    for column in ("id", "label", "model", "image", "map", "device", "TensorFlow", "host"):
+        table.add_column(column, no_wrap=column in ("id", "label"))
+    table.add_column("when")
     for r in records:
         p = r.provenance
         table.add_row(
@@ -246,62 +252,59 @@ def _report(
         return _exit_code(outcome)
     if rows:
         out.print(differences_table(rows, plan.images[plan.target].name, args.cutoff))
-    for line in _headline(rows):
-        out.print(line)
+        for line in plain_sentences(rows):
+            out.print(line)
     counts = {
         status: sum(r["status"] == status for r in outcome.runs)
         for status in ("finished", "cached", "failed")
     }
-    runs = f"{len(plan.runs)} run{'s' if len(plan.runs) != 1 else ''}"
+    not_run = len(plan.runs) - sum(counts.values())
+    skipped = f", {not_run} not run (interrupted)" if not_run else ""
     out.print(
-        f"{runs} of {plan.model_path.name} on {plan.images[plan.target].name}: "
-        f"{counts['finished']} computed, {counts['cached']} from the cache, "
-        f"{counts['failed']} failed ({seconds:.1f} s; cache {cache.root})"
+        f"{_plural(len(plan.runs), 'run')} of {plan.model_path.name} on "
+        f"{plan.images[plan.target].name}: {counts['finished']} computed, {counts['cached']} "
+        f"from the cache, {counts['failed']} failed{skipped} ({seconds:.1f} s; "
+        f"cache {cache.root})"
     )
     return _exit_code(outcome)
 
 
-def _headline(rows: list[dict[str, Any]]) -> list[str]:
-    """Plain sentences for the comparison everyone asks about first: batch 64 vs batch 1."""
-    lines = []
-    for row in rows:
-        if row["label"].startswith("cpu b64") or row["label"].startswith("gpu"):
-            if row["bitwise_equal"]:
-                lines.append(f"{row['label']} vs {row['reference']}: bitwise equal.")
-            else:
-                lines.append(
-                    f"{row['label']} vs {row['reference']}: NOT bitwise equal — "
-                    f"{row['differing_pixels']:,} of {row['pixels']:,} pixels differ, by up to "
-                    f"{row['max_ulp']} ULP (max |Δ| {row['max_abs']:.3g}); {row['flips']} "
-                    f"pixel(s) change class at the cutoff."
-                )
-    return lines
-
-
 def command_bundle(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = _cache(args)
+    target = Path(args.out)
+    if target.is_dir():
+        raise InputError(target, "is a folder; give the bundle file to write, e.g. results.h5")
+    if not target.parent.is_dir():
+        raise InputError(target.parent, "no such folder for the bundle")
+    if target.exists() and not is_bundle(target):
+        raise InputError(target, "exists and is not a segdiff bundle; not overwriting it")
     records = select_runs(cache.records(), args.runs)
     if not records:
         raise InputError(cache.root, "holds no runs to bundle")
-    count = write_bundle(cache, [r.key for r in records], args.out)
+    count = write_bundle(cache, [r.key for r in records], target)
     if args.json:
-        _json({"bundle": str(args.out), "runs": [r.key for r in records]})
+        _json({"bundle": str(target), "runs": [r.key for r in records]})
     else:
-        out.print(f"wrote {count} runs to {args.out}")
+        out.print(f"wrote {_plural(count, 'run')} to {target}")
     return EXIT_OK
 
 
 def command_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = _cache(args)
-    results = {path: merge_bundle(path, cache) for path in args.bundles}
+    bundles = [BundleReader(path) for path in args.bundles]  # all checked before any merge
+    results = {str(bundle.path): merge_bundle(bundle.path, cache) for bundle in bundles}
     if args.json:
         _json({path: vars(result) for path, result in results.items()})
         return EXIT_OK
     for path, result in results.items():
-        out.print(f"{path}: {len(result.added)} added, {len(result.identical)} already present")
+        others = len(result.from_other_machines)
+        beside = f" ({others} from another machine, kept beside this one's)" if others else ""
+        out.print(
+            f"{path}: {len(result.added)} added{beside}, {len(result.identical)} already present"
+        )
         for key in result.conflicts:
             err.print(
-                f"{path}: run {key[:8]} is already cached with different values; kept "
-                "the cached one (a nondeterministic configuration?)"
+                f"{path}: run {key[:8]} is already cached with different values from the same "
+                "machine; kept the cached one (a nondeterministic configuration?)"
             )
     return EXIT_OK

@@ -5,96 +5,109 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.console import Console
 
 from segdiff_gui import __version__
 from segdiff_gui.cli import commands
+from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
 from segdiff_gui.core.config import ConfigError
 from segdiff_gui.core.errors import InputError
 
 __all__ = ["build_parser", "main"]
 
-EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE = 0, 1, 2
+_EPILOG = (
+    "exit codes: 0 success, 1 some runs failed, 2 usage or input error, 3 internal error, "
+    "130 interrupted"
+)
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # One clear line and exit 2, as for every other input error.
-        self.exit(
-            EXIT_USAGE, f"segdiff: {message} (see 'segdiff {self.prog.split()[-1]} --help')\n"
-        )
+        self.exit(EXIT_USAGE, f"segdiff: {message} (see '{self.prog} --help')\n")
 
 
-def _common(parser: argparse.ArgumentParser, json_flag: bool = True) -> None:
+def _number(kind: type, test: Callable[[float], bool], wanted: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}") from None
+        if not test(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}")
+        return value  # type: ignore[no-any-return]
+
+    return parse
+
+
+_positive_seconds = _number(float, lambda v: v > 0, "a positive number of seconds")
+_cutoff = _number(float, lambda v: 0.0 <= v <= 1.0, "a cutoff between 0 and 1")
+_count = _number(int, lambda v: v >= 1, "a whole number of at least 1")
+
+
+def _common(parser: argparse.ArgumentParser, json_help: str = "") -> None:
     parser.add_argument(
         "--cache",
         metavar="PATH",
-        help="result cache folder (default: $SEGDIFF_CACHE or the user cache dir)",
+        default=argparse.SUPPRESS,  # keep a --cache given before the command
+        help="result cache folder (default: $SEGDIFF_CACHE or the user cache folder)",
     )
-    if json_flag:
-        parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    if json_help:
+        parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and child logs")
 
 
 def _matrix_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeats",
-        type=int,
+        type=_count,
         default=None,
         metavar="N",
-        help="runs of each configuration (default 2)",
+        help="runs of each configuration (default 2; on a GPU, repeats show nondeterminism)",
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=_positive_seconds,
         default=600.0,
         metavar="S",
-        help="kill a child that reports nothing for S seconds (default 600)",
+        help="kill a child that reports nothing for S seconds; its run fails (default 600)",
     )
     parser.add_argument(
         "--cutoff",
-        type=float,
+        type=_cutoff,
         default=0.5,
         metavar="T",
-        help="class cutoff for the flip counts in the summary (default 0.5)",
+        help="class cutoff for the flip counts of sigmoid maps: class = p >= T (default 0.5)",
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="segdiff",
-        description=(
-            "See which pixels of a segmentation model's probability map change with the device, "
-            "batch size, precision or the next run."
-        ),
-    )
-    parser.add_argument("--version", action="version", version=f"segdiff {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    devices = sub.add_parser("devices", help="devices TensorFlow sees and its build (in a child)")
-    _common(devices)
-
+def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run = sub.add_parser(
         "run",
         help="run a model on images under a configuration matrix",
-        description="Run MODEL on the target image under each --config "
-        "(default: batch 1 and 64 on every device), caching every map.",
+        description="Run MODEL on the target image under each --config (default: batch 1 and "
+        "64 on every device), each configuration in a TensorFlow child process, and cache "
+        "every probability map. Then show how each run differs from the first batch-1 CPU run.",
+        epilog=_EPILOG,
     )
     run.add_argument("model", help=".keras, legacy .h5, or a SavedModel folder")
-    run.add_argument("images", nargs="+", help="image files or folders (PNG, JPEG, TIFF, NPY)")
+    run.add_argument(
+        "images",
+        nargs="+",
+        help="image files or folders of them (PNG, JPEG, TIFF, NPY; "
+        "folders are not searched recursively); they also fill batches as context",
+    )
     run.add_argument("--target", metavar="NAME", help="the image to study (default: the first)")
     run.add_argument(
         "--config",
         action="append",
         default=[],
         metavar="SPEC",
-        help=(
-            "comma-separated key=value: device=cpu|gpu:N, batch=N, context=set|copies, position=K, "
-            "determinism=on|off, tf32=on|off, onednn=on|off, threads=N, xla=on|off, "
-            "precision=float32|mixed_bfloat16|mixed_float16; repeatable"
-        ),
+        help="comma-separated key=value: device=cpu|gpu:N, batch=N, context=set|copies, "
+        "position=K, determinism=on|off, tf32=on|off, onednn=on|off, threads=N, xla=on|off, "
+        "precision=float32|mixed_bfloat16|mixed_float16; repeatable, one per configuration",
     )
     _matrix_options(run)
     run.add_argument("--scale", metavar="X", help="input scale, e.g. 1/255 (default: by dtype)")
@@ -117,38 +130,83 @@ def build_parser() -> argparse.ArgumentParser:
         "--activation",
         choices=("none", "sigmoid", "softmax"),
         default="none",
-        help="apply to raw logits (default none: outputs must be probabilities)",
+        help="apply to raw logits (default none: outputs must already be probabilities)",
     )
     run.add_argument(
         "--trust-model",
         action="store_true",
-        help="allow Python code in the model file (turns Keras safe mode off)",
+        help="allow code in the model (Lambda layers, SavedModel graphs): Keras safe mode off",
     )
-    _common(run)
+    _common(run, "print the runs and comparisons as JSON on stdout")
 
-    listing = sub.add_parser("ls", help="list the runs in the cache")
-    _common(listing)
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="segdiff",
+        description="See which pixels of a segmentation model's probability map change with "
+        "the device, batch size, precision or the next run.",
+        epilog=_EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"segdiff {__version__}")
+    parser.add_argument("--cache", metavar="PATH", default=None, help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    devices = sub.add_parser(
+        "devices",
+        help="devices TensorFlow sees and its build (asked of a child process)",
+        description="Start TensorFlow in a child process and report the devices it sees, its "
+        "build (CUDA/cuDNN), the CPU and whether oneDNN is on.",
+    )
+    _common(devices, "print the probe as JSON on stdout")
+    _add_run(sub)
+
+    listing = sub.add_parser(
+        "ls",
+        help="list the runs in the cache",
+        description="List every cached run: short id, label, model, image, map shape, the "
+        "device it really ran on, TensorFlow version, host and time.",
+    )
+    _common(listing, "print every run with its configuration and provenance as JSON")
 
     demo = sub.add_parser(
-        "demo", help="run the bundled demo's matrix and summarise the differences"
+        "demo",
+        help="run the bundled demo's matrix and summarise the differences",
+        description="Run the bundled U-Net on synthetic cell images under batch 1 and 64, one "
+        "intra-op thread, XLA and bfloat16 (two repeats each), plus every GPU present, and show "
+        "how the maps differ. Cached runs are not recomputed.",
+        epilog=_EPILOG,
     )
     _matrix_options(demo)
-    _common(demo)
+    _common(demo, "print the runs and comparisons as JSON on stdout")
 
-    bundle = sub.add_parser("bundle", help="write chosen runs to one portable .h5 file")
+    bundle = sub.add_parser(
+        "bundle",
+        help="write chosen runs to one portable .h5 file",
+        description="Write runs (maps, provenance, target images) to one HDF5 file that "
+        "'segdiff merge' adds to another cache, e.g. from a GPU server to a laptop.",
+    )
     bundle.add_argument("out", help="bundle file to write (.h5)")
-    bundle.add_argument("runs", nargs="*", help="run ids (prefixes) or labels (default: all)")
-    _common(bundle)
+    bundle.add_argument(
+        "runs",
+        nargs="*",
+        help="run id prefixes or labels such as 'cpu b64 r0' (a label takes "
+        "every run that has it); default: all runs",
+    )
+    _common(bundle, "print what was written as JSON")
 
-    merge = sub.add_parser("merge", help="add the runs of bundles to the cache")
+    merge = sub.add_parser(
+        "merge",
+        help="add the runs of bundles to the cache",
+        description="Add the runs of bundles to the cache. A run already cached is compared bit "
+        "for bit; one computed on another machine is kept beside the local one.",
+    )
     merge.add_argument("bundles", nargs="+", help="bundle files made by 'segdiff bundle'")
-    _common(merge)
+    _common(merge, "print what was merged as JSON")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # Piped output (CI logs, files) gets wide tables instead of 80-column wrapping.
     # Piped output (CI logs, files) gets wide tables instead of 80 columns; sentences never wrap.
     width = None if sys.stdout.isatty() else 160
     stdout = Console(highlight=False, soft_wrap=True, width=width)
@@ -161,9 +219,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"segdiff: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as error:
+        if args.debug:
+            raise
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"segdiff: {where}{error.strerror or error}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("segdiff: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as error:  # noqa: BLE001 - a crash is reported in one line unless --debug
         if args.debug:
             raise
@@ -171,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"segdiff: internal error: {type(error).__name__}: {error} (rerun with --debug)",
             file=sys.stderr,
         )
-        return EXIT_FAILED_RUNS
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from segdiff_gui.core.progress import (
@@ -30,7 +31,7 @@ class MatrixOutcome:
 
     runs: list[dict[str, Any]] = field(default_factory=list)
     done: AllDone | None = None
-    fatal: str = ""
+    fatal: ChildFatal | None = None
     interrupted: bool = False
 
     @property
@@ -39,9 +40,13 @@ class MatrixOutcome:
 
 
 def drive(
-    runner: MatrixRunner, console: Console | None = None, quiet: bool = False
+    runner: MatrixRunner, console: Console | None = None, quiet: bool = False, debug: bool = False
 ) -> MatrixOutcome:
-    """Consume the runner's messages, showing progress on stderr; Ctrl-C cancels cleanly."""
+    """Consume the runner's messages, showing progress on stderr; Ctrl-C cancels cleanly.
+
+    A failure is printed as it happens, with the child's log tail when ``debug``; input errors
+    are left for the caller, which reports one that every run shares as a single line.
+    """
     console = console or Console(stderr=True)
     outcome = MatrixOutcome()
     live = console.is_terminal and not quiet
@@ -87,7 +92,7 @@ def drive(
                             "device": message.device,
                         }
                     )
-                    if not live and not quiet:
+                    if not quiet:  # above the bar on a terminal, a log line elsewhere
                         console.print(
                             f"finished {message.label} on {message.device} "
                             f"in {message.seconds:.2f} s",
@@ -101,14 +106,16 @@ def drive(
                             "label": message.label,
                             "status": "failed",
                             "error": message.error,
+                            "input_error": message.input_error,
+                            "detail": message.detail,
                         }
                     )
-                    if not quiet and message.error != outcome.fatal:
-                        console.print(
-                            f"[red]failed[/] {message.label}: {message.error}", highlight=False
-                        )
+                    if not quiet and not message.input_error:
+                        console.print(f"[red]failed[/] {message.label}: {escape(message.error)}")
+                        if debug and message.detail:
+                            console.print(message.detail, markup=False)
                 elif isinstance(message, ChildFatal):
-                    outcome.fatal = outcome.fatal or message.error
+                    outcome.fatal = outcome.fatal or message
                 elif isinstance(message, AllDone):
                     outcome.done = message
     except KeyboardInterrupt:

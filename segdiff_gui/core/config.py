@@ -114,7 +114,7 @@ class RunConfig:
         if self.determinism:
             parts.append("det")
         if not self.tf32:
-            parts.append("tf32off")
+            parts.append("tf32-off")
         if not self.onednn:
             parts.append("onednn-off")
         if self.threads:
@@ -158,11 +158,16 @@ _SPEC_ALIASES = {"deterministic": "determinism", "bs": "batch"}
 def parse_config_spec(spec: str, base: RunConfig | None = None) -> RunConfig:
     """Parse ``device=cpu,batch=64,xla=on`` into a :class:`RunConfig` (unnamed keys default)."""
     values: dict[str, Any] = {}
-    for item in filter(None, (part.strip() for part in spec.split(","))):
+    items = [part.strip() for part in spec.split(",") if part.strip()]
+    if not items:
+        raise ConfigError("an empty --config; give key=value pairs such as batch=64")
+    for item in items:
         if "=" not in item:
             raise ConfigError(f"config item {item!r} is not key=value")
         key, value = (s.strip() for s in item.split("=", 1))
         key = _SPEC_ALIASES.get(key.lower(), key.lower())
+        if key in values:
+            raise ConfigError(f"config {spec!r} gives {key} twice")
         if key in ("batch", "position", "threads"):
             values[key] = _parse_int(key, value)
         elif key in ("determinism", "tf32", "onednn", "xla"):
@@ -237,9 +242,11 @@ def parse_preprocessing(
     if scale is not None and scale.lower() != "auto":
         try:
             scale_value = float(Fraction(scale))
+            if scale_value <= 0:
+                raise ValueError
         except (ValueError, ZeroDivisionError):
             raise ConfigError(
-                f"scale must be a number or a fraction like 1/255, not {scale!r}"
+                f"scale must be a positive number or fraction like 1/255, not {scale!r}"
             ) from None
     return Preprocessing(
         scale=scale_value,

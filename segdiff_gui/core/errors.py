@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["InputError"]
+__all__ = ["InputError", "first_line"]
 
 
 class InputError(ValueError):
@@ -11,4 +11,21 @@ class InputError(ValueError):
     def __init__(self, path: object, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        super().__init__(f"{self.path}: {problem}" if self.path else problem)
+
+    @classmethod
+    def from_message(cls, message: str) -> InputError:
+        """Rebuild an error from its one line (as it crossed from a child process)."""
+        return cls("", message)
+
+
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """One telling line of an exception's message (TF and Keras messages run for pages).
+
+    Usually the first; but TensorFlow opens traced errors with a header such as
+    ``in user code:`` and puts the actual complaint last.
+    """
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    return (lines[-1] if lines[0].endswith(":") else lines[0])[:limit]

@@ -55,11 +55,13 @@ def run_key(
     output: dict[str, Any],
     config: dict[str, Any],
     repeat: int,
+    environment: dict[str, str] | None = None,
 ) -> str:
     """The cache key of one run.
 
     ``batch_hashes`` lists the hash of every image in the batch in order (the target included at
     its position), so the batch context and the target's position are part of the key.
+    ``environment`` holds the numerics-changing variables passed to the child (``XLA_FLAGS`` …).
     """
     ingredients = {
         "schema": KEY_SCHEMA,
@@ -70,5 +72,6 @@ def run_key(
         "output": output,
         "config": config,
         "repeat": repeat,
+        "environment": environment or {},
     }
     return hash_bytes(canonical_json(ingredients).encode())

@@ -54,7 +54,8 @@ def _convert_channels(image: np.ndarray, channels: int, color: str, name: str) -
     elif color == "rgb" and have == 4:
         image = image[..., :3]
     if channels and image.shape[-1] != channels:
-        hint = {1: " (add --color gray)", 3: " (add --color rgb)"}.get(channels, "")
+        hints = {1: " (add --color gray)", 3: " (add --color rgb)"}
+        hint = hints.get(channels, "") if color == "keep" else ""
         raise InputError(
             name,
             f"model expects {channels} channel(s), image has {image.shape[-1]}{hint}",
@@ -88,6 +89,13 @@ def prepare_input(
                 f"{want_h}×{want_w}×{channels or data.shape[2]} (add --resize bilinear)",
             )
         data = resize_bilinear(data, want_h, want_w)
+    for what, values in (("--mean", preprocessing.mean), ("--std", preprocessing.std)):
+        if len(values) not in (0, 1, data.shape[-1]):
+            raise InputError(
+                name,
+                f"{what} has {len(values)} values but the model input has "
+                f"{data.shape[-1]} channel(s); give 1 or {data.shape[-1]}",
+            )
     if preprocessing.mean:
         data = data - np.asarray(preprocessing.mean, dtype=np.float32)
     if preprocessing.std:

@@ -77,22 +77,32 @@ class RunFinished(Message):
 
 @dataclass(frozen=True)
 class RunFailed(Message):
-    """One run failed; ``detail`` carries the child's stderr tail when the child died."""
+    """One run failed; ``detail`` carries the child's stderr tail when the child died.
+
+    ``input_error`` marks failures caused by the input under this configuration (e.g. outputs
+    that stop being probabilities in float16), as opposed to the machine (a crash, a missing
+    GPU); when every run fails for the same input error, front ends report it as one.
+    """
 
     event: ClassVar[str] = "failed"
     key: str
     label: str
     error: str
     detail: str = ""
+    input_error: bool = False
 
 
 @dataclass(frozen=True)
 class ChildFatal(Message):
-    """A child could not do any of its runs (bad model, bad input): an input error, one line."""
+    """A child could not do any of its runs (bad model, bad image): an input error."""
 
     event: ClassVar[str] = "fatal"
-    error: str
-    input_error: bool = True
+    path: str
+    problem: str
+
+    @property
+    def error(self) -> str:
+        return f"{self.path}: {self.problem}"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.errors import InputError, first_line
 
 __all__ = ["LoadedModel", "load_model"]
 
@@ -68,12 +68,7 @@ class LoadedModel:
         and the float32 weights are copied over. The input layer stays float32.
         """
         assert self.keras_model is not None
-        saved_policies = {
-            layer.dtype_policy.name
-            for layer in self.keras_model.layers
-            if not isinstance(layer, keras.layers.InputLayer)
-        }
-        if saved_policies == {precision}:
+        if _policies(self.keras_model) == {precision}:
             return self.keras_model
         if precision not in self._rebuilt:
 
@@ -82,22 +77,27 @@ class LoadedModel:
                 config["dtype"] = precision
                 return layer.__class__.from_config(config)
 
-            rebuilt = keras.models.clone_model(self.keras_model, clone_function=with_policy)
+            # recursive: a backbone sub-model is re-created layer by layer too.
+            rebuilt = keras.models.clone_model(
+                self.keras_model, clone_function=with_policy, recursive=True
+            )
             rebuilt.set_weights(self.keras_model.get_weights())
-            took = {
-                layer.dtype_policy.name
-                for layer in rebuilt.layers
-                if not isinstance(layer, keras.layers.InputLayer)
-            }
+            took = _policies(rebuilt)
             if took != {precision}:
-                raise RuntimeError(f"precision {precision} did not take effect: layers use {took}")
+                raise InputError(
+                    self.path, f"precision {precision} did not take effect: layers use {took}"
+                )
             self._rebuilt[precision] = rebuilt
         return self._rebuilt[precision]
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0][:300] if text else type(error).__name__
+def _policies(model: keras.Model) -> set[str]:
+    """Dtype policies of every computing layer, nested models included."""
+    return {
+        layer.dtype_policy.name
+        for layer in model._flatten_layers(include_self=False)
+        if not isinstance(layer, (keras.layers.InputLayer, keras.Model))
+    }
 
 
 def _image_input_shape(path: Path, shape: Any) -> tuple[int | None, int | None, int | None]:
@@ -120,9 +120,9 @@ def _load_keras(path: Path, trust: bool) -> LoadedModel:
                 "mode refuses to load; pass --trust-model only if you trust "
                 "where the file came from",
             ) from None
-        raise InputError(path, f"cannot be loaded as a Keras model: {_first_line(error)}") from None
+        raise InputError(path, f"cannot be loaded as a Keras model: {first_line(error)}") from None
     except Exception as error:  # noqa: BLE001 - Keras raises many types for a corrupt file
-        raise InputError(path, f"cannot be loaded as a Keras model: {_first_line(error)}") from None
+        raise InputError(path, f"cannot be loaded as a Keras model: {first_line(error)}") from None
     if len(model.inputs) != 1:
         raise InputError(path, f"model has {len(model.inputs)} inputs; segdiff feeds one image")
     return LoadedModel(
@@ -138,7 +138,7 @@ def _load_saved_model(path: Path) -> LoadedModel:
     try:
         loaded = tf.saved_model.load(str(path))
     except Exception as error:  # noqa: BLE001 - TF raises many types for a broken folder
-        raise InputError(path, f"cannot be loaded as a SavedModel: {_first_line(error)}") from None
+        raise InputError(path, f"cannot be loaded as a SavedModel: {first_line(error)}") from None
     signature = loaded.signatures.get("serving_default")
     if signature is None:
         raise InputError(path, "SavedModel has no 'serving_default' signature")
@@ -162,6 +162,13 @@ def load_model(path: str | Path, trust: bool = False) -> LoadedModel:
     if path.is_dir():
         if not (path / "saved_model.pb").is_file():
             raise InputError(path, "folder is not a SavedModel (no saved_model.pb)")
+        if not trust:
+            # Keras safe mode refuses SavedModels too: their graphs may read and write files.
+            raise InputError(
+                path,
+                "is a TensorFlow SavedModel, whose graph can run file and system operations; "
+                "Keras safe mode refuses it, so pass --trust-model only if you trust its source",
+            )
         return _load_saved_model(path)
     if not path.is_file():
         raise InputError(path, "no such model file")

@@ -46,6 +46,20 @@ def _softmax(values: np.ndarray) -> np.ndarray:
     return (shifted / shifted.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
+def _already_probabilities(values: np.ndarray, raw_dtype: np.dtype) -> bool:
+    if not np.isfinite(values).all() or values.min() < 0.0 or values.max() > 1.0:
+        return False
+    if values.shape[-1] == 1:
+        return True
+    worst = float(np.abs(values.sum(axis=-1, dtype=np.float64) - 1.0).max())
+    return worst <= _sum_tolerance(raw_dtype)
+
+
+def _sum_tolerance(raw_dtype: np.dtype) -> float:
+    low_precision = raw_dtype != np.float32
+    return _SUM_TOLERANCE_LOW_PRECISION if low_precision else _SUM_TOLERANCE_FLOAT32
+
+
 def to_probabilities(
     path: Path, name: str, raw: np.ndarray, selection: OutputSelection
 ) -> tuple[np.ndarray, str]:
@@ -60,6 +74,13 @@ def to_probabilities(
         )
     values = raw.astype(np.float32)
     channels = values.shape[-1]
+    if selection.activation != "none" and _already_probabilities(values, raw.dtype):
+        # A second sigmoid squeezes every value into [0.5, 0.73]: all would "flip" at 0.5.
+        raise InputError(
+            path,
+            f"output {name!r} already holds probabilities; drop --activation "
+            f"{selection.activation}",
+        )
     if selection.activation == "sigmoid":
         values = _sigmoid(values)
     elif selection.activation == "softmax":
@@ -75,8 +96,7 @@ def to_probabilities(
             f"[{low:.4g}, {high:.4g}]; if these are logits, pass {hint}",
         )
     if channels > 1:
-        low_precision = raw.dtype != np.float32
-        tolerance = _SUM_TOLERANCE_LOW_PRECISION if low_precision else _SUM_TOLERANCE_FLOAT32
+        tolerance = _sum_tolerance(raw.dtype)
         worst = float(np.abs(values.sum(axis=-1, dtype=np.float64) - 1.0).max())
         if worst > tolerance:
             raise InputError(

@@ -48,5 +48,6 @@ def die_with_parent() -> None:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-        if os.getppid() == 1:  # the parent died before prctl took effect
+        parent = os.environ.get("SEGDIFF_PARENT_PID")
+        if parent and os.getppid() != int(parent):  # it died before prctl took effect
             os._exit(1)

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.errors import InputError, first_line
+from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.preprocess import prepare_input
 from segdiff_gui.core.progress import BatchProgress, ChildFatal, RunFailed, RunFinished, RunStarted
@@ -44,10 +45,22 @@ def _short_device(tf_name: str) -> str:
     return f"{kind.lower()}:{index}"
 
 
-def _test_hooks(label: str) -> None:
+def _shape_text(array: np.ndarray) -> str:
+    return "×".join(map(str, array.shape))
+
+
+def _check_unchanged(path: str, expected: str) -> None:
+    if hash_path(path) != expected:
+        raise InputError(path, "changed after segdiff planned the runs; run again")
+
+
+def _test_hooks(label: str, after_write: bool = False) -> None:
     """Test-only faults, driven by environment variables the test suite sets."""
-    if (crash := os.environ.get("SEGDIFF_TEST_CRASH_ON")) and crash in label:
+    crash_variable = "SEGDIFF_TEST_CRASH_AFTER_WRITE" if after_write else "SEGDIFF_TEST_CRASH_ON"
+    if (crash := os.environ.get(crash_variable)) and crash in label:
         os.abort()
+    if after_write:
+        return
     if (hang := os.environ.get("SEGDIFF_TEST_HANG_ON")) and hang in label:
         time.sleep(3600)
 
@@ -57,29 +70,46 @@ class JobRunner:
         self.job = job
         self.channel = channel
         self.cache = ResultCache(job.cache_root)
+        # The parent keyed the runs by these bytes: refuse files changed since it planned.
+        _check_unchanged(job.model_path, job.model_hash)
         self.model: LoadedModel = load_model(job.model_path, job.trust_model)
         self.output_index = choose_output(self.model.path, self.model.output_names, job.output)
         self.facts = process_facts()
         self.devices = {d["name"]: d for d in device_facts()}
-        self._inputs: dict[int, np.ndarray] = {}
-        self._functions: dict[tuple[str, bool], Any] = {}
+        self._functions: dict[tuple[str, bool, bool], Any] = {}
+        # Every image any run needs, prepared up front: a bad image fails the job at once.
+        used = sorted({index for run in job.runs for index in run.batch})
+        self._inputs = {index: self._prepare(index) for index in used}
 
-    def prepared(self, index: int) -> np.ndarray:
-        if index not in self._inputs:
-            image = self.job.images[index]
-            height, width, channels = self.model.input_shape
-            self._inputs[index] = prepare_input(
-                read_image(image.path), self.job.preprocessing, height, width, channels, image.path
-            )
-        return self._inputs[index]
+    def _prepare(self, index: int) -> np.ndarray:
+        image = self.job.images[index]
+        _check_unchanged(image.path, image.hash)
+        height, width, channels = self.model.input_shape
+        return prepare_input(
+            read_image(image.path), self.job.preprocessing, height, width, channels, image.path
+        )
 
-    def compiled(self, precision: str, xla: bool) -> Forward:
-        """One ``tf.function`` per precision and XLA setting; XLA is always set explicitly
-        because Keras would otherwise decide by itself when a GPU is visible."""
-        if (precision, xla) not in self._functions:
+    def batch_for(self, run: PlannedRun) -> np.ndarray:
+        target = self._inputs[run.target]
+        for index in run.batch:
+            if self._inputs[index].shape != target.shape:
+                # Only a model with free height/width gets here: batches need equal sizes.
+                raise InputError(
+                    self.job.images[index].path,
+                    f"is {_shape_text(self._inputs[index])} but the target is "
+                    f"{_shape_text(target)}; a batch needs equal sizes (add --resize bilinear "
+                    "for a model with a fixed input size, or use context=copies)",
+                )
+        return np.stack([self._inputs[index] for index in run.batch])
+
+    def compiled(self, precision: str, xla: bool, tf32: bool) -> Forward:
+        """One ``tf.function`` per precision, XLA and TF32 setting. XLA is always set
+        explicitly because Keras would otherwise decide by itself when a GPU is visible; TF32
+        is part of the key because XLA reads it when it compiles, not when it runs."""
+        if (precision, xla, tf32) not in self._functions:
             forward = self.model.forward(precision)
-            self._functions[precision, xla] = tf.function(forward, jit_compile=xla)
-        return self._functions[precision, xla]  # type: ignore[no-any-return]
+            self._functions[precision, xla, tf32] = tf.function(forward, jit_compile=xla)
+        return self._functions[precision, xla, tf32]  # type: ignore[no-any-return]
 
     def step(self, run: PlannedRun, number: int) -> None:
         self.channel.send(BatchProgress(run.key, number, len(_STEPS), _STEPS[number - 1]))
@@ -94,10 +124,10 @@ class JobRunner:
                 f"(it sees: {seen}); not falling back"
             )
         self.step(run, 1)
-        batch = np.stack([self.prepared(index) for index in run.batch])
+        batch = self.batch_for(run)
         self.step(run, 2)
-        function = self.compiled(config.precision, config.xla)
         tf.config.experimental.enable_tensor_float_32_execution(config.tf32)
+        function = self.compiled(config.precision, config.xla, config.tf32)
         self.step(run, 3)
         started = time.perf_counter()
         with tf.device(_tf_device(config.device)):
@@ -106,9 +136,7 @@ class JobRunner:
         raw = chosen.numpy()
         wall = time.perf_counter() - started
         actual = _short_device(chosen.device)
-        if actual.split(":")[0] != config.device.split(":")[0] or (
-            config.is_gpu and actual != config.device
-        ):
+        if actual != (config.device if config.is_gpu else "cpu:0"):
             raise RunError(f"{config.device} requested but the output was computed on {actual}")
         self.step(run, 4)
         name = self.model.output_names[self.output_index]
@@ -162,18 +190,21 @@ class JobRunner:
                 started = time.perf_counter()
                 record = self.execute(run)
                 self.cache.write_run(record)
-            except InputError:
-                raise  # the same for every run: let main report it once
+                _test_hooks(run.label, after_write=True)
+            except InputError as error:
+                # This configuration cannot use this input (e.g. float16 overflows to NaN);
+                # the others may well.
+                self.channel.send(RunFailed(run.key, run.label, str(error), input_error=True))
+                continue
             except RunError as error:
                 self.channel.send(RunFailed(run.key, run.label, str(error)))
                 continue
             except Exception as error:  # noqa: BLE001 - one run's failure must not end the job
-                first = str(error).strip().splitlines()[0] if str(error).strip() else ""
                 self.channel.send(
                     RunFailed(
                         run.key,
                         run.label,
-                        f"{type(error).__name__}: {first}"[:500],
+                        f"{type(error).__name__}: {first_line(error)}",
                         traceback.format_exc()[-4000:],
                     )
                 )
@@ -199,5 +230,5 @@ def run_job(job: EngineJob, channel: Channel) -> int:
     try:
         return JobRunner(job, channel).run_all()
     except InputError as error:
-        channel.send(ChildFatal(str(error)))
+        channel.send(ChildFatal(error.path, error.problem))
         return 3

@@ -17,7 +17,21 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".npy", ".bmp")
 _PIL_MODES = {"1": "L", "P": "RGBA", "CMYK": "RGB", "YCbCr": "RGB", "LAB": "RGB", "HSV": "RGB"}
 
 
+def _is_deep_colour_png(path: Path) -> bool:
+    """16-bit PNG with colour or alpha, which Pillow decodes to 8 bits without a word."""
+    with path.open("rb") as handle:
+        header = handle.read(26)
+    is_png = header[:8] == b"\x89PNG\r\n\x1a\n" and header[12:16] == b"IHDR"
+    return is_png and header[24] == 16 and header[25] in (2, 4, 6)
+
+
 def _read_with_pillow(path: Path) -> np.ndarray:
+    if _is_deep_colour_png(path):
+        raise InputError(
+            path,
+            "is a 16-bit colour PNG, which would be read with only 8 bits per channel; "
+            "save it as a 16-bit TIFF",
+        )
     with Image.open(path) as image:
         image.load()
         mode = _PIL_MODES.get(image.mode)
@@ -61,15 +75,16 @@ def read_image(path: str | Path) -> np.ndarray:
 
 def collect_images(paths: list[str | Path]) -> list[Path]:
     """Expand directories to their image files (sorted by name) and keep files as given."""
-    found: list[Path] = []
+    found: dict[Path, Path] = {}  # by resolved path: an image named twice is used once
     for entry in map(Path, paths):
         if entry.is_dir():
             inside = sorted(p for p in entry.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
             if not inside:
                 raise InputError(entry, "folder holds no images (PNG, JPEG, TIFF or NPY)")
-            found.extend(inside)
         elif entry.exists():
-            found.append(entry)
+            inside = [entry]
         else:
             raise InputError(entry, "no such file or folder")
-    return found
+        for path in inside:
+            found.setdefault(path.resolve(), path)
+    return list(found.values())

@@ -12,9 +12,10 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from segdiff_gui.core.environment import child_environment
 from segdiff_gui.core.progress import Message, decode_message
 
 __all__ = ["ChildProcess", "ChildTimeout", "describe_exit"]
@@ -46,7 +47,13 @@ class ChildProcess:
     def __init__(
         self, command: str, job: dict[str, Any] | None = None, env: dict[str, str] | None = None
     ) -> None:
-        child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+        child_env = {
+            **child_environment(os.environ),
+            **(env or {}),
+            "PYTHONUNBUFFERED": "1",
+            # The child compares its parent with this to notice when it is orphaned.
+            "SEGDIFF_PARENT_PID": str(os.getpid()),
+        }
         self.process = subprocess.Popen(
             [sys.executable, "-m", "segdiff_gui.engine", command],
             stdin=subprocess.PIPE,
@@ -86,7 +93,10 @@ class ChildProcess:
             self._stderr.append(line.rstrip("\n"))
 
     def raw_lines(
-        self, timeout_s: float, poll_s: float = 0.2, should_stop: Any = None
+        self,
+        timeout_s: float,
+        poll_s: float = 0.2,
+        should_stop: Callable[[], bool] | None = None,
     ) -> Iterator[str]:
         """Yield stdout lines; raise :class:`ChildTimeout` after ``timeout_s`` without one.
 
@@ -109,27 +119,35 @@ class ChildProcess:
             waited = 0.0
             yield str(item)
 
-    def messages(self, timeout_s: float, should_stop: Any = None) -> Iterator[Message]:
+    def messages(
+        self, timeout_s: float, should_stop: Callable[[], bool] | None = None
+    ) -> Iterator[Message]:
         for line in self.raw_lines(timeout_s, should_stop=should_stop):
             message = decode_message(line)
             if message is not None:
                 yield message
 
     def stderr_tail(self, lines: int = 20) -> str:
-        for thread in self._threads[1:]:
-            thread.join(timeout=2)
+        self._threads[1].join(timeout=2)
         return "\n".join(list(self._stderr)[-lines:])
 
-    def wait(self, timeout_s: float = 30) -> int:
-        try:
-            return self.process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return self.process.wait()
-
-    def kill(self) -> None:
-        """Stop the child now (SIGKILL: a hung TensorFlow does not answer SIGTERM reliably)."""
+    def signal_kill(self) -> None:
+        """SIGKILL the child's whole process group (a hung TensorFlow ignores SIGTERM, and XLA's
+        helpers such as ptxas would otherwise keep running); does not wait."""
         if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
-        self.process.wait()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+    def close(self, grace_s: float = 5.0) -> int:
+        """Reap the child: give it ``grace_s`` to exit by itself, then kill it; close pipes."""
+        try:
+            self.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            self.signal_kill()
+            self.process.wait()
+        for thread in self._threads:
+            thread.join(timeout=2)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+        return self.process.returncode

@@ -58,9 +58,10 @@ def _run_probe(timeout_s: float) -> dict[str, Any]:
                 if isinstance(data, dict) and data.get("event") == "probe":
                     return data
     except ChildTimeout as error:
-        child.kill()
+        child.signal_kill()
         raise ProbeError(f"device probe: {error}") from None
-    child.wait()
+    finally:
+        child.close()
     tail = child.stderr_tail(5)
     raise ProbeError(f"device probe {describe_exit(child.process.returncode)}: {tail}")
 

@@ -51,11 +51,15 @@ class MatrixRunner:
         self._lock = threading.Lock()
 
     def cancel(self) -> None:
-        """Ask the run to stop: the child in flight is killed, no new child starts."""
+        """Ask the run to stop: the child in flight is killed, no new child starts.
+
+        Only signals: the thread driving :meth:`run` reaps the child, so a GUI thread calling
+        this never blocks on a process that is slow to die.
+        """
         self._cancel.set()
         with self._lock:
             if self._child is not None:
-                self._child.kill()
+                self._child.signal_kill()
 
     @property
     def cancelled(self) -> bool:
@@ -97,44 +101,60 @@ class MatrixRunner:
         pending: dict[str, PlannedRun] = {run.key: run for run in job.runs}
         while pending and not self.cancelled:
             child = self._start(replace(job, runs=tuple(pending.values())))
-            in_flight: PlannedRun | None = None
-            progressed = False
-            problem = ""
             try:
-                for message in child.messages(self.timeout_s, should_stop=self._cancel.is_set):
-                    if isinstance(message, RunStarted):
-                        in_flight = pending.get(message.key)
-                    elif isinstance(message, RunFinished | RunFailed):
-                        if isinstance(message, RunFinished) and not self.cache.has(message.key):
-                            message = RunFailed(
-                                message.key,
-                                message.label,
-                                "the child reported success but wrote no result",
-                            )
-                        pending.pop(message.key, None)
-                        in_flight, progressed = None, True
-                    elif isinstance(message, ChildFatal):
-                        yield message
-                        for run in pending.values():
-                            yield RunFailed(run.key, run.label, message.error)
-                        pending.clear()
-                        break
+                yield from self._drive_child(child, pending)
+            finally:
+                # Also when the consumer abandons this generator: no child computes unseen.
+                child.close()
+                with self._lock:
+                    self._child = None
+
+    def _drive_child(
+        self, child: ChildProcess, pending: dict[str, PlannedRun]
+    ) -> Iterator[Message]:
+        """Relay one child's messages; afterwards fail the run it died on, if it died."""
+        in_flight: PlannedRun | None = None
+        progressed = False
+        problem = ""
+        try:
+            for message in child.messages(self.timeout_s, should_stop=self._cancel.is_set):
+                if isinstance(message, RunStarted):
+                    in_flight = pending.get(message.key)
+                elif isinstance(message, RunFinished | RunFailed):
+                    if isinstance(message, RunFinished) and not self.cache.has(message.key):
+                        message = RunFailed(
+                            message.key,
+                            message.label,
+                            "the child reported success but wrote no result",
+                        )
+                    pending.pop(message.key, None)
+                    in_flight, progressed = None, True
+                elif isinstance(message, ChildFatal):
                     yield message
-            except ChildTimeout as timeout:
-                problem = f"{timeout} (timed out; the child was killed)"
-                child.kill()
-            if self.cancelled:
-                child.kill()
-            child.wait()
-            if self.cancelled or not pending:
-                break
-            problem = problem or f"the engine process {describe_exit(child.process.returncode)}"
-            tail = child.stderr_tail()
-            lost = [in_flight] if in_flight is not None else []
-            if not lost and not progressed:
-                lost = list(pending.values())  # it died before any run: retrying would loop
-            for run in lost:
-                pending.pop(run.key, None)
-                yield RunFailed(run.key, run.label, problem, tail)
-        with self._lock:
-            self._child = None
+                    for run in pending.values():
+                        yield RunFailed(run.key, run.label, message.error, input_error=True)
+                    pending.clear()
+                    return
+                yield message
+                if not pending:
+                    return  # all done: don't wait for TensorFlow's teardown
+        except ChildTimeout as timeout:
+            problem = f"{timeout} (timed out; the child was killed)"
+            child.signal_kill()
+        if self.cancelled:
+            return
+        child.close()
+        if in_flight is not None and self.cache.has(in_flight.key):
+            # It died after writing but before saying so: the result is whole, keep it.
+            record = self.cache.read_run(in_flight.key, with_map=False)
+            pending.pop(in_flight.key, None)
+            yield RunFinished(in_flight.key, in_flight.label, 0.0, str(record.provenance["device"]))
+            in_flight, progressed = None, True
+        problem = problem or f"the engine process {describe_exit(child.process.returncode)}"
+        tail = child.stderr_tail()
+        lost = [in_flight] if in_flight is not None else []
+        if not lost and not progressed:
+            lost = list(pending.values())  # it died before any run: retrying would loop
+        for run in lost:
+            pending.pop(run.key, None)
+            yield RunFailed(run.key, run.label, problem, tail)

@@ -3,14 +3,15 @@ and group the rest by the process-level settings that force separate children.""
 
 from __future__ import annotations
 
+import os
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import cycle, islice
 from pathlib import Path
 
-import numpy as np
-
 from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
+from segdiff_gui.core.environment import keyed_environment
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
@@ -48,16 +49,40 @@ class MatrixPlan:
         return len(self.runs)
 
 
-def _image_refs(paths: Sequence[Path]) -> tuple[list[ImageRef], list[np.ndarray]]:
-    refs: list[ImageRef] = []
-    decoded: list[np.ndarray] = []
+def _image_refs(paths: Sequence[Path]) -> list[ImageRef]:
+    """Hash every image and decode it once: a bad file fails here, before any child starts."""
+    refs = []
     names = [p.name for p in paths]
     for path in paths:
-        decoded.append(read_image(path))  # validates now: a bad file fails before any child
+        read_image(path)
         # Distinct images with the same file name (from two folders) keep their parent's name.
         name = path.name if names.count(path.name) == 1 else f"{path.parent.name}/{path.name}"
         refs.append(ImageRef(path=str(path), name=name, hash=hash_path(path)))
-    return refs, decoded
+    return refs
+
+
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def check_model_path(path: str | Path) -> Path:
+    """Refuse what cannot be a model before TensorFlow spends seconds starting up."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "saved_model.pb").is_file():
+            raise InputError(path, "folder is not a SavedModel (no saved_model.pb)")
+        return path
+    if not path.is_file():
+        raise InputError(path, "no such model file or folder")
+    suffix = path.suffix.lower()
+    if suffix == ".keras" and not zipfile.is_zipfile(path):
+        raise InputError(path, "is not a .keras model (a zip archive was expected)")
+    if suffix in (".h5", ".hdf5"):
+        with path.open("rb") as handle:
+            if handle.read(8) != _HDF5_SIGNATURE:
+                raise InputError(path, "is not a legacy .h5 model (not an HDF5 file)")
+    elif suffix != ".keras":
+        raise InputError(path, "unknown model format; expected .keras, .h5 or a SavedModel folder")
+    return path
 
 
 def _target_index(refs: list[ImageRef], target: str | None) -> int:
@@ -67,7 +92,8 @@ def _target_index(refs: list[ImageRef], target: str | None) -> int:
         if target in (ref.name, ref.path, Path(ref.path).stem):
             return index
     names = ", ".join(ref.name for ref in refs[:10])
-    raise InputError(target, f"is not one of the images given ({names})")
+    more = f" and {len(refs) - 10} more" if len(refs) > 10 else ""
+    raise InputError(target, f"is not one of the images given ({names}{more})")
 
 
 def plan_matrix(
@@ -83,16 +109,14 @@ def plan_matrix(
     trust_model: bool = False,
 ) -> MatrixPlan:
     """Plan ``configs × repeats`` runs of ``model_path`` on the target among ``image_paths``."""
-    model = Path(model_path)
-    if not model.exists():
-        raise InputError(model, "no such model file or folder")
+    model = check_model_path(model_path)
     if not image_paths:
         raise InputError(model, "no images given")
     if repeats < 1:
         raise InputError("--repeats", "must be at least 1")
     preprocessing = preprocessing or Preprocessing()
     output = output or OutputSelection()
-    refs, decoded = _image_refs([Path(p) for p in image_paths])
+    refs = _image_refs([Path(p) for p in image_paths])
     target_index = _target_index(refs, target)
     model_hash = hash_path(model)
 
@@ -109,14 +133,19 @@ def plan_matrix(
                 output=output.to_dict(),
                 config=config.to_dict(),
                 repeat=repeat,
+                environment=keyed_environment(os.environ),
             )
             if key not in seen:  # the same configuration asked twice runs once
                 seen.add(key)
                 runs.append(PlannedRun(key, config, repeat, target_index, slots))
 
-    cache.write_image(refs[target_index].hash, refs[target_index].name, decoded[target_index])
-    cached = tuple(run for run in runs if cache.has(run.key))
-    to_compute = [run for run in runs if run.key not in {c.key for c in cached}]
+    target_ref = refs[target_index]
+    # Keep the target image beside its results, so they can be shown without the original.
+    cache.write_image(target_ref.hash, target_ref.name, read_image(target_ref.path))
+    cached: list[PlannedRun] = []
+    to_compute: list[PlannedRun] = []
+    for run in runs:
+        (cached if cache.has(run.key) else to_compute).append(run)
     groups: dict[tuple[bool, bool, int], list[PlannedRun]] = {}
     for run in to_compute:
         groups.setdefault(run.config.process_settings(), []).append(run)
@@ -133,4 +162,4 @@ def plan_matrix(
         )
         for group in groups.values()
     )
-    return MatrixPlan(model, tuple(refs), target_index, tuple(runs), cached, jobs)
+    return MatrixPlan(model, tuple(refs), target_index, tuple(runs), tuple(cached), jobs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,9 +22,18 @@ from platformdirs import user_cache_dir
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.storage.records import RunRecord, read_record, write_record
 
-__all__ = ["ResultCache", "atomic_h5", "default_cache_dir"]
+__all__ = ["ResultCache", "atomic_h5", "checked_digest", "default_cache_dir"]
 
 _TMP_SUFFIX = ".tmp"
+# Keys and content hashes are SHA-256 hex digests; anything else (e.g. "../x" from a crafted
+# bundle) must never become part of a path.
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+def checked_digest(value: str, what: str = "key") -> str:
+    if not _DIGEST.match(value):
+        raise InputError(value[:80], f"is not a valid run {what} (64 hex digits expected)")
+    return value
 
 
 def default_cache_dir() -> Path:
@@ -66,10 +76,16 @@ class ResultCache:
 
     # runs -------------------------------------------------------------------------------
     def run_path(self, key: str) -> Path:
+        checked_digest(key)
         return self.root / "runs" / key[:2] / f"{key}.h5"
 
     def has(self, key: str) -> bool:
         return self.run_path(key).is_file()
+
+    def check_usable(self) -> None:
+        """A cache path that exists but is not a folder is a usage error, said in one line."""
+        if self.root.exists() and not self.root.is_dir():
+            raise InputError(self.root, "is not a folder, so it cannot be a segdiff cache")
 
     def write_run(self, record: RunRecord) -> Path:
         path = self.run_path(record.key)
@@ -88,7 +104,7 @@ class ResultCache:
         runs = self.root / "runs"
         if not runs.is_dir():
             return []
-        return sorted(p.stem for p in runs.glob("*/*.h5") if not p.name.startswith("."))
+        return sorted(p.stem for p in runs.glob("*/*.h5") if _DIGEST.match(p.stem))
 
     def records(self) -> list[RunRecord]:
         """Metadata of every finished run (no pixels); unreadable files are skipped."""
@@ -96,12 +112,13 @@ class ResultCache:
         for key in self.keys():
             try:
                 found.append(self.read_run(key, with_map=False))
-            except (InputError, KeyError, OSError):
-                continue
+            except (InputError, KeyError, OSError, ValueError):
+                continue  # a file from a newer segdiff, or damaged by hand: not ours to list
         return found
 
     # images -----------------------------------------------------------------------------
     def image_path(self, image_hash: str) -> Path:
+        checked_digest(image_hash, "image hash")
         return self.root / "images" / f"{image_hash}.h5"
 
     def write_image(self, image_hash: str, name: str, image: np.ndarray) -> None:

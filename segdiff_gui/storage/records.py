@@ -7,7 +7,7 @@ The same group layout serves a cache entry file (its root group) and a run insid
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import h5py
@@ -76,9 +76,6 @@ class RunRecord:
     def short_id(self) -> str:
         return self.key[:8]
 
-    def without_map(self) -> RunRecord:
-        return replace(self, probabilities=None)
-
 
 def write_record(group: h5py.Group, record: RunRecord) -> None:
     """Write ``record`` (which must carry its map) into an empty group."""
@@ -115,6 +112,9 @@ def _text(value: Any) -> str:
 def read_record(group: h5py.Group, with_map: bool = True) -> RunRecord:
     """Read a record written by :func:`write_record`; ``with_map=False`` skips the pixels."""
     attrs = group.attrs
+    version = int(attrs.get("format_version", 0))
+    if version != FORMAT_VERSION:
+        raise ValueError(f"run format {version} is not the supported format {FORMAT_VERSION}")
     dataset = group[_MAP]
     provenance: dict[str, Any] = {}
     stored = group[_PROVENANCE].attrs

@@ -9,22 +9,43 @@ from segdiff_gui.storage.records import RunRecord
 
 __all__ = ["select_run", "select_runs"]
 
+_LISTED = 8
+
+
+def _listing(records: Sequence[RunRecord]) -> str:
+    shown = ", ".join(
+        f"{r.short_id} ({r.label}, {r.model_name}, {r.target_name})" for r in records[:_LISTED]
+    )
+    more = f" and {len(records) - _LISTED} more; see 'segdiff ls'" if len(records) > _LISTED else ""
+    return (shown or "none") + more
+
+
+def _matches(records: Sequence[RunRecord], name: str) -> list[RunRecord]:
+    by_label = [r for r in records if r.label == name]
+    return by_label or [r for r in records if name and r.key.startswith(name.lower())]
+
 
 def select_run(records: Sequence[RunRecord], name: str) -> RunRecord:
     """The one run that ``name`` means; an unknown or ambiguous name lists the candidates."""
-    by_prefix = [r for r in records if r.key.startswith(name.lower())]
-    by_label = [r for r in records if r.label == name]
-    matches = by_label or by_prefix
+    matches = _matches(records, name)
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        known = ", ".join(f"{r.short_id} ({r.label})" for r in records[:12]) or "none"
-        raise InputError(name, f"names no run in the cache (runs: {known})")
-    listed = ", ".join(
-        f"{r.short_id} ({r.label}, {r.model_name}, {r.target_name})" for r in matches[:12]
-    )
-    raise InputError(name, f"is ambiguous: {listed}")
+        raise InputError(name, f"names no run in the cache (runs: {_listing(records)})")
+    raise InputError(name, f"is ambiguous: {_listing(matches)}")
 
 
 def select_runs(records: Sequence[RunRecord], names: Sequence[str]) -> list[RunRecord]:
-    return [select_run(records, name) for name in names] if names else list(records)
+    """Every run a label names, the one run an id prefix names; all runs for no names."""
+    if not names:
+        return list(records)
+    chosen: dict[str, RunRecord] = {}
+    for name in names:
+        matches = _matches(records, name)
+        by_id = not any(r.label == name for r in matches)
+        if not matches:
+            raise InputError(name, f"names no run in the cache (runs: {_listing(records)})")
+        if by_id and len(matches) > 1:
+            raise InputError(name, f"is ambiguous: {_listing(matches)}")
+        chosen.update((r.key, r) for r in matches)
+    return list(chosen.values())

@@ -78,9 +78,14 @@ def test_bundle_then_merge_moves_runs_bit_exactly(models, small_images, tmp_path
     bundle = tmp_path / "from-server.h5"
     made = segdiff("bundle", bundle, "cpu b4 r1", "--cache", server.root)
     assert made.returncode == 0, made.stderr
-    assert "wrote 1 runs" in made.stdout
-    ambiguous = segdiff("bundle", tmp_path / "x.h5", "", "--cache", server.root)
-    assert ambiguous.returncode == 2 and "is ambiguous" in ambiguous.stderr
+    assert "wrote 1 run to" in made.stdout
+    unknown = segdiff("bundle", tmp_path / "x.h5", "zzzz", "--cache", server.root)
+    assert unknown.returncode == 2 and "zzzz: names no run in the cache" in unknown.stderr
+    into_folder = segdiff("bundle", tmp_path, "--cache", server.root)
+    assert into_folder.returncode == 2 and "is a folder" in into_folder.stderr
+    (tmp_path / "notes.txt").write_text("mine")
+    onto_file = segdiff("bundle", tmp_path / "notes.txt", "--cache", server.root)
+    assert onto_file.returncode == 2 and "not overwriting it" in onto_file.stderr
     merged = segdiff("merge", bundle, "--cache", laptop.root)
     assert merged.returncode == 0 and "1 added" in merged.stdout
     (key,) = laptop.keys()

@@ -20,11 +20,11 @@ def test_spec_parses_every_knob_and_round_trips():
         "gpu:1", 64, "copies", 3, True, False, False, 1, True, "mixed_bfloat16"
     )
     assert parse_config_spec(config.to_spec()) == config
-    assert config.label() == "gpu:1 b64 copies pos3 det tf32off onednn-off threads1 xla bf16"
+    assert config.label() == "gpu:1 b64 copies pos3 det tf32-off onednn-off threads1 xla bf16"
 
 
 def test_defaults_and_aliases():
-    assert parse_config_spec("") == RunConfig()
+    assert parse_config_spec("batch=1") == RunConfig()
     assert parse_config_spec("device=gpu,precision=bf16").device == "gpu:0"
     assert parse_config_spec("precision=fp16").precision == "mixed_float16"
     assert RunConfig(batch=64).label() == "cpu b64"
@@ -41,6 +41,8 @@ def test_defaults_and_aliases():
         ("precision=float64", "precision must be one of"),
         ("colour=red", "unknown config key 'colour'"),
         ("batch", "not key=value"),
+        ("", "an empty --config"),
+        ("device=cpu,device=gpu:0", "gives device twice"),
     ],
 )
 def test_bad_specs_say_what_is_wrong(spec, fragment):

@@ -21,6 +21,7 @@ def test_key_is_stable_and_depends_on_every_ingredient():
         output={"output": "a"},
         config={"batch": 2},
         repeat=1,
+        environment={"XLA_FLAGS": "--xla_gpu_autotune_level=0"},
     )
     keys = {run_key(**{**BASE, name: value}) for name, value in changes.items()}
     assert len(keys) == len(changes) and run_key(**BASE) not in keys

@@ -42,3 +42,16 @@ def test_bilinear_resize_keeps_constants_and_halves_exactly():
     assert np.all(resize_bilinear(constant, 9, 3) == np.float32(0.25))
     ramp = np.arange(4, dtype=np.float32).reshape(1, 4, 1).repeat(2, axis=0)
     assert resize_bilinear(ramp, 2, 2)[0, :, 0].tolist() == [0.5, 2.5]
+
+
+def test_mean_with_the_wrong_number_of_channels_is_one_clear_line():
+    with pytest.raises(InputError, match=r"a.png: --mean has 3 values but the model input has 1"):
+        prepare_input(np.zeros((2, 2), np.uint8), Preprocessing(mean=(0.5,) * 3), 2, 2, 1, "a.png")
+
+
+def test_first_line_skips_tensorflows_header():
+    from segdiff_gui.core.errors import first_line
+
+    traced = ValueError("in user code:\n\n  File x, line 3\n\n  ValueError: shapes differ")
+    assert first_line(traced) == "ValueError: shapes differ"
+    assert first_line(RuntimeError("boom\nmore")) == "boom"

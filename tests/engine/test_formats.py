@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow
 
 
 def run_json(*args, cache):
-    result = segdiff("run", *args, "--cache", cache.root, "--json", "--repeats", "1")
+    trust = ["--trust-model"] if any("savedmodel" in str(arg) for arg in args) else []
+    result = segdiff("run", *args, *trust, "--cache", cache.root, "--json", "--repeats", "1")
     return result, (json.loads(result.stdout) if result.returncode in (0, 1) else None)
 
 
@@ -76,8 +77,11 @@ def test_lambda_model_is_refused_without_trust_and_runs_with_it(models, small_im
 
 
 def test_corrupt_model_is_one_clear_line(small_images, cache, tmp_path):
-    broken = tmp_path / "broken.keras"
-    broken.write_bytes(b"PK\x03\x04 this is not a zip archive")
+    import zipfile
+
+    broken = tmp_path / "broken.keras"  # a zip archive, so only Keras itself can tell
+    with zipfile.ZipFile(broken, "w") as archive:
+        archive.writestr("config.json", "{ not json")
     result = segdiff("run", broken, small_images[0], "--config", "batch=1", "--cache", cache.root)
     assert result.returncode == 2
     assert result.stderr.startswith(f"segdiff: {broken}: cannot be loaded as a Keras model")
@@ -230,3 +234,80 @@ def test_copied_savedmodel_folder_hits_the_same_cache_entry(models, small_images
     second, data = run_json(copy, small_images[0], "--config", "batch=1", cache=cache)
     assert first.returncode == second.returncode == 0
     assert data["runs"][0]["status"] == "cached"
+
+
+def test_savedmodel_needs_trust_like_keras_safe_mode(models, small_images, cache):
+    result = segdiff(
+        "run",
+        models / "tiny_savedmodel",
+        small_images[0],
+        "--config",
+        "batch=1",
+        "--cache",
+        cache.root,
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "is a TensorFlow SavedModel" in result.stderr and "--trust-model" in result.stderr
+
+
+def test_an_activation_on_probabilities_is_refused(models, small_images, cache):
+    result = segdiff(
+        "run",
+        models / "tiny.keras",
+        small_images[0],
+        "--config",
+        "batch=1",
+        "--activation",
+        "sigmoid",
+        "--cache",
+        cache.root,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "already holds probabilities; drop --activation sigmoid" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_a_mean_per_channel_mismatch_is_one_line(models, small_images, cache):
+    result = segdiff(
+        "run",
+        models / "tiny.keras",
+        small_images[0],
+        "--config",
+        "batch=1",
+        "--mean",
+        "0.5,0.5,0.5",
+        "--cache",
+        cache.root,
+    )
+    assert result.returncode == 2
+    assert "--mean has 3 values but the model input has 1 channel(s)" in result.stderr
+
+
+def test_garbage_model_files_are_refused_without_starting_tensorflow(tmp_path, small_images):
+    for name in ("garbage.keras", "garbage.h5", "notes.txt"):
+        (tmp_path / name).write_bytes(b"not a model at all")
+        result = segdiff(
+            "run",
+            tmp_path / name,
+            small_images[0],
+            "--cache",
+            tmp_path / "c",
+            "--config",
+            "batch=1",
+            timeout=30,
+        )
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"segdiff: {tmp_path / name}: ")
+
+
+def test_precision_reaches_the_layers_of_a_nested_model(models, small_images, cache):
+    result, data = run_json(
+        models / "nested.keras",
+        small_images[0],
+        "--config",
+        "precision=mixed_bfloat16",
+        cache=cache,
+    )
+    assert result.returncode == 0, result.stderr
+    record = cache.read_run(data["runs"][0]["key"])
+    assert record.provenance["compute_dtype"] == "bfloat16"

@@ -46,3 +46,26 @@ def test_collect_images_expands_folders_in_name_order(tmp_path):
     assert [p.name for p in collect_images([tmp_path])] == ["a.png", "b.png"]
     with pytest.raises(InputError, match="no such file"):
         collect_images([tmp_path / "missing.png"])
+
+
+def test_sixteen_bit_colour_png_is_refused_not_truncated(tmp_path):
+    import struct
+    import zlib
+
+    height = width = 2
+    rows = b"".join(b"\x00" + b"\xf0\x00" * 3 * width for _ in range(height))
+
+    def chunk(kind, data):
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 16, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+    (tmp_path / "deep.png").write_bytes(png)
+    with pytest.raises(InputError, match="deep.png: is a 16-bit colour PNG"):
+        read_image(tmp_path / "deep.png")

@@ -96,3 +96,38 @@ def test_second_plan_is_served_from_the_cache(models, small_images, cache):
     assert again.jobs == () and len(again.cached) == 6
     assert isinstance(messages[0], PlanReady) and messages[0].cached == 6
     assert sum(isinstance(m, RunCached) for m in messages) == 6
+
+
+def test_a_child_dying_after_writing_keeps_its_finished_run(models, small_images, cache):
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_CRASH_AFTER_WRITE": "cpu b2 r0"})
+    finished, failed = outcome(list(runner.run()))
+    assert finished == {"cpu b1 r0", "cpu b2 r0", "cpu b3 r0"} and failed == {}
+
+
+def test_abandoning_the_generator_leaves_no_child(models, small_images, cache):
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b2 r0"})
+    messages = runner.run()
+    for message in messages:
+        if isinstance(message, RunStarted) and message.label == "cpu b2 r0":
+            break
+    child = runner._child.process
+    messages.close()  # e.g. a GUI worker dropping the generator
+    assert child.poll() is not None
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_inherited_knob_variables_do_not_override_the_knobs(
+    models, small_images, cache, monkeypatch
+):
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "1")
+    plan = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache)
+    list(MatrixRunner(plan, cache).run())
+    provenance = cache.read_run(plan.runs[0].key).provenance
+    assert provenance["onednn_enabled"] is True
+    assert "TF_NUM_INTRAOP_THREADS" not in provenance["environment"]
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
+    again = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache)
+    assert again.runs[0].key != plan.runs[0].key  # passed-through numerics are in the key

@@ -1,5 +1,6 @@
 import multiprocessing
 import os
+from dataclasses import replace
 
 import h5py
 import numpy as np
@@ -9,6 +10,8 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.storage import ResultCache, RunRecord, merge_bundle, write_bundle
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import atomic_h5
+
+IMAGE_HASH = "5e" * 32
 
 
 def make_record(key: str, values: np.ndarray, label: str = "cpu b1 r0") -> RunRecord:
@@ -20,8 +23,8 @@ def make_record(key: str, values: np.ndarray, label: str = "cpu b1 r0") -> RunRe
         model_name="m.keras",
         model_hash="mh",
         target_name="t.png",
-        target_hash="th",
-        batch_hashes=["th"],
+        target_hash=IMAGE_HASH,
+        batch_hashes=[IMAGE_HASH],
         batch_names=["t.png"],
         preprocessing={"scale": None},
         output={"output": None},
@@ -103,7 +106,7 @@ def test_bundle_merge_round_trip_is_bit_exact(tmp_path):
     values = awkward_values()
     source.write_run(make_record("01" * 32, values))
     source.write_run(make_record("02" * 32, values[::-1].copy(), label="cpu b64 r0"))
-    source.write_image("th", "t.png", np.arange(12, dtype=np.uint16).reshape(3, 4))
+    source.write_image(IMAGE_HASH, "t.png", np.arange(12, dtype=np.uint16).reshape(3, 4))
     bundle = tmp_path / "results.h5"
     assert write_bundle(source, ["01" * 32, "02" * 32], bundle) == 2
     reader = BundleReader(bundle)
@@ -116,7 +119,7 @@ def test_bundle_merge_round_trip_is_bit_exact(tmp_path):
             target.read_run(key).probabilities.tobytes()
             == source.read_run(key).probabilities.tobytes()
         )
-    assert np.array_equal(target.read_image("th"), source.read_image("th"))
+    assert np.array_equal(target.read_image(IMAGE_HASH), source.read_image(IMAGE_HASH))
     again = merge_bundle(bundle, target)
     assert again.added == [] and len(again.identical) == 2
 
@@ -127,8 +130,24 @@ def test_merge_reports_a_conflicting_nondeterministic_result(tmp_path):
     b.write_run(make_record("03" * 32, np.full((4, 4), 1e-45, np.float32)))
     write_bundle(a, ["03" * 32], tmp_path / "a.h5")
     result = merge_bundle(tmp_path / "a.h5", b)
-    assert result.conflicts == ["03" * 32]
+    assert result.conflicts == ["03" * 32] and result.added == []
     assert b.read_run("03" * 32).probabilities[0, 0] == np.float32(1e-45)  # kept
+
+
+def test_merge_keeps_another_machines_result_beside_ours(tmp_path):
+    server, laptop = ResultCache(tmp_path / "server"), ResultCache(tmp_path / "laptop")
+    theirs = make_record("06" * 32, np.zeros((4, 4), np.float32))
+    theirs = replace(theirs, provenance={**theirs.provenance, "hostname": "gpu-server"})
+    server.write_run(theirs)
+    laptop.write_run(make_record("06" * 32, np.full((4, 4), 1e-45, np.float32)))
+    write_bundle(server, ["06" * 32], tmp_path / "server.h5")
+    result = merge_bundle(tmp_path / "server.h5", laptop)
+    (elsewhere,) = result.from_other_machines
+    assert result.added == [elsewhere] and len(laptop.keys()) == 2
+    kept = laptop.read_run(elsewhere)
+    assert kept.provenance["hostname"] == "gpu-server"
+    assert kept.provenance["merged_from_key"] == "06" * 32
+    assert merge_bundle(tmp_path / "server.h5", laptop).added == []  # merging twice: no copy
 
 
 def test_a_plain_hdf5_file_is_not_a_bundle(tmp_path):
@@ -141,3 +160,19 @@ def test_a_plain_hdf5_file_is_not_a_bundle(tmp_path):
     (tmp_path / "text.h5").write_text("nope")
     with pytest.raises(InputError, match="text.h5: not a readable HDF5 file"):
         BundleReader(tmp_path / "text.h5")
+
+
+def test_a_crafted_bundle_cannot_write_outside_the_cache(tmp_path):
+    from segdiff_gui.core.errors import InputError
+
+    source = ResultCache(tmp_path / "source")
+    source.write_run(make_record("04" * 32, np.zeros((4, 4), np.float32)))
+    bundle = tmp_path / "evil.h5"
+    write_bundle(source, ["04" * 32], bundle)
+    with h5py.File(bundle, "r+") as handle:
+        handle["runs"]["04" * 32].attrs["key"] = "../../../victim/model"
+    with pytest.raises(InputError, match="claims to be run"):
+        merge_bundle(bundle, ResultCache(tmp_path / "target"))
+    with pytest.raises(InputError, match="not a valid run key"):
+        ResultCache(tmp_path / "target").run_path("../../../victim/model")
+    assert not (tmp_path / "victim").exists()

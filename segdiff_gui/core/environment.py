@@ -1,0 +1,34 @@
+"""Environment variables that change TensorFlow's numerics.
+
+segdiff sets the knob-controlled ones itself from a :class:`RunConfig`, so a value inherited
+from the user's shell must not reach a child and silently override a knob. The others are
+passed through, and because they change results they are part of the cache key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["CONTROLLED_VARIABLES", "KEYED_VARIABLES", "child_environment", "keyed_environment"]
+
+CONTROLLED_VARIABLES = (
+    "TF_ENABLE_ONEDNN_OPTS",  # onednn knob
+    "TF_DETERMINISTIC_OPS",  # determinism knob
+    "TF_CUDNN_DETERMINISTIC",  # older spelling of the same
+    "NVIDIA_TF32_OVERRIDE",  # would override the tf32 knob inside cuDNN/cuBLAS
+    "TF_NUM_INTRAOP_THREADS",  # threads knob
+    "OMP_NUM_THREADS",  # threads knob (OpenMP builds of oneDNN)
+    "KERAS_BACKEND",  # always TensorFlow in the engine
+    "TF_USE_LEGACY_KERAS",  # would swap Keras 3 for tf-keras
+)
+KEYED_VARIABLES = ("TF_XLA_FLAGS", "XLA_FLAGS", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
+
+
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment for an engine child: the user's, less the knob-controlled variables."""
+    return {name: value for name, value in environ.items() if name not in CONTROLLED_VARIABLES}
+
+
+def keyed_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The passed-through variables that are set; they go into the cache key."""
+    return {name: environ[name] for name in KEYED_VARIABLES if name in environ}
