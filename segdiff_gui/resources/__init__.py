@@ -1,6 +1,7 @@
 """Bundled demo: two small U-Nets and synthetic cell images with ground truth.
 
-``make_demo.py`` beside this file regenerates everything deterministically.
+``resources/make_demo.py`` at the top of the repository regenerates everything
+deterministically (it trains the models, so it imports TensorFlow; the package does not).
 """
 
 from __future__ import annotations

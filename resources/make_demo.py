@@ -1,6 +1,6 @@
 """Regenerate segdiff's bundled demo: synthetic cell images, ground truth and two small U-Nets.
 
-Outputs (under ``--out``, default ``demo/`` next to this script):
+Outputs (under ``--out``, default ``segdiff_gui/resources/demo/``, shipped in the package):
 
 * ``images/cell_00.png`` .. ``cell_15.png`` - 256x256 8-bit grayscale, fluorescence-like cells:
   ellipses of varied size and orientation with a brighter nucleus, blurred edges, uneven
@@ -269,7 +269,9 @@ def evaluate(path: Path, images: np.ndarray, labels: np.ndarray) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "demo")
+    # The demo ships inside the package (so an installed wheel has it); this script does not.
+    default_out = Path(__file__).resolve().parent.parent / "segdiff_gui" / "resources" / "demo"
+    parser.add_argument("--out", type=Path, default=default_out)
     parser.add_argument("--data-only", action="store_true", help="write images and masks only")
     args = parser.parse_args(argv)
     start = time.perf_counter()
