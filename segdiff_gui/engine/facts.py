@@ -7,7 +7,6 @@ import contextlib
 import platform
 import socket
 import sys
-import time
 from typing import Any
 
 import h5py
@@ -16,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from segdiff_gui import __version__
+from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.environment import recorded_environment
 
 __all__ = ["cpu_model", "device_facts", "onednn_enabled", "process_facts"]
@@ -92,5 +92,5 @@ def process_facts() -> dict[str, Any]:
         "op_determinism": op_determinism_enabled(),
         "intra_op_threads": int(tf.config.threading.get_intra_op_parallelism_threads()),
         "environment": recorded_environment(),
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "timestamp": local_timestamp(),
     }

@@ -17,6 +17,7 @@ from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.preprocess import prepare_input
 from segdiff_gui.core.progress import BatchProgress, ChildFatal, RunFailed, RunFinished, RunStarted
+from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.facts import device_facts, process_facts
 from segdiff_gui.engine.models import Forward, LoadedModel, load_model
 from segdiff_gui.engine.outputs import choose_output, to_probabilities
@@ -159,7 +160,7 @@ class JobRunner:
             "target_path": str(Path(images[run.target].path).resolve()),
             "trust_model": self.job.trust_model,
             "wall_time_s": wall,
-            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "timestamp": local_timestamp(),
         }
         return RunRecord(
             key=run.key,

@@ -5,7 +5,6 @@ A GPU server writes a bundle, a laptop merges it into its cache or opens it dire
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import numpy as np
 from segdiff_gui import __version__
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
+from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.storage.cache import ResultCache, atomic_h5, open_h5_for_reading
 from segdiff_gui.storage.records import RunRecord, read_record, write_record
 
@@ -29,7 +29,7 @@ def write_bundle(cache: ResultCache, keys: list[str], path: str | Path) -> int:
     with atomic_h5(path) as handle:
         handle.attrs["format"] = _MAGIC
         handle.attrs["segdiff_version"] = __version__
-        handle.attrs["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        handle.attrs["created"] = local_timestamp()
         runs, images = handle.create_group("runs"), handle.create_group("images")
         for key in keys:
             record = cache.read_run(key)
