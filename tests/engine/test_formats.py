@@ -20,6 +20,22 @@ def run_json(*args, cache):
     return result, (json.loads(result.stdout) if result.returncode in (0, 1) else None)
 
 
+def run_once(model, image, *options, cache):
+    """One batch-1 run of ``model`` on ``image`` through the real command line."""
+    return segdiff(
+        "run",
+        model,
+        image,
+        "--config",
+        "batch=1",
+        "--repeats",
+        "1",
+        *options,
+        "--cache",
+        cache.root,
+    )
+
+
 def test_every_format_gives_the_same_map(models, small_images, tmp_path):
     maps = {}
     for name in ("tiny.keras", "tiny_tfkeras.h5", "tiny_savedmodel"):
@@ -48,30 +64,13 @@ def test_softmax_maps_are_stored_whole(models, small_images, cache):
 
 
 def test_lambda_model_is_refused_without_trust_and_runs_with_it(models, small_images, cache):
-    refused = segdiff(
-        "run",
-        models / "lambda.keras",
-        small_images[0],
-        "--config",
-        "batch=1",
-        "--cache",
-        cache.root,
-    )
+    refused = run_once(models / "lambda.keras", small_images[0], cache=cache)
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1, refused.stderr
     assert "lambda.keras: contains Python code" in refused.stderr
     assert "--trust-model" in refused.stderr
-    trusted = segdiff(
-        "run",
-        models / "lambda.keras",
-        small_images[0],
-        "--config",
-        "batch=1",
-        "--repeats",
-        "1",
-        "--cache",
-        cache.root,
-        "--trust-model",
+    trusted = run_once(
+        models / "lambda.keras", small_images[0], "--repeats", "1", "--trust-model", cache=cache
     )
     assert trusted.returncode == 0, trusted.stderr
 
@@ -96,18 +95,8 @@ def test_wrong_channel_image_names_the_file_and_both_shapes(models, tmp_path, ca
     )
     assert result.returncode == 2
     assert f"{rgb}: model expects 1 channel(s), image has 3 (add --color gray)" in result.stderr
-    converted = segdiff(
-        "run",
-        models / "tiny.keras",
-        rgb,
-        "--config",
-        "batch=1",
-        "--repeats",
-        "1",
-        "--color",
-        "gray",
-        "--cache",
-        cache.root,
+    converted = run_once(
+        models / "tiny.keras", rgb, "--repeats", "1", "--color", "gray", cache=cache
     )
     assert converted.returncode == 0, converted.stderr
 
@@ -120,18 +109,8 @@ def test_size_mismatch_is_refused_then_resized_on_request(models, tmp_path, cach
     )
     assert result.returncode == 2
     assert "big.png: image is 40×48×1 but the model expects 32×32×1" in result.stderr
-    resized = segdiff(
-        "run",
-        models / "tiny.keras",
-        big,
-        "--config",
-        "batch=1",
-        "--repeats",
-        "1",
-        "--resize",
-        "bilinear",
-        "--cache",
-        cache.root,
+    resized = run_once(
+        models / "tiny.keras", big, "--repeats", "1", "--resize", "bilinear", cache=cache
     )
     assert resized.returncode == 0, resized.stderr
 
@@ -150,15 +129,7 @@ def test_non_image_file_is_refused_before_any_child(models, tmp_path, cache):
 
 
 def test_logits_need_an_activation(models, small_images, cache):
-    result = segdiff(
-        "run",
-        models / "logits.keras",
-        small_images[0],
-        "--config",
-        "batch=1",
-        "--cache",
-        cache.root,
-    )
+    result = run_once(models / "logits.keras", small_images[0], cache=cache)
     assert result.returncode == 2
     assert "is not a probability map" in result.stderr
     assert "--activation sigmoid" in result.stderr
@@ -177,15 +148,7 @@ def test_logits_need_an_activation(models, small_images, cache):
 
 
 def test_several_outputs_are_chosen_by_name_or_index(models, small_images, cache):
-    result = segdiff(
-        "run",
-        models / "two_outputs.keras",
-        small_images[0],
-        "--config",
-        "batch=1",
-        "--cache",
-        cache.root,
-    )
+    result = run_once(models / "two_outputs.keras", small_images[0], cache=cache)
     assert result.returncode == 2
     assert "model has 2 outputs (mask, edges); choose one with --output" in result.stderr
     by_name, named = run_json(
@@ -237,30 +200,14 @@ def test_copied_savedmodel_folder_hits_the_same_cache_entry(models, small_images
 
 
 def test_savedmodel_needs_trust_like_keras_safe_mode(models, small_images, cache):
-    result = segdiff(
-        "run",
-        models / "tiny_savedmodel",
-        small_images[0],
-        "--config",
-        "batch=1",
-        "--cache",
-        cache.root,
-    )
+    result = run_once(models / "tiny_savedmodel", small_images[0], cache=cache)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "is a TensorFlow SavedModel" in result.stderr and "--trust-model" in result.stderr
 
 
 def test_an_activation_on_probabilities_is_refused(models, small_images, cache):
-    result = segdiff(
-        "run",
-        models / "tiny.keras",
-        small_images[0],
-        "--config",
-        "batch=1",
-        "--activation",
-        "sigmoid",
-        "--cache",
-        cache.root,
+    result = run_once(
+        models / "tiny.keras", small_images[0], "--activation", "sigmoid", cache=cache
     )
     assert result.returncode == 2, result.stderr
     assert "already holds probabilities; drop --activation sigmoid" in result.stderr
@@ -268,17 +215,7 @@ def test_an_activation_on_probabilities_is_refused(models, small_images, cache):
 
 
 def test_a_mean_per_channel_mismatch_is_one_line(models, small_images, cache):
-    result = segdiff(
-        "run",
-        models / "tiny.keras",
-        small_images[0],
-        "--config",
-        "batch=1",
-        "--mean",
-        "0.5,0.5,0.5",
-        "--cache",
-        cache.root,
-    )
+    result = run_once(models / "tiny.keras", small_images[0], "--mean", "0.5,0.5,0.5", cache=cache)
     assert result.returncode == 2
     assert "--mean has 3 values but the model input has 1 channel(s)" in result.stderr
 
