@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.cli.progress_view import MatrixOutcome, drive
-from segdiff_gui.cli.summary import differences_table, plain_sentences, summarise_differences
+from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
 from segdiff_gui.core.config import (
     OutputSelection,
     RunConfig,
@@ -30,6 +30,7 @@ from segdiff_gui.runner.plan import MatrixPlan, check_model_path, plan_matrix
 from segdiff_gui.storage.bundle import BundleReader, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.selection import select_runs
+from segdiff_gui.storage.studies import load_study
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_REPEATS = 2
@@ -238,21 +239,21 @@ def _report(
     seconds: float,
 ) -> int:
     """How every run differs from the reference, then what was computed and what was cached."""
-    records = [cache.read_run(run.key) for run in plan.runs if cache.has(run.key)]
-    rows = summarise_differences(records, cutoff=args.cutoff)
+    records = [cache.read_run(run.key, with_map=False) for run in plan.runs if cache.has(run.key)]
+    study = load_study(cache, records, args.cutoff) if records else None
     if args.json:
         _json(
             {
                 "cache": str(cache.root),
                 "seconds": round(seconds, 3),
                 "runs": outcome.runs,
-                "comparisons": rows,
+                "comparisons": study.rows() if study else [],
             }
         )
         return _exit_code(outcome)
-    if rows:
-        out.print(differences_table(rows, plan.images[plan.target].name, args.cutoff))
-        for line in plain_sentences(rows):
+    if study is not None and study.others:
+        out.print(differences_table(study, plan.images[plan.target].name))
+        for line in plain_sentences(study) + verdict_lines(study):
             out.print(line)
     counts = {
         status: sum(r["status"] == status for r in outcome.runs)

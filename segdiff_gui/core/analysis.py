@@ -1,17 +1,36 @@
-"""Comparison of probability maps: bitwise equality, ULP distance, differences and class flips.
+"""Comparing two probability maps: differences, float32 ULP distances, and class flips.
 
-Pure numpy. Binary maps (H×W) assign the foreground class where ``p >= cutoff``; multi-class
-maps (H×W×C) assign ``argmax`` over the last axis, ties going to the lowest class index (numpy's
-rule), everywhere in segdiff.
+Pure numpy, shared by the CLI and the GUI. The conventions hold everywhere in segdiff:
+
+- A binary map (H×W, one sigmoid channel) assigns the foreground class where ``p >= cutoff``;
+  a value exactly at the cutoff is foreground. NaN is never ``>= cutoff``, so it is background.
+- A multi-class map (H×W×C) assigns ``argmax`` over the last axis; ties go to the lowest class
+  index and a NaN wins (numpy's rules). The cutoff plays no part.
+- ULP distances are exact, from the bit patterns: +0 and -0 are 0 apart, neighbouring floats
+  (subnormals included) 1 apart, two NaNs 0 apart, and a NaN against a number
+  :data:`NAN_ULP`, more than any two finite float32 values can be apart.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["MapComparison", "class_map", "compare_maps", "ordered_float32", "ulp_distance"]
+__all__ = [
+    "NAN_ULP",
+    "MapComparison",
+    "class_map",
+    "compare_maps",
+    "flip_mask",
+    "is_multiclass",
+    "ordered_float32",
+    "signed_difference",
+    "ulp_distance",
+]
+
+NAN_ULP = 2**32
 
 
 def ordered_float32(values: np.ndarray) -> np.ndarray:
@@ -22,54 +41,88 @@ def ordered_float32(values: np.ndarray) -> np.ndarray:
 
 
 def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Number of float32 steps between ``a`` and ``b`` (0 for +0 vs -0), as int64."""
-    distance: np.ndarray = np.abs(ordered_float32(a) - ordered_float32(b))
-    return distance
+    """Number of float32 steps between ``a`` and ``b`` as int64 (see the module's rules)."""
+    a32 = np.asarray(a, dtype=np.float32)
+    b32 = np.asarray(b, dtype=np.float32)
+    distance = np.abs(ordered_float32(a32) - ordered_float32(b32))
+    a_nan, b_nan = np.isnan(a32), np.isnan(b32)
+    result: np.ndarray = np.where(a_nan | b_nan, np.where(a_nan & b_nan, 0, NAN_ULP), distance)
+    return result
+
+
+def signed_difference(reference: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """``other - reference`` in float64, so a one-ULP float32 difference is never rounded away."""
+    return np.asarray(other, dtype=np.float64) - np.asarray(reference, dtype=np.float64)
+
+
+def is_multiclass(probabilities: np.ndarray) -> bool:
+    return probabilities.ndim == 3 and probabilities.shape[-1] > 1
 
 
 def class_map(probabilities: np.ndarray, cutoff: float) -> np.ndarray:
     """Class of every pixel: ``p >= cutoff`` for a binary map, argmax for a multi-class one."""
-    if probabilities.ndim == 3 and probabilities.shape[-1] > 1:
+    if is_multiclass(probabilities):
         classes: np.ndarray = np.argmax(probabilities, axis=-1)
         return classes
     binary = probabilities[..., 0] if probabilities.ndim == 3 else probabilities
     return (binary >= np.float32(cutoff)).astype(np.uint8)
 
 
+def flip_mask(reference: np.ndarray, other: np.ndarray, cutoff: float) -> np.ndarray:
+    """Boolean H×W mask of the pixels whose class differs between the two maps."""
+    mask: np.ndarray = class_map(reference, cutoff) != class_map(other, cutoff)
+    return mask
+
+
 @dataclass(frozen=True)
 class MapComparison:
-    """How one map differs from a reference map of the same shape."""
+    """How one map differs from a reference map of the same shape.
+
+    ``differing_pixels`` counts pixels with any ULP difference (a multi-class pixel once);
+    ``bitwise_equal`` is stricter: every bit the same (so +0 against -0 is not).
+    ``max_location`` is the (row, column[, class]) of the largest |difference|.
+    """
 
     pixels: int
     differing_pixels: int
+    bitwise_equal: bool
     max_ulp: int
     max_abs: float
     mean_abs: float
+    max_location: tuple[int, ...]
+    nan_mismatches: int
     flips: int
     cutoff: float
 
     @property
-    def bitwise_equal(self) -> bool:
-        return self.differing_pixels == 0
+    def differing_fraction(self) -> float:
+        return self.differing_pixels / self.pixels if self.pixels else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "differing_fraction": self.differing_fraction}
 
 
 def compare_maps(reference: np.ndarray, other: np.ndarray, cutoff: float = 0.5) -> MapComparison:
-    """Compare two float32 maps: differing pixels count a pixel once even with several classes."""
+    """Compare ``other`` with ``reference`` (same shape): differences, ULPs and flips."""
     if reference.shape != other.shape:
         raise ValueError(f"maps differ in shape: {reference.shape} vs {other.shape}")
     ref = np.asarray(reference, dtype=np.float32)
     oth = np.asarray(other, dtype=np.float32)
     ulps = ulp_distance(ref, oth)
-    abs_diff = np.abs(oth.astype(np.float64) - ref.astype(np.float64))
-    # A pixel of a multi-class map differs when any of its classes does.
-    differs = np.asarray((ulps > 0).any(axis=-1) if ref.ndim == 3 else ulps > 0)
-    flips = class_map(ref, cutoff) != class_map(oth, cutoff)
+    abs_diff = np.abs(signed_difference(ref, oth))
+    finite = np.where(np.isnan(abs_diff), -1.0, abs_diff)  # NaNs are counted apart
+    per_pixel = (ulps > 0).any(axis=-1) if is_multiclass(ref) else ulps > 0
+    location = np.unravel_index(int(np.argmax(finite)), finite.shape) if finite.size else ()
+    valid = abs_diff[~np.isnan(abs_diff)]
     return MapComparison(
-        pixels=int(differs.size),
-        differing_pixels=int(np.count_nonzero(differs)),
+        pixels=int(per_pixel.size),
+        differing_pixels=int(np.count_nonzero(per_pixel)),
+        bitwise_equal=ref.tobytes() == oth.tobytes(),
         max_ulp=int(ulps.max(initial=0)),
-        max_abs=float(abs_diff.max(initial=0.0)),
-        mean_abs=float(abs_diff.mean()) if abs_diff.size else 0.0,
-        flips=int(np.count_nonzero(flips)),
+        max_abs=float(valid.max(initial=0.0)),
+        mean_abs=float(valid.mean()) if valid.size else 0.0,
+        max_location=tuple(int(i) for i in location),
+        nan_mismatches=int(np.count_nonzero(ulps == NAN_ULP)),
+        flips=int(np.count_nonzero(flip_mask(ref, oth, cutoff))),
         cutoff=cutoff,
     )

@@ -1,0 +1,138 @@
+"""All runs of one model on one image, against a reference run: the analysis every front end
+shows (CLI tables, reports, the CI gate, and the GUI's statistics panel)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import groupby
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.core.analysis import MapComparison, compare_maps, flip_mask, is_multiclass
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
+from segdiff_gui.core.spread import RepeatVerdict, at_risk_mask, observed_margin, repeat_verdict
+
+__all__ = ["Study", "StudyRun", "default_reference"]
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    key: str
+    label: str
+    config: RunConfig
+    repeat: int
+    probabilities: np.ndarray
+
+    @property
+    def configuration(self) -> str:
+        return self.config.label()
+
+
+def default_reference(runs: Sequence[StudyRun]) -> StudyRun:
+    """The first batch-1 CPU run with default knobs (lowest repeat), else the first run."""
+
+    def rank(run: StudyRun) -> tuple[int, int]:
+        plain_cpu = not run.config.is_gpu and run.configuration == "cpu b1"
+        return (0 if plain_cpu else 1, run.repeat)
+
+    return min(runs, key=rank)
+
+
+class Study:
+    """``runs`` (same model, image and map shape) compared with ``reference`` at ``cutoff``."""
+
+    def __init__(
+        self, runs: Sequence[StudyRun], cutoff: float = 0.5, reference: StudyRun | None = None
+    ) -> None:
+        if not runs:
+            raise ValueError("a study needs at least one run")
+        shapes = {run.probabilities.shape for run in runs}
+        if len(shapes) != 1:
+            raise ValueError(f"runs differ in map shape: {sorted(shapes)}")
+        self.runs = list(runs)
+        self.cutoff = cutoff
+        self.reference = reference or default_reference(self.runs)
+
+    @property
+    def multiclass(self) -> bool:
+        return is_multiclass(self.reference.probabilities)
+
+    @property
+    def others(self) -> list[StudyRun]:
+        return [run for run in self.runs if run.key != self.reference.key]
+
+    @cached_property
+    def comparisons(self) -> dict[str, MapComparison]:
+        ref = self.reference.probabilities
+        return {run.key: compare_maps(ref, run.probabilities, self.cutoff) for run in self.others}
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per run against the reference, in the order the runs were given."""
+        return [
+            {
+                "id": run.key[:8],
+                "key": run.key,
+                "label": run.label,
+                "configuration": run.configuration,
+                "repeat": run.repeat,
+                "reference": self.reference.label,
+                "kind": "softmax" if self.multiclass else "sigmoid",
+                **self.comparisons[run.key].to_dict(),
+            }
+            for run in self.others
+        ]
+
+    @cached_property
+    def verdicts(self) -> dict[str, RepeatVerdict]:
+        """Determinism of every configuration that was run more than once."""
+        ordered = sorted(self.runs, key=lambda run: (run.configuration, run.repeat))
+        found = {}
+        for configuration, group in groupby(ordered, key=lambda run: run.configuration):
+            maps = [run.probabilities for run in group]
+            if len(maps) > 1:
+                found[configuration] = repeat_verdict(maps)
+        return found
+
+    @cached_property
+    def margin(self) -> float:
+        """The largest |difference| from the reference over all runs."""
+        return observed_margin(self.reference.probabilities, [r.probabilities for r in self.others])
+
+    @cached_property
+    def at_risk(self) -> np.ndarray:
+        return at_risk_mask(self.reference.probabilities, self.margin, self.cutoff)
+
+    def flips(self, other: StudyRun) -> np.ndarray:
+        return flip_mask(self.reference.probabilities, other.probabilities, self.cutoff)
+
+    def any_flips(self) -> np.ndarray:
+        """Pixels that flip in at least one run."""
+        mask = np.zeros(self.reference.probabilities.shape[:2], dtype=bool)
+        for run in self.others:
+            mask |= self.flips(run)
+        return mask
+
+    def curve(self, other: StudyRun) -> FlipCurve:
+        return flip_curve(self.reference.probabilities, other.probabilities)
+
+    def pairwise(self) -> dict[str, Any]:
+        """Max ULP and flips at the cutoff between every two runs (symmetric matrices)."""
+        count = len(self.runs)
+        max_ulp = np.zeros((count, count), dtype=np.int64)
+        flips = np.zeros((count, count), dtype=np.int64)
+        for i in range(count):
+            for j in range(i + 1, count):
+                result = compare_maps(
+                    self.runs[i].probabilities, self.runs[j].probabilities, self.cutoff
+                )
+                max_ulp[i, j] = max_ulp[j, i] = result.max_ulp
+                flips[i, j] = flips[j, i] = result.flips
+        return {
+            "labels": [run.label for run in self.runs],
+            "max_ulp": max_ulp.tolist(),
+            "flips": flips.tolist(),
+        }

@@ -1,0 +1,74 @@
+"""From stored runs to studies: runs are comparable when they share the model, the target
+image, the preprocessing, the output and the map shape."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.hashing import canonical_json
+from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.storage.records import RunRecord
+
+__all__ = ["RunStore", "comparable_groups", "group_of", "load_study"]
+
+
+class RunStore(Protocol):
+    """A cache or a bundle: anything that reads runs by key."""
+
+    def read_run(self, key: str, with_map: bool = True) -> RunRecord: ...
+
+
+def _group_key(record: RunRecord) -> str:
+    return canonical_json(
+        [
+            record.model_hash,
+            record.target_hash,
+            record.preprocessing,
+            record.output,
+            list(record.map_shape),
+        ]
+    )
+
+
+def comparable_groups(
+    records: Sequence[RunRecord], model: str | None = None, image: str | None = None
+) -> list[list[RunRecord]]:
+    """Records split into comparable groups (in order of first appearance), optionally only
+    those of the model and image named."""
+    chosen = [
+        r
+        for r in records
+        if (model is None or model in (r.model_name, r.model_hash[:8]))
+        and (image is None or image in (r.target_name, r.target_hash[:8]))
+    ]
+    if not chosen and (model or image):
+        raise InputError(model or image, "matches no run in the cache (see 'segdiff ls')")
+    groups: dict[str, list[RunRecord]] = {}
+    for record in chosen:
+        groups.setdefault(_group_key(record), []).append(record)
+    return list(groups.values())
+
+
+def group_of(records: Sequence[RunRecord], member: RunRecord) -> list[RunRecord]:
+    key = _group_key(member)
+    return [r for r in records if _group_key(r) == key]
+
+
+def load_study(
+    store: RunStore,
+    records: Sequence[RunRecord],
+    cutoff: float,
+    reference: RunRecord | None = None,
+) -> Study:
+    """Read the maps of ``records`` (one comparable group) into a :class:`Study`."""
+    runs = []
+    for record in records:
+        full = store.read_run(record.key)
+        assert full.probabilities is not None
+        runs.append(
+            StudyRun(record.key, record.label, record.run_config, record.repeat, full.probabilities)
+        )
+    chosen = next((run for run in runs if reference and run.key == reference.key), None)
+    return Study(runs, cutoff=cutoff, reference=chosen)
