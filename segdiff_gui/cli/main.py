@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 
 from segdiff_gui import __version__
-from segdiff_gui.cli import commands
+from segdiff_gui.cli import analysis_commands, commands
 from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
 from segdiff_gui.core.config import ConfigError
 from segdiff_gui.core.errors import InputError
@@ -202,7 +202,80 @@ def build_parser() -> argparse.ArgumentParser:
     )
     merge.add_argument("bundles", nargs="+", help="bundle files made by 'segdiff bundle'")
     _common(merge, "print what was merged as JSON")
+    _add_analysis(sub)
     return parser
+
+
+def _selection(parser: argparse.ArgumentParser, ref_required: bool = False) -> None:
+    parser.add_argument(
+        "--ref",
+        metavar="RUN",
+        required=ref_required,
+        help="reference run: id prefix or label (default: the first batch-1 CPU run)",
+    )
+    parser.add_argument("--model", metavar="NAME", help="only runs of this model file name")
+    parser.add_argument("--image", metavar="NAME", help="only runs on this image file name")
+    parser.add_argument(
+        "--bundle", metavar="FILE", help="read the runs from a bundle instead of the cache"
+    )
+    parser.add_argument(
+        "--cutoff",
+        type=_cutoff,
+        default=0.5,
+        metavar="T",
+        help="class cutoff for sigmoid maps: class = p >= T (default 0.5); softmax maps flip "
+        "on argmax",
+    )
+
+
+def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    compare = sub.add_parser(
+        "compare",
+        help="every run against a reference: differences, flips, determinism",
+        description="For each model and image in the cache (or the one --ref belongs to), "
+        "compare every run with the reference: bitwise equality, differing pixels, max ULP, "
+        "max and mean |Δ|, class flips at the cutoff, determinism over repeats, at-risk pixels.",
+    )
+    _selection(compare)
+    _common(compare, "print the comparisons as JSON")
+
+    export = sub.add_parser(
+        "export",
+        help="write the flip mask and the flipped pixels of two runs",
+        description="Write the pixels whose class differs between --ref and --other at the "
+        "cutoff: a mask (.png/.tif 0/255, .npy bool) and/or a CSV with every run's exact "
+        "values, ULP distances and classes at those pixels.",
+    )
+    _selection(export, ref_required=True)
+    export.add_argument("--other", metavar="RUN", required=True, help="the run to compare")
+    export.add_argument("--mask", metavar="FILE", help="flip mask: .png, .tif or .npy")
+    export.add_argument("--csv", metavar="FILE", help="flipped pixels with every run's values")
+    export.add_argument("--at-risk", action="store_true", help="add at-risk pixels to the CSV")
+    _common(export)
+
+    report = sub.add_parser(
+        "report",
+        help="a self-contained HTML and/or JSON report for a bug report",
+        description="Write one HTML file (tables, pictures, flips-vs-cutoff curve, provenance, "
+        "all embedded) and/or the same data as JSON, for one model and image.",
+    )
+    _selection(report)
+    report.add_argument("--html", metavar="FILE", help="the HTML report to write")
+    report.add_argument("--json", dest="json_file", metavar="FILE", help="the JSON report")
+    _common(report)
+
+    check = sub.add_parser(
+        "check",
+        help="exit 1 when any run exceeds a bound against the reference (CI gate)",
+        description="A reproducibility gate: compare every run with its reference and exit 1, "
+        "with one line per failure, when any exceeds a bound. With no bound, any flip fails.",
+        epilog=_EPILOG,
+    )
+    _selection(check)
+    check.add_argument("--max-flips", type=int, metavar="N", help="flipped pixels allowed")
+    check.add_argument("--max-ulp", type=int, metavar="U", help="largest ULP distance allowed")
+    check.add_argument("--max-abs", type=float, metavar="X", help="largest |difference| allowed")
+    _common(check, "print the bounds and failures as JSON")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -211,7 +284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     width = None if sys.stdout.isatty() else 160
     stdout = Console(highlight=False, soft_wrap=True, width=width)
     stderr = Console(stderr=True, highlight=False, soft_wrap=True, width=width)
-    handler = getattr(commands, f"command_{args.command}")
+    handler = getattr(commands, f"command_{args.command}", None) or getattr(
+        analysis_commands, f"command_{args.command}"
+    )
     try:
         return int(handler(args, stdout, stderr))
     except (InputError, ConfigError) as error:

@@ -6,18 +6,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
+
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.storage.records import RunRecord
 
-__all__ = ["RunStore", "comparable_groups", "group_of", "load_study"]
+__all__ = ["RunStore", "comparable_groups", "group_of", "load_study", "natural_order"]
 
 
 class RunStore(Protocol):
     """A cache or a bundle: anything that reads runs by key."""
 
     def read_run(self, key: str, with_map: bool = True) -> RunRecord: ...
+
+    def read_image(self, image_hash: str) -> np.ndarray | None: ...
 
 
 def _group_key(record: RunRecord) -> str:
@@ -46,14 +50,20 @@ def comparable_groups(
     if not chosen and (model or image):
         raise InputError(model or image, "matches no run in the cache (see 'segdiff ls')")
     groups: dict[str, list[RunRecord]] = {}
-    for record in chosen:
+    for record in sorted(chosen, key=natural_order):
         groups.setdefault(_group_key(record), []).append(record)
     return list(groups.values())
 
 
+def natural_order(record: RunRecord) -> tuple[object, ...]:
+    """Device, then batch, then the other knobs, then the repeat: how people read a matrix."""
+    config = record.run_config
+    return (config.device, config.batch, config.label(), record.repeat)
+
+
 def group_of(records: Sequence[RunRecord], member: RunRecord) -> list[RunRecord]:
     key = _group_key(member)
-    return [r for r in records if _group_key(r) == key]
+    return sorted((r for r in records if _group_key(r) == key), key=natural_order)
 
 
 def load_study(

@@ -1,0 +1,164 @@
+"""``compare``, ``export``, ``report`` and ``check``: questions asked of cached runs (or of a
+bundle, without merging it). No TensorFlow, no children: everything is in the HDF5 files."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from segdiff_gui.cli.commands import EXIT_FAILED_RUNS, EXIT_OK, _cache, _json, _plural
+from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.study import Study
+from segdiff_gui.io.html_report import write_html_report
+from segdiff_gui.io.masks import write_mask
+from segdiff_gui.io.reports import report_data, write_json_report
+from segdiff_gui.io.tables import write_pixel_csv
+from segdiff_gui.storage.bundle import BundleReader
+from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.storage.selection import select_run
+from segdiff_gui.storage.studies import RunStore, comparable_groups, group_of, load_study
+
+__all__ = ["command_check", "command_compare", "command_export", "command_report"]
+
+
+def _store(args: argparse.Namespace) -> tuple[RunStore, list[RunRecord], str]:
+    """The runs to analyse: a bundle given with --bundle, else the cache."""
+    if getattr(args, "bundle", None):
+        bundle = BundleReader(args.bundle)
+        return bundle, bundle.records(), str(bundle.path)
+    cache = _cache(args)
+    records = cache.records()
+    if not records:
+        raise InputError(cache.root, "holds no runs; run 'segdiff run' or 'segdiff demo' first")
+    return cache, records, str(cache.root)
+
+
+def _studies(args: argparse.Namespace) -> tuple[RunStore, list[tuple[Study, RunRecord]], str]:
+    """One study per comparable group (or just the group of --ref), with a sample record."""
+    store, records, where = _store(args)
+    if args.ref:
+        reference = select_run(records, args.ref)
+        group = group_of(records, reference)
+        return store, [(load_study(store, group, args.cutoff, reference), reference)], where
+    groups = comparable_groups(records, args.model, args.image)
+    return store, [(load_study(store, group, args.cutoff), group[0]) for group in groups], where
+
+
+def _context(record: RunRecord, where: str) -> dict[str, Any]:
+    return {"model": record.model_name, "image": record.target_name, "source": where}
+
+
+def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
+    _, studies, where = _studies(args)
+    if args.json:
+        _json(
+            [
+                {
+                    **_context(record, where),
+                    "cutoff": study.cutoff,
+                    "reference": study.reference.label,
+                    "comparisons": study.rows(),
+                    "determinism": {k: v.sentence() for k, v in study.verdicts.items()},
+                    "at_risk": {"margin": study.margin, "pixels": int(study.at_risk.sum())},
+                }
+                for study, record in studies
+            ]
+        )
+        return EXIT_OK
+    for study, record in studies:
+        out.print(
+            f"[bold]{record.model_name}[/] on [bold]{record.target_name}[/] "
+            f"({_plural(len(study.runs), 'run')})"
+        )
+        if not study.others:
+            out.print(f"only {study.reference.label}: nothing to compare with")
+            continue
+        out.print(differences_table(study, record.target_name))
+        for line in plain_sentences(study) + verdict_lines(study):
+            out.print(line)
+    return EXIT_OK
+
+
+def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if not (args.mask or args.csv):
+        raise InputError("export", "name what to write: --mask FILE and/or --csv FILE")
+    store, records, _ = _store(args)
+    reference = select_run(records, args.ref)
+    other = select_run(records, args.other)
+    group = group_of(records, reference)
+    if other.key not in {r.key for r in group}:
+        raise InputError(
+            args.other,
+            f"is not comparable with {reference.label} (another "
+            "model, image, preprocessing or map shape)",
+        )
+    study = load_study(store, group, args.cutoff, reference)
+    other_run = next(run for run in study.runs if run.key == other.key)
+    flips = study.flips(other_run)
+    if args.mask:
+        write_mask(args.mask, flips)
+        out.print(
+            f"wrote the flip mask of {other.label} against {reference.label} at cutoff "
+            f"{args.cutoff:g} ({_plural(int(flips.sum()), 'flipped pixel')}) to {args.mask}"
+        )
+    if args.csv:
+        count = write_pixel_csv(args.csv, study, other_run, include_at_risk=args.at_risk)
+        what = "flipped or at-risk pixel" if args.at_risk else "flipped pixel"
+        out.print(f"wrote {_plural(count, what)} to {args.csv}")
+    return EXIT_OK
+
+
+def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if not (args.html or args.json_file):
+        raise InputError("report", "name what to write: --html FILE and/or --json FILE")
+    store, studies, where = _studies(args)
+    if len(studies) > 1:
+        names = ", ".join(f"{r.model_name} on {r.target_name}" for _, r in studies[:6])
+        raise InputError(
+            "report",
+            f"covers one model and image; the runs here cover "
+            f"{len(studies)} ({names}); choose with --ref, --model or --image",
+        )
+    ((study, record),) = studies
+    provenance = {run.key: store.read_run(run.key, with_map=False).provenance for run in study.runs}
+    data = report_data(study, provenance, _context(record, where))
+    if args.json_file:
+        write_json_report(args.json_file, data)
+        out.print(f"wrote the JSON report to {args.json_file}")
+    if args.html:
+        write_html_report(args.html, data, study, store.read_image(record.target_hash))
+        out.print(f"wrote the HTML report to {args.html}")
+    return EXIT_OK
+
+
+def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
+    bounds = {"flips": args.max_flips, "max_ulp": args.max_ulp, "max_abs": args.max_abs}
+    if all(bound is None for bound in bounds.values()):
+        bounds["flips"] = 0  # no bound named: any class flip fails
+    _, studies, _ = _studies(args)
+    failures, checked = [], 0
+    for study, record in studies:
+        for row in study.rows():
+            checked += 1
+            for name, bound in bounds.items():
+                if bound is not None and row[name] > bound:
+                    failures.append(
+                        f"FAIL {row['label']} ({record.model_name} on {record.target_name}): "
+                        f"{name.replace('_', ' ')} {row[name]:,} > {bound:,} against "
+                        f"{row['reference']} at cutoff {study.cutoff:g}"
+                    )
+    named = ", ".join(f"{k.replace('_', ' ')} ≤ {v:,}" for k, v in bounds.items() if v is not None)
+    if args.json:
+        _json({"bounds": bounds, "checked": checked, "failures": failures})
+    else:
+        for line in failures:
+            out.print(line, markup=False)
+        verdict = "FAILED" if failures else "OK"
+        out.print(
+            f"{verdict}: {_plural(checked, 'run')} checked against {named}; "
+            f"{len(failures)} over a bound"
+        )
+    return EXIT_FAILED_RUNS if failures else EXIT_OK

@@ -1,0 +1,277 @@
+"""One self-contained HTML file (pictures embedded as PNG data and inline SVG) that a user can
+attach to a bug report: what was compared, how the maps differ, and where they ran."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from segdiff_gui.core.analysis import class_map, signed_difference
+from segdiff_gui.core.study import Study
+from segdiff_gui.io.colormaps import diverging, viridis
+
+__all__ = ["write_html_report"]
+
+_CLASS_COLOURS = np.array(
+    [[20, 20, 20], [86, 180, 233], [230, 159, 0], [0, 158, 115], [240, 228, 66], [204, 121, 167]],
+    dtype=np.uint8,
+)
+_LINE_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
+_PROVENANCE_FIELDS = (
+    ("device", "device"),
+    ("device_description", "device model"),
+    ("tf_version", "TensorFlow"),
+    ("keras_version", "Keras"),
+    ("cuda_version", "CUDA (build)"),
+    ("cudnn_version", "cuDNN (build)"),
+    ("onednn_enabled", "oneDNN"),
+    ("op_determinism", "op determinism"),
+    ("tf32_enabled", "TF32"),
+    ("intra_op_threads", "intra-op threads"),
+    ("xla", "XLA"),
+    ("compute_dtype", "compute dtype"),
+    ("input_batch_shape", "batch shape"),
+    ("cpu_model", "CPU"),
+    ("hostname", "host"),
+    ("environment", "environment"),
+    ("wall_time_s", "inference s"),
+    ("timestamp", "when"),
+)
+_STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222}
+h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;
+text-align:right;font-variant-numeric:tabular-nums}th{background:#f3f3f3}
+td:first-child,th:first-child{text-align:left}.pics{display:flex;flex-wrap:wrap;gap:16px}
+figure{margin:0}figure img{width:360px;image-rendering:pixelated;border:1px solid #ccc}
+figcaption{font-size:12px;color:#555;max-width:360px}.small{font-size:12px;color:#555}
+.wide{overflow-x:auto}
+"""
+
+
+def _png(rgb: np.ndarray) -> str:
+    buffer = io.BytesIO()
+    Image.fromarray(rgb).save(buffer, format="PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _figure(rgb: np.ndarray, caption: str) -> str:
+    return (
+        f'<figure><img alt="{escape(caption)}" src="{_png(rgb)}">'
+        f"<figcaption>{escape(caption)}</figcaption></figure>"
+    )
+
+
+def _gray(image: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
+    """The input image as gray RGB at the map's size (black where there is none)."""
+    if image is None:
+        return np.zeros((*shape, 3), dtype=np.uint8)
+    data = image.astype(np.float64)
+    if data.ndim == 3:
+        data = data[..., :3].mean(axis=-1)
+    if data.shape != shape:
+        data = np.asarray(Image.fromarray(data.astype(np.float32)).resize(shape[::-1]))
+    span = float(data.max() - data.min()) or 1.0
+    gray = ((data - data.min()) / span * 200).astype(np.uint8)
+    return np.repeat(gray[..., None], 3, axis=-1)
+
+
+def _pictures(study: Study, image: np.ndarray | None) -> str:
+    ref = study.reference.probabilities
+    figures = []
+    if study.multiclass:
+        classes = class_map(ref, study.cutoff) % len(_CLASS_COLOURS)
+        figures.append(
+            _figure(_CLASS_COLOURS[classes], f"reference classes ({study.reference.label})")
+        )
+    else:
+        binary = ref[..., 0] if ref.ndim == 3 else ref
+        figures.append(_figure(viridis(binary), f"reference map {study.reference.label}, 0 → 1"))
+    if study.others:
+        worst = max(
+            study.others,
+            key=lambda r: (study.comparisons[r.key].flips, study.comparisons[r.key].max_abs),
+        )
+        diff = signed_difference(ref, worst.probabilities)
+        diff = diff.max(axis=-1) if diff.ndim == 3 else diff
+        limit = float(np.nanmax(np.abs(diff), initial=0.0))
+        figures.append(
+            _figure(
+                diverging(diff, limit),
+                f"{worst.label} − reference: blue −{limit:.3g} … red +{limit:.3g}",
+            )
+        )
+        overlay = _gray(image, ref.shape[:2])
+        amber = np.array([255.0, 200.0, 0.0])
+        overlay[study.at_risk] = (overlay[study.at_risk] * 0.4 + amber * 0.6).astype(np.uint8)
+        overlay[study.any_flips()] = [255, 0, 40]
+        figures.append(
+            _figure(overlay, "input image; red: pixels that flip in any run, amber: at-risk pixels")
+        )
+    return '<div class="pics">' + "".join(figures) + "</div>"
+
+
+def _curve_svg(data: dict[str, Any]) -> str:
+    curves = data["flip_curves"]
+    if not curves:
+        return "<p>Multi-class maps flip on argmax; no cutoff curve applies.</p>"
+    cutoffs = curves["cutoffs"]
+    series = {label: values for label, values in curves.items() if label != "cutoffs"}
+    top = max([max(values) for values in series.values()] + [1])
+    # Log scale: a few hundred flips near 0.5 must stay visible beside thousands near 0 or 1.
+    decades = max(1, math.ceil(math.log10(1 + top)))
+    width, height, left, bottom = 720, 300, 56, 36
+
+    def x(t: float) -> float:
+        return left + t * (width - left - 12)
+
+    def y(count: float) -> float:
+        return 10 + (1 - math.log10(1 + count) / decades) * (height - bottom - 10)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-size="11" font-family="sans-serif">'
+    ]
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(
+            f'<line x1="{x(tick)}" y1="{y(0)}" x2="{x(tick)}" y2="{y(10**decades)}" '
+            f'stroke="#eee"/><text x="{x(tick)}" y="{y(0) + 14}" '
+            f'text-anchor="middle">{tick:g}</text>'
+        )
+    for power in range(decades + 1):
+        count = 0 if power == 0 else 10**power
+        parts.append(
+            f'<line x1="{left}" y1="{y(count)}" x2="{x(1)}" y2="{y(count)}" '
+            f'stroke="#f2f2f2"/><text x="{left - 6}" y="{y(count) + 4}" '
+            f'text-anchor="end">{count:,}</text>'
+        )
+    parts.append(
+        f'<text x="{x(0.5)}" y="{height - 4}" text-anchor="middle">cutoff '
+        "(flipped pixels, log scale)</text>"
+    )
+    for index, (label, values) in enumerate(series.items()):
+        colour = _LINE_COLOURS[index % len(_LINE_COLOURS)]
+        points = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in zip(cutoffs, values, strict=True))
+        parts.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" '
+            f'points="{points}"><title>{escape(label)}</title></polyline>'
+        )
+        parts.append(
+            f'<text x="{width - 14}" y="{22 + 14 * index}" text-anchor="end" '
+            f'fill="{colour}">{escape(label)}</text>'
+        )
+    cut = data["cutoff"]
+    parts.append(
+        f'<line x1="{x(cut)}" y1="{y(0)}" x2="{x(cut)}" y2="{y(top)}" stroke="#000" '
+        f'stroke-dasharray="4 3"/><text x="{x(cut) + 4}" y="{y(top) + 10}">'
+        f"cutoff {cut:g}</text></svg>"
+    )
+    return "".join(parts)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _summary_table(data: dict[str, Any]) -> str:
+    flips = "class flips (argmax)" if data["kind"] == "softmax" else f"flips @ {data['cutoff']:g}"
+    rows = [
+        [
+            r["label"],
+            "equal" if r["bitwise_equal"] else "differs",
+            f"{r['differing_pixels']:,} / {r['pixels']:,}",
+            f"{r['max_ulp']:,}",
+            f"{r['max_abs']:.3g}",
+            f"{r['mean_abs']:.3g}",
+            "×".join(map(str, r["max_location"])),
+            f"{r['flips']:,}",
+        ]
+        for r in data["comparisons"]
+    ]
+    return _table(
+        [
+            "run",
+            "bitwise",
+            "differing pixels",
+            "max ULP",
+            "max |Δ|",
+            "mean |Δ|",
+            "max at (row×col)",
+            flips,
+        ],
+        rows,
+    )
+
+
+def _provenance_tables(data: dict[str, Any]) -> str:
+    """What all runs share, once; then what differs between them, a row per run."""
+    runs = data["runs"]
+    shared, varying = [], []
+    for name, title in _PROVENANCE_FIELDS:
+        values = [_cell(run["provenance"].get(name, "")) for run in runs]
+        (shared if len(set(values)) == 1 else varying).append((title, values))
+    common = _table(["shared by every run", ""], [[title, values[0]] for title, values in shared])
+    if not varying:
+        return common
+    rows = [[run["label"]] + [values[i] for _, values in varying] for i, run in enumerate(runs)]
+    return common + _table(["run", *[title for title, _ in varying]], rows)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items()) or "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def write_html_report(
+    path: str | Path, data: dict[str, Any], study: Study, image: np.ndarray | None
+) -> Path:
+    """Write the report; ``image`` is the target image for the flip overlay (or ``None``)."""
+    pairwise = data["pairwise"]
+    pair_rows = [
+        [label] + [f"{u:,} / {f:,}" for u, f in zip(ulps, flips, strict=True)]
+        for label, ulps, flips in zip(
+            pairwise["labels"], pairwise["max_ulp"], pairwise["flips"], strict=True
+        )
+    ]
+    verdicts = (
+        "".join(
+            f"<li>{escape(name)}: {escape(v['verdict'])}</li>"
+            for name, v in data["determinism"].items()
+        )
+        or "<li>no repeats</li>"
+    )
+    at_risk = data["at_risk"]
+    title = f"segdiff report: {data.get('model', '')} on {data.get('image', '')}"
+    html = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>{escape(title)}</title><style>{_STYLE}</style></head><body>
+<h1>{escape(title)}</h1>
+<p>Reference run <b>{escape(data["reference"]["label"])}</b>; class rule
+{escape(data["class_rule"])} at cutoff <b>{data["cutoff"]:g}</b>. Made by segdiff
+{escape(data["segdiff_version"])} on {escape(data["created"])}.</p>
+<h2>Every run against the reference</h2>{_summary_table(data)}
+<h2>Determinism and risk</h2><ul>{verdicts}
+<li>At-risk pixels: {at_risk["pixels"]:,} lie within the largest observed difference
+({at_risk["margin"]:.3g}) of changing class.</li></ul>
+<h2>Pictures</h2>{_pictures(study, image)}
+<h2>Flips as a function of the cutoff</h2>{_curve_svg(data)}
+<h2>Every pair of runs (max ULP / flips)</h2>{_table(["", *pairwise["labels"]], pair_rows)}
+<h2>Where each run ran</h2><div class="wide">{_provenance_tables(data)}</div>
+<p class="small">Values are float32 probability maps cached bit-exactly; ULP distances are
+computed from the bit patterns.</p></body></html>"""
+    path = Path(path)
+    path.write_text(html, encoding="utf-8")
+    return path

@@ -1,0 +1,69 @@
+"""Reports of a study: the data (JSON) and one self-contained HTML file for bug reports."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui import __version__
+from segdiff_gui.core.study import Study
+from segdiff_gui.core.timestamps import local_timestamp
+
+__all__ = ["CURVE_POINTS", "report_data", "write_json_report"]
+
+CURVE_POINTS = 201
+
+
+def report_data(
+    study: Study, provenance: dict[str, dict[str, Any]], context: dict[str, Any]
+) -> dict[str, Any]:
+    """Everything a report says, as plain JSON-ready data.
+
+    ``provenance`` maps run keys to their provenance; ``context`` names the model, image and
+    anything else the caller wants on the first lines (e.g. the cache folder).
+    """
+    curves = {}
+    if not study.multiclass:
+        grid = np.linspace(0.0, 1.0, CURVE_POINTS)
+        for run in study.others:
+            curves[run.label] = study.curve(run).at(grid).tolist()
+    return {
+        "segdiff_version": __version__,
+        "created": local_timestamp(),
+        **context,
+        "kind": "softmax" if study.multiclass else "sigmoid",
+        "cutoff": study.cutoff,
+        "class_rule": "argmax (ties: lowest class)" if study.multiclass else "p >= cutoff",
+        "reference": {"key": study.reference.key, "label": study.reference.label},
+        "comparisons": study.rows(),
+        "pairwise": study.pairwise(),
+        "determinism": {
+            name: {**asdict(verdict), "verdict": verdict.sentence()}
+            for name, verdict in study.verdicts.items()
+        },
+        "at_risk": {"margin": study.margin, "pixels": int(study.at_risk.sum())},
+        "flip_curves": {"cutoffs": np.linspace(0.0, 1.0, CURVE_POINTS).tolist(), **curves}
+        if curves
+        else {},
+        "runs": [
+            {
+                "key": run.key,
+                "label": run.label,
+                "configuration": run.configuration,
+                "repeat": run.repeat,
+                "config": run.config.to_dict(),
+                "provenance": provenance.get(run.key, {}),
+            }
+            for run in study.runs
+        ],
+    }
+
+
+def write_json_report(path: str | Path, data: dict[str, Any]) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    return path

@@ -1,0 +1,64 @@
+"""The flipped (and at-risk) pixels as CSV, with every run's exact value at each pixel."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from segdiff_gui.core.analysis import class_map, ulp_distance
+from segdiff_gui.core.floatfmt import format_float32
+from segdiff_gui.core.study import Study, StudyRun
+
+__all__ = ["write_pixel_csv"]
+
+
+def _values_at(
+    run: StudyRun, classes: np.ndarray, rows: np.ndarray, cols: np.ndarray
+) -> np.ndarray:
+    """The probability shown for a pixel: the map's value, or for a multi-class map the
+    probability of the class the reference assigns there."""
+    maps = run.probabilities
+    if maps.ndim == 3 and maps.shape[-1] > 1:
+        picked: np.ndarray = maps[rows, cols, classes]
+        return picked
+    values: np.ndarray = (maps[..., 0] if maps.ndim == 3 else maps)[rows, cols]
+    return values
+
+
+def write_pixel_csv(
+    path: str | Path, study: Study, other: StudyRun, include_at_risk: bool = False
+) -> int:
+    """Write one line per pixel that flips between the reference and ``other`` (and, with
+    ``include_at_risk``, per at-risk pixel): row, column, why, then for every run of the study
+    its exact value (shortest round-trip float32), ULP distance to the reference and class.
+    Returns the number of pixels written."""
+    flipped = study.flips(other)
+    chosen = flipped | study.at_risk if include_at_risk else flipped
+    rows, cols = np.nonzero(chosen)
+    reference = study.reference
+    ref_classes = class_map(reference.probabilities, study.cutoff)[rows, cols]
+    ref_values = _values_at(reference, ref_classes, rows, cols)
+    columns: list[list[str]] = []
+    header = ["row", "column", "why"]
+    for run in study.runs:
+        values = _values_at(run, ref_classes, rows, cols)
+        classes = class_map(run.probabilities, study.cutoff)[rows, cols]
+        ulps = ulp_distance(ref_values, values)
+        header += [f"{run.label} value", f"{run.label} ulp", f"{run.label} class"]
+        columns += [
+            [format_float32(v) for v in values],
+            [str(u) for u in ulps],
+            [str(c) for c in classes],
+        ]
+    why = np.where(flipped[rows, cols], "flip", "at-risk")
+    with Path(path).open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for index in range(len(rows)):
+            writer.writerow(
+                [int(rows[index]), int(cols[index]), str(why[index])]
+                + [column[index] for column in columns]
+            )
+    return len(rows)
