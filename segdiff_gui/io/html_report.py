@@ -194,7 +194,7 @@ def _summary_table(data: dict[str, Any]) -> str:
             f"{r['max_ulp']:,}",
             f"{r['max_abs']:.3g}",
             f"{r['mean_abs']:.3g}",
-            "×".join(map(str, r["max_location"])),
+            "×".join(map(str, r["max_location"])) if r["max_abs"] else "—",
             f"{r['flips']:,}",
         ]
         for r in data["comparisons"]
