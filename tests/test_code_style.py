@@ -13,9 +13,9 @@ def run(*command: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_lint_and_format():
-    lint = run(str(BIN / "ruff"), "check", "segdiff_gui", "tests", "resources")
+    lint = run(str(BIN / "ruff"), "check", "segdiff_gui", "tests", "resources", "benchmarks")
     assert lint.returncode == 0, lint.stdout
-    formatted = run(str(BIN / "ruff"), "format", "--check", "segdiff_gui", "tests", "resources")
+    formatted = run(str(BIN / "ruff"), "format", "--check", "segdiff_gui", "tests", "resources", "benchmarks")
     assert formatted.returncode == 0, formatted.stdout
 
 

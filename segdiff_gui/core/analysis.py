@@ -35,7 +35,7 @@ NAN_ULP = 2**32
 
 def ordered_float32(values: np.ndarray) -> np.ndarray:
     """Map float32 bit patterns to int64 so that adjacent floats differ by 1 and ±0 coincide."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.int32).astype(np.int64)
+    bits = np.asarray(values, dtype=np.float32).view(np.int32).astype(np.int64)
     ordered: np.ndarray = np.where(bits >= 0, bits, np.int64(-(2**31)) - bits)
     return ordered
 

@@ -50,3 +50,37 @@ def test_exact_formatting_shows_one_ulp():
     assert format_float32(neighbour) != format_float32(value)
     assert np.float32(format_float32(neighbour)) == neighbour
     assert float32_bits(1.0) == "0x3f800000"
+
+
+def test_nan_rules_are_documented_and_consistent():
+    from segdiff_gui.core.analysis import NAN_ULP
+
+    reference = np.array([[np.nan, np.nan, 0.7, 0.2]], dtype=np.float32)
+    other = np.array([[np.nan, 0.7, np.nan, 0.2]], dtype=np.float32)
+    assert ulp_distance(reference, other).tolist() == [[0, NAN_ULP, NAN_ULP, 0]]
+    result = compare_maps(reference, other, cutoff=0.5)
+    assert result.nan_mismatches == 2 and result.differing_pixels == 2
+    assert result.flips == 2  # NaN is never >= cutoff: background against 0.7's foreground
+    assert result.max_abs == 0.0  # NaN differences are counted apart, not as magnitudes
+
+
+def test_plus_and_minus_zero_are_equal_in_ulps_but_not_bitwise():
+    result = compare_maps(np.float32([[0.0]]), np.float32([[-0.0]]))
+    assert result.differing_pixels == 0 and result.max_ulp == 0 and not result.bitwise_equal
+
+
+def test_argmax_ties_go_to_the_lowest_class():
+    tied = np.array([[[0.4, 0.4, 0.2]]], dtype=np.float32)
+    assert class_map(tied, 0.5).tolist() == [[0]]
+    nudged = tied.copy()
+    nudged[0, 0, 1] = np.nextafter(np.float32(0.4), np.float32(1))
+    assert compare_maps(tied, nudged).flips == 1
+
+
+def test_max_location_and_fraction():
+    reference = np.zeros((3, 4), dtype=np.float32)
+    other = reference.copy()
+    other[2, 1] = 0.25
+    other[0, 0] = 1e-45
+    result = compare_maps(reference, other)
+    assert result.max_location == (2, 1) and result.differing_fraction == 2 / 12

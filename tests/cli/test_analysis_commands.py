@@ -1,0 +1,145 @@
+"""compare, export, report and check on real demo runs, through the real command line."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from segdiff_gui.core.analysis import flip_mask
+from segdiff_gui.io.masks import read_mask
+from segdiff_gui.storage import ResultCache
+from tests.conftest import segdiff
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo_cache(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo-cache")
+    result = segdiff("demo", "--cache", root, "--repeats", "2")
+    assert result.returncode == 0, result.stderr
+    return ResultCache(root)
+
+
+def record(cache, label):
+    (match,) = [r for r in cache.records() if r.label == label]
+    return cache.read_run(match.key)
+
+
+def test_compare_matches_core_and_gives_verdicts(demo_cache):
+    result = segdiff("compare", "--cache", demo_cache.root, "--json")
+    assert result.returncode == 0, result.stderr
+    (study,) = json.loads(result.stdout)
+    assert study["reference"] == "cpu b1 r0" and study["image"] == "cell_00.png"
+    bf16 = next(row for row in study["comparisons"] if row["label"] == "cpu b1 bf16 r0")
+    reference, other = record(demo_cache, "cpu b1 r0"), record(demo_cache, "cpu b1 bf16 r0")
+    expected = int(flip_mask(reference.probabilities, other.probabilities, 0.5).sum())
+    assert bf16["flips"] == expected > 0
+    assert study["determinism"]["cpu b1"] == "bitwise deterministic over 2 repeats"
+    text = segdiff("compare", "--cache", demo_cache.root, "--cutoff", "0.3").stdout
+    assert "flips @ 0.3" in text and "bitwise deterministic over 2 repeats" in text
+
+
+def test_export_writes_the_mask_core_computes_and_an_exact_csv(demo_cache, tmp_path):
+    reference, other = record(demo_cache, "cpu b1 r0"), record(demo_cache, "cpu b1 bf16 r0")
+    result = segdiff(
+        "export",
+        "--cache",
+        demo_cache.root,
+        "--ref",
+        reference.short_id,
+        "--other",
+        "cpu b1 bf16 r0",
+        "--cutoff",
+        "0.5",
+        "--mask",
+        tmp_path / "m.png",
+        "--csv",
+        tmp_path / "f.csv",
+    )
+    assert result.returncode == 0, result.stderr
+    expected = flip_mask(reference.probabilities, other.probabilities, 0.5)
+    assert np.array_equal(read_mask(tmp_path / "m.png"), expected)
+    rows = list(csv.DictReader((tmp_path / "f.csv").open()))
+    assert len(rows) == expected.sum()
+    first = rows[0]
+    r, c = int(first["row"]), int(first["column"])
+    assert np.float32(first["cpu b1 bf16 r0 value"]) == other.probabilities[r, c]
+    assert np.float32(first["cpu b1 r0 value"]) == reference.probabilities[r, c]
+
+
+def test_export_refuses_ambiguous_and_unknown_names(demo_cache, tmp_path):
+    result = segdiff(
+        "export",
+        "--cache",
+        demo_cache.root,
+        "--ref",
+        "cpu b1 r0",
+        "--other",
+        "nosuch",
+        "--mask",
+        tmp_path / "m.png",
+    )
+    assert result.returncode == 2 and "nosuch: names no run in the cache" in result.stderr
+
+
+def test_report_writes_json_and_a_self_contained_html(demo_cache, tmp_path):
+    result = segdiff(
+        "report",
+        "--cache",
+        demo_cache.root,
+        "--html",
+        tmp_path / "r.html",
+        "--json",
+        tmp_path / "r.json",
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["model"] == "unet_sigmoid.keras" and len(data["runs"]) == 10
+    assert data["runs"][0]["provenance"]["tf_version"].startswith("2.")
+    html = (tmp_path / "r.html").read_text()
+    assert html.count("data:image/png;base64,") == 3 and "<svg" in html
+    assert 'src="http' not in html and "<link" not in html and "<script" not in html
+
+
+def test_check_gates_on_bounds(demo_cache):
+    strict = segdiff("check", "--cache", demo_cache.root)
+    assert strict.returncode == 1
+    assert "FAIL cpu b1 bf16 r0 (unet_sigmoid.keras on cell_00.png): flips" in strict.stdout
+    loose = segdiff("check", "--cache", demo_cache.root, "--max-flips", "1000000")
+    assert loose.returncode == 0 and loose.stdout.startswith("OK: 9 runs checked")
+    ulp = segdiff("check", "--cache", demo_cache.root, "--max-flips", "1000000", "--max-ulp", "0")
+    assert ulp.returncode == 1 and "max ulp" in ulp.stdout
+
+
+def test_compare_a_bundle_without_merging(demo_cache, tmp_path):
+    bundle = tmp_path / "b.h5"
+    assert (
+        segdiff("bundle", bundle, "cpu b1 r0", "cpu b64 r0", "--cache", demo_cache.root).returncode
+        == 0
+    )
+    result = segdiff("compare", "--bundle", bundle, "--json", "--cache", tmp_path / "empty")
+    assert result.returncode == 0, result.stderr
+    (study,) = json.loads(result.stdout)
+    assert [row["label"] for row in study["comparisons"]] == ["cpu b64 r0"]
+
+
+def test_softmax_compare_uses_argmax(models, small_images, tmp_path):
+    cache = tmp_path / "soft"
+    run = segdiff(
+        "run",
+        models / "softmax3.keras",
+        small_images[0],
+        "--cache",
+        cache,
+        "--config",
+        "batch=1",
+        "--config",
+        "precision=mixed_bfloat16",
+        "--repeats",
+        "1",
+    )
+    assert run.returncode == 0, run.stderr
+    result = segdiff("compare", "--cache", cache)
+    assert "class flips (argmax)" in result.stdout

@@ -1,0 +1,81 @@
+import numpy as np
+import pytest
+
+from segdiff_gui.core.analysis import flip_mask
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.cutoff_curve import flip_curve
+from segdiff_gui.core.spread import at_risk_mask, observed_margin, repeat_verdict
+from segdiff_gui.core.study import Study, StudyRun
+
+
+def noisy_pair(seed: int, size: int = 128) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.random((size, size), dtype=np.float32)
+    b = (a + rng.normal(0, 2e-3, a.shape)).astype(np.float32)
+    b[:3, :3] = np.nan
+    b[5, :4] = [0.0, -0.0, 1e-45, 1.0]
+    return a, b
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_curve_agrees_with_brute_force_thresholding_everywhere(seed):
+    a, b = noisy_pair(seed)
+    curve = flip_curve(a, b)
+    # The grid, the data's own values (where the count steps) and the ends of the range.
+    samples = np.concatenate([curve.cutoffs, a.ravel()[:200], b.ravel()[:200], [0.0, 1.0]])
+    samples = samples[np.isfinite(samples)]
+    counts = curve.at(samples)
+    for cutoff, count in zip(samples, counts, strict=True):
+        assert count == np.count_nonzero(flip_mask(a, b, float(cutoff))), cutoff
+    assert np.array_equal(curve.flips, curve.at(curve.cutoffs))
+
+
+def test_curve_refuses_multiclass_maps():
+    maps = np.zeros((2, 2, 3), dtype=np.float32)
+    with pytest.raises(ValueError, match="argmax"):
+        flip_curve(maps, maps)
+
+
+def test_repeat_verdicts():
+    a = np.random.default_rng(0).random((16, 16), dtype=np.float32)
+    assert repeat_verdict([a, a.copy(), a.copy()]).sentence() == (
+        "bitwise deterministic over 3 repeats"
+    )
+    b = a.copy()
+    b[3, 4] = np.nextafter(b[3, 4], np.float32(2))
+    b[7, 7] += np.float32(1e-3)
+    verdict = repeat_verdict([a, b])
+    assert not verdict.deterministic and verdict.varying_pixels == 2
+    assert verdict.max_spread == pytest.approx(1e-3, rel=1e-3)
+    assert verdict.sentence().startswith("nondeterministic: max spread 0.001")
+
+
+def test_every_flip_is_at_risk():
+    a, b = noisy_pair(4)
+    b = np.where(np.isnan(b), a, b)
+    margin = observed_margin(a, [b])
+    assert np.all(at_risk_mask(a, margin, 0.5)[flip_mask(a, b, 0.5)])
+    assert not at_risk_mask(a, 0.0, 0.5).any()
+    softmax = np.random.default_rng(5).dirichlet([1, 1, 1], (20, 20)).astype(np.float32)
+    moved = np.roll(softmax, 1, axis=-1) * 0.01 + softmax * 0.99
+    risky = at_risk_mask(softmax, observed_margin(softmax, [moved]), 0.5)
+    assert np.all(risky[flip_mask(softmax, moved, 0.5)])
+
+
+def test_study_orders_reference_rows_and_pairs():
+    a, b = noisy_pair(6, 32)
+    b = np.where(np.isnan(b), a, b)
+    runs = [
+        StudyRun("k2", "cpu b64 r0", RunConfig(batch=64), 0, b),
+        StudyRun("k1", "cpu b1 r0", RunConfig(), 0, a),
+        StudyRun("k3", "cpu b1 r1", RunConfig(), 1, a.copy()),
+    ]
+    study = Study(runs, cutoff=0.5)
+    assert study.reference.key == "k1"
+    assert [row["label"] for row in study.rows()] == ["cpu b64 r0", "cpu b1 r1"]
+    assert study.verdicts["cpu b1"].deterministic
+    pairs = study.pairwise()
+    assert pairs["flips"][0][1] == pairs["flips"][1][0] == study.rows()[0]["flips"]
+    assert pairs["max_ulp"][1][2] == 0
+    with pytest.raises(ValueError, match="map shape"):
+        Study([runs[0], StudyRun("k4", "x", RunConfig(), 0, np.zeros((2, 2), np.float32))])

@@ -1,0 +1,77 @@
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from segdiff_gui.core.analysis import ulp_distance
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.io.html_report import write_html_report
+from segdiff_gui.io.masks import read_mask, write_mask
+from segdiff_gui.io.reports import report_data, write_json_report
+from segdiff_gui.io.tables import write_pixel_csv
+
+
+def seed_study() -> Study:
+    reference = np.full((4, 5), 0.2, dtype=np.float32)
+    reference[1, 2] = 0.549857
+    other = reference.copy()
+    other[1, 2] = 0.550076
+    other[3, 4] = np.nextafter(np.float32(0.2), np.float32(1))
+    runs = [
+        StudyRun("a" * 64, "cpu b1 r0", RunConfig(), 0, reference),
+        StudyRun("b" * 64, "gpu:0 b1 r0", RunConfig(device="gpu:0"), 0, other),
+    ]
+    return Study(runs, cutoff=0.55)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".tif", ".npy"])
+def test_mask_round_trip_equals_the_computed_mask(tmp_path, suffix):
+    study = seed_study()
+    mask = study.flips(study.others[0])
+    path = write_mask(tmp_path / f"flips{suffix}", mask)
+    assert np.array_equal(read_mask(path), mask) and mask.sum() == 1
+    if suffix == ".png":
+        from PIL import Image
+
+        with Image.open(path) as image:
+            assert image.mode == "L" and set(np.unique(np.asarray(image))) == {0, 255}
+    with pytest.raises(InputError, match="mask files end in"):
+        write_mask(tmp_path / "flips.jpg", mask)
+
+
+def test_pixel_csv_holds_exact_values_ulps_and_classes(tmp_path):
+    study = seed_study()
+    count = write_pixel_csv(tmp_path / "f.csv", study, study.others[0])
+    rows = list(csv.DictReader((tmp_path / "f.csv").open()))
+    assert count == 1 and len(rows) == 1
+    row = rows[0]
+    assert (row["row"], row["column"], row["why"]) == ("1", "2", "flip")
+    assert row["cpu b1 r0 value"] == "0.549857" and row["gpu:0 b1 r0 value"] == "0.550076"
+    assert np.float32(row["gpu:0 b1 r0 value"]) == np.float32(0.550076)
+    expected = ulp_distance(np.float32(0.549857), np.float32(0.550076))
+    assert int(row["gpu:0 b1 r0 ulp"]) == int(expected) > 0
+    assert (row["cpu b1 r0 class"], row["gpu:0 b1 r0 class"]) == ("0", "1")
+    with_risk = write_pixel_csv(tmp_path / "r.csv", study, study.others[0], include_at_risk=True)
+    assert with_risk == int((study.flips(study.others[0]) | study.at_risk).sum()) >= 1
+
+
+def test_json_and_html_reports(tmp_path):
+    study = seed_study()
+    provenance = {
+        "a" * 64: {"device": "cpu:0", "environment": {"TF_ENABLE_ONEDNN_OPTS": "1"}},
+        "b" * 64: {"device": "gpu:0", "tf_version": "2.21.0"},
+    }
+    data = report_data(study, provenance, {"model": "m.keras", "image": "cell.png"})
+    write_json_report(tmp_path / "r.json", data)
+    loaded = json.loads((tmp_path / "r.json").read_text())
+    assert loaded["comparisons"][0]["flips"] == 1 and loaded["cutoff"] == 0.55
+    assert loaded["runs"][1]["provenance"]["device"] == "gpu:0"
+    assert len(loaded["flip_curves"]["gpu:0 b1 r0"]) == len(loaded["flip_curves"]["cutoffs"])
+    assert loaded["pairwise"]["flips"] == [[0, 1], [1, 0]]
+    html = write_html_report(tmp_path / "r.html", data, study, np.zeros((4, 5), np.uint8))
+    text = html.read_text()
+    assert text.count("data:image/png;base64,") == 3 and "<svg" in text
+    assert "gpu:0 b1 r0" in text and "http" not in text.replace("http://www.w3.org", "")
