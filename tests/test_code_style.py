@@ -6,6 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
 BIN = Path(sys.executable).parent
+CHECKED = ("segdiff_gui", "tests", "resources", "benchmarks")
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:
@@ -13,9 +14,9 @@ def run(*command: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_lint_and_format():
-    lint = run(str(BIN / "ruff"), "check", "segdiff_gui", "tests", "resources", "benchmarks")
+    lint = run(str(BIN / "ruff"), "check", *CHECKED)
     assert lint.returncode == 0, lint.stdout
-    formatted = run(str(BIN / "ruff"), "format", "--check", "segdiff_gui", "tests", "resources", "benchmarks")
+    formatted = run(str(BIN / "ruff"), "format", "--check", *CHECKED)
     assert formatted.returncode == 0, formatted.stdout
 
 
