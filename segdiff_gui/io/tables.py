@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from segdiff_gui.core.analysis import class_map, ulp_distance
-from segdiff_gui.core.floatfmt import format_float32
+from segdiff_gui.core.floatfmt import float32_bits, format_float32
 from segdiff_gui.core.study import Study, StudyRun
 
 __all__ = ["write_pixel_csv"]
@@ -32,7 +32,8 @@ def write_pixel_csv(
 ) -> int:
     """Write one line per pixel that flips between the reference and ``other`` (and, with
     ``include_at_risk``, per at-risk pixel): row, column, why, then for every run of the study
-    its exact value (shortest round-trip float32), ULP distance to the reference and class.
+    its exact value (shortest round-trip float32), its bits in hex, the ULP distance to the
+    reference and its class.
     Returns the number of pixels written."""
     flipped = study.flips(other)
     chosen = flipped | study.at_risk if include_at_risk else flipped
@@ -46,9 +47,10 @@ def write_pixel_csv(
         values = _values_at(run, ref_classes, rows, cols)
         classes = class_map(run.probabilities, study.cutoff)[rows, cols]
         ulps = ulp_distance(ref_values, values)
-        header += [f"{run.label} value", f"{run.label} ulp", f"{run.label} class"]
+        header += [f"{run.label} {name}" for name in ("value", "bits", "ulp", "class")]
         columns += [
             [format_float32(v) for v in values],
+            [float32_bits(v) for v in values],
             [str(u) for u in ulps],
             [str(c) for c in classes],
         ]

@@ -50,6 +50,7 @@ def test_pixel_csv_holds_exact_values_ulps_and_classes(tmp_path):
     row = rows[0]
     assert (row["row"], row["column"], row["why"]) == ("1", "2", "flip")
     assert row["cpu b1 r0 value"] == "0.549857" and row["gpu:0 b1 r0 value"] == "0.550076"
+    assert row["cpu b1 r0 bits"] == "0x3f0cc36e"
     assert np.float32(row["gpu:0 b1 r0 value"]) == np.float32(0.550076)
     expected = ulp_distance(np.float32(0.549857), np.float32(0.550076))
     assert int(row["gpu:0 b1 r0 ulp"]) == int(expected) > 0
