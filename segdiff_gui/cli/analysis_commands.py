@@ -39,11 +39,12 @@ def _store(args: argparse.Namespace) -> tuple[RunStore, list[RunRecord], str]:
 def _studies(args: argparse.Namespace) -> tuple[RunStore, list[tuple[Study, RunRecord]], str]:
     """One study per comparable group (or just the group of --ref), with a sample record."""
     store, records, where = _store(args)
+    groups = comparable_groups(records, args.model, args.image)
     if args.ref:
-        reference = select_run(records, args.ref)
+        # A label like "cpu b1 r0" exists for every image: --model/--image narrow it first.
+        reference = select_run([r for group in groups for r in group], args.ref)
         group = group_of(records, reference)
         return store, [(load_study(store, group, args.cutoff, reference), reference)], where
-    groups = comparable_groups(records, args.model, args.image)
     return store, [(load_study(store, group, args.cutoff), group[0]) for group in groups], where
 
 
@@ -86,9 +87,13 @@ def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not (args.mask or args.csv):
         raise InputError("export", "name what to write: --mask FILE and/or --csv FILE")
     store, records, _ = _store(args)
-    reference = select_run(records, args.ref)
-    other = select_run(records, args.other)
+    candidates = [r for group in comparable_groups(records, args.model, args.image) for r in group]
+    reference = select_run(candidates, args.ref)
     group = group_of(records, reference)
+    try:  # a label is looked up beside the reference first, where it is usually unique
+        other = select_run(group, args.other)
+    except InputError:
+        other = select_run(candidates, args.other)
     if other.key not in {r.key for r in group}:
         raise InputError(
             args.other,
@@ -138,6 +143,8 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     bounds = {"flips": args.max_flips, "max_ulp": args.max_ulp, "max_abs": args.max_abs}
     if all(bound is None for bound in bounds.values()):
         bounds["flips"] = 0  # no bound named: any class flip fails
+    # A value that is NaN where the reference has a number always fails: no bound covers it.
+    bounds["nan_mismatches"] = 0
     _, studies, _ = _studies(args)
     failures, checked = [], 0
     for study, record in studies:
@@ -150,6 +157,12 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
                         f"{name.replace('_', ' ')} {row[name]:,} > {bound:,} against "
                         f"{row['reference']} at cutoff {study.cutoff:g}"
                     )
+    if checked == 0:
+        raise InputError(
+            "check",
+            "found no run to compare with a reference (each model and "
+            "image has a single run); run more configurations first",
+        )
     named = ", ".join(f"{k.replace('_', ' ')} ≤ {v:,}" for k, v in bounds.items() if v is not None)
     if args.json:
         _json({"bounds": bounds, "checked": checked, "failures": failures})

@@ -4,6 +4,7 @@ imports TensorFlow itself (inference happens in engine children)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 
@@ -45,6 +46,8 @@ def _number(kind: type, test: Callable[[float], bool], wanted: str) -> Callable[
 _positive_seconds = _number(float, lambda v: v > 0, "a positive number of seconds")
 _cutoff = _number(float, lambda v: 0.0 <= v <= 1.0, "a cutoff between 0 and 1")
 _count = _number(int, lambda v: v >= 1, "a whole number of at least 1")
+_bound_int = _number(int, lambda v: v >= 0, "a whole number of at least 0")
+_bound_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number ≥ 0")
 
 
 def _common(parser: argparse.ArgumentParser, json_help: str = "") -> None:
@@ -272,9 +275,13 @@ def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         epilog=_EPILOG,
     )
     _selection(check)
-    check.add_argument("--max-flips", type=int, metavar="N", help="flipped pixels allowed")
-    check.add_argument("--max-ulp", type=int, metavar="U", help="largest ULP distance allowed")
-    check.add_argument("--max-abs", type=float, metavar="X", help="largest |difference| allowed")
+    check.add_argument("--max-flips", type=_bound_int, metavar="N", help="flipped pixels allowed")
+    check.add_argument(
+        "--max-ulp", type=_bound_int, metavar="U", help="largest ULP distance allowed"
+    )
+    check.add_argument(
+        "--max-abs", type=_bound_float, metavar="X", help="largest |difference| allowed"
+    )
     _common(check, "print the bounds and failures as JSON")
 
 

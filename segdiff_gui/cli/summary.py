@@ -11,7 +11,7 @@ from segdiff_gui.core.study import Study
 
 __all__ = ["differences_table", "plain_sentences", "verdict_lines"]
 
-_NUMBERS = ("differing_pixels", "max_ulp", "max_abs", "flips")
+_NUMBERS = ("bitwise_equal", "differing_pixels", "max_ulp", "max_abs", "flips", "nan_mismatches")
 
 
 def _flip_header(study: Study) -> str:
@@ -25,7 +25,11 @@ def differences_table(study: Study, image: str) -> Table:
     for header in ("bitwise", "differing pixels", "max ULP", "max |Δ|", "mean |Δ|"):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column(_flip_header(study), justify="right")
-    for row in study.rows():
+    rows = study.rows()
+    show_nans = any(row["nan_mismatches"] for row in rows)
+    if show_nans:
+        table.add_column("NaN in one only", justify="right")
+    for row in rows:
         table.add_row(
             row["id"],
             row["label"],
@@ -35,6 +39,7 @@ def differences_table(study: Study, image: str) -> Table:
             f"{row['max_abs']:.3g}",
             f"{row['mean_abs']:.3g}",
             f"{row['flips']:,}",
+            *([f"{row['nan_mismatches']:,}"] if show_nans else []),
         )
     return table
 
@@ -44,10 +49,12 @@ def _sentence(name: str, row: dict[str, Any]) -> str:
         return f"{name}: bitwise equal."
     flips = "class flip" + ("" if row["flips"] == 1 else "s")
     where = "argmax" if row["kind"] == "softmax" else f"cutoff {row['cutoff']:g}"
+    nans = row["nan_mismatches"]
+    nan_text = f"; {nans:,} value{'s' if nans != 1 else ''} NaN in one map only" if nans else ""
     return (
         f"{name}: NOT bitwise equal — {row['differing_pixels']:,} of {row['pixels']:,} pixels "
         f"differ, by up to {row['max_ulp']:,} ULP (max |Δ| {row['max_abs']:.3g}); "
-        f"{row['flips']:,} {flips} ({where})."
+        f"{row['flips']:,} {flips} ({where}){nan_text}."
     )
 
 
@@ -72,10 +79,14 @@ def plain_sentences(study: Study) -> list[str]:
 def verdict_lines(study: Study) -> list[str]:
     lines = [f"{name}: {verdict.sentence()}." for name, verdict in study.verdicts.items()]
     at_risk = int(study.at_risk.sum())
-    if study.margin > 0:
-        where = "argmax" if study.multiclass else f"cutoff {study.cutoff:g}"
+    if study.margin > 0 and study.multiclass:
         lines.append(
-            f"At-risk pixels ({where}): {at_risk:,} lie within the largest observed difference "
-            f"({study.margin:.3g}) of changing class."
+            f"At-risk pixels (argmax): {at_risk:,} have their two most likely classes within "
+            f"twice the largest observed difference (2 × {study.margin:.3g}) of each other."
+        )
+    elif study.margin > 0:
+        lines.append(
+            f"At-risk pixels (cutoff {study.cutoff:g}): {at_risk:,} lie within the largest "
+            f"observed difference ({study.margin:.3g}) of the cutoff."
         )
     return lines

@@ -65,7 +65,8 @@ def class_map(probabilities: np.ndarray, cutoff: float) -> np.ndarray:
         classes: np.ndarray = np.argmax(probabilities, axis=-1)
         return classes
     binary = probabilities[..., 0] if probabilities.ndim == 3 else probabilities
-    return (binary >= np.float32(cutoff)).astype(np.uint8)
+    # float32 on both sides, as the maps are stored and as flip_curve compares.
+    return (np.asarray(binary, dtype=np.float32) >= np.float32(cutoff)).astype(np.uint8)
 
 
 def flip_mask(reference: np.ndarray, other: np.ndarray, cutoff: float) -> np.ndarray:
@@ -78,9 +79,12 @@ def flip_mask(reference: np.ndarray, other: np.ndarray, cutoff: float) -> np.nda
 class MapComparison:
     """How one map differs from a reference map of the same shape.
 
-    ``differing_pixels`` counts pixels with any ULP difference (a multi-class pixel once);
-    ``bitwise_equal`` is stricter: every bit the same (so +0 against -0 is not).
-    ``max_location`` is the (row, column[, class]) of the largest |difference|.
+    ``differing_pixels`` counts pixels with any ULP difference or a NaN on one side only (a
+    multi-class pixel once); ``bitwise_equal`` is stricter: every bit the same (so +0 against
+    -0 is not). ``max_ulp``, ``max_abs`` and ``mean_abs`` cover the pixels that are numbers
+    in both maps; ``nan_mismatches`` counts the values that are NaN in one map only.
+    ``max_location`` is the (row, column[, class]) of the largest |difference|, ``None`` when
+    no number differs.
     """
 
     pixels: int
@@ -89,7 +93,7 @@ class MapComparison:
     max_ulp: int
     max_abs: float
     mean_abs: float
-    max_location: tuple[int, ...]
+    max_location: tuple[int, ...] | None
     nan_mismatches: int
     flips: int
     cutoff: float
@@ -109,20 +113,27 @@ def compare_maps(reference: np.ndarray, other: np.ndarray, cutoff: float = 0.5) 
     ref = np.asarray(reference, dtype=np.float32)
     oth = np.asarray(other, dtype=np.float32)
     ulps = ulp_distance(ref, oth)
+    nan_mismatch = ulps == NAN_ULP
+    numeric_ulps = np.where(nan_mismatch, 0, ulps)  # NaNs are counted apart
     abs_diff = np.abs(signed_difference(ref, oth))
-    finite = np.where(np.isnan(abs_diff), -1.0, abs_diff)  # NaNs are counted apart
+    finite = np.where(np.isnan(abs_diff), -1.0, abs_diff)
     per_pixel = (ulps > 0).any(axis=-1) if is_multiclass(ref) else ulps > 0
-    location = np.unravel_index(int(np.argmax(finite)), finite.shape) if finite.size else ()
+    largest = int(np.argmax(finite)) if finite.size else 0
+    location = (
+        tuple(int(i) for i in np.unravel_index(largest, finite.shape))
+        if finite.size and finite.flat[largest] > 0
+        else None
+    )
     valid = abs_diff[~np.isnan(abs_diff)]
     return MapComparison(
         pixels=int(per_pixel.size),
         differing_pixels=int(np.count_nonzero(per_pixel)),
         bitwise_equal=ref.tobytes() == oth.tobytes(),
-        max_ulp=int(ulps.max(initial=0)),
+        max_ulp=int(numeric_ulps.max(initial=0)),
         max_abs=float(valid.max(initial=0.0)),
         mean_abs=float(valid.mean()) if valid.size else 0.0,
-        max_location=tuple(int(i) for i in location),
-        nan_mismatches=int(np.count_nonzero(ulps == NAN_ULP)),
+        max_location=location,
+        nan_mismatches=int(np.count_nonzero(nan_mismatch)),
         flips=int(np.count_nonzero(flip_mask(ref, oth, cutoff))),
         cutoff=cutoff,
     )

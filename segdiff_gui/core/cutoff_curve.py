@@ -50,6 +50,8 @@ def flip_curve(
     """
     if is_multiclass(reference):
         raise ValueError("multi-class maps flip on argmax; a cutoff curve does not apply")
+    if reference.shape != other.shape:
+        raise ValueError(f"maps differ in shape: {reference.shape} vs {other.shape}")
     a = np.asarray(reference, dtype=np.float32).ravel()
     b = np.asarray(other, dtype=np.float32).ravel()
     a = np.where(np.isnan(a), -np.inf, a)

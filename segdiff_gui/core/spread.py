@@ -8,56 +8,73 @@ class probabilities, which a change of ``margin`` in each can close from both si
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from segdiff_gui.core.analysis import NAN_ULP, is_multiclass, signed_difference, ulp_distance
+from segdiff_gui.core.analysis import is_multiclass, signed_difference, ulp_distance
 
 __all__ = ["RepeatVerdict", "at_risk_mask", "observed_margin", "repeat_verdict", "spread"]
 
 
 def spread(maps: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-pixel (per-class) minimum and maximum over ``maps``."""
+    """Per-pixel (per-class) minimum and maximum over ``maps``, ignoring NaN where a number
+    exists (a value that is NaN in every map stays NaN)."""
     stack = np.stack([np.asarray(m, dtype=np.float32) for m in maps])
-    return stack.min(axis=0), stack.max(axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN pixels: NaN is the answer
+        return np.nanmin(stack, axis=0), np.nanmax(stack, axis=0)
 
 
 @dataclass(frozen=True)
 class RepeatVerdict:
-    """Whether repeats of one configuration agree bit for bit, and if not, by how much."""
+    """Whether repeats of one configuration agree bit for bit, and if not, by how much.
+
+    ``max_spread`` and ``max_ulp`` measure max − min per pixel; ``varying_pixels`` counts
+    pixels whose value (or NaN-ness) differs between repeats.
+    """
 
     repeats: int
     deterministic: bool
     max_spread: float
     max_ulp: int
     varying_pixels: int
+    nan_pixels: int
 
     def sentence(self) -> str:
         if self.deterministic:
             return f"bitwise deterministic over {self.repeats} repeats"
+        if self.varying_pixels == 0:
+            return (
+                f"not bitwise identical over {self.repeats} repeats, but equal in value "
+                "(only the signs of zeros or NaN payloads differ)"
+            )
+        nans = f"; {self.nan_pixels:,} of them NaN in some repeats only" if self.nan_pixels else ""
         return (
             f"nondeterministic: max spread {self.max_spread:.3g} ({self.max_ulp:,} ULP), "
-            f"{self.varying_pixels:,} pixels vary over {self.repeats} repeats"
+            f"{self.varying_pixels:,} pixels vary over {self.repeats} repeats{nans}"
         )
 
 
 def repeat_verdict(maps: Sequence[np.ndarray]) -> RepeatVerdict:
-    first = np.asarray(maps[0], dtype=np.float32)
-    ulps = np.zeros(first.shape, dtype=np.int64)
-    for other in maps[1:]:
-        ulps = np.maximum(ulps, ulp_distance(first, other))
-    per_pixel = ulps.max(axis=-1) if is_multiclass(first) else ulps
+    stack = np.stack([np.asarray(m, dtype=np.float32) for m in maps])
     low, high = spread(maps)
+    nan_count = np.isnan(stack).sum(axis=0)
+    partly_nan = (nan_count > 0) & (nan_count < len(maps))
+    ulps = np.where(np.isnan(low), 0, ulp_distance(low, high))
+    varies = (ulps > 0) | partly_nan
+    if is_multiclass(stack[0]):
+        varies, partly_nan = varies.any(axis=-1), partly_nan.any(axis=-1)
     width = signed_difference(low, high)
-    finite = width[np.isfinite(width)]
     return RepeatVerdict(
         repeats=len(maps),
-        deterministic=all(first.tobytes() == np.asarray(m, np.float32).tobytes() for m in maps),
-        max_spread=float(finite.max(initial=0.0)),
-        max_ulp=int(min(per_pixel.max(initial=0), NAN_ULP)),
-        varying_pixels=int(np.count_nonzero(per_pixel)),
+        deterministic=all(stack[0].tobytes() == other.tobytes() for other in stack[1:]),
+        max_spread=float(np.nanmax(width, initial=0.0)),
+        max_ulp=int(ulps.max(initial=0)),
+        varying_pixels=int(np.count_nonzero(varies)),
+        nan_pixels=int(np.count_nonzero(partly_nan)),
     )
 
 

@@ -3,6 +3,7 @@ shows (CLI tables, reports, the CI gate, and the GUI's statistics panel)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -29,15 +30,19 @@ class StudyRun:
 
     @property
     def configuration(self) -> str:
-        return self.config.label()
+        """The label without its repeat: ``cpu b64`` (or ``server: cpu b64`` for a run merged
+        from another machine, which is never a repeat of a local one)."""
+        return _REPEAT_SUFFIX.sub("", self.label)
+
+
+_REPEAT_SUFFIX = re.compile(r" r\d+$")
 
 
 def default_reference(runs: Sequence[StudyRun]) -> StudyRun:
-    """The first batch-1 CPU run with default knobs (lowest repeat), else the first run."""
+    """This machine's first batch-1 CPU run with default knobs, else the first run."""
 
     def rank(run: StudyRun) -> tuple[int, int]:
-        plain_cpu = not run.config.is_gpu and run.configuration == "cpu b1"
-        return (0 if plain_cpu else 1, run.repeat)
+        return (0 if run.configuration == "cpu b1" else 1, run.repeat)
 
     return min(runs, key=rank)
 

@@ -100,7 +100,9 @@ def _pictures(study: Study, image: np.ndarray | None) -> str:
             key=lambda r: (study.comparisons[r.key].flips, study.comparisons[r.key].max_abs),
         )
         diff = signed_difference(ref, worst.probabilities)
-        diff = diff.max(axis=-1) if diff.ndim == 3 else diff
+        if diff.ndim == 3:  # per pixel, the class change of largest size, with its sign
+            largest = np.nanargmax(np.abs(np.nan_to_num(diff)), axis=-1)[..., None]
+            diff = np.take_along_axis(diff, largest, axis=-1)[..., 0]
         limit = float(np.nanmax(np.abs(diff), initial=0.0))
         figures.append(
             _figure(
@@ -194,7 +196,7 @@ def _summary_table(data: dict[str, Any]) -> str:
             f"{r['max_ulp']:,}",
             f"{r['max_abs']:.3g}",
             f"{r['mean_abs']:.3g}",
-            "×".join(map(str, r["max_location"])) if r["max_abs"] else "—",
+            ", ".join(map(str, r["max_location"])) if r["max_location"] else "—",
             f"{r['flips']:,}",
         ]
         for r in data["comparisons"]
@@ -207,7 +209,7 @@ def _summary_table(data: dict[str, Any]) -> str:
             "max ULP",
             "max |Δ|",
             "mean |Δ|",
-            "max at (row×col)",
+            "largest at (row, col[, class])",
             flips,
         ],
         rows,
@@ -268,6 +270,8 @@ def write_html_report(
 ({at_risk["margin"]:.3g}) of changing class.</li></ul>
 <h2>Pictures</h2>{_pictures(study, image)}
 <h2>Flips as a function of the cutoff</h2>{_curve_svg(data)}
+<p class="small">Sampled at {len(data["flip_curves"].get("cutoffs", []))} cutoffs; the table
+above gives the exact count at the operating cutoff.</p>
 <h2>Every pair of runs (max ULP / flips)</h2>{_table(["", *pairwise["labels"]], pair_rows)}
 <h2>Where each run ran</h2><div class="wide">{_provenance_tables(data)}</div>
 <p class="small">Values are float32 probability maps cached bit-exactly; ULP distances are

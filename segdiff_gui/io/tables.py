@@ -43,11 +43,16 @@ def write_pixel_csv(
     ref_values = _values_at(reference, ref_classes, rows, cols)
     columns: list[list[str]] = []
     header = ["row", "column", "why"]
+    multiclass = reference.probabilities.ndim == 3 and reference.probabilities.shape[-1] > 1
+    # Multi-class: the probability of the class the reference assigns, named in its column.
+    value_name = "p(reference class)" if multiclass else "value"
+    if multiclass:
+        header.append("reference class")
     for run in study.runs:
         values = _values_at(run, ref_classes, rows, cols)
         classes = class_map(run.probabilities, study.cutoff)[rows, cols]
         ulps = ulp_distance(ref_values, values)
-        header += [f"{run.label} {name}" for name in ("value", "bits", "ulp", "class")]
+        header += [f"{run.label} {name}" for name in (value_name, "bits", "ulp", "class")]
         columns += [
             [format_float32(v) for v in values],
             [float32_bits(v) for v in values],
@@ -59,8 +64,8 @@ def write_pixel_csv(
         writer = csv.writer(handle)
         writer.writerow(header)
         for index in range(len(rows)):
-            writer.writerow(
-                [int(rows[index]), int(cols[index]), str(why[index])]
-                + [column[index] for column in columns]
-            )
+            leading = [int(rows[index]), int(cols[index]), str(why[index])]
+            if multiclass:
+                leading.append(int(ref_classes[index]))
+            writer.writerow(leading + [column[index] for column in columns])
     return len(rows)

@@ -126,9 +126,11 @@ def merge_bundle(path: str | Path, cache: ResultCache) -> MergeResult:
                 result.conflicts.append(key)
                 continue
             elsewhere = hash_bytes(f"{key}:{_machine(incoming)}".encode())
+            host = incoming.provenance.get("hostname") or "elsewhere"
             incoming = replace(
                 incoming,
                 key=elsewhere,
+                label=f"{host}: {incoming.label}",  # never mistaken for a local repeat
                 provenance={**incoming.provenance, "merged_from_key": key},
             )
             result.from_other_machines.append(elsewhere)

@@ -143,3 +143,59 @@ def test_softmax_compare_uses_argmax(models, small_images, tmp_path):
     assert run.returncode == 0, run.stderr
     result = segdiff("compare", "--cache", cache)
     assert "class flips (argmax)" in result.stdout
+
+
+def test_ref_labels_are_narrowed_by_image_and_check_refuses_nothing(demo, tmp_path):
+    model, images = demo
+    cache = tmp_path / "two-images"
+    for target in ("cell_00.png", "cell_01.png"):
+        result = segdiff(
+            "run",
+            model,
+            *images,
+            "--target",
+            target,
+            "--cache",
+            cache,
+            "--config",
+            "batch=1",
+            "--config",
+            "precision=mixed_bfloat16",
+            "--repeats",
+            "1",
+        )
+        assert result.returncode == 0, result.stderr
+    ambiguous = segdiff(
+        "export",
+        "--cache",
+        cache,
+        "--ref",
+        "cpu b1 r0",
+        "--other",
+        "cpu b1 bf16 r0",
+        "--mask",
+        tmp_path / "m.npy",
+    )
+    assert ambiguous.returncode == 2 and "is ambiguous" in ambiguous.stderr
+    narrowed = segdiff(
+        "export",
+        "--cache",
+        cache,
+        "--image",
+        "cell_01.png",
+        "--ref",
+        "cpu b1 r0",
+        "--other",
+        "cpu b1 bf16 r0",
+        "--mask",
+        tmp_path / "m.npy",
+    )
+    assert narrowed.returncode == 0, narrowed.stderr
+    compared = json.loads(segdiff("compare", "--cache", cache, "--json").stdout)
+    assert sorted(study["image"] for study in compared) == ["cell_00.png", "cell_01.png"]
+    lonely = tmp_path / "lonely"
+    segdiff("run", model, images[0], "--cache", lonely, "--config", "batch=1", "--repeats", "1")
+    nothing = segdiff("check", "--cache", lonely)
+    assert nothing.returncode == 2 and "found no run to compare" in nothing.stderr
+    bad_bound = segdiff("check", "--cache", cache, "--max-abs", "nan")
+    assert bad_bound.returncode == 2 and "--max-abs" in bad_bound.stderr

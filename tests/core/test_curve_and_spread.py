@@ -79,3 +79,43 @@ def test_study_orders_reference_rows_and_pairs():
     assert pairs["max_ulp"][1][2] == 0
     with pytest.raises(ValueError, match="map shape"):
         Study([runs[0], StudyRun("k4", "x", RunConfig(), 0, np.zeros((2, 2), np.float32))])
+
+
+def test_spread_measures_max_minus_min_and_names_nan_and_zero_signs():
+    x = np.float32(0.3)
+    up, down = np.nextafter(x, np.float32(1)), np.nextafter(x, np.float32(0))
+    verdict = repeat_verdict([np.float32([[x]]), np.float32([[up]]), np.float32([[down]])])
+    assert verdict.max_ulp == 2 and verdict.varying_pixels == 1
+    zeros = repeat_verdict([np.float32([[0.0]]), np.float32([[-0.0]])])
+    assert not zeros.deterministic and zeros.varying_pixels == 0
+    assert "equal in value" in zeros.sentence()
+    nan = repeat_verdict([np.float32([[0.5, 0.2]]), np.float32([[np.nan, 0.2]])])
+    assert nan.nan_pixels == 1 and nan.varying_pixels == 1 and nan.max_ulp == 0
+    assert "1 of them NaN in some repeats only" in nan.sentence()
+
+
+def test_nan_is_counted_apart_from_ulps_and_location():
+    from segdiff_gui.core.analysis import compare_maps
+
+    result = compare_maps(np.full((4, 4), 0.2, np.float32), np.full((4, 4), np.nan, np.float32))
+    assert (result.nan_mismatches, result.max_ulp, result.max_location) == (16, 0, None)
+    assert (
+        compare_maps(np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float32)).max_location
+        is None
+    )
+
+
+def test_merged_runs_from_another_machine_are_not_repeats():
+    a = np.random.default_rng(8).random((8, 8), dtype=np.float32)
+    b = a.copy()
+    b[0, 0] = np.nextafter(b[0, 0], np.float32(2))
+    runs = [
+        StudyRun("k1", "cpu b1 r0", RunConfig(), 0, a),
+        StudyRun("k2", "cpu b1 r1", RunConfig(), 1, a.copy()),
+        StudyRun("k3", "server: cpu b1 r0", RunConfig(), 0, b),
+        StudyRun("k4", "server: cpu b1 r1", RunConfig(), 1, b.copy()),
+    ]
+    study = Study(runs)
+    assert study.reference.key == "k1"
+    assert all(v.deterministic for v in study.verdicts.values())
+    assert set(study.verdicts) == {"cpu b1", "server: cpu b1"}

@@ -147,6 +147,7 @@ def test_merge_keeps_another_machines_result_beside_ours(tmp_path):
     kept = laptop.read_run(elsewhere)
     assert kept.provenance["hostname"] == "gpu-server"
     assert kept.provenance["merged_from_key"] == "06" * 32
+    assert kept.label == "gpu-server: cpu b1 r0"
     assert merge_bundle(tmp_path / "server.h5", laptop).added == []  # merging twice: no copy
 
 
