@@ -78,15 +78,6 @@ def plain_sentences(study: Study) -> list[str]:
 
 def verdict_lines(study: Study) -> list[str]:
     lines = [f"{name}: {verdict.sentence()}." for name, verdict in study.verdicts.items()]
-    at_risk = int(study.at_risk.sum())
-    if study.margin > 0 and study.multiclass:
-        lines.append(
-            f"At-risk pixels (argmax): {at_risk:,} have their two most likely classes within "
-            f"twice the largest observed difference (2 × {study.margin:.3g}) of each other."
-        )
-    elif study.margin > 0:
-        lines.append(
-            f"At-risk pixels (cutoff {study.cutoff:g}): {at_risk:,} lie within the largest "
-            f"observed difference ({study.margin:.3g}) of the cutoff."
-        )
+    if study.margin > 0:
+        lines.append(study.at_risk_sentence())
     return lines

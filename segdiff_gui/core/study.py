@@ -111,6 +111,20 @@ class Study:
     def at_risk(self) -> np.ndarray:
         return at_risk_mask(self.reference.probabilities, self.margin, self.cutoff)
 
+    def at_risk_sentence(self) -> str:
+        pixels = int(self.at_risk.sum())
+        if self.margin <= 0:
+            return "At-risk pixels: none (no run differs from the reference)."
+        if self.multiclass:
+            return (
+                f"At-risk pixels (argmax): {pixels:,} have their two most likely classes within "
+                f"twice the largest observed difference (2 × {self.margin:.3g}) of each other."
+            )
+        return (
+            f"At-risk pixels (cutoff {self.cutoff:g}): {pixels:,} lie within the largest "
+            f"observed difference ({self.margin:.3g}) of the cutoff."
+        )
+
     def flips(self, other: StudyRun) -> np.ndarray:
         return flip_mask(self.reference.probabilities, other.probabilities, self.cutoff)
 

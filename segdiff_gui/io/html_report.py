@@ -175,6 +175,10 @@ def _curve_svg(data: dict[str, Any]) -> str:
         f'stroke-dasharray="4 3"/><text x="{x(cut) + 4}" y="{y(top) + 10}">'
         f"cutoff {cut:g}</text></svg>"
     )
+    parts.append(
+        f'<p class="small">Sampled at {len(cutoffs)} cutoffs; the table above gives '
+        "the exact count at the operating cutoff.</p>"
+    )
     return "".join(parts)
 
 
@@ -257,21 +261,19 @@ def write_html_report(
         or "<li>no repeats</li>"
     )
     at_risk = data["at_risk"]
+    cutoff = "" if data["kind"] == "softmax" else f" at cutoff <b>{data['cutoff']:g}</b>"
     title = f"segdiff report: {data.get('model', '')} on {data.get('image', '')}"
     html = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>{escape(title)}</title><style>{_STYLE}</style></head><body>
 <h1>{escape(title)}</h1>
 <p>Reference run <b>{escape(data["reference"]["label"])}</b>; class rule
-{escape(data["class_rule"])} at cutoff <b>{data["cutoff"]:g}</b>. Made by segdiff
+{escape(data["class_rule"])}{cutoff}. Made by segdiff
 {escape(data["segdiff_version"])} on {escape(data["created"])}.</p>
 <h2>Every run against the reference</h2>{_summary_table(data)}
 <h2>Determinism and risk</h2><ul>{verdicts}
-<li>At-risk pixels: {at_risk["pixels"]:,} lie within the largest observed difference
-({at_risk["margin"]:.3g}) of changing class.</li></ul>
+<li>{escape(at_risk["sentence"])}</li></ul>
 <h2>Pictures</h2>{_pictures(study, image)}
 <h2>Flips as a function of the cutoff</h2>{_curve_svg(data)}
-<p class="small">Sampled at {len(data["flip_curves"].get("cutoffs", []))} cutoffs; the table
-above gives the exact count at the operating cutoff.</p>
 <h2>Every pair of runs (max ULP / flips)</h2>{_table(["", *pairwise["labels"]], pair_rows)}
 <h2>Where each run ran</h2><div class="wide">{_provenance_tables(data)}</div>
 <p class="small">Values are float32 probability maps cached bit-exactly; ULP distances are

@@ -45,7 +45,11 @@ def report_data(
             name: {**asdict(verdict), "verdict": verdict.sentence()}
             for name, verdict in study.verdicts.items()
         },
-        "at_risk": {"margin": study.margin, "pixels": int(study.at_risk.sum())},
+        "at_risk": {
+            "margin": study.margin,
+            "pixels": int(study.at_risk.sum()),
+            "sentence": study.at_risk_sentence(),
+        },
         "flip_curves": {"cutoffs": np.linspace(0.0, 1.0, CURVE_POINTS).tolist(), **curves}
         if curves
         else {},
