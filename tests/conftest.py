@@ -54,6 +54,15 @@ def small_images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return paths
 
 
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> ResultCache:
+    """The demo's matrix, two repeats each, computed once for every test that reads it."""
+    root = tmp_path_factory.mktemp("demo-cache")
+    result = segdiff("demo", "--cache", root, "--repeats", "2")
+    assert result.returncode == 0, result.stderr
+    return ResultCache(root)
+
+
 def segdiff(
     *args: str | Path, env: dict[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:

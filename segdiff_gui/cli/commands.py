@@ -25,6 +25,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
+from segdiff_gui.runner.matrices import default_configs, demo_configs
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, check_model_path, plan_matrix
 from segdiff_gui.storage.bundle import BundleReader, is_bundle, merge_bundle, write_bundle
@@ -55,31 +56,6 @@ def _probe(cache: ResultCache, fresh: bool = False) -> dict[str, Any]:
         return probe_devices(cache.root, fresh=fresh)
     except ProbeError as error:
         raise InputError("tensorflow", str(error)) from None
-
-
-def default_configs(gpus: list[str]) -> list[RunConfig]:
-    """Batch 1 and 64 on every device."""
-    return [RunConfig(device=device, batch=batch) for device in ["cpu", *gpus] for batch in (1, 64)]
-
-
-def demo_configs(gpus: list[str]) -> list[RunConfig]:
-    """Knobs that change the demo's maps even on a 2-core CPU, plus every GPU that is present:
-    batch 1 and 64, one intra-op thread, XLA, bfloat16; on GPUs also TF32 off and determinism."""
-    configs = [
-        RunConfig(batch=1),
-        RunConfig(batch=64),
-        RunConfig(threads=1),
-        RunConfig(xla=True),
-        RunConfig(precision="mixed_bfloat16"),
-    ]
-    for gpu in gpus:
-        configs += [
-            RunConfig(device=gpu, batch=1),
-            RunConfig(device=gpu, batch=64),
-            RunConfig(device=gpu, tf32=False),
-            RunConfig(device=gpu, determinism=True),
-        ]
-    return configs
 
 
 def _run_matrix(

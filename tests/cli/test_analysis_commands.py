@@ -8,18 +8,9 @@ import pytest
 
 from segdiff_gui.core.analysis import flip_mask
 from segdiff_gui.io.masks import read_mask
-from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def demo_cache(tmp_path_factory):
-    root = tmp_path_factory.mktemp("demo-cache")
-    result = segdiff("demo", "--cache", root, "--repeats", "2")
-    assert result.returncode == 0, result.stderr
-    return ResultCache(root)
 
 
 def record(cache, label):

@@ -1,0 +1,34 @@
+"""The standard matrices: the default for ``segdiff run`` and the demo's, for both front ends."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from segdiff_gui.core.config import RunConfig
+
+__all__ = ["default_configs", "demo_configs"]
+
+
+def default_configs(gpus: Sequence[str]) -> list[RunConfig]:
+    """Batch 1 and 64 on every device."""
+    return [RunConfig(device=device, batch=batch) for device in ["cpu", *gpus] for batch in (1, 64)]
+
+
+def demo_configs(gpus: Sequence[str]) -> list[RunConfig]:
+    """Knobs that change the demo's maps even on a 2-core CPU, plus every GPU that is present:
+    batch 1 and 64, one intra-op thread, XLA, bfloat16; on GPUs also TF32 off and determinism."""
+    configs = [
+        RunConfig(batch=1),
+        RunConfig(batch=64),
+        RunConfig(threads=1),
+        RunConfig(xla=True),
+        RunConfig(precision="mixed_bfloat16"),
+    ]
+    for gpu in gpus:
+        configs += [
+            RunConfig(device=gpu, batch=1),
+            RunConfig(device=gpu, batch=64),
+            RunConfig(device=gpu, tf32=False),
+            RunConfig(device=gpu, determinism=True),
+        ]
+    return configs

@@ -1,0 +1,5 @@
+import sys
+
+from segdiff_gui.ui.app import main
+
+sys.exit(main())

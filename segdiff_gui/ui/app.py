@@ -1,0 +1,96 @@
+"""``segdiff-gui``: with no arguments it opens the bundled demo; ``segdiff-gui MODEL IMAGE...``
+opens a model on images; ``segdiff-gui --open BUNDLE.h5`` inspects results made elsewhere.
+
+TensorFlow is never imported here: inference runs in engine children."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from segdiff_gui import __version__
+from segdiff_gui.core.errors import InputError
+
+__all__ = ["build_window", "main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="segdiff-gui",
+        description="Inspect how a segmentation model's probability maps change between runs.",
+    )
+    parser.add_argument("model", nargs="?", help=".keras, .h5 or SavedModel folder")
+    parser.add_argument("images", nargs="*", help="images or folders (the first is the target)")
+    parser.add_argument("--open", metavar="BUNDLE", help="a bundle made by 'segdiff bundle'")
+    parser.add_argument("--cache", metavar="PATH", help="result cache folder")
+    parser.add_argument(
+        "--no-run", action="store_true", help="show cached results only; start nothing"
+    )
+    parser.add_argument("--version", action="version", version=f"segdiff-gui {__version__}")
+    return parser
+
+
+def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
+    """Make the model, session and window for ``argv`` (QApplication must exist)."""
+    from segdiff_gui.io.images import collect_images
+    from segdiff_gui.resources import demo_images, demo_model
+    from segdiff_gui.runner.matrices import default_configs, demo_configs
+    from segdiff_gui.runner.plan import check_model_path
+    from segdiff_gui.storage.bundle import BundleReader
+    from segdiff_gui.storage.cache import ResultCache
+    from segdiff_gui.ui.inspection import InspectionModel
+    from segdiff_gui.ui.main_window import MainWindow
+    from segdiff_gui.ui.session import BundleSession, MatrixSession
+
+    args = _parser().parse_args(list(argv))
+    model = InspectionModel()
+    cache = ResultCache(args.cache) if args.cache else ResultCache()
+    if args.open:
+        session: MatrixSession | BundleSession = BundleSession(BundleReader(args.open))
+        window = MainWindow(model, session)
+        groups = session.show(model)
+        window.run_panel.set_source(f"bundle {args.open}: {groups} model/image group(s)")
+        window.run_panel.run_button.setEnabled(False)
+        return window, args
+    if args.model:
+        if not args.images:
+            raise InputError(args.model, "give the images to run it on after the model")
+        session = MatrixSession(
+            check_model_path(args.model), collect_images(args.images), cache, default_configs
+        )
+    else:
+        session = MatrixSession(demo_model(), demo_images(), cache, demo_configs)
+    plan = session.plan_now()
+    window = MainWindow(model, session)
+    window.run_panel.set_source(
+        f"{Path(session.model_path).name} on {plan.images[plan.target].name} "
+        f"({len(plan.images)} images); cache {cache.root}"
+    )
+    window.run_panel.set_planned(
+        {run.key: run.label for run in plan.runs}, {run.key for run in plan.cached}
+    )
+    session.show_cached(model)
+    return window, args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("segdiff")
+    try:
+        window, args = build_window(sys.argv[1:] if argv is None else argv)
+    except InputError as error:
+        print(f"segdiff-gui: {error}", file=sys.stderr)
+        QMessageBox.critical(None, "segdiff", str(error))
+        return 2
+    window.show()
+    if not args.no_run and not args.open and window.run_panel.run_button.isEnabled():
+        window.start_runs()  # missing runs fill in as they finish
+    return int(app.exec())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""The cutoff: a slider and a spin box with six decimals, kept in sync. Dragging is throttled,
+so the views recompute the flips for the latest position only, never a backlog."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QWidget
+from superqt import QDoubleSlider
+from superqt.utils import qthrottled
+
+from segdiff_gui.ui.inspection import InspectionModel
+
+__all__ = ["CutoffControl"]
+
+DECIMALS = 6
+
+
+class CutoffControl(QWidget):
+    def __init__(self, model: InspectionModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.slider = QDoubleSlider(Qt.Orientation.Horizontal)
+        self.slider.setRange(0.0, 1.0)
+        self.slider.setValue(model.cutoff)
+        self.slider.setToolTip(
+            "Class cutoff for sigmoid maps: a pixel is foreground where "
+            "p >= cutoff. Flips update while you drag."
+        )
+        self.spin = QDoubleSpinBox()
+        self.spin.setDecimals(DECIMALS)
+        self.spin.setRange(0.0, 1.0)
+        self.spin.setSingleStep(10.0**-DECIMALS * 100)
+        self.spin.setValue(model.cutoff)
+        self.spin.setToolTip("Exact cutoff, to six decimals (e.g. 0.550000)")
+        self.count = QLabel()
+        self.count.setMinimumWidth(160)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(QLabel("cutoff"))
+        layout.addWidget(self.slider, 1)
+        layout.addWidget(self.spin)
+        layout.addWidget(self.count)
+        self.slider.valueChanged.connect(self._from_slider)
+        self.spin.valueChanged.connect(self._from_spin)
+        model.cutoff_changed.connect(self._show)
+        model.runs_changed.connect(lambda: self._show(model.cutoff))
+        model.reference_changed.connect(lambda: self._show(model.cutoff))
+        self._apply = qthrottled(self._apply_now, timeout=40, leading=True)
+
+    def _from_slider(self, value: float) -> None:
+        self.spin.blockSignals(True)
+        self.spin.setValue(value)
+        self.spin.blockSignals(False)
+        self._apply(value)
+
+    def _from_spin(self, value: float) -> None:
+        self.slider.blockSignals(True)
+        self.slider.setValue(value)
+        self.slider.blockSignals(False)
+        self._apply_now(value)
+
+    def _apply_now(self, value: float) -> None:
+        self.model.set_cutoff(round(float(value), DECIMALS))
+
+    def _show(self, cutoff: float) -> None:
+        for widget in (self.slider, self.spin):
+            widget.blockSignals(True)
+            widget.setValue(cutoff)
+            widget.blockSignals(False)
+        study = self.model.study
+        if study is None:
+            self.count.setText("")
+            return
+        flips = sum(row["flips"] for row in study.rows())
+        worst = max((row["flips"] for row in study.rows()), default=0)
+        rule = "argmax" if self.model.multiclass else f"p ≥ {cutoff:.6f}"
+        self.count.setText(f"{flips:,} flips in all ({worst:,} at most), {rule}")

@@ -1,0 +1,251 @@
+"""A grid of image views, one per run, linked in pan and zoom, sharing a crosshair and one
+colour bar with fixed levels, with flipped pixels drawn on top in a colour that stands out."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Signal
+from PySide6.QtWidgets import QWidget
+
+from segdiff_gui.core.analysis import class_map, signed_difference, ulp_distance
+from segdiff_gui.core.study import StudyRun
+from segdiff_gui.ui.inspection import InspectionModel
+
+__all__ = ["ProbabilityGridView"]
+
+FLIP_RGBA = (255, 0, 170, 255)  # magenta: stands out on viridis, on the diverging map and on gray
+AT_RISK_RGBA = (255, 200, 0, 110)
+_COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
+
+
+class _Panel:
+    """One run's view: underlay image, data image, flip overlay and crosshair."""
+
+    def __init__(self, plot: pg.PlotItem) -> None:
+        self.plot = plot
+        self.underlay = pg.ImageItem(axisOrder="row-major")
+        self.data = pg.ImageItem(axisOrder="row-major")
+        self.overlay = pg.ImageItem(axisOrder="row-major")
+        for z, item in enumerate((self.underlay, self.data, self.overlay)):
+            item.setZValue(z)
+            plot.addItem(item)
+        pen = pg.mkPen((255, 255, 255, 150), width=1)
+        self.vline = pg.InfiniteLine(angle=90, movable=False, pen=pen)
+        self.hline = pg.InfiniteLine(angle=0, movable=False, pen=pen)
+        for line in (self.vline, self.hline):
+            line.setZValue(5)
+            plot.addItem(line, ignoreBounds=True)
+
+
+class ProbabilityGridView(pg.GraphicsLayoutWidget):
+    """Views of every run of ``model``; emits the pixel under the mouse."""
+
+    pixel_hovered = Signal(int, int)
+
+    def __init__(self, model: InspectionModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.panels: dict[str, _Panel] = {}
+        self.colour_bar: pg.ColorBarItem | None = None
+        self.show_at_risk = False
+        self._user_moved_view = False
+        model.runs_changed.connect(self.rebuild)
+        model.reference_changed.connect(self.refresh)
+        model.mode_changed.connect(self.refresh)
+        model.class_changed.connect(self.refresh)
+        model.cutoff_changed.connect(self._on_cutoff)
+        model.pixel_selected.connect(self.move_crosshair)
+        model.image_opacity_changed.connect(self.refresh_underlay)
+        self._hover = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=60, slot=self._on_hover)
+        self.scene().sigMouseClicked.connect(self._on_click)
+
+    # building -------------------------------------------------------------------------------
+    def rebuild(self) -> None:
+        self.clear()
+        self.panels = {}
+        runs = self.model.runs
+        if not runs:
+            return
+        columns = math.ceil(math.sqrt(len(runs)))
+        first: pg.PlotItem | None = None
+        for index, run in enumerate(runs):
+            plot = self.addPlot(row=index // columns, col=index % columns, title=run.label)
+            plot.hideAxis("left")
+            plot.hideAxis("bottom")
+            plot.setAspectLocked(True)
+            plot.invertY(True)
+            plot.setMenuEnabled(False)
+            if first is None:
+                first = plot
+                plot.vb.sigRangeChangedManually.connect(self._on_manual_range)
+            else:
+                plot.setXLink(first)
+                plot.setYLink(first)
+            self.panels[run.key] = _Panel(plot)
+        self.colour_bar = pg.ColorBarItem(
+            values=(0.0, 1.0), colorMap="viridis", interactive=False, width=14
+        )
+        self.colour_bar.setImageItem([panel.data for panel in self.panels.values()])
+        self.addItem(self.colour_bar, row=0, col=columns, rowspan=math.ceil(len(runs) / columns))
+        self._user_moved_view = False
+        self.refresh()
+        self.show_whole_image()
+
+    # drawing --------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Redraw every image for the current mode, reference and class."""
+        model = self.model
+        reference = model.reference
+        if reference is None or not self.panels:
+            return
+        planes, levels = self._planes(reference)
+        colour_map = _COLOUR_MAPS[model.mode]
+        for run in model.runs:
+            panel = self.panels.get(run.key)
+            if panel is None:
+                continue
+            panel.data.setImage(planes[run.key], levels=levels, autoLevels=False)
+            title = run.label + ("  (reference)" if run.key == reference.key else "")
+            panel.plot.setTitle(title, size="9pt")
+        if self.colour_bar is not None:
+            if colour_map is None:
+                self.colour_bar.hide()
+            else:
+                self.colour_bar.show()
+                self.colour_bar.setColorMap(pg.colormap.get(colour_map))
+                self.colour_bar.setLevels(levels)
+        if colour_map is None:
+            lut = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, np.uint8)
+            for panel in self.panels.values():
+                panel.data.setLookupTable(lut[: max(2, self.model.class_count)])
+        self.refresh_underlay()
+        self.refresh_overlays()
+
+    def _planes(self, reference: StudyRun) -> tuple[dict[str, np.ndarray], tuple[float, float]]:
+        model = self.model
+        ref_plane = model.plane(reference)
+        if model.mode == "probability":
+            return {run.key: model.plane(run) for run in model.runs}, (0.0, 1.0)
+        if model.mode == "difference":
+            planes = {
+                run.key: signed_difference(ref_plane, model.plane(run)).astype(np.float32)
+                for run in model.runs
+            }
+            limit = (
+                max(
+                    (float(np.nanmax(np.abs(p), initial=0.0)) for p in planes.values()), default=0.0
+                )
+                or 1e-9
+            )
+            return planes, (-limit, limit)
+        if model.mode == "ulp":
+            planes = {
+                run.key: np.log10(1.0 + ulp_distance(ref_plane, model.plane(run))).astype(
+                    np.float32
+                )
+                for run in model.runs
+            }
+            top = max((float(p.max(initial=0.0)) for p in planes.values()), default=0.0) or 1.0
+            return planes, (0.0, top)
+        classes = {
+            run.key: class_map(run.probabilities, model.cutoff).astype(np.float32)
+            for run in model.runs
+        }
+        return classes, (0.0, float(max(1, model.class_count - 1)))
+
+    def refresh_overlays(self) -> None:
+        model = self.model
+        if model.reference is None:
+            return
+        at_risk = model.study.at_risk if (self.show_at_risk and model.study) else None
+        for run in model.runs:
+            panel = self.panels.get(run.key)
+            if panel is None:
+                continue
+            flips = model.flips(run)
+            rgba = np.zeros((*flips.shape, 4), dtype=np.uint8)
+            if at_risk is not None:
+                rgba[at_risk] = AT_RISK_RGBA
+            rgba[flips] = FLIP_RGBA
+            panel.overlay.setImage(rgba, autoLevels=False, levels=(0, 255))
+
+    def _on_cutoff(self, _cutoff: float) -> None:
+        # The class maps of the flips mode depend on the cutoff; the other modes only overlay.
+        if self.model.mode == "flips":
+            self.refresh()
+        else:
+            self.refresh_overlays()
+
+    def refresh_underlay(self) -> None:
+        image = self.model.image
+        opacity = self.model.image_opacity
+        for panel in self.panels.values():
+            if image is None or opacity <= 0:
+                panel.underlay.clear()
+                panel.data.setOpacity(1.0)
+                continue
+            gray = image.mean(axis=-1) if image.ndim == 3 else image
+            panel.underlay.setImage(gray.astype(np.float32), autoLevels=True)
+            panel.data.setOpacity(1.0 - 0.85 * opacity)
+
+    def move_crosshair(self, pixel: tuple[int, int] | None) -> None:
+        if pixel is None:
+            return
+        row, column = pixel
+        for panel in self.panels.values():
+            panel.vline.setPos(column + 0.5)
+            panel.hline.setPos(row + 0.5)
+
+    def _on_manual_range(self, *_: object) -> None:
+        self._user_moved_view = True
+
+    def resizeEvent(self, event: object) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)  # type: ignore[arg-type]
+        # Until the user pans or zooms, keep the whole image in view as the window settles.
+        if not getattr(self, "_user_moved_view", True):  # called once before __init__ ends
+            self.show_whole_image()
+
+    def show_whole_image(self) -> None:
+        """Fit the image (not the crosshair lines, which are infinite) in the linked views."""
+        if not self.model.runs or not self.panels:
+            return
+        height, width = self.model.runs[0].probabilities.shape[:2]
+        first = next(iter(self.panels.values())).plot
+        first.setRange(xRange=(0, width), yRange=(0, height), padding=0.02)
+
+    def centre_on(self, row: int, column: int) -> None:
+        """Pan (keeping the zoom) so the pixel is in the middle of every linked view."""
+        if not self.panels:
+            return
+        first = next(iter(self.panels.values())).plot
+        (x0, x1), (y0, y1) = first.viewRange()
+        half_w, half_h = (x1 - x0) / 2, (y1 - y0) / 2
+        first.setRange(
+            xRange=(column + 0.5 - half_w, column + 0.5 + half_w),
+            yRange=(row + 0.5 - half_h, row + 0.5 + half_h),
+            padding=0,
+        )
+
+    # mouse ----------------------------------------------------------------------------------
+    def _pixel_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
+        for panel in self.panels.values():
+            if panel.plot.vb.sceneBoundingRect().contains(scene_pos):
+                point = panel.data.mapFromScene(scene_pos)
+                row, column = int(math.floor(point.y())), int(math.floor(point.x()))
+                image = panel.data.image
+                if image is not None and 0 <= row < image.shape[0] and 0 <= column < image.shape[1]:
+                    return row, column
+        return None
+
+    def _on_hover(self, event: tuple[QPointF]) -> None:
+        pixel = self._pixel_at(event[0])
+        if pixel is not None:
+            self.pixel_hovered.emit(*pixel)
+
+    def _on_click(self, event: object) -> None:
+        pixel = self._pixel_at(event.scenePos())  # type: ignore[attr-defined]
+        if pixel is not None:
+            self.model.select_pixel(*pixel)

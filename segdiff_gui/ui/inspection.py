@@ -1,0 +1,186 @@
+"""What the window shows, without Qt: the runs of one model and image, the reference, the
+cutoff, the view mode, the class and the selected pixel. Widgets take this model and subscribe
+to its signals (psygnal, as napari does); they never call each other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from psygnal import Signal
+
+from segdiff_gui.core.analysis import class_map, flip_mask, is_multiclass, ulp_distance
+from segdiff_gui.core.floatfmt import float32_bits, format_float32
+from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.storage.studies import RunStore, natural_order
+
+__all__ = ["InspectionModel", "PixelValue", "ViewMode"]
+
+ViewMode = Literal["probability", "difference", "ulp", "flips"]
+VIEW_MODES: tuple[ViewMode, ...] = ("probability", "difference", "ulp", "flips")
+
+
+@dataclass(frozen=True)
+class PixelValue:
+    """One run's value at one pixel, exactly as the cache holds it."""
+
+    label: str
+    value: np.float32
+    text: str
+    bits: str
+    difference: float
+    ulps: int
+    class_index: int
+    is_reference: bool
+
+
+class InspectionModel:
+    runs_changed = Signal()
+    reference_changed = Signal()
+    cutoff_changed = Signal(float)
+    mode_changed = Signal(str)
+    class_changed = Signal(int)
+    pixel_selected = Signal(object)
+    image_opacity_changed = Signal(float)
+
+    def __init__(self) -> None:
+        self.runs: list[StudyRun] = []
+        self.records: dict[str, RunRecord] = {}
+        self.image: np.ndarray | None = None
+        self.reference_key: str | None = None
+        self.cutoff = 0.5
+        self.mode: ViewMode = "probability"
+        self.class_index = 0
+        self.selected_pixel: tuple[int, int] | None = None
+        self.image_opacity = 0.0
+        self._study: Study | None = None
+
+    # loading --------------------------------------------------------------------------------
+    def set_runs(self, store: RunStore, records: list[RunRecord]) -> None:
+        """Show ``records`` (one comparable group), read from ``store``."""
+        self.runs, self.records = [], {}
+        ordered = sorted(records, key=natural_order)
+        for record in ordered:
+            self._append(store, record)
+        self.image = store.read_image(ordered[0].target_hash) if ordered else None
+        self.reference_key = None
+        self._refresh()
+
+    def add_run(self, store: RunStore, record: RunRecord) -> None:
+        """A run finished while the window is open: it appears in its place in the grid."""
+        if record.key in self.records:
+            return
+        if self.runs and record.map_shape != self.runs[0].probabilities.shape:
+            return  # not comparable with what is shown
+        self._append(store, record)
+        self.runs.sort(key=lambda run: natural_order(self.records[run.key]))
+        if self.image is None:
+            self.image = store.read_image(record.target_hash)
+        self._refresh()
+
+    def _append(self, store: RunStore, record: RunRecord) -> None:
+        full = store.read_run(record.key)
+        assert full.probabilities is not None
+        self.records[record.key] = record
+        self.runs.append(
+            StudyRun(record.key, record.label, record.run_config, record.repeat, full.probabilities)
+        )
+
+    def _refresh(self) -> None:
+        self._study = None
+        self.runs_changed.emit()
+
+    # state ----------------------------------------------------------------------------------
+    @property
+    def study(self) -> Study | None:
+        if self._study is None and self.runs:
+            reference = next((r for r in self.runs if r.key == self.reference_key), None)
+            self._study = Study(self.runs, cutoff=self.cutoff, reference=reference)
+        return self._study
+
+    @property
+    def reference(self) -> StudyRun | None:
+        return self.study.reference if self.study else None
+
+    @property
+    def multiclass(self) -> bool:
+        return bool(self.runs) and is_multiclass(self.runs[0].probabilities)
+
+    @property
+    def class_count(self) -> int:
+        shape = self.runs[0].probabilities.shape if self.runs else ()
+        return shape[-1] if len(shape) == 3 else 1
+
+    def set_reference(self, key: str) -> None:
+        if key != self.reference_key:
+            self.reference_key = key
+            self._study = None
+            self.reference_changed.emit()
+
+    def set_cutoff(self, cutoff: float) -> None:
+        cutoff = float(min(max(cutoff, 0.0), 1.0))
+        if cutoff != self.cutoff:
+            self.cutoff = cutoff
+            self._study = None
+            self.cutoff_changed.emit(cutoff)
+
+    def set_mode(self, mode: ViewMode) -> None:
+        if mode not in VIEW_MODES:
+            raise ValueError(f"unknown view mode {mode!r}")
+        if mode != self.mode:
+            self.mode = mode
+            self.mode_changed.emit(mode)
+
+    def set_class(self, index: int) -> None:
+        if index != self.class_index:
+            self.class_index = index
+            self.class_changed.emit(index)
+
+    def set_image_opacity(self, opacity: float) -> None:
+        self.image_opacity = opacity
+        self.image_opacity_changed.emit(opacity)
+
+    def select_pixel(self, row: int, column: int) -> None:
+        shape = self.runs[0].probabilities.shape if self.runs else (0, 0)
+        if 0 <= row < shape[0] and 0 <= column < shape[1]:
+            self.selected_pixel = (row, column)
+            self.pixel_selected.emit(self.selected_pixel)
+
+    # answers --------------------------------------------------------------------------------
+    def plane(self, run: StudyRun) -> np.ndarray:
+        """The H×W float32 plane shown for ``run``: the map, or the chosen class of it."""
+        data = run.probabilities
+        return data[..., self.class_index] if data.ndim == 3 else data
+
+    def flips(self, run: StudyRun) -> np.ndarray:
+        reference = self.reference
+        if reference is None:
+            return np.zeros((0, 0), dtype=bool)
+        mask: np.ndarray = flip_mask(reference.probabilities, run.probabilities, self.cutoff)
+        return mask
+
+    def pixel_values(self, row: int, column: int) -> list[PixelValue]:
+        """Every run's exact value at a pixel, with its difference and ULPs to the reference."""
+        reference = self.reference
+        if reference is None:
+            return []
+        ref_value = np.float32(self.plane(reference)[row, column])
+        values = []
+        for run in self.runs:
+            value = np.float32(self.plane(run)[row, column])
+            classes = class_map(run.probabilities[row : row + 1, column : column + 1], self.cutoff)
+            values.append(
+                PixelValue(
+                    label=run.label,
+                    value=value,
+                    text=format_float32(value),
+                    bits=float32_bits(value),
+                    difference=float(np.float64(value) - np.float64(ref_value)),
+                    ulps=int(ulp_distance(np.float32(ref_value), value)),
+                    class_index=int(classes[0, 0]),
+                    is_reference=run.key == reference.key,
+                )
+            )
+        return values

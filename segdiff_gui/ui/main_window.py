@@ -1,0 +1,295 @@
+"""The segdiff-gui main window: views in the middle, the cutoff and view controls on top,
+the inspector and statistics on the right, the matrix and its progress on the left."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShowEvent
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QTabWidget,
+    QToolBar,
+)
+from superqt import QLabeledDoubleSlider
+
+from segdiff_gui import __version__
+from segdiff_gui.core.floatfmt import format_float32
+from segdiff_gui.core.progress import AllDone, Message
+from segdiff_gui.io.masks import write_mask
+from segdiff_gui.ui.cutoff_control import CutoffControl
+from segdiff_gui.ui.grid_view import ProbabilityGridView
+from segdiff_gui.ui.inspection import VIEW_MODES, InspectionModel
+from segdiff_gui.ui.inspector import PixelInspector
+from segdiff_gui.ui.run_panel import RunPanel
+from segdiff_gui.ui.session import BundleSession, MatrixSession
+from segdiff_gui.ui.stats_panel import StatsPanel
+from segdiff_gui.ui.worker import MatrixWorker
+
+__all__ = ["MainWindow"]
+
+_MODE_TIPS = {
+    "probability": "The probability maps, levels fixed to [0, 1] so runs compare",
+    "difference": "Each run minus the reference (blue below, red above), symmetric levels",
+    "ulp": "|difference| in float32 ULPs, log scale: 1-ULP changes are visible",
+    "flips": "The class of every pixel at the cutoff; flips are highlighted",
+}
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, model: InspectionModel, session: MatrixSession | BundleSession) -> None:
+        super().__init__()
+        self.model = model
+        self.session = session
+        self.worker: MatrixWorker | None = None
+        self.setWindowTitle(f"segdiff {__version__}")
+        self.grid = ProbabilityGridView(model)
+        self.setCentralWidget(self.grid)
+        self.cutoff = CutoffControl(model)
+        self.inspector = PixelInspector(model)
+        self.stats = StatsPanel(model)
+        self.run_panel = RunPanel()
+        self._build_toolbar()
+        self._build_docks()
+        self._build_menus()
+        self.hover_label = QLabel()
+        self.statusBar().addPermanentWidget(self.hover_label)
+        self.grid.pixel_hovered.connect(self._show_hover)
+        self.run_panel.run_requested.connect(self.start_runs)
+        self.run_panel.cancel_requested.connect(self.cancel_runs)
+        model.runs_changed.connect(self._runs_changed)
+        self._flip_cursor = -1
+        self._restore_layout()
+
+    # construction ---------------------------------------------------------------------------
+    def _build_toolbar(self) -> None:
+        bar = QToolBar("View")
+        bar.setObjectName("view-toolbar")
+        bar.setMovable(False)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
+        bar.addWidget(self.cutoff)
+        bar.addSeparator()
+        self.mode_box = QComboBox()
+        for mode in VIEW_MODES:
+            self.mode_box.addItem(mode)
+            self.mode_box.setItemData(
+                self.mode_box.count() - 1, _MODE_TIPS[mode], Qt.ItemDataRole.ToolTipRole
+            )
+        self.mode_box.setToolTip("What the views show")
+        self.mode_box.currentTextChanged.connect(self.model.set_mode)
+        bar.addWidget(QLabel(" view "))
+        bar.addWidget(self.mode_box)
+        self.reference_box = QComboBox()
+        self.reference_box.setToolTip("The run every other run is compared with")
+        self.reference_box.currentIndexChanged.connect(self._reference_chosen)
+        bar.addWidget(QLabel(" reference "))
+        bar.addWidget(self.reference_box)
+        self.class_box = QComboBox()
+        self.class_box.setToolTip("Which class of a multi-class map the views show")
+        self.class_box.currentIndexChanged.connect(
+            lambda index: self.model.set_class(max(index, 0))
+        )
+        self.class_label = QLabel(" class ")
+        bar.addWidget(self.class_label)
+        bar.addWidget(self.class_box)
+        self.opacity = QLabeledDoubleSlider(Qt.Orientation.Horizontal)
+        self.opacity.setRange(0.0, 1.0)
+        self.opacity.setValue(0.0)
+        self.opacity.setMaximumWidth(160)
+        self.opacity.setToolTip("Show the input image under the maps")
+        self.opacity.valueChanged.connect(self.model.set_image_opacity)
+        bar.addWidget(QLabel(" image "))
+        bar.addWidget(self.opacity)
+        self.at_risk_box = QCheckBox("at-risk")
+        self.at_risk_box.setToolTip(
+            "Shade pixels whose class the observed differences could change at this cutoff"
+        )
+        self.at_risk_box.toggled.connect(self._toggle_at_risk)
+        bar.addWidget(self.at_risk_box)
+
+    def _build_docks(self) -> None:
+        tabs = QTabWidget()
+        tabs.addTab(self.inspector, "Inspector")
+        tabs.addTab(self.stats, "Statistics")
+        right = QDockWidget("Pixel and statistics", self)
+        right.setObjectName("right-dock")
+        right.setWidget(tabs)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, right)
+        left = QDockWidget("Runs", self)
+        left.setObjectName("runs-dock")
+        left.setWidget(self.run_panel)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, left)
+        self.tabs = tabs
+        # The views are what people came for: give them the room, the docks a fair share.
+        self.resizeDocks([left, right], [250, 420], Qt.Orientation.Horizontal)
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self._action(file_menu, "Export flip &mask…", self.export_mask, "Ctrl+E")
+        file_menu.addSeparator()
+        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        view_menu = self.menuBar().addMenu("&View")
+        for index, mode in enumerate(VIEW_MODES, start=1):
+            self._action(
+                view_menu,
+                f"&{mode.capitalize()}",
+                lambda m=mode: self.mode_box.setCurrentText(m),
+                f"Ctrl+{index}",
+            )
+        view_menu.addSeparator()
+        self._action(view_menu, "&Next flip", lambda: self.step_flip(+1), "N")
+        self._action(view_menu, "&Previous flip", lambda: self.step_flip(-1), "P")
+        run_menu = self.menuBar().addMenu("&Run")
+        self._action(run_menu, "&Run missing", self.start_runs, "Ctrl+R")
+        self._action(run_menu, "&Cancel", self.cancel_runs, "Ctrl+.")
+        help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "&About segdiff", self.about)
+
+    def _action(self, menu: object, text: str, slot: object, shortcut: object = None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))  # type: ignore[arg-type]
+        action.triggered.connect(slot)  # type: ignore[arg-type]
+        menu.addAction(action)  # type: ignore[attr-defined]
+        return action
+
+    # reacting -------------------------------------------------------------------------------
+    def _runs_changed(self) -> None:
+        self.reference_box.blockSignals(True)
+        self.reference_box.clear()
+        for run in self.model.runs:
+            self.reference_box.addItem(run.label, run.key)
+        reference = self.model.reference
+        if reference is not None:
+            self.reference_box.setCurrentIndex(self.reference_box.findData(reference.key))
+        self.reference_box.blockSignals(False)
+        multiclass = self.model.multiclass
+        self.class_box.setVisible(multiclass)
+        self.class_label.setVisible(multiclass)
+        if multiclass and self.class_box.count() != self.model.class_count:
+            self.class_box.clear()
+            self.class_box.addItems([f"class {i}" for i in range(self.model.class_count)])
+        if self.model.selected_pixel is None and self.model.runs:
+            shape = self.model.runs[0].probabilities.shape
+            self.model.select_pixel(shape[0] // 2, shape[1] // 2)
+
+    def _reference_chosen(self, index: int) -> None:
+        key = self.reference_box.itemData(index)
+        if key:
+            self.model.set_reference(key)
+
+    def _toggle_at_risk(self, on: bool) -> None:
+        self.grid.show_at_risk = on
+        self.grid.refresh_overlays()
+
+    def _show_hover(self, row: int, column: int) -> None:
+        reference = self.model.reference
+        if reference is None:
+            return
+        value = self.model.plane(reference)[row, column]
+        self.hover_label.setText(
+            f"row {row}, column {column}: {format_float32(value)} ({reference.label})"
+        )
+
+    def step_flip(self, direction: int) -> None:
+        """Walk through the pixels that flip in any run, centring the views on each."""
+        study = self.model.study
+        if study is None:
+            return
+        rows, columns = np.nonzero(study.any_flips())
+        if rows.size == 0:
+            self.statusBar().showMessage("No pixel flips at this cutoff.", 4000)
+            return
+        self._flip_cursor = (self._flip_cursor + direction) % rows.size
+        row, column = int(rows[self._flip_cursor]), int(columns[self._flip_cursor])
+        self.model.select_pixel(row, column)
+        self.grid.centre_on(row, column)
+        self.statusBar().showMessage(
+            f"flip {self._flip_cursor + 1} of {rows.size} at row {row}, column {column}", 4000
+        )
+
+    # running --------------------------------------------------------------------------------
+    def start_runs(self) -> None:
+        if not isinstance(self.session, MatrixSession) or self.worker is not None:
+            return
+        session = self.session
+        self.worker = MatrixWorker(session.plan_with_devices)
+        self.worker.message.connect(self._on_message)
+        self.worker.failed.connect(lambda text: self.run_panel.status.setText(text))
+        self.worker.finished.connect(self._worker_done)
+        self.run_panel.set_running(True)
+        self.worker.start()
+
+    def _on_message(self, message: Message) -> None:
+        self.run_panel.show_message(message)
+        if isinstance(self.session, MatrixSession):
+            self.session.absorb(self.model, message)
+        if isinstance(message, AllDone):
+            self.statusBar().showMessage(self.run_panel.status.text(), 8000)
+
+    def _worker_done(self) -> None:
+        self.run_panel.set_running(False)
+        self.worker = None
+
+    def cancel_runs(self) -> None:
+        if self.worker is not None:
+            self.worker.cancel()
+
+    # exports and dialogs --------------------------------------------------------------------
+    def export_mask(self) -> None:
+        study = self.model.study
+        if study is None or not study.others:
+            QMessageBox.information(self, "Export flip mask", "There is no run to compare.")
+            return
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export flip mask", "flips.png", "Images (*.png *.tif);;NumPy (*.npy)"
+        )
+        if path:
+            write_mask(path, study.any_flips())
+            self.statusBar().showMessage(f"wrote {path}", 6000)
+
+    def about(self) -> None:
+        import pyqtgraph
+        import PySide6
+
+        QMessageBox.about(
+            self,
+            "About segdiff",
+            (
+                f"<b>segdiff {__version__}</b><br>Which pixels of a segmentation model's "
+                "probability map change with the device, batch size, precision or the next run."
+                f"<br><br>Qt (PySide6) {PySide6.__version__}, pyqtgraph {pyqtgraph.__version__}"
+            ),
+        )
+
+    # lifetime -------------------------------------------------------------------------------
+    def _restore_layout(self) -> None:
+        settings = QSettings("segdiff", "segdiff-gui")
+        geometry = settings.value("geometry")
+        state = settings.value("state")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1400, 860)
+        if isinstance(state, QByteArray):
+            self.restoreState(state)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        QTimer.singleShot(0, self.grid.show_whole_image)  # once the layout has its sizes
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
+        """Cancel a running matrix cleanly: kill the child, wait for the worker, then close."""
+        if self.worker is not None:
+            self.worker.cancel()
+            self.worker.wait(30_000)
+        settings = QSettings("segdiff", "segdiff-gui")
+        settings.setValue("geometry", self.saveGeometry())
+        settings.setValue("state", self.saveState())
+        super().closeEvent(event)

@@ -1,0 +1,131 @@
+"""The matrix and its progress: every planned run with its state, a bar for the matrix and one
+for the run in flight, Run and Cancel. Failures are listed here, never as a storm of dialogs."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from segdiff_gui.core.progress import (
+    AllDone,
+    BatchProgress,
+    ChildFatal,
+    Message,
+    PlanReady,
+    RunCached,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+)
+
+__all__ = ["RunPanel"]
+
+_STATES = {"queued": "○", "cached": "●", "running": "◐", "finished": "●", "failed": "✕"}
+
+
+class RunPanel(QWidget):
+    run_requested = Signal()
+    cancel_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.source = QLabel()
+        self.source.setWordWrap(True)
+        self.runs = QListWidget()
+        self.runs.setToolTip("● cached or finished, ◐ running, ○ queued, ✕ failed (hover for why)")
+        self.matrix_bar = QProgressBar()
+        self.matrix_bar.setFormat("matrix %v / %m")
+        self.run_bar = QProgressBar()
+        self.run_bar.setFormat("%p%")
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.run_button = QPushButton("Run missing")
+        self.run_button.setToolTip("Compute every run of the matrix that is not cached yet")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop now: the run in flight is lost, finished runs stay")
+        self.cancel_button.setEnabled(False)
+        self.run_button.clicked.connect(self.run_requested)
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.cancel_button)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.source)
+        layout.addWidget(self.runs, 1)
+        layout.addWidget(self.matrix_bar)
+        layout.addWidget(self.run_bar)
+        layout.addWidget(self.status)
+        layout.addLayout(buttons)
+        self._items: dict[str, QListWidgetItem] = {}
+
+    def set_source(self, text: str) -> None:
+        self.source.setText(text)
+
+    def set_planned(self, labels: dict[str, str], cached: set[str]) -> None:
+        self.runs.clear()
+        self._items = {}
+        for key, label in labels.items():
+            item = QListWidgetItem()
+            self._items[key] = item
+            self.runs.addItem(item)
+            self._set_state(key, label, "cached" if key in cached else "queued")
+        self.matrix_bar.setRange(0, max(1, len(labels) - len(cached)))
+        self.matrix_bar.setValue(0)
+        self.run_button.setEnabled(len(cached) < len(labels))
+
+    def _set_state(self, key: str, label: str, state: str, tip: str = "") -> None:
+        item = self._items.get(key)
+        if item is None:
+            item = QListWidgetItem()
+            self._items[key] = item
+            self.runs.addItem(item)
+        item.setText(f"{_STATES[state]} {label} — {state}")
+        item.setToolTip(tip or state)
+
+    def set_running(self, running: bool) -> None:
+        self.cancel_button.setEnabled(running)
+        self.run_button.setEnabled(not running)
+
+    def show_message(self, message: Message) -> None:
+        if isinstance(message, PlanReady):
+            self.matrix_bar.setRange(0, max(1, message.total - message.cached))
+            self.matrix_bar.setValue(0)
+        elif isinstance(message, RunCached):
+            self._set_state(message.key, message.label, "cached")
+        elif isinstance(message, RunStarted):
+            self._set_state(message.key, message.label, "running")
+            self.run_bar.setValue(0)
+            self.status.setText(f"running {message.label}")
+        elif isinstance(message, BatchProgress):
+            self.run_bar.setRange(0, message.steps)
+            self.run_bar.setValue(message.step)
+        elif isinstance(message, RunFinished):
+            self._set_state(
+                message.key,
+                message.label,
+                "finished",
+                f"{message.seconds:.2f} s on {message.device}",
+            )
+            self.matrix_bar.setValue(self.matrix_bar.value() + 1)
+        elif isinstance(message, RunFailed):
+            self._set_state(message.key, message.label, "failed", message.error)
+            self.matrix_bar.setValue(self.matrix_bar.value() + 1)
+            self.status.setText(f"{message.label} failed: {message.error}")
+        elif isinstance(message, ChildFatal):
+            self.status.setText(message.error)
+        elif isinstance(message, AllDone):
+            cancelled = " (cancelled)" if message.cancelled else ""
+            self.status.setText(
+                f"done{cancelled}: {message.finished} computed, "
+                f"{message.cached} cached, {message.failed} failed"
+            )
+            self.run_bar.setValue(self.run_bar.maximum())

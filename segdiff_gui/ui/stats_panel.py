@@ -1,0 +1,93 @@
+"""Every run against the reference, determinism verdicts, and the flips-vs-cutoff curve with
+a marker at the current cutoff."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from segdiff_gui.ui.inspection import InspectionModel
+
+__all__ = ["StatsPanel"]
+
+COLUMNS = ("run", "max |Δ|", "mean |Δ|", "max ULP", "differing", "flips")
+_PENS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
+
+
+class StatsPanel(QWidget):
+    def __init__(self, model: InspectionModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.verdicts = QLabel()
+        self.verdicts.setWordWrap(True)
+        self.curve_plot = pg.PlotWidget(background="w")
+        self.curve_plot.setLabel("bottom", "cutoff")
+        self.curve_plot.setLabel("left", "flipped pixels")
+        self.curve_plot.setLogMode(y=False)
+        self.curve_plot.setMinimumHeight(160)
+        self.marker = pg.InfiniteLine(
+            angle=90, movable=False, pen=pg.mkPen("k", style=Qt.PenStyle.DashLine)
+        )
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.table, 2)
+        layout.addWidget(self.verdicts)
+        layout.addWidget(self.curve_plot, 1)
+        model.runs_changed.connect(self.refresh)
+        model.reference_changed.connect(self.refresh)
+        model.cutoff_changed.connect(self.refresh_table)
+
+    def refresh(self) -> None:
+        self.refresh_table()
+        self.refresh_curves()
+
+    def refresh_table(self, *_: object) -> None:
+        study = self.model.study
+        if study is None:
+            return
+        rows = study.rows()
+        self.table.setRowCount(len(rows))
+        for index, row in enumerate(rows):
+            cells = (
+                row["label"],
+                f"{row['max_abs']:.3g}",
+                f"{row['mean_abs']:.3g}",
+                f"{row['max_ulp']:,}",
+                f"{row['differing_pixels']:,}",
+                f"{row['flips']:,}",
+            )
+            for column, text in enumerate(cells):
+                self.table.setItem(index, column, QTableWidgetItem(text))
+        lines = [f"{name}: {verdict.sentence()}" for name, verdict in study.verdicts.items()]
+        lines.append(study.at_risk_sentence())
+        self.verdicts.setText("\n".join(lines))
+        self.marker.setPos(self.model.cutoff)
+
+    def refresh_curves(self) -> None:
+        study = self.model.study
+        self.curve_plot.clear()
+        if study is None or study.multiclass:
+            self.curve_plot.setTitle("argmax: no cutoff curve" if study else "")
+            return
+        self.curve_plot.setTitle("flips vs cutoff")
+        grid = np.linspace(0.0, 1.0, 501)
+        for index, run in enumerate(study.others):
+            counts = study.curve(run).at(grid)
+            self.curve_plot.plot(
+                grid, counts, pen=pg.mkPen(_PENS[index % len(_PENS)]), name=run.label
+            )
+        self.curve_plot.addItem(self.marker)
+        self.marker.setPos(self.model.cutoff)

@@ -1,0 +1,146 @@
+"""The real main window on real demo results (pytest-qt, offscreen)."""
+
+import numpy as np
+import psutil
+import pytest
+from PySide6.QtCore import QPointF, Qt
+
+from segdiff_gui.core.analysis import compare_maps, flip_mask
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.floatfmt import float32_bits, format_float32
+from segdiff_gui.core.progress import RunFailed, RunFinished
+from segdiff_gui.io.masks import read_mask
+from segdiff_gui.storage import ResultCache
+
+pytestmark = pytest.mark.slow
+
+
+def click_pixel(qtbot, window, row, column):
+    qtbot.wait(50)  # let the views settle their range first
+    panel = next(iter(window.grid.panels.values()))
+    scene = panel.data.mapToScene(QPointF(column + 0.5, row + 0.5))
+    point = window.grid.mapFromScene(scene)
+    # pyqtgraph turns a press and a later release without a drag into a click.
+    qtbot.mousePress(window.grid.viewport(), Qt.MouseButton.LeftButton, pos=point)
+    qtbot.mouseRelease(window.grid.viewport(), Qt.MouseButton.LeftButton, pos=point, delay=30)
+
+
+def test_clicking_a_pixel_shows_the_cached_bits(window_for, demo_cache, qtbot):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    assert len(window.model.runs) == 10
+    click_pixel(qtbot, window, 100, 120)
+    row, column = window.model.selected_pixel
+    assert abs(row - 100) <= 1 and abs(column - 120) <= 1  # the click lands on whole screen pixels
+    table = window.inspector.table
+    labels = [table.item(i, 0).text().replace(" (reference)", "") for i in range(table.rowCount())]
+    for index, label in enumerate(labels):
+        (record,) = [r for r in demo_cache.records() if r.label == label]
+        cached = demo_cache.read_run(record.key).probabilities[row, column]
+        assert table.item(index, 1).text() == format_float32(cached)
+        assert table.item(index, 2).text() == float32_bits(cached)
+    assert window.inspector.as_tsv().startswith("run\tvalue\tbits")
+
+
+def test_moving_the_cutoff_gives_the_flip_counts_of_core(window_for, demo_cache, qtbot):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    window.cutoff.spin.setValue(0.55)
+    qtbot.waitUntil(lambda: window.model.cutoff == 0.55)
+    reference = window.model.reference
+    for run in window.model.runs:
+        expected = compare_maps(reference.probabilities, run.probabilities, 0.55).flips
+        assert int(window.model.flips(run).sum()) == expected
+    total = sum(row["flips"] for row in window.model.study.rows())
+    assert f"{total:,} flips in all" in window.cutoff.count.text()
+    window.cutoff.slider.setValue(0.3)
+    qtbot.waitUntil(lambda: window.model.cutoff == pytest.approx(0.3))
+    assert window.cutoff.spin.value() == pytest.approx(0.3)
+
+
+def test_export_writes_the_mask_core_computes(window_for, demo_cache, qtbot, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    target = tmp_path / "flips.png"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
+    window.export_mask()
+    reference = window.model.reference.probabilities
+    expected = np.zeros(reference.shape, dtype=bool)
+    for run in window.model.runs:
+        expected |= flip_mask(reference, run.probabilities, window.model.cutoff)
+    assert np.array_equal(read_mask(target), expected) and expected.any()
+
+
+def test_modes_and_reference_switch_without_errors(window_for, demo_cache, qtbot):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    for mode in ("difference", "ulp", "flips", "probability"):
+        window.mode_box.setCurrentText(mode)
+        assert window.model.mode == mode
+    window.reference_box.setCurrentIndex(2)
+    assert window.model.reference.key == window.reference_box.itemData(2)
+    window.step_flip(+1)
+    assert window.model.selected_pixel is not None
+
+
+def children_of_this_process():
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "segdiff_gui.engine" in " ".join(p.cmdline())
+    ]
+
+
+def test_a_failed_run_is_shown_and_the_rest_complete(qtbot, models, small_images, tmp_path):
+    from segdiff_gui.ui.inspection import InspectionModel
+    from segdiff_gui.ui.main_window import MainWindow
+    from segdiff_gui.ui.session import MatrixSession
+
+    cache = ResultCache(tmp_path / "cache")
+    session = MatrixSession(
+        models / "tiny.keras",
+        small_images,
+        cache,
+        lambda gpus: [RunConfig(), RunConfig(device="gpu:7"), RunConfig(batch=4)],
+        repeats=1,
+    )
+    session.plan_now()
+    window = MainWindow(InspectionModel(), session)
+    qtbot.addWidget(window)
+    messages = []
+    window.start_runs()
+    window.worker.message.connect(messages.append)
+    qtbot.waitUntil(lambda: window.worker is None, timeout=120_000)
+    failed = [m for m in messages if isinstance(m, RunFailed)]
+    assert [m.label for m in failed] == ["gpu:7 b1 r0"]
+    assert sum(isinstance(m, RunFinished) for m in messages) == 2
+    assert len(window.model.runs) == 2
+    items = [window.run_panel.runs.item(i).text() for i in range(window.run_panel.runs.count())]
+    assert any("gpu:7 b1 r0 — failed" in text for text in items)
+
+
+def test_closing_while_running_cancels_and_leaves_no_child(
+    qtbot, models, small_images, tmp_path, monkeypatch
+):
+    from segdiff_gui.ui.inspection import InspectionModel
+    from segdiff_gui.ui.main_window import MainWindow
+    from segdiff_gui.ui.session import MatrixSession
+
+    monkeypatch.setenv("SEGDIFF_TEST_HANG_ON", "cpu b2 r0")
+    cache = ResultCache(tmp_path / "cache")
+    session = MatrixSession(
+        models / "tiny.keras",
+        small_images,
+        cache,
+        lambda gpus: [RunConfig(), RunConfig(batch=2)],
+        repeats=1,
+    )
+    session.plan_now()
+    window = MainWindow(InspectionModel(), session)
+    qtbot.addWidget(window)
+    window.show()
+    window.start_runs()
+    qtbot.waitUntil(lambda: "running cpu b2 r0" in window.run_panel.status.text(), timeout=120_000)
+    assert children_of_this_process()
+    window.close()
+    assert window.worker is None or window.worker.isFinished()
+    assert children_of_this_process() == []
+    assert len(window.model.runs) == 1  # the finished run stayed
