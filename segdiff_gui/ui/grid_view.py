@@ -81,6 +81,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             if first is None:
                 first = plot
                 plot.vb.sigRangeChangedManually.connect(self._on_manual_range)
+                # Until the user pans or zooms, keep the whole image in view as sizes settle.
+                plot.vb.sigResized.connect(self._fit_unless_moved)
             else:
                 plot.setXLink(first)
                 plot.setYLink(first)
@@ -202,10 +204,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
     def _on_manual_range(self, *_: object) -> None:
         self._user_moved_view = True
 
-    def resizeEvent(self, event: object) -> None:  # noqa: N802 - Qt's name
-        super().resizeEvent(event)  # type: ignore[arg-type]
-        # Until the user pans or zooms, keep the whole image in view as the window settles.
-        if not getattr(self, "_user_moved_view", True):  # called once before __init__ ends
+    def _fit_unless_moved(self, *_: object) -> None:
+        if not self._user_moved_view:
             self.show_whole_image()
 
     def show_whole_image(self) -> None:
@@ -215,6 +215,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         height, width = self.model.runs[0].probabilities.shape[:2]
         first = next(iter(self.panels.values())).plot
         first.setRange(xRange=(0, width), yRange=(0, height), padding=0.02)
+        self._user_moved_view = False  # setRange is not a manual change; keep fitting
 
     def centre_on(self, row: int, column: int) -> None:
         """Pan (keeping the zoom) so the pixel is in the middle of every linked view."""

@@ -78,9 +78,11 @@ class RunPanel(QWidget):
             self._items[key] = item
             self.runs.addItem(item)
             self._set_state(key, label, "cached" if key in cached else "queued")
-        self.matrix_bar.setRange(0, max(1, len(labels) - len(cached)))
-        self.matrix_bar.setValue(0)
-        self.run_button.setEnabled(len(cached) < len(labels))
+        missing = len(labels) - len(cached)
+        self.matrix_bar.setRange(0, max(1, missing))
+        self.matrix_bar.setValue(0 if missing else 1)
+        self.matrix_bar.setFormat("matrix %v / %m" if missing else f"all {len(labels)} runs cached")
+        self.run_button.setEnabled(missing > 0)
 
     def _set_state(self, key: str, label: str, state: str, tip: str = "") -> None:
         item = self._items.get(key)
@@ -93,12 +95,18 @@ class RunPanel(QWidget):
 
     def set_running(self, running: bool) -> None:
         self.cancel_button.setEnabled(running)
-        self.run_button.setEnabled(not running)
+        # Offer to run again only what is still missing: queued, failed or cancelled runs.
+        missing = any(
+            not item.text().endswith(("cached", "finished"))
+            for item in (self.runs.item(i) for i in range(self.runs.count()))
+        )
+        self.run_button.setEnabled(not running and missing)
 
     def show_message(self, message: Message) -> None:
         if isinstance(message, PlanReady):
             self.matrix_bar.setRange(0, max(1, message.total - message.cached))
             self.matrix_bar.setValue(0)
+            self.matrix_bar.setFormat("matrix %v / %m")
         elif isinstance(message, RunCached):
             self._set_state(message.key, message.label, "cached")
         elif isinstance(message, RunStarted):
