@@ -4,17 +4,10 @@ difference and ULPs to the reference, and class at the cutoff. Copy as TSV."""
 from __future__ import annotations
 
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import (
-    QHeaderView,
-    QLabel,
-    QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.ui.widgets import fill_row, read_only_table
 
 __all__ = ["PixelInspector"]
 
@@ -26,11 +19,7 @@ class PixelInspector(QWidget):
         super().__init__(parent)
         self.model = model
         self.title = QLabel("Click a pixel to read every run's exact value.")
-        self.table = QTableWidget(0, len(HEADERS))
-        self.table.setHorizontalHeaderLabels(HEADERS)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table = read_only_table(HEADERS)
         self.copy_button = QPushButton("Copy as TSV")
         self.copy_button.setToolTip("Copy the table (tab-separated) for a spreadsheet or an issue")
         self.copy_button.clicked.connect(self.copy_tsv)
@@ -66,8 +55,7 @@ class PixelInspector(QWidget):
                 f"{value.ulps:,}",
                 str(value.class_index),
             )
-            for column_index, text in enumerate(cells):
-                self.table.setItem(index, column_index, QTableWidgetItem(text))
+            fill_row(self.table, index, cells)
 
     def as_tsv(self) -> str:
         lines = ["\t".join(HEADERS)]

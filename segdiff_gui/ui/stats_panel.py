@@ -6,16 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (
-    QHeaderView,
-    QLabel,
-    QTableWidget,
-    QTableWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.ui.widgets import fill_row, read_only_table
 
 __all__ = ["StatsPanel"]
 
@@ -27,11 +21,7 @@ class StatsPanel(QWidget):
     def __init__(self, model: InspectionModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table = read_only_table(COLUMNS)
         self.verdicts = QLabel()
         self.verdicts.setWordWrap(True)
         self.curve_plot = pg.PlotWidget(background="w")
@@ -69,8 +59,7 @@ class StatsPanel(QWidget):
                 f"{row['differing_pixels']:,}",
                 f"{row['flips']:,}",
             )
-            for column, text in enumerate(cells):
-                self.table.setItem(index, column, QTableWidgetItem(text))
+            fill_row(self.table, index, cells)
         lines = [f"{name}: {verdict.sentence()}" for name, verdict in study.verdicts.items()]
         lines.append(study.at_risk_sentence())
         self.verdicts.setText("\n".join(lines))
