@@ -231,22 +231,25 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         )
 
     # mouse ----------------------------------------------------------------------------------
-    def _pixel_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
-        for panel in self.panels.values():
+    def _pixel_at(self, scene_pos: QPointF) -> tuple[str, int, int] | None:
+        """The run and pixel under a scene position, if any."""
+        for key, panel in self.panels.items():
             if panel.plot.vb.sceneBoundingRect().contains(scene_pos):
                 point = panel.data.mapFromScene(scene_pos)
                 row, column = int(math.floor(point.y())), int(math.floor(point.x()))
                 image = panel.data.image
                 if image is not None and 0 <= row < image.shape[0] and 0 <= column < image.shape[1]:
-                    return row, column
+                    return key, row, column
         return None
 
     def _on_hover(self, event: tuple[QPointF]) -> None:
-        pixel = self._pixel_at(event[0])
-        if pixel is not None:
-            self.pixel_hovered.emit(*pixel)
+        hit = self._pixel_at(event[0])
+        if hit is not None:
+            self.pixel_hovered.emit(hit[1], hit[2])
 
     def _on_click(self, event: object) -> None:
-        pixel = self._pixel_at(event.scenePos())  # type: ignore[attr-defined]
-        if pixel is not None:
-            self.model.select_pixel(*pixel)
+        hit = self._pixel_at(event.scenePos())  # type: ignore[attr-defined]
+        if hit is not None:
+            key, row, column = hit
+            self.model.set_focus(key)
+            self.model.select_pixel(row, column)

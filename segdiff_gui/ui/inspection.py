@@ -55,6 +55,7 @@ class InspectionModel:
         self.class_index = 0
         self.selected_pixel: tuple[int, int] | None = None
         self.image_opacity = 0.0
+        self.focus_key: str | None = None  # the run last clicked: exports compare it
         self._study: Study | None = None
 
     # loading --------------------------------------------------------------------------------
@@ -141,6 +142,18 @@ class InspectionModel:
     def set_image_opacity(self, opacity: float) -> None:
         self.image_opacity = opacity
         self.image_opacity_changed.emit(opacity)
+
+    def set_focus(self, key: str) -> None:
+        self.focus_key = key
+
+    @property
+    def focus_run(self) -> StudyRun | None:
+        """The run last clicked, unless it is the reference; else the run with most flips."""
+        study = self.study
+        if study is None or not study.others:
+            return None
+        chosen = next((run for run in study.others if run.key == self.focus_key), None)
+        return chosen or max(study.others, key=lambda run: study.comparisons[run.key].flips)
 
     def select_pixel(self, row: int, column: int) -> None:
         shape = self.runs[0].probabilities.shape if self.runs else (0, 0)

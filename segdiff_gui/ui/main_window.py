@@ -22,7 +22,10 @@ from superqt import QLabeledDoubleSlider
 from segdiff_gui import __version__
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.progress import AllDone, Message
+from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
+from segdiff_gui.io.reports import report_data, write_json_report
+from segdiff_gui.io.tables import write_pixel_csv
 from segdiff_gui.ui.cutoff_control import CutoffControl
 from segdiff_gui.ui.grid_view import ProbabilityGridView
 from segdiff_gui.ui.inspection import VIEW_MODES, InspectionModel
@@ -131,7 +134,10 @@ class MainWindow(QMainWindow):
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        self._action(file_menu, "Export flip &mask…", self.export_mask, "Ctrl+E")
+        self._action(file_menu, "Export flip &mask (any run)…", self.export_mask, "Ctrl+E")
+        self._action(file_menu, "Export flipped pixels as &CSV…", self.export_csv)
+        self._action(file_menu, "Export &report (HTML or JSON)…", self.export_report)
+        self._action(file_menu, "Export the &views as PNG…", self.export_views)
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         view_menu = self.menuBar().addMenu("&View")
@@ -252,6 +258,54 @@ class MainWindow(QMainWindow):
         )
         if path:
             write_mask(path, study.any_flips())
+            self.statusBar().showMessage(f"wrote {path}", 6000)
+
+    def _save_path(self, title: str, default: str, filters: str) -> str:
+        path, _ = QFileDialog.getSaveFileName(self, title, default, filters)
+        return path
+
+    def export_csv(self) -> None:
+        study, other = self.model.study, self.model.focus_run
+        if study is None or other is None:
+            QMessageBox.information(self, "Export CSV", "There is no run to compare.")
+            return
+        path = self._save_path("Export flipped pixels", "flips.csv", "CSV (*.csv)")
+        if path:
+            count = write_pixel_csv(
+                path, study, other, include_at_risk=self.at_risk_box.isChecked()
+            )
+            self.statusBar().showMessage(
+                f"wrote {count:,} pixels of {other.label} vs {study.reference.label} to {path}",
+                8000,
+            )
+
+    def export_report(self) -> None:
+        study = self.model.study
+        if study is None:
+            return
+        path = self._save_path(
+            "Export report", "segdiff-report.html", "HTML (*.html);;JSON (*.json)"
+        )
+        if not path:
+            return
+        store = self.session.store
+        provenance = {
+            run.key: store.read_run(run.key, with_map=False).provenance for run in study.runs
+        }
+        first = self.model.records[study.reference.key]
+        data = report_data(
+            study, provenance, {"model": first.model_name, "image": first.target_name}
+        )
+        if path.lower().endswith(".json"):
+            write_json_report(path, data)
+        else:
+            write_html_report(path, data, study, self.model.image)
+        self.statusBar().showMessage(f"wrote {path}", 6000)
+
+    def export_views(self) -> None:
+        path = self._save_path("Export the views", "segdiff-views.png", "PNG (*.png)")
+        if path:
+            self.grid.grab().save(path)
             self.statusBar().showMessage(f"wrote {path}", 6000)
 
     def about(self) -> None:

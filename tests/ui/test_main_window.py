@@ -144,3 +144,31 @@ def test_closing_while_running_cancels_and_leaves_no_child(
     assert window.worker is None or window.worker.isFinished()
     assert children_of_this_process() == []
     assert len(window.model.runs) == 1  # the finished run stayed
+
+
+def test_exports_from_the_menu(window_for, demo_cache, qtbot, tmp_path, monkeypatch):
+    import csv
+    import json
+
+    from PySide6.QtWidgets import QFileDialog
+
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    targets = iter(
+        [tmp_path / "f.csv", tmp_path / "r.html", tmp_path / "r.json", tmp_path / "v.png"]
+    )
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(next(targets)), ""))
+    bf16 = next(run for run in window.model.runs if run.label == "cpu b1 bf16 r0")
+    window.model.set_focus(bf16.key)
+    window.export_csv()
+    window.export_report()
+    window.export_report()
+    window.export_views()
+    rows = list(csv.DictReader((tmp_path / "f.csv").open()))
+    expected = int(window.model.flips(bf16).sum())
+    assert len(rows) == expected > 0
+    assert (tmp_path / "r.html").read_text().count("data:image/png;base64,") == 3
+    assert json.loads((tmp_path / "r.json").read_text())["reference"]["label"] == "cpu b1 r0"
+    from PIL import Image
+
+    with Image.open(tmp_path / "v.png") as picture:
+        assert picture.size[0] > 400
