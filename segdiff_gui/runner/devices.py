@@ -19,7 +19,7 @@ from typing import Any
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
 
-__all__ = ["ProbeError", "gpu_names", "probe_devices"]
+__all__ = ["ProbeError", "gpu_names", "probe_devices", "remembered_probe"]
 
 _MAX_AGE_S = 24 * 3600.0
 
@@ -64,6 +64,15 @@ def _run_probe(timeout_s: float) -> dict[str, Any]:
         child.close()
     tail = child.stderr_tail(5)
     raise ProbeError(f"device probe {describe_exit(child.process.returncode)}: {tail}")
+
+
+def remembered_probe(state_dir: Path) -> dict[str, Any] | None:
+    """The last probe of this machine, if one was made; never starts TensorFlow."""
+    path = state_dir / "probe" / f"{_fingerprint()}.json"
+    with contextlib.suppress(ValueError, OSError):
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    return None
 
 
 def probe_devices(

@@ -26,6 +26,7 @@ from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import report_data, write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
+from segdiff_gui.runner.devices import remembered_probe
 from segdiff_gui.ui.cutoff_control import CutoffControl
 from segdiff_gui.ui.grid_view import ProbabilityGridView
 from segdiff_gui.ui.inspection import VIEW_MODES, InspectionModel
@@ -309,18 +310,38 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"wrote {path}", 6000)
 
     def about(self) -> None:
+        QMessageBox.about(self, "About segdiff", self.about_text())
+
+    def about_text(self) -> str:
         import pyqtgraph
         import PySide6
 
-        QMessageBox.about(
-            self,
-            "About segdiff",
-            (
-                f"<b>segdiff {__version__}</b><br>Which pixels of a segmentation model's "
-                "probability map change with the device, batch size, precision or the next run."
-                f"<br><br>Qt (PySide6) {PySide6.__version__}, pyqtgraph {pyqtgraph.__version__}"
-            ),
-        )
+        lines = [
+            f"<b>segdiff {__version__}</b>",
+            "Which pixels of a segmentation model's probability map change with the device, "
+            "the batch size, the precision or the next run.",
+            f"Qt (PySide6) {PySide6.__version__}, pyqtgraph {pyqtgraph.__version__}",
+        ]
+        cache = getattr(self.session, "cache", None)
+        probe = remembered_probe(cache.root) if cache is not None else None
+        if probe is None:
+            lines.append(
+                "TensorFlow: not probed yet on this machine (run the matrix, or "
+                "<tt>segdiff devices</tt>)."
+            )
+        else:
+            facts = probe["facts"]
+            cuda = (
+                f"CUDA {facts['cuda_version']}, cuDNN {facts['cudnn_version']} (build)"
+                if facts.get("cuda_build")
+                else "CPU-only build"
+            )
+            devices = ", ".join(d["name"] for d in probe["devices"])
+            lines.append(
+                f"TensorFlow {facts['tf_version']}, Keras {facts['keras_version']}, "
+                f"{cuda}; devices: {devices}"
+            )
+        return "<br><br>".join(lines)
 
     # lifetime -------------------------------------------------------------------------------
     def _restore_layout(self) -> None:

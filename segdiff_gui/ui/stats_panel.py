@@ -8,6 +8,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from segdiff_gui.core.analysis import signed_difference
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.widgets import fill_row, read_only_table
 
@@ -32,10 +33,15 @@ class StatsPanel(QWidget):
         self.marker = pg.InfiniteLine(
             angle=90, movable=False, pen=pg.mkPen("k", style=Qt.PenStyle.DashLine)
         )
+        self.histogram = pg.PlotWidget(background="w")
+        self.histogram.setLabel("bottom", "difference to the reference")
+        self.histogram.setLabel("left", "pixels (log10 of 1 + count)")
+        self.histogram.setMinimumHeight(140)
         layout = QVBoxLayout(self)
         layout.addWidget(self.table, 2)
         layout.addWidget(self.verdicts)
         layout.addWidget(self.curve_plot, 1)
+        layout.addWidget(self.histogram, 1)
         model.runs_changed.connect(self.refresh)
         model.reference_changed.connect(self.refresh)
         model.cutoff_changed.connect(self.refresh_table)
@@ -43,6 +49,7 @@ class StatsPanel(QWidget):
     def refresh(self) -> None:
         self.refresh_table()
         self.refresh_curves()
+        self.refresh_histogram()
 
     def refresh_table(self, *_: object) -> None:
         study = self.model.study
@@ -80,3 +87,26 @@ class StatsPanel(QWidget):
             )
         self.curve_plot.addItem(self.marker)
         self.marker.setPos(self.model.cutoff)
+
+    def refresh_histogram(self) -> None:
+        """Signed differences of every run to the reference, one outline per run."""
+        study = self.model.study
+        self.histogram.clear()
+        if study is None or not study.others:
+            return
+        differences = {
+            run.label: signed_difference(study.reference.probabilities, run.probabilities).ravel()
+            for run in study.others
+        }
+        finite = np.concatenate([d[np.isfinite(d)] for d in differences.values()])
+        limit = float(np.abs(finite).max(initial=0.0)) or 1e-9
+        edges = np.linspace(-limit, limit, 81)
+        for index, (label, values) in enumerate(differences.items()):
+            counts, _ = np.histogram(values[np.isfinite(values)], bins=edges)
+            self.histogram.plot(
+                edges,
+                np.log10(1 + counts),
+                stepMode="center",
+                pen=pg.mkPen(_PENS[index % len(_PENS)]),
+                name=label,
+            )

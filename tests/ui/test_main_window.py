@@ -172,3 +172,11 @@ def test_exports_from_the_menu(window_for, demo_cache, qtbot, tmp_path, monkeypa
 
     with Image.open(tmp_path / "v.png") as picture:
         assert picture.size[0] > 400
+
+
+def test_about_names_the_versions(window_for, demo_cache):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    text = window.about_text()
+    assert "segdiff 0.1.0" in text and "PySide6" in text
+    # `segdiff demo` probed this machine for the demo cache: TensorFlow's versions are known.
+    assert "TensorFlow 2." in text and "devices: cpu" in text
