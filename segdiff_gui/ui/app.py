@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from segdiff_gui import __version__
 from segdiff_gui.core.errors import InputError
@@ -45,33 +44,20 @@ def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
     from segdiff_gui.ui.session import BundleSession, MatrixSession
 
     args = _parser().parse_args(list(argv))
-    model = InspectionModel()
     cache = ResultCache(args.cache) if args.cache else ResultCache()
+    window = MainWindow(InspectionModel(), cache)
     if args.open:
-        session: MatrixSession | BundleSession = BundleSession(BundleReader(args.open))
-        window = MainWindow(model, session)
-        groups = session.show(model)
-        window.run_panel.set_source(f"bundle {args.open}: {groups} model/image group(s)")
-        window.run_panel.run_button.setEnabled(False)
-        return window, args
-    if args.model:
+        window.set_session(BundleSession(BundleReader(args.open)))
+    elif args.model:
         if not args.images:
             raise InputError(args.model, "give the images to run it on after the model")
-        session = MatrixSession(
-            check_model_path(args.model), collect_images(args.images), cache, default_configs
+        window.set_session(
+            MatrixSession(
+                check_model_path(args.model), collect_images(args.images), cache, default_configs
+            )
         )
     else:
-        session = MatrixSession(demo_model(), demo_images(), cache, demo_configs)
-    plan = session.plan_now()
-    window = MainWindow(model, session)
-    window.run_panel.set_source(
-        f"{Path(session.model_path).name} on {plan.images[plan.target].name} "
-        f"({len(plan.images)} images); cache {cache.root}"
-    )
-    window.run_panel.set_planned(
-        {run.key: run.label for run in plan.runs}, {run.key for run in plan.cached}
-    )
-    session.show_cached(model)
+        window.set_session(MatrixSession(demo_model(), demo_images(), cache, demo_configs))
     return window, args
 
 

@@ -3,9 +3,18 @@ the inspector and statistics on the right, the matrix and its progress on the le
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QShowEvent
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QKeySequence,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -20,13 +29,19 @@ from PySide6.QtWidgets import (
 from superqt import QLabeledDoubleSlider
 
 from segdiff_gui import __version__
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.progress import AllDone, Message
 from segdiff_gui.io.html_report import write_html_report
+from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import report_data, write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
 from segdiff_gui.runner.devices import remembered_probe
+from segdiff_gui.runner.matrices import default_configs
+from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.storage.bundle import BundleReader, is_bundle
+from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.ui.cutoff_control import CutoffControl
 from segdiff_gui.ui.grid_view import ProbabilityGridView
 from segdiff_gui.ui.inspection import VIEW_MODES, InspectionModel
@@ -47,10 +62,12 @@ _MODE_TIPS = {
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, model: InspectionModel, session: MatrixSession | BundleSession) -> None:
+    def __init__(self, model: InspectionModel, cache: ResultCache) -> None:
         super().__init__()
         self.model = model
-        self.session = session
+        self.cache = cache
+        self.session: MatrixSession | BundleSession | None = None
+        self.setAcceptDrops(True)
         self.worker: MatrixWorker | None = None
         self.setWindowTitle(f"segdiff {__version__}")
         self.grid = ProbabilityGridView(model)
@@ -135,6 +152,16 @@ class MainWindow(QMainWindow):
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
+        self._action(
+            file_menu,
+            "&Open model and images…",
+            self.open_model_dialog,
+            QKeySequence.StandardKey.Open,
+        )
+        self._action(file_menu, "Open &bundle…", self.open_bundle_dialog, "Ctrl+Shift+O")
+        self.recent_menu = file_menu.addMenu("Open &recent")
+        self._fill_recent()
+        file_menu.addSeparator()
         self._action(file_menu, "Export flip &mask (any run)…", self.export_mask, "Ctrl+E")
         self._action(file_menu, "Export flipped pixels as &CSV…", self.export_csv)
         self._action(file_menu, "Export &report (HTML or JSON)…", self.export_report)
@@ -221,6 +248,95 @@ class MainWindow(QMainWindow):
             f"flip {self._flip_cursor + 1} of {rows.size} at row {row}, column {column}", 4000
         )
 
+    # what is shown --------------------------------------------------------------------------
+    def set_session(self, session: MatrixSession | BundleSession) -> None:
+        """Look at a matrix (cached runs at once, the rest on request) or at a bundle."""
+        if self.worker is not None:
+            self.worker.cancel()
+            self.worker.wait(30_000)
+        self.session = session
+        self.model.selected_pixel = None
+        self.model.focus_key = None
+        if isinstance(session, BundleSession):
+            groups = session.show(self.model)
+            self.run_panel.set_planned({}, set())
+            self.run_panel.set_source(
+                f"bundle {session.bundle.path}: {groups} model/image group(s), read-only"
+            )
+            self.run_panel.run_button.setEnabled(False)
+            self._remember(str(session.bundle.path))
+            return
+        plan = session.plan_now()
+        self.run_panel.set_source(
+            f"{Path(session.model_path).name} on {plan.images[plan.target].name} "
+            f"({len(plan.images)} images); cache {session.cache.root}"
+        )
+        self.run_panel.set_planned(
+            {run.key: run.label for run in plan.runs}, {run.key for run in plan.cached}
+        )
+        cached = [session.cache.read_run(run.key, with_map=False) for run in plan.cached]
+        self.model.set_runs(session.cache, cached)
+        self._remember(" ".join(map(str, [session.model_path, *session.images])))
+
+    def open_paths(self, paths: list[str]) -> None:
+        """Open dropped or chosen files: a bundle, or a model followed by images."""
+        try:
+            bundles = [p for p in paths if Path(p).is_file() and is_bundle(Path(p))]
+            if bundles:
+                self.set_session(BundleSession(BundleReader(bundles[0])))
+                return
+            model = check_model_path(paths[0])
+            images = collect_images(paths[1:])
+        except (InputError, IndexError) as error:
+            # Said in the window, not in a modal dialog: a drop of the wrong file is no crisis.
+            message = str(error) or "give a model followed by its images, or a bundle"
+            self.statusBar().showMessage(f"Cannot open that: {message}", 15000)
+            self.run_panel.status.setText(message)
+            return
+        self.set_session(MatrixSession(model, images, self.cache, default_configs))
+        self.start_runs()
+
+    def _remember(self, entry: str) -> None:
+        settings = QSettings("segdiff", "segdiff-gui")
+        recent = [entry] + [e for e in (settings.value("recent") or []) if e != entry]
+        settings.setValue("recent", recent[:8])
+        self._fill_recent()
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for entry in QSettings("segdiff", "segdiff-gui").value("recent") or []:
+            action = self.recent_menu.addAction(entry)
+            action.triggered.connect(lambda _=False, e=entry: self.open_paths(e.split(" ")))
+
+    def open_bundle_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a bundle", "", "Bundles (*.h5)")
+        if path:
+            self.open_paths([path])
+
+    def open_model_dialog(self) -> None:
+        model, _ = QFileDialog.getOpenFileName(
+            self, "Open a model", "", "Keras models (*.keras *.h5)"
+        )
+        if not model:
+            return
+        images, _ = QFileDialog.getOpenFileNames(
+            self,
+            "Choose images (the first is the target)",
+            "",
+            "Images (*.png *.jpg *.tif *.tiff *.npy)",
+        )
+        if images:
+            self.open_paths([model, *images])
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt's name
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt's name
+        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        if paths:
+            self.open_paths(paths)
+
     # running --------------------------------------------------------------------------------
     def start_runs(self) -> None:
         if not isinstance(self.session, MatrixSession) or self.worker is not None:
@@ -289,6 +405,8 @@ class MainWindow(QMainWindow):
         )
         if not path:
             return
+        if self.session is None:
+            return
         store = self.session.store
         provenance = {
             run.key: store.read_run(run.key, with_map=False).provenance for run in study.runs
@@ -322,8 +440,7 @@ class MainWindow(QMainWindow):
             "the batch size, the precision or the next run.",
             f"Qt (PySide6) {PySide6.__version__}, pyqtgraph {pyqtgraph.__version__}",
         ]
-        cache = getattr(self.session, "cache", None)
-        probe = remembered_probe(cache.root) if cache is not None else None
+        probe = remembered_probe(self.cache.root)
         if probe is None:
             lines.append(
                 "TensorFlow: not probed yet on this machine (run the matrix, or "

@@ -46,12 +46,6 @@ class MatrixSession:
         )
         return self.plan
 
-    def show_cached(self, model: InspectionModel) -> None:
-        plan = self.plan or self.plan_now()
-        records = [self.cache.read_run(run.key, with_map=False) for run in plan.cached]
-        if records:
-            model.set_runs(self.cache, records)
-
     def plan_with_devices(self) -> tuple[MatrixPlan, MatrixRunner]:
         """Called on the worker thread: asks for GPUs (a child), then plans the full matrix."""
         plan = self.plan_now(gpu_names(probe_devices(self.cache.root)))

@@ -102,8 +102,8 @@ def test_a_failed_run_is_shown_and_the_rest_complete(qtbot, models, small_images
         lambda gpus: [RunConfig(), RunConfig(device="gpu:7"), RunConfig(batch=4)],
         repeats=1,
     )
-    session.plan_now()
-    window = MainWindow(InspectionModel(), session)
+    window = MainWindow(InspectionModel(), cache)
+    window.set_session(session)
     qtbot.addWidget(window)
     messages = []
     window.start_runs()
@@ -133,8 +133,8 @@ def test_closing_while_running_cancels_and_leaves_no_child(
         lambda gpus: [RunConfig(), RunConfig(batch=2)],
         repeats=1,
     )
-    session.plan_now()
-    window = MainWindow(InspectionModel(), session)
+    window = MainWindow(InspectionModel(), cache)
+    window.set_session(session)
     qtbot.addWidget(window)
     window.show()
     window.start_runs()
@@ -180,3 +180,22 @@ def test_about_names_the_versions(window_for, demo_cache):
     assert "segdiff 0.1.0" in text and "PySide6" in text
     # `segdiff demo` probed this machine for the demo cache: TensorFlow's versions are known.
     assert "TensorFlow 2." in text and "devices: cpu" in text
+
+
+def test_opening_a_bundle_by_drop_shows_its_runs_read_only(window_for, demo_cache, tmp_path):
+    from tests.conftest import segdiff
+
+    bundle = tmp_path / "from-server.h5"
+    assert (
+        segdiff(
+            "bundle", bundle, "cpu b1 r0", "cpu b1 bf16 r0", "--cache", demo_cache.root
+        ).returncode
+        == 0
+    )
+    window = window_for("--cache", tmp_path / "empty-cache", "--no-run")
+    window.open_paths([str(bundle)])
+    assert [run.label for run in window.model.runs] == ["cpu b1 r0", "cpu b1 bf16 r0"]
+    assert not window.run_panel.run_button.isEnabled()
+    assert window.model.image is not None  # the bundle carries the target image
+    window.open_paths(["/nonexistent/model.keras"])  # said in the window, not a crash
+    assert "no such model file" in window.run_panel.status.text()
