@@ -210,8 +210,25 @@ class MainWindow(QMainWindow):
             self.class_box.clear()
             self.class_box.addItems([f"class {i}" for i in range(self.model.class_count)])
         if self.model.selected_pixel is None and self.model.runs:
-            shape = self.model.runs[0].probabilities.shape
-            self.model.select_pixel(shape[0] // 2, shape[1] // 2)
+            self._select_first_interesting_pixel()
+
+    def _select_first_interesting_pixel(self) -> None:
+        """Open on the story: the pixel that flips in most runs, else the largest difference."""
+        study = self.model.study
+        if study is None:
+            return
+        counts = sum(
+            (self.model.flips(run).astype(np.int32) for run in study.others),
+            np.zeros(study.reference.probabilities.shape[:2], dtype=np.int32),
+        )
+        if counts.any():
+            row, column = np.unravel_index(int(np.argmax(counts)), counts.shape)
+        else:
+            largest = max(study.rows(), key=lambda row: row["max_abs"], default=None)
+            shape = study.reference.probabilities.shape
+            location = largest["max_location"] if largest else None
+            row, column = location[:2] if location else (shape[0] // 2, shape[1] // 2)
+        self.model.select_pixel(int(row), int(column))
 
     def _reference_chosen(self, index: int) -> None:
         key = self.reference_box.itemData(index)
