@@ -37,7 +37,7 @@ from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import report_data, write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
-from segdiff_gui.runner.devices import remembered_probe
+from segdiff_gui.runner.devices import gpu_names, remembered_probe
 from segdiff_gui.runner.matrices import default_configs
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.storage.bundle import BundleReader, is_bundle
@@ -83,6 +83,7 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.hover_label)
         self.grid.pixel_hovered.connect(self._show_hover)
         self.run_panel.run_requested.connect(self.start_runs)
+        self.run_panel.editor.changed.connect(self._matrix_edited)
         self.run_panel.cancel_requested.connect(self.cancel_runs)
         model.runs_changed.connect(self._runs_changed)
         self._flip_cursor = -1
@@ -281,8 +282,29 @@ class MainWindow(QMainWindow):
                 f"bundle {session.bundle.path}: {groups} model/image group(s), read-only"
             )
             self.run_panel.run_button.setEnabled(False)
+            self.run_panel.editor.setEnabled(False)
             self._remember(str(session.bundle.path))
             return
+        self.run_panel.editor.setEnabled(True)
+        probe = remembered_probe(session.cache.root)  # no TensorFlow: what is known already
+        gpus = gpu_names(probe) if probe else []
+        self.run_panel.editor.set_devices(["cpu", *gpus])
+        self.run_panel.editor.load(session.configs_for(gpus), session.repeats)
+        self._replan()
+        self._remember(" ".join(map(str, [session.model_path, *session.images])))
+
+    def _matrix_edited(self) -> None:
+        """The user changed the matrix: plan it, and show what of it is cached."""
+        if not isinstance(self.session, MatrixSession) or self.worker is not None:
+            return
+        editor = self.run_panel.editor
+        self.session.configs_for = lambda _gpus: editor.configs()
+        self.session.repeats = editor.repeats.value()
+        self._replan()
+
+    def _replan(self) -> None:
+        session = self.session
+        assert isinstance(session, MatrixSession)
         plan = session.plan_now()
         self.run_panel.set_source(
             f"{Path(session.model_path).name} on {plan.images[plan.target].name} "
@@ -292,8 +314,8 @@ class MainWindow(QMainWindow):
             {run.key: run.label for run in plan.runs}, {run.key for run in plan.cached}
         )
         cached = [session.cache.read_run(run.key, with_map=False) for run in plan.cached]
+        self.model.selected_pixel = None
         self.model.set_runs(session.cache, cached)
-        self._remember(" ".join(map(str, [session.model_path, *session.images])))
 
     def open_paths(self, paths: list[str]) -> None:
         """Open dropped or chosen files: a bundle, or a model followed by images."""
@@ -364,6 +386,7 @@ class MainWindow(QMainWindow):
         self.worker.failed.connect(lambda text: self.run_panel.status.setText(text))
         self.worker.finished.connect(self._worker_done)
         self.run_panel.set_running(True)
+        self.run_panel.editor.setEnabled(False)
         self.worker.start()
 
     def _on_message(self, message: Message) -> None:
@@ -375,6 +398,7 @@ class MainWindow(QMainWindow):
 
     def _worker_done(self) -> None:
         self.run_panel.set_running(False)
+        self.run_panel.editor.setEnabled(True)
         self.worker = None
 
     def cancel_runs(self) -> None:

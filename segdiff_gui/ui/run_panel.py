@@ -26,6 +26,7 @@ from segdiff_gui.core.progress import (
     RunFinished,
     RunStarted,
 )
+from segdiff_gui.ui.matrix_editor import MatrixEditor
 
 __all__ = ["RunPanel"]
 
@@ -40,6 +41,7 @@ class RunPanel(QWidget):
         super().__init__(parent)
         self.source = QLabel()
         self.source.setWordWrap(True)
+        self.editor = MatrixEditor()
         self.runs = QListWidget()
         self.runs.setToolTip("● cached or finished, ◐ running, ○ queued, ✕ failed (hover for why)")
         self.matrix_bar = QProgressBar()
@@ -60,6 +62,7 @@ class RunPanel(QWidget):
         buttons.addWidget(self.cancel_button)
         layout = QVBoxLayout(self)
         layout.addWidget(self.source)
+        layout.addWidget(self.editor)
         layout.addWidget(self.runs, 1)
         layout.addWidget(self.matrix_bar)
         layout.addWidget(self.run_bar)

@@ -199,3 +199,18 @@ def test_opening_a_bundle_by_drop_shows_its_runs_read_only(window_for, demo_cach
     assert window.model.image is not None  # the bundle carries the target image
     window.open_paths(["/nonexistent/model.keras"])  # said in the window, not a crash
     assert "no such model file" in window.run_panel.status.text()
+
+
+def test_editing_the_matrix_plans_it_and_shows_what_is_cached(window_for, demo_cache):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    editor = window.run_panel.editor
+    assert editor.knobs["XLA"].isChecked() and editor.knobs["bfloat16"].isChecked()
+    assert editor.batch_sizes() == [1, 64] and editor.repeats.value() == 2
+    editor.knobs["bfloat16"].setChecked(False)
+    assert len(window.model.runs) == 8  # the bf16 runs left the matrix and the views
+    editor.knobs["oneDNN off"].setChecked(True)
+    items = [window.run_panel.runs.item(i).text() for i in range(window.run_panel.runs.count())]
+    assert "○ cpu b1 onednn-off r0 — queued" in items
+    assert window.run_panel.run_button.isEnabled()
+    editor.repeats.setValue(1)
+    assert len(window.session.plan.runs) == 5  # b1, b64, threads1, xla, onednn-off × 1
