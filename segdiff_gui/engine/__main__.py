@@ -23,13 +23,20 @@ def main(argv: list[str]) -> int:
         from segdiff_gui.engine.worker import run_job
 
         return run_job(job, channel)
+    if command == "inspect":
+        request = json.loads(sys.stdin.read())
+        apply_common_settings()
+        channel = Channel()
+        from segdiff_gui.engine import inspect_model
+
+        return inspect_model.main(channel, request)
     if command == "probe":
         apply_common_settings()  # report TensorFlow as the user's environment sets it up
         channel = Channel()
         from segdiff_gui.engine import probe
 
         return probe.main(channel)
-    print("usage: python -m segdiff_gui.engine run|probe", file=sys.stderr)
+    print("usage: python -m segdiff_gui.engine run|probe|inspect", file=sys.stderr)
     return 2
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
 
-__all__ = ["ProbeError", "gpu_names", "probe_devices", "remembered_probe"]
+__all__ = ["ProbeError", "gpu_names", "inspect_model", "probe_devices", "remembered_probe"]
 
 _MAX_AGE_S = 24 * 3600.0
 
@@ -98,6 +98,27 @@ def probe_devices(
         temporary.write_text(json.dumps(data))
         os.replace(temporary, remembered)
     return data
+
+
+def inspect_model(
+    model_path: str | Path, trust: bool = False, timeout_s: float = 180.0
+) -> dict[str, Any]:
+    """What a model takes and gives (asked of a child), or ``{"event": "fatal", ...}``."""
+    child = ChildProcess("inspect", {"model_path": str(model_path), "trust_model": trust})
+    try:
+        for line in child.raw_lines(timeout_s):
+            with contextlib.suppress(ValueError):
+                data = json.loads(line)
+                if isinstance(data, dict) and data.get("event") in ("model", "fatal"):
+                    return data
+    except ChildTimeout as error:
+        child.signal_kill()
+        raise ProbeError(f"model inspection: {error}") from None
+    finally:
+        child.close()
+    raise ProbeError(
+        f"model inspection {describe_exit(child.process.returncode)}: {child.stderr_tail(5)}"
+    )
 
 
 def gpu_names(probe: dict[str, Any]) -> list[str]:

@@ -4,6 +4,7 @@ the inspector and statistics on the right, the matrix and its progress on the le
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
@@ -27,6 +28,7 @@ from PySide6.QtWidgets import (
     QToolBar,
 )
 from superqt import QLabeledDoubleSlider
+from superqt.utils import thread_worker
 
 from segdiff_gui import __version__
 from segdiff_gui.core.errors import InputError
@@ -37,7 +39,7 @@ from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import report_data, write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
-from segdiff_gui.runner.devices import gpu_names, remembered_probe
+from segdiff_gui.runner.devices import gpu_names, inspect_model, remembered_probe
 from segdiff_gui.runner.matrices import default_configs
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.storage.bundle import BundleReader, is_bundle
@@ -67,6 +69,7 @@ class MainWindow(QMainWindow):
         self.model = model
         self.cache = cache
         self.session: MatrixSession | BundleSession | None = None
+        self._inspection: Any = None
         self.setAcceptDrops(True)
         self.worker: MatrixWorker | None = None
         self.setWindowTitle(f"segdiff {__version__}")
@@ -286,12 +289,22 @@ class MainWindow(QMainWindow):
             self._remember(str(session.bundle.path))
             return
         self.run_panel.editor.setEnabled(True)
+        self._inspect_model(session.model_path)
         probe = remembered_probe(session.cache.root)  # no TensorFlow: what is known already
         gpus = gpu_names(probe) if probe else []
         self.run_panel.editor.set_devices(["cpu", *gpus])
         self.run_panel.editor.load(session.configs_for(gpus), session.repeats)
         self._replan()
         self._remember(" ".join(map(str, [session.model_path, *session.images])))
+
+    def _inspect_model(self, path: Path) -> None:
+        """Ask a child what the model takes and gives; the answer arrives on the GUI thread."""
+        self.run_panel.model_info.setText("inspecting the model (TensorFlow in a child)…")
+        worker = thread_worker(inspect_model, start_thread=False)(path)
+        worker.returned.connect(self.run_panel.show_model)
+        worker.errored.connect(lambda error: self.run_panel.model_info.setText(str(error)))
+        self._inspection = worker  # keep it alive, and wait for it on close
+        worker.start()
 
     def _matrix_edited(self) -> None:
         """The user changed the matrix: plan it, and show what of it is cached."""
@@ -522,6 +535,9 @@ class MainWindow(QMainWindow):
         if self.worker is not None:
             self.worker.cancel()
             self.worker.wait(30_000)
+        if self._inspection is not None:
+            self._inspection.quit()
+            self._inspection.await_workers(30_000)
         settings = QSettings("segdiff", "segdiff-gui")
         settings.setValue("geometry", self.saveGeometry())
         settings.setValue("state", self.saveState())

@@ -41,6 +41,9 @@ class RunPanel(QWidget):
         super().__init__(parent)
         self.source = QLabel()
         self.source.setWordWrap(True)
+        self.model_info = QLabel()
+        self.model_info.setWordWrap(True)
+        self.model_info.setToolTip("Asked of a TensorFlow child process, with Keras safe mode on")
         self.editor = MatrixEditor()
         self.runs = QListWidget()
         self.runs.setToolTip("● cached or finished, ◐ running, ○ queued, ✕ failed (hover for why)")
@@ -62,6 +65,7 @@ class RunPanel(QWidget):
         buttons.addWidget(self.cancel_button)
         layout = QVBoxLayout(self)
         layout.addWidget(self.source)
+        layout.addWidget(self.model_info)
         layout.addWidget(self.editor)
         layout.addWidget(self.runs, 1)
         layout.addWidget(self.matrix_bar)
@@ -72,6 +76,21 @@ class RunPanel(QWidget):
 
     def set_source(self, text: str) -> None:
         self.source.setText(text)
+
+    def show_model(self, answer: dict[str, object]) -> None:
+        """What the model takes and gives, or why safe mode (or anything else) refused it."""
+        if answer.get("event") == "fatal":
+            self.model_info.setText(f"<b>model refused:</b> {answer['problem']}")
+            return
+        shape = "×".join("?" if d is None else str(d) for d in answer["input_shape"])  # type: ignore[attr-defined]
+        outputs = ", ".join(
+            f"{o['name']} {'×'.join('?' if d is None else str(d) for d in o['shape'][1:])} {kind}"
+            for o, kind in zip(answer["outputs"], answer["kinds"], strict=True)  # type: ignore[call-overload]
+        )
+        policies = ", ".join(answer.get("dtype_policies") or []) or "graph"  # type: ignore[arg-type]
+        self.model_info.setText(
+            f"{answer['format']} model · input {shape} · output {outputs} · saved as {policies}"
+        )
 
     def set_planned(self, labels: dict[str, str], cached: set[str]) -> None:
         self.runs.clear()

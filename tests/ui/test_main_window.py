@@ -214,3 +214,24 @@ def test_editing_the_matrix_plans_it_and_shows_what_is_cached(window_for, demo_c
     assert window.run_panel.run_button.isEnabled()
     editor.repeats.setValue(1)
     assert len(window.session.plan.runs) == 5  # b1, b64, threads1, xla, onednn-off × 1
+
+
+def test_the_run_panel_names_what_the_model_takes_and_gives(window_for, demo_cache, qtbot):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    qtbot.waitUntil(lambda: "input" in window.run_panel.model_info.text(), timeout=120_000)
+    text = window.run_panel.model_info.text()
+    assert "keras model · input 256×256×1 · output foreground 256×256×1 sigmoid" in text
+
+
+def test_a_model_refused_by_safe_mode_is_said_in_the_panel(qtbot, models, small_images, tmp_path):
+    from segdiff_gui.runner.matrices import default_configs
+    from segdiff_gui.ui.inspection import InspectionModel
+    from segdiff_gui.ui.main_window import MainWindow
+    from segdiff_gui.ui.session import MatrixSession
+
+    cache = ResultCache(tmp_path / "cache")
+    window = MainWindow(InspectionModel(), cache)
+    qtbot.addWidget(window)
+    window.set_session(MatrixSession(models / "lambda.keras", small_images, cache, default_configs))
+    qtbot.waitUntil(lambda: "refused" in window.run_panel.model_info.text(), timeout=120_000)
+    assert "--trust-model" in window.run_panel.model_info.text()
