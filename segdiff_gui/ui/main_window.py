@@ -13,6 +13,7 @@ from PySide6.QtGui import (
     QCloseEvent,
     QDragEnterEvent,
     QDropEvent,
+    QIcon,
     QKeySequence,
     QShowEvent,
 )
@@ -51,6 +52,7 @@ from segdiff_gui.ui.inspector import PixelInspector
 from segdiff_gui.ui.run_panel import RunPanel
 from segdiff_gui.ui.session import BundleSession, MatrixSession
 from segdiff_gui.ui.stats_panel import StatsPanel
+from segdiff_gui.ui.widgets import thumbnail
 from segdiff_gui.ui.worker import MatrixWorker
 
 __all__ = ["MainWindow"]
@@ -70,6 +72,8 @@ class MainWindow(QMainWindow):
         self.cache = cache
         self.session: MatrixSession | BundleSession | None = None
         self._inspection: Any = None
+        self._thumbnails: list[QIcon] = []
+        self._thumbnails_for: list[str] = []
         self.setAcceptDrops(True)
         self.worker: MatrixWorker | None = None
         self.setWindowTitle(f"segdiff {__version__}")
@@ -87,6 +91,7 @@ class MainWindow(QMainWindow):
         self.grid.pixel_hovered.connect(self._show_hover)
         self.run_panel.run_requested.connect(self.start_runs)
         self.run_panel.editor.changed.connect(self._matrix_edited)
+        self.run_panel.target_chosen.connect(self._target_chosen)
         self.run_panel.cancel_requested.connect(self.cancel_runs)
         model.runs_changed.connect(self._runs_changed)
         self._flip_cursor = -1
@@ -306,6 +311,12 @@ class MainWindow(QMainWindow):
         self._inspection = worker  # keep it alive, and wait for it on close
         worker.start()
 
+    def _target_chosen(self, index: int) -> None:
+        session = self.session
+        if isinstance(session, MatrixSession) and session.plan and self.worker is None:
+            session.target = session.plan.images[index].name
+            self._replan()
+
     def _matrix_edited(self) -> None:
         """The user changed the matrix: plan it, and show what of it is cached."""
         if not isinstance(self.session, MatrixSession) or self.worker is not None:
@@ -326,6 +337,11 @@ class MainWindow(QMainWindow):
         self.run_panel.set_planned(
             {run.key: run.label for run in plan.runs}, {run.key for run in plan.cached}
         )
+        names = [image.name for image in plan.images]
+        if self._thumbnails_for != names:
+            self._thumbnails = [thumbnail(Path(image.path)) for image in plan.images]
+            self._thumbnails_for = names
+        self.run_panel.set_images(names, self._thumbnails, plan.target)
         cached = [session.cache.read_run(run.key, with_map=False) for run in plan.cached]
         self.model.selected_pixel = None
         self.model.set_runs(session.cache, cached)

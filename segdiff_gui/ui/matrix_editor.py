@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QFormLayout,
     QGridLayout,
     QGroupBox,
@@ -72,6 +73,13 @@ class MatrixEditor(QGroupBox):
             "Batch sizes, comma-separated: the target is inferred inside a "
             "batch of each size (filled with the other images)"
         )
+        self.context = QComboBox()
+        self.context.addItems(["set", "copies"])
+        self.context.setToolTip(
+            "What fills a batch beside the target: the other images of the "
+            "set, or copies of the target"
+        )
+        self.context.currentIndexChanged.connect(self.changed)
         self.repeats = QSpinBox()
         self.repeats.setRange(1, 50)
         self.repeats.setValue(2)
@@ -91,6 +99,7 @@ class MatrixEditor(QGroupBox):
         form = QFormLayout(self)
         form.addRow("devices", self.device_box)
         form.addRow("batch sizes", self.batches)
+        form.addRow("batch context", self.context)
         form.addRow("repeats", self.repeats)
         form.addRow("one knob at a time", knobs)
         self.batches.editingFinished.connect(self.changed)
@@ -138,7 +147,12 @@ class MatrixEditor(QGroupBox):
 
     def configs(self) -> list[RunConfig]:
         devices = [name for name, box in self.devices.items() if box.isChecked()] or ["cpu"]
-        configs = [RunConfig(device=d, batch=b) for d in devices for b in self.batch_sizes()]
+        context = self.context.currentText()
+        configs = [
+            RunConfig(device=d, batch=b, context=context)  # type: ignore[arg-type]
+            for d in devices
+            for b in self.batch_sizes()
+        ]
         for name, _, variant in KNOBS:
             if self.knobs[name].isChecked():
                 for device in devices:

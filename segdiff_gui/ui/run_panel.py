@@ -3,7 +3,8 @@ for the run in flight, Run and Cancel. Failures are listed here, never as a stor
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSize, Signal
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -36,6 +37,7 @@ _STATES = {"queued": "○", "cached": "●", "running": "◐", "finished": "●"
 class RunPanel(QWidget):
     run_requested = Signal()
     cancel_requested = Signal()
+    target_chosen = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -45,6 +47,19 @@ class RunPanel(QWidget):
         self.model_info.setWordWrap(True)
         self.model_info.setToolTip("Asked of a TensorFlow child process, with Keras safe mode on")
         self.editor = MatrixEditor()
+        self.images = QListWidget()
+        self.images.setViewMode(QListWidget.ViewMode.IconMode)
+        self.images.setIconSize(QSize(56, 56))
+        self.images.setMaximumHeight(92)
+        self.images.setFlow(QListWidget.Flow.LeftToRight)
+        self.images.setWrapping(False)
+        self.images.setToolTip(
+            "The images; the target is studied, the others fill batches. "
+            "Double-click an image to make it the target."
+        )
+        self.images.itemDoubleClicked.connect(
+            lambda item: self.target_chosen.emit(self.images.row(item))
+        )
         self.runs = QListWidget()
         self.runs.setToolTip("● cached or finished, ◐ running, ○ queued, ✕ failed (hover for why)")
         self.matrix_bar = QProgressBar()
@@ -66,6 +81,7 @@ class RunPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self.source)
         layout.addWidget(self.model_info)
+        layout.addWidget(self.images)
         layout.addWidget(self.editor)
         layout.addWidget(self.runs, 1)
         layout.addWidget(self.matrix_bar)
@@ -76,6 +92,14 @@ class RunPanel(QWidget):
 
     def set_source(self, text: str) -> None:
         self.source.setText(text)
+
+    def set_images(self, names: list[str], thumbnails: list[QIcon], target: int) -> None:
+        self.images.clear()
+        for index, (name, icon) in enumerate(zip(names, thumbnails, strict=True)):
+            item = QListWidgetItem(icon, ("◎ " if index == target else "") + name)
+            item.setToolTip(f"{name} (target)" if index == target else name)
+            self.images.addItem(item)
+        self.images.scrollToItem(self.images.item(target))
 
     def show_model(self, answer: dict[str, object]) -> None:
         """What the model takes and gives, or why safe mode (or anything else) refused it."""

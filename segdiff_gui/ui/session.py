@@ -30,6 +30,7 @@ class MatrixSession:
     # The matrix for the GPUs present: the CPU part is planned (and shown) before any probe.
     configs_for: Callable[[list[str]], list[RunConfig]]
     repeats: int = 2
+    target: str | None = None  # an image's name; None: the first
     plan: MatrixPlan | None = field(default=None, init=False)
 
     @property
@@ -43,6 +44,7 @@ class MatrixSession:
             self.configs_for(list(gpus)),
             cache=self.cache,
             repeats=self.repeats,
+            target=self.target,
         )
         return self.plan
 

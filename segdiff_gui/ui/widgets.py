@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
+import numpy as np
+from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
 
-__all__ = ["fill_row", "read_only_table"]
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.io.images import read_image
+
+__all__ = ["fill_row", "read_only_table", "thumbnail"]
 
 
 def read_only_table(headers: Sequence[str]) -> QTableWidget:
@@ -22,3 +28,19 @@ def read_only_table(headers: Sequence[str]) -> QTableWidget:
 def fill_row(table: QTableWidget, row: int, cells: Sequence[str]) -> None:
     for column, text in enumerate(cells):
         table.setItem(row, column, QTableWidgetItem(text))
+
+
+def thumbnail(path: Path, size: int = 56) -> QIcon:
+    """A small gray picture of an image of any dtype (stretched to its own range)."""
+    try:
+        data = read_image(path).astype(np.float64)
+    except InputError:
+        return QIcon()
+    if data.ndim == 3:
+        data = data[..., :3].mean(axis=-1)
+    span = float(data.max() - data.min()) or 1.0
+    gray = np.ascontiguousarray(((data - data.min()) / span * 255).astype(np.uint8))
+    image = QImage(
+        gray.data, gray.shape[1], gray.shape[0], gray.shape[1], QImage.Format.Format_Grayscale8
+    ).copy()
+    return QIcon(QPixmap.fromImage(image).scaled(size, size))

@@ -235,3 +235,18 @@ def test_a_model_refused_by_safe_mode_is_said_in_the_panel(qtbot, models, small_
     window.set_session(MatrixSession(models / "lambda.keras", small_images, cache, default_configs))
     qtbot.waitUntil(lambda: "refused" in window.run_panel.model_info.text(), timeout=120_000)
     assert "--trust-model" in window.run_panel.model_info.text()
+
+
+def test_choosing_another_target_replans_on_that_image(window_for, demo_cache, qtbot):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    images = window.run_panel.images
+    assert images.count() == 16 and images.item(0).text() == "◎ cell_00.png"
+    assert not images.item(0).icon().isNull()
+    window.run_panel.target_chosen.emit(3)
+    assert window.session.plan.images[window.session.plan.target].name == "cell_03.png"
+    assert images.item(3).text() == "◎ cell_03.png"
+    assert window.model.runs == []  # nothing cached for cell_03 yet: the views are empty
+    assert window.run_panel.run_button.isEnabled()
+    window.run_panel.editor.context.setCurrentText("copies")
+    labels = [run.label for run in window.session.plan.runs]
+    assert "cpu b64 copies r0" in labels
