@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QToolBar,
 )
 from superqt import QLabeledDoubleSlider
-from superqt.utils import thread_worker
+from superqt.utils import WorkerBase, thread_worker
 
 from segdiff_gui import __version__
 from segdiff_gui.core.errors import InputError
@@ -40,7 +40,7 @@ from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import report_data, write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
-from segdiff_gui.runner.devices import gpu_names, inspect_model, remembered_probe
+from segdiff_gui.runner.devices import gpu_names, inspect_model, probe_devices, remembered_probe
 from segdiff_gui.runner.matrices import default_configs
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.storage.bundle import BundleReader, is_bundle
@@ -72,6 +72,7 @@ class MainWindow(QMainWindow):
         self.cache = cache
         self.session: MatrixSession | BundleSession | None = None
         self._inspection: Any = None
+        self._probe: Any = None
         self._thumbnails: list[QIcon] = []
         self._thumbnails_for: list[str] = []
         self.setAcceptDrops(True)
@@ -191,6 +192,7 @@ class MainWindow(QMainWindow):
         run_menu = self.menuBar().addMenu("&Run")
         self._action(run_menu, "&Run missing", self.start_runs, "Ctrl+R")
         self._action(run_menu, "&Cancel", self.cancel_runs, "Ctrl+.")
+        self._action(run_menu, "&Probe devices", self.probe_devices)
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&About segdiff", self.about)
 
@@ -301,6 +303,22 @@ class MainWindow(QMainWindow):
         self.run_panel.editor.load(session.configs_for(gpus), session.repeats)
         self._replan()
         self._remember(" ".join(map(str, [session.model_path, *session.images])))
+
+    def probe_devices(self) -> None:
+        """Ask a TensorFlow child which devices it sees; the matrix editor offers them."""
+        self.statusBar().showMessage("probing devices (TensorFlow in a child)…")
+        worker = thread_worker(probe_devices, start_thread=False)(self.cache.root, fresh=True)
+        worker.returned.connect(self._devices_probed)
+        worker.errored.connect(lambda error: self.statusBar().showMessage(str(error), 10000))
+        self._probe = worker
+        worker.start()
+
+    def _devices_probed(self, probe: dict[str, Any]) -> None:
+        names = ["cpu", *gpu_names(probe)]
+        editor = self.run_panel.editor
+        chosen = [name for name, box in editor.devices.items() if box.isChecked()]
+        editor.set_devices(names, chosen)
+        self.statusBar().showMessage(f"devices TensorFlow sees: {', '.join(names)}", 10000)
 
     def _inspect_model(self, path: Path) -> None:
         """Ask a child what the model takes and gives; the answer arrives on the GUI thread."""
@@ -551,9 +569,8 @@ class MainWindow(QMainWindow):
         if self.worker is not None:
             self.worker.cancel()
             self.worker.wait(30_000)
-        if self._inspection is not None:
-            self._inspection.quit()
-            self._inspection.await_workers(30_000)
+        # A model inspection or device probe may still be asking its child: wait for it.
+        WorkerBase.await_workers(30_000)
         settings = QSettings("segdiff", "segdiff-gui")
         settings.setValue("geometry", self.saveGeometry())
         settings.setValue("state", self.saveState())

@@ -250,3 +250,45 @@ def test_choosing_another_target_replans_on_that_image(window_for, demo_cache, q
     window.run_panel.editor.context.setCurrentText("copies")
     labels = [run.label for run in window.session.plan.runs]
     assert "cpu b64 copies r0" in labels
+
+
+def test_probing_devices_offers_them_in_the_matrix(window_for, demo_cache, qtbot):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    window.probe_devices()
+    qtbot.waitUntil(
+        lambda: "devices TensorFlow sees" in window.statusBar().currentMessage(), timeout=120_000
+    )
+    assert list(window.run_panel.editor.devices) == ["cpu"]  # no GPU on this machine
+
+
+def test_a_softmax_model_flips_on_argmax_per_class_view(qtbot, models, small_images, tmp_path):
+    from segdiff_gui.core.analysis import class_map
+    from segdiff_gui.ui.inspection import InspectionModel
+    from segdiff_gui.ui.main_window import MainWindow
+    from segdiff_gui.ui.session import MatrixSession
+
+    cache = ResultCache(tmp_path / "cache")
+    session = MatrixSession(
+        models / "softmax3.keras",
+        small_images,
+        cache,
+        lambda gpus: [RunConfig(), RunConfig(precision="mixed_bfloat16")],
+        repeats=1,
+    )
+    window = MainWindow(InspectionModel(), cache)
+    qtbot.addWidget(window)
+    window.set_session(session)
+    window.start_runs()
+    qtbot.waitUntil(lambda: window.worker is None, timeout=120_000)
+    model = window.model
+    assert model.multiclass and window.class_box.count() == 3
+    window.class_box.setCurrentIndex(2)
+    assert model.class_index == 2
+    reference, other = model.reference, model.study.others[0]
+    expected = class_map(reference.probabilities, 0.5) != class_map(other.probabilities, 0.5)
+    assert np.array_equal(model.flips(other), expected)
+    model.set_cutoff(0.9)  # argmax does not care
+    assert np.array_equal(model.flips(other), expected)
+    row, column = 5, 7
+    values = model.pixel_values(row, column)
+    assert values[0].value == np.float32(reference.probabilities[row, column, 2])
