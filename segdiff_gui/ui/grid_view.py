@@ -95,6 +95,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self._user_moved_view = False
         self.refresh()
         self.show_whole_image()
+        self.move_crosshair(self.model.selected_pixel)
 
     # drawing --------------------------------------------------------------------------------
     def refresh(self) -> None:

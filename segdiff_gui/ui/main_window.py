@@ -73,6 +73,7 @@ class MainWindow(QMainWindow):
         self.session: MatrixSession | BundleSession | None = None
         self._inspection: Any = None
         self._probe: Any = None
+        self._pixel_was_chosen_for_user = False
         self._thumbnails: list[QIcon] = []
         self._thumbnails_for: list[str] = []
         self.setAcceptDrops(True)
@@ -90,6 +91,7 @@ class MainWindow(QMainWindow):
         self.hover_label = QLabel()
         self.statusBar().addPermanentWidget(self.hover_label)
         self.grid.pixel_hovered.connect(self._show_hover)
+        self.grid.scene().sigMouseClicked.connect(self._user_clicked)
         self.run_panel.run_requested.connect(self.start_runs)
         self.run_panel.editor.changed.connect(self._matrix_edited)
         self.run_panel.target_chosen.connect(self._target_chosen)
@@ -220,7 +222,9 @@ class MainWindow(QMainWindow):
         if multiclass and self.class_box.count() != self.model.class_count:
             self.class_box.clear()
             self.class_box.addItems([f"class {i}" for i in range(self.model.class_count)])
-        if self.model.selected_pixel is None and self.model.runs:
+        if self.model.runs and (
+            self.model.selected_pixel is None or self._pixel_was_chosen_for_user
+        ):
             self._select_first_interesting_pixel()
 
     def _select_first_interesting_pixel(self) -> None:
@@ -240,6 +244,10 @@ class MainWindow(QMainWindow):
             location = largest["max_location"] if largest else None
             row, column = location[:2] if location else (shape[0] // 2, shape[1] // 2)
         self.model.select_pixel(int(row), int(column))
+        self._pixel_was_chosen_for_user = True  # until the user picks one, keep choosing
+
+    def _user_clicked(self, *_: object) -> None:
+        self._pixel_was_chosen_for_user = False
 
     def _reference_chosen(self, index: int) -> None:
         key = self.reference_box.itemData(index)
