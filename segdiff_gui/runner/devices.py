@@ -49,21 +49,32 @@ def _fingerprint() -> str:
     )[:16]
 
 
-def _run_probe(timeout_s: float) -> dict[str, Any]:
-    child = ChildProcess("probe")
+def ask_child(
+    command: str,
+    request: dict[str, Any] | None,
+    events: tuple[str, ...],
+    what: str,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """Start ``python -m segdiff_gui.engine COMMAND`` and return its first answer whose event
+    is one of ``events``; a silent, crashed or hung child is a :class:`ProbeError`."""
+    child = ChildProcess(command, request)
     try:
         for line in child.raw_lines(timeout_s):
             with contextlib.suppress(ValueError):
                 data = json.loads(line)
-                if isinstance(data, dict) and data.get("event") == "probe":
+                if isinstance(data, dict) and data.get("event") in events:
                     return data
     except ChildTimeout as error:
         child.signal_kill()
-        raise ProbeError(f"device probe: {error}") from None
+        raise ProbeError(f"{what}: {error}") from None
     finally:
         child.close()
-    tail = child.stderr_tail(5)
-    raise ProbeError(f"device probe {describe_exit(child.process.returncode)}: {tail}")
+    raise ProbeError(f"{what} {describe_exit(child.process.returncode)}: {child.stderr_tail(5)}")
+
+
+def _run_probe(timeout_s: float) -> dict[str, Any]:
+    return ask_child("probe", None, ("probe",), "device probe", timeout_s)
 
 
 def remembered_probe(state_dir: Path) -> dict[str, Any] | None:
@@ -104,21 +115,8 @@ def inspect_model(
     model_path: str | Path, trust: bool = False, timeout_s: float = 180.0
 ) -> dict[str, Any]:
     """What a model takes and gives (asked of a child), or ``{"event": "fatal", ...}``."""
-    child = ChildProcess("inspect", {"model_path": str(model_path), "trust_model": trust})
-    try:
-        for line in child.raw_lines(timeout_s):
-            with contextlib.suppress(ValueError):
-                data = json.loads(line)
-                if isinstance(data, dict) and data.get("event") in ("model", "fatal"):
-                    return data
-    except ChildTimeout as error:
-        child.signal_kill()
-        raise ProbeError(f"model inspection: {error}") from None
-    finally:
-        child.close()
-    raise ProbeError(
-        f"model inspection {describe_exit(child.process.returncode)}: {child.stderr_tail(5)}"
-    )
+    request = {"model_path": str(model_path), "trust_model": trust}
+    return ask_child("inspect", request, ("model", "fatal"), "model inspection", timeout_s)
 
 
 def gpu_names(probe: dict[str, Any]) -> list[str]:
