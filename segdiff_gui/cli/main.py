@@ -15,6 +15,7 @@ from segdiff_gui.cli import analysis_commands, commands
 from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
 from segdiff_gui.core.config import ConfigError
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.runner.matrix import DEFAULT_TIMEOUT_S
 
 __all__ = ["build_parser", "main"]
 
@@ -73,7 +74,7 @@ def _matrix_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
         type=_positive_seconds,
-        default=600.0,
+        default=DEFAULT_TIMEOUT_S,
         metavar="S",
         help="kill a child that reports nothing for S seconds; its run fails (default 600)",
     )

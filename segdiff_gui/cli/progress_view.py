@@ -11,7 +11,6 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from segdiff_gui.core.progress import (
-    AllDone,
     BatchProgress,
     ChildFatal,
     PlanReady,
@@ -30,7 +29,6 @@ class MatrixOutcome:
     """What happened to every run, for the exit code and ``--json``."""
 
     runs: list[dict[str, Any]] = field(default_factory=list)
-    done: AllDone | None = None
     fatal: ChildFatal | None = None
     interrupted: bool = False
 
@@ -116,8 +114,6 @@ def drive(
                             console.print(message.detail, markup=False)
                 elif isinstance(message, ChildFatal):
                     outcome.fatal = outcome.fatal or message
-                elif isinstance(message, AllDone):
-                    outcome.done = message
     except KeyboardInterrupt:
         runner.cancel()
         outcome.interrupted = True

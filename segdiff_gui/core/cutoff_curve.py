@@ -35,11 +35,6 @@ class FlipCurve:
         )
         return counts
 
-    @property
-    def densest_cutoff(self) -> float:
-        """The sampled cutoff with the most flips (where not to put an operating point)."""
-        return float(self.cutoffs[int(np.argmax(self.flips))])
-
 
 def flip_curve(
     reference: np.ndarray, other: np.ndarray, cutoffs: np.ndarray | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import groupby
 from typing import Any
@@ -61,6 +61,31 @@ class Study:
         self.runs = list(runs)
         self.cutoff = cutoff
         self.reference = reference or default_reference(self.runs)
+        self._flips: dict[str, np.ndarray] = {}
+
+    def at_cutoff(self, cutoff: float) -> Study:
+        """The same runs at another cutoff. Differences, ULPs, verdicts and the margin do not
+        depend on the cutoff and are carried over; only flips (and at-risk pixels) are redone,
+        so dragging a cutoff costs one threshold per run, not a whole comparison."""
+        moved = Study(self.runs, cutoff, self.reference)
+        for name in ("verdicts", "margin"):
+            if name in self.__dict__:
+                moved.__dict__[name] = self.__dict__[name]
+        if "comparisons" in self.__dict__:
+            moved.__dict__["comparisons"] = {
+                key: replace(
+                    comparison,
+                    flips=comparison.flips
+                    if self.multiclass  # argmax ignores the cutoff
+                    else int(moved.flips(self._run(key)).sum()),
+                    cutoff=cutoff,
+                )
+                for key, comparison in self.__dict__["comparisons"].items()
+            }
+        return moved
+
+    def _run(self, key: str) -> StudyRun:
+        return next(run for run in self.runs if run.key == key)
 
     @property
     def multiclass(self) -> bool:
@@ -126,7 +151,12 @@ class Study:
         )
 
     def flips(self, other: StudyRun) -> np.ndarray:
-        return flip_mask(self.reference.probabilities, other.probabilities, self.cutoff)
+        """Pixels whose class differs from the reference's (computed once per run)."""
+        if other.key not in self._flips:
+            self._flips[other.key] = flip_mask(
+                self.reference.probabilities, other.probabilities, self.cutoff
+            )
+        return self._flips[other.key]
 
     def any_flips(self) -> np.ndarray:
         """Pixels that flip in at least one run."""

@@ -10,7 +10,7 @@ from typing import Literal
 import numpy as np
 from psygnal import Signal
 
-from segdiff_gui.core.analysis import class_map, flip_mask, is_multiclass, ulp_distance
+from segdiff_gui.core.analysis import class_map, is_multiclass, ulp_distance
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
 from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.storage.records import RunRecord
@@ -124,7 +124,8 @@ class InspectionModel:
         cutoff = float(min(max(cutoff, 0.0), 1.0))
         if cutoff != self.cutoff:
             self.cutoff = cutoff
-            self._study = None
+            if self._study is not None:  # keep what the cutoff does not change
+                self._study = self._study.at_cutoff(cutoff)
             self.cutoff_changed.emit(cutoff)
 
     def set_mode(self, mode: ViewMode) -> None:
@@ -168,11 +169,12 @@ class InspectionModel:
         return data[..., self.class_index] if data.ndim == 3 else data
 
     def flips(self, run: StudyRun) -> np.ndarray:
-        reference = self.reference
-        if reference is None:
+        study = self.study
+        if study is None:
             return np.zeros((0, 0), dtype=bool)
-        mask: np.ndarray = flip_mask(reference.probabilities, run.probabilities, self.cutoff)
-        return mask
+        if run.key == study.reference.key:
+            return np.zeros(run.probabilities.shape[:2], dtype=bool)
+        return study.flips(run)
 
     def pixel_values(self, row: int, column: int) -> list[PixelValue]:
         """Every run's exact value at a pixel, with its difference and ULPs to the reference."""

@@ -119,3 +119,19 @@ def test_merged_runs_from_another_machine_are_not_repeats():
     assert study.reference.key == "k1"
     assert all(v.deterministic for v in study.verdicts.values())
     assert set(study.verdicts) == {"cpu b1", "server: cpu b1"}
+
+
+def test_a_study_moved_to_another_cutoff_equals_a_fresh_one():
+    a, b = noisy_pair(9, 64)
+    b = np.where(np.isnan(b), a, b)
+    runs = [
+        StudyRun("k1", "cpu b1 r0", RunConfig(), 0, a),
+        StudyRun("k2", "cpu b64 r0", RunConfig(batch=64), 0, b),
+    ]
+    study = Study(runs, cutoff=0.5)
+    study.rows(), study.verdicts, study.margin  # noqa: B018 - fill the caches to carry over
+    for cutoff in (0.3, 0.55, 0.9):
+        moved, fresh = study.at_cutoff(cutoff), Study(runs, cutoff=cutoff)
+        assert moved.rows() == fresh.rows()
+        assert np.array_equal(moved.at_risk, fresh.at_risk)
+        assert np.array_equal(moved.any_flips(), fresh.any_flips())
