@@ -8,8 +8,10 @@ from typing import Any
 
 from rich.console import Console
 
-from segdiff_gui.cli.commands import EXIT_FAILED_RUNS, EXIT_OK, _cache, _json, _plural
+from segdiff_gui.cli.commands import EXIT_FAILED_RUNS, EXIT_OK, _cache
 from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
+from segdiff_gui.cli.text import plural as _plural
+from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.study import Study
 from segdiff_gui.io.html_report import write_html_report

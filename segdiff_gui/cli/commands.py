@@ -4,7 +4,6 @@ the exit code; errors a user can fix are raised as ``InputError`` and shown in o
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,9 @@ from rich.table import Table
 
 from segdiff_gui.cli.progress_view import MatrixOutcome, drive
 from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
+from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
+from segdiff_gui.cli.text import plural as _plural
+from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.config import (
     OutputSelection,
     RunConfig,
@@ -30,6 +32,7 @@ from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, check_model_path, plan_matrix
 from segdiff_gui.storage.bundle import BundleReader, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_runs
 from segdiff_gui.storage.studies import load_study
 
@@ -41,14 +44,6 @@ def _cache(args: argparse.Namespace) -> ResultCache:
     cache = ResultCache(args.cache) if args.cache else ResultCache()
     cache.check_usable()
     return cache
-
-
-def _json(value: object) -> None:
-    print(json.dumps(value, indent=2, default=str))
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _probe(cache: ResultCache, fresh: bool = False) -> dict[str, Any]:
@@ -130,6 +125,10 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = _cache(args)
     # Cheap checks first (arguments, then files), then the device probe, then TensorFlow.
     configs = [parse_config_spec(spec) for spec in args.config]
+    # A shard or ground truth only makes sense over the whole set: both imply a sweep.
+    args.sweep = bool(args.sweep or args.shard or args.masks)
+    if args.sweep and args.target:
+        raise InputError("--target", "a sweep studies every image; drop --target")
     preprocessing = parse_preprocessing(args.scale, args.mean, args.std, args.color, args.resize)
     model = check_model_path(args.model)
     images = collect_images(args.images)
@@ -146,6 +145,8 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         preprocessing=preprocessing,
         output=OutputSelection(output=args.output, activation=args.activation),
         trust_model=args.trust_model,
+        sweep=args.sweep,
+        shard=args.shard,
     )
     return _report(args, out, outcome, plan, cache, time.perf_counter() - started)
 
@@ -216,6 +217,8 @@ def _report(
 ) -> int:
     """How every run differs from the reference, then what was computed and what was cached."""
     records = [cache.read_run(run.key, with_map=False) for run in plan.runs if cache.has(run.key)]
+    if getattr(args, "sweep", False):
+        return _report_sweep(args, out, outcome, plan, cache, records, seconds)
     study = load_study(cache, records, args.cutoff) if records else None
     if args.json:
         _json(
@@ -231,18 +234,57 @@ def _report(
         out.print(differences_table(study, plan.images[plan.target].name))
         for line in plain_sentences(study) + verdict_lines(study):
             out.print(line)
+    _print_counts(out, outcome, plan, cache, seconds)
+    return _exit_code(outcome)
+
+
+def _print_counts(
+    out: Console, outcome: MatrixOutcome, plan: MatrixPlan, cache: ResultCache, seconds: float
+) -> None:
     counts = {
         status: sum(r["status"] == status for r in outcome.runs)
         for status in ("finished", "cached", "failed")
     }
     not_run = len(plan.runs) - sum(counts.values())
     skipped = f", {not_run} not run (interrupted)" if not_run else ""
-    out.print(
-        f"{_plural(len(plan.runs), 'run')} of {plan.model_path.name} on "
-        f"{plan.images[plan.target].name}: {counts['finished']} computed, {counts['cached']} "
-        f"from the cache, {counts['failed']} failed{skipped} ({seconds:.1f} s; "
-        f"cache {cache.root})"
+    on = (
+        plan.images[plan.target].name
+        if len(plan.targets) == 1
+        else f"all {_plural(len(plan.targets), 'image')}"
+        if len(plan.targets) == len(plan.images)
+        else f"{len(plan.targets):,} of {_plural(len(plan.images), 'image')} (this shard)"
     )
+    out.print(
+        f"{_plural(len(plan.runs), 'run')} of {plan.model_path.name} on {on}: "
+        f"{counts['finished']} computed, {counts['cached']} from the cache, "
+        f"{counts['failed']} failed{skipped} ({seconds:.1f} s; cache {cache.root})"
+    )
+
+
+def _report_sweep(
+    args: argparse.Namespace,
+    out: Console,
+    outcome: MatrixOutcome,
+    plan: MatrixPlan,
+    cache: ResultCache,
+    records: list[RunRecord],
+    seconds: float,
+) -> int:
+    """A sweep's report covers the images it ran (a shard reports on its own slice)."""
+    summary = build_sweep(args, out, cache, records) if records else None
+    if args.json:
+        _json(
+            {
+                "cache": str(cache.root),
+                "seconds": round(seconds, 3),
+                "runs": outcome.runs,
+                "sweep": summary.to_dict() if summary else None,
+            }
+        )
+        return _exit_code(outcome)
+    if summary is not None:
+        print_sweep(summary, out)
+    _print_counts(out, outcome, plan, cache, seconds)
     return _exit_code(outcome)
 
 

@@ -11,8 +11,9 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 
 from segdiff_gui import __version__
-from segdiff_gui.cli import analysis_commands, commands
+from segdiff_gui.cli import analysis_commands, commands, explain_commands
 from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
+from segdiff_gui.cli.sweep_view import parse_shard
 from segdiff_gui.core.config import ConfigError
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.runner.matrix import DEFAULT_TIMEOUT_S
@@ -136,12 +137,105 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="none",
         help="apply to raw logits (default none: outputs must already be probabilities)",
     )
+    sweep = run.add_argument_group("test-set sweep")
+    sweep.add_argument(
+        "--sweep",
+        action="store_true",
+        help="study every image, not one target, and report the whole set",
+    )
+    sweep.add_argument(
+        "--shard",
+        type=parse_shard,
+        metavar="K/N",
+        help="run only shard K of N of the images (a contiguous, deterministic slice; batches "
+        "still draw on the whole set); implies --sweep. Bundle each shard, then merge",
+    )
+    _sweep_outputs(sweep)
+    run.set_defaults(model_name=None, ref_configuration=None)
     run.add_argument(
         "--trust-model",
         action="store_true",
         help="allow code in the model (Lambda layers, SavedModel graphs): Keras safe mode off",
     )
     _common(run, "print the runs and comparisons as JSON on stdout")
+
+
+def _sweep_outputs(parser: argparse._ActionsContainer) -> None:
+    parser.add_argument(
+        "--masks",
+        metavar="FOLDER",
+        help="ground-truth masks, matched by file name (cell_07.png ↔ FOLDER/cell_07.png or "
+        "cell_07_mask.*): Dice and IoU per configuration; implies --sweep",
+    )
+    parser.add_argument(
+        "--csv", metavar="FILE", help="write every image × configuration's figures as CSV"
+    )
+
+
+def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    explain = sub.add_parser(
+        "explain",
+        help="attribute a difference to knobs: one at a time, and cumulatively",
+        description="Plan the runs that change one knob at a time from --from, and the path "
+        "from --from to --to knob after knob; run what is not cached; and report how much each "
+        "knob contributes (max ULP, differing pixels, flips at the cutoff, at-risk pixels), "
+        "with the spread over repeats on lines of their own. With two cached runs (id or "
+        "label) instead of specs, only what is cached is measured.",
+        epilog=_EPILOG,
+    )
+    explain.add_argument("model", nargs="?", help=".keras, legacy .h5, or a SavedModel folder")
+    explain.add_argument("images", nargs="*", help="image files or folders (batch context)")
+    explain.add_argument(
+        "--from",
+        dest="from_",
+        required=True,
+        metavar="SPEC|RUN",
+        help="base: key=value spec (e.g. device=cpu,batch=1) or a cached run's id or label",
+    )
+    explain.add_argument(
+        "--to", required=True, metavar="SPEC|RUN", help="target: a spec or a cached run"
+    )
+    explain.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
+    explain.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
+    _matrix_options(explain)
+    _common(explain, "print the attribution as JSON")
+
+    diagnose = sub.add_parser(
+        "diagnose",
+        help="is this normal, why, and how to avoid it — from the measured runs",
+        description="Plain sentences built only from what the cached runs measured: whether "
+        "each configuration is deterministic, which knobs change the maps and by how much, "
+        "flips and at-risk pixels at the cutoff, and the ways to avoid them that the "
+        "measurements support, with links to TensorFlow's documentation.",
+    )
+    _selection(diagnose)
+    _common(diagnose, "print the findings as JSON")
+
+    sweep = sub.add_parser(
+        "sweep",
+        help="a whole test set from the cache: per-image figures, Dice and IoU",
+        description="Summarise every image of one model in the cache (or a bundle): flips, "
+        "at-risk pixels and max ULP per configuration against the reference configuration, "
+        "and with --masks the mean Dice and IoU, their change between configurations and "
+        "over repeats. Run the images first with 'segdiff run --sweep' (or --shard K/N).",
+    )
+    sweep.add_argument("--model", dest="model_name", metavar="NAME", help="the model file name")
+    sweep.add_argument(
+        "--ref",
+        dest="ref_configuration",
+        metavar="CONFIG",
+        help="reference configuration label, e.g. 'cpu b1' (default: cpu b1)",
+    )
+    sweep.add_argument("--bundle", metavar="FILE", help="read the runs from a bundle")
+    sweep.add_argument(
+        "--cutoff",
+        type=_cutoff,
+        default=0.5,
+        metavar="T",
+        help="class cutoff for sigmoid maps (default 0.5); softmax maps use argmax",
+    )
+    _sweep_outputs(sweep)
+    _common(sweep, "print the test-set and per-image figures as JSON")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("bundles", nargs="+", help="bundle files made by 'segdiff bundle'")
     _common(merge, "print what was merged as JSON")
     _add_analysis(sub)
+    _add_explanations(sub)
     return parser
 
 
@@ -292,8 +387,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     width = None if sys.stdout.isatty() else 160
     stdout = Console(highlight=False, soft_wrap=True, width=width)
     stderr = Console(stderr=True, highlight=False, soft_wrap=True, width=width)
-    handler = getattr(commands, f"command_{args.command}", None) or getattr(
-        analysis_commands, f"command_{args.command}"
+    name = f"command_{args.command}"
+    handler = next(
+        getattr(module, name)
+        for module in (commands, analysis_commands, explain_commands)
+        if hasattr(module, name)
     )
     try:
         return int(handler(args, stdout, stderr))

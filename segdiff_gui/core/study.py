@@ -32,7 +32,11 @@ class StudyRun:
     def configuration(self) -> str:
         """The label without its repeat: ``cpu b64`` (or ``server: cpu b64`` for a run merged
         from another machine, which is never a repeat of a local one)."""
-        return _REPEAT_SUFFIX.sub("", self.label)
+        return self.configuration_of(self.label)
+
+    @staticmethod
+    def configuration_of(label: str) -> str:
+        return _REPEAT_SUFFIX.sub("", label)
 
 
 _REPEAT_SUFFIX = re.compile(r" r\d+$")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +79,19 @@ class JobRunner:
         self.facts = process_facts()
         self.devices = {d["name"]: d for d in device_facts()}
         self._functions: dict[tuple[str, bool, bool], Any] = {}
-        # Every image any run needs, prepared up front: a bad image fails the job at once.
-        used = sorted({index for run in job.runs for index in run.batch})
-        self._inputs = {index: self._prepare(index) for index in used}
+        # Prepared inputs, least recently used first. A sweep over a whole test set must not
+        # hold every image: one batch's worth (plus the next target) stays, the rest is redone.
+        self._inputs: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._input_capacity = max((run.config.batch for run in job.runs), default=1) + 1
+
+    def _input(self, index: int) -> np.ndarray:
+        if index in self._inputs:
+            self._inputs.move_to_end(index)
+        else:
+            self._inputs[index] = self._prepare(index)
+            if len(self._inputs) > self._input_capacity:
+                self._inputs.popitem(last=False)
+        return self._inputs[index]
 
     def _prepare(self, index: int) -> np.ndarray:
         image = self.job.images[index]
@@ -91,17 +102,18 @@ class JobRunner:
         )
 
     def batch_for(self, run: PlannedRun) -> np.ndarray:
-        target = self._inputs[run.target]
-        for index in run.batch:
-            if self._inputs[index].shape != target.shape:
+        target = self._input(run.target)
+        inputs = [self._input(index) for index in run.batch]
+        for index, prepared in zip(run.batch, inputs, strict=True):
+            if prepared.shape != target.shape:
                 # Only a model with free height/width gets here: batches need equal sizes.
                 raise InputError(
                     self.job.images[index].path,
-                    f"is {_shape_text(self._inputs[index])} but the target is "
+                    f"is {_shape_text(prepared)} but the target is "
                     f"{_shape_text(target)}; a batch needs equal sizes (add --resize bilinear "
                     "for a model with a fixed input size, or use context=copies)",
                 )
-        return np.stack([self._inputs[index] for index in run.batch])
+        return np.stack(inputs)
 
     def compiled(self, precision: str, xla: bool, tf32: bool) -> Forward:
         """One ``tf.function`` per precision, XLA and TF32 setting. XLA is always set

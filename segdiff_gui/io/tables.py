@@ -1,4 +1,5 @@
-"""The flipped (and at-risk) pixels as CSV, with every run's exact value at each pixel."""
+"""Tables as CSV: the flipped (and at-risk) pixels with every run's exact value at each pixel,
+and a sweep's figures per image and configuration."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import numpy as np
 from segdiff_gui.core.analysis import class_map, ulp_distance
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
 from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.sweep import SweepSummary
 
-__all__ = ["write_pixel_csv"]
+__all__ = ["write_pixel_csv", "write_sweep_csv"]
 
 
 def _values_at(
@@ -69,3 +71,36 @@ def write_pixel_csv(
                 leading.append(int(ref_classes[index]))
             writer.writerow(leading + [column[index] for column in columns])
     return len(rows)
+
+
+_SWEEP_FIGURES = ("flips", "at_risk", "max_ulp", "max_abs", "differing_pixels")
+
+
+def write_sweep_csv(path: str | Path, summary: SweepSummary) -> int:
+    """One line per image and configuration: its figures against the reference and, with
+    ground truth, Dice and IoU of each repeat. Returns the number of lines written."""
+    repeats = max(
+        (
+            len(entry.overlaps or ())
+            for image in summary.images
+            for entry in image.configurations.values()
+        ),
+        default=0,
+    )
+    header = ["image", "configuration", *_SWEEP_FIGURES]
+    header += [f"{score} r{r}" for r in range(repeats) for score in ("dice", "iou")]
+    count = 0
+    with Path(path).open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for image in summary.images:
+            for name, entry in image.configurations.items():
+                figures = entry.effect.to_dict()
+                scores = [
+                    repr(value)
+                    for overlap in entry.overlaps or ()
+                    for value in (overlap.dice, overlap.iou)
+                ]
+                writer.writerow([image.image, name, *(figures[f] for f in _SWEEP_FIGURES), *scores])
+                count += 1
+    return count

@@ -18,7 +18,7 @@ from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache
 
-__all__ = ["MatrixPlan", "batch_slots", "plan_matrix"]
+__all__ = ["MatrixPlan", "batch_slots", "plan_matrix", "shard_slice"]
 
 
 def batch_slots(config: RunConfig, target: int, image_count: int) -> tuple[int, ...]:
@@ -39,10 +39,15 @@ class MatrixPlan:
 
     model_path: Path
     images: tuple[ImageRef, ...]
-    target: int
+    targets: tuple[int, ...]
     runs: tuple[PlannedRun, ...]
     cached: tuple[PlannedRun, ...]
     jobs: tuple[EngineJob, ...]
+
+    @property
+    def target(self) -> int:
+        """The first (for a single-image matrix, the only) target."""
+        return self.targets[0]
 
     @property
     def total(self) -> int:
@@ -85,6 +90,13 @@ def check_model_path(path: str | Path) -> Path:
     return path
 
 
+def shard_slice(count: int, shard: tuple[int, int]) -> range:
+    """The images of shard ``K`` of ``N`` (1-based): a contiguous block of the set's order, so
+    the same image list always splits the same way on every machine."""
+    number, total = shard
+    return range((number - 1) * count // total, number * count // total)
+
+
 def _target_index(refs: list[ImageRef], target: str | None) -> int:
     if target is None:
         return 0
@@ -107,8 +119,12 @@ def plan_matrix(
     preprocessing: Preprocessing | None = None,
     output: OutputSelection | None = None,
     trust_model: bool = False,
+    sweep: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> MatrixPlan:
-    """Plan ``configs × repeats`` runs of ``model_path`` on the target among ``image_paths``."""
+    """Plan ``configs × repeats`` runs of ``model_path`` on the target among ``image_paths``,
+    or, for a ``sweep``, on every image (only shard ``K`` of ``N`` with ``shard=(K, N)``).
+    Batches are always filled from the whole set, so a shard's runs equal the unsharded ones."""
     model = check_model_path(model_path)
     if not image_paths:
         raise InputError(model, "no images given")
@@ -117,31 +133,44 @@ def plan_matrix(
     preprocessing = preprocessing or Preprocessing()
     output = output or OutputSelection()
     refs = _image_refs([Path(p) for p in image_paths])
-    target_index = _target_index(refs, target)
+    if shard is not None:
+        targets = list(shard_slice(len(refs), shard))
+        if not targets:
+            raise InputError(
+                "--shard", f"{shard[0]}/{shard[1]} holds no image: the set has only {len(refs)}"
+            )
+    elif sweep:
+        targets = list(range(len(refs)))
+    else:
+        targets = [_target_index(refs, target)]
     model_hash = hash_path(model)
 
     runs: list[PlannedRun] = []
     seen: set[str] = set()
-    for config in configs:
-        slots = batch_slots(config, target_index, len(refs))
-        for repeat in range(repeats):
-            key = run_key(
-                model_hash=model_hash,
-                target_hash=refs[target_index].hash,
-                batch_hashes=[refs[i].hash for i in slots],
-                preprocessing=preprocessing.to_dict(),
-                output=output.to_dict(),
-                config=config.to_dict(),
-                repeat=repeat,
-                environment=keyed_environment(os.environ),
-            )
-            if key not in seen:  # the same configuration asked twice runs once
-                seen.add(key)
-                runs.append(PlannedRun(key, config, repeat, target_index, slots))
+    # Target by target: a sweep's images complete one after another, and a child's prepared
+    # inputs are reused by the next target's batch.
+    for target_index in targets:
+        for config in configs:
+            slots = batch_slots(config, target_index, len(refs))
+            for repeat in range(repeats):
+                key = run_key(
+                    model_hash=model_hash,
+                    target_hash=refs[target_index].hash,
+                    batch_hashes=[refs[i].hash for i in slots],
+                    preprocessing=preprocessing.to_dict(),
+                    output=output.to_dict(),
+                    config=config.to_dict(),
+                    repeat=repeat,
+                    environment=keyed_environment(os.environ),
+                )
+                if key not in seen:  # the same configuration asked twice runs once
+                    seen.add(key)
+                    runs.append(PlannedRun(key, config, repeat, target_index, slots))
 
-    target_ref = refs[target_index]
-    # Keep the target image beside its results, so they can be shown without the original.
-    cache.write_image(target_ref.hash, target_ref.name, read_image(target_ref.path))
+    for target_index in targets:
+        # Keep each target image beside its results, so they can be shown without the original.
+        target_ref = refs[target_index]
+        cache.write_image(target_ref.hash, target_ref.name, read_image(target_ref.path))
     cached: list[PlannedRun] = []
     to_compute: list[PlannedRun] = []
     for run in runs:
@@ -162,4 +191,4 @@ def plan_matrix(
         )
         for group in groups.values()
     )
-    return MatrixPlan(model, tuple(refs), target_index, tuple(runs), tuple(cached), jobs)
+    return MatrixPlan(model, tuple(refs), tuple(targets), tuple(runs), tuple(cached), jobs)

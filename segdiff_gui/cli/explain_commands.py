@@ -1,0 +1,204 @@
+"""``explain``, ``diagnose`` and ``sweep``: why maps differ, what it means at the cutoff, and
+what it does to a whole test set."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from segdiff_gui.cli.analysis_commands import _store, _studies
+from segdiff_gui.cli.commands import EXIT_OK, _cache, _exit_code, _run_matrix
+from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
+from segdiff_gui.cli.text import plural as _plural
+from segdiff_gui.cli.text import print_json as _json
+from segdiff_gui.core.attribution import Attribution, Effect, plan_attribution
+from segdiff_gui.core.config import parse_config_spec
+from segdiff_gui.core.diagnosis import diagnose
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.io.images import collect_images
+from segdiff_gui.resources import demo_images, demo_model
+from segdiff_gui.runner.explain import measure_attribution
+from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.storage.selection import select_run
+from segdiff_gui.storage.studies import group_of
+
+__all__ = ["command_diagnose", "command_explain", "command_sweep"]
+
+
+def _size(effect: Effect | None) -> tuple[int, int]:
+    return (effect.max_ulp, effect.differing_pixels) if effect else (-1, -1)
+
+
+def _figures(effect: Effect | None) -> list[str]:
+    if effect is None:
+        return ["not measured", "", "", "", ""]
+    return [
+        f"{effect.max_ulp:,}",
+        f"{effect.max_abs:.3g}",
+        f"{effect.differing_pixels:,}",
+        f"{effect.flips:,}",
+        f"{effect.at_risk:,}",
+    ]
+
+
+def attribution_table(attribution: Attribution) -> Table:
+    """Alone: each knob changed from the base. Cumulative: knob after knob to the target.
+    Total: base against target. Repeats: the largest spread of any configuration's repeats."""
+    plan = attribution.plan
+    table = Table(
+        title=f"What moves {plan.base.label()} to {plan.target.label()}",
+        caption="alone: one knob changed from the base; cumulative: knob after knob towards "
+        "the target; repeats: the largest difference between repeats of one configuration",
+    )
+    for header in ("step", "knob", "change", "compared"):
+        table.add_column(header)
+    for header in ("max ULP", "max |Δ|", "differing px", f"flips @ {attribution.cutoff:g}"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("at risk", justify="right", no_wrap=True)
+    for kind in ("alone", "cumulative", "total"):
+        table.add_section()
+        for index, row in enumerate(attribution.of(kind)):
+            compared = f"{row.compared[0]} → {row.compared[1]}"
+            table.add_row(
+                kind if index == 0 else "", row.knob, row.change, compared, *_figures(row.effect)
+            )
+    repeats = [row for row in attribution.of("repeats") if row.effect]
+    if repeats:
+        widest = max(repeats, key=lambda row: _size(row.effect))
+        table.add_section()
+        table.add_row(
+            "repeats",
+            "repeat",
+            f"{len(repeats)} configurations",
+            f"largest: {widest.compared[0]} → {widest.compared[1]}",
+            *_figures(widest.effect),
+        )
+    return table
+
+
+def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int:
+    cache = _cache(args)
+    specs = ("=" in args.from_) and ("=" in args.to)
+    exit_code = EXIT_OK
+    if specs:
+        if args.demo:
+            model, images = demo_model(), demo_images()
+        elif args.model:
+            model, images = check_model_path(args.model), collect_images(args.images)
+            if not images:
+                raise InputError(args.model, "give the images after the model")
+        else:
+            raise InputError("explain", "name the model and images (or --demo) to run SPECs on")
+        plan = plan_attribution(parse_config_spec(args.from_), parse_config_spec(args.to))
+        outcome, matrix = _run_matrix(
+            args, err, model, images, plan.configs(), cache, target=args.target
+        )
+        exit_code = _exit_code(outcome)
+        records = [cache.read_run(r.key, with_map=False) for r in matrix.runs if cache.has(r.key)]
+        if not records:
+            raise InputError(model, "no run of the attribution finished")
+    else:
+        if args.model or args.demo:
+            raise InputError("explain", "give --from and --to as key=value specs to run a model")
+        every = cache.records()
+        first, second = select_run(every, args.from_), select_run(every, args.to)
+        records = group_of(every, first)
+        if second.key not in {r.key for r in records}:
+            raise InputError(args.to, f"is not comparable with {first.label} (another image?)")
+        plan = plan_attribution(first.run_config, second.run_config)
+    attribution = measure_attribution(cache, records, plan, args.cutoff)
+    if args.json:
+        _json({**attribution.to_dict(), "image": records[0].target_name})
+        return exit_code
+    out.print(attribution_table(attribution))
+    for line in attribution_sentences(attribution):
+        out.print(line)
+    return exit_code
+
+
+def attribution_sentences(attribution: Attribution) -> list[str]:
+    """What the table says, in words: the largest contribution, and what was not measured."""
+    lines = []
+    measured = [(row, row.effect) for row in attribution.of("alone") if row.effect]
+    if measured:
+        top, effect = max(measured, key=lambda pair: (pair[1].max_ulp, pair[1].differing_pixels))
+        if effect.differing_pixels:
+            lines.append(
+                f"Largest single knob: {top.knob} ({top.change}) — up to {effect.max_ulp:,} ULP, "
+                f"{effect.differing_pixels:,} differing pixels, {effect.flips:,} flips."
+            )
+        else:
+            lines.append("No single knob changes a bit of the map.")
+    noisy = [row for row in attribution.of("repeats") if row.effect and row.effect.differing_pixels]
+    for row in noisy:
+        assert row.effect is not None
+        lines.append(
+            f"{row.compared[0].removesuffix(' r0')} is nondeterministic: repeats differ by up to "
+            f"{row.effect.max_ulp:,} ULP — part of any difference it shows is not the knob."
+        )
+    if attribution.of("repeats") and not noisy:
+        lines.append("Every configuration run more than once was bitwise repeatable.")
+    missing = [row for row in attribution.rows if row.effect is None]
+    if missing:
+        lines.append(
+            f"{_plural(len(missing), 'comparison')} not measured: a configuration has no run "
+            "here (give the model, images and key=value specs to compute them)."
+        )
+    lines.append(
+        "Cumulative steps are measured along one path; their figures need not add up to the total."
+    )
+    return lines
+
+
+def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
+    _, studies, where = _studies(args)
+    if args.json:
+        _json(
+            [
+                {
+                    "model": record.model_name,
+                    "image": record.target_name,
+                    "source": where,
+                    "reference": study.reference.label,
+                    "cutoff": study.cutoff,
+                    "findings": [finding.to_dict() for finding in diagnose(study)],
+                }
+                for study, record in studies
+            ]
+        )
+        return EXIT_OK
+    titles = {
+        "repeatability": "Is it repeatable?",
+        "knobs": "What changes the maps?",
+        "cutoff": "What it does at the cutoff",
+        "advice": "How to avoid it",
+        "not measured": "Not measured",
+    }
+    for study, record in studies:
+        out.print(
+            f"[bold]{escape(record.model_name)}[/] on [bold]{escape(record.target_name)}[/], "
+            f"against {escape(study.reference.label)}"
+        )
+        findings = diagnose(study)
+        for topic, title in titles.items():
+            chosen = [f for f in findings if f.topic == topic]
+            if not chosen:
+                continue
+            out.print(f"[bold]{title}[/]")
+            for finding in chosen:
+                link = f" ({finding.link})" if finding.link else ""
+                out.print(f"  • {escape(finding.sentence)}{link}")
+    return EXIT_OK
+
+
+def command_sweep(args: argparse.Namespace, out: Console, err: Console) -> int:
+    store, records, _ = _store(args)
+    summary = build_sweep(args, out, store, records)
+    if args.json:
+        _json(summary.to_dict())
+    else:
+        print_sweep(summary, out)
+    return EXIT_OK

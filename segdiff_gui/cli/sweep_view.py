@@ -1,0 +1,137 @@
+"""The test-set sweep for people: a table per configuration, the images with most flips, and
+what the numbers mean for a reported mean Dice."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from segdiff_gui.cli.text import plural as _plural
+from segdiff_gui.core.sweep import SweepSummary
+from segdiff_gui.io.tables import write_sweep_csv
+from segdiff_gui.io.truth import TruthFolder
+from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
+from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.storage.studies import RunStore
+
+__all__ = ["build_sweep", "parse_shard", "print_sweep"]
+
+
+def _percent(value: float | None) -> str:
+    return "" if value is None else f"{value:.6f}"
+
+
+def _delta(value: float | None) -> str:
+    return "" if value is None else f"{value:+.2e}"
+
+
+def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
+    """The test-set table, the images with most flips, and what it means for a reported mean."""
+    rows = summary.rows()
+    cutoff = "argmax" if summary.multiclass else f"cutoff {summary.cutoff:g}"
+    table = Table(
+        title=f"Test set: {_plural(len(summary.images), 'image')} against {summary.reference} "
+        f"at {cutoff}"
+    )
+    table.add_column("configuration", no_wrap=True)
+    headers = ["images", "with flips", "flips", "at risk", "max ULP"]
+    if summary.has_truth:
+        headers += ["mean Dice", "Δ Dice", "Dice range (repeats)", "mean IoU", "Δ IoU"]
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in rows:
+        cells = [
+            f"{row['images']:,}",
+            f"{row['images_with_flips']:,}",
+            f"{row['flips']:,}",
+            f"{row['at_risk']:,}",
+            f"{row['max_ulp']:,}",
+        ]
+        if summary.has_truth:
+            cells += [
+                _percent(row["mean_dice"]),
+                "" if row["is_reference"] else _delta(row["delta_mean_dice"]),
+                _delta(row["dice_repeat_range"]).lstrip("+"),
+                _percent(row["mean_iou"]),
+                "" if row["is_reference"] else _delta(row["delta_mean_iou"]),
+            ]
+        name = row["configuration"] + (" (reference)" if row["is_reference"] else "")
+        table.add_row(escape(name), *cells)
+    out.print(table)
+    worst = sorted(
+        summary.images,
+        key=lambda image: -sum(e.effect.flips for e in image.configurations.values()),
+    )[:shown]
+    if worst and any(e.effect.flips for e in worst[0].configurations.values()):
+        per_image = Table(title=f"Images with the most flips (first {len(worst)})")
+        per_image.add_column("image")
+        names = summary.configurations
+        for name in names:
+            per_image.add_column(escape(name), justify="right")
+        for image in worst:
+            per_image.add_row(
+                escape(image.image),
+                *[
+                    f"{image.configurations[n].effect.flips:,}" if n in image.configurations else ""
+                    for n in names
+                ],
+            )
+        out.print(per_image)
+    for line in sweep_sentences(summary):
+        out.print(line)
+
+
+def sweep_sentences(summary: SweepSummary) -> list[str]:
+    rows = summary.rows()
+    if not summary.has_truth:
+        return ["No ground truth given (--masks FOLDER): Dice and IoU not computed."]
+    others = [r for r in rows if not r["is_reference"] and r["delta_mean_dice"] is not None]
+    lines = []
+    if others:
+        top = max(others, key=lambda r: abs(r["delta_mean_dice"]))
+        lines.append(
+            f"The test-set mean Dice moves by at most {abs(top['delta_mean_dice']):.2e} between "
+            f"configurations ({top['configuration']} against {summary.reference}: "
+            f"{top['mean_dice']:.6f} vs {top['mean_dice'] - top['delta_mean_dice']:.6f})."
+        )
+    ranges = [r for r in rows if len(r["mean_dice_per_repeat"]) > 1]
+    if ranges:
+        top = max(ranges, key=lambda r: r["dice_repeat_range"])
+        lines.append(
+            f"Over repeats, the mean Dice of one configuration varies by at most "
+            f"{top['dice_repeat_range']:.2e} ({top['configuration']})"
+            + (
+                ": nondeterminism does not change the reported mean."
+                if top["dice_repeat_range"] == 0
+                else "."
+            )
+        )
+    return lines
+
+
+def build_sweep(
+    args: argparse.Namespace, out: Console, store: RunStore, records: list[RunRecord]
+) -> SweepSummary:
+    """The sweep over ``records`` as the arguments ask (model, reference, masks, CSV file)."""
+    truth = TruthFolder(args.masks) if args.masks else None
+    groups = sweep_groups(records, args.model_name)
+    summary = summarise_sweep(store, groups, args.cutoff, args.ref_configuration, truth)
+    if args.csv:
+        count = write_sweep_csv(args.csv, summary)
+        if not args.json:
+            out.print(f"wrote {_plural(count, 'line')} (image × configuration) to {args.csv}")
+    return summary
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """``K/N`` with 1 ≤ K ≤ N."""
+    try:
+        number, total = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not K/N, e.g. 2/8") from None
+    if not 1 <= number <= total:
+        raise argparse.ArgumentTypeError(f"{value!r}: K must be between 1 and N")
+    return number, total

@@ -1,0 +1,250 @@
+"""Which knob makes the difference: one knob at a time, and the cumulative path to a target.
+
+Given a base configuration (say ``cpu b1``) and a target (``gpu:0 b64 xla``), the knobs that
+differ are changed one at a time from the base (*alone*) and one after another along a fixed
+path from the base to the target (*cumulative*). Each change is measured as a comparison of two
+maps: largest ULP distance, differing pixels, class flips at the cutoff, and the pixels of the
+earlier map that lie within that change's largest difference of the cutoff (*at risk*). Repeats
+of one configuration are measured the same way against its first repeat, so nondeterminism is a
+line of its own and never mistaken for a knob's effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.core.analysis import compare_maps
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.spread import at_risk_mask
+
+__all__ = [
+    "KNOBS",
+    "Attribution",
+    "AttributionPlan",
+    "AttributionStep",
+    "Effect",
+    "attribute",
+    "plan_attribution",
+]
+
+# The knobs in the order of the cumulative path. The batch knob carries the batch context and
+# the target's position with it: they mean nothing apart from a batch size.
+KNOBS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("device", ("device",)),
+    ("batch", ("batch", "context", "position")),
+    ("determinism", ("determinism",)),
+    ("tf32", ("tf32",)),
+    ("onednn", ("onednn",)),
+    ("threads", ("threads",)),
+    ("xla", ("xla",)),
+    ("precision", ("precision",)),
+)
+
+
+def _value_text(config: RunConfig, field: str) -> str:
+    value = getattr(config, field)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if field == "threads" and value == 0:
+        return "default"
+    return str(value)
+
+
+def _take(config: RunConfig, source: RunConfig, fields: tuple[str, ...]) -> RunConfig:
+    return replace(config, **{field: getattr(source, field) for field in fields})
+
+
+@dataclass(frozen=True)
+class AttributionStep:
+    """One knob that differs between base and target.
+
+    ``alone`` is the base with only this knob taken from the target; ``before`` and ``after``
+    are the cumulative path's configurations on either side of this knob.
+    """
+
+    knob: str
+    change: str
+    alone: RunConfig
+    before: RunConfig
+    after: RunConfig
+
+
+@dataclass(frozen=True)
+class AttributionPlan:
+    base: RunConfig
+    target: RunConfig
+    steps: tuple[AttributionStep, ...]
+
+    def configs(self) -> list[RunConfig]:
+        """Every configuration the attribution measures, each once, base first."""
+        ordered = [self.base]
+        for step in self.steps:
+            ordered += [step.alone, step.after]
+        return list(dict.fromkeys(ordered))
+
+
+def plan_attribution(base: RunConfig, target: RunConfig) -> AttributionPlan:
+    """The one-knob and cumulative configurations between ``base`` and ``target``."""
+    steps = []
+    current = base
+    for knob, fields in KNOBS:
+        changed = [f for f in fields if getattr(base, f) != getattr(target, f)]
+        if not changed:
+            continue
+        # The knob names itself; only the batch knob says which of its fields moved.
+        change = ", ".join(
+            (f"{f} " if len(fields) > 1 else "")
+            + f"{_value_text(base, f)} → {_value_text(target, f)}"
+            for f in changed
+        )
+        after = _take(current, target, fields)
+        steps.append(AttributionStep(knob, change, _take(base, target, fields), current, after))
+        current = after
+    return AttributionPlan(base, target, tuple(steps))
+
+
+@dataclass(frozen=True)
+class Effect:
+    """How one map differs from another (``max_ulp`` over the pixels that are numbers in both)."""
+
+    max_ulp: int
+    max_abs: float
+    differing_pixels: int
+    flips: int
+    at_risk: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def between(cls, first: np.ndarray, second: np.ndarray, cutoff: float) -> Effect:
+        comparison = compare_maps(first, second, cutoff)
+        return cls(
+            max_ulp=comparison.max_ulp,
+            max_abs=comparison.max_abs,
+            differing_pixels=comparison.differing_pixels,
+            flips=comparison.flips,
+            at_risk=int(at_risk_mask(first, comparison.max_abs, cutoff).sum()),
+        )
+
+    @classmethod
+    def largest(cls, effects: Sequence[Effect]) -> Effect:
+        """Each figure's largest value over ``effects`` (for the repeats of a configuration)."""
+        return cls(
+            max_ulp=max(e.max_ulp for e in effects),
+            max_abs=max(e.max_abs for e in effects),
+            differing_pixels=max(e.differing_pixels for e in effects),
+            flips=max(e.flips for e in effects),
+            at_risk=max(e.at_risk for e in effects),
+        )
+
+
+# The maps of one configuration, repeat 0 first; empty when it was not measured.
+MapsOf = Callable[[RunConfig], Sequence[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class AttributionRow:
+    """One line of the table: ``kind`` is ``alone``, ``cumulative``, ``total`` or ``repeats``."""
+
+    kind: str
+    knob: str
+    change: str
+    compared: tuple[str, str]
+    effect: Effect | None  # None: a configuration was not measured
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "knob": self.knob,
+            "change": self.change,
+            "from": self.compared[0],
+            "to": self.compared[1],
+            "measured": self.effect is not None,
+            **(self.effect.to_dict() if self.effect else {}),
+        }
+
+
+@dataclass(frozen=True)
+class Attribution:
+    plan: AttributionPlan
+    cutoff: float
+    rows: tuple[AttributionRow, ...]
+
+    def of(self, kind: str) -> list[AttributionRow]:
+        return [row for row in self.rows if row.kind == kind]
+
+    @property
+    def total(self) -> AttributionRow:
+        return self.of("total")[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base": self.plan.base.label(),
+            "target": self.plan.target.label(),
+            "base_spec": self.plan.base.to_spec(),
+            "target_spec": self.plan.target.to_spec(),
+            "cutoff": self.cutoff,
+            "rows": [row.to_dict() for row in self.rows],
+        }
+
+
+def attribute(plan: AttributionPlan, maps_of: MapsOf, cutoff: float) -> Attribution:
+    """Measure every step of ``plan`` from the maps ``maps_of`` gives (first repeats compared
+    with first repeats), plus the spread over repeats of every configuration run more than once.
+    """
+
+    def effect(first: RunConfig, second: RunConfig) -> Effect | None:
+        a, b = maps_of(first), maps_of(second)
+        return Effect.between(a[0], b[0], cutoff) if len(a) and len(b) else None
+
+    rows = []
+    for step in plan.steps:
+        rows.append(
+            AttributionRow(
+                "alone",
+                step.knob,
+                step.change,
+                (plan.base.label(), step.alone.label()),
+                effect(plan.base, step.alone),
+            )
+        )
+    for step in plan.steps:
+        rows.append(
+            AttributionRow(
+                "cumulative",
+                step.knob,
+                step.change,
+                (step.before.label(), step.after.label()),
+                effect(step.before, step.after),
+            )
+        )
+    rows.append(
+        AttributionRow(
+            "total",
+            "all",
+            f"{len(plan.steps)} knob{'' if len(plan.steps) == 1 else 's'}",
+            (plan.base.label(), plan.target.label()),
+            effect(plan.base, plan.target),
+        )
+    )
+    for config in plan.configs():
+        maps = maps_of(config)
+        if len(maps) < 2:
+            continue
+        spread = Effect.largest([Effect.between(maps[0], m, cutoff) for m in maps[1:]])
+        later = "r1" if len(maps) == 2 else f"r1…r{len(maps) - 1}"
+        rows.append(
+            AttributionRow(
+                "repeats",
+                "repeat",
+                f"{len(maps)} repeats",
+                (f"{config.label()} r0", f"{config.label()} {later}"),
+                spread,
+            )
+        )
+    return Attribution(plan, cutoff, tuple(rows))

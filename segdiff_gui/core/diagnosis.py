@@ -1,0 +1,331 @@
+"""Plain sentences that answer "is this normal, why, and how do I avoid it?" for one study.
+
+Every sentence is built from a measurement of this study and carries the figure behind it.
+Nothing is said about what was not measured: without a GPU run there is no GPU statement, and
+a knob that no run changed is listed as not measured, not as harmless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.core.attribution import KNOBS, Effect, plan_attribution
+from segdiff_gui.core.spread import at_risk_mask
+from segdiff_gui.core.study import Study, StudyRun
+
+__all__ = ["DOCS", "Finding", "diagnose"]
+
+# Where TensorFlow documents each switch.
+DOCS = {
+    "determinism": "https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_op_determinism",
+    "tf32": "https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_tensor_float_32_execution",
+    "threads": "https://www.tensorflow.org/api_docs/python/tf/config/threading/set_intra_op_parallelism_threads",
+    "xla": "https://www.tensorflow.org/xla",
+    "precision": "https://www.tensorflow.org/guide/mixed_precision",
+    "device": "https://www.tensorflow.org/guide/gpu",
+    "batch": "https://www.tensorflow.org/api_docs/python/tf/keras/Model#predict",
+    "onednn": "https://www.tensorflow.org/install/pip#hardware_requirements",
+}
+
+_KNOB_NAMES = {
+    "device": "the device",
+    "batch": "the batch (size, context or position)",
+    "determinism": "op determinism",
+    "tf32": "TF32",
+    "onednn": "oneDNN",
+    "threads": "the intra-op thread count",
+    "xla": "XLA",
+    "precision": "the precision policy",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sentence. ``topic`` is ``repeatability``, ``knobs``, ``cutoff``, ``advice`` or
+    ``not measured``; ``figure`` the number it rests on; ``link`` the documentation."""
+
+    topic: str
+    sentence: str
+    figure: str = ""
+    link: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _effect_text(effect: Effect, cutoff_text: str) -> str:
+    if effect.differing_pixels == 0:
+        return "leaves every pixel bitwise equal in value"
+    return (
+        f"changes {_plural(effect.differing_pixels, 'pixel')} by up to "
+        f"{effect.max_ulp:,} ULP (max |Δ| {effect.max_abs:.3g}) and flips "
+        f"{_plural(effect.flips, 'pixel')} {cutoff_text}"
+    )
+
+
+def _first_repeats(study: Study) -> dict[str, StudyRun]:
+    firsts: dict[str, StudyRun] = {}
+    for run in sorted(study.runs, key=lambda r: r.repeat):
+        firsts.setdefault(run.configuration, run)
+    return firsts
+
+
+def _repeatability(study: Study) -> list[Finding]:
+    if not study.verdicts:
+        return [
+            Finding(
+                "not measured",
+                "Repeatability was not measured: every configuration ran once. Run with "
+                "--repeats 2 or more to see whether the next run gives the same map.",
+            )
+        ]
+    findings = []
+    repeatable = [name for name, v in study.verdicts.items() if v.deterministic]
+    if repeatable:
+        counts = sorted({study.verdicts[name].repeats for name in repeatable})
+        repeats = " or ".join(map(str, counts))
+        every = "Every" if len(repeatable) == len(study.verdicts) else "These"
+        findings.append(
+            Finding(
+                "repeatability",
+                f"{every} configuration run more than once gave bitwise-equal maps over its "
+                f"{repeats} repeats: {', '.join(repeatable)}.",
+                "bitwise equal",
+            )
+        )
+    for name, verdict in study.verdicts.items():
+        if not verdict.deterministic:
+            findings.append(
+                Finding(
+                    "repeatability",
+                    f"{name} is {verdict.sentence()}.",
+                    f"{verdict.max_ulp:,} ULP",
+                    DOCS["determinism"],
+                )
+            )
+    return findings
+
+
+def _knob_effects(
+    study: Study, cutoff_text: str
+) -> tuple[list[Finding], dict[str, Effect], set[str]]:
+    """A sentence per configuration that differs from the reference in exactly one knob (a
+    clean measurement of that knob), and a pointer to ``explain`` for the mixed ones."""
+    reference = study.reference
+    findings: list[Finding] = []
+    alone: dict[str, Effect] = {}
+    varied: set[str] = set()
+    order = [name for name, _ in KNOBS]
+
+    def knob_order(item: tuple[str, StudyRun]) -> tuple[int, int, str]:
+        steps = plan_attribution(reference.config, item[1].config).steps
+        first = order.index(steps[0].knob) if steps else -1
+        return (len(steps), first, item[0])
+
+    for name, run in sorted(_first_repeats(study).items(), key=knob_order):
+        if name == reference.configuration:
+            continue
+        steps = plan_attribution(reference.config, run.config).steps
+        varied.update(step.knob for step in steps)
+        effect = Effect.between(reference.probabilities, run.probabilities, study.cutoff)
+        if not steps:
+            findings.append(
+                Finding(
+                    "knobs",
+                    f"{name} has the reference's configuration but was computed elsewhere; it "
+                    f"{_effect_text(effect, cutoff_text)}: the machine (CPU, libraries) "
+                    "matters.",
+                    f"{effect.max_ulp:,} ULP",
+                )
+            )
+        elif len(steps) == 1:
+            step = steps[0]
+            earlier = alone.get(step.knob)
+            alone[step.knob] = Effect.largest([earlier, effect]) if earlier else effect
+            findings.append(
+                Finding(
+                    "knobs",
+                    f"Changing {_KNOB_NAMES[step.knob]} alone ({step.change}, {name} against "
+                    f"{reference.label}) {_effect_text(effect, cutoff_text)}.",
+                    f"{effect.max_ulp:,} ULP, {effect.flips:,} flips",
+                    DOCS[step.knob],
+                )
+            )
+        else:
+            knobs = ", ".join(step.knob for step in steps)
+            findings.append(
+                Finding(
+                    "knobs",
+                    f"{name} changes {len(steps)} knobs at once ({knobs}) and "
+                    f"{_effect_text(effect, cutoff_text)}; 'segdiff explain' separates them.",
+                    f"{effect.max_ulp:,} ULP",
+                )
+            )
+    return findings, alone, varied
+
+
+def _quietest_cutoff(reference: np.ndarray, margin: float, cutoff: float) -> tuple[float, int]:
+    """Among cutoffs within ±0.1 of ``cutoff`` (steps of 0.01), the one with the fewest
+    at-risk pixels, and that count."""
+    candidates = np.round(np.arange(-0.1, 0.1001, 0.01) + cutoff, 2)
+    candidates = candidates[(candidates > 0) & (candidates < 1)]
+    counts = [int(at_risk_mask(reference, margin, float(c)).sum()) for c in candidates]
+    best = int(np.argmin(counts))
+    return float(candidates[best]), counts[best]
+
+
+def _cutoff_findings(study: Study, cutoff_text: str) -> list[Finding]:
+    flipped = int(study.any_flips().sum())
+    at_risk = int(study.at_risk.sum())
+    if not study.others or study.margin <= 0:
+        return []
+    worst = max(study.others, key=lambda run: int(study.flips(run).sum()))
+    worst_count = int(study.flips(worst).sum())
+    most = f" (most in {worst.label}: {worst_count:,})" if worst_count else ""
+    return [
+        Finding(
+            "cutoff",
+            f"{cutoff_text.capitalize()}, {_plural(flipped, 'pixel')} change class in at least "
+            f"one run{most}; {_plural(at_risk, 'pixel')} are at risk: the largest observed "
+            f"difference ({study.margin:.3g}) could move them across.",
+            f"{flipped:,} flips, {at_risk:,} at risk",
+        )
+    ]
+
+
+def _single_knob(first: StudyRun, second: StudyRun) -> str | None:
+    """The knob two runs differ in, when they differ in exactly one."""
+    steps = plan_attribution(first.config, second.config).steps
+    return steps[0].knob if len(steps) == 1 else None
+
+
+def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Finding]:
+    advice = []
+    reference = study.reference
+    changing = {knob: e for knob, e in alone.items() if e.differing_pixels}
+    same_as_reference = {"device", "batch", "xla", "threads", "onednn", "precision"}
+    order = [name for name, _ in KNOBS]
+    for knob in sorted(changing.keys() & same_as_reference, key=order.index):
+        value = {
+            "device": reference.config.device,
+            "batch": f"batch {reference.config.batch}",
+            "xla": "XLA " + ("on" if reference.config.xla else "off"),
+            "threads": f"{reference.config.threads or 'default'} intra-op threads",
+            "onednn": "oneDNN " + ("on" if reference.config.onednn else "off"),
+            "precision": reference.config.precision,
+        }[knob]
+        advice.append(
+            Finding(
+                "advice",
+                f"Keep {_KNOB_NAMES[knob]} as in the reference ({value}) wherever maps are "
+                f"compared: it alone moved up to {changing[knob].max_ulp:,} ULP here.",
+                f"{changing[knob].max_ulp:,} ULP",
+                DOCS[knob],
+            )
+        )
+    nondeterministic = {n: v for n, v in study.verdicts.items() if not v.deterministic}
+    if nondeterministic:
+        det_runs = [n for n, v in study.verdicts.items() if v.deterministic and " det" in f" {n} "]
+        backed = f"; {', '.join(det_runs)} was repeatable here" if det_runs else ""
+        name, verdict = next(iter(nondeterministic.items()))
+        advice.append(
+            Finding(
+                "advice",
+                f"Turn on op determinism (tf.config.experimental.enable_op_determinism) for "
+                f"repeatable runs: {name} varied by up to {verdict.max_ulp:,} ULP between "
+                f"repeats{backed}.",
+                f"{verdict.max_ulp:,} ULP",
+                DOCS["determinism"],
+            )
+        )
+    gpu_runs = _first_repeats(study)
+    tf32_pairs = [
+        (run, other)
+        for run in gpu_runs.values()
+        for other in gpu_runs.values()
+        if run.config.is_gpu and run.config.tf32 and _single_knob(run, other) == "tf32"
+    ]
+    if tf32_pairs and not reference.config.is_gpu:
+        on, off = tf32_pairs[0]
+        e_on = Effect.between(reference.probabilities, on.probabilities, study.cutoff)
+        e_off = Effect.between(reference.probabilities, off.probabilities, study.cutoff)
+        closer = e_off.max_abs < e_on.max_abs
+        advice.append(
+            Finding(
+                "advice",
+                f"TF32 off {'brings' if closer else 'does not bring'} {on.config.device} closer "
+                f"to the CPU's float32: max |Δ| against {reference.label} is "
+                f"{e_off.max_abs:.3g} with TF32 off and {e_on.max_abs:.3g} with it on.",
+                f"{e_off.max_abs:.3g} vs {e_on.max_abs:.3g}",
+                DOCS["tf32"],
+            )
+        )
+    at_risk = int(study.at_risk.sum())
+    if at_risk and not study.multiclass:
+        best, count = _quietest_cutoff(reference.probabilities, study.margin, study.cutoff)
+        elsewhere = (
+            f"; of the cutoffs within ±0.1, {best:g} has the fewest ({count:,})"
+            if count < at_risk
+            else "; no cutoff within ±0.1 has fewer"
+        )
+        advice.append(
+            Finding(
+                "advice",
+                f"Treat the {_plural(at_risk, 'at-risk pixel')} as uncertain, or choose a "
+                f"cutoff away from dense regions of the map: {cutoff_text}, {at_risk:,} pixels "
+                f"lie within {study.margin:.3g} of it{elsewhere}.",
+                f"{at_risk:,} at risk",
+            )
+        )
+    elif at_risk:
+        advice.append(
+            Finding(
+                "advice",
+                f"Treat the {_plural(at_risk, 'at-risk pixel')} as uncertain: their two most "
+                f"likely classes are within 2 × {study.margin:.3g} of each other.",
+                f"{at_risk:,} at risk",
+            )
+        )
+    if not advice and study.others and study.margin <= 0:
+        advice.append(
+            Finding(
+                "advice",
+                f"Every run is bitwise equal to {reference.label}: nothing to avoid among the "
+                "configurations measured.",
+                "0 ULP",
+            )
+        )
+    return advice
+
+
+def diagnose(study: Study) -> list[Finding]:
+    """The findings for ``study``, in the order a person asks: is it normal (repeatability),
+    why (knobs), what it does at the cutoff, how to avoid it, and what was not measured."""
+    cutoff_text = "at argmax" if study.multiclass else f"at cutoff {study.cutoff:g}"
+    findings = _repeatability(study)
+    knob_findings, alone, varied = _knob_effects(study, cutoff_text)
+    findings += knob_findings
+    findings += _cutoff_findings(study, cutoff_text)
+    findings += _advice(study, alone, cutoff_text)
+    if not any(run.config.is_gpu for run in study.runs):
+        findings.append(
+            Finding(
+                "not measured",
+                "No GPU run was measured, so nothing here speaks for GPUs (TF32, cuDNN "
+                "algorithms, atomics); add a gpu configuration on a machine that has one.",
+            )
+        )
+    unmeasured = [name for name, _ in KNOBS if name not in varied]
+    if unmeasured and study.others:
+        names = ", ".join(_KNOB_NAMES[k] for k in unmeasured)
+        findings.append(
+            Finding("not measured", f"Not varied in these runs, so not measured: {names}.")
+        )
+    return findings

@@ -1,0 +1,154 @@
+"""explain, diagnose and the test-set sweep on the real demo, through the real command line."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from segdiff_gui.resources import demo_dir, demo_images, demo_model
+from segdiff_gui.storage.cache import ResultCache
+from tests.conftest import segdiff
+
+pytestmark = pytest.mark.slow
+
+FIGURES = ("max_ulp", "max_abs", "differing_pixels", "flips")
+
+
+def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path):
+    root = tmp_path / "cache"
+    shutil.copytree(demo_cache.root, root)
+    target = "batch=64,threads=1,xla=on,precision=bf16"
+    result = segdiff(
+        "explain", "--demo", "--from", "device=cpu,batch=1", "--to", target,
+        "--cache", root, "--json", "--repeats", "2",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    attribution = json.loads(result.stdout)
+    alone = {row["knob"]: row for row in attribution["rows"] if row["kind"] == "alone"}
+    assert list(alone) == ["batch", "threads", "xla", "precision"]
+    # The demo's own matrix holds each of these knobs alone: compare gives the same figures.
+    compare = json.loads(segdiff("compare", "--cache", root, "--json").stdout)[0]
+    direct = {row["label"]: row for row in compare["comparisons"]}
+    for knob, label in [
+        ("batch", "cpu b64 r0"),
+        ("threads", "cpu b1 threads1 r0"),
+        ("xla", "cpu b1 xla r0"),
+        ("precision", "cpu b1 bf16 r0"),
+    ]:
+        assert {f: alone[knob][f] for f in FIGURES} == {f: direct[label][f] for f in FIGURES}
+    total = next(row for row in attribution["rows"] if row["kind"] == "total")
+    assert {f: total[f] for f in FIGURES} == {
+        f: direct["cpu b64 threads1 xla bf16 r0"][f] for f in FIGURES
+    }
+    assert alone["threads"]["differing_pixels"] == 0 and alone["precision"]["flips"] > 0
+    repeats = [row for row in attribution["rows"] if row["kind"] == "repeats"]
+    assert len(repeats) == 8 and all(row["differing_pixels"] == 0 for row in repeats)
+    cumulative = [row for row in attribution["rows"] if row["kind"] == "cumulative"]
+    assert cumulative[-1]["to"] == "cpu b64 threads1 xla bf16"
+
+    # Two cached runs by label: measured from the cache alone, no child started.
+    text = segdiff("explain", "--from", "cpu b1 r0", "--to", "cpu b64 threads1 r1", "--cache", root)
+    assert text.returncode == 0, text.stderr
+    assert "What moves cpu b1 to cpu b64 threads1" in text.stdout
+    assert "Largest single knob: batch" in text.stdout
+
+
+def test_explain_needs_a_model_for_specs(tmp_path):
+    result = segdiff("explain", "--from", "batch=1", "--to", "batch=2", "--cache", tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("name the model and images (or --demo) to run SPECs on")
+
+
+def test_diagnose_says_only_what_was_measured(demo_cache):
+    result = segdiff("diagnose", "--cache", demo_cache.root, "--json")
+    assert result.returncode == 0, result.stderr
+    (study,) = json.loads(result.stdout)
+    findings = study["findings"]
+    topics = {f["topic"] for f in findings}
+    assert {"repeatability", "knobs", "cutoff", "advice", "not measured"} <= topics
+    gpu_sentences = [f["sentence"] for f in findings if "GPU" in f["sentence"]]
+    assert gpu_sentences and all(f.startswith("No GPU run was measured") for f in gpu_sentences)
+    precision = next(f for f in findings if "precision policy alone" in f["sentence"])
+    assert precision["link"].startswith("https://www.tensorflow.org/")
+    text = segdiff("diagnose", "--cache", demo_cache.root).stdout
+    assert "How to avoid it" in text and "bitwise-equal maps over its 2 repeats" in text
+
+
+def _independent_dice(cache_root, masks, config_label):
+    """Dice straight from the HDF5 maps and the PNG masks, without segdiff's analysis."""
+    cache = ResultCache(cache_root)
+    scores = []
+    for record in cache.records():
+        if record.label != f"{config_label} r0":
+            continue
+        probabilities = cache.read_run(record.key).probabilities
+        predicted = np.asarray(probabilities).reshape(probabilities.shape[:2]) >= np.float32(0.5)
+        truth = np.asarray(Image.open(masks / record.target_name)) > 0
+        scores.append(2 * (predicted & truth).sum() / (predicted.sum() + truth.sum()))
+    return float(np.mean(scores)), len(scores)
+
+
+def test_sweep_dice_and_shards_merged_equal_the_unsharded_sweep(tmp_path):
+    model, images, masks = demo_model(), demo_dir() / "images", demo_dir() / "masks"
+    configs = ["--config", "batch=1", "--config", "batch=4", "--config", "precision=bf16"]
+    whole = tmp_path / "whole"
+    result = segdiff("run", model, images, *configs, "--sweep", "--masks", masks,
+                     "--repeats", "1", "--cache", whole, "--json")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    sweep = json.loads(result.stdout)["sweep"]
+    assert len(sweep["images"]) == len(demo_images()) == 16
+    rows = {row["configuration"]: row for row in sweep["configurations"]}
+    for label in ("cpu b1", "cpu b4", "cpu b1 bf16"):
+        dice, count = _independent_dice(whole, masks, label)
+        assert count == 16 and rows[label]["mean_dice"] == pytest.approx(dice, abs=1e-12)
+    assert rows["cpu b1 bf16"]["delta_mean_dice"] == pytest.approx(
+        rows["cpu b1 bf16"]["mean_dice"] - rows["cpu b1"]["mean_dice"]
+    )
+    assert rows["cpu b1 bf16"]["flips"] > 0
+
+    merged = tmp_path / "merged"
+    for shard in ("1/3", "2/3", "3/3"):
+        part = tmp_path / f"shard{shard[0]}"
+        result = segdiff("run", model, images, *configs, "--shard", shard, "--repeats", "1",
+                         "--cache", part)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        bundle = tmp_path / f"shard{shard[0]}.h5"
+        assert segdiff("bundle", bundle, "--cache", part).returncode == 0
+        assert segdiff("merge", bundle, "--cache", merged).returncode == 0
+    whole_cache, merged_cache = ResultCache(whole), ResultCache(merged)
+    keys = sorted(r.key for r in whole_cache.records())
+    assert sorted(r.key for r in merged_cache.records()) == keys and len(keys) == 48
+    for key in keys:
+        ours = whole_cache.read_run(key).probabilities
+        theirs = merged_cache.read_run(key).probabilities
+        assert ours.tobytes() == theirs.tobytes()
+    again = segdiff("sweep", "--masks", masks, "--cache", merged, "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == sweep
+
+    csv_file = tmp_path / "sweep.csv"
+    text = segdiff("sweep", "--masks", masks, "--cache", merged, "--csv", csv_file)
+    assert "mean Dice" in text.stdout and "Images with the most flips" in text.stdout
+    assert len(csv_file.read_text().splitlines()) == 1 + 16 * 3
+
+
+def test_sweep_of_a_softmax_model_scores_every_class(tmp_path):
+    result = segdiff("run", demo_model("softmax3"), demo_dir() / "images", "--config", "batch=1",
+                     "--masks", demo_dir() / "masks3", "--repeats", "1", "--cache", tmp_path,
+                     "--json")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    sweep = json.loads(result.stdout)["sweep"]
+    assert sweep["kind"] == "softmax"
+    (row,) = sweep["configurations"]
+    assert 0.5 < row["mean_dice"] <= 1 and row["images"] == 16
+
+
+def test_a_shard_beyond_the_set_is_a_clear_error(tmp_path):
+    result = segdiff("run", demo_model(), demo_dir() / "images" / "cell_00.png", "--shard", "1/2",
+                     "--cache", tmp_path)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip() == "segdiff: --shard: 1/2 holds no image: the set has only 1"
+    bad = segdiff("run", demo_model(), demo_dir() / "images", "--shard", "4/3")
+    assert bad.returncode == 2 and "K must be between 1 and N" in bad.stderr

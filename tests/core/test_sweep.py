@@ -1,0 +1,71 @@
+"""Dice and IoU against ground truth, and a sweep's streaming totals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.sweep import SweepSummary, overlap, summarise_image
+
+
+def test_binary_overlap_matches_the_textbook_formulas() -> None:
+    predicted = np.array([[1, 1, 0, 0], [1, 0, 0, 0]])
+    truth = np.array([[1, 0, 0, 0], [1, 1, 1, 0]])
+    scores = overlap(predicted, truth, multiclass=False)
+    # |P∩T| = 2, |P| = 3, |T| = 4, |P∪T| = 5
+    assert scores.dice == pytest.approx(2 * 2 / 7)
+    assert scores.iou == pytest.approx(2 / 5)
+
+
+def test_multiclass_overlap_averages_the_foreground_classes_present() -> None:
+    predicted = np.array([[0, 1, 1, 2], [0, 0, 2, 2]])
+    truth = np.array([[0, 1, 2, 2], [0, 0, 2, 2]])
+    scores = overlap(predicted, truth, multiclass=True)
+    dice_1, dice_2 = 2 * 1 / 3, 2 * 3 / 7
+    iou_1, iou_2 = 1 / 2, 3 / 4
+    assert scores.dice == pytest.approx((dice_1 + dice_2) / 2)
+    assert scores.iou == pytest.approx((iou_1 + iou_2) / 2)
+
+
+def test_nothing_predicted_and_nothing_there_is_perfect() -> None:
+    empty = np.zeros((3, 3), dtype=int)
+    assert overlap(empty, empty, multiclass=False).dice == 1.0
+    assert overlap(empty, np.ones((3, 3), dtype=int), multiclass=False).dice == 0.0
+
+
+def _study(values: dict[str, list[np.ndarray]]) -> Study:
+    runs = []
+    for label, maps in values.items():
+        config = RunConfig(batch=int(label.split("b")[1]))
+        for repeat, probabilities in enumerate(maps):
+            runs.append(
+                StudyRun(f"{label}{repeat}", f"{label} r{repeat}", config, repeat, probabilities)
+            )
+    return Study(runs, cutoff=0.5)
+
+
+def test_sweep_totals_and_mean_dice_change() -> None:
+    truth = np.array([[1, 1], [0, 0]])
+    exact = np.array([[0.9, 0.8], [0.1, 0.2]], dtype=np.float32)
+    off_by_one = np.array([[0.9, 0.8], [0.6, 0.2]], dtype=np.float32)  # one extra pixel
+    summary = SweepSummary(reference="cpu b1", cutoff=0.5)
+    summary.add(
+        summarise_image(
+            "a.png", _study({"cpu b1": [exact, exact], "cpu b8": [exact, off_by_one]}), truth
+        )
+    )
+    summary.add(
+        summarise_image(
+            "b.png", _study({"cpu b1": [exact, exact], "cpu b8": [exact, exact]}), truth
+        )
+    )
+    rows = {row["configuration"]: row for row in summary.rows()}
+    assert rows["cpu b1"]["mean_dice"] == 1.0 and rows["cpu b1"]["delta_mean_dice"] == 0.0
+    # cpu b8: repeat 0 is exact everywhere; repeat 1 misses on a.png (Dice 0.8).
+    assert rows["cpu b8"]["mean_dice_per_repeat"] == pytest.approx([1.0, 0.9])
+    assert rows["cpu b8"]["dice_repeat_range"] == pytest.approx(0.1)
+    assert rows["cpu b8"]["flips"] == 1 and rows["cpu b8"]["images_with_flips"] == 1
+    assert rows["cpu b8"]["images"] == 2
+    assert summary.images[0].configurations["cpu b8"].effect.flips == 1
