@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
 def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
     """Make the model, session and window for ``argv`` (QApplication must exist)."""
     from segdiff_gui.io.images import collect_images
-    from segdiff_gui.resources import demo_images, demo_model
+    from segdiff_gui.resources import demo_dir, demo_images, demo_model
     from segdiff_gui.runner.matrices import default_configs, demo_configs
     from segdiff_gui.runner.plan import check_model_path
     from segdiff_gui.storage.bundle import BundleReader
@@ -57,7 +57,9 @@ def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
             )
         )
     else:
-        window.set_session(MatrixSession(demo_model(), demo_images(), cache, demo_configs))
+        demo = MatrixSession(demo_model(), demo_images(), cache, demo_configs)
+        demo.truth = demo_dir() / "masks"  # the demo's ground truth: Dice in the sweep at once
+        window.set_session(demo)
     return window, args
 
 

@@ -45,6 +45,7 @@ from segdiff_gui.runner.matrices import default_configs
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.storage.bundle import BundleReader, is_bundle
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.ui.analysis_controller import AnalysisController
 from segdiff_gui.ui.cutoff_control import CutoffControl
 from segdiff_gui.ui.grid_view import ProbabilityGridView
 from segdiff_gui.ui.inspection import VIEW_MODES, InspectionModel
@@ -85,6 +86,7 @@ class MainWindow(QMainWindow):
         self.inspector = PixelInspector(model)
         self.stats = StatsPanel(model)
         self.run_panel = RunPanel()
+        self.analysis = AnalysisController(self)
         self._build_toolbar()
         self._build_docks()
         self._build_menus()
@@ -150,6 +152,8 @@ class MainWindow(QMainWindow):
         tabs = QTabWidget()
         tabs.addTab(self.inspector, "Inspector")
         tabs.addTab(self.stats, "Statistics")
+        tabs.addTab(self.analysis.diagnosis, "Diagnosis")
+        tabs.addTab(self.analysis.sweep_panel, "Test set")
         right = QDockWidget("Pixel and statistics", self)
         right.setObjectName("right-dock")
         right.setWidget(tabs)
@@ -195,6 +199,16 @@ class MainWindow(QMainWindow):
         self._action(run_menu, "&Run missing", self.start_runs, "Ctrl+R")
         self._action(run_menu, "&Cancel", self.cancel_runs, "Ctrl+.")
         self._action(run_menu, "&Probe devices", self.probe_devices)
+        run_menu.addSeparator()
+        self._action(run_menu, "&Sweep every image", self._sweep_from_menu)
+        analysis_menu = self.menuBar().addMenu("&Analysis")
+        self._action(
+            analysis_menu, "&Explain the difference (reference vs run)…", self.analysis.explain,
+            "Ctrl+K",
+        )  # fmt: skip
+        self._action(
+            analysis_menu, "&Diagnosis", lambda: self.tabs.setCurrentWidget(self.analysis.diagnosis)
+        )
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&About segdiff", self.about)
 
@@ -285,12 +299,17 @@ class MainWindow(QMainWindow):
         )
 
     # what is shown --------------------------------------------------------------------------
+    def _sweep_from_menu(self) -> None:
+        self.tabs.setCurrentWidget(self.analysis.sweep_panel)
+        self.analysis.sweep()
+
     def set_session(self, session: MatrixSession | BundleSession) -> None:
         """Look at a matrix (cached runs at once, the rest on request) or at a bundle."""
         if self.worker is not None:
             self.worker.cancel()
             self.worker.wait(30_000)
         self.session = session
+        self.analysis.session_changed()
         self.model.selected_pixel = None
         self.model.focus_key = None
         if isinstance(session, BundleSession):
@@ -432,11 +451,14 @@ class MainWindow(QMainWindow):
             self.open_paths(paths)
 
     # running --------------------------------------------------------------------------------
-    def start_runs(self) -> None:
+    def start_runs(
+        self, planner: Callable[[], tuple[MatrixPlan, MatrixRunner]] | None = None
+    ) -> None:
+        """Run what the matrix (or, with ``planner``, e.g. a sweep) still lacks."""
         if not isinstance(self.session, MatrixSession) or self.worker is not None:
             return
         session = self.session
-        self.worker = MatrixWorker(session.plan_with_devices)
+        self.worker = MatrixWorker(planner or session.plan_with_devices)
         self.worker.message.connect(self._on_message)
         self.worker.failed.connect(lambda text: self.run_panel.status.setText(text))
         self.worker.finished.connect(self._worker_done)
@@ -455,6 +477,7 @@ class MainWindow(QMainWindow):
         self.run_panel.set_running(False)
         self.run_panel.editor.setEnabled(True)
         self.worker = None
+        self.analysis.worker_done()
 
     def cancel_runs(self) -> None:
         if self.worker is not None:

@@ -17,7 +17,11 @@ from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.studies import RunStore, comparable_groups
 from segdiff_gui.ui.inspection import InspectionModel
 
-__all__ = ["BundleSession", "MatrixSession"]
+__all__ = ["BundleSession", "MatrixSession", "Planner"]
+
+# Plans a matrix and gives its runner, on the worker thread: the window's matrix, a sweep over
+# every image, or the configurations an attribution lacks.
+Planner = Callable[[], tuple[MatrixPlan, MatrixRunner]]
 
 
 @dataclass
@@ -31,7 +35,10 @@ class MatrixSession:
     configs_for: Callable[[list[str]], list[RunConfig]]
     repeats: int = 2
     target: str | None = None  # an image's name; None: the first
+    truth: Path | None = None  # ground-truth masks for the test-set sweep
     plan: MatrixPlan | None = field(default=None, init=False)
+    sweep_plan: MatrixPlan | None = field(default=None, init=False)
+    _shown: frozenset[str] = field(default=frozenset(), init=False)
 
     @property
     def store(self) -> RunStore:
@@ -46,6 +53,7 @@ class MatrixSession:
             repeats=self.repeats,
             target=self.target,
         )
+        self._shown = frozenset(run.key for run in self.plan.runs)
         return self.plan
 
     def plan_with_devices(self) -> tuple[MatrixPlan, MatrixRunner]:
@@ -53,9 +61,42 @@ class MatrixSession:
         plan = self.plan_now(gpu_names(probe_devices(self.cache.root)))
         return plan, MatrixRunner(plan, self.cache)
 
+    def plan_sweep_with_devices(self) -> tuple[MatrixPlan, MatrixRunner]:
+        """The same matrix on every image (worker thread). The views keep showing the target:
+        its runs are part of the sweep, the other images' runs only feed the summary."""
+        gpus = gpu_names(probe_devices(self.cache.root))
+        configs = self.configs_for(list(gpus))
+        self.plan_now(gpus)
+        plan = plan_matrix(
+            self.model_path, self.images, configs, cache=self.cache, repeats=self.repeats,
+            sweep=True,
+        )  # fmt: skip
+        self.sweep_plan = plan
+        return plan, MatrixRunner(plan, self.cache)
+
+    def planner_for(
+        self, configs: Sequence[RunConfig]
+    ) -> Callable[[], tuple[MatrixPlan, MatrixRunner]]:
+        """A planner for ``configs`` on the target (e.g. an attribution's missing runs), whose
+        runs join the views as they finish."""
+
+        def plan() -> tuple[MatrixPlan, MatrixRunner]:
+            extra = plan_matrix(
+                self.model_path, self.images, configs, cache=self.cache, repeats=self.repeats,
+                target=self.target,
+            )  # fmt: skip
+            self._shown = self._shown | {run.key for run in extra.runs}
+            return extra, MatrixRunner(extra, self.cache)
+
+        return plan
+
     def absorb(self, model: InspectionModel, message: Message) -> None:
-        """A run became available: show it."""
-        if isinstance(message, RunFinished | RunCached) and self.cache.has(message.key):
+        """A run of the image on show became available: show it."""
+        if (
+            isinstance(message, RunFinished | RunCached)
+            and message.key in self._shown
+            and self.cache.has(message.key)
+        ):
             model.add_run(self.cache, self.cache.read_run(message.key, with_map=False))
 
 

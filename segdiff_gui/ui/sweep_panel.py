@@ -1,0 +1,144 @@
+"""The test set in the window: every image's figures per configuration in a sortable table
+(double-click a row to show that image in the views), and the test-set means."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from segdiff_gui.core.sweep import SweepSummary
+
+__all__ = ["SweepPanel"]
+
+
+def _number(value: float | int, text: str) -> QStandardItem:
+    """A cell that shows ``text`` but sorts by ``value``."""
+    item = QStandardItem(text)
+    item.setData(value, Qt.ItemDataRole.UserRole)
+    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    return item
+
+
+class SweepPanel(QWidget):
+    sweep_requested = Signal()
+    truth_chosen = Signal(object)  # a Path, or None to use no ground truth
+    image_opened = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.summary: SweepSummary | None = None
+        self.sweep_button = QPushButton("Sweep every image")
+        self.sweep_button.setToolTip(
+            "Run the matrix on every image of the set (cached runs are not recomputed) and "
+            "summarise each image against the reference configuration"
+        )
+        self.sweep_button.clicked.connect(self.sweep_requested)
+        self.truth_button = QPushButton("Ground truth…")
+        self.truth_button.setToolTip(
+            "A folder of masks named like the images (cell_07.png ↔ cell_07.png or "
+            "cell_07_mask.png): Dice and IoU per configuration"
+        )
+        self.truth_button.clicked.connect(self._choose_truth)
+        self.truth_label = QLabel("no ground truth")
+        self.status = QLabel("Sweep the set to see every image's figures.")
+        self.status.setWordWrap(True)
+        self.items = QStandardItemModel(0, 0, self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.items)
+        self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+        self.table.setEditTriggers(QTableView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.doubleClicked.connect(self._open_row)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.sweep_button)
+        buttons.addWidget(self.truth_button)
+        buttons.addWidget(self.truth_label, 1)
+        layout = QVBoxLayout(self)
+        layout.addLayout(buttons)
+        layout.addWidget(self.status)
+        layout.addWidget(self.table, 1)
+
+    def set_truth(self, folder: Path | None) -> None:
+        self.truth_label.setText(f"truth: {folder}" if folder else "no ground truth")
+
+    def _choose_truth(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Folder of ground-truth masks")
+        if folder:
+            self.set_truth(Path(folder))
+            self.truth_chosen.emit(Path(folder))
+
+    def show_summary(self, summary: SweepSummary) -> None:
+        self.summary = summary
+        names = summary.configurations
+        truth = summary.has_truth
+        headers = ["image", "flips (all)"]
+        for name in names:
+            headers += [f"flips · {name}", f"at risk · {name}", f"max ULP · {name}"]
+            if truth:
+                headers.append(f"Dice · {name}")
+        self.items.clear()
+        self.items.setHorizontalHeaderLabels(headers)
+        for image in summary.images:
+            entries = image.configurations
+            total = sum(entry.effect.flips for entry in entries.values())
+            name_item = QStandardItem(image.image)
+            name_item.setData(image.image, Qt.ItemDataRole.UserRole)
+            row = [name_item, _number(total, f"{total:,}")]
+            for name in names:
+                entry = entries.get(name)
+                if entry is None:
+                    row += [_number(-1, "")] * (4 if truth else 3)
+                    continue
+                effect = entry.effect
+                row += [
+                    _number(effect.flips, f"{effect.flips:,}"),
+                    _number(effect.at_risk, f"{effect.at_risk:,}"),
+                    _number(effect.max_ulp, f"{effect.max_ulp:,}"),
+                ]
+                if truth:
+                    dice = entry.overlaps[0].dice if entry.overlaps else -1.0
+                    row.append(_number(dice, f"{dice:.6f}" if dice >= 0 else ""))
+            self.items.appendRow(row)
+        self.table.sortByColumn(1, Qt.SortOrder.DescendingOrder)
+        self.status.setText(self._status_html(summary))
+
+    def _status_html(self, summary: SweepSummary) -> str:
+        lines = [
+            f"<b>{len(summary.images)} images</b> against <b>{escape(summary.reference)}</b>; "
+            "double-click a row to show that image."
+        ]
+        for row in summary.rows():
+            text = (
+                f"{escape(row['configuration'])}: {row['flips']:,} flips in "
+                f"{row['images_with_flips']:,} images, max {row['max_ulp']:,} ULP"
+            )
+            if row["mean_dice"] is not None:
+                text += f", mean Dice {row['mean_dice']:.6f}"
+                if not row["is_reference"]:
+                    text += f" ({row['delta_mean_dice']:+.2e})"
+                if row["dice_repeat_range"]:
+                    text += f", range over repeats {row['dice_repeat_range']:.2e}"
+            lines.append(text)
+        return "<br>".join(lines)
+
+    def _open_row(self, index: QModelIndex) -> None:
+        source = self.proxy.mapToSource(index)
+        self.image_opened.emit(self.items.item(source.row(), 0).text())
