@@ -451,9 +451,7 @@ class MainWindow(QMainWindow):
             self.open_paths(paths)
 
     # running --------------------------------------------------------------------------------
-    def start_runs(
-        self, planner: Callable[[], tuple[MatrixPlan, MatrixRunner]] | None = None
-    ) -> None:
+    def start_runs(self, planner: Planner | None = None) -> None:
         """Run what the matrix (or, with ``planner``, e.g. a sweep) still lacks."""
         if not isinstance(self.session, MatrixSession) or self.worker is not None:
             return
