@@ -51,7 +51,7 @@ from segdiff_gui.ui.grid_view import ProbabilityGridView
 from segdiff_gui.ui.inspection import VIEW_MODES, InspectionModel
 from segdiff_gui.ui.inspector import PixelInspector
 from segdiff_gui.ui.run_panel import RunPanel
-from segdiff_gui.ui.session import BundleSession, MatrixSession
+from segdiff_gui.ui.session import BundleSession, MatrixSession, Planner
 from segdiff_gui.ui.stats_panel import StatsPanel
 from segdiff_gui.ui.widgets import thumbnail
 from segdiff_gui.ui.worker import MatrixWorker
