@@ -49,6 +49,11 @@ class MatrixRunner:
         self._cancel = threading.Event()
         self._child: ChildProcess | None = None
         self._lock = threading.Lock()
+        self._image_of = (
+            {run.key: plan.images[run.target].name for run in plan.runs}
+            if len(plan.targets) > 1
+            else {}
+        )
 
     def cancel(self) -> None:
         """Ask the run to stop: the child in flight is killed, no new child starts.
@@ -69,11 +74,11 @@ class MatrixRunner:
         plan = self.plan
         yield PlanReady(total=plan.total, cached=len(plan.cached), children=len(plan.jobs))
         for run in plan.cached:
-            yield RunCached(run.key, run.label)
+            yield self._named(RunCached(run.key, run.label))
         finished = failed = 0
         errors: list[str] = []
         for job in plan.jobs:
-            for message in self._run_job(job):
+            for message in map(self._named, self._run_job(job)):
                 if isinstance(message, RunFinished):
                     finished += 1
                 elif isinstance(message, RunFailed):
@@ -90,6 +95,13 @@ class MatrixRunner:
             cancelled=self.cancelled,
             errors=errors,
         )
+
+    def _named(self, message: Message) -> Message:
+        """In a sweep every image has a ``cpu b1 r0``: progress names the image too."""
+        key, label = getattr(message, "key", None), getattr(message, "label", None)
+        if key not in self._image_of or label is None:
+            return message
+        return replace(message, label=f"{label} · {self._image_of[key]}")  # type: ignore[call-arg]
 
     def _start(self, job: EngineJob) -> ChildProcess:
         with self._lock:

@@ -89,9 +89,21 @@ class SweepPanel(QWidget):
         self.summary = summary
         names = summary.configurations
         truth = summary.has_truth
+        # The reference against itself is all zeros unless its repeats differ: no columns then.
+        quiet = {
+            name
+            for name in names
+            if name == summary.reference
+            and not any(
+                image.configurations[name].effect.differing_pixels
+                for image in summary.images
+                if name in image.configurations
+            )
+        }
         headers = ["image", "flips (all)"]
         for name in names:
-            headers += [f"flips · {name}", f"at risk · {name}", f"max ULP · {name}"]
+            if name not in quiet:
+                headers += [f"flips · {name}", f"at risk · {name}", f"max ULP · {name}"]
             if truth:
                 headers.append(f"Dice · {name}")
         self.items.clear()
@@ -104,15 +116,17 @@ class SweepPanel(QWidget):
             row = [name_item, _number(total, f"{total:,}")]
             for name in names:
                 entry = entries.get(name)
+                width = (0 if name in quiet else 3) + (1 if truth else 0)
                 if entry is None:
-                    row += [_number(-1, "")] * (4 if truth else 3)
+                    row += [_number(-1, "") for _ in range(width)]
                     continue
                 effect = entry.effect
-                row += [
-                    _number(effect.flips, f"{effect.flips:,}"),
-                    _number(effect.at_risk, f"{effect.at_risk:,}"),
-                    _number(effect.max_ulp, f"{effect.max_ulp:,}"),
-                ]
+                if name not in quiet:
+                    row += [
+                        _number(effect.flips, f"{effect.flips:,}"),
+                        _number(effect.at_risk, f"{effect.at_risk:,}"),
+                        _number(effect.max_ulp, f"{effect.max_ulp:,}"),
+                    ]
                 if truth:
                     dice = entry.overlaps[0].dice if entry.overlaps else -1.0
                     row.append(_number(dice, f"{dice:.6f}" if dice >= 0 else ""))
