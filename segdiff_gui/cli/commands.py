@@ -25,11 +25,12 @@ from segdiff_gui.core.config import (
 )
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.images import collect_images
+from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
 from segdiff_gui.runner.matrices import default_configs, demo_configs
 from segdiff_gui.runner.matrix import MatrixRunner
-from segdiff_gui.runner.plan import MatrixPlan, check_model_path, plan_matrix
+from segdiff_gui.runner.plan import MatrixPlan, check_model_path, plan_matrix, shard_slice
 from segdiff_gui.storage.bundle import BundleReader, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord
@@ -132,6 +133,14 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     preprocessing = parse_preprocessing(args.scale, args.mean, args.std, args.color, args.resize)
     model = check_model_path(args.model)
     images = collect_images(args.images)
+    if args.masks:
+        truth = TruthFolder(args.masks)
+        if args.resize == "refuse":  # maps have the images' size: check masks before running
+            truth.check_images(images)
+    if args.shard and not shard_slice(len(images), args.shard):
+        # A scheduler's array may be larger than the set: an empty shard is no error.
+        err.print(f"shard {args.shard[0]}/{args.shard[1]} of {len(images)} images is empty")
+        return EXIT_OK
     configs = configs or default_configs(gpu_names(_probe(cache)))
     started = time.perf_counter()
     outcome, plan = _run_matrix(

@@ -18,12 +18,14 @@ from segdiff_gui.core.attribution import Attribution, Effect, plan_attribution
 from segdiff_gui.core.config import parse_config_spec
 from segdiff_gui.core.diagnosis import diagnose
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.study import StudyRun
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_run
-from segdiff_gui.storage.studies import group_of
+from segdiff_gui.storage.studies import comparable_groups, group_of
 
 __all__ = ["command_diagnose", "command_explain", "command_sweep"]
 
@@ -79,11 +81,28 @@ def attribution_table(attribution: Attribution) -> Table:
     return table
 
 
+def _named_run(records: list[RunRecord], name: str) -> RunRecord:
+    """A cached run by id prefix or label; a configuration label alone means its first repeat."""
+    try:
+        return select_run(records, name)
+    except InputError:
+        firsts = [
+            r for r in records if StudyRun.configuration_of(r.label) == name and r.repeat == 0
+        ]
+        if len(firsts) == 1:
+            return firsts[0]
+        raise
+
+
 def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if ("=" in args.from_) != ("=" in args.to):
+        raise InputError(
+            "explain", "--from and --to are both key=value specs, or both name cached runs"
+        )
     cache = _cache(args)
-    specs = ("=" in args.from_) and ("=" in args.to)
-    exit_code = EXIT_OK
-    if specs:
+    exit_code, failed, compared = EXIT_OK, False, ""
+    chosen: tuple[str, ...] = ()
+    if "=" in args.from_:
         if args.demo:
             model, images = demo_model(), demo_images()
         elif args.model:
@@ -93,10 +112,14 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         else:
             raise InputError("explain", "name the model and images (or --demo) to run SPECs on")
         plan = plan_attribution(parse_config_spec(args.from_), parse_config_spec(args.to))
+        if not plan.steps:
+            raise InputError(
+                "explain", f"--from and --to are the same configuration ({plan.base.label()})"
+            )
         outcome, matrix = _run_matrix(
             args, err, model, images, plan.configs(), cache, target=args.target
         )
-        exit_code = _exit_code(outcome)
+        exit_code, failed = _exit_code(outcome), bool(outcome.failed)
         records = [cache.read_run(r.key, with_map=False) for r in matrix.runs if cache.has(r.key)]
         if not records:
             raise InputError(model, "no run of the attribution finished")
@@ -104,22 +127,36 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         if args.model or args.demo:
             raise InputError("explain", "give --from and --to as key=value specs to run a model")
         every = cache.records()
-        first, second = select_run(every, args.from_), select_run(every, args.to)
+        candidates = [r for group in comparable_groups(every, image=args.image) for r in group]
+        first, second = _named_run(candidates, args.from_), _named_run(candidates, args.to)
         records = group_of(every, first)
         if second.key not in {r.key for r in records}:
             raise InputError(args.to, f"is not comparable with {first.label} (another image?)")
         plan = plan_attribution(first.run_config, second.run_config)
-    attribution = measure_attribution(cache, records, plan, args.cutoff)
+        chosen = (first.key, second.key)
+        compared = f"{first.label} ({first.short_id}) against {second.label} ({second.short_id})"
+    attribution = measure_attribution(cache, records, plan, args.cutoff, chosen)
     if args.json:
-        _json({**attribution.to_dict(), "image": records[0].target_name})
+        _json(
+            {
+                **attribution.to_dict(),
+                "model": records[0].model_name,
+                "image": records[0].target_name,
+                "runs": {r.label: r.key for r in records},
+            }
+        )
         return exit_code
+    out.print(
+        f"[bold]{escape(records[0].model_name)}[/] on [bold]{escape(records[0].target_name)}[/]"
+        + (f": {escape(compared)}" if compared else "")
+    )
     out.print(attribution_table(attribution))
-    for line in attribution_sentences(attribution):
+    for line in attribution_sentences(attribution, failed):
         out.print(line)
     return exit_code
 
 
-def attribution_sentences(attribution: Attribution) -> list[str]:
+def attribution_sentences(attribution: Attribution, failed: bool = False) -> list[str]:
     """What the table says, in words: the largest contribution, and what was not measured."""
     lines = []
     measured = [(row, row.effect) for row in attribution.of("alone") if row.effect]
@@ -141,12 +178,18 @@ def attribution_sentences(attribution: Attribution) -> list[str]:
         )
     if attribution.of("repeats") and not noisy:
         lines.append("Every configuration run more than once was bitwise repeatable.")
+    if not attribution.of("repeats"):
+        lines.append("Repeatability not measured: one run per configuration (--repeats 2).")
     missing = [row for row in attribution.rows if row.effect is None]
     if missing:
-        lines.append(
-            f"{_plural(len(missing), 'comparison')} not measured: a configuration has no run "
-            "here (give the model, images and key=value specs to compute them)."
+        knobs = ", ".join(dict.fromkeys(row.knob for row in missing))
+        why = (
+            "some runs failed (see above)"
+            if failed
+            else "a configuration has no run here (give the model, images and key=value specs "
+            "to compute them)"
         )
+        lines.append(f"{_plural(len(missing), 'comparison')} not measured ({knobs}): {why}.")
     lines.append(
         "Cumulative steps are measured along one path; their figures need not add up to the total."
     )
@@ -155,6 +198,7 @@ def attribution_sentences(attribution: Attribution) -> list[str]:
 
 def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
     _, studies, where = _studies(args)
+    studies.sort(key=lambda pair: (pair[1].model_name, pair[1].target_name))
     if args.json:
         _json(
             [
@@ -177,9 +221,14 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
         "advice": "How to avoid it",
         "not measured": "Not measured",
     }
+    if len(studies) > 1:
+        out.print(
+            f"{len(studies)} model/image groups, each diagnosed on its own (--image NAME for "
+            "one; 'segdiff sweep' summarises a whole test set)."
+        )
     for study, record in studies:
         out.print(
-            f"[bold]{escape(record.model_name)}[/] on [bold]{escape(record.target_name)}[/], "
+            f"\n[bold]{escape(record.model_name)}[/] on [bold]{escape(record.target_name)}[/], "
             f"against {escape(study.reference.label)}"
         )
         findings = diagnose(study)

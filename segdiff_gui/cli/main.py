@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -12,7 +13,7 @@ from rich.console import Console
 
 from segdiff_gui import __version__
 from segdiff_gui.cli import analysis_commands, commands, explain_commands
-from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
+from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from segdiff_gui.cli.sweep_view import parse_shard
 from segdiff_gui.core.config import ConfigError
 from segdiff_gui.core.errors import InputError
@@ -197,6 +198,9 @@ def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     explain.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
     explain.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
+    explain.add_argument(
+        "--image", metavar="NAME", help="with cached runs: the image whose runs are named"
+    )
     _matrix_options(explain)
     _common(explain, "print the attribution as JSON")
 
@@ -400,6 +404,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"segdiff: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader (``head``, a closed pager) left: not an error of ours, and nothing to say.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except OSError as error:
         if args.debug:
             raise

@@ -31,20 +31,21 @@ def _delta(value: float | None) -> str:
 def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
     """The test-set table, the images with most flips, and what it means for a reported mean."""
     rows = summary.rows()
-    cutoff = "argmax" if summary.multiclass else f"cutoff {summary.cutoff:g}"
+    cutoff = "by argmax" if summary.multiclass else f"at cutoff {summary.cutoff:g}"
     table = Table(
         title=f"Test set: {_plural(len(summary.images), 'image')} against {summary.reference} "
-        f"at {cutoff}"
+        f"{cutoff}"
     )
     table.add_column("configuration", no_wrap=True)
     headers = ["images", "with flips", "flips", "at risk", "max ULP"]
     if summary.has_truth:
-        headers += ["mean Dice", "Δ Dice", "Dice range (repeats)", "mean IoU", "Δ IoU"]
+        headers += ["with truth", "mean Dice", "Δ Dice", "Dice range (repeats)", "mean IoU"]
+        headers += ["Δ IoU"]
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
     for row in rows:
         cells = [
-            f"{row['images']:,}",
+            f"{row['images']:,}" + (f"/{len(summary.images):,}" if row["partial"] else ""),
             f"{row['images_with_flips']:,}",
             f"{row['flips']:,}",
             f"{row['at_risk']:,}",
@@ -52,9 +53,10 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
         ]
         if summary.has_truth:
             cells += [
+                f"{row['truth_images']:,}",
                 _percent(row["mean_dice"]),
                 "" if row["is_reference"] else _delta(row["delta_mean_dice"]),
-                _delta(row["dice_repeat_range"]).lstrip("+"),
+                "—" if row["dice_repeat_range"] is None else f"{row['dice_repeat_range']:.2e}",
                 _percent(row["mean_iou"]),
                 "" if row["is_reference"] else _delta(row["delta_mean_iou"]),
             ]
@@ -85,11 +87,25 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
 
 
 def sweep_sentences(summary: SweepSummary) -> list[str]:
+    """The test-set means in words; partial configurations are named, not compared."""
     rows = summary.rows()
-    if not summary.has_truth:
-        return ["No ground truth given (--masks FOLDER): Dice and IoU not computed."]
-    others = [r for r in rows if not r["is_reference"] and r["delta_mean_dice"] is not None]
     lines = []
+    partial = [r["configuration"] for r in rows if r["partial"]]
+    if partial:
+        lines.append(
+            f"Partial (run on only some of the {len(summary.images)} images, so left out of "
+            f"the sentences below): {', '.join(partial)}."
+        )
+    if not summary.has_truth:
+        return [*lines, "No ground truth given (--masks FOLDER): Dice and IoU not computed."]
+    complete = [r for r in rows if not r["partial"]]
+    with_truth = max((r["truth_images"] for r in complete), default=0)
+    if with_truth < len(summary.images):
+        lines.append(
+            f"Ground truth found for {with_truth} of {len(summary.images)} images: Dice and "
+            "IoU cover those only."
+        )
+    others = [r for r in complete if not r["is_reference"] and r["delta_mean_dice"] is not None]
     if others:
         top = max(others, key=lambda r: abs(r["delta_mean_dice"]))
         lines.append(
@@ -97,18 +113,17 @@ def sweep_sentences(summary: SweepSummary) -> list[str]:
             f"configurations ({top['configuration']} against {summary.reference}: "
             f"{top['mean_dice']:.6f} vs {top['mean_dice'] - top['delta_mean_dice']:.6f})."
         )
-    ranges = [r for r in rows if len(r["mean_dice_per_repeat"]) > 1]
+    ranges = [r for r in complete if r["dice_repeat_range"] is not None]
     if ranges:
         top = max(ranges, key=lambda r: r["dice_repeat_range"])
+        unchanged = top["dice_repeat_range"] == 0
+        meaning = ": nondeterminism does not change the reported mean" if unchanged else ""
         lines.append(
             f"Over repeats, the mean Dice of one configuration varies by at most "
-            f"{top['dice_repeat_range']:.2e} ({top['configuration']})"
-            + (
-                ": nondeterminism does not change the reported mean."
-                if top["dice_repeat_range"] == 0
-                else "."
-            )
+            f"{top['dice_repeat_range']:.2e} ({top['configuration']}){meaning}."
         )
+    else:
+        lines.append("Repeats not measured over the whole set (--repeats 2 or more to see them).")
     return lines
 
 

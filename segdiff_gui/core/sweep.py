@@ -120,18 +120,27 @@ class _Totals:
     max_ulp: int = 0
     differing_pixels: int = 0
     truth_images: int = 0
-    # Sums over images, one per repeat: the test-set mean of each repeat.
-    dice_sums: list[float] = field(default_factory=list)
-    iou_sums: list[float] = field(default_factory=list)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
 
 
 @dataclass
 class SweepSummary:
-    """Streaming totals over a test set; :meth:`add` takes one image's summary at a time."""
+    """Totals over a test set; :meth:`add` takes one image's summary at a time, and only its
+    numbers are kept (a few per configuration), never its maps.
+
+    Means of Dice and IoU compare like with like: a configuration's change from the reference
+    is averaged over the images both have scores for, and its range over repeats uses only the
+    repeats it has on every one of its images. A configuration that is missing on some images
+    is *partial*; the test-set sentences leave it out.
+    """
 
     reference: str
     cutoff: float
     multiclass: bool = False
+    model: str = ""
     images: list[ImageSummary] = field(default_factory=list)
     _totals: dict[str, _Totals] = field(default_factory=dict)
 
@@ -145,14 +154,7 @@ class SweepSummary:
             totals.at_risk += entry.effect.at_risk
             totals.differing_pixels += entry.effect.differing_pixels
             totals.max_ulp = max(totals.max_ulp, entry.effect.max_ulp)
-            if entry.overlaps is not None:
-                totals.truth_images += 1
-                for index, score in enumerate(entry.overlaps):
-                    if index == len(totals.dice_sums):
-                        totals.dice_sums.append(0.0)
-                        totals.iou_sums.append(0.0)
-                    totals.dice_sums[index] += score.dice
-                    totals.iou_sums[index] += score.iou
+            totals.truth_images += entry.overlaps is not None
 
     @property
     def configurations(self) -> list[str]:
@@ -162,42 +164,54 @@ class SweepSummary:
     def has_truth(self) -> bool:
         return any(t.truth_images for t in self._totals.values())
 
-    def _means(self, name: str, sums: Sequence[float]) -> list[float]:
-        count = self._totals[name].truth_images
-        return [total / count for total in sums] if count else []
+    def _scores(self, name: str) -> list[tuple[Overlap, ...]]:
+        found = []
+        for image in self.images:
+            entry = image.configurations.get(name)
+            if entry is not None and entry.overlaps:
+                found.append(entry.overlaps)
+        return found
+
+    def _delta(self, name: str, score: str) -> float | None:
+        """Mean over the images both have of (this configuration − the reference), repeat 0."""
+        differences = []
+        for image in self.images:
+            ours, theirs = image.configurations.get(name), image.configurations.get(self.reference)
+            if ours and theirs and ours.overlaps and theirs.overlaps:
+                differences.append(
+                    getattr(ours.overlaps[0], score) - getattr(theirs.overlaps[0], score)
+                )
+        return _mean(differences)
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per configuration: totals over the set, and its mean Dice/IoU (first
-        repeat), their range over repeats, and the change from the reference's mean."""
-        reference_dice = self._means(self.reference, self._totals[self.reference].dice_sums)
-        reference_iou = self._means(self.reference, self._totals[self.reference].iou_sums)
+        """One row per configuration: totals over the set; with truth, its mean Dice/IoU
+        (first repeat), per complete repeat, their range over repeats, and the change from the
+        reference over the images both have."""
         rows = []
         for name, totals in self._totals.items():
-            dice = self._means(name, totals.dice_sums)
-            iou = self._means(name, totals.iou_sums)
+            scores = self._scores(name)
+            complete = min((len(s) for s in scores), default=0)
+            dice = [float(np.mean([s[r].dice for s in scores])) for r in range(complete)]
+            iou = [float(np.mean([s[r].iou for s in scores])) for r in range(complete)]
             row = {
                 "configuration": name,
                 "is_reference": name == self.reference,
-                **{
-                    key: value
-                    for key, value in asdict(totals).items()
-                    if key not in ("dice_sums", "iou_sums")
-                },
+                "partial": totals.images < len(self.images),
+                **asdict(totals),
                 "mean_dice": dice[0] if dice else None,
                 "mean_iou": iou[0] if iou else None,
                 "mean_dice_per_repeat": dice,
                 "mean_iou_per_repeat": iou,
-                "dice_repeat_range": (max(dice) - min(dice)) if dice else None,
-                "delta_mean_dice": (dice[0] - reference_dice[0])
-                if dice and reference_dice
-                else None,
-                "delta_mean_iou": (iou[0] - reference_iou[0]) if iou and reference_iou else None,
+                "dice_repeat_range": (max(dice) - min(dice)) if len(dice) > 1 else None,
+                "delta_mean_dice": self._delta(name, "dice") if scores else None,
+                "delta_mean_iou": self._delta(name, "iou") if scores else None,
             }
             rows.append(row)
         return rows
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "model": self.model,
             "reference": self.reference,
             "cutoff": self.cutoff,
             "kind": "softmax" if self.multiclass else "sigmoid",

@@ -8,6 +8,7 @@ both work); a multi-class model's mask holds the class index of every pixel.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,25 @@ class TruthFolder:
             if stem + suffix in self._by_stem:
                 return self._by_stem[stem + suffix]
         return None
+
+    def check_images(self, images: Sequence[Path]) -> None:
+        """Before any inference: some mask must match an image, and each mask found must have
+        its image's size (the map's size unless the model resizes)."""
+        matched = 0
+        for image in images:
+            path = self.path_for(image.name)
+            if path is None:
+                continue
+            matched += 1
+            mask_shape, image_shape = read_image(path).shape[:2], read_image(image).shape[:2]
+            if mask_shape != image_shape:
+                raise InputError(
+                    path,
+                    f"is {mask_shape[0]}×{mask_shape[1]} but its image {image.name} is "
+                    f"{image_shape[0]}×{image_shape[1]}",
+                )
+        if not matched:
+            raise InputError(self.folder, "holds no mask whose name matches an image")
 
     def read(self, image_name: str, shape: tuple[int, int], classes: int) -> np.ndarray | None:
         """The label map for ``image_name`` (``None`` when the folder has no mask for it),

@@ -15,11 +15,17 @@ __all__ = ["measure_attribution"]
 
 
 def measure_attribution(
-    store: RunStore, records: Sequence[RunRecord], plan: AttributionPlan, cutoff: float
+    store: RunStore,
+    records: Sequence[RunRecord],
+    plan: AttributionPlan,
+    cutoff: float,
+    first: Sequence[str] = (),
 ) -> Attribution:
     """Measure ``plan`` on ``records`` (one comparable group: same model, image, preprocessing).
     Only this machine's runs count (a run merged from another host is another machine, not a
-    configuration); a configuration without runs is reported as not measured."""
+    configuration); a configuration without runs is reported as not measured. Each
+    configuration is represented by its first repeat, or by the run of ``first`` (keys) that
+    has it, so that two runs a person named are the ones compared."""
     by_config: dict[RunConfig, list[RunRecord]] = {}
     for record in records:
         if "merged_from_key" in record.provenance:
@@ -29,7 +35,7 @@ def measure_attribution(
 
     def maps_of(config: RunConfig) -> list[np.ndarray]:
         if config not in loaded:
-            runs = sorted(by_config.get(config, []), key=lambda r: r.repeat)
+            runs = sorted(by_config.get(config, []), key=lambda r: (r.key not in first, r.repeat))
             maps = [store.read_run(r.key).probabilities for r in runs]
             loaded[config] = [m for m in maps if m is not None]
         return loaded[config]

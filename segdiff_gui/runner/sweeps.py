@@ -28,8 +28,11 @@ def _reference_key(records: Sequence[RunRecord], configuration: str) -> RunRecor
     matches = [r for r in records if StudyRun.configuration_of(r.label) == configuration]
     if not matches:
         record = records[0]
+        known = ", ".join(sorted({StudyRun.configuration_of(r.label) for r in records}))
         raise InputError(
-            configuration, f"has no run on {record.target_name} of {record.model_name}"
+            configuration,
+            f"has no run on {record.target_name} of {record.model_name} (its configurations: "
+            f"{known})",
         )
     return min(matches, key=lambda r: r.repeat)
 
@@ -57,7 +60,7 @@ def summarise_sweep(
     for group in groups:
         study = load_study(store, group, cutoff, _reference_key(group, reference))
         if summary is None:
-            summary = SweepSummary(reference, cutoff, study.multiclass)
+            summary = SweepSummary(reference, cutoff, study.multiclass, group[0].model_name)
         shape = study.reference.probabilities.shape
         classes = shape[2] if study.multiclass else 2
         labels = truth.read(group[0].target_name, shape[:2], classes) if truth else None

@@ -46,7 +46,8 @@ class AnalysisController(QObject):
             return None
         plan = plan_attribution(reference.config, other.config)
         records = list(model.records.values())
-        return measure_attribution(session.store, records, plan, model.cutoff)
+        keys = (reference.key, other.key)  # these two runs, not just their configurations
+        return measure_attribution(session.store, records, plan, model.cutoff, keys)
 
     def explain(self) -> None:
         """Explain the reference against the run last clicked (else the one with most flips)."""

@@ -144,9 +144,11 @@ class SweepPanel(QWidget):
                 f"{escape(row['configuration'])}: {row['flips']:,} flips in "
                 f"{row['images_with_flips']:,} images, max {row['max_ulp']:,} ULP"
             )
+            if row["partial"]:
+                text += f" (partial: {row['images']} of {len(summary.images)} images)"
             if row["mean_dice"] is not None:
                 text += f", mean Dice {row['mean_dice']:.6f}"
-                if not row["is_reference"]:
+                if not row["is_reference"] and row["delta_mean_dice"] is not None:
                     text += f" ({row['delta_mean_dice']:+.2e})"
                 if row["dice_repeat_range"]:
                     text += f", range over repeats {row['dice_repeat_range']:.2e}"

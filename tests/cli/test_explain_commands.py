@@ -53,6 +53,17 @@ def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path):
     assert text.returncode == 0, text.stderr
     assert "What moves cpu b1 to cpu b64 threads1" in text.stdout
     assert "Largest single knob: batch" in text.stdout
+    assert "cpu b1 r0 (" in text.stdout and "against cpu b64 threads1 r1 (" in text.stdout
+    # A configuration's label alone means its first repeat; --image narrows the runs named.
+    by_label = segdiff("explain", "--from", "cpu b1", "--to", "cpu b1 xla", "--image",
+                       "cell_00.png", "--cache", root, "--json")  # fmt: skip
+    assert by_label.returncode == 0, by_label.stderr
+    (xla,) = [row for row in json.loads(by_label.stdout)["rows"] if row["kind"] == "alone"]
+    assert {f: xla[f] for f in FIGURES} == {f: direct["cpu b1 xla r0"][f] for f in FIGURES}
+    mixed = segdiff("explain", "--from", "cpu b1 r0", "--to", "batch=64", "--cache", root)
+    assert mixed.returncode == 2 and "both key=value specs, or both name" in mixed.stderr
+    same = segdiff("explain", "--demo", "--from", "batch=1", "--to", "device=cpu", "--cache", root)
+    assert same.returncode == 2 and "the same configuration (cpu b1)" in same.stderr
 
 
 def test_explain_needs_a_model_for_specs(tmp_path):
@@ -145,10 +156,25 @@ def test_sweep_of_a_softmax_model_scores_every_class(tmp_path):
     assert 0.5 < row["mean_dice"] <= 1 and row["images"] == 16
 
 
-def test_a_shard_beyond_the_set_is_a_clear_error(tmp_path):
+def test_an_empty_shard_is_no_error_and_a_bad_one_is(tmp_path):
+    # A scheduler's array may be larger than the set: shard 1/2 of one image holds nothing.
     result = segdiff("run", demo_model(), demo_dir() / "images" / "cell_00.png", "--shard", "1/2",
                      "--cache", tmp_path)  # fmt: skip
-    assert result.returncode == 2
-    assert result.stderr.strip() == "segdiff: --shard: 1/2 holds no image: the set has only 1"
+    assert result.returncode == 0, result.stderr
+    assert "shard 1/2 of 1 images is empty" in result.stderr
+    assert not list(tmp_path.glob("runs/**/*.h5"))
     bad = segdiff("run", demo_model(), demo_dir() / "images", "--shard", "4/3")
     assert bad.returncode == 2 and "K must be between 1 and N" in bad.stderr
+
+
+def test_masks_of_the_wrong_size_are_refused_before_any_run(tmp_path):
+    masks = tmp_path / "masks"
+    masks.mkdir()
+    Image.fromarray(np.zeros((10, 12), dtype=np.uint8)).save(masks / "cell_03.png")
+    result = segdiff("run", demo_model(), demo_dir() / "images", "--sweep", "--masks", masks,
+                     "--cache", tmp_path / "cache")  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(
+        "cell_03.png: is 10×12 but its image cell_03.png is 256×256"
+    )
+    assert "finished" not in result.stderr  # no child ran

@@ -69,3 +69,27 @@ def test_sweep_totals_and_mean_dice_change() -> None:
     assert rows["cpu b8"]["flips"] == 1 and rows["cpu b8"]["images_with_flips"] == 1
     assert rows["cpu b8"]["images"] == 2
     assert summary.images[0].configurations["cpu b8"].effect.flips == 1
+
+
+def test_missing_repeats_and_partial_configurations_compare_like_with_like() -> None:
+    """One image with two repeats and extra configurations among images with one repeat (what
+    a demo run followed by a sweep leaves in a cache) must not look like nondeterminism."""
+    truth = np.array([[1, 1], [0, 0]])
+    exact = np.array([[0.9, 0.8], [0.1, 0.2]], dtype=np.float32)
+    worse = np.array([[0.9, 0.2], [0.1, 0.2]], dtype=np.float32)  # Dice 2/3
+    summary = SweepSummary(reference="cpu b1", cutoff=0.5)
+    summary.add(
+        summarise_image(
+            "a.png", _study({"cpu b1": [exact, exact], "cpu b8": [worse, worse]}), truth
+        )
+    )
+    for name in ("b.png", "c.png"):
+        summary.add(summarise_image(name, _study({"cpu b1": [exact]}), truth))
+    rows = {row["configuration"]: row for row in summary.rows()}
+    reference, partial = rows["cpu b1"], rows["cpu b8"]
+    assert reference["mean_dice_per_repeat"] == [1.0]  # only repeat 0 is on every image
+    assert reference["dice_repeat_range"] is None and not reference["partial"]
+    assert partial["partial"] and partial["images"] == 1
+    # Against the reference on the one image both have, not against the reference's mean.
+    assert partial["delta_mean_dice"] == pytest.approx(2 / 3 - 1)
+    assert partial["dice_repeat_range"] == 0.0
