@@ -37,6 +37,11 @@ class AnalysisController(QObject):
         self.sweep_panel.sweep_requested.connect(self.sweep)
         self.sweep_panel.truth_chosen.connect(self._truth_chosen)
         self.sweep_panel.image_opened.connect(self.open_image)
+        # Any pair: choose the reference in the toolbar, double-click the other run here.
+        window.stats.table.setToolTip(
+            "Double-click a run to explain how it differs from the reference, knob by knob"
+        )
+        window.stats.table.cellDoubleClicked.connect(self.explain_row)
 
     # attribution ----------------------------------------------------------------------------
     def _attribution(self) -> Attribution | None:
@@ -63,6 +68,12 @@ class AnalysisController(QObject):
             self.dialog.set_attribution(attribution)
         self.dialog.show()
         self.dialog.raise_()
+
+    def explain_row(self, row: int, _column: int = 0) -> None:
+        study = self.window.model.study
+        if study is not None and 0 <= row < len(study.others):
+            self.window.model.set_focus(study.others[row].key)
+            self.explain()
 
     def run_missing(self) -> None:
         """Run the attribution's configurations that are not cached yet; they join the views."""

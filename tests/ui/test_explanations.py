@@ -45,6 +45,12 @@ def test_explaining_a_pair_shows_direct_comparisons_and_runs_what_is_missing(
     assert dialog.table.item(0, 7).text() == f"{direct.flips:,}"
     assert len(dialog.chart.listDataItems()) + len(dialog.chart.getPlotItem().items) > 0
 
+    # Double-clicking a run in the statistics table explains that one.
+    labels = [run.label for run in window.model.study.others]
+    window.stats.table.cellDoubleClicked.emit(labels.index("cpu b64 r1"), 0)
+    assert dialog.attribution.plan.target == RunConfig(batch=64)
+    assert [row.knob for row in dialog.attribution.of("alone")] == ["batch"]
+
     # From batch 64 to XLA at batch 1: "cpu b64 xla" has never run, so it is not measured.
     window.model.set_reference(key_of(window, "cpu b64 r0"))
     window.model.set_focus(key_of(window, "cpu b1 xla r0"))
