@@ -16,7 +16,7 @@ from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.attribution import Attribution, Effect, plan_attribution
 from segdiff_gui.core.config import parse_config_spec
-from segdiff_gui.core.diagnosis import diagnose
+from segdiff_gui.core.diagnosis import by_topic, diagnose
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.io.images import collect_images
@@ -214,13 +214,6 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
             ]
         )
         return EXIT_OK
-    titles = {
-        "repeatability": "Is it repeatable?",
-        "knobs": "What changes the maps?",
-        "cutoff": "What it does at the cutoff",
-        "advice": "How to avoid it",
-        "not measured": "Not measured",
-    }
     if len(studies) > 1:
         out.print(
             f"{len(studies)} model/image groups, each diagnosed on its own (--image NAME for "
@@ -231,11 +224,7 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
             f"\n[bold]{escape(record.model_name)}[/] on [bold]{escape(record.target_name)}[/], "
             f"against {escape(study.reference.label)}"
         )
-        findings = diagnose(study)
-        for topic, title in titles.items():
-            chosen = [f for f in findings if f.topic == topic]
-            if not chosen:
-                continue
+        for title, chosen in by_topic(diagnose(study)):
             out.print(f"[bold]{title}[/]")
             for finding in chosen:
                 link = f" ({finding.link})" if finding.link else ""

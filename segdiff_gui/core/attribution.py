@@ -202,27 +202,11 @@ def attribute(plan: AttributionPlan, maps_of: MapsOf, cutoff: float) -> Attribut
         a, b = maps_of(first), maps_of(second)
         return Effect.between(a[0], b[0], cutoff) if len(a) and len(b) else None
 
-    rows = []
-    for step in plan.steps:
-        rows.append(
-            AttributionRow(
-                "alone",
-                step.knob,
-                step.change,
-                (plan.base.label(), step.alone.label()),
-                effect(plan.base, step.alone),
-            )
-        )
-    for step in plan.steps:
-        rows.append(
-            AttributionRow(
-                "cumulative",
-                step.knob,
-                step.change,
-                (step.before.label(), step.after.label()),
-                effect(step.before, step.after),
-            )
-        )
+    def row(kind: str, step: AttributionStep, a: RunConfig, b: RunConfig) -> AttributionRow:
+        return AttributionRow(kind, step.knob, step.change, (a.label(), b.label()), effect(a, b))
+
+    rows = [row("alone", step, plan.base, step.alone) for step in plan.steps]
+    rows += [row("cumulative", step, step.before, step.after) for step in plan.steps]
     rows.append(
         AttributionRow(
             "total",

@@ -16,7 +16,16 @@ from segdiff_gui.core.attribution import KNOBS, Effect, plan_attribution
 from segdiff_gui.core.spread import at_risk_mask
 from segdiff_gui.core.study import Study, StudyRun
 
-__all__ = ["DOCS", "Finding", "diagnose"]
+__all__ = ["DOCS", "TOPICS", "Finding", "by_topic", "diagnose"]
+
+# The questions a person asks, in the order they ask them: each topic's heading.
+TOPICS = {
+    "repeatability": "Is it repeatable?",
+    "knobs": "What changes the maps?",
+    "cutoff": "What it does at the cutoff",
+    "advice": "How to avoid it",
+    "not measured": "Not measured",
+}
 
 # Where TensorFlow documents each switch.
 DOCS = {
@@ -329,3 +338,9 @@ def diagnose(study: Study) -> list[Finding]:
             Finding("not measured", f"Not varied in these runs, so not measured: {names}.")
         )
     return findings
+
+
+def by_topic(findings: list[Finding]) -> list[tuple[str, list[Finding]]]:
+    """(heading, findings) for every topic that has findings, in :data:`TOPICS` order."""
+    grouped = [(title, [f for f in findings if f.topic == t]) for t, title in TOPICS.items()]
+    return [(title, chosen) for title, chosen in grouped if chosen]

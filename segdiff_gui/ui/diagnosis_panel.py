@@ -8,26 +8,15 @@ from html import escape
 from PySide6.QtWidgets import QTextBrowser, QWidget
 from superqt.utils import qdebounced
 
-from segdiff_gui.core.diagnosis import Finding, diagnose
+from segdiff_gui.core.diagnosis import Finding, by_topic, diagnose
 from segdiff_gui.ui.inspection import InspectionModel
 
 __all__ = ["DiagnosisPanel"]
 
-_TITLES = {
-    "repeatability": "Is it repeatable?",
-    "knobs": "What changes the maps?",
-    "cutoff": "What it does at the cutoff",
-    "advice": "How to avoid it",
-    "not measured": "Not measured",
-}
-
 
 def findings_html(findings: list[Finding]) -> str:
     parts = []
-    for topic, title in _TITLES.items():
-        chosen = [f for f in findings if f.topic == topic]
-        if not chosen:
-            continue
+    for title, chosen in by_topic(findings):
         parts.append(f"<h3>{escape(title)}</h3><ul>")
         for finding in chosen:
             link = f' <a href="{escape(finding.link)}">docs</a>' if finding.link else ""
