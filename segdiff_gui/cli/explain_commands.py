@@ -12,7 +12,6 @@ from rich.table import Table
 from segdiff_gui.cli.analysis_commands import _store, _studies
 from segdiff_gui.cli.commands import EXIT_OK, _cache, _exit_code, _run_matrix
 from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
-from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.attribution import Attribution, Effect, plan_attribution
 from segdiff_gui.core.config import parse_config_spec
@@ -35,15 +34,7 @@ def _size(effect: Effect | None) -> tuple[int, int]:
 
 
 def _figures(effect: Effect | None) -> list[str]:
-    if effect is None:
-        return ["not measured", "", "", "", ""]
-    return [
-        f"{effect.max_ulp:,}",
-        f"{effect.max_abs:.3g}",
-        f"{effect.differing_pixels:,}",
-        f"{effect.flips:,}",
-        f"{effect.at_risk:,}",
-    ]
+    return effect.cells() if effect else ["not measured", "", "", "", ""]
 
 
 def attribution_table(attribution: Attribution) -> Table:
@@ -134,7 +125,12 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
             raise InputError(args.to, f"is not comparable with {first.label} (another image?)")
         plan = plan_attribution(first.run_config, second.run_config)
         chosen = (first.key, second.key)
-        compared = f"{first.label} ({first.short_id}) against {second.label} ({second.short_id})"
+        hosts = [str(r.provenance.get("hostname", "?")) for r in (first, second)]
+        where = [f" on {h}" if hosts[0] != hosts[1] else "" for h in hosts]
+        compared = (
+            f"{first.label} ({first.short_id}{where[0]}) against "
+            f"{second.label} ({second.short_id}{where[1]})"
+        )
     attribution = measure_attribution(cache, records, plan, args.cutoff, chosen)
     if args.json:
         _json(
@@ -151,49 +147,9 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         + (f": {escape(compared)}" if compared else "")
     )
     out.print(attribution_table(attribution))
-    for line in attribution_sentences(attribution, failed):
+    for line in attribution.sentences(failed):
         out.print(line)
     return exit_code
-
-
-def attribution_sentences(attribution: Attribution, failed: bool = False) -> list[str]:
-    """What the table says, in words: the largest contribution, and what was not measured."""
-    lines = []
-    measured = [(row, row.effect) for row in attribution.of("alone") if row.effect]
-    if measured:
-        top, effect = max(measured, key=lambda pair: (pair[1].max_ulp, pair[1].differing_pixels))
-        if effect.differing_pixels:
-            lines.append(
-                f"Largest single knob: {top.knob} ({top.change}) — up to {effect.max_ulp:,} ULP, "
-                f"{effect.differing_pixels:,} differing pixels, {effect.flips:,} flips."
-            )
-        else:
-            lines.append("No single knob changes a bit of the map.")
-    noisy = [row for row in attribution.of("repeats") if row.effect and row.effect.differing_pixels]
-    for row in noisy:
-        assert row.effect is not None
-        lines.append(
-            f"{row.compared[0].removesuffix(' r0')} is nondeterministic: repeats differ by up to "
-            f"{row.effect.max_ulp:,} ULP — part of any difference it shows is not the knob."
-        )
-    if attribution.of("repeats") and not noisy:
-        lines.append("Every configuration run more than once was bitwise repeatable.")
-    if not attribution.of("repeats"):
-        lines.append("Repeatability not measured: one run per configuration (--repeats 2).")
-    missing = [row for row in attribution.rows if row.effect is None]
-    if missing:
-        knobs = ", ".join(dict.fromkeys(row.knob for row in missing))
-        why = (
-            "some runs failed (see above)"
-            if failed
-            else "a configuration has no run here (give the model, images and key=value specs "
-            "to compute them)"
-        )
-        lines.append(f"{_plural(len(missing), 'comparison')} not measured ({knobs}): {why}.")
-    lines.append(
-        "Cumulative steps are measured along one path; their figures need not add up to the total."
-    )
-    return lines
 
 
 def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -90,6 +90,13 @@ def sweep_sentences(summary: SweepSummary) -> list[str]:
     """The test-set means in words; partial configurations are named, not compared."""
     rows = summary.rows()
     lines = []
+    if summary.without_reference:
+        missing = summary.without_reference
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        lines.append(
+            f"Left out: {_plural(len(missing), 'image')} without a run of {summary.reference} "
+            f"({', '.join(missing[:5])}{more})."
+        )
     partial = [r["configuration"] for r in rows if r["partial"]]
     if partial:
         lines.append(
@@ -109,8 +116,8 @@ def sweep_sentences(summary: SweepSummary) -> list[str]:
     if others:
         top = max(others, key=lambda r: abs(r["delta_mean_dice"]))
         lines.append(
-            f"The test-set mean Dice moves by at most {abs(top['delta_mean_dice']):.2e} between "
-            f"configurations ({top['configuration']} against {summary.reference}: "
+            f"The test-set mean Dice moves by at most {abs(top['delta_mean_dice']):.2e} from the "
+            f"reference ({top['configuration']} against {summary.reference}: "
             f"{top['mean_dice']:.6f} vs {top['mean_dice'] - top['delta_mean_dice']:.6f})."
         )
     ranges = [r for r in complete if r["dice_repeat_range"] is not None]

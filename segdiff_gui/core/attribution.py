@@ -116,9 +116,20 @@ class Effect:
     differing_pixels: int
     flips: int
     at_risk: int
+    nan_mismatches: int = 0  # values NaN in one map only (no ULP distance covers them)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def cells(self) -> list[str]:
+        """max ULP, max |Δ|, differing pixels, flips and at-risk pixels, as a table shows them."""
+        return [
+            f"{self.max_ulp:,}",
+            f"{self.max_abs:.3g}",
+            f"{self.differing_pixels:,}",
+            f"{self.flips:,}",
+            f"{self.at_risk:,}",
+        ]
 
     @classmethod
     def between(cls, first: np.ndarray, second: np.ndarray, cutoff: float) -> Effect:
@@ -129,6 +140,7 @@ class Effect:
             differing_pixels=comparison.differing_pixels,
             flips=comparison.flips,
             at_risk=int(at_risk_mask(first, comparison.max_abs, cutoff).sum()),
+            nan_mismatches=comparison.nan_mismatches,
         )
 
     @classmethod
@@ -140,6 +152,7 @@ class Effect:
             differing_pixels=max(e.differing_pixels for e in effects),
             flips=max(e.flips for e in effects),
             at_risk=max(e.at_risk for e in effects),
+            nan_mismatches=max(e.nan_mismatches for e in effects),
         )
 
 
@@ -182,6 +195,54 @@ class Attribution:
     def total(self) -> AttributionRow:
         return self.of("total")[0]
 
+    def sentences(self, failed: bool = False) -> list[str]:
+        """What the table says, in words: the largest measured contribution, the repeat spread,
+        and what was not measured (``failed``: because runs failed, not because none exist)."""
+        lines = []
+        if not self.plan.steps:
+            lines.append(
+                "The two runs share every knob: what differs between them is the repeat, or the "
+                "machine that computed them (see the total)."
+            )
+        measured = [(row, row.effect) for row in self.of("alone") if row.effect]
+        if measured:
+            top, effect = max(measured, key=lambda p: (p[1].max_ulp, p[1].differing_pixels))
+            if effect.differing_pixels:
+                lines.append(
+                    f"Largest single knob: {top.knob} ({top.change}) — up to {effect.max_ulp:,} "
+                    f"ULP, {effect.differing_pixels:,} differing pixels, {effect.flips:,} flips."
+                )
+            else:
+                lines.append("No measured knob changes the map on its own.")
+        noisy = [row for row in self.of("repeats") if row.effect and row.effect.differing_pixels]
+        for row in noisy:
+            assert row.effect is not None
+            lines.append(
+                f"{row.compared[0].removesuffix(' r0')} is nondeterministic: repeats differ by up "
+                f"to {row.effect.max_ulp:,} ULP — part of any difference it shows is not the knob."
+            )
+        if self.of("repeats") and not noisy:
+            lines.append("Every configuration run more than once was bitwise repeatable.")
+        if not self.of("repeats"):
+            lines.append("Repeatability not measured: one run per configuration (--repeats 2).")
+        missing = [row for row in self.rows if row.effect is None]
+        if missing:
+            knobs = ", ".join(dict.fromkeys(row.knob for row in missing))
+            why = (
+                "some runs failed"
+                if failed
+                else "a configuration has no run here (give the model, images and key=value "
+                "specs to compute them)"
+            )
+            count = f"{len(missing)} comparison{'' if len(missing) == 1 else 's'}"
+            lines.append(f"{count} not measured ({knobs}): {why}.")
+        if len(self.plan.steps) > 1:
+            lines.append(
+                "Cumulative steps are measured along one path; their figures need not add up to "
+                "the total."
+            )
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "base": self.plan.base.label(),
@@ -193,9 +254,16 @@ class Attribution:
         }
 
 
-def attribute(plan: AttributionPlan, maps_of: MapsOf, cutoff: float) -> Attribution:
+def attribute(
+    plan: AttributionPlan,
+    maps_of: MapsOf,
+    cutoff: float,
+    ends: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Attribution:
     """Measure every step of ``plan`` from the maps ``maps_of`` gives (first repeats compared
     with first repeats), plus the spread over repeats of every configuration run more than once.
+    ``ends``: the two maps a person chose; the total compares exactly those (two repeats of one
+    configuration, or the same configuration from two machines, have no knob between them).
     """
 
     def effect(first: RunConfig, second: RunConfig) -> Effect | None:
@@ -213,7 +281,7 @@ def attribute(plan: AttributionPlan, maps_of: MapsOf, cutoff: float) -> Attribut
             "all",
             f"{len(plan.steps)} knob{'' if len(plan.steps) == 1 else 's'}",
             (plan.base.label(), plan.target.label()),
-            effect(plan.base, plan.target),
+            Effect.between(*ends, cutoff) if ends is not None else effect(plan.base, plan.target),
         )
     )
     for config in plan.configs():

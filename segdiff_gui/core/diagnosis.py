@@ -71,18 +71,30 @@ def _plural(count: int, noun: str) -> str:
 
 def _effect_text(effect: Effect, cutoff_text: str) -> str:
     if effect.differing_pixels == 0:
-        return "leaves every pixel bitwise equal in value"
+        return "leaves every pixel equal in value"
+    nans = (
+        f"; {_plural(effect.nan_mismatches, 'value')} NaN in one map only"
+        if effect.nan_mismatches
+        else ""
+    )
     return (
         f"changes {_plural(effect.differing_pixels, 'pixel')} by up to "
-        f"{effect.max_ulp:,} ULP (max |Δ| {effect.max_abs:.3g}) and flips "
+        f"{effect.max_ulp:,} ULP (max |Δ| {effect.max_abs:.3g}{nans}) and flips "
         f"{_plural(effect.flips, 'pixel')} {cutoff_text}"
     )
+
+
+def _size_text(effect: Effect) -> str:
+    """The figure an advice rests on: ULPs, or NaNs where no ULP distance exists."""
+    if effect.nan_mismatches and not effect.max_ulp:
+        return _plural(effect.nan_mismatches, "value") + " NaN in one map only"
+    return f"{effect.max_ulp:,} ULP"
 
 
 def _first_repeats(study: Study) -> dict[str, StudyRun]:
     firsts: dict[str, StudyRun] = {}
     for run in sorted(study.runs, key=lambda r: r.repeat):
-        firsts.setdefault(run.configuration, run)
+        firsts.setdefault(study.configuration_of(run), run)
     return firsts
 
 
@@ -139,22 +151,26 @@ def _knob_effects(
         return (len(steps), first, item[0])
 
     for name, run in sorted(_first_repeats(study).items(), key=knob_order):
-        if name == reference.configuration:
+        if name == study.configuration_of(reference):
             continue
         steps = plan_attribution(reference.config, run.config).steps
-        varied.update(step.knob for step in steps)
         effect = Effect.between(reference.probabilities, run.probabilities, study.cutoff)
-        if not steps:
+        elsewhere = study.configuration_of(run) != run.configuration or not steps
+        if elsewhere:
+            # Another machine: its knobs and its hardware/libraries are confounded.
+            knobs = f" and in {', '.join(s.knob for s in steps)}" if steps else ""
             findings.append(
                 Finding(
                     "knobs",
-                    f"{name} has the reference's configuration but was computed elsewhere; it "
-                    f"{_effect_text(effect, cutoff_text)}: the machine (CPU, libraries) "
-                    "matters.",
-                    f"{effect.max_ulp:,} ULP",
+                    f"{name} was computed on another machine{knobs}; it "
+                    f"{_effect_text(effect, cutoff_text)}. The machine (CPU, GPU, libraries) "
+                    "is part of that difference.",
+                    _size_text(effect),
                 )
             )
-        elif len(steps) == 1:
+            continue
+        varied.update(step.knob for step in steps)
+        if len(steps) == 1:
             step = steps[0]
             earlier = alone.get(step.knob)
             alone[step.knob] = Effect.largest([earlier, effect]) if earlier else effect
@@ -163,7 +179,7 @@ def _knob_effects(
                     "knobs",
                     f"Changing {_KNOB_NAMES[step.knob]} alone ({step.change}, {name} against "
                     f"{reference.label}) {_effect_text(effect, cutoff_text)}.",
-                    f"{effect.max_ulp:,} ULP, {effect.flips:,} flips",
+                    f"{_size_text(effect)}, {effect.flips:,} flips",
                     DOCS[step.knob],
                 )
             )
@@ -174,7 +190,7 @@ def _knob_effects(
                     "knobs",
                     f"{name} changes {len(steps)} knobs at once ({knobs}) and "
                     f"{_effect_text(effect, cutoff_text)}; 'segdiff explain' separates them.",
-                    f"{effect.max_ulp:,} ULP",
+                    _size_text(effect),
                 )
             )
     return findings, alone, varied
@@ -193,7 +209,7 @@ def _quietest_cutoff(reference: np.ndarray, margin: float, cutoff: float) -> tup
 def _cutoff_findings(study: Study, cutoff_text: str) -> list[Finding]:
     flipped = int(study.any_flips().sum())
     at_risk = int(study.at_risk.sum())
-    if not study.others or study.margin <= 0:
+    if not study.others or (flipped == 0 and at_risk == 0):
         return []
     worst = max(study.others, key=lambda run: int(study.flips(run).sum()))
     worst_count = int(study.flips(worst).sum())
@@ -234,16 +250,30 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
             Finding(
                 "advice",
                 f"Keep {_KNOB_NAMES[knob]} as in the reference ({value}) wherever maps are "
-                f"compared: it alone moved up to {changing[knob].max_ulp:,} ULP here.",
-                f"{changing[knob].max_ulp:,} ULP",
+                f"compared: it alone moved the map by up to {_size_text(changing[knob])} here.",
+                _size_text(changing[knob]),
                 DOCS[knob],
             )
         )
-    nondeterministic = {n: v for n, v in study.verdicts.items() if not v.deterministic}
-    if nondeterministic:
-        det_runs = [n for n, v in study.verdicts.items() if v.deterministic and " det" in f" {n} "]
-        backed = f"; {', '.join(det_runs)} was repeatable here" if det_runs else ""
-        name, verdict = next(iter(nondeterministic.items()))
+    # Repeats that differ in value (not just in the sign of a zero or a NaN's payload).
+    varying = {n: v for n, v in study.verdicts.items() if v.varying_pixels}
+    if varying:
+        name, verdict = max(varying.items(), key=lambda item: item[1].max_ulp)
+        firsts = _first_repeats(study)
+        device = firsts[name].config.device
+        repeatable = [
+            n
+            for n, v in study.verdicts.items()
+            if not v.varying_pixels
+            and firsts[n].config.determinism
+            and firsts[n].config.device == device
+            and firsts[n].machine == firsts[name].machine
+        ]
+        backed = (
+            f"; with it on, {', '.join(repeatable)} was repeatable here"
+            if repeatable
+            else "; no run with it on was measured here (add determinism=on to check it helps)"
+        )
         advice.append(
             Finding(
                 "advice",
@@ -259,7 +289,10 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
         (run, other)
         for run in gpu_runs.values()
         for other in gpu_runs.values()
-        if run.config.is_gpu and run.config.tf32 and _single_knob(run, other) == "tf32"
+        if run.config.is_gpu
+        and run.config.tf32
+        and run.machine == other.machine == reference.machine
+        and _single_knob(run, other) == "tf32"
     ]
     if tf32_pairs and not reference.config.is_gpu:
         on, off = tf32_pairs[0]
@@ -302,7 +335,8 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
                 f"{at_risk:,} at risk",
             )
         )
-    if not advice and study.others and study.margin <= 0:
+    identical = all(c.bitwise_equal for c in study.comparisons.values())
+    if not advice and study.others and identical:
         advice.append(
             Finding(
                 "advice",

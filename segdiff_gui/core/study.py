@@ -27,6 +27,7 @@ class StudyRun:
     config: RunConfig
     repeat: int
     probabilities: np.ndarray
+    machine: str = ""  # the host that computed it, where known: runs of two hosts are no repeats
 
     @property
     def configuration(self) -> str:
@@ -120,12 +121,21 @@ class Study:
             for run in self.others
         ]
 
+    def configuration_of(self, run: StudyRun) -> str:
+        """The run's configuration, named with its host when another machine computed it (a
+        run of another host is never a repeat of a local one)."""
+        name = run.configuration
+        here = self.reference.machine
+        if run.machine and here and run.machine != here and not name.startswith(f"{run.machine}: "):
+            return f"{run.machine}: {name}"
+        return name
+
     @cached_property
     def verdicts(self) -> dict[str, RepeatVerdict]:
-        """Determinism of every configuration that was run more than once."""
-        ordered = sorted(self.runs, key=lambda run: (run.configuration, run.repeat))
+        """Determinism of every configuration that was run more than once (on one machine)."""
+        ordered = sorted(self.runs, key=lambda run: (self.configuration_of(run), run.repeat))
         found = {}
-        for configuration, group in groupby(ordered, key=lambda run: run.configuration):
+        for configuration, group in groupby(ordered, key=self.configuration_of):
             maps = [run.probabilities for run in group]
             if len(maps) > 1:
                 found[configuration] = repeat_verdict(maps)

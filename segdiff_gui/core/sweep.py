@@ -142,6 +142,7 @@ class SweepSummary:
     multiclass: bool = False
     model: str = ""
     images: list[ImageSummary] = field(default_factory=list)
+    without_reference: list[str] = field(default_factory=list)  # images left out
     _totals: dict[str, _Totals] = field(default_factory=dict)
 
     def add(self, summary: ImageSummary) -> None:
@@ -213,6 +214,7 @@ class SweepSummary:
         return {
             "model": self.model,
             "reference": self.reference,
+            "without_reference": self.without_reference,
             "cutoff": self.cutoff,
             "kind": "softmax" if self.multiclass else "sigmoid",
             "configurations": self.rows(),

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.images import IMAGE_SUFFIXES, read_image
@@ -19,6 +20,16 @@ from segdiff_gui.io.images import IMAGE_SUFFIXES, read_image
 __all__ = ["TruthFolder"]
 
 _SUFFIXES = ("", "_mask", "_gt")
+
+
+def _read_labels(path: Path) -> np.ndarray:
+    """A mask's pixels. Indexed (palette) PNGs, as VOC and Cityscapes ship their label maps,
+    keep their indices: the palette's colours are for eyes, the indices are the classes."""
+    if path.suffix.lower() == ".png":
+        with Image.open(path) as image:
+            if image.mode == "P":
+                return np.asarray(image)
+    return read_image(path)
 
 
 class TruthFolder:
@@ -51,7 +62,7 @@ class TruthFolder:
             if path is None:
                 continue
             matched += 1
-            mask_shape, image_shape = read_image(path).shape[:2], read_image(image).shape[:2]
+            mask_shape, image_shape = _read_labels(path).shape[:2], read_image(image).shape[:2]
             if mask_shape != image_shape:
                 raise InputError(
                     path,
@@ -67,7 +78,7 @@ class TruthFolder:
         path = self.path_for(image_name)
         if path is None:
             return None
-        mask = read_image(path)
+        mask = _read_labels(path)
         if mask.ndim == 3:
             if not all(np.array_equal(mask[..., 0], mask[..., c]) for c in range(mask.shape[-1])):
                 raise InputError(path, "is a colour image; a mask holds one label per pixel")

@@ -14,30 +14,44 @@ from segdiff_gui.storage.studies import RunStore
 __all__ = ["measure_attribution"]
 
 
+def _host(record: RunRecord) -> object:
+    return record.provenance.get("hostname")
+
+
 def measure_attribution(
     store: RunStore,
     records: Sequence[RunRecord],
     plan: AttributionPlan,
     cutoff: float,
-    first: Sequence[str] = (),
+    ends: Sequence[str] = (),
 ) -> Attribution:
     """Measure ``plan`` on ``records`` (one comparable group: same model, image, preprocessing).
-    Only this machine's runs count (a run merged from another host is another machine, not a
-    configuration); a configuration without runs is reported as not measured. Each
-    configuration is represented by its first repeat, or by the run of ``first`` (keys) that
-    has it, so that two runs a person named are the ones compared."""
+
+    ``ends`` are the keys of the two runs a person named: they stand for their configurations,
+    the total compares exactly them, and only runs computed on the first one's machine fill in
+    the other configurations (a run from another host differs by more than its knobs). A
+    configuration without runs is reported as not measured.
+    """
+    named = {record.key: record for record in records if record.key in ends}
+    host = _host(named[ends[0]]) if ends and ends[0] in named else None
     by_config: dict[RunConfig, list[RunRecord]] = {}
     for record in records:
-        if "merged_from_key" in record.provenance:
-            continue
+        elsewhere = host is not None and _host(record) != host
+        if elsewhere or ("merged_from_key" in record.provenance and record.key not in named):
+            continue  # another machine's run is no repeat and no knob (but may be an end)
         by_config.setdefault(record.run_config, []).append(record)
-    loaded: dict[RunConfig, list[np.ndarray]] = {}
+    loaded: dict[str, np.ndarray] = {}
+
+    def read(key: str) -> np.ndarray:
+        if key not in loaded:
+            probabilities = store.read_run(key).probabilities
+            assert probabilities is not None
+            loaded[key] = probabilities
+        return loaded[key]
 
     def maps_of(config: RunConfig) -> list[np.ndarray]:
-        if config not in loaded:
-            runs = sorted(by_config.get(config, []), key=lambda r: (r.key not in first, r.repeat))
-            maps = [store.read_run(r.key).probabilities for r in runs]
-            loaded[config] = [m for m in maps if m is not None]
-        return loaded[config]
+        runs = sorted(by_config.get(config, []), key=lambda r: (r.key not in ends, r.repeat))
+        return [read(r.key) for r in runs]
 
-    return attribute(plan, maps_of, cutoff)
+    chosen = (read(ends[0]), read(ends[1])) if len(named) == 2 else None
+    return attribute(plan, maps_of, cutoff, chosen)

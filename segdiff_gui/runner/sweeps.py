@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.core.sweep import ImageSummary, SweepSummary, summarise_image
 from segdiff_gui.io.truth import TruthFolder
@@ -21,20 +22,24 @@ def sweep_groups(records: Sequence[RunRecord], model: str | None = None) -> list
     if len(models) > 1:
         names = ", ".join(sorted(models))
         raise InputError("--model", f"the runs cover {len(models)} models ({names}); name one")
+    # One model name may hide several versions (retrained file, other preprocessing or
+    # output): a test-set mean over a mixture would count every image twice.
+    versions = {
+        canonical_json([g[0].model_hash, g[0].preprocessing, g[0].output]): g[0] for g in groups
+    }
+    if len(versions) > 1:
+        listed = ", ".join(sorted(r.model_hash[:8] for r in versions.values()))
+        raise InputError(
+            "--model",
+            f"{groups[0][0].model_name} was run in {len(versions)} versions (model file, "
+            f"preprocessing or output differ; model ids {listed}); name one by id",
+        )
     return sorted(groups, key=lambda group: (group[0].target_name, group[0].target_hash))
 
 
-def _reference_key(records: Sequence[RunRecord], configuration: str) -> RunRecord:
+def _reference_run(records: Sequence[RunRecord], configuration: str) -> RunRecord | None:
     matches = [r for r in records if StudyRun.configuration_of(r.label) == configuration]
-    if not matches:
-        record = records[0]
-        known = ", ".join(sorted({StudyRun.configuration_of(r.label) for r in records}))
-        raise InputError(
-            configuration,
-            f"has no run on {record.target_name} of {record.model_name} (its configurations: "
-            f"{known})",
-        )
-    return min(matches, key=lambda r: r.repeat)
+    return min(matches, key=lambda r: r.repeat) if matches else None
 
 
 def summarise_sweep(
@@ -57,8 +62,13 @@ def summarise_sweep(
             else StudyRun.configuration_of(groups[0][0].label)
         )
     summary: SweepSummary | None = None
+    without_reference = []
     for group in groups:
-        study = load_study(store, group, cutoff, _reference_key(group, reference))
+        chosen = _reference_run(group, reference)
+        if chosen is None:  # an interrupted or partly failed sweep: say so, go on
+            without_reference.append(group[0].target_name)
+            continue
+        study = load_study(store, group, cutoff, chosen)
         if summary is None:
             summary = SweepSummary(reference, cutoff, study.multiclass, group[0].model_name)
         shape = study.reference.probabilities.shape
@@ -69,7 +79,10 @@ def summarise_sweep(
         if on_image is not None:
             on_image(image)
         del study  # the maps of one image at a time
-    assert summary is not None
+    if summary is None:
+        known = sorted({StudyRun.configuration_of(r.label) for g in groups for r in g})
+        raise InputError(reference, f"has no run on any image (configurations: {', '.join(known)})")
+    summary.without_reference = without_reference
     if truth is not None and not summary.has_truth:
         raise InputError(truth.folder, "holds no mask whose name matches an image of the sweep")
     return summary

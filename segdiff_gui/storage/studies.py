@@ -13,7 +13,14 @@ from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.storage.records import RunRecord
 
-__all__ = ["RunStore", "comparable_groups", "group_of", "load_study", "natural_order"]
+__all__ = [
+    "RunStore",
+    "comparable_groups",
+    "group_of",
+    "load_study",
+    "natural_order",
+    "study_run",
+]
 
 
 class RunStore(Protocol):
@@ -66,6 +73,12 @@ def group_of(records: Sequence[RunRecord], member: RunRecord) -> list[RunRecord]
     return sorted((r for r in records if _group_key(r) == key), key=natural_order)
 
 
+def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
+    """A stored run as the analysis sees it."""
+    host = str(record.provenance.get("hostname", ""))
+    return StudyRun(record.key, record.label, record.run_config, record.repeat, probabilities, host)
+
+
 def load_study(
     store: RunStore,
     records: Sequence[RunRecord],
@@ -77,8 +90,6 @@ def load_study(
     for record in records:
         full = store.read_run(record.key)
         assert full.probabilities is not None
-        runs.append(
-            StudyRun(record.key, record.label, record.run_config, record.repeat, full.probabilities)
-        )
+        runs.append(study_run(record, full.probabilities))
     chosen = next((run for run in runs if reference and run.key == reference.key), None)
     return Study(runs, cutoff=cutoff, reference=chosen)

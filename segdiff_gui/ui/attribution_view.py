@@ -3,6 +3,8 @@ figure per knob, alone and along the cumulative path, with the repeat spread bes
 
 from __future__ import annotations
 
+from html import escape
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
@@ -88,27 +90,12 @@ class AttributionDialog(QDialog):
         rows = attribution.rows
         self.table.setRowCount(len(rows))
         for index, row in enumerate(rows):
-            effect = row.effect
-            figures = (
-                [
-                    f"{effect.max_ulp:,}",
-                    f"{effect.max_abs:.3g}",
-                    f"{effect.differing_pixels:,}",
-                    f"{effect.flips:,}",
-                    f"{effect.at_risk:,}",
-                ]
-                if effect
-                else ["not measured", "", "", "", ""]
-            )
+            figures = row.effect.cells() if row.effect else ["not measured", "", "", "", ""]
             compared = f"{row.compared[0]} → {row.compared[1]}"
             fill_row(self.table, index, [row.kind, row.knob, row.change, compared, *figures])
-        missing = sum(row.effect is None for row in rows)
-        self.missing.setText(
-            f"{missing} comparison(s) not measured: a configuration has no run yet."
-            if missing
-            else ""
-        )
-        self.run_button.setVisible(bool(missing) and self.can_run)
+        missing = any(row.effect is None for row in rows)
+        self.missing.setText("<br>".join(escape(line) for line in attribution.sentences()))
+        self.run_button.setVisible(missing and self.can_run)
         self._draw()
 
     def _draw(self, *_: object) -> None:

@@ -14,7 +14,7 @@ from segdiff_gui.core.analysis import class_map, is_multiclass, ulp_distance
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
 from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import RunStore, natural_order
+from segdiff_gui.storage.studies import RunStore, natural_order, study_run
 
 __all__ = ["InspectionModel", "PixelValue", "ViewMode"]
 
@@ -85,9 +85,7 @@ class InspectionModel:
         full = store.read_run(record.key)
         assert full.probabilities is not None
         self.records[record.key] = record
-        self.runs.append(
-            StudyRun(record.key, record.label, record.run_config, record.repeat, full.probabilities)
-        )
+        self.runs.append(study_run(record, full.probabilities))
 
     def _refresh(self) -> None:
         self._study = None

@@ -102,3 +102,12 @@ def test_at_risk_counts_pixels_of_the_first_map_near_the_cutoff() -> None:
     second = first + np.float32(0.0002)
     effect = Effect.between(first, second, 0.5)
     assert effect.at_risk == 2 and effect.flips == 0
+
+
+def test_two_named_runs_of_one_configuration_are_compared_as_named() -> None:
+    first = np.full((4, 4), 0.25, dtype=np.float32)
+    second = np.nextafter(first, np.float32(1))
+    plan = plan_attribution(RunConfig(), RunConfig())
+    result = attribute(plan, lambda config: [first, second], 0.5, ends=(first, second))
+    assert result.total.effect is not None and result.total.effect.max_ulp == 1
+    assert "share every knob" in result.sentences()[0]

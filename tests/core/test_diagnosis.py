@@ -79,3 +79,60 @@ def test_identical_runs_need_no_avoiding() -> None:
         "measured."
     ]
     assert any(f.topic == "not measured" and "Repeatability" in f.sentence for f in diagnose(study))
+
+
+def test_nan_only_differences_are_named_not_called_equal() -> None:
+    base = _base()
+    broken = base.copy()
+    broken[-2:, :] = (
+        np.nan
+    )  # 40 foreground values NaN in one map only, no ULP difference anywhere else
+    study = Study(
+        [_run(RunConfig(), 0, base), _run(RunConfig(precision="mixed_float16"), 0, broken)]
+    )
+    findings = diagnose(study)
+    text = " ".join(f.sentence for f in findings)
+    assert "40 values NaN in one map only" in text
+    assert "bitwise equal" not in text and "Every run is" not in text
+    cutoff = [f for f in findings if f.topic == "cutoff"]
+    assert cutoff and "change class" in cutoff[0].sentence  # NaN is background: flips counted
+    keep = next(f for f in findings if f.sentence.startswith("Keep the precision"))
+    assert "40 values NaN in one map only" in keep.figure
+
+
+def test_another_machines_run_is_no_repeat_and_no_knob() -> None:
+    base = _base()
+    other = base + np.float32(1e-6)
+    here, there = RunConfig(), RunConfig(batch=8)
+    study = Study(
+        [
+            StudyRun("a", "cpu b1 r0", here, 0, base, "laptop"),
+            StudyRun("b", "cpu b1 r1", here, 1, base.copy(), "laptop"),
+            StudyRun("c", "cpu b1 r0", here, 0, other, "server"),  # merged under a new key
+            StudyRun("d", "cpu b8 r0", there, 0, other.copy(), "server"),
+        ],
+        cutoff=0.5,
+    )
+    assert set(study.verdicts) == {"cpu b1"}  # the server's run is not a third... repeat
+    assert study.verdicts["cpu b1"].deterministic
+    findings = diagnose(study)
+    knobs = [f.sentence for f in findings if f.topic == "knobs"]
+    assert any(s.startswith("server: cpu b1 was computed on another machine;") for s in knobs)
+    assert any("server: cpu b8 was computed on another machine and in batch" in s for s in knobs)
+    assert not any("Changing the batch" in s for s in knobs)
+    assert not any("Keep the batch" in f.sentence for f in findings)
+
+
+def test_determinism_advice_cites_only_a_measured_deterministic_run() -> None:
+    base = _base()
+    gpu, det = RunConfig(device="gpu:0"), RunConfig(device="gpu:0", determinism=True)
+    runs = [
+        _run(RunConfig(), 0, base),
+        _run(gpu, 0, base + np.float32(1e-4)),
+        _run(gpu, 1, base + np.float32(2e-4)),
+    ]
+    advice = next(f for f in diagnose(Study(runs)) if "op determinism" in f.sentence)
+    assert "no run with it on was measured here" in advice.sentence
+    runs += [_run(det, 0, base + np.float32(1e-4)), _run(det, 1, base + np.float32(1e-4))]
+    advice = next(f for f in diagnose(Study(runs)) if "op determinism" in f.sentence)
+    assert "with it on, gpu:0 b1 det was repeatable here" in advice.sentence

@@ -39,3 +39,11 @@ def test_bad_masks_are_one_line_errors_naming_the_file(tmp_path: Path) -> None:
         TruthFolder(tmp_path).read("rgb.png", (2, 2), 2)
     with pytest.raises(InputError, match="no such folder"):
         TruthFolder(tmp_path / "missing")
+
+
+def test_palette_pngs_keep_their_class_indices(tmp_path: Path) -> None:
+    labels = np.array([[0, 1], [2, 1]], dtype=np.uint8)
+    image = Image.fromarray(labels, mode="P")
+    image.putpalette([0, 0, 0, 255, 0, 0, 0, 255, 0] + [0] * (256 * 3 - 9))
+    image.save(tmp_path / "a.png")
+    assert TruthFolder(tmp_path).read("a.png", (2, 2), 3).tolist() == labels.tolist()
