@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from segdiff_gui.cli.commands import EXIT_FAILED_RUNS, EXIT_OK, _cache
+from segdiff_gui.cli.commands import EXIT_FAILED_RUNS, EXIT_OK, open_cache
 from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
@@ -26,21 +26,21 @@ from segdiff_gui.storage.studies import RunStore, comparable_groups, group_of, l
 __all__ = ["command_check", "command_compare", "command_export", "command_report"]
 
 
-def _store(args: argparse.Namespace) -> tuple[RunStore, list[RunRecord], str]:
+def runs_source(args: argparse.Namespace) -> tuple[RunStore, list[RunRecord], str]:
     """The runs to analyse: a bundle given with --bundle, else the cache."""
     if getattr(args, "bundle", None):
         bundle = BundleReader(args.bundle)
         return bundle, bundle.records(), str(bundle.path)
-    cache = _cache(args)
+    cache = open_cache(args)
     records = cache.records()
     if not records:
         raise InputError(cache.root, "holds no runs; run 'segdiff run' or 'segdiff demo' first")
     return cache, records, str(cache.root)
 
 
-def _studies(args: argparse.Namespace) -> tuple[RunStore, list[tuple[Study, RunRecord]], str]:
+def studies_of(args: argparse.Namespace) -> tuple[RunStore, list[tuple[Study, RunRecord]], str]:
     """One study per comparable group (or just the group of --ref), with a sample record."""
-    store, records, where = _store(args)
+    store, records, where = runs_source(args)
     groups = comparable_groups(records, args.model, args.image)
     if args.ref:
         # A label like "cpu b1 r0" exists for every image: --model/--image narrow it first.
@@ -55,7 +55,7 @@ def _context(record: RunRecord, where: str) -> dict[str, Any]:
 
 
 def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
-    _, studies, where = _studies(args)
+    _, studies, where = studies_of(args)
     if args.json:
         _json(
             [
@@ -88,7 +88,7 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
 def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not (args.mask or args.csv):
         raise InputError("export", "name what to write: --mask FILE and/or --csv FILE")
-    store, records, _ = _store(args)
+    store, records, _ = runs_source(args)
     candidates = [r for group in comparable_groups(records, args.model, args.image) for r in group]
     reference = select_run(candidates, args.ref)
     group = group_of(records, reference)
@@ -121,7 +121,7 @@ def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
 def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not (args.html or args.json_file):
         raise InputError("report", "name what to write: --html FILE and/or --json FILE")
-    store, studies, where = _studies(args)
+    store, studies, where = studies_of(args)
     if len(studies) > 1:
         names = ", ".join(f"{r.model_name} on {r.target_name}" for _, r in studies[:6])
         raise InputError(
@@ -147,7 +147,7 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
         bounds["flips"] = 0  # no bound named: any class flip fails
     # A value that is NaN where the reference has a number always fails: no bound covers it.
     bounds["nan_mismatches"] = 0
-    _, studies, _ = _studies(args)
+    _, studies, _ = studies_of(args)
     failures, checked = [], 0
     for study, record in studies:
         for row in study.rows():

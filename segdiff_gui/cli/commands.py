@@ -41,7 +41,7 @@ EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2
 DEFAULT_REPEATS = 2
 
 
-def _cache(args: argparse.Namespace) -> ResultCache:
+def open_cache(args: argparse.Namespace) -> ResultCache:
     cache = ResultCache(args.cache) if args.cache else ResultCache()
     cache.check_usable()
     return cache
@@ -54,7 +54,7 @@ def _probe(cache: ResultCache, fresh: bool = False) -> dict[str, Any]:
         raise InputError("tensorflow", str(error)) from None
 
 
-def _run_matrix(
+def run_matrix(
     args: argparse.Namespace,
     stderr: Console,
     model: Path,
@@ -81,14 +81,14 @@ def _run_matrix(
     return outcome, plan
 
 
-def _exit_code(outcome: MatrixOutcome) -> int:
+def exit_code(outcome: MatrixOutcome) -> int:
     if outcome.interrupted:
         return EXIT_INTERRUPTED
     return EXIT_FAILED_RUNS if outcome.failed else EXIT_OK
 
 
 def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
-    probe = _probe(_cache(args), fresh=True)
+    probe = _probe(open_cache(args), fresh=True)
     if args.json:
         _json(probe)
         return EXIT_OK
@@ -123,7 +123,7 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
 
 
 def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = _cache(args)
+    cache = open_cache(args)
     # Cheap checks first (arguments, then files), then the device probe, then TensorFlow.
     configs = [parse_config_spec(spec) for spec in args.config]
     # A shard or ground truth only makes sense over the whole set: both imply a sweep.
@@ -143,7 +143,7 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         return EXIT_OK
     configs = configs or default_configs(gpu_names(_probe(cache)))
     started = time.perf_counter()
-    outcome, plan = _run_matrix(
+    outcome, plan = run_matrix(
         args,
         err,
         model,
@@ -161,7 +161,7 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = _cache(args)
+    cache = open_cache(args)
     records = sorted(cache.records(), key=lambda r: (r.model_name, r.target_name, r.label))
     if args.json:
         _json(
@@ -209,10 +209,10 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def command_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = _cache(args)
+    cache = open_cache(args)
     gpus = gpu_names(_probe(cache))
     started = time.perf_counter()
-    outcome, plan = _run_matrix(args, err, demo_model(), demo_images(), demo_configs(gpus), cache)
+    outcome, plan = run_matrix(args, err, demo_model(), demo_images(), demo_configs(gpus), cache)
     return _report(args, out, outcome, plan, cache, time.perf_counter() - started)
 
 
@@ -238,13 +238,13 @@ def _report(
                 "comparisons": study.rows() if study else [],
             }
         )
-        return _exit_code(outcome)
+        return exit_code(outcome)
     if study is not None and study.others:
         out.print(differences_table(study, plan.images[plan.target].name))
         for line in plain_sentences(study) + verdict_lines(study):
             out.print(line)
     _print_counts(out, outcome, plan, cache, seconds)
-    return _exit_code(outcome)
+    return exit_code(outcome)
 
 
 def _print_counts(
@@ -290,15 +290,15 @@ def _report_sweep(
                 "sweep": summary.to_dict() if summary else None,
             }
         )
-        return _exit_code(outcome)
+        return exit_code(outcome)
     if summary is not None:
         print_sweep(summary, out)
     _print_counts(out, outcome, plan, cache, seconds)
-    return _exit_code(outcome)
+    return exit_code(outcome)
 
 
 def command_bundle(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = _cache(args)
+    cache = open_cache(args)
     target = Path(args.out)
     if target.is_dir():
         raise InputError(target, "is a folder; give the bundle file to write, e.g. results.h5")
@@ -318,7 +318,7 @@ def command_bundle(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def command_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = _cache(args)
+    cache = open_cache(args)
     bundles = [BundleReader(path) for path in args.bundles]  # all checked before any merge
     results = {str(bundle.path): merge_bundle(bundle.path, cache) for bundle in bundles}
     if args.json:

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from segdiff_gui.cli.analysis_commands import _store, _studies
-from segdiff_gui.cli.commands import EXIT_OK, _cache, _exit_code, _run_matrix
+from segdiff_gui.cli.analysis_commands import runs_source, studies_of
+from segdiff_gui.cli.commands import EXIT_OK, exit_code, open_cache, run_matrix
 from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.attribution import Attribution, Effect, plan_attribution
@@ -90,8 +90,8 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         raise InputError(
             "explain", "--from and --to are both key=value specs, or both name cached runs"
         )
-    cache = _cache(args)
-    exit_code, failed, compared = EXIT_OK, False, ""
+    cache = open_cache(args)
+    status, failed, compared = EXIT_OK, False, ""
     chosen: tuple[str, ...] = ()
     if "=" in args.from_:
         if args.demo:
@@ -107,10 +107,10 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
             raise InputError(
                 "explain", f"--from and --to are the same configuration ({plan.base.label()})"
             )
-        outcome, matrix = _run_matrix(
+        outcome, matrix = run_matrix(
             args, err, model, images, plan.configs(), cache, target=args.target
         )
-        exit_code, failed = _exit_code(outcome), bool(outcome.failed)
+        status, failed = exit_code(outcome), bool(outcome.failed)
         records = [cache.read_run(r.key, with_map=False) for r in matrix.runs if cache.has(r.key)]
         if not records:
             raise InputError(model, "no run of the attribution finished")
@@ -141,7 +141,7 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
                 "runs": {r.label: r.key for r in records},
             }
         )
-        return exit_code
+        return status
     out.print(
         f"[bold]{escape(records[0].model_name)}[/] on [bold]{escape(records[0].target_name)}[/]"
         + (f": {escape(compared)}" if compared else "")
@@ -149,11 +149,11 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
     out.print(attribution_table(attribution))
     for line in attribution.sentences(failed):
         out.print(line)
-    return exit_code
+    return status
 
 
 def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
-    _, studies, where = _studies(args)
+    _, studies, where = studies_of(args)
     studies.sort(key=lambda pair: (pair[1].model_name, pair[1].target_name))
     if args.json:
         _json(
@@ -189,7 +189,7 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
 
 
 def command_sweep(args: argparse.Namespace, out: Console, err: Console) -> int:
-    store, records, _ = _store(args)
+    store, records, _ = runs_source(args)
     summary = build_sweep(args, out, store, records)
     if args.json:
         _json(summary.to_dict())

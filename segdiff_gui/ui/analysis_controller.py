@@ -34,6 +34,7 @@ class AnalysisController(QObject):
         self.dialog: AttributionDialog | None = None
         self._sweeping = False
         self._summary_worker: Any = None
+        self._summary_generation = 0  # a newer summary makes an older, slower one moot
         self.sweep_panel.sweep_requested.connect(self.sweep)
         self.sweep_panel.truth_chosen.connect(self._truth_chosen)
         self.sweep_panel.image_opened.connect(self.open_image)
@@ -131,8 +132,14 @@ class AnalysisController(QObject):
             return summarise_sweep(cache, sweep_groups(records), cutoff, configuration, folder)
 
         self.sweep_panel.status.setText("summarising every image…")
+        self._summary_generation += 1
+        generation = self._summary_generation
         worker = thread_worker(work, start_thread=False)()
-        worker.returned.connect(self.sweep_panel.show_summary)
+        worker.returned.connect(
+            lambda summary: (
+                generation == self._summary_generation and self.sweep_panel.show_summary(summary)
+            )
+        )
         worker.errored.connect(self._sweep_failed)
         self._summary_worker = worker
         worker.start()
@@ -142,7 +149,4 @@ class AnalysisController(QObject):
         self.sweep_panel.status.setText(f"The sweep could not be summarised: {text}")
 
     def open_image(self, name: str) -> None:
-        session = self.window.session
-        if isinstance(session, MatrixSession) and self.window.worker is None:
-            session.target = name
-            self.window._replan()
+        self.window.show_target(name)

@@ -4,9 +4,11 @@ when runs arrive, the reference changes or the cutoff moves (debounced while dra
 from __future__ import annotations
 
 from html import escape
+from typing import Any
 
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QTextBrowser, QWidget
-from superqt.utils import qdebounced
+from superqt.utils import qdebounced, thread_worker
 
 from segdiff_gui.core.diagnosis import Finding, by_topic, diagnose
 from segdiff_gui.ui.inspection import InspectionModel
@@ -27,25 +29,56 @@ def findings_html(findings: list[Finding]) -> str:
 
 
 class DiagnosisPanel(QTextBrowser):
+    """Diagnoses off the GUI thread, and only while it is shown: one worker at a time, and a
+    request that arrives while it runs is served once it ends (only the latest state counts)."""
+
     def __init__(self, model: InspectionModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
         self.setOpenExternalLinks(True)
         self.findings: list[Finding] = []
+        self._worker: Any = None
+        self._again = False
+        self._stale = True
         model.runs_changed.connect(self.refresh_soon)
         model.reference_changed.connect(self.refresh_soon)
         model.cutoff_changed.connect(self.refresh_soon)
-        self.refresh()
+        self.setHtml("<p>No runs yet: the diagnosis appears as runs arrive.</p>")
 
     @qdebounced(timeout=150)
     def refresh_soon(self, *_: object) -> None:
         self.refresh()
 
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        if self._stale:
+            self.refresh()
+
     def refresh(self) -> None:
+        if not self.isVisible():
+            self._stale = True  # done when the tab is opened
+            return
+        self._stale = False
+        if self._worker is not None:
+            self._again = True
+            return
         study = self.model.study
         if study is None:
             self.findings = []
             self.setHtml("<p>No runs yet: the diagnosis appears as runs arrive.</p>")
             return
-        self.findings = diagnose(study)
-        self.setHtml(findings_html(self.findings))
+        worker = thread_worker(diagnose, start_thread=False)(study)
+        worker.returned.connect(self._show)
+        worker.finished.connect(self._finished)
+        self._worker = worker
+        worker.start()
+
+    def _show(self, findings: list[Finding]) -> None:
+        self.findings = findings
+        self.setHtml(findings_html(findings))
+
+    def _finished(self) -> None:
+        self._worker = None
+        if self._again:
+            self._again = False
+            self.refresh()

@@ -196,7 +196,7 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "&Next flip", lambda: self.step_flip(+1), "N")
         self._action(view_menu, "&Previous flip", lambda: self.step_flip(-1), "P")
         run_menu = self.menuBar().addMenu("&Run")
-        self._action(run_menu, "&Run missing", self.start_runs, "Ctrl+R")
+        self._action(run_menu, "&Run missing", lambda: self.start_runs(), "Ctrl+R")
         self._action(run_menu, "&Cancel", self.cancel_runs, "Ctrl+.")
         self._action(run_menu, "&Probe devices", self.probe_devices)
         run_menu.addSeparator()
@@ -358,8 +358,14 @@ class MainWindow(QMainWindow):
 
     def _target_chosen(self, index: int) -> None:
         session = self.session
-        if isinstance(session, MatrixSession) and session.plan and self.worker is None:
-            session.target = session.plan.images[index].name
+        if isinstance(session, MatrixSession) and session.plan:
+            self.show_target(session.plan.images[index].name)
+
+    def show_target(self, name: str) -> None:
+        """Show the runs on image ``name`` (the matrix is replanned on it)."""
+        session = self.session
+        if isinstance(session, MatrixSession) and self.worker is None:
+            session.target = name
             self._replan()
 
     def _matrix_edited(self) -> None:
