@@ -34,6 +34,7 @@ class AnalysisController(QObject):
         self.dialog: AttributionDialog | None = None
         self._sweeping = False
         self._summary_worker: Any = None
+        self._attribution_worker: Any = None
         self._summary_generation = 0  # a newer summary makes an older, slower one moot
         self.sweep_panel.sweep_requested.connect(self.sweep)
         self.sweep_panel.truth_chosen.connect(self._truth_chosen)
@@ -45,30 +46,41 @@ class AnalysisController(QObject):
         window.stats.table.cellDoubleClicked.connect(self.explain_row)
 
     # attribution ----------------------------------------------------------------------------
-    def _attribution(self) -> Attribution | None:
+    def _measure(self, show: bool) -> None:
+        """Measure the reference against the focus run off the GUI thread (maps are read from
+        the cache), then show the result; what is measured is fixed here, on the GUI thread."""
         model, session = self.window.model, self.window.session
         reference, other = model.reference, model.focus_run
         if session is None or reference is None or other is None:
-            return None
+            self.window.statusBar().showMessage("Explain needs two runs of one image", 8000)
+            return
         plan = plan_attribution(reference.config, other.config)
         records = list(model.records.values())
         keys = (reference.key, other.key)  # these two runs, not just their configurations
-        return measure_attribution(session.store, records, plan, model.cutoff, keys)
+        worker = thread_worker(measure_attribution, start_thread=False)(
+            session.store, records, plan, model.cutoff, keys
+        )
+        worker.returned.connect(lambda attribution: self._show(attribution, show))
+        worker.errored.connect(
+            lambda error: self.window.statusBar().showMessage(f"Explain failed: {error}", 10000)
+        )
+        self._attribution_worker = worker
+        worker.start()
 
-    def explain(self) -> None:
-        """Explain the reference against the run last clicked (else the one with most flips)."""
-        attribution = self._attribution()
-        if attribution is None:
-            self.window.statusBar().showMessage("Explain needs two runs of one image", 8000)
-            return
+    def _show(self, attribution: Attribution, show: bool) -> None:
         if self.dialog is None:
             can_run = isinstance(self.window.session, MatrixSession)
             self.dialog = AttributionDialog(attribution, can_run, self.window)
             self.dialog.run_missing.connect(self.run_missing)
         else:
             self.dialog.set_attribution(attribution)
-        self.dialog.show()
-        self.dialog.raise_()
+        if show:
+            self.dialog.show()
+            self.dialog.raise_()
+
+    def explain(self) -> None:
+        """Explain the reference against the run last clicked (else the one with most flips)."""
+        self._measure(show=True)
 
     def explain_row(self, row: int, _column: int = 0) -> None:
         study = self.window.model.study
@@ -104,9 +116,7 @@ class AnalysisController(QObject):
 
     def worker_done(self) -> None:
         if self.dialog is not None and self.dialog.isVisible():
-            attribution = self._attribution()
-            if attribution is not None:
-                self.dialog.set_attribution(attribution)
+            self._measure(show=False)  # runs it lacked may have arrived
         if self._sweeping:
             self._sweeping = False
             self.summarise()

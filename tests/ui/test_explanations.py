@@ -36,7 +36,8 @@ def test_explaining_a_pair_shows_direct_comparisons_and_runs_what_is_missing(
     shutil.copytree(demo_cache.root, root)
     window = window_for("--cache", root, "--no-run")
     window.model.set_focus(key_of(window, "cpu b1 bf16 r0"))
-    window.analysis.explain()
+    window.analysis.explain()  # measured off the GUI thread
+    qtbot.waitUntil(lambda: window.analysis.dialog is not None, timeout=10_000)
     dialog = window.analysis.dialog
     assert dialog.isVisible() and not dialog.run_button.isVisible()
     (alone,) = dialog.attribution.of("alone")
@@ -50,13 +51,14 @@ def test_explaining_a_pair_shows_direct_comparisons_and_runs_what_is_missing(
     # Double-clicking a run in the statistics table explains that one.
     labels = [run.label for run in window.model.study.others]
     window.stats.table.cellDoubleClicked.emit(labels.index("cpu b64 r1"), 0)
-    assert dialog.attribution.plan.target == RunConfig(batch=64)
+    qtbot.waitUntil(lambda: dialog.attribution.plan.target == RunConfig(batch=64), timeout=10_000)
     assert [row.knob for row in dialog.attribution.of("alone")] == ["batch"]
 
     # From batch 64 to XLA at batch 1: "cpu b64 xla" has never run, so it is not measured.
     window.model.set_reference(key_of(window, "cpu b64 r0"))
     window.model.set_focus(key_of(window, "cpu b1 xla r0"))
     window.analysis.explain()
+    qtbot.waitUntil(lambda: dialog.attribution.plan.base == RunConfig(batch=64), timeout=10_000)
     missing = [row for row in dialog.attribution.rows if row.effect is None]
     assert missing and dialog.run_button.isVisible()
     dialog.run_button.click()
