@@ -147,7 +147,8 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         + (f": {escape(compared)}" if compared else "")
     )
     out.print(attribution_table(attribution))
-    for line in attribution.sentences(failed):
+    how = " (give the model, images and key=value specs to compute it)"
+    for line in attribution.sentences(failed, how if compared else ""):
         out.print(line)
     return status
 

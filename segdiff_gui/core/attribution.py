@@ -195,9 +195,10 @@ class Attribution:
     def total(self) -> AttributionRow:
         return self.of("total")[0]
 
-    def sentences(self, failed: bool = False) -> list[str]:
+    def sentences(self, failed: bool = False, how: str = "") -> list[str]:
         """What the table says, in words: the largest measured contribution, the repeat spread,
-        and what was not measured (``failed``: because runs failed, not because none exist)."""
+        and what was not measured (``failed``: because runs failed, not because none exist;
+        ``how``: the front end's way of computing what is missing)."""
         lines = []
         if not self.plan.steps:
             lines.append(
@@ -228,12 +229,7 @@ class Attribution:
         missing = [row for row in self.rows if row.effect is None]
         if missing:
             knobs = ", ".join(dict.fromkeys(row.knob for row in missing))
-            why = (
-                "some runs failed"
-                if failed
-                else "a configuration has no run here (give the model, images and key=value "
-                "specs to compute them)"
-            )
+            why = "some runs failed" if failed else f"a configuration has no run yet{how}"
             count = f"{len(missing)} comparison{'' if len(missing) == 1 else 's'}"
             lines.append(f"{count} not measured ({knobs}): {why}.")
         if len(self.plan.steps) > 1:
