@@ -1,4 +1,5 @@
-"""Bundled demo: two small U-Nets and synthetic cell images with ground truth.
+"""Bundled data: the demo (two small U-Nets, synthetic cell images with ground truth) and the
+app's icons.
 
 ``resources/make_demo.py`` at the top of the repository regenerates everything
 deterministically (it trains the models, so it imports TensorFlow; the package does not).
@@ -9,7 +10,10 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["demo_dir", "demo_images", "demo_model"]
+__all__ = ["APP_ID", "demo_dir", "demo_images", "demo_model", "icon_path"]
+
+# The reverse-DNS id of the desktop entry, the AppStream metadata and the installed icons.
+APP_ID = "io.github.segdiff.Segdiff"
 
 
 def demo_dir() -> Path:
@@ -23,3 +27,9 @@ def demo_model(kind: str = "sigmoid") -> Path:
 
 def demo_images() -> list[Path]:
     return sorted((demo_dir() / "images").glob("*.png"))
+
+
+def icon_path(size: int | None = None) -> Path:
+    """The app's icon: the scalable SVG, or the PNG of ``size`` pixels (16 … 512)."""
+    icons = Path(str(resources.files(__name__) / "icons"))
+    return icons / ("segdiff.svg" if size is None else f"segdiff-{size}.png")

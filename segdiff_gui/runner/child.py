@@ -18,7 +18,7 @@ from typing import Any
 from segdiff_gui.core.environment import child_environment
 from segdiff_gui.core.progress import Message, decode_message
 
-__all__ = ["ChildProcess", "ChildTimeout", "describe_exit"]
+__all__ = ["ENGINE_FLAG", "ChildProcess", "ChildTimeout", "describe_exit", "engine_command"]
 
 _STDERR_LINES = 60
 _EOF = object()
@@ -41,6 +41,17 @@ def describe_exit(returncode: int | None) -> str:
     return f"exited with code {returncode}"
 
 
+ENGINE_FLAG = "--engine"
+
+
+def engine_command(command: str) -> list[str]:
+    """How to start an engine child. In a frozen app (PyInstaller) ``sys.executable`` is the
+    app itself, which has no ``-m``: it starts its own engine with :data:`ENGINE_FLAG`."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, ENGINE_FLAG, command]
+    return [sys.executable, "-m", "segdiff_gui.engine", command]
+
+
 class ChildProcess:
     """A running ``python -m segdiff_gui.engine <command>``; iterate :meth:`messages`."""
 
@@ -55,7 +66,7 @@ class ChildProcess:
             "SEGDIFF_PARENT_PID": str(os.getpid()),
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "segdiff_gui.engine", command],
+            engine_command(command),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -6,13 +6,14 @@ TensorFlow is never imported here: inference runs in engine children."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from segdiff_gui import __version__
 from segdiff_gui.core.errors import InputError
 
-__all__ = ["build_window", "main"]
+__all__ = ["build_window", "configure_application", "main"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,6 +27,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache", metavar="PATH", help="result cache folder")
     parser.add_argument(
         "--no-run", action="store_true", help="show cached results only; start nothing"
+    )
+    parser.add_argument(
+        "--smoke-test",
+        action="store_true",
+        help="open the window offscreen, run one demo inference in an engine child, exit 0",
     )
     parser.add_argument("--version", action="version", version=f"segdiff-gui {__version__}")
     return parser
@@ -63,13 +69,33 @@ def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
     return window, args
 
 
+def configure_application(app) -> None:  # type: ignore[no-untyped-def]
+    """Name, version and icon: what the desktop shows for every window of the app."""
+    from PySide6.QtGui import QIcon
+
+    from segdiff_gui.resources import APP_ID, icon_path
+
+    app.setApplicationName("segdiff")
+    app.setApplicationVersion(__version__)
+    app.setDesktopFileName(APP_ID)  # Wayland finds the entry (and its icon) by this name
+    app.setWindowIcon(QIcon(str(icon_path())))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    # --help, --version and mistyped options answer before Qt starts (no display needed).
+    if _parser().parse_args(arguments).smoke_test:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # read when Qt starts
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    app.setApplicationName("segdiff")
+    configure_application(app)
+    if "--smoke-test" in arguments:
+        from segdiff_gui.ui.smoke import run_smoke_test
+
+        return run_smoke_test(app)
     try:
-        window, args = build_window(sys.argv[1:] if argv is None else argv)
+        window, args = build_window(arguments)
     except InputError as error:
         print(f"segdiff-gui: {error}", file=sys.stderr)
         QMessageBox.critical(None, "segdiff", str(error))
