@@ -8,3 +8,14 @@ def test_shards_split_the_set_into_disjoint_near_equal_slices() -> None:
             assert flat == list(range(count))  # in order, each image exactly once
             sizes = [len(part) for part in slices]
             assert max(sizes) - min(sizes) <= 1
+
+
+def test_a_frozen_app_starts_its_engine_through_itself(monkeypatch) -> None:
+    import sys
+
+    from segdiff_gui.runner.child import ENGINE_FLAG, engine_command
+
+    assert engine_command("run") == [sys.executable, "-m", "segdiff_gui.engine", "run"]
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "executable", "/opt/segdiff/segdiff-gui")
+    assert engine_command("probe") == ["/opt/segdiff/segdiff-gui", ENGINE_FLAG, "probe"]
