@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="open the window offscreen, run one demo inference in an engine child, exit 0",
     )
+    # For the start-up benchmark (tests/benchmarks): print "painted" once results are shown.
+    parser.add_argument("--quit-when-painted", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--version", action="version", version=f"segdiff-gui {__version__}")
     return parser
 
@@ -100,6 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"segdiff-gui: {error}", file=sys.stderr)
         QMessageBox.critical(None, "segdiff", str(error))
         return 2
+    if args.quit_when_painted:
+        from segdiff_gui.ui.paint_probe import quit_when_painted
+
+        quit_when_painted(app, window)
     window.show()
     if not args.no_run and not args.open and window.run_panel.run_button.isEnabled():
         window.start_runs()  # missing runs fill in as they finish

@@ -1,0 +1,37 @@
+"""``segdiff-gui --quit-when-painted``: for the start-up benchmark. Prints ``painted`` and quits
+as soon as the views have painted with results, so that a benchmark can time launch → results
+on screen from outside the process."""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtWidgets import QApplication
+
+from segdiff_gui.ui.main_window import MainWindow
+
+__all__ = ["quit_when_painted"]
+
+
+class _PaintWatch(QObject):
+    def __init__(self, app: QApplication, window: MainWindow) -> None:
+        super().__init__(window)
+        self.app, self.window, self.done = app, window, False
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        if not self.done and event.type() == QEvent.Type.Paint and self.window.model.runs:
+            self.done = True
+            QTimer.singleShot(0, self._report)  # after this paint has reached the screen
+        return False
+
+    def _report(self) -> None:
+        tensorflow = "tensorflow" in sys.modules  # the GUI process must never import it
+        print(f"painted {len(self.window.model.runs)} runs tensorflow={tensorflow}", flush=True)
+        sys.stdout.flush()
+        self.app.quit()
+
+
+def quit_when_painted(app: QApplication, window: MainWindow) -> None:
+    watch = _PaintWatch(app, window)
+    window.grid.viewport().installEventFilter(watch)

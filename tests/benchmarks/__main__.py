@@ -1,0 +1,5 @@
+import sys
+
+from tests.benchmarks.suite import main
+
+sys.exit(main())

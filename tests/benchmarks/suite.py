@@ -1,0 +1,333 @@
+"""segdiff's benchmark suite: every figure next to its target, with a pass/short mark.
+
+Run: ``python -m tests.benchmarks [--json FILE] [--only NAME ...]`` (not part of the test
+run). Figures are medians over several runs; a ratio measures both sides in the same run.
+Benchmarks: startup, engine (overhead and cache hit), interaction, bandwidth, matrix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+BIN = Path(PYTHON).parent
+
+
+@dataclass
+class Figure:
+    benchmark: str
+    what: str
+    value: float
+    unit: str
+    target: str
+    passed: bool
+
+
+def median_of(action: Callable[[], float], repeats: int) -> float:
+    return statistics.median(action() for _ in range(repeats))
+
+
+def timed(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def segdiff(*args: object) -> float:
+    """Seconds one ``segdiff`` command takes (it must succeed)."""
+    started = time.perf_counter()
+    subprocess.run([BIN / "segdiff", *map(str, args)], check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+# 1. start-up -------------------------------------------------------------------------------
+def startup(work: Path) -> list[Figure]:
+    cache = work / "demo-cache"
+    segdiff("demo", "--repeats", "2", "--cache", cache)
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    seen_tensorflow = []
+
+    def launch() -> float:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            [BIN / "segdiff-gui", "--cache", cache, "--no-run", "--quit-when-painted"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+        )  # fmt: skip
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("painted"):
+                seconds = time.perf_counter() - started
+                seen_tensorflow.append("tensorflow=True" in line)
+                break
+        else:
+            raise RuntimeError("segdiff-gui exited without painting")
+        process.kill()
+        process.wait()
+        return seconds
+
+    seconds = median_of(launch, 7)
+    return [
+        Figure("startup", "launch → window painted with the demo's results", seconds, "s",
+               "≤ 1.0 s", seconds <= 1.0),
+        Figure("startup", "GUI processes that imported TensorFlow", sum(seen_tensorflow), "",
+               "0", not any(seen_tensorflow)),
+    ]  # fmt: skip
+
+
+# 2 and 3. engine overhead and cache hits ---------------------------------------------------
+def engine(work: Path) -> list[Figure]:
+    from segdiff_gui.resources import demo_images, demo_model
+
+    configs = ["batch=1", "batch=64", "xla=on", "precision=bf16"]
+    arguments = [demo_model(), *demo_images()]
+    for spec in configs:
+        arguments += ["--config", spec]
+    ours, hits, plain = [], [], []
+    for attempt in range(3):
+        cache = work / f"engine-cache-{attempt}"
+        ours.append(segdiff("run", *arguments, "--repeats", "1", "--cache", cache))
+        hits.append(segdiff("run", *arguments, "--repeats", "1", "--cache", cache))
+        out = work / f"plain-{attempt}"
+        out.mkdir()
+        plain.append(
+            timed(
+                lambda out=out: subprocess.run(
+                    [
+                        PYTHON,
+                        Path(__file__).with_name("plain_tf.py"),
+                        demo_model(),
+                        out,
+                        *demo_images(),
+                    ],
+                    check=True,
+                    capture_output=True,
+                )  # fmt: skip
+            )
+        )
+    first, hit, baseline = map(statistics.median, (ours, hits, plain))
+    return [
+        Figure("engine", "segdiff run, 4 configurations (s)", first, "s", "—", True),
+        Figure("engine", "hand-written TensorFlow script, same 4 (s)", baseline, "s", "—", True),
+        Figure("engine", "overhead: segdiff run / plain script", first / baseline, "×",
+               "≤ 1.15", first / baseline <= 1.15),
+        Figure("engine", "cache hit: first run / the same run again", first / hit, "×",
+               "≥ 20", first / hit >= 20),
+    ]  # fmt: skip
+
+
+# 4. interaction ----------------------------------------------------------------------------
+def synthetic_maps(size: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:size, 0:size] / size
+    logits = 6 * np.sin(9 * x + 3 * np.cos(7 * y)) + rng.normal(0, 1, (size, size))
+    reference = (1 / (1 + np.exp(-logits))).astype(np.float32)
+    few_ulps = np.nextafter(reference, np.float32(1)) * (rng.random(reference.shape) < 0.05)
+    batch = np.where(few_ulps > 0, few_ulps, reference).astype(np.float32)
+    gpu = np.clip(reference + rng.normal(0, 1e-4, reference.shape), 0, 1).astype(np.float32)
+    bf16 = (reference.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+    return [reference, batch, gpu, bf16]
+
+
+def write_runs(root: Path, maps: list[np.ndarray]) -> list:
+    """Write ``maps`` as four runs of one image into a cache; returns their records."""
+    from segdiff_gui.core.config import RunConfig
+    from segdiff_gui.storage import ResultCache, RunRecord
+
+    cache = ResultCache(root)
+    target = hashlib.sha256(b"synthetic image").hexdigest()
+    configs = [RunConfig(), RunConfig(batch=64), RunConfig(device="gpu:0"),
+               RunConfig(precision="mixed_bfloat16")]  # fmt: skip
+    for config, values in zip(configs, maps, strict=True):
+        label = f"{config.label()} r0"
+        cache.write_run(
+            RunRecord(
+                key=hashlib.sha256(label.encode()).hexdigest(),
+                label=label,
+                config=config.to_dict(),
+                repeat=0,
+                model_name="synthetic.keras",
+                model_hash=hashlib.sha256(b"model").hexdigest(),
+                target_name="synthetic.png",
+                target_hash=target,
+                batch_hashes=[target],
+                batch_names=["synthetic.png"],
+                preprocessing={},
+                output={"output": None, "activation": "none"},
+                output_name="mask",
+                kind="sigmoid",
+                raw_output_shape=[1, *values.shape, 1],
+                map_shape=values.shape,
+                provenance={"hostname": "bench"},
+                probabilities=values,
+            )  # fmt: skip
+        )
+    return cache.records()
+
+
+def interaction(work: Path) -> list[Figure]:
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    from segdiff_gui.storage import ResultCache
+    from segdiff_gui.ui.inspection import InspectionModel
+    from segdiff_gui.ui.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication([])
+    root = work / "interaction-cache"
+    records = write_runs(root, synthetic_maps(2048))
+    cache = ResultCache(root)
+    window = MainWindow(InspectionModel(), cache)
+    window.resize(1400, 900)
+    window.show()
+    window.model.set_runs(cache, records)
+    window.model.set_mode("flips")
+    app.processEvents()
+    cutoffs = iter(np.linspace(0.40, 0.60, 200))
+
+    def new_cutoff() -> float:
+        seconds = timed(lambda: window.model.set_cutoff(float(next(cutoffs))))
+        study = window.model.study
+        assert study is not None
+        return seconds + timed(lambda: [int(study.flips(run).sum()) for run in study.others])
+
+    def repaint() -> float:
+        window.model.set_cutoff(float(next(cutoffs)))
+        return timed(lambda: (window.grid.viewport().repaint(), app.processEvents()))
+
+    pixels = iter(zip(range(100, 2000, 37), range(200, 2000, 41), strict=False))
+
+    def click() -> float:
+        row, column = next(pixels)
+        return timed(lambda: window.model.select_pixel(row, column))
+
+    study = window.model.study
+    assert study is not None
+    other = study.others[0]
+
+    def curve() -> float:
+        return timed(lambda: study.curve(other))
+
+    figures = [
+        ("a new cutoff → flip masks and counts", median_of(new_cutoff, 9), 0.020),
+        ("a new cutoff → views repainted", median_of(repaint, 9), 0.050),
+        ("a click → inspector filled", median_of(click, 15), 0.005),
+        ("the full flips-vs-cutoff curve (1 run)", median_of(curve, 5), 0.300),
+    ]  # fmt: skip
+    window.close()
+    return [
+        Figure("interaction", f"{what}, 4 runs of 2048²", seconds * 1000, "ms",
+               f"≤ {limit * 1000:g} ms", seconds <= limit)
+        for what, seconds, limit in figures
+    ]  # fmt: skip
+
+
+# 5. memory bandwidth -----------------------------------------------------------------------
+def bandwidth(work: Path) -> list[Figure]:
+    from segdiff_gui.core.analysis import flip_mask, signed_difference
+
+    reference, other = synthetic_maps(2048)[:2]
+    read = reference.nbytes + other.nbytes
+    out = np.empty_like(reference)
+
+    def rate(action: Callable[[], object]) -> float:
+        return read / median_of(lambda: timed(action), 9) / 1e9
+
+    numpy_pass = rate(lambda: np.add(reference, other, out=out))
+    flips = rate(lambda: flip_mask(reference, other, 0.5))
+    diff = rate(lambda: signed_difference(reference, other))
+    return [
+        Figure("bandwidth", "plain numpy pass (a + b) over 2 maps", numpy_pass, "GB/s", "—", True),
+        Figure("bandwidth", "flip mask kernel", flips, "GB/s", f"≥ {numpy_pass / 3:.2f} (⅓)",
+               flips >= numpy_pass / 3),
+        Figure("bandwidth", "difference kernel", diff, "GB/s", f"≥ {numpy_pass / 3:.2f} (⅓)",
+               diff >= numpy_pass / 3),
+    ]  # fmt: skip
+
+
+# 7. a large matrix -------------------------------------------------------------------------
+def matrix(work: Path) -> list[Figure]:
+    from segdiff_gui.core.config import RunConfig
+    from segdiff_gui.resources import demo_images, demo_model
+    from segdiff_gui.runner.matrix import MatrixRunner
+    from segdiff_gui.runner.plan import plan_matrix
+    from segdiff_gui.storage import ResultCache
+
+    configs = [
+        RunConfig(batch=batch, xla=xla, precision=precision, threads=threads)
+        for batch in (1, 4, 16, 64)
+        for xla in (False, True)
+        for precision in ("float32", "mixed_bfloat16")
+        for threads in (0, 1)
+    ]
+    cache = ResultCache(work / "matrix-cache")
+    plan = plan_matrix(demo_model(), demo_images(), configs, cache=cache, repeats=1)
+    runner = MatrixRunner(plan, cache)
+    starts = []
+    original = runner._start
+
+    def counting_start(job):  # type: ignore[no-untyped-def]
+        starts.append(job)
+        return original(job)
+
+    runner._start = counting_start  # type: ignore[method-assign]
+    started = time.perf_counter()
+    messages = list(runner.run())
+    seconds = time.perf_counter() - started
+    groups = len({config.process_settings() for config in configs})
+    finished = sum(type(m).__name__ == "RunFinished" for m in messages)
+    return [
+        Figure("matrix", f"32 configurations: runs finished ({seconds:.0f} s)", finished, "",
+               "32", finished == 32),
+        Figure("matrix", f"TensorFlow children started ({groups} process-level groups)",
+               len(starts), "", f"= {groups}", len(starts) == groups),
+    ]  # fmt: skip
+
+
+BENCHMARKS = {
+    "startup": startup,
+    "engine": engine,
+    "interaction": interaction,
+    "bandwidth": bandwidth,
+    "matrix": matrix,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks", description=__doc__)
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument("--only", nargs="+", choices=list(BENCHMARKS), help="run only these")
+    args = parser.parse_args(argv)
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="segdiff-bench-") as folder:
+        for name in args.only or list(BENCHMARKS):
+            print(f"running {name}…", file=sys.stderr, flush=True)
+            found = BENCHMARKS[name](Path(folder))
+            for figure in found:
+                mark = "pass" if figure.passed else "SHORT"
+                print(f"{mark:<6}{figure.benchmark:<12}{figure.what:<58}"
+                      f"{figure.value:>10.3f} {figure.unit:<5} target {figure.target}",
+                      flush=True)  # fmt: skip
+            figures += found
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(f) for f in figures], indent=2))
+    short = [f for f in figures if not f.passed]
+    print(f"{len(figures) - len(short)} of {len(figures)} figures meet their targets")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
