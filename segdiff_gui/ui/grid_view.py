@@ -18,6 +18,8 @@ __all__ = ["ProbabilityGridView"]
 
 FLIP_RGBA = (255, 0, 170, 255)  # magenta: stands out on viridis, on the diverging map and on gray
 AT_RISK_RGBA = (255, 200, 0, 110)
+_OVERLAY_LUT = np.zeros((256, 4), dtype=np.uint8)
+_OVERLAY_LUT[1], _OVERLAY_LUT[2] = FLIP_RGBA, AT_RISK_RGBA
 _COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
 
 
@@ -153,8 +155,9 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             }
             top = max((float(p.max(initial=0.0)) for p in planes.values()), default=0.0) or 1.0
             return planes, (0.0, top)
+        # Class indices as bytes (the lookup table colours them); no float copy of each map.
         classes = {
-            run.key: class_map(run.probabilities, model.cutoff).astype(np.float32)
+            run.key: class_map(run.probabilities, model.cutoff).astype(np.uint8, copy=False)
             for run in model.runs
         }
         return classes, (0.0, float(max(1, model.class_count - 1)))
@@ -168,12 +171,15 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             panel = self.panels.get(run.key)
             if panel is None:
                 continue
+            # One byte per pixel through a lookup table (0 clear, 1 flip, 2 at risk): a quarter
+            # of the memory of RGBA, and the flip mask itself serves as the image.
             flips = model.flips(run)
-            rgba = np.zeros((*flips.shape, 4), dtype=np.uint8)
-            if at_risk is not None:
-                rgba[at_risk] = AT_RISK_RGBA
-            rgba[flips] = FLIP_RGBA
-            panel.overlay.setImage(rgba, autoLevels=False, levels=(0, 255))
+            if at_risk is None:
+                index = flips.view(np.uint8)
+            else:
+                index = at_risk.view(np.uint8) * np.uint8(2)
+                index[flips] = 1
+            panel.overlay.setImage(index, autoLevels=False, levels=(0, 255), lut=_OVERLAY_LUT)
 
     def _on_cutoff(self, _cutoff: float) -> None:
         # The class maps of the flips mode depend on the cutoff; the other modes only overlay.

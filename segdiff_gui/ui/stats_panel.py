@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from segdiff_gui.core.analysis import signed_difference
@@ -42,9 +43,25 @@ class StatsPanel(QWidget):
         layout.addWidget(self.verdicts)
         layout.addWidget(self.curve_plot, 1)
         layout.addWidget(self.histogram, 1)
+        self._stale: set[str] = set()
         model.runs_changed.connect(self.refresh)
         model.reference_changed.connect(self.refresh)
         model.cutoff_changed.connect(self.refresh_table)
+
+    def _hidden(self, part: str) -> bool:
+        """While the tab is hidden nothing is computed (dragging the cutoff stays fast); what
+        went stale is redone when it is shown."""
+        if self.isVisible():
+            return False
+        self._stale.add(part)
+        return True
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        stale, self._stale = self._stale, set()
+        for part in ("table", "curves", "histogram"):
+            if part in stale:
+                getattr(self, f"refresh_{part}")()
 
     def refresh(self) -> None:
         self.refresh_table()
@@ -53,7 +70,7 @@ class StatsPanel(QWidget):
 
     def refresh_table(self, *_: object) -> None:
         study = self.model.study
-        if study is None:
+        if self._hidden("table") or study is None:
             return
         rows = study.rows()
         self.table.setRowCount(len(rows))
@@ -73,6 +90,8 @@ class StatsPanel(QWidget):
         self.marker.setPos(self.model.cutoff)
 
     def refresh_curves(self) -> None:
+        if self._hidden("curves"):
+            return
         study = self.model.study
         self.curve_plot.clear()
         if study is None or study.multiclass:
@@ -90,6 +109,8 @@ class StatsPanel(QWidget):
 
     def refresh_histogram(self) -> None:
         """Signed differences of every run to the reference, one outline per run."""
+        if self._hidden("histogram"):
+            return
         study = self.model.study
         self.histogram.clear()
         if study is None or not study.others:
