@@ -2,7 +2,7 @@
 
 Run: ``python -m tests.benchmarks [--json FILE] [--only NAME ...]`` (not part of the test
 run). Figures are medians over several runs; a ratio measures both sides in the same run.
-Benchmarks: startup, engine (overhead and cache hit), interaction, bandwidth, matrix.
+Benchmarks: startup, engine (overhead and cache hit), interaction, bandwidth, scale, matrix.
 """
 
 from __future__ import annotations
@@ -258,6 +258,43 @@ def bandwidth(work: Path) -> list[Figure]:
     ]  # fmt: skip
 
 
+# 6. scale ---------------------------------------------------------------------------------
+def scale(work: Path) -> list[Figure]:
+    """Four runs of 8192×8192 in a bundle, opened in the GUI: time to paint and peak memory."""
+    from segdiff_gui.storage import ResultCache
+    from segdiff_gui.storage.bundle import write_bundle
+
+    root = work / "scale-cache"
+    records = write_runs(root, synthetic_maps(8192))
+    bundle = work / "scale.h5"
+    write_bundle(ResultCache(root), [r.key for r in records], bundle)
+    raw = 4 * 8192 * 8192 * 4
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    # A wrapper process reports the GUI's peak resident memory (ru_maxrss of its child).
+    wrapper = (
+        "import resource, subprocess, sys, time; started = time.perf_counter(); "
+        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+        "print(time.perf_counter() - started, "
+        "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)"
+    )
+    timings, peaks = [], []
+    for _ in range(3):
+        result = subprocess.run(
+            [PYTHON, "-c", wrapper, BIN / "segdiff-gui", "--open", bundle, "--quit-when-painted"],
+            capture_output=True, text=True, env=env, check=True,
+        )  # fmt: skip
+        seconds, peak = result.stdout.split()
+        timings.append(float(seconds))
+        peaks.append(int(peak))
+    seconds, peak = statistics.median(timings), statistics.median(peaks)
+    return [
+        Figure("scale", "4 runs of 8192²: open → painted → quit", seconds, "s", "≤ 3 s",
+               seconds <= 3),
+        Figure("scale", "peak resident memory / raw float32 data", peak / raw, "×", "≤ 2.5",
+               peak / raw <= 2.5),
+    ]  # fmt: skip
+
+
 # 7. a large matrix -------------------------------------------------------------------------
 def matrix(work: Path) -> list[Figure]:
     from segdiff_gui.core.config import RunConfig
@@ -302,6 +339,7 @@ BENCHMARKS = {
     "engine": engine,
     "interaction": interaction,
     "bandwidth": bandwidth,
+    "scale": scale,
     "matrix": matrix,
 }
 
