@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui.core.analysis import compare_maps
+from segdiff_gui.core.analysis import MapComparison, compare_maps
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.spread import at_risk_mask
 
@@ -133,7 +133,12 @@ class Effect:
 
     @classmethod
     def between(cls, first: np.ndarray, second: np.ndarray, cutoff: float) -> Effect:
-        comparison = compare_maps(first, second, cutoff)
+        return cls.of(compare_maps(first, second, cutoff), first)
+
+    @classmethod
+    def of(cls, comparison: MapComparison, first: np.ndarray) -> Effect:
+        """The effect a comparison already made shows (``first`` is the map it started from)."""
+        cutoff = comparison.cutoff
         return cls(
             max_ulp=comparison.max_ulp,
             max_abs=comparison.max_abs,

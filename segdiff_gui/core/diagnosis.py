@@ -154,7 +154,7 @@ def _knob_effects(
         if name == study.configuration_of(reference):
             continue
         steps = plan_attribution(reference.config, run.config).steps
-        effect = Effect.between(reference.probabilities, run.probabilities, study.cutoff)
+        effect = study.effect(run)
         elsewhere = study.configuration_of(run) != run.configuration or not steps
         if elsewhere:
             # Another machine: its knobs and its hardware/libraries are confounded.
@@ -296,8 +296,7 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
     ]
     if tf32_pairs and not reference.config.is_gpu:
         on, off = tf32_pairs[0]
-        e_on = Effect.between(reference.probabilities, on.probabilities, study.cutoff)
-        e_off = Effect.between(reference.probabilities, off.probabilities, study.cutoff)
+        e_on, e_off = study.effect(on), study.effect(off)
         closer = e_off.max_abs < e_on.max_abs
         advice.append(
             Finding(

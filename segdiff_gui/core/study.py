@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui.core.analysis import MapComparison, class_map, compare_maps, is_multiclass
+from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
 from segdiff_gui.core.spread import RepeatVerdict, at_risk_mask, observed_margin, repeat_verdict
@@ -104,6 +105,10 @@ class Study:
     def comparisons(self) -> dict[str, MapComparison]:
         ref = self.reference.probabilities
         return {run.key: compare_maps(ref, run.probabilities, self.cutoff) for run in self.others}
+
+    def effect(self, run: StudyRun) -> Effect:
+        """How ``run`` differs from the reference, from the comparison already made."""
+        return Effect.of(self.comparisons[run.key], self.reference.probabilities)
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per run against the reference, in the order the runs were given."""

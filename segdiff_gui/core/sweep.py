@@ -96,10 +96,7 @@ def summarise_image(image: str, study: Study, truth: np.ndarray | None) -> Image
     zero = Effect(0, 0.0, 0, 0, 0)
     for name, runs in by_configuration.items():
         others = [run for run in runs if run.key != reference.key]
-        effects = [
-            Effect.between(reference.probabilities, run.probabilities, study.cutoff)
-            for run in others
-        ]
+        effects = [study.effect(run) for run in others]
         overlaps = None
         if truth is not None:
             overlaps = tuple(

@@ -170,7 +170,8 @@ def plan_matrix(
     for target_index in targets:
         # Keep each target image beside its results, so they can be shown without the original.
         target_ref = refs[target_index]
-        cache.write_image(target_ref.hash, target_ref.name, read_image(target_ref.path))
+        if not cache.image_path(target_ref.hash).is_file():  # decode only what is not stored
+            cache.write_image(target_ref.hash, target_ref.name, read_image(target_ref.path))
     cached: list[PlannedRun] = []
     to_compute: list[PlannedRun] = []
     for run in runs:

@@ -8,7 +8,6 @@ Benchmarks: startup, engine (overhead and cache hit), interaction, bandwidth, sc
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import statistics
@@ -21,6 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+
+from tests.benchmarks.synthetic import maps, record
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -130,51 +131,16 @@ def engine(work: Path) -> list[Figure]:
 
 
 # 4. interaction ----------------------------------------------------------------------------
-def synthetic_maps(size: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    y, x = np.mgrid[0:size, 0:size] / size
-    logits = 6 * np.sin(9 * x + 3 * np.cos(7 * y)) + rng.normal(0, 1, (size, size))
-    reference = (1 / (1 + np.exp(-logits))).astype(np.float32)
-    few_ulps = np.nextafter(reference, np.float32(1)) * (rng.random(reference.shape) < 0.05)
-    batch = np.where(few_ulps > 0, few_ulps, reference).astype(np.float32)
-    gpu = np.clip(reference + rng.normal(0, 1e-4, reference.shape), 0, 1).astype(np.float32)
-    bf16 = (reference.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
-    return [reference, batch, gpu, bf16]
-
-
-def write_runs(root: Path, maps: list[np.ndarray]) -> list:
-    """Write ``maps`` as four runs of one image into a cache; returns their records."""
+def write_runs(root: Path, values: list[np.ndarray]) -> list:
+    """Store ``values`` as four runs of one image in a cache; returns their records."""
     from segdiff_gui.core.config import RunConfig
-    from segdiff_gui.storage import ResultCache, RunRecord
+    from segdiff_gui.storage import ResultCache
 
     cache = ResultCache(root)
-    target = hashlib.sha256(b"synthetic image").hexdigest()
     configs = [RunConfig(), RunConfig(batch=64), RunConfig(device="gpu:0"),
                RunConfig(precision="mixed_bfloat16")]  # fmt: skip
-    for config, values in zip(configs, maps, strict=True):
-        label = f"{config.label()} r0"
-        cache.write_run(
-            RunRecord(
-                key=hashlib.sha256(label.encode()).hexdigest(),
-                label=label,
-                config=config.to_dict(),
-                repeat=0,
-                model_name="synthetic.keras",
-                model_hash=hashlib.sha256(b"model").hexdigest(),
-                target_name="synthetic.png",
-                target_hash=target,
-                batch_hashes=[target],
-                batch_names=["synthetic.png"],
-                preprocessing={},
-                output={"output": None, "activation": "none"},
-                output_name="mask",
-                kind="sigmoid",
-                raw_output_shape=[1, *values.shape, 1],
-                map_shape=values.shape,
-                provenance={"hostname": "bench"},
-                probabilities=values,
-            )  # fmt: skip
-        )
+    for config, plane in zip(configs, values, strict=True):
+        cache.write_run(record("synthetic.png", config, 0, plane))
     return cache.records()
 
 
@@ -188,7 +154,7 @@ def interaction(work: Path) -> list[Figure]:
 
     app = QApplication.instance() or QApplication([])
     root = work / "interaction-cache"
-    records = write_runs(root, synthetic_maps(2048))
+    records = write_runs(root, maps(2048))
     cache = ResultCache(root)
     window = MainWindow(InspectionModel(), cache)
     window.resize(1400, 900)
@@ -239,7 +205,7 @@ def interaction(work: Path) -> list[Figure]:
 def bandwidth(work: Path) -> list[Figure]:
     from segdiff_gui.core.analysis import flip_mask, signed_difference
 
-    reference, other = synthetic_maps(2048)[:2]
+    reference, other = maps(2048)[:2]
     read = reference.nbytes + other.nbytes
     out = np.empty_like(reference)
 
@@ -265,7 +231,7 @@ def scale(work: Path) -> list[Figure]:
     from segdiff_gui.storage.bundle import write_bundle
 
     root = work / "scale-cache"
-    records = write_runs(root, synthetic_maps(8192))
+    records = write_runs(root, maps(8192))
     bundle = work / "scale.h5"
     write_bundle(ResultCache(root), [r.key for r in records], bundle)
     raw = 4 * 8192 * 8192 * 4

@@ -1,6 +1,6 @@
 """Does summarising a sweep stay flat in memory as the test set grows?
 
-Run: ``python benchmarks/bench_sweep.py``. Writes synthetic runs (3 configurations × 2 repeats
+Run: ``python -m tests.benchmarks.bench_sweep``. Writes synthetic runs (3 configurations × 2 repeats
 of 512×512 float32 maps per image, with ground truth) into a temporary cache for 16, 64 and
 256 images, then summarises each set as ``segdiff sweep`` does and prints the time, the peak of
 Python-visible allocations during the summary (tracemalloc: numpy arrays included) and the
@@ -9,7 +9,6 @@ bytes of maps that set holds on disk. Only a few numbers per image should be kep
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 import time
 import tracemalloc
@@ -20,15 +19,12 @@ import numpy as np
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
-from segdiff_gui.storage import ResultCache, RunRecord
+from segdiff_gui.storage import ResultCache
+from tests.benchmarks.synthetic import record
 
 SIZE = 512
 CONFIGS = (RunConfig(), RunConfig(batch=16), RunConfig(precision="mixed_bfloat16"))
 REPEATS = 2
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def populate(root: Path, images: int) -> TruthFolder:
@@ -48,29 +44,7 @@ def populate(root: Path, images: int) -> TruthFolder:
             for repeat in range(REPEATS):
                 noise = rng.normal(0, 1e-6 if config.batch > 1 else 1e-3, base.shape)
                 values = base if config == RunConfig() else (base + noise).astype(np.float32)
-                label = f"{config.label()} r{repeat}"
-                cache.write_run(
-                    RunRecord(
-                        key=_digest(f"{name}{label}"),
-                        label=label,
-                        config=config.to_dict(),
-                        repeat=repeat,
-                        model_name="synthetic.keras",
-                        model_hash=_digest("model"),
-                        target_name=name,
-                        target_hash=_digest(name),
-                        batch_hashes=[_digest(name)],
-                        batch_names=[name],
-                        preprocessing={},
-                        output={"output": None, "activation": "none"},
-                        output_name="mask",
-                        kind="sigmoid",
-                        raw_output_shape=[1, SIZE, SIZE, 1],
-                        map_shape=values.shape,
-                        provenance={"hostname": "bench"},
-                        probabilities=values,
-                    )
-                )
+                cache.write_run(record(name, config, repeat, values))
     return TruthFolder(masks)
 
 

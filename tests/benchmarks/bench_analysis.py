@@ -1,6 +1,6 @@
 """How fast the analysis answers on 4 maps of 2048×2048 float32 (a reference and 3 others).
 
-Run: ``python benchmarks/bench_analysis.py``. Prints the median of several timings for the
+Run: ``python -m tests.benchmarks.bench_analysis``. Prints the median of several timings for the
 things the GUI recomputes while a user drags the cutoff or switches runs: the flip mask at one
 cutoff, the whole flips-vs-cutoff curve, and the summary of one run against the reference;
 then the full study (all rows, repeat verdicts, at-risk pixels) and the pairwise matrix.
@@ -12,27 +12,13 @@ import statistics
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from segdiff_gui.core.analysis import compare_maps, flip_mask
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import flip_curve
 from segdiff_gui.core.study import Study, StudyRun
+from tests.benchmarks.synthetic import maps
 
 SIZE = 2048
-
-
-def maps() -> list[np.ndarray]:
-    """Smooth maps with soft edges, then the kinds of differences devices make."""
-    rng = np.random.default_rng(0)
-    y, x = np.mgrid[0:SIZE, 0:SIZE] / SIZE
-    logits = 6 * np.sin(9 * x + 3 * np.cos(7 * y)) + rng.normal(0, 1, (SIZE, SIZE))
-    reference = (1 / (1 + np.exp(-logits))).astype(np.float32)
-    few_ulps = np.nextafter(reference, np.float32(1)) * (rng.random(reference.shape) < 0.05)
-    batch = np.where(few_ulps > 0, few_ulps, reference).astype(np.float32)
-    gpu = np.clip(reference + rng.normal(0, 1e-4, reference.shape), 0, 1).astype(np.float32)
-    bf16 = (reference.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
-    return [reference, batch, gpu, bf16]
 
 
 def median_ms(action: Callable[[], object], repeats: int = 5) -> float:
@@ -49,7 +35,7 @@ def show(what: str, milliseconds: float) -> None:
 
 
 def main() -> None:
-    reference, *others = maps()
+    reference, *others = maps(SIZE)
     print(
         f"4 maps of {SIZE}×{SIZE} float32 ({reference.nbytes / 2**20:.0f} MiB each); "
         "median of 5 runs"
