@@ -32,6 +32,11 @@ __all__ = [
 
 NAN_ULP = 2**32
 
+# Rows per block are chosen so one block of float32 values is about this many bytes: the
+# block's int64 and float64 temporaries then stay in cache, and an 8192×8192 comparison needs
+# megabytes of scratch instead of gigabytes.
+_BLOCK_BYTES = 2**18
+
 
 def ordered_float32(values: np.ndarray) -> np.ndarray:
     """Map float32 bit patterns to int64 so that adjacent floats differ by 1 and ±0 coincide."""
@@ -66,13 +71,26 @@ def class_map(probabilities: np.ndarray, cutoff: float) -> np.ndarray:
         return classes
     binary = probabilities[..., 0] if probabilities.ndim == 3 else probabilities
     # float32 on both sides, as the maps are stored and as flip_curve compares.
-    return (np.asarray(binary, dtype=np.float32) >= np.float32(cutoff)).astype(np.uint8)
+    # The bool result reinterpreted as bytes: 0 and 1 already, and no copy of a large map.
+    return (np.asarray(binary, dtype=np.float32) >= np.float32(cutoff)).view(np.uint8)
 
 
 def flip_mask(reference: np.ndarray, other: np.ndarray, cutoff: float) -> np.ndarray:
     """Boolean H×W mask of the pixels whose class differs between the two maps."""
-    mask: np.ndarray = class_map(reference, cutoff) != class_map(other, cutoff)
+    mask = np.empty(reference.shape[:2] if reference.ndim > 1 else reference.shape, dtype=bool)
+    # Row blocks: the two class maps of a block stay in cache, and the mask is the only
+    # allocation the size of the map.
+    for block in _row_blocks(reference):
+        np.not_equal(class_map(reference[block], cutoff), class_map(other[block], cutoff),
+                     out=mask[block])  # fmt: skip
     return mask
+
+
+def _row_blocks(values: np.ndarray) -> list[slice]:
+    """Slices of whole rows, each about :data:`_BLOCK_BYTES` of ``values``."""
+    per_row = values[:1].nbytes or 1
+    step = max(1, _BLOCK_BYTES // per_row)
+    return [slice(start, start + step) for start in range(0, len(values), step)]
 
 
 @dataclass(frozen=True)
@@ -112,28 +130,83 @@ def compare_maps(reference: np.ndarray, other: np.ndarray, cutoff: float = 0.5) 
         raise ValueError(f"maps differ in shape: {reference.shape} vs {other.shape}")
     ref = np.asarray(reference, dtype=np.float32)
     oth = np.asarray(other, dtype=np.float32)
-    ulps = ulp_distance(ref, oth)
-    nan_mismatch = ulps == NAN_ULP
-    numeric_ulps = np.where(nan_mismatch, 0, ulps)  # NaNs are counted apart
-    abs_diff = np.abs(signed_difference(ref, oth))
-    finite = np.where(np.isnan(abs_diff), -1.0, abs_diff)
-    per_pixel = (ulps > 0).any(axis=-1) if is_multiclass(ref) else ulps > 0
-    largest = int(np.argmax(finite)) if finite.size else 0
-    location = (
-        tuple(int(i) for i in np.unravel_index(largest, finite.shape))
-        if finite.size and finite.flat[largest] > 0
-        else None
-    )
-    valid = abs_diff[~np.isnan(abs_diff)]
+    total = _Totals()
+    values_per_row = int(np.prod(ref.shape[1:]))  # 1 for a 1-D array
+    for block in _row_blocks(ref):
+        total.add(ref[block], oth[block], cutoff, first_index=block.start * values_per_row)
+    location = None
+    if total.max_abs_index >= 0 and total.max_abs > 0:
+        location = tuple(int(i) for i in np.unravel_index(total.max_abs_index, ref.shape))
     return MapComparison(
-        pixels=int(per_pixel.size),
-        differing_pixels=int(np.count_nonzero(per_pixel)),
-        bitwise_equal=ref.tobytes() == oth.tobytes(),
-        max_ulp=int(numeric_ulps.max(initial=0)),
-        max_abs=float(valid.max(initial=0.0)),
-        mean_abs=float(valid.mean()) if valid.size else 0.0,
+        pixels=int(np.prod(ref.shape[:-1])) if is_multiclass(ref) else int(ref.size),
+        differing_pixels=total.differing_pixels,
+        bitwise_equal=total.bitwise_equal,
+        max_ulp=total.max_ulp,
+        max_abs=total.max_abs,
+        mean_abs=total.sum_abs / total.numbers if total.numbers else 0.0,
         max_location=location,
-        nan_mismatches=int(np.count_nonzero(nan_mismatch)),
-        flips=int(np.count_nonzero(flip_mask(ref, oth, cutoff))),
+        nan_mismatches=total.nan_mismatches,
+        flips=total.flips,
         cutoff=cutoff,
     )
+
+
+@dataclass
+class _Totals:
+    """What :func:`compare_maps` gathers block by block (row blocks, in order)."""
+
+    differing_pixels: int = 0
+    bitwise_equal: bool = True
+    max_ulp: int = 0
+    max_abs: float = 0.0
+    max_abs_index: int = -1  # flat index of the first largest |difference|; -1 while none
+    sum_abs: float = 0.0
+    numbers: int = 0  # values that are numbers in both maps
+    nan_mismatches: int = 0
+    flips: int = 0
+
+    def add(self, ref: np.ndarray, oth: np.ndarray, cutoff: float, first_index: int) -> None:
+        ref_bits, oth_bits = ref.view(np.int32), oth.view(np.int32)
+        if self.bitwise_equal:
+            self.bitwise_equal = bool(np.array_equal(ref_bits, oth_bits))
+        self.flips += int(np.count_nonzero(flip_mask(ref, oth, cutoff)))
+        # Probability maps are almost always finite numbers with the sign bit clear; then the
+        # float32 bit patterns are already in order and a difference of them counts ULPs, with
+        # no int64 widening. Anything else (NaN, infinities, negatives, -0) goes the general way.
+        if min(ref_bits.min(initial=0), oth_bits.min(initial=0)) < 0 or not _all_finite(ref, oth):
+            self._add_general(ref, oth, first_index)
+            return
+        steps = ref_bits - oth_bits  # cannot overflow: both are in [0, 2**31)
+        if steps.size:
+            self.max_ulp = max(self.max_ulp, int(steps.max()), -int(steps.min()))
+        differs = steps != 0
+        per_pixel = differs.any(axis=-1) if is_multiclass(ref) else differs
+        self.differing_pixels += int(np.count_nonzero(per_pixel))
+        self._add_abs(np.abs(signed_difference(ref, oth)), first_index)
+
+    def _add_general(self, ref: np.ndarray, oth: np.ndarray, first_index: int) -> None:
+        ulps = ulp_distance(ref, oth)
+        nan_mismatch = ulps == NAN_ULP
+        self.nan_mismatches += int(np.count_nonzero(nan_mismatch))
+        self.max_ulp = max(self.max_ulp, int(np.where(nan_mismatch, 0, ulps).max(initial=0)))
+        differs = ulps > 0
+        per_pixel = differs.any(axis=-1) if is_multiclass(ref) else differs
+        self.differing_pixels += int(np.count_nonzero(per_pixel))
+        with np.errstate(invalid="ignore"):  # inf - inf is NaN: not a pair of numbers
+            abs_diff = np.abs(signed_difference(ref, oth))
+        self._add_abs(np.where(np.isnan(abs_diff), -1.0, abs_diff), first_index)
+
+    def _add_abs(self, abs_diff: np.ndarray, first_index: int) -> None:
+        """Fold in |differences|, with -1 standing for a pair that is not two numbers."""
+        numbers = abs_diff[abs_diff >= 0] if abs_diff.min(initial=0) < 0 else abs_diff
+        self.numbers += numbers.size
+        self.sum_abs += float(numbers.sum())
+        if numbers.size:
+            largest = int(np.argmax(abs_diff))
+            if abs_diff.flat[largest] > self.max_abs:  # strictly: the first largest is kept
+                self.max_abs = float(abs_diff.flat[largest])
+                self.max_abs_index = first_index + largest
+
+
+def _all_finite(*arrays: np.ndarray) -> bool:
+    return all(bool(np.isfinite(a).all()) for a in arrays)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui.core.analysis import MapComparison, class_map, compare_maps, is_multiclass
+from segdiff_gui.core.analysis import MapComparison, compare_maps, flip_mask, is_multiclass
 from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
@@ -169,17 +169,20 @@ class Study:
             f"observed difference ({self.margin:.3g}) of the cutoff."
         )
 
-    @cached_property
-    def reference_classes(self) -> np.ndarray:
-        """The reference's class map at this cutoff, made once for every run's flips."""
-        return class_map(self.reference.probabilities, self.cutoff)
-
     def flips(self, other: StudyRun) -> np.ndarray:
         """Pixels whose class differs from the reference's (computed once per run)."""
         if other.key not in self._flips:
-            mask: np.ndarray = class_map(other.probabilities, self.cutoff) != self.reference_classes
-            self._flips[other.key] = mask
+            self._flips[other.key] = flip_mask(
+                self.reference.probabilities, other.probabilities, self.cutoff
+            )
         return self._flips[other.key]
+
+    def flip_count(self, other: StudyRun) -> int:
+        """How many pixels flip: from the comparison where it is made, else from the mask (a
+        cutoff change needs only this, not a whole comparison)."""
+        if "comparisons" in self.__dict__:
+            return self.comparisons[other.key].flips
+        return int(np.count_nonzero(self.flips(other)))
 
     def any_flips(self) -> np.ndarray:
         """Pixels that flip in at least one run."""

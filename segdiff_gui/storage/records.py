@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.storage.chunked_read import read_map
 
 __all__ = ["FORMAT_VERSION", "RunRecord", "read_record", "write_record"]
 
@@ -132,6 +133,6 @@ def read_record(group: h5py.Group, with_map: bool = True) -> RunRecord:
         repeat=int(attrs["repeat"]),
         map_shape=tuple(dataset.shape),
         provenance=provenance,
-        probabilities=dataset[()] if with_map else None,
+        probabilities=read_map(dataset) if with_map else None,
         **values,
     )

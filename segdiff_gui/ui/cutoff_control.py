@@ -71,7 +71,7 @@ class CutoffControl(QWidget):
         if study is None:
             self.count.setText("")
             return
-        flips = sum(row["flips"] for row in study.rows())
-        worst = max((row["flips"] for row in study.rows()), default=0)
+        counts = [study.flip_count(run) for run in study.others]
+        flips, worst = sum(counts), max(counts, default=0)
         rule = "argmax" if self.model.multiclass else f"p ≥ {cutoff:.6f}"
         self.count.setText(f"{flips:,} flips in all ({worst:,} at most), {rule}")

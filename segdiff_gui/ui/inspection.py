@@ -152,7 +152,7 @@ class InspectionModel:
         if study is None or not study.others:
             return None
         chosen = next((run for run in study.others if run.key == self.focus_key), None)
-        return chosen or max(study.others, key=lambda run: study.comparisons[run.key].flips)
+        return chosen or max(study.others, key=study.flip_count)
 
     def select_pixel(self, row: int, column: int) -> None:
         shape = self.runs[0].probabilities.shape if self.runs else (0, 0)

@@ -246,15 +246,16 @@ class MainWindow(QMainWindow):
         study = self.model.study
         if study is None:
             return
-        counts = sum(
-            (self.model.flips(run).astype(np.int32) for run in study.others),
-            np.zeros(study.reference.probabilities.shape[:2], dtype=np.int32),
+        shape = study.reference.probabilities.shape
+        # Flips are sparse: count them by position rather than adding whole-map masks.
+        flipped = [np.flatnonzero(self.model.flips(run)) for run in study.others]
+        positions, counts = np.unique(
+            np.concatenate([np.empty(0, np.intp), *flipped]), return_counts=True
         )
-        if counts.any():
-            row, column = np.unravel_index(int(np.argmax(counts)), counts.shape)
+        if positions.size:  # the first of the positions that flip in most runs
+            row, column = np.unravel_index(int(positions[np.argmax(counts)]), shape[:2])
         else:
             largest = max(study.rows(), key=lambda row: row["max_abs"], default=None)
-            shape = study.reference.probabilities.shape
             location = largest["max_location"] if largest else None
             row, column = location[:2] if location else (shape[0] // 2, shape[1] // 2)
         self.model.select_pixel(int(row), int(column))

@@ -1,7 +1,15 @@
 import numpy as np
 import pytest
 
-from segdiff_gui.core.analysis import class_map, compare_maps, ulp_distance
+from segdiff_gui.core import analysis
+from segdiff_gui.core.analysis import (
+    NAN_ULP,
+    MapComparison,
+    class_map,
+    compare_maps,
+    flip_mask,
+    ulp_distance,
+)
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
 
 
@@ -84,3 +92,51 @@ def test_max_location_and_fraction():
     other[0, 0] = 1e-45
     result = compare_maps(reference, other)
     assert result.max_location == (2, 1) and result.differing_fraction == 2 / 12
+
+
+def _obvious_comparison(ref: np.ndarray, oth: np.ndarray, cutoff: float) -> MapComparison:
+    """compare_maps written the slow, whole-array way, as the blockwise kernel must agree."""
+    ulps = ulp_distance(ref, oth)
+    nan_mismatch = ulps == NAN_ULP
+    with np.errstate(invalid="ignore"):
+        abs_diff = np.abs(oth.astype(np.float64) - ref.astype(np.float64))
+    finite = np.where(np.isnan(abs_diff), -1.0, abs_diff)
+    per_pixel = (ulps > 0).any(axis=-1) if ref.ndim == 3 else ulps > 0
+    largest = int(np.argmax(finite))
+    valid = abs_diff[~np.isnan(abs_diff)]
+    return MapComparison(
+        pixels=int(per_pixel.size),
+        differing_pixels=int(np.count_nonzero(per_pixel)),
+        bitwise_equal=ref.tobytes() == oth.tobytes(),
+        max_ulp=int(np.where(nan_mismatch, 0, ulps).max()),
+        max_abs=float(valid.max(initial=0.0)),
+        mean_abs=float(valid.mean()),
+        max_location=tuple(int(i) for i in np.unravel_index(largest, ref.shape))
+        if finite.flat[largest] > 0
+        else None,
+        nan_mismatches=int(np.count_nonzero(nan_mismatch)),
+        flips=int(np.count_nonzero(flip_mask(ref, oth, cutoff))),
+        cutoff=cutoff,
+    )
+
+
+@pytest.mark.parametrize("channels", [None, 3])
+def test_blockwise_comparison_agrees_with_the_whole_array_one(monkeypatch, channels):
+    # Small blocks so that the 301 rows span many, some taking the fast path (finite, sign bit
+    # clear) and some the general one (NaN, infinity, negative, -0), and ties across blocks.
+    monkeypatch.setattr(analysis, "_BLOCK_BYTES", 4096)
+    rng = np.random.default_rng(7)
+    shape = (301, 67) if channels is None else (301, 67, channels)
+    ref = rng.random(shape, dtype=np.float32)
+    oth = ref + rng.normal(0, 1e-6, shape).astype(np.float32)
+    oth[250:] = ref[250:]  # the last blocks are equal
+    for row, value in [(40, np.nan), (120, -0.25), (160, -0.0)]:
+        oth[row, 5] = value
+    ref[41, 6] = oth[41, 6] = np.nan  # NaN on both sides: equal
+    ref[90, 6] = oth[90, 6] = np.inf  # inf - inf is NaN, not a number pair
+    # The same largest |difference| in two blocks: the first is reported.
+    ref[10, 3] = ref[200, 3] = np.float32(-1.0)
+    oth[10, 3] = oth[200, 3] = np.float32(1.0)
+    for cutoff in (0.3, 0.5):
+        assert compare_maps(ref, oth, cutoff) == _obvious_comparison(ref, oth, cutoff)
+    assert compare_maps(ref, ref.copy()).bitwise_equal
