@@ -79,11 +79,7 @@ def _run_probe(timeout_s: float) -> dict[str, Any]:
 
 def remembered_probe(state_dir: Path) -> dict[str, Any] | None:
     """The last probe of this machine, if one was made; never starts TensorFlow."""
-    path = state_dir / "probe" / f"{_fingerprint()}.json"
-    with contextlib.suppress(ValueError, OSError):
-        data: dict[str, Any] = json.loads(path.read_text())
-        return data
-    return None
+    return _recall(state_dir / "probe" / f"{_fingerprint()}.json")
 
 
 def probe_devices(
@@ -99,24 +95,56 @@ def probe_devices(
     )
     if recent:
         assert remembered is not None
-        with contextlib.suppress(ValueError, OSError):
-            data: dict[str, Any] = json.loads(remembered.read_text())
+        data = _recall(remembered)
+        if data is not None:
             return data
     data = _run_probe(timeout_s)
     if remembered:
-        remembered.parent.mkdir(parents=True, exist_ok=True)
-        temporary = remembered.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(data))
-        os.replace(temporary, remembered)
+        _remember(remembered, data)
     return data
 
 
 def inspect_model(
-    model_path: str | Path, trust: bool = False, timeout_s: float = 180.0
+    model_path: str | Path,
+    trust: bool = False,
+    timeout_s: float = 180.0,
+    state_dir: Path | None = None,
+    model_hash: str | None = None,
 ) -> dict[str, Any]:
-    """What a model takes and gives (asked of a child), or ``{"event": "fatal", ...}``."""
+    """What a model takes and gives (asked of a child), or ``{"event": "fatal", ...}``.
+
+    With ``state_dir`` and the model file's ``model_hash``, an answer is remembered for that
+    file on this Python and TensorFlow: opening a known model again starts no TensorFlow
+    child, which would take a core from the window while it starts. Refusals are not
+    remembered (the user may come to trust the model)."""
+    remembered = (
+        state_dir / "models" / f"{model_hash}-{trust:d}-{_fingerprint()[:16]}.json"
+        if state_dir and model_hash
+        else None
+    )
+    if remembered and (known := _recall(remembered)) is not None:
+        return known
     request = {"model_path": str(model_path), "trust_model": trust}
-    return ask_child("inspect", request, ("model", "fatal"), "model inspection", timeout_s)
+    answer = ask_child("inspect", request, ("model", "fatal"), "model inspection", timeout_s)
+    if remembered and answer.get("event") == "model":
+        _remember(remembered, answer)
+    return answer
+
+
+def _recall(path: Path) -> dict[str, Any] | None:
+    with contextlib.suppress(ValueError, OSError):
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    return None
+
+
+def _remember(path: Path, data: dict[str, Any]) -> None:
+    """Write atomically: another window may be reading the same answer."""
+    with contextlib.suppress(OSError):  # only a shortcut: failing to write it costs nothing
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(data))
+        os.replace(temporary, path)
 
 
 def gpu_names(probe: dict[str, Any]) -> list[str]:

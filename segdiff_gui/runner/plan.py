@@ -43,6 +43,7 @@ class MatrixPlan:
     runs: tuple[PlannedRun, ...]
     cached: tuple[PlannedRun, ...]
     jobs: tuple[EngineJob, ...]
+    model_hash: str
 
     @property
     def target(self) -> int:
@@ -192,4 +193,6 @@ def plan_matrix(
         )
         for group in groups.values()
     )
-    return MatrixPlan(model, tuple(refs), tuple(targets), tuple(runs), tuple(cached), jobs)
+    return MatrixPlan(
+        model, tuple(refs), tuple(targets), tuple(runs), tuple(cached), jobs, model_hash
+    )

@@ -324,12 +324,12 @@ class MainWindow(QMainWindow):
             self._remember(str(session.bundle.path))
             return
         self.run_panel.editor.setEnabled(True)
-        self._inspect_model(session.model_path)
         probe = remembered_probe(session.cache.root)  # no TensorFlow: what is known already
         gpus = gpu_names(probe) if probe else []
         self.run_panel.editor.set_devices(["cpu", *gpus])
         self.run_panel.editor.load(session.configs_for(gpus), session.repeats)
         self._replan()
+        self._inspect_model(session)
         self._remember(" ".join(map(str, [session.model_path, *session.images])))
 
     def probe_devices(self) -> None:
@@ -348,10 +348,14 @@ class MainWindow(QMainWindow):
         editor.set_devices(names, chosen)
         self.statusBar().showMessage(f"devices TensorFlow sees: {', '.join(names)}", 10000)
 
-    def _inspect_model(self, path: Path) -> None:
-        """Ask a child what the model takes and gives; the answer arrives on the GUI thread."""
+    def _inspect_model(self, session: MatrixSession) -> None:
+        """Ask a child what the model takes and gives (unless this model file was asked about
+        before); the answer arrives on the GUI thread."""
         self.run_panel.model_info.setText("inspecting the model (TensorFlow in a child)…")
-        worker = thread_worker(inspect_model, start_thread=False)(path)
+        model_hash = session.plan.model_hash if session.plan else None
+        worker = thread_worker(inspect_model, start_thread=False)(
+            session.model_path, state_dir=session.cache.root, model_hash=model_hash
+        )
         worker.returned.connect(self.run_panel.show_model)
         worker.errored.connect(lambda error: self.run_panel.model_info.setText(str(error)))
         self._inspection = worker  # keep it alive, and wait for it on close

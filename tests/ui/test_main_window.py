@@ -216,11 +216,23 @@ def test_editing_the_matrix_plans_it_and_shows_what_is_cached(window_for, demo_c
     assert len(window.session.plan.runs) == 5  # b1, b64, threads1, xla, onednn-off × 1
 
 
-def test_the_run_panel_names_what_the_model_takes_and_gives(window_for, demo_cache, qtbot):
+def test_the_run_panel_names_what_the_model_takes_and_gives(
+    window_for, demo_cache, qtbot, monkeypatch
+):
     window = window_for("--cache", demo_cache.root, "--no-run")
     qtbot.waitUntil(lambda: "input" in window.run_panel.model_info.text(), timeout=120_000)
     text = window.run_panel.model_info.text()
     assert "keras model · input 256×256×1 · output foreground 256×256×1 sigmoid" in text
+    # The answer is remembered for this model file: the next window asks no child.
+    from segdiff_gui.runner import devices
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("a TensorFlow child was started for a model inspected before")
+
+    monkeypatch.setattr(devices, "ask_child", no_child)
+    again = window_for("--cache", demo_cache.root, "--no-run")
+    qtbot.waitUntil(lambda: "input" in again.run_panel.model_info.text(), timeout=10_000)
+    assert again.run_panel.model_info.text() == text
 
 
 def test_a_model_refused_by_safe_mode_is_said_in_the_panel(qtbot, models, small_images, tmp_path):
