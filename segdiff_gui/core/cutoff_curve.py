@@ -8,6 +8,7 @@ re-thresholding. NaN is treated as below every cutoff, as :func:`class_map` does
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,8 +53,10 @@ def flip_curve(
     a = np.where(np.isnan(a), -np.inf, a)
     b = np.where(np.isnan(b), -np.inf, b)
     differs = a != b  # equal pixels can never flip: leave them out of the sort
-    lows = np.sort(np.minimum(a[differs], b[differs]))
-    highs = np.sort(np.maximum(a[differs], b[differs]))
+    a, b = a[differs], b[differs]
+    # The two sorts are most of the time and numpy releases the GIL while sorting: side by side.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        lows, highs = pool.map(np.sort, (np.minimum(a, b), np.maximum(a, b)))
     grid = np.linspace(0.0, 1.0, DEFAULT_POINTS) if cutoffs is None else np.asarray(cutoffs)
     curve = FlipCurve(grid, np.zeros(0, dtype=np.int64), lows, highs)
     return FlipCurve(grid, curve.at(grid), lows, highs)

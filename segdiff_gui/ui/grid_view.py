@@ -121,7 +121,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
                 continue
             panel.data.setImage(planes[run.key], levels=levels, autoLevels=False)
             title = run.label + ("  (reference)" if run.key == reference.key else "")
-            panel.title.setText(title, size="9pt")
+            if panel.title.text != title:  # setting a label's HTML costs a millisecond
+                panel.title.setText(title, size="9pt")
         if self.colour_bar is not None:
             if colour_map is None:
                 self.colour_bar.hide()

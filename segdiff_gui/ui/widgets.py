@@ -26,8 +26,14 @@ def read_only_table(headers: Sequence[str]) -> QTableWidget:
 
 
 def fill_row(table: QTableWidget, row: int, cells: Sequence[str]) -> None:
+    """Show ``cells`` in ``row``, changing only the text that changed: the inspector refills
+    its table on every cutoff while the slider is dragged, and new items cost a re-layout."""
     for column, text in enumerate(cells):
-        table.setItem(row, column, QTableWidgetItem(text))
+        item = table.item(row, column)
+        if item is None:
+            table.setItem(row, column, QTableWidgetItem(text))
+        elif item.text() != text:
+            item.setText(text)
 
 
 def thumbnail(path: Path, size: int = 56) -> QIcon:
