@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from segdiff_gui.core.analysis import class_map, signed_difference
+from segdiff_gui.core.analysis import class_map, difference_map
 from segdiff_gui.core.study import Study
 from segdiff_gui.io.colormaps import diverging, viridis
 
@@ -99,7 +99,7 @@ def _pictures(study: Study, image: np.ndarray | None) -> str:
             study.others,
             key=lambda r: (study.comparisons[r.key].flips, study.comparisons[r.key].max_abs),
         )
-        diff = signed_difference(ref, worst.probabilities)
+        diff = difference_map(ref, worst.probabilities)
         if diff.ndim == 3:  # per pixel, the class change of largest size, with its sign
             largest = np.nanargmax(np.abs(np.nan_to_num(diff)), axis=-1)[..., None]
             diff = np.take_along_axis(diff, largest, axis=-1)[..., 0]

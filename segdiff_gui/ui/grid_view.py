@@ -10,7 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Signal
 from PySide6.QtWidgets import QWidget
 
-from segdiff_gui.core.analysis import class_map, signed_difference, ulp_distance
+from segdiff_gui.core.analysis import class_map, difference_map, ulp_distance
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.ui.inspection import InspectionModel
 
@@ -143,10 +143,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         if model.mode == "probability":
             return {run.key: model.plane(run) for run in model.runs}, (0.0, 1.0)
         if model.mode == "difference":
-            planes = {
-                run.key: signed_difference(ref_plane, model.plane(run)).astype(np.float32)
-                for run in model.runs
-            }
+            planes = {run.key: difference_map(ref_plane, model.plane(run)) for run in model.runs}
             limit = (
                 max(
                     (float(np.nanmax(np.abs(p), initial=0.0)) for p in planes.values()), default=0.0

@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from segdiff_gui.core.analysis import signed_difference
+from segdiff_gui.core.analysis import difference_map
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.widgets import fill_row, read_only_table
 
@@ -116,7 +116,7 @@ class StatsPanel(QWidget):
         if study is None or not study.others:
             return
         differences = {
-            run.label: signed_difference(study.reference.probabilities, run.probabilities).ravel()
+            run.label: difference_map(study.reference.probabilities, run.probabilities).ravel()
             for run in study.others
         }
         finite = np.concatenate([d[np.isfinite(d)] for d in differences.values()])

@@ -8,6 +8,7 @@ from segdiff_gui.core.analysis import (
     class_map,
     compare_maps,
     flip_mask,
+    signed_difference,
     ulp_distance,
 )
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
@@ -140,3 +141,20 @@ def test_blockwise_comparison_agrees_with_the_whole_array_one(monkeypatch, chann
     for cutoff in (0.3, 0.5):
         assert compare_maps(ref, oth, cutoff) == _obvious_comparison(ref, oth, cutoff)
     assert compare_maps(ref, ref.copy()).bitwise_equal
+
+
+def test_difference_map_is_the_exact_difference_rounded_once_to_float32():
+    rng = np.random.default_rng(11)
+    ref = rng.random(10_000, dtype=np.float32)
+    other = np.concatenate(
+        [
+            np.nextafter(ref[:5000], np.float32(1)),  # one ULP: exact (Sterbenz)
+            rng.random(5000, dtype=np.float32),  # far apart: rounded once
+        ]
+    )
+    exact = signed_difference(ref, other)
+    shown = analysis.difference_map(ref, other)
+    assert shown.dtype == np.float32
+    assert np.array_equal(shown, exact.astype(np.float32))
+    assert np.array_equal(shown[:5000].astype(np.float64), exact[:5000])
+    assert np.all((shown != 0) == (ref != other))
