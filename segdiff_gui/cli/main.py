@@ -4,6 +4,7 @@ imports TensorFlow itself (inference happens in engine children)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 import sys
@@ -12,7 +13,6 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 
 from segdiff_gui import __version__
-from segdiff_gui.cli import analysis_commands, commands, explain_commands
 from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from segdiff_gui.cli.sweep_view import parse_shard
 from segdiff_gui.core.config import ConfigError
@@ -385,18 +385,28 @@ def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     _common(check, "print the bounds and failures as JSON")
 
 
+# Each command's module is imported when that command runs: a cache hit of ``segdiff run`` is
+# mostly Python start-up, and modules it never uses would be a good part of it.
+_COMMAND_MODULES = ("commands", "analysis_commands", "explain_commands")
+
+
+def _handler(command: str) -> Callable[[argparse.Namespace, Console, Console], int]:
+    name = f"command_{command}"
+    for module_name in _COMMAND_MODULES:
+        module = importlib.import_module(f"segdiff_gui.cli.{module_name}")
+        if hasattr(module, name):
+            handler: Callable[[argparse.Namespace, Console, Console], int] = getattr(module, name)
+            return handler
+    raise LookupError(f"no handler for the {command} command")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Piped output (CI logs, files) gets wide tables instead of 80 columns; sentences never wrap.
     width = None if sys.stdout.isatty() else 160
     stdout = Console(highlight=False, soft_wrap=True, width=width)
     stderr = Console(stderr=True, highlight=False, soft_wrap=True, width=width)
-    name = f"command_{args.command}"
-    handler = next(
-        getattr(module, name)
-        for module in (commands, analysis_commands, explain_commands)
-        if hasattr(module, name)
-    )
+    handler = _handler(args.command)
     try:
         return int(handler(args, stdout, stderr))
     except (InputError, ConfigError) as error:

@@ -26,6 +26,7 @@ __all__ = [
     "difference_map",
     "flip_mask",
     "is_multiclass",
+    "row_blocks",
     "ordered_float32",
     "signed_difference",
     "ulp_distance",
@@ -94,13 +95,13 @@ def flip_mask(reference: np.ndarray, other: np.ndarray, cutoff: float) -> np.nda
     mask = np.empty(reference.shape[:2] if reference.ndim > 1 else reference.shape, dtype=bool)
     # Row blocks: the two class maps of a block stay in cache, and the mask is the only
     # allocation the size of the map.
-    for block in _row_blocks(reference):
+    for block in row_blocks(reference):
         np.not_equal(class_map(reference[block], cutoff), class_map(other[block], cutoff),
                      out=mask[block])  # fmt: skip
     return mask
 
 
-def _row_blocks(values: np.ndarray) -> list[slice]:
+def row_blocks(values: np.ndarray) -> list[slice]:
     """Slices of whole rows, each about :data:`_BLOCK_BYTES` of ``values``."""
     per_row = values[:1].nbytes or 1
     step = max(1, _BLOCK_BYTES // per_row)
@@ -146,7 +147,7 @@ def compare_maps(reference: np.ndarray, other: np.ndarray, cutoff: float = 0.5) 
     oth = np.asarray(other, dtype=np.float32)
     total = _Totals()
     values_per_row = int(np.prod(ref.shape[1:]))  # 1 for a 1-D array
-    for block in _row_blocks(ref):
+    for block in row_blocks(ref):
         total.add(ref[block], oth[block], cutoff, first_index=block.start * values_per_row)
     location = None
     if total.max_abs_index >= 0 and total.max_abs > 0:

@@ -16,6 +16,7 @@ from segdiff_gui.core.analysis import MapComparison, compare_maps, flip_mask, is
 from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
+from segdiff_gui.core.parallel import thread_map
 from segdiff_gui.core.spread import RepeatVerdict, at_risk_mask, observed_margin, repeat_verdict
 
 __all__ = ["Study", "StudyRun", "default_reference"]
@@ -78,6 +79,8 @@ class Study:
             if name in self.__dict__:
                 moved.__dict__[name] = self.__dict__[name]
         if "comparisons" in self.__dict__:
+            if not self.multiclass:
+                moved.flips_of(moved.others)  # all at once, side by side
             moved.__dict__["comparisons"] = {
                 key: replace(
                     comparison,
@@ -104,7 +107,9 @@ class Study:
     @cached_property
     def comparisons(self) -> dict[str, MapComparison]:
         ref = self.reference.probabilities
-        return {run.key: compare_maps(ref, run.probabilities, self.cutoff) for run in self.others}
+        others = self.others
+        found = thread_map(lambda run: compare_maps(ref, run.probabilities, self.cutoff), others)
+        return {run.key: comparison for run, comparison in zip(others, found, strict=True)}
 
     def effect(self, run: StudyRun) -> Effect:
         """How ``run`` differs from the reference, from the comparison already made."""
@@ -171,11 +176,15 @@ class Study:
 
     def flips(self, other: StudyRun) -> np.ndarray:
         """Pixels whose class differs from the reference's (computed once per run)."""
-        if other.key not in self._flips:
-            self._flips[other.key] = flip_mask(
-                self.reference.probabilities, other.probabilities, self.cutoff
-            )
-        return self._flips[other.key]
+        return self.flips_of([other])[0]
+
+    def flips_of(self, runs: Sequence[StudyRun]) -> list[np.ndarray]:
+        """The flip masks of ``runs``, those not made yet made side by side."""
+        missing = [run for run in runs if run.key not in self._flips]
+        ref = self.reference.probabilities
+        masks = thread_map(lambda run: flip_mask(ref, run.probabilities, self.cutoff), missing)
+        self._flips.update((run.key, mask) for run, mask in zip(missing, masks, strict=True))
+        return [self._flips[run.key] for run in runs]
 
     def flip_count(self, other: StudyRun) -> int:
         """How many pixels flip: from the comparison where it is made, else from the mask (a

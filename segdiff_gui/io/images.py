@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import tifffile
 from PIL import Image, UnidentifiedImageError
 
 from segdiff_gui.core.errors import InputError
@@ -44,6 +43,16 @@ def _read_with_pillow(path: Path) -> np.ndarray:
     return array
 
 
+def _read_with_tifffile(path: Path) -> np.ndarray:
+    # Imported here: most sets are PNG, and tifffile is a twentieth of the CLI's start-up.
+    import tifffile
+
+    try:
+        return np.asarray(tifffile.imread(path))
+    except tifffile.TiffFileError:
+        raise UnidentifiedImageError(str(path)) from None
+
+
 def read_image(path: str | Path) -> np.ndarray:
     """Decode one image to H×W or H×W×C in its own dtype (uint8, uint16, float32 …)."""
     path = Path(path)
@@ -54,10 +63,10 @@ def read_image(path: str | Path) -> np.ndarray:
         if suffix == ".npy":
             array = np.load(path, allow_pickle=False)
         elif suffix in (".tif", ".tiff"):
-            array = tifffile.imread(path)
+            array = _read_with_tifffile(path)
         else:
             array = _read_with_pillow(path)
-    except (UnidentifiedImageError, tifffile.TiffFileError):
+    except UnidentifiedImageError:
         raise InputError(path, "not a readable image (PNG, JPEG, TIFF or NPY expected)") from None
     except (OSError, ValueError) as error:
         raise InputError(path, f"cannot be read as an image: {error}") from None

@@ -12,7 +12,6 @@ import os
 import socket
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,8 @@ class ProbeError(RuntimeError):
 
 
 def _fingerprint() -> str:
+    from importlib import metadata  # only when a fingerprint is asked for: slow to import
+
     try:
         tf_version = metadata.version("tensorflow")
     except metadata.PackageNotFoundError:

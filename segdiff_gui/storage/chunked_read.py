@@ -5,8 +5,8 @@ HDF5 inflates a dataset's chunks one after another on one core, under h5py's loc
 The maps segdiff writes are float32 chunks through shuffle then deflate, in files that never
 change once written (DESIGN: the cache's promises). So for a large map we ask HDF5 only where
 each chunk lies (one call), map the file, and inflate and unshuffle the chunks in a thread
-pool straight from the mapped bytes: ``zlib.decompress`` and numpy's copies release the GIL,
-and nothing in the workers calls HDF5, which is not safe to call from several threads.
+pool straight from the mapped bytes: inflating (ISA-L, else zlib) and numpy's copies release
+the GIL, and nothing in the workers calls HDF5, which is not safe to call from several threads.
 
 Any other layout, any chunk HDF5 stored with a filter skipped, and chunks never written are
 read by HDF5 itself, so the result is always what ``dataset[()]`` gives.
@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import mmap
 import os
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import h5py
 import numpy as np
+
+try:  # ISA-L inflates about 1.5× faster than zlib on the reference machine; same bytes out
+    from isal.isal_zlib import decompress as inflate
+except ImportError:  # no wheel for this machine
+    from zlib import decompress as inflate
 
 __all__ = ["read_map"]
 
@@ -111,7 +115,7 @@ def _inflate(
     stored: memoryview, chunks: list[_Chunk], chunk_shape: tuple[int, ...], out: np.ndarray
 ) -> None:
     for chunk in chunks:
-        raw = zlib.decompress(stored[chunk.address : chunk.address + chunk.size])
+        raw = inflate(stored[chunk.address : chunk.address + chunk.size])
         shuffled = np.frombuffer(raw, dtype=np.uint8)
         # Shuffle stored byte 0 of every value, then byte 1, ...; transposing puts them back.
         values = shuffled.reshape(_FLOAT32.itemsize, -1).T.copy().view(_FLOAT32)

@@ -11,8 +11,10 @@ from PySide6.QtCore import QPointF, Signal
 from PySide6.QtWidgets import QWidget
 
 from segdiff_gui.core.analysis import class_map, difference_map, ulp_distance
+from segdiff_gui.core.parallel import thread_map
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.ui.level_indices import COLOURS, level_indices
 
 __all__ = ["ProbabilityGridView"]
 
@@ -20,6 +22,7 @@ FLIP_RGBA = (255, 0, 170, 255)  # magenta: stands out on viridis, on the divergi
 AT_RISK_RGBA = (255, 200, 0, 110)
 _OVERLAY_LUT = np.zeros((256, 4), dtype=np.uint8)
 _OVERLAY_LUT[1], _OVERLAY_LUT[2] = FLIP_RGBA, AT_RISK_RGBA
+_CLASS_LUT = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, np.uint8)
 _COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
 
 
@@ -98,7 +101,6 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.colour_bar = pg.ColorBarItem(
             values=(0.0, 1.0), colorMap="viridis", interactive=False, width=14
         )
-        self.colour_bar.setImageItem([panel.data for panel in self.panels.values()])
         rows = 2 * math.ceil(len(runs) / columns)
         self.addItem(self.colour_bar, row=0, col=columns, rowspan=rows)
         self._user_moved_view = False
@@ -115,25 +117,33 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             return
         planes, levels = self._planes(reference)
         colour_map = _COLOUR_MAPS[model.mode]
-        for run in model.runs:
-            panel = self.panels.get(run.key)
-            if panel is None:
-                continue
-            panel.data.setImage(planes[run.key], levels=levels, autoLevels=False)
+        if colour_map is None:  # flips mode: class indices straight into the class colours
+            lut = _CLASS_LUT[: max(2, model.class_count)]
+        else:
+            lut = pg.colormap.get(colour_map).getLookupTable(nPts=COLOURS)
+        shown = [run for run in model.runs if run.key in self.panels]
+
+        def indices_of(run: StudyRun) -> np.ndarray | None:
+            plane = planes[run.key]
+            return level_indices(plane, levels) if plane.dtype.kind == "f" else None
+
+        all_indices = thread_map(indices_of, shown)
+        for run, indices in zip(shown, all_indices, strict=True):
+            panel = self.panels[run.key]
+            plane = planes[run.key]
+            if indices is None:  # class bytes already, or a map with NaN to draw transparent
+                panel.data.setImage(plane, levels=levels, lut=lut, autoLevels=False)
+            else:
+                panel.data.setImage(indices, levels=(0, COLOURS - 1), lut=lut, autoLevels=False)
             title = run.label + ("  (reference)" if run.key == reference.key else "")
             if panel.title.text != title:  # setting a label's HTML costs a millisecond
                 panel.title.setText(title, size="9pt")
         if self.colour_bar is not None:
-            if colour_map is None:
-                self.colour_bar.hide()
-            else:
-                self.colour_bar.show()
+            # The bar only names the colours: the images get their table above, not from it.
+            self.colour_bar.setVisible(colour_map is not None)
+            if colour_map is not None:
                 self.colour_bar.setColorMap(pg.colormap.get(colour_map))
                 self.colour_bar.setLevels(levels)
-        if colour_map is None:
-            lut = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, np.uint8)
-            for panel in self.panels.values():
-                panel.data.setLookupTable(lut[: max(2, self.model.class_count)])
         self.refresh_underlay()
         self.refresh_overlays()
 
@@ -172,6 +182,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         if model.reference is None:
             return
         at_risk = model.study.at_risk if (self.show_at_risk and model.study) else None
+        if model.study is not None:
+            model.study.flips_of(model.study.others)  # the masks made side by side
         for run in model.runs:
             panel = self.panels.get(run.key)
             if panel is None:
