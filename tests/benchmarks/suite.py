@@ -8,6 +8,7 @@ Benchmarks: startup, engine (overhead and cache hit), interaction, bandwidth, sc
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -367,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=list(BENCHMARKS), help="run only these")
     args = parser.parse_args(argv)
     figures: list[Figure] = []
+    # Measure segdiff as installed: pip compiles a wheel's modules, but a checkout run with
+    # PYTHONDONTWRITEBYTECODE (set on the reference machine) would compile ~90 of them at
+    # every launch of every process the suite starts.
+    compileall.compile_dir(REPO / "segdiff_gui", quiet=1)
     with tempfile.TemporaryDirectory(prefix="segdiff-bench-") as folder:
         for name in args.only or list(BENCHMARKS):
             print(f"running {name}…", file=sys.stderr, flush=True)
