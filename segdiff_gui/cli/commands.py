@@ -225,8 +225,13 @@ def _report(
     seconds: float,
 ) -> int:
     """How every run differs from the reference, then what was computed and what was cached."""
-    records = [cache.read_run(run.key, with_map=False) for run in plan.runs if cache.has(run.key)]
-    if getattr(args, "sweep", False):
+    sweep = getattr(args, "sweep", False)
+    # A sweep summarises one image at a time (metadata now, maps later); one image's study
+    # needs its maps now: read each file once.
+    records = [
+        cache.read_run(run.key, with_map=not sweep) for run in plan.runs if cache.has(run.key)
+    ]
+    if sweep:
         return _report_sweep(args, out, outcome, plan, cache, records, seconds)
     study = load_study(cache, records, args.cutoff) if records else None
     if args.json:

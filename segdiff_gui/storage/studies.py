@@ -85,10 +85,11 @@ def load_study(
     cutoff: float,
     reference: RunRecord | None = None,
 ) -> Study:
-    """Read the maps of ``records`` (one comparable group) into a :class:`Study`."""
+    """The maps of ``records`` (one comparable group) as a :class:`Study`; records read without
+    their map are read again with it."""
     runs = []
     for record in records:
-        full = store.read_run(record.key)
+        full = record if record.probabilities is not None else store.read_run(record.key)
         assert full.probabilities is not None
         runs.append(study_run(record, full.probabilities))
     chosen = next((run for run in runs if reference and run.key == reference.key), None)
