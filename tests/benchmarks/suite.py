@@ -73,6 +73,8 @@ def startup(work: Path) -> list[Figure]:
         for line in process.stdout:
             if line.startswith("painted"):
                 seconds = time.perf_counter() - started
+                if line.startswith("painted 0 runs"):
+                    raise RuntimeError(f"segdiff-gui showed no runs of {cache}")
                 seen_tensorflow.append("tensorflow=True" in line)
                 break
         else:
