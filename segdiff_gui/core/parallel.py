@@ -29,7 +29,19 @@ def thread_map(function: Callable[[_Item], _Result], items: Iterable[_Item]) -> 
     cores = os.cpu_count() or 1
     if len(work) < 2 or cores < 2:
         return [function(item) for item in work]
-    return list(_shared_pool(cores).map(function, work))
+    # The caller does the first item itself, and every item the pool has not started by the
+    # time the caller gets to it: a call from the GUI thread never waits behind work that a
+    # background worker queued in the shared pool.
+    futures = [_shared_pool(cores).submit(function, item) for item in work[1:]]
+    try:
+        results = [function(work[0])]
+        for item, future in zip(work[1:], futures, strict=True):
+            results.append(function(item) if future.cancel() else future.result())
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        raise
+    return results
 
 
 def _shared_pool(cores: int) -> ThreadPoolExecutor:

@@ -119,7 +119,7 @@ def inspect_model(
     child, which would take a core from the window while it starts. Refusals are not
     remembered (the user may come to trust the model)."""
     remembered = (
-        state_dir / "models" / f"{model_hash}-{trust:d}-{_fingerprint()[:16]}.json"
+        state_dir / "models" / f"{_inspection_key(Path(model_path), model_hash, trust)}.json"
         if state_dir and model_hash
         else None
     )
@@ -130,6 +130,26 @@ def inspect_model(
     if remembered and answer.get("event") == "model":
         _remember(remembered, answer)
     return answer
+
+
+def _inspection_key(model_path: Path, model_hash: str, trust: bool) -> str:
+    """What an inspection's answer depends on: the file's bytes and suffix (which says how it
+    is loaded), the trust given, and the Python, TensorFlow and Keras that load it."""
+    from importlib import metadata
+
+    try:
+        keras_version = metadata.version("keras")
+    except metadata.PackageNotFoundError:
+        keras_version = "none"
+    facts = {
+        "model": model_hash,
+        "suffix": model_path.suffix.lower(),
+        "trust": trust,
+        "environment": _fingerprint(),
+        "keras": keras_version,
+        "legacy_keras": os.environ.get("TF_USE_LEGACY_KERAS"),
+    }
+    return hash_bytes(canonical_json(facts).encode())
 
 
 def _recall(path: Path) -> dict[str, Any] | None:

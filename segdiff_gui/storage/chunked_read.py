@@ -63,10 +63,9 @@ def _inflate_in_parallel(dataset: h5py.Dataset, chunks: list[_Chunk], out: np.nd
     # goes in address order, row by row), so a task fills neighbouring memory.
     per_task = -(-len(chunks) // (workers * 4))
     tasks = [chunks[i : i + per_task] for i in range(0, len(chunks), per_task)]
-    with (
-        open(dataset.file.filename, "rb") as file,
-        mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
-    ):
+    # Map the very file HDF5 has open (its descriptor), not the one at its name now: a run's
+    # file may have been replaced since (writes are atomic renames), or the name be relative.
+    with mmap.mmap(dataset.file.id.get_vfd_handle(), 0, access=mmap.ACCESS_READ) as mapped:
         stored = memoryview(mapped)
         try:
             with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -84,7 +83,9 @@ def _is_plain_file_shuffle_deflate(dataset: h5py.Dataset) -> bool:
         return False
     if not hasattr(dataset.id, "chunk_iter"):  # h5py built on HDF5 older than 1.14
         return False
-    if file.driver != "sec2" or file.userblock_size != 0:  # addresses would not be file offsets
+    # Only the plain one-file drivers hand out a descriptor whose offsets are file addresses
+    # (h5py names sec2 "windows" on Windows); a user block would shift every address.
+    if file.driver not in ("sec2", "windows") or file.userblock_size != 0:
         return False
     plist = dataset.id.get_create_plist()
     filters = tuple(plist.get_filter(i)[0] for i in range(plist.get_nfilters()))
@@ -115,10 +116,15 @@ def _inflate(
     stored: memoryview, chunks: list[_Chunk], chunk_shape: tuple[int, ...], out: np.ndarray
 ) -> None:
     for chunk in chunks:
-        raw = inflate(stored[chunk.address : chunk.address + chunk.size])
-        shuffled = np.frombuffer(raw, dtype=np.uint8)
-        # Shuffle stored byte 0 of every value, then byte 1, ...; transposing puts them back.
-        values = shuffled.reshape(_FLOAT32.itemsize, -1).T.copy().view(_FLOAT32)
+        try:
+            raw = inflate(stored[chunk.address : chunk.address + chunk.size])
+            shuffled = np.frombuffer(raw, dtype=np.uint8)
+            # Shuffle stored byte 0 of every value, then byte 1, ...; transposing undoes it.
+            values = shuffled.reshape(_FLOAT32.itemsize, -1).T.copy().view(_FLOAT32)
+            values = values.reshape(chunk_shape)
+        except Exception as error:  # noqa: BLE001 - zlib, ISA-L and numpy each have their own
+            # A damaged file is an OSError, as HDF5's own reading reports it.
+            raise OSError(f"a stored chunk at byte {chunk.address} is damaged ({error})") from None
         # Edge chunks are stored whole; only their part inside the map is kept.
         inside = tuple(slice(0, part.stop - part.start) for part in chunk.region)
-        out[chunk.region] = values.reshape(chunk_shape)[inside]
+        out[chunk.region] = values[inside]

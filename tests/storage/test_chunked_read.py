@@ -58,3 +58,38 @@ def test_other_layouts_are_read_by_hdf5(tmp_path):
     with h5py.File(path) as handle:
         for name in ("contiguous", "lzf", "doubles"):
             assert np.array_equal(read_map(handle[name]), values)
+
+
+def _write_map(path, seed, padding=False):
+    with h5py.File(path, "w") as handle:
+        if padding:
+            handle.attrs["pad"] = np.zeros(5000)  # moves every chunk to another address
+        handle.create_dataset(
+            "map", data=np.random.default_rng(seed).random((600, 600), dtype=np.float32),
+            chunks=(256, 256), compression="gzip", compression_opts=4, shuffle=True,
+        )  # fmt: skip
+
+
+def test_a_file_replaced_while_open_is_read_as_hdf5_opened_it(tmp_path):
+    # Writes are atomic renames: another process may finish the same key while we read.
+    _write_map(tmp_path / "run.h5", 1)
+    _write_map(tmp_path / "new.h5", 2, padding=True)
+    with h5py.File(tmp_path / "run.h5", "r", locking=False) as handle:
+        (tmp_path / "new.h5").replace(tmp_path / "run.h5")
+        assert np.array_equal(read_map(handle["map"]), handle["map"][()])
+
+
+def test_a_damaged_chunk_is_an_os_error_as_with_hdf5(tmp_path):
+    path = tmp_path / "run.h5"
+    _write_map(path, 3)
+    with h5py.File(path, "r") as handle:
+        chunks, _ = chunked_read._locate_chunks(handle["map"])
+    damaged = chunks[1]
+    with open(path, "r+b") as raw:
+        raw.seek(damaged.address + damaged.size // 2)
+        raw.write(b"\xff" * 64)
+    with h5py.File(path, "r") as handle:
+        with pytest.raises(OSError):
+            handle["map"][()]
+        with pytest.raises(OSError, match="damaged"):
+            read_map(handle["map"])
