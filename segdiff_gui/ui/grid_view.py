@@ -26,12 +26,22 @@ _CLASS_LUT = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, 
 _COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
 
 
+class _Title(pg.LabelItem):
+    """A run's title, as tall as its text but with no say in its column's width: linked,
+    aspect-locked views of different widths would each show a different part of the image."""
+
+    def updateMin(self) -> None:  # noqa: N802 - pyqtgraph's name
+        super().updateMin()
+        self.setMinimumWidth(0)
+        self.setPreferredWidth(0)
+
+
 class _Panel:
     """One run's view: a title above a view box of underlay, data image, flip overlay and
     crosshair. A bare view box, not a plot item: the axes would be hidden anyway, and ten plot
     items take a tenth of a second of the start-up to build."""
 
-    def __init__(self, title: pg.LabelItem, view: pg.ViewBox) -> None:
+    def __init__(self, title: _Title, view: pg.ViewBox) -> None:
         self.title, self.view = title, view
         self.underlay = pg.ImageItem(axisOrder="row-major")
         self.data = pg.ImageItem(axisOrder="row-major")
@@ -81,7 +91,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         for index, run in enumerate(runs):
             # Each run takes two layout rows: its title, then its view.
             row, column = 2 * (index // columns), index % columns
-            title = self.addLabel(run.label, row=row, col=column, size="9pt")
+            title = _Title(run.label, size="9pt")
+            self.addItem(title, row=row, col=column)
             title.setMaximumHeight(title.preferredHeight())  # the view takes the rest
             self.ci.layout.setRowStretchFactor(row, 0)
             view = self.addViewBox(row=row + 1, col=column)

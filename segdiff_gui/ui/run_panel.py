@@ -127,7 +127,10 @@ class RunPanel(QWidget):
         missing = len(labels) - len(cached)
         self.matrix_bar.setRange(0, max(1, missing))
         self.matrix_bar.setValue(0 if missing else 1)
-        self.matrix_bar.setFormat("matrix %v / %m" if missing else f"all {len(labels)} runs cached")
+        if missing:
+            self.matrix_bar.setFormat("matrix %v / %m")
+        else:  # a bundle plans nothing: it is read-only
+            self.matrix_bar.setFormat(f"all {len(labels)} runs cached" if labels else "read-only")
         self.run_button.setEnabled(missing > 0)
 
     def _set_state(self, key: str, label: str, state: str, tip: str = "") -> None:

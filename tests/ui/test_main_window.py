@@ -25,6 +25,18 @@ def click_pixel(qtbot, window, row, column):
     qtbot.mouseRelease(window.grid.viewport(), Qt.MouseButton.LeftButton, pos=point, delay=30)
 
 
+def test_every_view_shows_the_whole_image_at_the_same_size(window_for, demo_cache, qtbot):
+    # Titles of different lengths must not make some columns narrower: linked views of
+    # different widths would each show a different part of the image.
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    qtbot.wait(100)  # the layout settles its sizes
+    views = [panel.view for panel in window.grid.panels.values()]
+    widths = {round(view.width()) for view in views}
+    assert max(widths) - min(widths) <= 1
+    (x0, x1), _ = views[0].viewRange()
+    assert x0 <= 0 and x1 >= 256  # the whole width of the demo image is in view
+
+
 def test_clicking_a_pixel_shows_the_cached_bits(window_for, demo_cache, qtbot):
     window = window_for("--cache", demo_cache.root, "--no-run")
     assert len(window.model.runs) == 10
