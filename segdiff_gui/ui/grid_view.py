@@ -7,14 +7,14 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Signal
+from PySide6.QtCore import QPointF, QRectF, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
 from segdiff_gui.core.analysis import class_map, difference_map, ulp_distance
 from segdiff_gui.core.parallel import thread_map
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.ui.inspection import InspectionModel
-from segdiff_gui.ui.level_indices import COLOURS, level_indices
+from segdiff_gui.ui.level_indices import COLOURS, level_indices, pooled_any
 
 __all__ = ["ProbabilityGridView"]
 
@@ -68,6 +68,9 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.panels: dict[str, _Panel] = {}
         self.colour_bar: pg.ColorBarItem | None = None
         self.show_at_risk = False
+        self._overlay_factor = 1  # how far the flip overlays are pooled (see pooled_any)
+        self._repool = QTimer(self, singleShot=True, interval=80)
+        self._repool.timeout.connect(self._repool_if_zoomed)
         self._user_moved_view = False
         model.runs_changed.connect(self.rebuild)
         model.reference_changed.connect(self.refresh)
@@ -103,6 +106,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             if first is None:
                 first = view
                 view.sigRangeChangedManually.connect(self._on_manual_range)
+                view.sigRangeChanged.connect(self._on_range_changed)
                 # Until the user pans or zooms, keep the whole image in view as sizes settle.
                 view.sigResized.connect(self._fit_unless_moved)
             else:
@@ -195,19 +199,45 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         at_risk = model.study.at_risk if (self.show_at_risk and model.study) else None
         if model.study is not None:
             model.study.flips_of(model.study.others)  # the masks made side by side
-        for run in model.runs:
-            panel = self.panels.get(run.key)
-            if panel is None:
-                continue
+        factor = self._overlay_factor = self._screen_factor()
+        shown = [run for run in model.runs if run.key in self.panels]
+
+        def overlay_of(run: StudyRun) -> np.ndarray:
             # One byte per pixel through a lookup table (0 clear, 1 flip, 2 at risk): a quarter
-            # of the memory of RGBA, and the flip mask itself serves as the image.
-            flips = model.flips(run)
+            # of the memory of RGBA, and at full size the flip mask itself serves as the image.
+            flips = pooled_any(model.flips(run), factor)
             if at_risk is None:
-                index = flips.view(np.uint8)
-            else:
-                index = at_risk.view(np.uint8) * np.uint8(2)
-                index[flips] = 1
-            panel.overlay.setImage(index, autoLevels=False, levels=(0, 255), lut=_OVERLAY_LUT)
+                return flips.view(np.uint8)
+            risky = pooled_any(at_risk, factor)
+            index = risky.view(np.uint8) * np.uint8(2)
+            index[flips] = 1  # a flip shows over the at-risk colour
+            return index
+
+        for run, index in zip(shown, thread_map(overlay_of, shown), strict=True):
+            overlay = self.panels[run.key].overlay
+            overlay.setImage(index, autoLevels=False, levels=(0, 255), lut=_OVERLAY_LUT)
+            # A pooled overlay covers the map at its full size (and up to factor - 1 pixels
+            # beyond its edges, less than one screen pixel).
+            overlay.setRect(QRectF(0, 0, index.shape[1] * factor, index.shape[0] * factor))
+
+    def _screen_factor(self) -> int:
+        """How many map pixels one screen pixel covers, rounded up to a power of two so that a
+        pooled pixel is never smaller than a screen pixel (1 when zoomed in)."""
+        if not self.panels:
+            return 1
+        view = next(iter(self.panels.values())).view
+        size = view.viewPixelSize()
+        covered = max(size) if size and all(math.isfinite(s) for s in size) else 1.0
+        return 2 ** math.ceil(math.log2(covered)) if covered > 1 else 1
+
+    def _on_range_changed(self, *_: object) -> None:
+        # Zooming across a power of two pools the flip overlays again (once the zoom or the
+        # window's layout has settled: the timer restarts on every change); panning never does.
+        self._repool.start()
+
+    def _repool_if_zoomed(self) -> None:
+        if self._screen_factor() != self._overlay_factor:
+            self.refresh_overlays()
 
     def _on_cutoff(self, _cutoff: float) -> None:
         # The class maps of the flips mode depend on the cutoff; the other modes only overlay.

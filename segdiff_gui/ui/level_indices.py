@@ -1,4 +1,6 @@
-"""Float planes turned into colour-table indices before pyqtgraph sees them.
+"""What the views draw: float planes as colour-table indices, and masks pooled to the screen.
+
+Float planes turned into colour-table indices before pyqtgraph sees them.
 
 Given a float image, pyqtgraph rescales it to colour indices on every render with a generic
 ``nditer`` loop: 0.2–0.8 s for each 8192×8192 view on the 2-core reference machine, four views
@@ -14,7 +16,7 @@ import numpy as np
 
 from segdiff_gui.core.analysis import row_blocks
 
-__all__ = ["COLOURS", "level_indices"]
+__all__ = ["COLOURS", "level_indices", "pooled_any"]
 
 COLOURS = 256
 
@@ -35,3 +37,27 @@ def level_indices(plane: np.ndarray, levels: tuple[float, float]) -> np.ndarray 
             return None
         indices[block] = scaled  # truncates toward zero, like pyqtgraph's cast
     return indices
+
+
+def pooled_any(mask: np.ndarray, factor: int) -> np.ndarray:
+    """Whether any pixel of each ``factor``×``factor`` block of ``mask`` is set (``factor`` a
+    power of two; edge blocks are padded with False).
+
+    A view that shows an 8192×8192 map in a few hundred screen pixels samples one image pixel in
+    many, so isolated flipped pixels would vanish exactly when one looks for them; drawn pooled,
+    each still colours its screen pixel.
+    """
+    if factor == 1:
+        return mask
+    rows, columns = -(-mask.shape[0] // factor), -(-mask.shape[1] // factor)
+    if mask.shape != (rows * factor, columns * factor):
+        padded = np.zeros((rows * factor, columns * factor), dtype=bool)
+        padded[: mask.shape[0], : mask.shape[1]] = mask
+        mask = padded
+    if factor == 2:  # a reduction over pairs is slow in numpy; two strided ORs are not
+        pairs = mask[0::2] | mask[1::2]
+        return pairs[:, 0::2] | pairs[:, 1::2]
+    # Rows of blocks first (each reduction runs along whole contiguous rows), then columns.
+    block_rows = mask.reshape(rows, factor, columns * factor).any(axis=1)
+    pooled: np.ndarray = block_rows.reshape(rows, columns, factor).any(axis=2)
+    return pooled

@@ -35,3 +35,20 @@ def test_a_plane_with_nan_is_left_to_pyqtgraph():
     plane = np.zeros((4, 4), dtype=np.float32)
     plane[1, 2] = np.nan
     assert level_indices(plane, (0.0, 1.0)) is None
+
+
+@pytest.mark.parametrize(
+    ("shape", "factor"), [((64, 64), 1), ((64, 64), 2), ((64, 64), 8), ((37, 50), 4), ((37, 50), 2)]
+)
+def test_pooling_marks_every_block_that_holds_a_set_pixel(shape, factor):
+    from segdiff_gui.ui.level_indices import pooled_any
+
+    mask = np.zeros(shape, dtype=bool)
+    mask[5, 7] = mask[36, 49] = mask[0, 0] = True
+    pooled = pooled_any(mask, factor)
+    rows, columns = -(-shape[0] // factor), -(-shape[1] // factor)
+    assert pooled.shape == (rows, columns)
+    padded = np.zeros((rows * factor, columns * factor), dtype=bool)
+    padded[: shape[0], : shape[1]] = mask
+    expected = padded.reshape(rows, factor, columns, factor).any(axis=(1, 3))
+    assert np.array_equal(pooled, expected)

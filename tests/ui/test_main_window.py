@@ -316,3 +316,36 @@ def test_a_softmax_model_flips_on_argmax_per_class_view(qtbot, models, small_ima
     row, column = 5, 7
     values = model.pixel_values(row, column)
     assert values[0].value == np.float32(reference.probabilities[row, column, 2])
+
+
+def test_a_single_flip_in_a_large_map_stays_visible_zoomed_out(qtbot, tmp_path):
+    from segdiff_gui.storage import ResultCache
+    from segdiff_gui.ui.inspection import InspectionModel
+    from segdiff_gui.ui.main_window import MainWindow
+    from tests.benchmarks.synthetic import record
+
+    reference = np.full((2048, 2048), 0.25, dtype=np.float32)
+    other = reference.copy()
+    other[1001, 1502] = 0.75  # the one pixel that changes class
+    cache = ResultCache(tmp_path / "cache")
+    for config, values in ((RunConfig(), reference), (RunConfig(batch=64), other)):
+        cache.write_run(record("big.png", config, 0, values))
+    window = MainWindow(InspectionModel(), cache)
+    qtbot.addWidget(window)
+    window.resize(1400, 900)
+    window.show()
+    qtbot.waitExposed(window)
+    window.model.set_runs(cache, cache.records())
+    panel = window.grid.panels[window.model.study.others[0].key]
+    factor = window.grid._screen_factor()
+    assert factor > 1  # 2048 pixels in a view a few hundred screen pixels wide
+    qtbot.waitUntil(lambda: panel.overlay.image.shape[0] < 2048)  # once the layout settled
+    # The overlay is pooled so the flip covers a whole screen pixel, over the whole map.
+    image = panel.overlay.image
+    assert image.shape == (2048 // factor, 2048 // factor)
+    assert image[1001 // factor, 1502 // factor] == 1 and int(image.sum()) == 1
+    assert panel.overlay.mapRectToParent(panel.overlay.boundingRect()).width() == 2048
+    # At the map's own scale, the overlay is the flip mask itself again.
+    window.grid._screen_factor = lambda: 1
+    window.grid._repool_if_zoomed()
+    assert panel.overlay.image.shape == (2048, 2048) and panel.overlay.image[1001, 1502] == 1
