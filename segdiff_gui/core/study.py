@@ -86,7 +86,7 @@ class Study:
                     comparison,
                     flips=comparison.flips
                     if self.multiclass  # argmax ignores the cutoff
-                    else int(moved.flips(self._run(key)).sum()),
+                    else int(np.count_nonzero(moved.flips(self._run(key)))),
                     cutoff=cutoff,
                 )
                 for key, comparison in self.__dict__["comparisons"].items()
