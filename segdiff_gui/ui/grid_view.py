@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, QTimer, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QWidget
 
 from segdiff_gui.core.analysis import class_map, difference_map, ulp_distance
@@ -22,18 +23,48 @@ FLIP_RGBA = (255, 0, 170, 255)  # magenta: stands out on viridis, on the divergi
 AT_RISK_RGBA = (255, 200, 0, 110)
 _OVERLAY_LUT = np.zeros((256, 4), dtype=np.uint8)
 _OVERLAY_LUT[1], _OVERLAY_LUT[2] = FLIP_RGBA, AT_RISK_RGBA
+_TITLE_SIZE = "9pt"
+# What the colour bar's numbers are, by mode (the ULP view is on a log scale).
+_COLOUR_BAR_LABELS = {
+    "probability": "probability",
+    "difference": "difference from the reference",
+    "ulp": "log10(1 + ULP distance)",
+}
 _CLASS_LUT = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, np.uint8)
 _COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
 
 
 class _Title(pg.LabelItem):
-    """A run's title, as tall as its text but with no say in its column's width: linked,
-    aspect-locked views of different widths would each show a different part of the image."""
+    """A run's title, as tall as its text but with no say in its column's width (linked,
+    aspect-locked views of different widths would each show a different part of the image).
+    A title longer than its column is elided in the middle, keeping the repeat at its end; the
+    whole of it is the tooltip."""
+
+    def __init__(self, text: str) -> None:
+        self.whole = text
+        super().__init__(text, size=_TITLE_SIZE)
+
+    def show_title(self, text: str) -> None:
+        self.whole = text
+        self.setToolTip(text)
+        self._fit()
 
     def updateMin(self) -> None:  # noqa: N802 - pyqtgraph's name
         super().updateMin()
         self.setMinimumWidth(0)
         self.setPreferredWidth(0)
+
+    def resizeEvent(self, event: object) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        font = QFont(self.item.font())
+        font.setPointSizeF(float(_TITLE_SIZE.removesuffix("pt")))
+        room = max(0, int(self.size().width()) - 10)  # the text item adds 4 pixels each side
+        shown = QFontMetrics(font).elidedText(self.whole, Qt.TextElideMode.ElideMiddle, room)
+        if shown != self.text:  # setting a label's HTML costs a millisecond
+            self.setText(shown, size=_TITLE_SIZE)
 
 
 class _Panel:
@@ -94,7 +125,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         for index, run in enumerate(runs):
             # Each run takes two layout rows: its title, then its view.
             row, column = 2 * (index // columns), index % columns
-            title = _Title(run.label, size="9pt")
+            title = _Title(run.label)
             self.addItem(title, row=row, col=column)
             title.setMaximumHeight(title.preferredHeight())  # the view takes the rest
             self.ci.layout.setRowStretchFactor(row, 0)
@@ -151,14 +182,14 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             else:
                 panel.data.setImage(indices, levels=(0, COLOURS - 1), lut=lut, autoLevels=False)
             title = run.label + ("  (reference)" if run.key == reference.key else "")
-            if panel.title.text != title:  # setting a label's HTML costs a millisecond
-                panel.title.setText(title, size="9pt")
+            panel.title.show_title(title)
         if self.colour_bar is not None:
             # The bar only names the colours: the images get their table above, not from it.
             self.colour_bar.setVisible(colour_map is not None)
             if colour_map is not None:
                 self.colour_bar.setColorMap(pg.colormap.get(colour_map))
                 self.colour_bar.setLevels(levels)
+                self.colour_bar.getAxis("left").setLabel(_COLOUR_BAR_LABELS[model.mode])
         self.refresh_underlay()
         self.refresh_overlays()
 

@@ -37,6 +37,22 @@ def test_every_view_shows_the_whole_image_at_the_same_size(window_for, demo_cach
     assert x0 <= 0 and x1 >= 256  # the whole width of the demo image is in view
 
 
+def test_titles_too_long_for_a_narrow_window_are_elided_not_overlapped(
+    window_for, demo_cache, qtbot
+):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    window.resize(1100, 700)
+    qtbot.wait(100)
+    for run in window.model.runs:
+        title = window.grid.panels[run.key].title
+        assert title.item.boundingRect().width() <= title.size().width()
+        assert title.whole.startswith(run.label)  # the whole title stays at hand
+    # However narrow a column gets, its title is cut in the middle, not spilled sideways.
+    title = window.grid.panels[window.model.runs[0].key].title
+    title.resize(60, title.size().height())
+    assert "…" in title.text and title.item.boundingRect().width() <= 60
+
+
 def test_clicking_a_pixel_shows_the_cached_bits(window_for, demo_cache, qtbot):
     window = window_for("--cache", demo_cache.root, "--no-run")
     assert len(window.model.runs) == 10
