@@ -24,12 +24,9 @@ AT_RISK_RGBA = (255, 200, 0, 110)
 _OVERLAY_LUT = np.zeros((256, 4), dtype=np.uint8)
 _OVERLAY_LUT[1], _OVERLAY_LUT[2] = FLIP_RGBA, AT_RISK_RGBA
 _TITLE_SIZE = "9pt"
-# What the colour bar's numbers are, by mode (the ULP view is on a log scale).
-_COLOUR_BAR_LABELS = {
-    "probability": "probability",
-    "difference": "difference from the reference",
-    "ulp": "log10(1 + ULP distance)",
-}
+# The ULP view is on a log scale, which its bar must say; the others' numbers speak for
+# themselves, and a label would take width from the maps.
+_COLOUR_BAR_LABELS = {"ulp": "log10(1 + ULP distance)"}
 _CLASS_LUT = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, np.uint8)
 _COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
 
@@ -181,7 +178,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
                 panel.data.setImage(plane, levels=levels, lut=lut, autoLevels=False)
             else:
                 panel.data.setImage(indices, levels=(0, COLOURS - 1), lut=lut, autoLevels=False)
-            title = run.label + ("  (reference)" if run.key == reference.key else "")
+            title = run.label + (" (ref)" if run.key == reference.key else "")
             panel.title.show_title(title)
         if self.colour_bar is not None:
             # The bar only names the colours: the images get their table above, not from it.
@@ -189,7 +186,9 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             if colour_map is not None:
                 self.colour_bar.setColorMap(pg.colormap.get(colour_map))
                 self.colour_bar.setLevels(levels)
-                self.colour_bar.getAxis("left").setLabel(_COLOUR_BAR_LABELS[model.mode])
+                label = _COLOUR_BAR_LABELS.get(model.mode)
+                self.colour_bar.getAxis("left").setLabel(label)
+                self.colour_bar.getAxis("left").showLabel(label is not None)
         self.refresh_underlay()
         self.refresh_overlays()
 
