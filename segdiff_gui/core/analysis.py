@@ -194,9 +194,7 @@ class _Totals:
         steps = ref_bits - oth_bits  # cannot overflow: both are in [0, 2**31)
         if steps.size:
             self.max_ulp = max(self.max_ulp, int(steps.max()), -int(steps.min()))
-        differs = steps != 0
-        per_pixel = differs.any(axis=-1) if is_multiclass(ref) else differs
-        self.differing_pixels += int(np.count_nonzero(per_pixel))
+        self._count_differing(steps != 0, ref)
         self._add_abs(np.abs(signed_difference(ref, oth)), first_index)
 
     def _add_general(self, ref: np.ndarray, oth: np.ndarray, first_index: int) -> None:
@@ -204,12 +202,15 @@ class _Totals:
         nan_mismatch = ulps == NAN_ULP
         self.nan_mismatches += int(np.count_nonzero(nan_mismatch))
         self.max_ulp = max(self.max_ulp, int(np.where(nan_mismatch, 0, ulps).max(initial=0)))
-        differs = ulps > 0
-        per_pixel = differs.any(axis=-1) if is_multiclass(ref) else differs
-        self.differing_pixels += int(np.count_nonzero(per_pixel))
+        self._count_differing(ulps > 0, ref)
         with np.errstate(invalid="ignore"):  # inf - inf is NaN: not a pair of numbers
             abs_diff = np.abs(signed_difference(ref, oth))
         self._add_abs(np.where(np.isnan(abs_diff), -1.0, abs_diff), first_index)
+
+    def _count_differing(self, differs: np.ndarray, ref: np.ndarray) -> None:
+        """A multi-class pixel differs once, however many of its classes do."""
+        per_pixel = differs.any(axis=-1) if is_multiclass(ref) else differs
+        self.differing_pixels += int(np.count_nonzero(per_pixel))
 
     def _add_abs(self, abs_diff: np.ndarray, first_index: int) -> None:
         """Fold in |differences|, with -1 standing for a pair that is not two numbers."""

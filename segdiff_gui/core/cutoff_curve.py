@@ -8,12 +8,12 @@ re-thresholding. NaN is treated as below every cutoff, as :func:`class_map` does
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from segdiff_gui.core.analysis import is_multiclass
+from segdiff_gui.core.parallel import thread_map
 
 __all__ = ["FlipCurve", "flip_curve"]
 
@@ -55,8 +55,7 @@ def flip_curve(
     differs = a != b  # equal pixels can never flip: leave them out of the sort
     a, b = a[differs], b[differs]
     # The two sorts are most of the time and numpy releases the GIL while sorting: side by side.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        lows, highs = pool.map(np.sort, (np.minimum(a, b), np.maximum(a, b)))
+    lows, highs = thread_map(np.sort, (np.minimum(a, b), np.maximum(a, b)))
     grid = np.linspace(0.0, 1.0, DEFAULT_POINTS) if cutoffs is None else np.asarray(cutoffs)
     curve = FlipCurve(grid, np.zeros(0, dtype=np.int64), lows, highs)
     return FlipCurve(grid, curve.at(grid), lows, highs)

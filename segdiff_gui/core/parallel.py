@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
 __all__ = ["thread_map"]
@@ -34,19 +34,27 @@ def thread_map(function: Callable[[_Item], _Result], items: Iterable[_Item]) -> 
     # background worker queued in the shared pool.
     futures = [_shared_pool(cores).submit(function, item) for item in work[1:]]
     try:
-        results = [function(work[0])]
-        for item, future in zip(work[1:], futures, strict=True):
-            results.append(function(item) if future.cancel() else future.result())
+        results = [function(work[0])] + [None] * len(futures)
+        for index, future in enumerate(futures, start=1):
+            if future.cancel():  # not started yet: the caller does it
+                results[index] = function(work[index])
+        for index, future in enumerate(futures, start=1):
+            if not future.cancelled():
+                results[index] = future.result()
     except BaseException:
         for future in futures:
             future.cancel()
+        # Nothing of this call runs on once it has raised: its items may use buffers that the
+        # caller frees as the exception unwinds.
+        wait(futures)
         raise
-    return results
+    return results  # type: ignore[return-value]  # every None was replaced
 
 
 def _shared_pool(cores: int) -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=cores, thread_name_prefix="segdiff-numpy")
+            # The caller works too: one thread fewer keeps the cores busy without crowding.
+            _pool = ThreadPoolExecutor(max_workers=cores - 1, thread_name_prefix="segdiff-numpy")
         return _pool

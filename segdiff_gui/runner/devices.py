@@ -27,13 +27,17 @@ class ProbeError(RuntimeError):
     pass
 
 
-def _fingerprint() -> str:
+def _installed_version(package: str) -> str:
     from importlib import metadata  # only when a fingerprint is asked for: slow to import
 
     try:
-        tf_version = metadata.version("tensorflow")
+        return metadata.version(package)
     except metadata.PackageNotFoundError:
-        tf_version = "none"
+        return "none"
+
+
+def _fingerprint() -> str:
+    tf_version = _installed_version("tensorflow")
     nvidia = (
         sorted(p.name for p in Path("/dev").glob("nvidia[0-9]*")) if Path("/dev").is_dir() else []
     )
@@ -135,18 +139,12 @@ def inspect_model(
 def _inspection_key(model_path: Path, model_hash: str, trust: bool) -> str:
     """What an inspection's answer depends on: the file's bytes and suffix (which says how it
     is loaded), the trust given, and the Python, TensorFlow and Keras that load it."""
-    from importlib import metadata
-
-    try:
-        keras_version = metadata.version("keras")
-    except metadata.PackageNotFoundError:
-        keras_version = "none"
     facts = {
         "model": model_hash,
         "suffix": model_path.suffix.lower(),
         "trust": trust,
         "environment": _fingerprint(),
-        "keras": keras_version,
+        "keras": _installed_version("keras"),
         "legacy_keras": os.environ.get("TF_USE_LEGACY_KERAS"),
     }
     return hash_bytes(canonical_json(facts).encode())

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import mmap
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import h5py
 import numpy as np
+
+from segdiff_gui.core.parallel import thread_map
 
 try:  # ISA-L inflates about 1.5× faster than zlib on the reference machine; same bytes out
     from isal.isal_zlib import decompress as inflate
@@ -68,10 +69,7 @@ def _inflate_in_parallel(dataset: h5py.Dataset, chunks: list[_Chunk], out: np.nd
     with mmap.mmap(dataset.file.id.get_vfd_handle(), 0, access=mmap.ACCESS_READ) as mapped:
         stored = memoryview(mapped)
         try:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                started = [pool.submit(_inflate, stored, t, dataset.chunks, out) for t in tasks]
-                for done in started:
-                    done.result()  # re-raises a worker's exception here
+            thread_map(lambda task: _inflate(stored, task, dataset.chunks, out), tasks)
         finally:
             stored.release()  # the map cannot close while a view of it is alive
 

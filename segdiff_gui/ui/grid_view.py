@@ -231,14 +231,14 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             model.study.flips_of(model.study.others)  # the masks made side by side
         factor = self._overlay_factor = self._screen_factor()
         shown = [run for run in model.runs if run.key in self.panels]
+        risky = pooled_any(at_risk, factor) if at_risk is not None else None
 
         def overlay_of(run: StudyRun) -> np.ndarray:
             # One byte per pixel through a lookup table (0 clear, 1 flip, 2 at risk): a quarter
             # of the memory of RGBA, and at full size the flip mask itself serves as the image.
             flips = pooled_any(model.flips(run), factor)
-            if at_risk is None:
+            if risky is None:
                 return flips.view(np.uint8)
-            risky = pooled_any(at_risk, factor)
             index = risky.view(np.uint8) * np.uint8(2)
             index[flips] = 1  # a flip shows over the at-risk colour
             return index

@@ -44,3 +44,21 @@ def test_a_call_does_not_wait_behind_work_queued_by_another(monkeypatch):
     caller.join()
     assert finished_while_held
     assert answers == [[1, 2, 3, 4]]
+
+
+def test_nothing_of_a_call_still_runs_once_it_has_raised(monkeypatch):
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 3)
+    running = []
+
+    def slow_unless_first(n):
+        if n == 0:
+            time.sleep(0.05)  # let the pool start the others
+            raise ValueError("first")
+        running.append(n)
+        time.sleep(0.2)
+        running.remove(n)
+        return n
+
+    with pytest.raises(ValueError, match="first"):
+        thread_map(slow_unless_first, range(4))
+    assert running == []  # the caller may free what the items were using
