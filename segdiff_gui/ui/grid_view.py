@@ -27,8 +27,33 @@ _TITLE_SIZE = "9pt"
 # The ULP view is on a log scale, which its bar must say; the others' numbers speak for
 # themselves, and a label would take width from the maps.
 _COLOUR_BAR_LABELS = {"ulp": "log10(1 + ULP distance)"}
+_COLOUR_BAR_ROOM = 70  # pixels: the colour bar and its numbers, beside the views
+_TITLE_ROOM = 20  # pixels: a run's title, above its view
+
+
+def best_columns(count: int, room: tuple[float, float], image_shape: tuple[int, ...]) -> int:
+    """How many columns show ``count`` images of ``image_shape`` (rows, columns) largest in a
+    grid of ``room`` (width, height) pixels, each view under a title."""
+    width, height = max(room[0], 1.0), max(room[1], 1.0)  # a grid not laid out yet
+    rows_of_image, columns_of_image = image_shape[:2]
+
+    def scale(columns: int) -> float:
+        rows = math.ceil(count / columns)
+        cell_width, cell_height = width / columns, height / rows - _TITLE_ROOM
+        return min(cell_width / columns_of_image, cell_height / rows_of_image)
+
+    # The fewest columns among equals: a column is the costlier to lose to a title.
+    return max(range(1, count + 1), key=lambda columns: (scale(columns), -columns))
+
+
 _CLASS_LUT = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, np.uint8)
 _COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
+
+
+def _cell(index: int, columns: int) -> tuple[int, int]:
+    """The layout row of run ``index``'s title and its column. Each run takes two rows: its
+    title, then its view (the row below), which gets the height."""
+    return 2 * (index // columns), index % columns
 
 
 class _Title(pg.LabelItem):
@@ -40,6 +65,8 @@ class _Title(pg.LabelItem):
     def __init__(self, text: str) -> None:
         self.whole = text
         super().__init__(text, size=_TITLE_SIZE)
+        # Too narrow for even "…", the text item's own margins would still spill over.
+        self.setFlag(self.GraphicsItemFlag.ItemClipsChildrenToShape)
 
     def show_title(self, text: str) -> None:
         self.whole = text
@@ -95,6 +122,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.model = model
         self.panels: dict[str, _Panel] = {}
         self.colour_bar: pg.ColorBarItem | None = None
+        self._columns = 0  # as arranged: see _arrange
         self.show_at_risk = False
         self._overlay_factor = 1  # how far the flip overlays are pooled (see pooled_any)
         self._repool = QTimer(self, singleShot=True, interval=80)
@@ -114,14 +142,14 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
     def rebuild(self) -> None:
         self.clear()
         self.panels = {}
+        self._columns = 0
         runs = self.model.runs
         if not runs:
             return
-        columns = math.ceil(math.sqrt(len(runs)))
+        self._columns = columns = self._best_columns()
         first: pg.ViewBox | None = None
         for index, run in enumerate(runs):
-            # Each run takes two layout rows: its title, then its view.
-            row, column = 2 * (index // columns), index % columns
+            row, column = _cell(index, columns)
             title = _Title(run.label)
             self.addItem(title, row=row, col=column)
             title.setMaximumHeight(title.preferredHeight())  # the view takes the rest
@@ -144,12 +172,55 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.colour_bar = pg.ColorBarItem(
             values=(0.0, 1.0), colorMap="viridis", interactive=False, width=14
         )
-        rows = 2 * math.ceil(len(runs) / columns)
-        self.addItem(self.colour_bar, row=0, col=columns, rowspan=rows)
+        self.addItem(
+            self.colour_bar, row=0, col=columns, rowspan=2 * math.ceil(len(runs) / columns)
+        )
         self._user_moved_view = False
         self.refresh()
         self.show_whole_image()
         self.move_crosshair(self.model.selected_pixel)
+
+    def _best_columns(self) -> int:
+        return best_columns(
+            len(self.model.runs),
+            (self.width() - _COLOUR_BAR_ROOM, self.height()),
+            self.model.runs[0].probabilities.shape[:2],
+        )
+
+    def _arrange(self) -> None:
+        """Lay the runs out again when the grid's new size wants another number of columns (a
+        tall grid wants fewer than a wide one). Items move within the layout; nothing is
+        rebuilt or redrawn."""
+        if not self.panels:
+            return
+        columns = self._best_columns()
+        if columns == self._columns:
+            return
+        layout = self.ci.layout
+        for item in list(self.ci.items):
+            layout.removeItem(item)
+        for row in range(layout.rowCount()):
+            layout.setRowStretchFactor(row, 0)
+        # pyqtgraph keeps its own record of what is where (for clear()); keep it true.
+        self.ci.rows, self.ci.items = {}, {}
+        for index, panel in enumerate(self.panels.values()):
+            row, column = _cell(index, columns)
+            self._place(panel.title, row, column)
+            self._place(panel.view, row + 1, column)
+            layout.setRowStretchFactor(row + 1, 1)
+        self._place(self.colour_bar, 0, columns, rowspan=2 * math.ceil(len(self.panels) / columns))
+        self._columns = columns
+
+    def _place(self, item: object, row: int, column: int, rowspan: int = 1) -> None:
+        self.ci.layout.addItem(item, row, column, rowspan, 1)
+        self.ci.items[item] = [(row + i, column) for i in range(rowspan)]
+        for r, c in self.ci.items[item]:
+            self.ci.rows.setdefault(r, {})[c] = item
+
+    def resizeEvent(self, event: object) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if hasattr(self, "panels"):  # pyqtgraph resizes during construction
+            self._arrange()
 
     # drawing --------------------------------------------------------------------------------
     def refresh(self) -> None:

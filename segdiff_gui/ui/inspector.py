@@ -4,7 +4,7 @@ difference and ULPs to the reference, and class at the cutoff. Copy as TSV."""
 from __future__ import annotations
 
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractScrollArea, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.widgets import fill_row, read_only_table
@@ -20,6 +20,8 @@ class PixelInspector(QWidget):
         self.model = model
         self.title = QLabel("Click a pixel to read every run's exact value.")
         self.table = read_only_table(HEADERS)
+        # Its size hint is the width of its columns: the window gives the dock that much room.
+        self.table.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
         self.copy_button = QPushButton("Copy as TSV")
         self.copy_button.setToolTip("Copy the table (tab-separated) for a spreadsheet or an issue")
         self.copy_button.clicked.connect(self.copy_tsv)

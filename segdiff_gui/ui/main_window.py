@@ -13,6 +13,7 @@ from PySide6.QtGui import (
     QCloseEvent,
     QDragEnterEvent,
     QDropEvent,
+    QGuiApplication,
     QIcon,
     QKeySequence,
     QShowEvent,
@@ -64,6 +65,8 @@ _MODE_TIPS = {
     "ulp": "|difference| in float32 ULPs, log scale: 1-ULP changes are visible",
     "flips": "The class of every pixel at the cutoff; flips are highlighted",
 }
+# pixels: room for a few runs side by side, whatever the docks' contents ask for
+_GRID_MINIMUM_WIDTH = 420
 
 
 class MainWindow(QMainWindow):
@@ -163,8 +166,10 @@ class MainWindow(QMainWindow):
         left.setWidget(self.run_panel)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, left)
         self.tabs = tabs
-        # The views are what people came for: give them the room, the docks a fair share.
-        self.resizeDocks([left, right], [250, 420], Qt.Orientation.Horizontal)
+        self.docks = (left, right)
+        # The views are what people came for: however wide the docks' contents (long labels,
+        # a wide font), the docks yield before the maps do.
+        self.grid.setMinimumWidth(_GRID_MINIMUM_WIDTH)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -593,15 +598,40 @@ class MainWindow(QMainWindow):
         settings = QSettings("segdiff", "segdiff-gui")
         geometry = settings.value("geometry")
         state = settings.value("state")
-        if isinstance(geometry, QByteArray):
-            self.restoreGeometry(geometry)
-        else:
+        if not (isinstance(geometry, QByteArray) and self.restoreGeometry(geometry)):
+            self._first_geometry()
+        self._share_width_when_shown = not (
+            isinstance(state, QByteArray) and self.restoreState(state)
+        )
+
+    def _first_geometry(self) -> None:
+        """Most of the screen, centred: the maps need the room (1400 × 860 with no screen)."""
+        screen = QGuiApplication.primaryScreen()
+        if screen is None:
             self.resize(1400, 860)
-        if isinstance(state, QByteArray):
-            self.restoreState(state)
+            return
+        available = screen.availableGeometry()
+        size = available.size() * 0.92
+        self.resize(size)
+        self.move(available.center() - self.rect().center())
+
+    def _share_width(self) -> None:
+        """Share the window's width the first time it is shown: a fifth to the runs, to the
+        inspector the width of its columns (at most two fifths), the rest to the maps. Docks
+        cannot shrink below their contents; the maps' minimum width then decides."""
+        width = self.width()
+        runs, right = self.docks
+        frame = right.width() - self.inspector.width()  # the dock's and the tabs' margins
+        wanted = self.inspector.sizeHint().width() + frame
+        self.resizeDocks(
+            [runs, right], [width // 5, min(wanted, width * 2 // 5)], Qt.Orientation.Horizontal
+        )
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)
+        if self._share_width_when_shown:
+            self._share_width_when_shown = False
+            QTimer.singleShot(0, self._share_width)  # once the docks have their first sizes
         QTimer.singleShot(0, self.grid.show_whole_image)  # once the layout has its sizes
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
