@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from segdiff_gui.core.errors import InputError
 
@@ -14,6 +13,10 @@ __all__ = ["IMAGE_SUFFIXES", "collect_images", "read_image"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".npy", ".bmp")
 _PIL_MODES = {"1": "L", "P": "RGBA", "CMYK": "RGB", "YCbCr": "RGB", "LAB": "RGB", "HSV": "RGB"}
+
+
+class _NotAnImage(Exception):
+    """Neither Pillow nor tifffile recognises the file's format."""
 
 
 def _is_deep_colour_png(path: Path) -> bool:
@@ -25,13 +28,20 @@ def _is_deep_colour_png(path: Path) -> bool:
 
 
 def _read_with_pillow(path: Path) -> np.ndarray:
+    # Imported here: a cache hit decodes no image, and Pillow is a thirtieth of its time.
+    from PIL import Image, UnidentifiedImageError
+
     if _is_deep_colour_png(path):
         raise InputError(
             path,
             "is a 16-bit colour PNG, which would be read with only 8 bits per channel; "
             "save it as a 16-bit TIFF",
         )
-    with Image.open(path) as image:
+    try:
+        opened = Image.open(path)
+    except UnidentifiedImageError:
+        raise _NotAnImage from None
+    with opened as image:
         image.load()
         mode = _PIL_MODES.get(image.mode)
         if image.mode == "P" and "transparency" not in image.info:
@@ -50,7 +60,7 @@ def _read_with_tifffile(path: Path) -> np.ndarray:
     try:
         return np.asarray(tifffile.imread(path))
     except tifffile.TiffFileError:
-        raise UnidentifiedImageError(str(path)) from None
+        raise _NotAnImage from None
 
 
 def read_image(path: str | Path) -> np.ndarray:
@@ -66,7 +76,7 @@ def read_image(path: str | Path) -> np.ndarray:
             array = _read_with_tifffile(path)
         else:
             array = _read_with_pillow(path)
-    except UnidentifiedImageError:
+    except _NotAnImage:
         raise InputError(path, "not a readable image (PNG, JPEG, TIFF or NPY expected)") from None
     except (OSError, ValueError) as error:
         raise InputError(path, f"cannot be read as an image: {error}") from None

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.images import IMAGE_SUFFIXES, read_image
@@ -26,6 +25,8 @@ def _read_labels(path: Path) -> np.ndarray:
     """A mask's pixels. Indexed (palette) PNGs, as VOC and Cityscapes ship their label maps,
     keep their indices: the palette's colours are for eyes, the indices are the classes."""
     if path.suffix.lower() == ".png":
+        from PIL import Image  # here: the CLI imports this module, most commands read no mask
+
         with Image.open(path) as image:
             if image.mode == "P":
                 return np.asarray(image)

@@ -56,15 +56,29 @@ class MatrixPlan:
 
 
 def _image_refs(paths: Sequence[Path]) -> list[ImageRef]:
-    """Hash every image and decode it once: a bad file fails here, before any child starts."""
+    """Hash every image (the cache keys are made from its bytes)."""
     refs = []
     names = [p.name for p in paths]
     for path in paths:
-        read_image(path)
         # Distinct images with the same file name (from two folders) keep their parent's name.
         name = path.name if names.count(path.name) == 1 else f"{path.parent.name}/{path.name}"
         refs.append(ImageRef(path=str(path), name=name, hash=hash_path(path)))
     return refs
+
+
+def _check_images(
+    refs: Sequence[ImageRef], cached: Sequence[PlannedRun], decoded: set[str]
+) -> None:
+    """Decode every image that is not ``decoded`` already and that no cached run vouches for,
+    so that a bad file fails here, before any child starts. A cached run's images were decoded
+    when it ran, and its key holds their bytes' hashes: the same bytes decode the same. A cache
+    hit then decodes nothing (a thousand-image sweep run again would otherwise decode a
+    thousand images for nothing)."""
+    vouched = decoded | {refs[i].hash for run in cached for i in (run.target, *run.batch)}
+    for ref in refs:
+        if ref.hash not in vouched:
+            read_image(Path(ref.path))
+            vouched.add(ref.hash)  # the same file given twice is decoded once
 
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -168,15 +182,18 @@ def plan_matrix(
                     seen.add(key)
                     runs.append(PlannedRun(key, config, repeat, target_index, slots))
 
+    decoded: set[str] = set()
     for target_index in targets:
         # Keep each target image beside its results, so they can be shown without the original.
         target_ref = refs[target_index]
         if not cache.image_path(target_ref.hash).is_file():  # decode only what is not stored
             cache.write_image(target_ref.hash, target_ref.name, read_image(target_ref.path))
+            decoded.add(target_ref.hash)
     cached: list[PlannedRun] = []
     to_compute: list[PlannedRun] = []
     for run in runs:
         (cached if cache.has(run.key) else to_compute).append(run)
+    _check_images(refs, cached, decoded)
     groups: dict[tuple[bool, bool, int], list[PlannedRun]] = {}
     for run in to_compute:
         groups.setdefault(run.config.process_settings(), []).append(run)

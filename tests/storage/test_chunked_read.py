@@ -16,10 +16,10 @@ def every_map_in_parallel(monkeypatch):
 
 @pytest.mark.parametrize("shape", [(600, 700), (300, 520, 3), (256, 256)])
 def test_a_stored_run_reads_back_bit_for_bit(tmp_path, shape):
-    # Edge chunks (600 is not a multiple of 256), a class axis, NaN and -0 all survive.
-    values = np.random.default_rng(3).random(shape, dtype=np.float32)
-    values[5, 7] = np.nan
-    values[-1, -1] = -0.0
+    # Edge chunks (600 is not a multiple of 256), a class axis, and every bit pattern (NaN
+    # payloads, -0, infinities, subnormals, negatives) survive.
+    bits = np.random.default_rng(3).integers(0, 2**32, size=shape, dtype=np.uint32)
+    values = bits.view(np.float32)
     cache = ResultCache(tmp_path)
     cache.write_run(make_record("ab" * 32, values))
     with h5py.File(cache.run_path("ab" * 32)) as handle:
