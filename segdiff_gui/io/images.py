@@ -78,7 +78,7 @@ def read_image(path: str | Path) -> np.ndarray:
             array = _read_with_pillow(path)
     except _NotAnImage:
         raise InputError(path, "not a readable image (PNG, JPEG, TIFF or NPY expected)") from None
-    except (OSError, ValueError) as error:
+    except Exception as error:  # noqa: BLE001 - each decoder fails in its own way on a bad file
         raise InputError(path, f"cannot be read as an image: {error}") from None
     array = np.asarray(array)
     if array.dtype == object or array.dtype.kind not in "uifb":

@@ -27,9 +27,12 @@ def _read_labels(path: Path) -> np.ndarray:
     if path.suffix.lower() == ".png":
         from PIL import Image  # here: the CLI imports this module, most commands read no mask
 
-        with Image.open(path) as image:
-            if image.mode == "P":
-                return np.asarray(image)
+        try:
+            with Image.open(path) as image:
+                if image.mode == "P":
+                    return np.asarray(image)
+        except Exception:  # noqa: BLE001, S110 - read_image says what is wrong, naming the file
+            pass
     return read_image(path)
 
 

@@ -67,18 +67,18 @@ def _image_refs(paths: Sequence[Path]) -> list[ImageRef]:
 
 
 def _check_images(
-    refs: Sequence[ImageRef], cached: Sequence[PlannedRun], decoded: set[str]
+    refs: Sequence[ImageRef], to_compute: Sequence[PlannedRun], decoded: set[str]
 ) -> None:
-    """Decode every image that is not ``decoded`` already and that no cached run vouches for,
-    so that a bad file fails here, before any child starts. A cached run's images were decoded
-    when it ran, and its key holds their bytes' hashes: the same bytes decode the same. A cache
-    hit then decodes nothing (a thousand-image sweep run again would otherwise decode a
-    thousand images for nothing)."""
-    vouched = decoded | {refs[i].hash for run in cached for i in (run.target, *run.batch)}
-    for ref in refs:
-        if ref.hash not in vouched:
+    """Decode every image a run still to compute will read (unless ``decoded`` already), so
+    that a bad file fails here, before any child starts, naming the file. Images only cached
+    runs were made from are not read again: a cache hit decodes nothing (a thousand-image
+    sweep run again would otherwise decode a thousand images for nothing)."""
+    needed = sorted({index for run in to_compute for index in (run.target, *run.batch)})
+    for index in needed:
+        ref = refs[index]
+        if ref.hash not in decoded:
             read_image(Path(ref.path))
-            vouched.add(ref.hash)  # the same file given twice is decoded once
+            decoded.add(ref.hash)  # the same file given twice is decoded once
 
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -193,7 +193,7 @@ def plan_matrix(
     to_compute: list[PlannedRun] = []
     for run in runs:
         (cached if cache.has(run.key) else to_compute).append(run)
-    _check_images(refs, cached, decoded)
+    _check_images(refs, to_compute, decoded)
     groups: dict[tuple[bool, bool, int], list[PlannedRun]] = {}
     for run in to_compute:
         groups.setdefault(run.config.process_settings(), []).append(run)

@@ -28,18 +28,19 @@ _TITLE_SIZE = "9pt"
 # themselves, and a label would take width from the maps.
 _COLOUR_BAR_LABELS = {"ulp": "log10(1 + ULP distance)"}
 _COLOUR_BAR_ROOM = 70  # pixels: the colour bar and its numbers, beside the views
-_TITLE_ROOM = 20  # pixels: a run's title, above its view
 
 
-def best_columns(count: int, room: tuple[float, float], image_shape: tuple[int, ...]) -> int:
+def best_columns(
+    count: int, room: tuple[float, float], image_shape: tuple[int, ...], title_room: float = 28
+) -> int:
     """How many columns show ``count`` images of ``image_shape`` (rows, columns) largest in a
-    grid of ``room`` (width, height) pixels, each view under a title."""
+    grid of ``room`` (width, height) pixels, each view under a title ``title_room`` high."""
     width, height = max(room[0], 1.0), max(room[1], 1.0)  # a grid not laid out yet
     rows_of_image, columns_of_image = image_shape[:2]
 
     def scale(columns: int) -> float:
         rows = math.ceil(count / columns)
-        cell_width, cell_height = width / columns, height / rows - _TITLE_ROOM
+        cell_width, cell_height = width / columns, height / rows - title_room
         return min(cell_width / columns_of_image, cell_height / rows_of_image)
 
     # The fewest columns among equals: a column is the costlier to lose to a title.
@@ -123,6 +124,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.panels: dict[str, _Panel] = {}
         self.colour_bar: pg.ColorBarItem | None = None
         self._columns = 0  # as arranged: see _arrange
+        self._shape: tuple[int, ...] = (1, 1)  # of the maps the panels show
+        self._title_height = 0.0
         self.show_at_risk = False
         self._overlay_factor = 1  # how far the flip overlays are pooled (see pooled_any)
         self._repool = QTimer(self, singleShot=True, interval=80)
@@ -131,6 +134,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         model.runs_changed.connect(self.rebuild)
         model.reference_changed.connect(self.refresh)
         model.mode_changed.connect(self.refresh)
+        model.mode_changed.connect(lambda _mode: self._arrange())  # the flips mode has no bar
         model.class_changed.connect(self.refresh)
         model.cutoff_changed.connect(self._on_cutoff)
         model.pixel_selected.connect(self.move_crosshair)
@@ -146,11 +150,13 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         runs = self.model.runs
         if not runs:
             return
-        self._columns = columns = self._best_columns()
+        titles = [_Title(run.label) for run in runs]
+        self._title_height = titles[0].preferredHeight()
+        self._shape = runs[0].probabilities.shape[:2]
+        self._columns = columns = self._best_columns(len(runs))
         first: pg.ViewBox | None = None
-        for index, run in enumerate(runs):
+        for index, (run, title) in enumerate(zip(runs, titles, strict=True)):
             row, column = _cell(index, columns)
-            title = _Title(run.label)
             self.addItem(title, row=row, col=column)
             title.setMaximumHeight(title.preferredHeight())  # the view takes the rest
             self.ci.layout.setRowStretchFactor(row, 0)
@@ -180,11 +186,16 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.show_whole_image()
         self.move_crosshair(self.model.selected_pixel)
 
-    def _best_columns(self) -> int:
+    def _best_columns(self, count: int) -> int:
+        # From the panels and the shape they were built for, not from the model: a load that
+        # failed part-way leaves the model's runs short while the panels stay as they were.
+        bar = _COLOUR_BAR_ROOM if _COLOUR_MAPS[self.model.mode] is not None else 0
+        spacing = self.ci.layout.verticalSpacing()
         return best_columns(
-            len(self.model.runs),
-            (self.width() - _COLOUR_BAR_ROOM, self.height()),
-            self.model.runs[0].probabilities.shape[:2],
+            count,
+            (self.width() - bar, self.height()),
+            self._shape,
+            title_room=self._title_height + 2 * spacing,
         )
 
     def _arrange(self) -> None:
@@ -193,7 +204,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         rebuilt or redrawn."""
         if not self.panels:
             return
-        columns = self._best_columns()
+        columns = self._best_columns(len(self.panels))
         if columns == self._columns:
             return
         layout = self.ci.layout

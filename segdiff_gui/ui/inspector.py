@@ -3,8 +3,9 @@ difference and ULPs to the reference, and class at the cutoff. Copy as TSV."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import QSize
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QAbstractScrollArea, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.widgets import fill_row, read_only_table
@@ -12,6 +13,16 @@ from segdiff_gui.ui.widgets import fill_row, read_only_table
 __all__ = ["PixelInspector"]
 
 HEADERS = ("run", "value", "bits", "Δ to reference", "ULPs", "class")
+# A wide row as the table shows it: its width is what the inspector asks of the window, before
+# any pixel is chosen (a first launch sizes its docks while the demo still computes).
+_TYPICAL_ROW = (
+    "cpu b1 r0 (reference)",
+    "0.49860257",
+    "0x3eff48d6",
+    "+2.98023224e-08",
+    "46,890",
+    "0",
+)
 
 
 class PixelInspector(QWidget):
@@ -20,8 +31,7 @@ class PixelInspector(QWidget):
         self.model = model
         self.title = QLabel("Click a pixel to read every run's exact value.")
         self.table = read_only_table(HEADERS)
-        # Its size hint is the width of its columns: the window gives the dock that much room.
-        self.table.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
+        self._typical_width: int | None = None  # see sizeHint
         self.copy_button = QPushButton("Copy as TSV")
         self.copy_button.setToolTip("Copy the table (tab-separated) for a spreadsheet or an issue")
         self.copy_button.clicked.connect(self.copy_tsv)
@@ -38,6 +48,21 @@ class PixelInspector(QWidget):
             model.runs_changed,
         ):
             signal.connect(self.refresh)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        """As wide as the table's columns for a typical row, whatever the table holds now."""
+        if self._typical_width is None:
+            sample = read_only_table(HEADERS)  # the same fonts, style and header as the table
+            sample.setFont(self.table.font())
+            sample.setRowCount(1)
+            fill_row(sample, 0, _TYPICAL_ROW)
+            sample.resizeColumnsToContents()
+            columns = sum(sample.columnWidth(c) for c in range(sample.columnCount()))
+            frame = 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width()
+            margins = self.layout().contentsMargins()
+            self._typical_width = columns + frame + margins.left() + margins.right()
+            sample.deleteLater()
+        return QSize(self._typical_width, super().sizeHint().height())
 
     def refresh(self, *_: object) -> None:
         pixel = self.model.selected_pixel

@@ -65,8 +65,9 @@ _MODE_TIPS = {
     "ulp": "|difference| in float32 ULPs, log scale: 1-ULP changes are visible",
     "flips": "The class of every pixel at the cutoff; flips are highlighted",
 }
-# pixels: room for a few runs side by side, whatever the docks' contents ask for
-_GRID_MINIMUM_WIDTH = 420
+# pixels: room for a few runs side by side whatever the docks' contents ask for, in a window
+# that still fits a 1024-pixel-wide screen
+_GRID_MINIMUM_WIDTH = 320
 
 
 class MainWindow(QMainWindow):

@@ -54,8 +54,8 @@ class SweepPanel(QWidget):
         )
         self.truth_button.clicked.connect(self._choose_truth)
         self.truth_label = QLabel("no ground truth")
-        # A long folder path must not widen the dock (and narrow the maps): it may be cut off,
-        # the folder's name comes first and the whole path is the tooltip.
+        # A long folder name must not widen the dock (and narrow the maps): it may be cut off;
+        # the whole path is the tooltip.
         self.truth_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.status = QLabel("Sweep the set to see every image's figures.")
         self.status.setWordWrap(True)
@@ -81,10 +81,13 @@ class SweepPanel(QWidget):
         layout.addWidget(self.table, 1)
 
     def set_truth(self, folder: Path | None) -> None:
-        self.truth_label.setText(
-            f"truth: {folder.name} ({folder.parent})" if folder else "no ground truth"
-        )
-        self.truth_label.setToolTip(str(folder) if folder else "")
+        if folder is None:
+            self.truth_label.setText("no ground truth")
+            self.truth_label.setToolTip("")
+            return
+        whole = folder.resolve()
+        self.truth_label.setText(f"truth: {whole.name or whole}")  # the folder's name first
+        self.truth_label.setToolTip(str(whole))
 
     def _choose_truth(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Folder of ground-truth masks")

@@ -1,3 +1,6 @@
+import struct
+import zlib
+
 import numpy as np
 import pytest
 import tifffile
@@ -31,6 +34,50 @@ def test_not_an_image_is_one_clear_line(tmp_path):
     bogus.write_text("hello")
     with pytest.raises(InputError, match=r"notes.png: not a readable image"):
         read_image(bogus)
+
+
+def _png_claiming(width, height):
+    def chunk(kind, data):
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize(
+    "name, damage",
+    [
+        ("cut.png", lambda good: good[: len(good) // 2]),  # truncated
+        ("crc.png", lambda good: good[:40] + bytes([good[40] ^ 0xFF]) + good[41:]),
+        ("cut.tif", lambda good: good[:60]),
+        # Neither an OSError nor a ValueError: a header that ends inside its dictionary, and a
+        # PNG whose header claims 20000 × 20000 pixels (Pillow's decompression-bomb guard).
+        (
+            "header.npy",
+            lambda good: good[:10] + b"{'descr': '<u2', 'shape': (4" + b" " * 30 + b"\n",
+        ),
+        ("bomb.png", lambda good: _png_claiming(20_000, 20_000)),
+    ],
+)
+def test_a_damaged_file_is_one_clear_line_whatever_the_decoder_raises(tmp_path, name, damage):
+    path = tmp_path / name
+    pixels = np.arange(64 * 64, dtype=np.uint16).reshape(64, 64)
+    if name.endswith(".npy"):
+        np.save(path, pixels)
+    elif name.endswith(".tif"):
+        import tifffile
+
+        tifffile.imwrite(path, pixels)
+    else:
+        Image.fromarray(pixels.astype(np.uint8)).save(path)
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(InputError, match=name.replace(".", r"\.")):
+        read_image(path)
+    (tmp_path / "folder.png").mkdir()
+    with pytest.raises(InputError, match="folder.png: no such image file"):
+        read_image(tmp_path / "folder.png")
 
 
 def test_pickled_npy_is_refused(tmp_path):

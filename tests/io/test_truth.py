@@ -39,6 +39,12 @@ def test_bad_masks_are_one_line_errors_naming_the_file(tmp_path: Path) -> None:
         TruthFolder(tmp_path).read("rgb.png", (2, 2), 2)
     with pytest.raises(InputError, match="no such folder"):
         TruthFolder(tmp_path / "missing")
+    (tmp_path / "text.png").write_text("not a mask")
+    with pytest.raises(InputError, match=r"text\.png: not a readable image"):
+        TruthFolder(tmp_path).read("text.png", (2, 2), 2)
+    (tmp_path / "folder.png").mkdir()
+    with pytest.raises(InputError, match=r"folder\.png: no such image file"):
+        TruthFolder(tmp_path).read("folder.png", (2, 2), 2)
 
 
 def test_palette_pngs_keep_their_class_indices(tmp_path: Path) -> None:

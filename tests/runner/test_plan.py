@@ -1,4 +1,5 @@
-"""Planning: what is decoded before any child starts, and what a cache hit skips."""
+"""Planning: shards, the engine command, what is decoded before any child starts, and what a
+cache hit skips."""
 
 import importlib
 import shutil
@@ -10,7 +11,6 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.runner import MatrixRunner, plan_matrix
 
-pytestmark = pytest.mark.slow
 planning = importlib.import_module(
     "segdiff_gui.runner.plan"
 )  # the package exports a function of that name
@@ -32,14 +32,19 @@ def decoded(monkeypatch):
     return paths
 
 
+@pytest.mark.slow
 def test_a_bad_image_fails_at_planning_before_any_child(models, small_images, cache, tmp_path):
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"\x89PNG\r\n\x1a\n but nothing else")
+    # The run of batch 2 would read it beside the target.
     with pytest.raises(InputError, match="broken.png.*not a readable image"):
-        plan_matrix(models / "tiny.keras", [*small_images, broken], CONFIGS, cache=cache)
+        plan_matrix(models / "tiny.keras", [small_images[0], broken], CONFIGS, cache=cache)
+    with pytest.raises(InputError, match="broken.png.*not a readable image"):  # the target
+        plan_matrix(models / "tiny.keras", [broken, *small_images], CONFIGS, cache=cache)
 
 
-def test_a_cache_hit_decodes_only_images_no_cached_run_was_made_from(
+@pytest.mark.slow
+def test_a_cache_hit_decodes_only_the_images_of_runs_to_compute(
     models, small_images, cache, tmp_path, decoded
 ):
     model = models / "tiny.keras"
@@ -48,10 +53,35 @@ def test_a_cache_hit_decodes_only_images_no_cached_run_was_made_from(
     list(MatrixRunner(first, cache).run())
     decoded.clear()
     again = plan_matrix(model, small_images[:2], CONFIGS, cache=cache)
-    assert again.jobs == () and decoded == []  # every run cached: its images were decoded then
-    # A new image that no cached run was made from is decoded, and only that one; so is a
-    # changed file under an old name (its bytes, hence its key, are new).
+    assert again.jobs == () and decoded == []  # every run cached: no child reads an image
+    # A changed file under an old name makes new keys (its bytes are new): the run of batch 2,
+    # which reads it and small_0, is to compute, and both are decoded first. small_3 is in no
+    # run's batch: nothing reads it.
     changed = tmp_path / "small_1.png"
     shutil.copy(small_images[2], changed)
-    plan_matrix(model, [small_images[0], changed, small_images[3]], CONFIGS, cache=cache)
-    assert sorted(decoded) == ["small_1.png", "small_3.png"]
+    plan = plan_matrix(model, [small_images[0], changed, small_images[3]], CONFIGS, cache=cache)
+    assert [run.label for job in plan.jobs for run in job.runs] == ["cpu b2 r0"]
+    assert decoded == ["small_0.png", "small_1.png"]
+
+
+def test_shards_split_the_set_into_disjoint_near_equal_slices() -> None:
+    from segdiff_gui.runner.plan import shard_slice
+
+    for count in (0, 1, 5, 16, 17):
+        for total in (1, 2, 3, 8, 20):
+            slices = [list(shard_slice(count, (k, total))) for k in range(1, total + 1)]
+            flat = [i for part in slices for i in part]
+            assert flat == list(range(count))  # in order, each image exactly once
+            sizes = [len(part) for part in slices]
+            assert max(sizes) - min(sizes) <= 1
+
+
+def test_a_frozen_app_starts_its_engine_through_itself(monkeypatch) -> None:
+    import sys
+
+    from segdiff_gui.runner.child import ENGINE_FLAG, engine_command
+
+    assert engine_command("run") == [sys.executable, "-m", "segdiff_gui.engine", "run"]
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "executable", "/opt/segdiff/segdiff-gui")
+    assert engine_command("probe") == ["/opt/segdiff/segdiff-gui", ENGINE_FLAG, "probe"]

@@ -52,14 +52,3 @@ def test_pooling_marks_every_block_that_holds_a_set_pixel(shape, factor):
     padded[: shape[0], : shape[1]] = mask
     expected = padded.reshape(rows, factor, columns, factor).any(axis=(1, 3))
     assert np.array_equal(pooled, expected)
-
-
-def test_the_grid_takes_the_columns_that_make_each_view_largest():
-    from segdiff_gui.ui.grid_view import best_columns
-
-    assert best_columns(10, (1600, 400), (256, 256)) == 5  # wide: 5 × 2
-    assert best_columns(10, (400, 1600), (256, 256)) == 2  # tall: 2 × 5
-    assert best_columns(4, (800, 800), (256, 256)) == 2
-    assert best_columns(4, (800, 800), (64, 1024)) == 1  # wide images stack
-    assert best_columns(1, (10, 10), (8192, 8192)) == 1
-    assert best_columns(3, (0, 0), (256, 256)) in (1, 2, 3)  # a grid not laid out yet

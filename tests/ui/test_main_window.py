@@ -13,7 +13,7 @@ from segdiff_gui.core.floatfmt import float32_bits, format_float32
 from segdiff_gui.core.progress import RunFailed, RunFinished
 from segdiff_gui.io.masks import read_mask
 from segdiff_gui.storage import ResultCache
-from segdiff_gui.ui.grid_view import best_columns
+from segdiff_gui.ui.main_window import _GRID_MINIMUM_WIDTH
 
 pytestmark = pytest.mark.slow
 
@@ -40,44 +40,31 @@ def test_every_view_shows_the_whole_image_at_the_same_size(window_for, demo_cach
     assert x0 <= 0 and x1 >= 256  # the whole width of the demo image is in view
 
 
-def test_the_runs_are_rearranged_to_fill_a_wide_or_a_tall_grid(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
-    grid = window.grid
-    columns = {}
-    for shape in ("wide", "tall"):
-        for dock in window.docks:  # the docks make room, or take it
-            dock.setVisible(shape == "tall")
-        window.resize(1900 if shape == "wide" else 1100, 500 if shape == "wide" else 1000)
-        qtbot.waitUntil(
-            lambda: (
-                grid._columns == best_columns(10, (grid.width() - 70, grid.height()), (256, 256))
-            )
-        )
-        columns[shape] = grid._columns
-        views = [panel.view for panel in grid.panels.values()]
-        assert max(v.width() for v in views) - min(v.width() for v in views) <= 1
-        # Every run is in its own cell, in order, row by row.
-        cells = [(round(v.pos().y()), round(v.pos().x())) for v in views]
-        assert cells == sorted(cells) and len(set(cells)) == 10
-        qtbot.wait(50)
-        (x0, x1), (y0, y1) = views[-1].viewRange()
-        assert x0 <= 0 and x1 >= 256 and y0 <= 0 and y1 >= 256  # still the whole image
-    assert columns["wide"] >= 5 and columns["tall"] <= 3, columns
-
-
 def test_the_maps_get_their_share_however_wide_the_docks_contents(window_for, demo_cache, qtbot):
     window = window_for("--cache", demo_cache.root, "--no-run")
     window.analysis.sweep_panel.set_truth(Path("/a/very/long/folder" * 20) / "masks")
     window.resize(1100, 700)
     qtbot.wait(100)
-    assert window.grid.width() >= 420
-    # Given the room (no saved layout), the inspector's dock is as wide as its columns.
+    assert window.grid.width() >= _GRID_MINIMUM_WIDTH
+
+
+def test_a_first_launch_gives_the_inspector_the_width_of_its_columns(
+    window_for, demo_cache, qtbot, tmp_path
+):
+    # A first launch: no saved layout, and no run yet (the demo computes in the background).
+    window = window_for("--cache", tmp_path / "empty", "--no-run")
+    assert not window.model.runs
     window.resize(1600, 900)
     qtbot.wait(50)
     window._share_width()
     qtbot.wait(50)
-    assert window.inspector.table.horizontalScrollBar().maximum() == 0
-    assert window.grid.width() >= 420
+    window.model.set_runs(demo_cache, demo_cache.records())  # the runs arrive
+    window.model.select_pixel(28, 140)
+    qtbot.wait(50)
+    table = window.inspector.table
+    assert table.rowCount() == 10
+    assert table.horizontalScrollBar().maximum() == 0  # every column in view
+    assert window.grid.width() >= _GRID_MINIMUM_WIDTH
 
 
 def test_titles_too_long_for_a_narrow_window_are_elided_not_overlapped(

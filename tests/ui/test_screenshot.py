@@ -74,7 +74,7 @@ def test_the_first_screen_shows_the_demo(display, demo_cache, tmp_path):
     window = shot[top : light_rows[-1] + 1, left : light_columns[-1] + 1]
     assert window.shape[1] > 1000, output  # most of the 1600-pixel screen
     menu = window[:20, :300].mean(axis=(0, 1))
-    assert menu.min() > 180  # a light menu bar at the window's top left
+    assert menu.min() > 180, output  # a light menu bar at the window's top left
     assert viridis_yellow(window).sum() > 5000, output  # the cells of ten probability maps
     purple = (
         (window[..., 0] > 50)

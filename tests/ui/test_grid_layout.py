@@ -1,0 +1,74 @@
+"""How the grid lays the runs out: the columns that make each view largest, whatever happens."""
+
+import pytest
+
+from segdiff_gui.ui.grid_view import _COLOUR_BAR_ROOM, best_columns
+
+
+def test_the_grid_takes_the_columns_that_make_each_view_largest():
+    assert best_columns(10, (1600, 400), (256, 256)) == 5  # wide: 5 × 2
+    assert best_columns(10, (400, 1600), (256, 256)) == 2  # tall: 2 × 5
+    assert best_columns(4, (800, 800), (256, 256)) == 2
+    assert best_columns(4, (800, 800), (64, 1024)) == 1  # wide images stack
+    assert best_columns(1, (10, 10), (8192, 8192)) == 1
+    assert best_columns(3, (0, 0), (256, 256)) in (1, 2, 3)  # a grid not laid out yet
+
+
+@pytest.mark.slow
+def test_the_runs_are_rearranged_to_fill_a_wide_or_a_tall_grid(window_for, demo_cache, qtbot):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    grid = window.grid
+
+    def best():
+        room = (grid.width() - _COLOUR_BAR_ROOM, grid.height())
+        return best_columns(
+            10, room, (256, 256), grid._title_height + 2 * grid.ci.layout.verticalSpacing()
+        )
+
+    columns = {}
+    for shape in ("wide", "tall"):
+        for dock in window.docks:  # the docks make room, or take it
+            dock.setVisible(shape == "tall")
+        window.resize(1900 if shape == "wide" else 1100, 500 if shape == "wide" else 1000)
+        qtbot.waitUntil(lambda: grid._columns == best())
+        columns[shape] = grid._columns
+        views = [panel.view for panel in grid.panels.values()]
+        assert max(v.width() for v in views) - min(v.width() for v in views) <= 1
+        # Every run is in its own cell, in order, row by row.
+        cells = [(round(v.pos().y()), round(v.pos().x())) for v in views]
+        assert cells == sorted(cells) and len(set(cells)) == 10
+        qtbot.wait(50)
+        (x0, x1), (y0, y1) = views[-1].viewRange()
+        assert x0 <= 0 and x1 >= 256 and y0 <= 0 and y1 >= 256  # still the whole image
+    assert columns["wide"] >= 5 and columns["tall"] <= 3, columns
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("readable", [0, 2])
+def test_a_load_that_failed_part_way_leaves_the_grid_as_it_was(
+    window_for, demo_cache, qtbot, readable
+):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    shown = len(window.grid.panels)
+
+    class Damaged:
+        """A store whose runs after the first ``readable`` cannot be read (a damaged file)."""
+
+        def __init__(self):
+            self.read = 0
+
+        def read_run(self, key, with_map=True):
+            self.read += 1
+            if self.read > readable:
+                raise OSError(f"run {key[:8]} is damaged")
+            return demo_cache.read_run(key, with_map)
+
+    with pytest.raises(OSError, match="damaged"):
+        window.model.set_runs(Damaged(), demo_cache.records())
+    assert len(window.model.runs) == readable and len(window.grid.panels) == shown
+    # A resize lays out the panels there are (an exception in a resize event ends the app).
+    for size in ((900, 1200), (1900, 500)):
+        window.resize(*size)
+        qtbot.wait(50)
+        window.grid._arrange()
+    assert len(window.grid.panels) == shown
