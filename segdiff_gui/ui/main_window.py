@@ -134,9 +134,8 @@ class MainWindow(QMainWindow):
         self.class_box.currentIndexChanged.connect(
             lambda index: self.model.set_class(max(index, 0))
         )
-        self.class_label = QLabel(" class ")
-        bar.addWidget(self.class_label)
-        bar.addWidget(self.class_box)
+        # A toolbar shows or hides its widgets through their actions, not the widgets.
+        self.class_actions = (bar.addWidget(QLabel(" class ")), bar.addWidget(self.class_box))
         self.opacity = QLabeledDoubleSlider(Qt.Orientation.Horizontal)
         self.opacity.setRange(0.0, 1.0)
         self.opacity.setValue(0.0)
@@ -237,8 +236,8 @@ class MainWindow(QMainWindow):
             self.reference_box.setCurrentIndex(self.reference_box.findData(reference.key))
         self.reference_box.blockSignals(False)
         multiclass = self.model.multiclass
-        self.class_box.setVisible(multiclass)
-        self.class_label.setVisible(multiclass)
+        for action in self.class_actions:  # sigmoid maps have one class: nothing to choose
+            action.setVisible(multiclass)
         if multiclass and self.class_box.count() != self.model.class_count:
             self.class_box.clear()
             self.class_box.addItems([f"class {i}" for i in range(self.model.class_count)])

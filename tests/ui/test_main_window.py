@@ -86,6 +86,8 @@ def test_titles_too_long_for_a_narrow_window_are_elided_not_overlapped(
 def test_clicking_a_pixel_shows_the_cached_bits(window_for, demo_cache, qtbot):
     window = window_for("--cache", demo_cache.root, "--no-run")
     assert len(window.model.runs) == 10
+    assert not window.class_box.isVisibleTo(window)  # a sigmoid map: one class, no choice
+    assert not any(action.isVisible() for action in window.class_actions)
     click_pixel(qtbot, window, 100, 120)
     row, column = window.model.selected_pixel
     assert abs(row - 100) <= 1 and abs(column - 120) <= 1  # the click lands on whole screen pixels
@@ -353,6 +355,7 @@ def test_a_softmax_model_flips_on_argmax_per_class_view(qtbot, models, small_ima
     qtbot.waitUntil(lambda: window.worker is None, timeout=120_000)
     model = window.model
     assert model.multiclass and window.class_box.count() == 3
+    assert all(action.isVisible() for action in window.class_actions)  # a class to choose
     window.class_box.setCurrentIndex(2)
     assert model.class_index == 2
     reference, other = model.reference, model.study.others[0]
