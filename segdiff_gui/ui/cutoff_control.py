@@ -32,6 +32,9 @@ class CutoffControl(QWidget):
         self.spin.setSingleStep(10.0**-DECIMALS * 100)
         self.spin.setValue(model.cutoff)
         self.spin.setToolTip("Exact cutoff, to six decimals (e.g. 0.550000)")
+        # Applied on Enter, on leaving the box, or on a step; not at every key, where the
+        # "0" of "0.55" would apply at once and rewrite the text under the cursor.
+        self.spin.setKeyboardTracking(False)
         self.count = QLabel()
         self.count.setMinimumWidth(160)
         layout = QHBoxLayout(self)

@@ -165,6 +165,10 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             view.setAspectLocked(True)
             view.invertY(True)
             view.setMenuEnabled(False)
+            # Zoom out no further than the image is small in its cell, and in no further than a
+            # few pixels fill it.
+            height, width = self._shape
+            view.setLimits(maxXRange=4 * width, maxYRange=4 * height, minXRange=4, minYRange=4)
             if first is None:
                 first = view
                 view.sigRangeChangedManually.connect(self._on_manual_range)
@@ -340,6 +344,9 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         view = next(iter(self.panels.values())).view
         size = view.viewPixelSize()
         covered = max(size) if size and all(math.isfinite(s) for s in size) else 1.0
+        # Never coarser than the whole map in one block (zoomed far out, a factor would
+        # otherwise pad the mask to the zoom's size: terabytes).
+        covered = min(covered, max(self._shape))
         return 2 ** math.ceil(math.log2(covered)) if covered > 1 else 1
 
     def _on_range_changed(self, *_: object) -> None:

@@ -200,6 +200,7 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         self._action(view_menu, "&Next flip", lambda: self.step_flip(+1), "N")
         self._action(view_menu, "&Previous flip", lambda: self.step_flip(-1), "P")
+        self._action(view_menu, "&Whole image", self.grid.show_whole_image, "Ctrl+0")
         run_menu = self.menuBar().addMenu("&Run")
         self._action(run_menu, "&Run missing", lambda: self.start_runs(), "Ctrl+R")
         self._action(run_menu, "&Cancel", self.cancel_runs, "Ctrl+.")

@@ -6,6 +6,7 @@ import numpy as np
 import psutil
 import pytest
 from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QAction
 
 from segdiff_gui.core.analysis import compare_maps, flip_mask
 from segdiff_gui.core.config import RunConfig
@@ -114,6 +115,31 @@ def test_moving_the_cutoff_gives_the_flip_counts_of_core(window_for, demo_cache,
     window.cutoff.slider.setValue(0.3)
     qtbot.waitUntil(lambda: window.model.cutoff == pytest.approx(0.3))
     assert window.cutoff.spin.value() == pytest.approx(0.3)
+    # Typed as a person types it: the cutoff changes on Enter, not at the first "0".
+    spin = window.cutoff.spin
+    spin.lineEdit().selectAll()
+    qtbot.keyClicks(spin.lineEdit(), "0.549857")
+    assert window.model.cutoff == pytest.approx(0.3)
+    qtbot.keyClick(spin.lineEdit(), Qt.Key.Key_Return)
+    assert window.model.cutoff == 0.549857 and spin.text() == "0.549857"
+
+
+def test_zooming_far_out_stops_and_the_whole_image_comes_back(window_for, demo_cache, qtbot):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    qtbot.wait(100)  # the window has fitted the image once its layout settled
+    view = next(iter(window.grid.panels.values())).view
+    for _ in range(40):  # a mouse wheel spun hard
+        view.scaleBy((4.0, 4.0))
+    (x0, x1), (y0, y1) = view.viewRange()
+    assert 256 < x1 - x0 <= 4 * 256 + 1 and 256 < y1 - y0 <= 4 * 256 + 1
+    qtbot.wait(150)  # the overlays are pooled again once the zoom settles
+    assert window.grid._overlay_factor <= 256  # never pooled coarser than the whole map
+    window.grid.centre_on(10, 10)
+    view.scaleBy((0.01, 0.01))
+    (whole,) = [a for a in window.findChildren(QAction) if a.text() == "&Whole image"]
+    whole.trigger()
+    (x0, x1), (y0, y1) = view.viewRange()
+    assert x0 <= 0 and x1 >= 256 and y0 <= 0 and y1 >= 256
 
 
 def test_export_writes_the_mask_core_computes(window_for, demo_cache, qtbot, tmp_path, monkeypatch):
