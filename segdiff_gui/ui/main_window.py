@@ -269,6 +269,7 @@ class MainWindow(QMainWindow):
 
     def _user_clicked(self, *_: object) -> None:
         self._pixel_was_chosen_for_user = False
+        self.statusBar().clearMessage()  # "flip 4 of 19 at …" is about another pixel now
 
     def _reference_chosen(self, index: int) -> None:
         key = self.reference_box.itemData(index)
