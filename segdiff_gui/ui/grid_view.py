@@ -51,6 +51,30 @@ _CLASS_LUT = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, 
 _COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
 
 
+_CROSSHAIR_GAP = 4  # screen pixels between the crosshair's lines and the chosen pixel
+
+
+def crosshair_segments(
+    pixel: tuple[int, int], shape: tuple[int, ...], gap: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The crosshair through ``pixel`` of a map of ``shape`` as segment end points (x, y, in
+    pairs): through the pixel's centre, across the image only, leaving ``gap`` (map units)
+    clear around the pixel. A segment that would have no length is dropped."""
+    row, column = pixel
+    height, width = shape[:2]
+    x, y = column + 0.5, row + 0.5
+    segments = [
+        ((x, 0.0), (x, row - gap)),  # above
+        ((x, row + 1 + gap), (x, float(height))),  # below
+        ((0.0, y), (column - gap, y)),  # left
+        ((column + 1 + gap, y), (float(width), y)),  # right
+    ]
+    kept = [(a, b) for a, b in segments if (b[0] - a[0]) + (b[1] - a[1]) > 0]
+    points = np.array([point for segment in kept for point in segment], dtype=float)
+    points = points.reshape(-1, 2)
+    return points[:, 0], points[:, 1]
+
+
 def _cell(index: int, columns: int) -> tuple[int, int]:
     """The layout row of run ``index``'s title and its column. Each run takes two rows: its
     title, then its view (the row below), which gets the height."""
@@ -105,12 +129,11 @@ class _Panel:
         for z, item in enumerate((self.underlay, self.data, self.overlay)):
             item.setZValue(z)
             view.addItem(item)
-        pen = pg.mkPen((255, 255, 255, 150), width=1)
-        self.vline = pg.InfiniteLine(angle=90, movable=False, pen=pen)
-        self.hline = pg.InfiniteLine(angle=0, movable=False, pen=pen)
-        for line in (self.vline, self.hline):
-            line.setZValue(5)
-            view.addItem(line, ignoreBounds=True)
+        # The crosshair: four segments over the image only, stopping short of the chosen pixel
+        # so that the pixel itself (a flip, often) stays in sight.
+        self.crosshair = pg.PlotCurveItem(pen=pg.mkPen((255, 255, 255, 150), width=1))
+        self.crosshair.setZValue(5)
+        view.addItem(self.crosshair, ignoreBounds=True)
 
 
 class ProbabilityGridView(pg.GraphicsLayoutWidget):
@@ -126,6 +149,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self._columns = 0  # as arranged: see _arrange
         self._shape: tuple[int, ...] = (1, 1)  # of the maps the panels show
         self._title_height = 0.0
+        self._crosshair_gap = 0.0  # map units, as last drawn
         self.show_at_risk = False
         self._overlay_factor = 1  # how far the flip overlays are pooled (see pooled_any)
         self._repool = QTimer(self, singleShot=True, interval=80)
@@ -353,6 +377,10 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         # Zooming across a power of two pools the flip overlays again (once the zoom or the
         # window's layout has settled: the timer restarts on every change); panning never does.
         self._repool.start()
+        # The crosshair's gap is a few screen pixels: a zoom changes it, a pan does not.
+        gap = _CROSSHAIR_GAP * self._map_units_per_screen_pixel()
+        if not math.isclose(gap, self._crosshair_gap, rel_tol=0.05):
+            self.move_crosshair(self.model.selected_pixel)
 
     def _repool_if_zoomed(self) -> None:
         if self._screen_factor() != self._overlay_factor:
@@ -378,12 +406,16 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             panel.data.setOpacity(1.0 - 0.85 * opacity)
 
     def move_crosshair(self, pixel: tuple[int, int] | None) -> None:
-        if pixel is None:
+        if pixel is None or not self.panels:
             return
-        row, column = pixel
+        self._crosshair_gap = gap = _CROSSHAIR_GAP * self._map_units_per_screen_pixel()
+        xs, ys = crosshair_segments(pixel, self._shape, gap)
         for panel in self.panels.values():
-            panel.vline.setPos(column + 0.5)
-            panel.hline.setPos(row + 0.5)
+            panel.crosshair.setData(xs, ys, connect="pairs")
+
+    def _map_units_per_screen_pixel(self) -> float:
+        size = next(iter(self.panels.values())).view.viewPixelSize()
+        return max(size) if size and all(math.isfinite(s) and s > 0 for s in size) else 1.0
 
     def _on_manual_range(self, *_: object) -> None:
         self._user_moved_view = True

@@ -2,7 +2,7 @@
 
 import pytest
 
-from segdiff_gui.ui.grid_view import _COLOUR_BAR_ROOM, best_columns
+from segdiff_gui.ui.grid_view import _COLOUR_BAR_ROOM, best_columns, crosshair_segments
 
 
 def test_the_grid_takes_the_columns_that_make_each_view_largest():
@@ -72,3 +72,31 @@ def test_a_load_that_failed_part_way_leaves_the_grid_as_it_was(
         qtbot.wait(50)
         window.grid._arrange()
     assert len(window.grid.panels) == shown
+
+
+def test_the_crosshair_spans_the_image_and_leaves_the_chosen_pixel_clear():
+    xs, ys = crosshair_segments((10, 20), (64, 128), gap=2.0)
+    points = list(zip(xs, ys, strict=True))
+    pairs = list(zip(points[0::2], points[1::2], strict=True))
+    assert len(pairs) == 4
+    for (x0, y0), (x1, y1) in pairs:
+        assert 0 <= x0 <= 128 and 0 <= x1 <= 128 and 0 <= y0 <= 64 and 0 <= y1 <= 64
+        assert x0 == x1 == 20.5 or y0 == y1 == 10.5  # through the pixel's centre
+        # No segment comes within the gap of the pixel's square [20, 21] × [10, 11].
+        if x0 == x1:
+            assert max(y0, y1) <= 10 - 2 or min(y0, y1) >= 11 + 2
+        else:
+            assert max(x0, x1) <= 20 - 2 or min(x0, x1) >= 21 + 2
+    corner_xs, _ = crosshair_segments((0, 0), (64, 128), gap=2.0)
+    assert len(corner_xs) == 4  # at a corner, only the segments below and to the right
+
+
+@pytest.mark.slow
+def test_every_view_draws_the_crosshair_through_the_chosen_pixel(window_for, demo_cache, qtbot):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    window.model.select_pixel(100, 60)
+    qtbot.wait(50)
+    for panel in window.grid.panels.values():
+        xs, ys = panel.crosshair.getData()
+        assert 60.5 in xs and 100.5 in ys
+        assert xs.min() >= 0 and xs.max() <= 256 and ys.min() >= 0 and ys.max() <= 256
