@@ -142,7 +142,7 @@ class MainWindow(QMainWindow):
         self.opacity.setMaximumWidth(160)
         self.opacity.setToolTip("Show the input image under the maps")
         self.opacity.valueChanged.connect(self.model.set_image_opacity)
-        bar.addWidget(QLabel(" image "))
+        bar.addWidget(QLabel(" image opacity "))
         bar.addWidget(self.opacity)
         self.at_risk_box = QCheckBox("at-risk")
         self.at_risk_box.setToolTip(
@@ -322,14 +322,15 @@ class MainWindow(QMainWindow):
         self.model.focus_key = None
         if isinstance(session, BundleSession):
             groups = session.show(self.model)
-            self.run_panel.set_planned({}, set())
+            shown = {run.key: run.label for run in self.model.runs}
+            self.run_panel.set_planned(shown, set(shown))
             self.run_panel.set_source(
                 f"bundle {session.bundle.path}: {groups} model/image group(s), read-only"
             )
-            self.run_panel.run_button.setEnabled(False)
-            self.run_panel.editor.setEnabled(False)
+            self.run_panel.set_read_only(True)
             self._remember(str(session.bundle.path))
             return
+        self.run_panel.set_read_only(False)
         self.run_panel.editor.setEnabled(True)
         probe = remembered_probe(session.cache.root)  # no TensorFlow: what is known already
         gpus = gpu_names(probe) if probe else []

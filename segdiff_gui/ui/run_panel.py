@@ -66,6 +66,7 @@ class RunPanel(QWidget):
         self.matrix_bar.setFormat("matrix %v / %m")
         self.run_bar = QProgressBar()
         self.run_bar.setFormat("%p%")
+        self.run_bar.setVisible(False)  # the run in flight: shown only while one is
         self.status = QLabel()
         self.status.setWordWrap(True)
         self.run_button = QPushButton("Run missing")
@@ -142,7 +143,16 @@ class RunPanel(QWidget):
         item.setText(f"{_STATES[state]} {label} — {state}")
         item.setToolTip(tip or state)
 
+    def set_read_only(self, read_only: bool) -> None:
+        """A bundle's runs, made elsewhere: no matrix to edit, no images to choose, nothing to
+        run; the list shows the runs it holds."""
+        for widget in (self.editor, self.images, self.run_button, self.cancel_button):
+            widget.setVisible(not read_only)
+        if read_only:
+            self.matrix_bar.setFormat(f"{self.runs.count()} runs, read-only")
+
     def set_running(self, running: bool) -> None:
+        self.run_bar.setVisible(running)
         self.cancel_button.setEnabled(running)
         # Offer to run again only what is still missing: queued, failed or cancelled runs.
         missing = any(

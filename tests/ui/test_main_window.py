@@ -282,10 +282,18 @@ def test_opening_a_bundle_by_drop_shows_its_runs_read_only(window_for, demo_cach
     window = window_for("--cache", tmp_path / "empty-cache", "--no-run")
     window.open_paths([str(bundle)])
     assert [run.label for run in window.model.runs] == ["cpu b1 r0", "cpu b1 bf16 r0"]
-    assert not window.run_panel.run_button.isEnabled()
+    panel = window.run_panel
+    assert not panel.run_button.isEnabled()
+    # Nothing to edit or run: the panel lists the bundle's runs instead of the matrix editor.
+    assert not panel.editor.isVisibleTo(panel) and not panel.run_button.isVisibleTo(panel)
+    assert [panel.runs.item(i).text() for i in range(panel.runs.count())] == [
+        "● cpu b1 r0 — cached",
+        "● cpu b1 bf16 r0 — cached",
+    ]
+    assert panel.matrix_bar.format() == "2 runs, read-only"
     assert window.model.image is not None  # the bundle carries the target image
     window.open_paths(["/nonexistent/model.keras"])  # said in the window, not a crash
-    assert "no such model file" in window.run_panel.status.text()
+    assert "no such model file" in panel.status.text()
 
 
 def test_editing_the_matrix_plans_it_and_shows_what_is_cached(window_for, demo_cache):
