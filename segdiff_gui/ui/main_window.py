@@ -68,6 +68,8 @@ _MODE_TIPS = {
 # pixels: room for a few runs side by side whatever the docks' contents ask for, in a window
 # that still fits a 1024-pixel-wide screen
 _GRID_MINIMUM_WIDTH = 320
+# pixels: a first window narrower than this puts the runs in a tab behind the inspector
+_SIDE_BY_SIDE_WIDTH = 1400
 
 
 class MainWindow(QMainWindow):
@@ -167,6 +169,8 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, left)
         self.tabs = tabs
         self.docks = (left, right)
+        # Docks stacked as tabs name themselves above, where a reader looks first.
+        self.setTabPosition(Qt.DockWidgetArea.AllDockWidgetAreas, QTabWidget.TabPosition.North)
         # The views are what people came for: however wide the docks' contents (long labels,
         # a wide font), the docks yield before the maps do.
         self.grid.setMinimumWidth(_GRID_MINIMUM_WIDTH)
@@ -270,6 +274,9 @@ class MainWindow(QMainWindow):
     def _user_clicked(self, *_: object) -> None:
         self._pixel_was_chosen_for_user = False
         self.statusBar().clearMessage()  # "flip 4 of 19 at …" is about another pixel now
+        inspector_dock = self.docks[1]
+        if self.tabifiedDockWidgets(inspector_dock):  # the runs may be in front of it
+            inspector_dock.raise_()
 
     def _reference_chosen(self, index: int) -> None:
         key = self.reference_box.itemData(index)
@@ -621,14 +628,22 @@ class MainWindow(QMainWindow):
     def _share_width(self) -> None:
         """Share the window's width the first time it is shown: a fifth to the runs, to the
         inspector the width of its columns (at most two fifths), the rest to the maps. Docks
-        cannot shrink below their contents; the maps' minimum width then decides."""
+        cannot shrink below their contents; the maps' minimum width then decides.
+
+        A window narrower than :data:`_SIDE_BY_SIDE_WIDTH` (a laptop screen) would leave the
+        maps a third of it: the runs then share the inspector's place, as a tab behind it."""
         width = self.width()
         runs, right = self.docks
         frame = right.width() - self.inspector.width()  # the dock's and the tabs' margins
         wanted = self.inspector.sizeHint().width() + frame
-        self.resizeDocks(
-            [runs, right], [width // 5, min(wanted, width * 2 // 5)], Qt.Orientation.Horizontal
-        )
+        if width < _SIDE_BY_SIDE_WIDTH:
+            self.tabifyDockWidget(right, runs)
+            (right if self.model.runs else runs).raise_()  # no run yet: show them coming
+            self.resizeDocks([right], [min(wanted, width // 2)], Qt.Orientation.Horizontal)
+        else:
+            self.resizeDocks(
+                [runs, right], [width // 5, min(wanted, width * 2 // 5)], Qt.Orientation.Horizontal
+            )
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)

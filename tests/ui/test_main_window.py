@@ -68,6 +68,23 @@ def test_a_first_launch_gives_the_inspector_the_width_of_its_columns(
     assert window.grid.width() >= _GRID_MINIMUM_WIDTH
 
 
+def test_a_laptop_screen_stacks_the_runs_behind_the_inspector(window_for, demo_cache, qtbot):
+    window = window_for("--cache", demo_cache.root, "--no-run")
+    runs_dock, inspector_dock = window.docks
+    window.resize(1180, 660)  # a first launch on a 1280 × 720 screen
+    qtbot.wait(50)
+    window._share_width()
+    qtbot.wait(50)
+    assert window.tabifiedDockWidgets(inspector_dock) == [runs_dock]
+    assert window.grid.width() > 1180 // 2  # the maps get half the window, not a third
+    assert window.inspector.table.horizontalScrollBar().maximum() == 0
+    runs_dock.raise_()
+    click_pixel(qtbot, window, 100, 120)
+    assert not inspector_dock.visibleRegion().isEmpty()  # a click brings the values to front
+    # The windows of these tests share one saved layout: leave the docks side by side.
+    window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, runs_dock)
+
+
 def test_titles_too_long_for_a_narrow_window_are_elided_not_overlapped(
     window_for, demo_cache, qtbot
 ):
