@@ -641,6 +641,8 @@ class MainWindow(QMainWindow):
             (right if self.model.runs else runs).raise_()  # no run yet: show them coming
             self.resizeDocks([right], [min(wanted, width // 2)], Qt.Orientation.Horizontal)
         else:
+            if self.tabifiedDockWidgets(right):  # stacked before, on a narrower window
+                self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, runs)
             self.resizeDocks(
                 [runs, right], [width // 5, min(wanted, width * 2 // 5)], Qt.Orientation.Horizontal
             )

@@ -81,8 +81,11 @@ def test_a_laptop_screen_stacks_the_runs_behind_the_inspector(window_for, demo_c
     runs_dock.raise_()
     click_pixel(qtbot, window, 100, 120)
     assert not inspector_dock.visibleRegion().isEmpty()  # a click brings the values to front
-    # The windows of these tests share one saved layout: leave the docks side by side.
-    window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, runs_dock)
+    window.resize(1600, 900)  # shared again on a wide window: side by side
+    qtbot.wait(50)
+    window._share_width()
+    assert not window.tabifiedDockWidgets(inspector_dock)
+    assert window.dockWidgetArea(runs_dock) == Qt.DockWidgetArea.LeftDockWidgetArea
 
 
 def test_titles_too_long_for_a_narrow_window_are_elided_not_overlapped(
