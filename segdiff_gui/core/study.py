@@ -30,6 +30,9 @@ class StudyRun:
     repeat: int
     probabilities: np.ndarray
     machine: str = ""  # the host that computed it, where known: runs of two hosts are no repeats
+    # Where it came from when it was merged from a bundle (a bundle's file name), else "": such
+    # a run is never taken as the reference while this machine has one of its own.
+    merged_from: str = ""
 
     @property
     def configuration(self) -> str:
@@ -46,10 +49,11 @@ _REPEAT_SUFFIX = re.compile(r" r\d+$")
 
 
 def default_reference(runs: Sequence[StudyRun]) -> StudyRun:
-    """This machine's first batch-1 CPU run with default knobs, else the first run."""
+    """This machine's first batch-1 CPU run with default knobs, else its first run; a run
+    merged from a bundle only when every run was (a bundle cannot name its own reference)."""
 
-    def rank(run: StudyRun) -> tuple[int, int]:
-        return (0 if run.configuration == "cpu b1" else 1, run.repeat)
+    def rank(run: StudyRun) -> tuple[bool, int, int]:
+        return (bool(run.merged_from), 0 if run.configuration == "cpu b1" else 1, run.repeat)
 
     return min(runs, key=rank)
 

@@ -1,10 +1,16 @@
 """Bundles: chosen runs (maps, provenance, target images) in one portable HDF5 file.
 
-A GPU server writes a bundle, a laptop merges it into its cache or opens it directly.
+A GPU server writes a bundle, a laptop merges it into its cache or opens it directly. A bundle
+is untrusted data: every run in it is read through the same schema as a cache entry (key
+recomputed from its inputs, checksums, shapes), a damaged run is reported and costs only itself
+when a bundle is opened, and a merge is all or nothing.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -13,80 +19,157 @@ import numpy as np
 
 from segdiff_gui import __version__
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.hashing import canonical_json, hash_bytes
+from segdiff_gui.core.text import printable
 from segdiff_gui.core.timestamps import local_timestamp
-from segdiff_gui.storage.cache import ResultCache, atomic_h5, open_h5_for_reading
-from segdiff_gui.storage.records import RunRecord, read_record, write_record
+from segdiff_gui.storage.cache import (
+    CacheScan,
+    ResultCache,
+    atomic_h5,
+    no_space,
+    open_h5_for_reading,
+    read_stored_image,
+)
+from segdiff_gui.storage.hdf5_access import UnreadableEntry, plain_dataset, plain_group
+from segdiff_gui.storage.records import (
+    RunRecord,
+    elsewhere_key,
+    machine_of,
+    read_record,
+    write_record,
+)
+from segdiff_gui.storage.schema import AttributeReader, is_digest
 
 __all__ = ["BundleReader", "MergeResult", "is_bundle", "merge_bundle", "write_bundle"]
 
 _MAGIC = "segdiff-bundle"
+_SPARE_BYTES = 4 << 20
+
+
+def _stored_bytes(paths: list[Path]) -> int:
+    return sum(path.stat().st_size for path in paths if path.is_file())
 
 
 def write_bundle(cache: ResultCache, keys: list[str], path: str | Path) -> int:
-    """Write the runs ``keys`` of ``cache`` and their target images to ``path``; returns count."""
+    """Write the runs ``keys`` of ``cache`` and their target images to ``path``; returns count.
+
+    The free space is checked first (the bundle is about the size of the runs' files): HDF5
+    writing onto a full disk fails half-way and can crash while closing."""
     path = Path(path)
-    with atomic_h5(path) as handle:
-        handle.attrs["format"] = _MAGIC
-        handle.attrs["segdiff_version"] = __version__
-        handle.attrs["created"] = local_timestamp()
-        runs, images = handle.create_group("runs"), handle.create_group("images")
-        for key in keys:
-            record = cache.read_run(key)
-            write_record(runs.create_group(key), record)
-            image = cache.read_image(record.target_hash)
-            if image is not None and record.target_hash not in images:
-                dataset = images.create_dataset(
-                    record.target_hash, data=image, compression="gzip", shuffle=True
-                )
-                dataset.attrs["name"] = record.target_name
-    return len(keys)
+    records = [cache.read_run(key) for key in keys]  # damaged runs fail here, named
+    hashes = sorted({record.target_hash for record in records})
+    needed = _stored_bytes([cache.run_path(key) for key in keys])
+    needed += _stored_bytes([cache.image_path(h) for h in hashes]) + _SPARE_BYTES
+    folder = path.resolve().parent
+    if shutil.disk_usage(folder).free < needed:
+        raise no_space(folder, needed=needed)
+    try:
+        with atomic_h5(path) as handle:
+            handle.attrs["format"] = _MAGIC
+            handle.attrs["segdiff_version"] = __version__
+            handle.attrs["created"] = local_timestamp()
+            runs, images = handle.create_group("runs"), handle.create_group("images")
+            for record in records:
+                write_record(runs.create_group(record.key), record)
+                if record.target_hash in images:
+                    continue
+                image = _image_or_none(cache, record.target_hash)
+                if image is not None:
+                    dataset = images.create_dataset(
+                        record.target_hash, data=image, compression="gzip", shuffle=True
+                    )
+                    dataset.attrs["name"] = record.target_name
+    except OSError as error:
+        raise no_space(folder, error, needed) from None
+    return len(records)
+
+
+def _image_or_none(store: ResultCache | BundleReader, image_hash: str) -> np.ndarray | None:
+    """A target image is shown under the maps, not analysed: a damaged one is left out."""
+    try:
+        return store.read_image(image_hash)
+    except InputError:
+        return None
 
 
 def is_bundle(path: Path) -> bool:
     try:
         with open_h5_for_reading(path) as handle:
             return bool(handle.attrs.get("format") == _MAGIC)
-    except InputError:
+    except (InputError, OSError):
         return False
 
 
 class BundleReader:
-    """Read a bundle like a cache: ``keys``, ``records``, ``read_run``, ``read_image``."""
+    """Read a bundle like a cache: ``keys``, ``scan``, ``records``, ``read_run``, ``read_image``."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if not self.path.is_file():
-            raise InputError(self.path, "no such bundle file")
-        with open_h5_for_reading(self.path) as handle:
-            if handle.attrs.get("format") != _MAGIC:
+        with self._open() as handle:
+            attrs = AttributeReader(handle.attrs, str(self.path), "the file's")
+            if "format" not in attrs.names() or attrs.text("format") != _MAGIC:
                 raise InputError(self.path, "is an HDF5 file but not a segdiff bundle")
+            plain_group(handle, "runs", str(self.path))
+
+    def _open(self) -> h5py.File:
+        if not os.path.lexists(self.path):
+            raise InputError(self.path, "no such bundle file")
+        return open_h5_for_reading(self.path)
+
+    def _runs(self, handle: h5py.File) -> h5py.Group:
+        return plain_group(handle, "runs", str(self.path))
 
     def keys(self) -> list[str]:
-        with open_h5_for_reading(self.path) as handle:
-            return sorted(handle["runs"].keys())
+        """The names of the runs it holds (each still to be read and checked)."""
+        with self._open() as handle:
+            return sorted(self._runs(handle).keys())
 
     def read_run(self, key: str, with_map: bool = True) -> RunRecord:
-        with open_h5_for_reading(self.path) as handle:
-            if key not in handle["runs"]:
+        with self._open() as handle:
+            runs = self._runs(handle)
+            if key not in runs:
                 raise KeyError(key)
-            return self._read(handle["runs"][key], with_map)
+            return self._read(runs, key, with_map)
+
+    def _read(self, runs: h5py.Group, key: str, with_map: bool) -> RunRecord:
+        where = str(self.path)
+        if not is_digest(key):
+            raise UnreadableEntry(where, f"holds a run named {printable(key[:40])!r}, not a key")
+        record = read_record(plain_group(runs, key, where), where, with_map=with_map)
+        if record.key != key:
+            raise UnreadableEntry(where, f"run {key[:16]} claims to be run {record.key[:16]}")
+        return record
+
+    def scan(self, with_maps: bool = False) -> CacheScan:
+        """Every run that reads back whole (metadata only, unless ``with_maps``: then maps and
+        their checksums are checked too, and dropped), and why each other one does not."""
+        scan = CacheScan()
+        with self._open() as handle:
+            runs = self._runs(handle)
+            for key in sorted(runs.keys()):
+                try:
+                    record = self._read(runs, key, with_maps)
+                except InputError as error:
+                    scan.damaged.append(_as_entry(error, self.path))
+                    continue
+                scan.records.append(replace(record, probabilities=None))
+        return scan
 
     def records(self) -> list[RunRecord]:
-        with open_h5_for_reading(self.path) as handle:
-            return [self._read(group, False) for group in handle["runs"].values()]
-
-    def _read(self, group: h5py.Group, with_map: bool) -> RunRecord:
-        try:
-            return read_record(group, with_map=with_map)
-        except (KeyError, ValueError) as error:
-            raise InputError(self.path, f"run {group.name} is unreadable: {error}") from None
+        return self.scan().records
 
     def read_image(self, image_hash: str) -> np.ndarray | None:
-        with open_h5_for_reading(self.path) as handle:
-            if image_hash not in handle["images"]:
+        where = str(self.path)
+        with self._open() as handle:
+            if "images" not in handle or image_hash not in plain_group(handle, "images", where):
                 return None
-            return np.asarray(handle["images"][image_hash][()])
+            dataset = plain_dataset(plain_group(handle, "images", where), image_hash, where)
+            return read_stored_image(dataset, where)
+
+
+def _as_entry(error: InputError, path: Path) -> UnreadableEntry:
+    if isinstance(error, UnreadableEntry):
+        return error
+    return UnreadableEntry(path, error.problem if error.path else str(error))
 
 
 @dataclass
@@ -98,47 +181,92 @@ class MergeResult:
     from_other_machines: list[str] = field(default_factory=list)
     # Same key, other pixels, same machine: a nondeterministic configuration; ours is kept.
     conflicts: list[str] = field(default_factory=list)
+    # Our copy was damaged: the bundle's whole one replaced it.
+    repaired: list[str] = field(default_factory=list)
 
 
-def _machine(record: RunRecord) -> str:
-    provenance = record.provenance
-    return canonical_json(
-        [provenance.get(name) for name in ("hostname", "device_description", "tf_version")]
-    )
+def check_bundle(path: str | Path) -> BundleReader:
+    """Read every run of a bundle whole (maps and checksums too) and refuse the bundle, naming
+    the run and what is wrong, if any one cannot be read: a merge is all or nothing."""
+    bundle = BundleReader(path)
+    scan = bundle.scan(with_maps=True)
+    if scan.damaged:
+        first = scan.damaged[0]
+        more = f" (and {len(scan.damaged) - 1} more damaged runs)" if len(scan.damaged) > 1 else ""
+        raise UnreadableEntry(first.path, f"{first.problem}{more}; nothing was merged")
+    return bundle
+
+
+def _merged(record: RunRecord, bundle: BundleReader) -> RunRecord:
+    """The run as this cache keeps it: marked with the bundle it came from."""
+    provenance = {
+        **record.provenance,
+        "merged_from_bundle": printable(bundle.path.name),
+        "merged_at": local_timestamp(),
+    }
+    return replace(record, provenance=provenance)
+
+
+def _plan_merge(bundle: BundleReader, cache: ResultCache) -> Iterator[tuple[str, RunRecord]]:
+    """What to do with each run: ``(outcome, record to write or compared)``."""
+    for key in bundle.keys():
+        incoming = bundle.read_run(key)
+        assert incoming.probabilities is not None
+        if not cache.has(key):
+            yield "added", incoming
+            continue
+        if cache.damage(key) is not None:
+            yield "repaired", incoming
+            continue
+        existing = cache.read_run(key)
+        assert existing.probabilities is not None
+        if existing.probabilities.tobytes() == incoming.probabilities.tobytes():
+            yield "identical", incoming
+        elif machine_of(existing) == machine_of(incoming):
+            yield "conflicts", incoming
+        else:
+            yield "from_other_machines", incoming
 
 
 def merge_bundle(path: str | Path, cache: ResultCache) -> MergeResult:
-    """Add a bundle's runs to ``cache``; runs already there are compared bit for bit."""
-    bundle = BundleReader(path)
+    """Add a bundle's runs to ``cache``, all or none; runs already there are compared bit for
+    bit. Every run added is marked with the bundle it came from."""
+    bundle = check_bundle(path)
+    cache.claim()
+    needed = bundle.path.stat().st_size + _SPARE_BYTES
+    if shutil.disk_usage(cache.root).free < needed:
+        raise no_space(cache.root, needed=needed)
     result = MergeResult()
-    for key in bundle.keys():
-        incoming = bundle.read_run(key)
-        if incoming.key != key:
-            raise InputError(bundle.path, f"run {key[:16]} claims to be run {incoming.key[:16]}")
-        assert incoming.probabilities is not None
-        if cache.has(key):
-            existing = cache.read_run(key)
-            assert existing.probabilities is not None
-            if existing.probabilities.tobytes() == incoming.probabilities.tobytes():
-                result.identical.append(key)
+    written: list[Path] = []
+    try:
+        for outcome, incoming in _plan_merge(bundle, cache):
+            key = incoming.key
+            if outcome in ("identical", "conflicts"):
+                getattr(result, outcome).append(key)
                 continue
-            if _machine(existing) == _machine(incoming):
-                result.conflicts.append(key)
-                continue
-            elsewhere = hash_bytes(f"{key}:{_machine(incoming)}".encode())
-            host = incoming.provenance.get("hostname") or "elsewhere"
-            incoming = replace(
-                incoming,
-                key=elsewhere,
-                label=f"{host}: {incoming.label}",  # never mistaken for a local repeat
-                provenance={**incoming.provenance, "merged_from_key": key},
-            )
-            result.from_other_machines.append(elsewhere)
-            if cache.has(elsewhere):
-                continue
-        image = bundle.read_image(incoming.target_hash)
-        if image is not None:
-            cache.write_image(incoming.target_hash, incoming.target_name, image)
-        cache.write_run(incoming)
-        result.added.append(incoming.key)
+            record = _merged(incoming, bundle)
+            if outcome == "from_other_machines":
+                elsewhere = elsewhere_key(key, incoming)
+                record = replace(
+                    record,
+                    key=elsewhere,
+                    provenance={**record.provenance, "merged_from_key": key},
+                )
+                result.from_other_machines.append(elsewhere)
+                if cache.has(elsewhere) and cache.damage(elsewhere) is None:
+                    continue
+            if not cache.has_image(record.target_hash):
+                image = _image_or_none(bundle, record.target_hash)
+                if image is not None:
+                    cache.write_image(record.target_hash, record.target_name, image)
+            if outcome == "repaired":
+                result.repaired.append(key)
+            else:
+                written.append(cache.run_path(record.key))
+            cache.write_run(record)
+            result.added.append(record.key)
+    except BaseException:
+        for added in written:  # all or nothing: take back what this merge added
+            added.unlink(missing_ok=True)
+        raise
     return result

@@ -3,16 +3,25 @@
 Why one file per run: a process killed at any moment can leave at most its own temporary file
 truncated, never a finished run; two processes writing the same cache never share an open HDF5
 file; readers only ever open complete, immutable files.
+
+A cache folder is marked as one (:data:`MARKER`), because segdiff cleans up after killed
+writers: it must never take a folder of the user's files for its own, and it removes only
+temporaries by their exact name, in its own subfolders. Every entry is read as untrusted data:
+a damaged or tampered one is reported with its path and reason, and costs only itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import re
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import h5py
@@ -20,14 +29,35 @@ import numpy as np
 from platformdirs import user_cache_dir
 
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.limits import MAX_CHANNELS, check_pixels
+from segdiff_gui.storage.chunked_read import read_stored_array
+from segdiff_gui.storage.hdf5_access import UnreadableEntry, open_h5_for_reading, plain_dataset
 from segdiff_gui.storage.records import RunRecord, read_record, write_record
 
-__all__ = ["ResultCache", "atomic_h5", "checked_digest", "default_cache_dir"]
+__all__ = [
+    "MARKER",
+    "CacheScan",
+    "ResultCache",
+    "UnreadableEntry",
+    "atomic_h5",
+    "checked_digest",
+    "default_cache_dir",
+    "open_h5_for_reading",
+    "read_stored_image",
+]
 
+MARKER = ".segdiff-cache"
+_MARKER_CONTENT = {"format": "segdiff-cache", "version": 1}
+# What a cache made before caches were marked holds: adopted, never anything else.
+_OWN_ENTRIES = frozenset({"runs", "images", "probe", "models", MARKER})
 _TMP_SUFFIX = ".tmp"
 # Keys and content hashes are SHA-256 hex digests; anything else (e.g. "../x" from a crafted
 # bundle) must never become part of a path.
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
+_RUN_FILE = re.compile(r"^[0-9a-f]{64}\.h5$")
+# atomic_h5's temporaries, exactly: ".<final name>.<pid>.<8 hex>.tmp".
+_TEMPORARY = re.compile(r"^\.[0-9a-f]{64}\.h5\.\d+\.[0-9a-f]{8}\.tmp$")
+_SPARE_BYTES = 256 << 10
 
 
 def checked_digest(value: str, what: str = "key") -> str:
@@ -42,9 +72,55 @@ def default_cache_dir() -> Path:
     return Path(override) if override else Path(user_cache_dir("segdiff", appauthor=False))
 
 
+def no_space(folder: Path, error: OSError | None = None, needed: int = 0) -> InputError:
+    free = shutil.disk_usage(folder).free if folder.is_dir() else 0
+    wanted = f"{needed / 2**20:,.1f} MB needed, " if needed else ""
+    reason = "no space left" if error is None or error.errno == errno.ENOSPC else "cannot write"
+    detail = f": {error.strerror}" if error is not None and error.errno != errno.ENOSPC else ""
+    return InputError(folder, f"{reason} on its disk{detail} ({wanted}{free / 2**20:,.1f} MB free)")
+
+
+def _write_file_aside(final: Path, data: bytes) -> None:
+    """Write ``data`` next to ``final`` and rename it into place once it is on disk."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    temporary = final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_TMP_SUFFIX}")
+    try:
+        # Room for the file and a little more: a disk filled to the last byte fails others.
+        if shutil.disk_usage(final.parent).free < len(data) + _SPARE_BYTES:
+            raise no_space(final.parent, needed=len(data) + _SPARE_BYTES)
+        try:
+            with temporary.open("xb") as raw:
+                raw.write(data)
+                raw.flush()
+                os.fsync(raw.fileno())
+        except OSError as error:
+            raise no_space(final.parent, error, len(data)) from None
+        os.replace(temporary, final)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def in_memory_h5(final: Path) -> Iterator[h5py.File]:
+    """Yield an HDF5 file built in memory, written to ``final`` (aside, then renamed) once whole.
+
+    HDF5 never writes to the disk itself: on a full disk its flush fails half-way and can crash
+    the process while closing, where a plain write fails cleanly with ENOSPC.
+    """
+    handle = h5py.File(f"{final.name}.{uuid.uuid4().hex}", "w", driver="core", backing_store=False)
+    try:
+        yield handle
+        handle.flush()
+        image = handle.id.get_file_image()
+    finally:
+        handle.close()
+    _write_file_aside(final, image)
+
+
 @contextlib.contextmanager
 def atomic_h5(final: Path) -> Iterator[h5py.File]:
-    """Yield an HDF5 file that appears at ``final`` only once it is complete and flushed."""
+    """Yield an HDF5 file that appears at ``final`` only once it is complete and flushed. For
+    files too large to build in memory (bundles); the caller checks the free space first."""
     final.parent.mkdir(parents=True, exist_ok=True)
     temporary = final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_TMP_SUFFIX}")
     try:
@@ -57,12 +133,23 @@ def atomic_h5(final: Path) -> Iterator[h5py.File]:
         temporary.unlink(missing_ok=True)
 
 
-def open_h5_for_reading(path: Path) -> h5py.File:
-    """Open a finished file; locking is pointless for immutable files and fails on some mounts."""
-    try:
-        return h5py.File(path, "r", locking=False)
-    except OSError as error:
-        raise InputError(path, f"not a readable HDF5 file ({error})") from None
+def read_stored_image(dataset: h5py.Dataset, where: str) -> np.ndarray:
+    """A stored target image, checked like a map: a pixel array of bounded size."""
+    shape = dataset.shape
+    if len(shape) not in (2, 3) or (len(shape) == 3 and not 1 <= shape[2] <= 4):
+        raise UnreadableEntry(where, f"{dataset.name} has shape {list(shape)}, not an image's")
+    if len(shape) == 3 and shape[2] > MAX_CHANNELS:
+        raise UnreadableEntry(where, f"{dataset.name} has {shape[2]} channels")
+    check_pixels(where, shape[0], shape[1], "a stored image")
+    return read_stored_array(dataset, where)
+
+
+@dataclass
+class CacheScan:
+    """Every run a cache holds: those that read back whole, and every damaged entry's reason."""
+
+    records: list[RunRecord] = field(default_factory=list)
+    damaged: list[UnreadableEntry] = field(default_factory=list)
 
 
 class ResultCache:
@@ -74,77 +161,163 @@ class ResultCache:
     def __repr__(self) -> str:
         return f"ResultCache({str(self.root)!r})"
 
-    # runs -------------------------------------------------------------------------------
-    def run_path(self, key: str) -> Path:
-        checked_digest(key)
-        return self.root / "runs" / key[:2] / f"{key}.h5"
-
-    def has(self, key: str) -> bool:
-        return self.run_path(key).is_file()
-
+    # the folder ---------------------------------------------------------------------------
     def check_usable(self) -> None:
         """A cache path that exists but is not a folder is a usage error, said in one line."""
         if self.root.exists() and not self.root.is_dir():
             raise InputError(self.root, "is not a folder, so it cannot be a segdiff cache")
 
+    @property
+    def is_marked(self) -> bool:
+        marker = self.root / MARKER
+        try:
+            return marker.is_file() and json.loads(marker.read_text())["format"] == "segdiff-cache"
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+
+    def claim(self) -> None:
+        """Make sure the folder is a segdiff cache before anything is written into it: a new or
+        empty folder becomes one; a folder with files of its own is refused."""
+        self.check_usable()
+        if self.is_marked:
+            return
+        if self.root.is_dir():
+            foreign = sorted(p.name for p in self.root.iterdir() if p.name not in _OWN_ENTRIES)
+            if foreign:
+                shown = ", ".join(foreign[:5]) + (" …" if len(foreign) > 5 else "")
+                raise InputError(
+                    self.root,
+                    f"is not a segdiff cache: it holds other files ({shown}); choose an empty "
+                    "or new folder for the cache",
+                )
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / MARKER).write_text(json.dumps(_MARKER_CONTENT) + "\n")
+        except OSError as error:
+            raise InputError(
+                self.root, f"cannot be made a cache ({error.strerror or error})"
+            ) from None
+
+    # runs ---------------------------------------------------------------------------------
+    def run_path(self, key: str) -> Path:
+        checked_digest(key)
+        return self.root / "runs" / key[:2] / f"{key}.h5"
+
+    def has(self, key: str) -> bool:
+        """Whether a file for ``key`` is there (whole or not: see :meth:`damage`)."""
+        return os.path.lexists(self.run_path(key))
+
     def write_run(self, record: RunRecord) -> Path:
         path = self.run_path(record.key)
-        with atomic_h5(path) as handle:
+        if path.is_dir() and not path.is_symlink():
+            # Not something segdiff made: whatever is in it is not ours to delete.
+            raise InputError(path, "is a folder where a run belongs; remove it to store the run")
+        with in_memory_h5(path) as handle:
             write_record(handle, record)
         return path
 
     def read_run(self, key: str, with_map: bool = True) -> RunRecord:
+        """The run ``key``; :class:`UnreadableEntry` (naming the file) if it is damaged."""
         path = self.run_path(key)
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise KeyError(key)
-        with open_h5_for_reading(path) as handle:
-            return read_record(handle, with_map=with_map)
+        with open_h5_for_reading(path, follow_symlinks=False) as handle:
+            record = read_record(handle, str(path), with_map=with_map)
+        if record.key != key:
+            raise UnreadableEntry(path, f"holds run {record.key[:16]}, not the run its name says")
+        return record
+
+    def checked(self, key: str) -> tuple[RunRecord | None, UnreadableEntry | None]:
+        """The stored run ``key`` read whole (map and checksum included, then dropped) and
+        ``None``; or ``None`` and why it cannot be used."""
+        try:
+            record = self.read_run(key)
+        except InputError as error:
+            damage = error if isinstance(error, UnreadableEntry) else None
+            return None, damage or UnreadableEntry("", str(error))
+        return replace(record, probabilities=None), None
+
+    def damage(self, key: str) -> UnreadableEntry | None:
+        """Why the stored run ``key`` cannot be used (map and checksum included), or ``None``."""
+        return self.checked(key)[1]
 
     def keys(self) -> list[str]:
+        return sorted(path.stem for path in self._run_files())
+
+    def _run_files(self) -> list[Path]:
         runs = self.root / "runs"
         if not runs.is_dir():
             return []
-        return sorted(p.stem for p in runs.glob("*/*.h5") if _DIGEST.match(p.stem))
+        return [
+            path
+            for folder in runs.iterdir()
+            if len(folder.name) == 2 and folder.is_dir() and not folder.is_symlink()
+            for path in folder.iterdir()
+            if _RUN_FILE.match(path.name) and path.name.startswith(folder.name)
+        ]
+
+    def scan(self, with_maps: bool = False) -> CacheScan:
+        """Metadata of every finished run (no pixels), and every entry that cannot be read;
+        ``with_maps`` reads and checks the maps too (and drops them)."""
+        scan = CacheScan()
+        for path in sorted(self._run_files()):
+            try:
+                record = self.read_run(path.stem, with_map=with_maps)
+                scan.records.append(replace(record, probabilities=None))
+            except InputError as error:
+                entry = error if isinstance(error, UnreadableEntry) else None
+                scan.damaged.append(entry or UnreadableEntry(path, error.problem))
+        return scan
 
     def records(self) -> list[RunRecord]:
-        """Metadata of every finished run (no pixels); unreadable files are skipped."""
-        found = []
-        for key in self.keys():
-            try:
-                found.append(self.read_run(key, with_map=False))
-            except (InputError, KeyError, OSError, ValueError):
-                continue  # a file from a newer segdiff, or damaged by hand: not ours to list
-        return found
+        """Metadata of every run that reads back whole (see :meth:`scan` for the others)."""
+        return self.scan().records
 
-    # images -----------------------------------------------------------------------------
+    # images -------------------------------------------------------------------------------
     def image_path(self, image_hash: str) -> Path:
         checked_digest(image_hash, "image hash")
         return self.root / "images" / f"{image_hash}.h5"
 
+    def has_image(self, image_hash: str) -> bool:
+        try:
+            return self.read_image(image_hash) is not None
+        except InputError:
+            return False  # damaged: written again
+
     def write_image(self, image_hash: str, name: str, image: np.ndarray) -> None:
         """Keep a decoded target image so results can be shown over it without the original."""
-        path = self.image_path(image_hash)
-        if path.is_file():
-            return
-        with atomic_h5(path) as handle:
+        with in_memory_h5(self.image_path(image_hash)) as handle:
             handle.create_dataset("image", data=image, compression="gzip", shuffle=True)
             handle.attrs["name"] = name
 
     def read_image(self, image_hash: str) -> np.ndarray | None:
         path = self.image_path(image_hash)
-        if not path.is_file():
+        if not os.path.lexists(path):
             return None
-        with open_h5_for_reading(path) as handle:
-            return np.asarray(handle["image"][()])
+        with open_h5_for_reading(path, follow_symlinks=False) as handle:
+            return read_stored_image(plain_dataset(handle, "image", str(path)), str(path))
 
-    # housekeeping -----------------------------------------------------------------------
+    # housekeeping -------------------------------------------------------------------------
     def remove_stale_temporaries(self, older_than_s: float = 3600.0) -> int:
-        """Delete temporary files left by killed writers (a live writer's file is younger)."""
+        """Delete temporary files left by killed writers (a live writer's file is younger):
+        only in a marked cache, only in its own subfolders, only by their exact name."""
+        if not self.is_marked:
+            return 0
         removed = 0
         cutoff = time.time() - older_than_s
-        for path in self.root.glob(f"**/.*{_TMP_SUFFIX}"):
-            with contextlib.suppress(OSError):
-                if path.stat().st_mtime < cutoff:
-                    path.unlink()
-                    removed += 1
+        runs = self.root / "runs"
+        folders = [self.root / "images"]
+        if runs.is_dir() and not runs.is_symlink():
+            folders += [p for p in runs.iterdir() if len(p.name) == 2 and not p.is_symlink()]
+        for folder in folders:
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            for path in folder.iterdir():
+                if not _TEMPORARY.match(path.name):
+                    continue
+                with contextlib.suppress(OSError):
+                    info = path.lstat()
+                    if info.st_mtime < cutoff and path.is_file() and not path.is_symlink():
+                        path.unlink()
+                        removed += 1
         return removed

@@ -1,132 +1,228 @@
-"""Reading a large stored map on every core.
+"""Reading a stored array (a run's map, a target image) without trusting the file.
 
-HDF5 inflates a dataset's chunks one after another on one core, under h5py's lock; an
-8192×8192 map takes 0.5–1 s that way on the 2-core reference machine, and the GUI opens four.
-The maps segdiff writes are float32 chunks through shuffle then deflate, in files that never
-change once written (DESIGN: the cache's promises). So for a large map we ask HDF5 only where
-each chunk lies (one call), map the file, and inflate and unshuffle the chunks in a thread
-pool straight from the mapped bytes: inflating (ISA-L, else zlib) and numpy's copies release
-the GIL, and nothing in the workers calls HDF5, which is not safe to call from several threads.
+segdiff writes every array as chunks through shuffle then deflate, in files that never change
+once written (DESIGN: the cache's promises). We read exactly that layout and nothing else, and
+we do the inflating ourselves instead of letting HDF5 run its filters:
 
-Any other layout, any chunk HDF5 stored with a filter skipped, and chunks never written are
-read by HDF5 itself, so the result is always what ``dataset[()]`` gives.
+- HDF5's deflate filter inflates a chunk into whatever size the stream asks for: a few MB of
+  crafted chunks declare a small map and inflate to gigabytes. Here each chunk is inflated to
+  at most its own size, and a chunk that holds more, or less, is damage.
+- A map must have every chunk stored: a missing one would silently read as the fill value.
+- HDF5 inflates chunks one after another on one core, under h5py's lock; an 8192×8192 map takes
+  0.5–1 s that way on the 2-core reference machine, and the GUI opens four. For a large array we
+  ask HDF5 only where each chunk lies (one call), map the file, and inflate and unshuffle the
+  chunks in a thread pool straight from the mapped bytes: inflating (ISA-L, else zlib) and
+  numpy's copies release the GIL, and nothing in the workers calls HDF5, which is not safe to
+  call from several threads. A small array's few chunks are read raw through HDF5
+  (``read_direct_chunk``: no filter runs) and inflated here.
+
+Chunks HDF5 stored with the (optional) deflate skipped hold raw shuffled bytes: they are
+unshuffled here like the others.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import h5py
 import numpy as np
 
 from segdiff_gui.core.parallel import thread_map
+from segdiff_gui.storage.hdf5_access import UnreadableEntry
 
 try:  # ISA-L inflates about 1.5× faster than zlib on the reference machine; same bytes out
-    from isal.isal_zlib import decompress as inflate
+    from isal.isal_zlib import decompressobj
 except ImportError:  # no wheel for this machine
-    from zlib import decompress as inflate
+    from zlib import decompressobj  # type: ignore[assignment]
 
-__all__ = ["read_map"]
+__all__ = ["read_stored_array"]
 
-# Below this the thread pool costs more than it saves (a demo map is 256 KiB).
+# Below this the thread pool and the file mapping cost more than they save (a demo map is
+# 256 KiB, one chunk).
 PARALLEL_FROM_BYTES = 16 * 2**20
-_PIPELINE = (h5py.h5z.FILTER_SHUFFLE, h5py.h5z.FILTER_DEFLATE)
-_FLOAT32 = np.dtype("<f4")
-_WORD = np.dtype("<u4")
+_SHUFFLE, _DEFLATE = h5py.h5z.FILTER_SHUFFLE, h5py.h5z.FILTER_DEFLATE
+# Bit i of a chunk's filter mask set: filter i of the pipeline was skipped for that chunk.
+_DEFLATE_SKIPPED = 0b10
+# segdiff writes chunks of at most 256×256 (×classes); a 16384² map has 4,096 of them. A crafted
+# file declaring millions of one-pixel chunks would make listing them a CPU bomb.
+MAX_CHUNKS = 1 << 16
+MAX_CHUNK_BYTES = 64 * 2**20
+_WORDS: dict[int, np.dtype[Any]] = {
+    1: np.dtype("u1"),
+    2: np.dtype("<u2"),
+    4: np.dtype("<u4"),
+    8: np.dtype("<u8"),
+}
 
 
 class _Chunk(NamedTuple):
-    region: tuple[slice, ...]  # where it goes in the map
-    address: int  # where its compressed bytes start in the file
-    size: int
+    region: tuple[slice, ...]  # where it goes in the array
+    offset: tuple[int, ...]  # its logical offset, as HDF5 names it
+    address: int  # where its stored bytes start in the file
+    size: int  # how many bytes are stored
+    deflated: bool  # False: HDF5 skipped the (optional) deflate, the bytes are only shuffled
 
 
-def read_map(dataset: h5py.Dataset) -> np.ndarray:
-    """The whole of ``dataset`` as a numpy array, inflated in parallel where that helps."""
-    if dataset.nbytes < PARALLEL_FROM_BYTES or not _is_plain_file_shuffle_deflate(dataset):
-        return np.asarray(dataset[()])
-    out = np.empty(dataset.shape, dtype=_FLOAT32)
-    chunks, by_hdf5 = _locate_chunks(dataset)
-    expected = np.prod([-(-n // c) for n, c in zip(dataset.shape, dataset.chunks, strict=True)])
-    if len(chunks) + len(by_hdf5) < expected:  # some were never written: the fill value
-        out[...] = dataset.fillvalue
-    for region in by_hdf5:
-        out[region] = dataset[region]
-    if chunks:
-        _inflate_in_parallel(dataset, chunks, out)
+def read_stored_array(dataset: h5py.Dataset, where: str) -> np.ndarray:
+    """The whole of ``dataset`` (chunked, shuffle then deflate, every chunk stored), refusing
+    anything else as :class:`UnreadableEntry` naming ``where`` and the dataset."""
+    name = dataset.name
+    _check_layout(dataset, where)
+    chunks = _locate_chunks(dataset, where)
+    out = np.empty(dataset.shape, dtype=dataset.dtype)
+    if out.nbytes >= PARALLEL_FROM_BYTES and _file_is_plain(dataset):
+        _inflate_mapped(dataset, chunks, out, where)
+    else:
+        # Raw stored bytes through HDF5 (no filter runs), inflated here with the same bound.
+        for chunk in chunks:
+            _mask, stored = dataset.id.read_direct_chunk(chunk.offset)
+            _place(memoryview(stored), chunk, dataset.chunks, out, where, name)
     return out
 
 
-def _inflate_in_parallel(dataset: h5py.Dataset, chunks: list[_Chunk], out: np.ndarray) -> None:
-    workers = os.cpu_count() or 1
-    # A few tasks per worker, enough to balance; each a contiguous run of chunks (chunk_iter
-    # goes in address order, row by row), so a task fills neighbouring memory.
-    per_task = -(-len(chunks) // (workers * 4))
-    tasks = [chunks[i : i + per_task] for i in range(0, len(chunks), per_task)]
-    # Map the very file HDF5 has open (its descriptor), not the one at its name now: a run's
-    # file may have been replaced since (writes are atomic renames), or the name be relative.
-    with mmap.mmap(dataset.file.id.get_vfd_handle(), 0, access=mmap.ACCESS_READ) as mapped:
-        stored = memoryview(mapped)
-        try:
-            thread_map(lambda task: _inflate(stored, task, dataset.chunks, out), tasks)
-        finally:
-            stored.release()  # the map cannot close while a view of it is alive
-
-
-def _is_plain_file_shuffle_deflate(dataset: h5py.Dataset) -> bool:
-    """Float32 chunks through shuffle then deflate, at plain addresses of a file on disk."""
-    file = dataset.file
-    if dataset.chunks is None or dataset.dtype != _FLOAT32:
-        return False
-    if not hasattr(dataset.id, "chunk_iter"):  # h5py built on HDF5 older than 1.14
-        return False
-    # Only the plain one-file drivers hand out a descriptor whose offsets are file addresses
-    # (h5py names sec2 "windows" on Windows); a user block would shift every address.
-    if file.driver not in ("sec2", "windows") or file.userblock_size != 0:
-        return False
+def _check_layout(dataset: h5py.Dataset, where: str) -> None:
+    name = dataset.name
+    dtype = dataset.dtype
+    if dtype.itemsize not in _WORDS or dtype.kind not in "uif" or dtype.byteorder == ">":
+        raise UnreadableEntry(where, f"{name} holds {dtype.str} values, which segdiff never writes")
+    if dataset.chunks is None:
+        raise UnreadableEntry(where, f"{name} is not stored in chunks, as segdiff writes arrays")
     plist = dataset.id.get_create_plist()
     filters = tuple(plist.get_filter(i)[0] for i in range(plist.get_nfilters()))
-    return filters == _PIPELINE
+    if filters != (_SHUFFLE, _DEFLATE):
+        raise UnreadableEntry(
+            where, f"{name} is not stored through shuffle and deflate, as segdiff writes arrays"
+        )
+    chunk_bytes = int(np.prod(dataset.chunks)) * dataset.dtype.itemsize
+    count = int(np.prod([-(-n // c) for n, c in zip(dataset.shape, dataset.chunks, strict=True)]))
+    if chunk_bytes > MAX_CHUNK_BYTES or count > MAX_CHUNKS:
+        raise UnreadableEntry(
+            where, f"{name} declares {count:,} chunks of {chunk_bytes:,} bytes (too many, or "
+            "too large, for a map segdiff wrote)",
+        )  # fmt: skip
 
 
-def _locate_chunks(dataset: h5py.Dataset) -> tuple[list[_Chunk], list[tuple[slice, ...]]]:
-    """Every written chunk: those to inflate here, and those HDF5 must read (filter skipped)."""
+def _locate_chunks(dataset: h5py.Dataset, where: str) -> list[_Chunk]:
+    """Every chunk, in address order; all must be stored, each inside the file."""
     chunks: list[_Chunk] = []
-    by_hdf5: list[tuple[slice, ...]] = []
     shape, size = dataset.shape, dataset.chunks
+    file_size = os.path.getsize(dataset.file.filename)
 
     def visit(info: h5py.h5d.StoreInfo) -> None:
         region = tuple(
             slice(start, min(start + step, total))
             for start, step, total in zip(info.chunk_offset, size, shape, strict=True)
         )
-        if info.filter_mask == 0:
-            chunks.append(_Chunk(region, info.byte_offset, info.size))
-        else:
-            by_hdf5.append(region)
+        if info.filter_mask & ~_DEFLATE_SKIPPED or info.size > MAX_CHUNK_BYTES + 4096:
+            raise UnreadableEntry(where, f"{dataset.name} has a chunk segdiff did not write")
+        if info.byte_offset is None or info.byte_offset + info.size > file_size:
+            raise UnreadableEntry(where, f"{dataset.name} has a chunk past the end of the file")
+        deflated = not info.filter_mask & _DEFLATE_SKIPPED
+        chunks.append(
+            _Chunk(region, tuple(info.chunk_offset), info.byte_offset, info.size, deflated)
+        )
 
-    dataset.id.chunk_iter(visit)
-    return chunks, by_hdf5
+    try:
+        if hasattr(dataset.id, "chunk_iter"):
+            dataset.id.chunk_iter(visit)
+        else:  # h5py built on HDF5 older than 1.14: one call per chunk
+            for index in range(dataset.id.get_num_chunks()):
+                visit(dataset.id.get_chunk_info(index))
+    except UnreadableEntry:
+        raise
+    except Exception as error:  # noqa: BLE001 - HDF5's chunk index itself is damaged
+        raise UnreadableEntry(where, f"{dataset.name}'s chunk index is damaged ({error})") from None
+    expected = int(np.prod([-(-n // c) for n, c in zip(shape, size, strict=True)]))
+    if len(chunks) != expected:
+        raise UnreadableEntry(
+            where, f"{dataset.name} has {len(chunks):,} of its {expected:,} chunks stored"
+        )
+    return chunks
 
 
-def _inflate(
-    stored: memoryview, chunks: list[_Chunk], chunk_shape: tuple[int, ...], out: np.ndarray
+def _file_is_plain(dataset: h5py.Dataset) -> bool:
+    """Only the plain one-file drivers hand out a descriptor whose offsets are file addresses
+    (h5py names sec2 "windows" on Windows); a user block would shift every address."""
+    file = dataset.file
+    return file.driver in ("sec2", "windows") and file.userblock_size == 0
+
+
+def _inflate_mapped(
+    dataset: h5py.Dataset, chunks: list[_Chunk], out: np.ndarray, where: str
 ) -> None:
-    words = out.view(_WORD)  # the float32 values' bit patterns, little-endian like the file
-    scratch = np.empty(chunk_shape, dtype=_WORD)  # contiguous: no buffered, strided ufuncs
-    for chunk in chunks:
+    workers = os.cpu_count() or 1
+    # A few tasks per worker, enough to balance; each a contiguous run of chunks (chunk_iter
+    # goes in address order, row by row), so a task fills neighbouring memory.
+    per_task = -(-len(chunks) // (workers * 4))
+    tasks = [chunks[i : i + per_task] for i in range(0, len(chunks), per_task)]
+    name = dataset.name
+    # Map the very file HDF5 has open (its descriptor), not the one at its name now: a run's
+    # file may have been replaced since (writes are atomic renames), or the name be relative.
+    with mmap.mmap(dataset.file.id.get_vfd_handle(), 0, access=mmap.ACCESS_READ) as mapped:
+        stored = memoryview(mapped)
+        place: Callable[[list[_Chunk]], None] = lambda task: _place_all(  # noqa: E731
+            stored, task, dataset.chunks, out, where, name
+        )
         try:
-            raw = inflate(stored[chunk.address : chunk.address + chunk.size])
-            planes = np.frombuffer(raw, dtype=np.uint8).reshape(_FLOAT32.itemsize, *chunk_shape)
-        except Exception as error:  # noqa: BLE001 - zlib, ISA-L and numpy each have their own
-            # A damaged file is an OSError, as HDF5's own reading reports it.
-            raise OSError(f"a stored chunk at byte {chunk.address} is damaged ({error})") from None
-        _unshuffle(planes, scratch)
-        # Edge chunks are stored whole; only their part inside the map is kept.
-        inside = tuple(slice(0, part.stop - part.start) for part in chunk.region)
-        words[chunk.region] = scratch[inside]
+            thread_map(place, tasks)
+        finally:
+            stored.release()  # the map cannot close while a view of it is alive
+
+
+def _place_all(
+    stored: memoryview,
+    chunks: list[_Chunk],
+    chunk_shape: tuple[int, ...],
+    out: np.ndarray,
+    where: str,
+    name: str,
+) -> None:
+    for chunk in chunks:
+        view = stored[chunk.address : chunk.address + chunk.size]
+        try:
+            _place(view, chunk, chunk_shape, out, where, name)
+        finally:
+            view.release()  # an error's traceback must not keep the file's mapping open
+
+
+def _place(
+    stored: memoryview,
+    chunk: _Chunk,
+    chunk_shape: tuple[int, ...],
+    out: np.ndarray,
+    where: str,
+    name: str,
+) -> None:
+    """Inflate (at most to the chunk's own size), unshuffle and copy one chunk into ``out``."""
+    itemsize = out.dtype.itemsize
+    expected = int(np.prod(chunk_shape)) * itemsize
+    raw = _inflate_bounded(stored, expected) if chunk.deflated else bytes(stored)
+    if raw is None or len(raw) != expected:
+        raise UnreadableEntry(
+            where, f"{name} has a damaged chunk at byte {chunk.address} (it does not inflate "
+            "to its size)",
+        )  # fmt: skip
+    planes = np.frombuffer(raw, dtype=np.uint8).reshape(itemsize, *chunk_shape)
+    words = np.empty(chunk_shape, dtype=_WORDS[itemsize])  # contiguous: no strided ufuncs
+    _unshuffle(planes, words)
+    # Edge chunks are stored whole; only their part inside the array is kept.
+    inside = tuple(slice(0, part.stop - part.start) for part in chunk.region)
+    out.view(_WORDS[itemsize])[chunk.region] = words[inside]
+
+
+def _inflate_bounded(stored: memoryview, expected: int) -> bytes | None:
+    """The chunk's bytes, or ``None`` if the stream is damaged or holds more than ``expected``."""
+    try:
+        inflater = decompressobj()
+        raw = inflater.decompress(stored, expected)
+        if not inflater.eof or inflater.unconsumed_tail:
+            return None
+        return bytes(raw)
+    except Exception:  # noqa: BLE001 - zlib and ISA-L each have their own error
+        return None
 
 
 def _unshuffle(planes: np.ndarray, words: np.ndarray) -> None:

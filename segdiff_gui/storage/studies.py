@@ -11,7 +11,7 @@ import numpy as np
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.study import Study, StudyRun
-from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.storage.records import RunRecord, is_merged
 
 __all__ = [
     "RunStore",
@@ -76,7 +76,11 @@ def group_of(records: Sequence[RunRecord], member: RunRecord) -> list[RunRecord]
 def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
     """A stored run as the analysis sees it."""
     host = str(record.provenance.get("hostname", ""))
-    return StudyRun(record.key, record.label, record.run_config, record.repeat, probabilities, host)
+    merged = is_merged(record)
+    merged_from = str(record.provenance.get("merged_from_bundle", "a bundle")) if merged else ""
+    return StudyRun(
+        record.key, record.label, record.run_config, record.repeat, probabilities, host, merged_from
+    )
 
 
 def load_study(
@@ -84,13 +88,25 @@ def load_study(
     records: Sequence[RunRecord],
     cutoff: float,
     reference: RunRecord | None = None,
+    damaged: list[InputError] | None = None,
 ) -> Study:
     """The maps of ``records`` (one comparable group) as a :class:`Study`; records read without
-    their map are read again with it."""
+    their map are read again with it. With a ``damaged`` list, a run whose map cannot be read
+    (a damaged chunk, a checksum that does not match) is left out and its error added there,
+    unless it is the only one."""
     runs = []
     for record in records:
-        full = record if record.probabilities is not None else store.read_run(record.key)
+        try:
+            full = record if record.probabilities is not None else store.read_run(record.key)
+        except InputError as error:
+            if damaged is None or (len(records) == 1):
+                raise
+            damaged.append(error)
+            continue
         assert full.probabilities is not None
         runs.append(study_run(record, full.probabilities))
+    if not runs:
+        assert damaged
+        raise damaged.pop()
     chosen = next((run for run in runs if reference and run.key == reference.key), None)
     return Study(runs, cutoff=cutoff, reference=chosen)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.storage import RunRecord
+from segdiff_gui.storage.records import expected_key
 
 __all__ = ["digest", "maps", "record"]
 
@@ -33,8 +35,8 @@ def maps(size: int) -> list[np.ndarray]:
 def record(image: str, config: RunConfig, repeat: int, values: np.ndarray) -> RunRecord:
     """A stored sigmoid run of ``synthetic.keras`` on ``image``, holding ``values``."""
     label = f"{config.label()} r{repeat}"
-    return RunRecord(
-        key=digest(f"{image}{label}"),
+    unkeyed = RunRecord(
+        key="",
         label=label,
         config=config.to_dict(),
         repeat=repeat,
@@ -42,14 +44,15 @@ def record(image: str, config: RunConfig, repeat: int, values: np.ndarray) -> Ru
         model_hash=digest("model"),
         target_name=image,
         target_hash=digest(image),
-        batch_hashes=[digest(image)],
-        batch_names=[image],
+        batch_hashes=[digest(image)] * config.batch,
+        batch_names=[image] * config.batch,
         preprocessing={},
         output={"output": None, "activation": "none"},
         output_name="mask",
         kind="sigmoid",
-        raw_output_shape=[1, *values.shape, 1],
+        raw_output_shape=[config.batch, *values.shape, 1],
         map_shape=values.shape,
         provenance={"hostname": "bench"},
         probabilities=values,
     )
+    return replace(unkeyed, key=expected_key(unkeyed))

@@ -1,3 +1,4 @@
+import hashlib
 import multiprocessing
 import os
 from dataclasses import replace
@@ -10,27 +11,54 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.storage import ResultCache, RunRecord, merge_bundle, write_bundle
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import atomic_h5
+from segdiff_gui.storage.records import expected_key
 
 IMAGE_HASH = "5e" * 32
 
 
-def make_record(key: str, values: np.ndarray, label: str = "cpu b1 r0") -> RunRecord:
-    return RunRecord(
-        key=key,
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sealed(record: RunRecord, **changes) -> RunRecord:
+    """``record`` with ``changes``, made self-consistent as the engine writes runs: the batch
+    and raw output shape of its configuration, its label, and the key of its inputs."""
+    record = replace(record, **changes)
+    config = record.run_config
+    shape = record.map_shape if record.probabilities is None else record.probabilities.shape
+    channels = shape[2] if record.kind == "softmax" else 1
+    record = replace(
+        record,
+        label=f"{config.label()} r{record.repeat}",
+        batch_hashes=[record.target_hash] * config.batch,
+        batch_names=[record.target_name] * config.batch,
+        raw_output_shape=[config.batch, *shape[:2], channels],
+        map_shape=tuple(shape),
+    )
+    return replace(record, key=expected_key(record))
+
+
+def make_record(name: str, values: np.ndarray, label: str = "cpu b1 r0", **changes) -> RunRecord:
+    """A sigmoid run of ``m.keras`` (whose bytes ``name`` stands for) holding ``values``; the
+    label gives the configuration and the repeat (``cpu b64 r1``)."""
+    spec, _, repeat = label.rpartition(" r")
+    device, batch = spec.split()[:2]
+    base = RunRecord(
+        key="",
         label=label,
-        config=RunConfig().to_dict(),
-        repeat=0,
+        config=RunConfig(device=device, batch=int(batch[1:])).to_dict(),
+        repeat=int(repeat),
         model_name="m.keras",
-        model_hash="mh",
+        model_hash=digest(name),
         target_name="t.png",
         target_hash=IMAGE_HASH,
-        batch_hashes=[IMAGE_HASH],
-        batch_names=["t.png"],
+        batch_hashes=[],
+        batch_names=[],
         preprocessing={"scale": None},
         output={"output": None},
         output_name="mask",
         kind="sigmoid",
-        raw_output_shape=[1, *values.shape, 1],
+        raw_output_shape=[],
         map_shape=values.shape,
         provenance={
             "device": "cpu:0",
@@ -40,6 +68,7 @@ def make_record(key: str, values: np.ndarray, label: str = "cpu b1 r0") -> RunRe
         },
         probabilities=values,
     )
+    return sealed(base, **changes)
 
 
 def awkward_values() -> np.ndarray:
@@ -50,12 +79,13 @@ def awkward_values() -> np.ndarray:
 
 def test_round_trip_is_bit_exact_with_provenance(cache):
     values = awkward_values()
-    cache.write_run(make_record("ab" * 32, values))
-    back = cache.read_run("ab" * 32)
+    record = make_record("ab", values)
+    cache.write_run(record)
+    back = cache.read_run(record.key)
     assert back.probabilities.tobytes() == values.tobytes()
     assert back.provenance["environment"] == {"TF_ENABLE_ONEDNN_OPTS": "1"}
     assert back.provenance["onednn_enabled"] is True and back.map_shape == (300, 260)
-    with h5py.File(cache.run_path("ab" * 32), "r") as handle:
+    with h5py.File(cache.run_path(record.key), "r") as handle:
         dataset = handle["probabilities"]
         assert dataset.compression == "gzip" and dataset.chunks is not None
 
@@ -70,11 +100,13 @@ def test_failed_write_leaves_nothing_behind(cache):
 
 
 def test_temporaries_of_killed_writers_are_ignored_and_cleaned(cache):
-    cache.write_run(make_record("ef" * 32, np.zeros((4, 4), np.float32)))
-    stale = cache.run_path("ef" * 32).with_name(".00.h5.123.abcd.tmp")
+    cache.claim()
+    record = make_record("ef", np.zeros((4, 4), np.float32))
+    cache.write_run(record)
+    stale = cache.run_path(record.key).with_name(f".{record.key}.h5.123.abcd0123.tmp")
     stale.write_bytes(b"\x89HDF truncated")
     os.utime(stale, (0, 0))
-    assert cache.keys() == ["ef" * 32]
+    assert cache.keys() == [record.key]
     assert cache.remove_stale_temporaries() == 1 and not stale.exists()
 
 
@@ -82,8 +114,8 @@ def _writer(root: str, worker: int) -> None:
     cache = ResultCache(root)
     for index in range(25):
         # Both workers write the shared keys too: last rename wins, both versions are whole.
-        key = f"{index:064x}" if index % 2 else f"{worker}{index:063x}"
-        cache.write_run(make_record(key, np.full((64, 64), index, np.float32)))
+        name = f"{index}" if index % 2 else f"{worker}-{index}"
+        cache.write_run(make_record(name, np.full((64, 64), index, np.float32)))
 
 
 def test_two_processes_writing_one_cache_do_not_corrupt_it(cache):
@@ -104,21 +136,23 @@ def test_two_processes_writing_one_cache_do_not_corrupt_it(cache):
 def test_bundle_merge_round_trip_is_bit_exact(tmp_path):
     source, target = ResultCache(tmp_path / "gpu-server"), ResultCache(tmp_path / "laptop")
     values = awkward_values()
-    source.write_run(make_record("01" * 32, values))
-    source.write_run(make_record("02" * 32, values[::-1].copy(), label="cpu b64 r0"))
+    first = make_record("01", values)
+    second = make_record("02", values[::-1].copy(), label="cpu b64 r0")
+    for record in (first, second):
+        source.write_run(record)
     source.write_image(IMAGE_HASH, "t.png", np.arange(12, dtype=np.uint16).reshape(3, 4))
     bundle = tmp_path / "results.h5"
-    assert write_bundle(source, ["01" * 32, "02" * 32], bundle) == 2
+    assert write_bundle(source, [first.key, second.key], bundle) == 2
     reader = BundleReader(bundle)
-    assert reader.read_run("01" * 32).probabilities.tobytes() == values.tobytes()
+    assert reader.read_run(first.key).probabilities.tobytes() == values.tobytes()
     result = merge_bundle(bundle, target)
-    assert sorted(result.added) == ["01" * 32, "02" * 32]
+    assert sorted(result.added) == sorted([first.key, second.key])
     for key in result.added:
-        assert target.read_run(key) == source.read_run(key)
-        assert (
-            target.read_run(key).probabilities.tobytes()
-            == source.read_run(key).probabilities.tobytes()
-        )
+        merged, original = target.read_run(key), source.read_run(key)
+        assert merged.provenance.pop("merged_from_bundle") == "results.h5"  # marked
+        assert merged.provenance.pop("merged_at")
+        assert merged == original
+        assert merged.probabilities.tobytes() == original.probabilities.tobytes()
     assert np.array_equal(target.read_image(IMAGE_HASH), source.read_image(IMAGE_HASH))
     again = merge_bundle(bundle, target)
     assert again.added == [] and len(again.identical) == 2
@@ -126,27 +160,28 @@ def test_bundle_merge_round_trip_is_bit_exact(tmp_path):
 
 def test_merge_reports_a_conflicting_nondeterministic_result(tmp_path):
     a, b = ResultCache(tmp_path / "a"), ResultCache(tmp_path / "b")
-    a.write_run(make_record("03" * 32, np.zeros((4, 4), np.float32)))
-    b.write_run(make_record("03" * 32, np.full((4, 4), 1e-45, np.float32)))
-    write_bundle(a, ["03" * 32], tmp_path / "a.h5")
+    ours = make_record("03", np.zeros((4, 4), np.float32))
+    a.write_run(ours)
+    b.write_run(make_record("03", np.full((4, 4), 1e-45, np.float32)))
+    write_bundle(a, [ours.key], tmp_path / "a.h5")
     result = merge_bundle(tmp_path / "a.h5", b)
-    assert result.conflicts == ["03" * 32] and result.added == []
-    assert b.read_run("03" * 32).probabilities[0, 0] == np.float32(1e-45)  # kept
+    assert result.conflicts == [ours.key] and result.added == []
+    assert b.read_run(ours.key).probabilities[0, 0] == np.float32(1e-45)  # kept
 
 
 def test_merge_keeps_another_machines_result_beside_ours(tmp_path):
     server, laptop = ResultCache(tmp_path / "server"), ResultCache(tmp_path / "laptop")
-    theirs = make_record("06" * 32, np.zeros((4, 4), np.float32))
+    theirs = make_record("06", np.zeros((4, 4), np.float32))
     theirs = replace(theirs, provenance={**theirs.provenance, "hostname": "gpu-server"})
     server.write_run(theirs)
-    laptop.write_run(make_record("06" * 32, np.full((4, 4), 1e-45, np.float32)))
-    write_bundle(server, ["06" * 32], tmp_path / "server.h5")
+    laptop.write_run(make_record("06", np.full((4, 4), 1e-45, np.float32)))
+    write_bundle(server, [theirs.key], tmp_path / "server.h5")
     result = merge_bundle(tmp_path / "server.h5", laptop)
     (elsewhere,) = result.from_other_machines
     assert result.added == [elsewhere] and len(laptop.keys()) == 2
     kept = laptop.read_run(elsewhere)
     assert kept.provenance["hostname"] == "gpu-server"
-    assert kept.provenance["merged_from_key"] == "06" * 32
+    assert kept.provenance["merged_from_key"] == theirs.key
     assert kept.label == "gpu-server: cpu b1 r0"
     assert merge_bundle(tmp_path / "server.h5", laptop).added == []  # merging twice: no copy
 
@@ -159,7 +194,7 @@ def test_a_plain_hdf5_file_is_not_a_bundle(tmp_path):
     with pytest.raises(InputError, match="not a segdiff bundle"):
         BundleReader(tmp_path / "other.h5")
     (tmp_path / "text.h5").write_text("nope")
-    with pytest.raises(InputError, match="text.h5: not a readable HDF5 file"):
+    with pytest.raises(InputError, match="text.h5: is not an HDF5 file"):
         BundleReader(tmp_path / "text.h5")
 
 
@@ -167,12 +202,13 @@ def test_a_crafted_bundle_cannot_write_outside_the_cache(tmp_path):
     from segdiff_gui.core.errors import InputError
 
     source = ResultCache(tmp_path / "source")
-    source.write_run(make_record("04" * 32, np.zeros((4, 4), np.float32)))
+    record = make_record("04", np.zeros((4, 4), np.float32))
+    source.write_run(record)
     bundle = tmp_path / "evil.h5"
-    write_bundle(source, ["04" * 32], bundle)
+    write_bundle(source, [record.key], bundle)
     with h5py.File(bundle, "r+") as handle:
-        handle["runs"]["04" * 32].attrs["key"] = "../../../victim/model"
-    with pytest.raises(InputError, match="claims to be run"):
+        handle["runs"][record.key].attrs["key"] = "../../../victim/model"
+    with pytest.raises(InputError, match="attribute 'key' is not a SHA-256 digest"):
         merge_bundle(bundle, ResultCache(tmp_path / "target"))
     with pytest.raises(InputError, match="not a valid run key"):
         ResultCache(tmp_path / "target").run_path("../../../victim/model")

@@ -1,63 +1,112 @@
-"""The parallel map reader gives exactly what HDF5's own reading gives."""
+"""The stored-array reader gives exactly what HDF5's own reading gives, for the layout segdiff
+writes, and refuses everything else (and every damaged chunk) naming the file."""
+
+import zlib
 
 import h5py
 import numpy as np
 import pytest
 
 from segdiff_gui.storage import ResultCache, chunked_read
-from segdiff_gui.storage.chunked_read import read_map
+from segdiff_gui.storage.chunked_read import read_stored_array
+from segdiff_gui.storage.hdf5_access import UnreadableEntry
 from tests.storage.test_cache import make_record
 
 
-@pytest.fixture(autouse=True)
-def every_map_in_parallel(monkeypatch):
-    monkeypatch.setattr(chunked_read, "PARALLEL_FROM_BYTES", 0)
+@pytest.fixture(params=["parallel", "one by one"])
+def either_path(request, monkeypatch):
+    threshold = 0 if request.param == "parallel" else 2**62
+    monkeypatch.setattr(chunked_read, "PARALLEL_FROM_BYTES", threshold)
 
 
 @pytest.mark.parametrize("shape", [(600, 700), (300, 520, 3), (256, 256)])
-def test_a_stored_run_reads_back_bit_for_bit(tmp_path, shape):
+def test_a_stored_run_reads_back_bit_for_bit(tmp_path, shape, either_path):
     # Edge chunks (600 is not a multiple of 256), a class axis, and every bit pattern (NaN
     # payloads, -0, infinities, subnormals, negatives) survive.
     bits = np.random.default_rng(3).integers(0, 2**32, size=shape, dtype=np.uint32)
     values = bits.view(np.float32)
     cache = ResultCache(tmp_path)
-    cache.write_run(make_record("ab" * 32, values))
-    with h5py.File(cache.run_path("ab" * 32)) as handle:
+    kind = "softmax" if len(shape) == 3 else "sigmoid"
+    record = make_record("ab", values, kind=kind)
+    cache.write_run(record)
+    with h5py.File(cache.run_path(record.key)) as handle:
         assert handle["probabilities"].chunks is not None
-    read = cache.read_run("ab" * 32).probabilities
+    read = cache.read_run(record.key).probabilities
     assert read is not None and read.shape == shape
     assert read.view(np.uint32).tobytes() == values.view(np.uint32).tobytes()
 
 
-def test_chunks_hdf5_must_read_itself_are_read_by_hdf5(tmp_path):
+@pytest.mark.parametrize("dtype", ["u1", "<u2", "<f4", "<f8"])
+def test_images_of_every_width_read_back(tmp_path, dtype, either_path):
+    image = (np.arange(300 * 270 * 3) % 251).astype(dtype).reshape(300, 270, 3)
+    cache = ResultCache(tmp_path)
+    cache.write_image("5e" * 32, "t.png", image)
+    back = cache.read_image("5e" * 32)
+    assert back.dtype == image.dtype and np.array_equal(back, image)
+
+
+def _dataset(path, **options):
+    handle = h5py.File(path, "w")
+    defaults = dict(shape=(512, 300), dtype="<f4", chunks=(256, 256), shuffle=True,
+                    compression="gzip")  # fmt: skip
+    return handle, handle.create_dataset("map", **{**defaults, **options})
+
+
+def test_a_chunk_stored_without_deflate_is_read(tmp_path, either_path):
     path = tmp_path / "odd.h5"
-    with h5py.File(path, "w") as handle:
-        dataset = handle.create_dataset(
-            "map", shape=(512, 300), dtype="<f4", chunks=(256, 256), shuffle=True,
-            compression="gzip", fillvalue=0.25,
-        )  # fmt: skip
-        dataset[:256, :256] = 0.5  # an ordinary chunk
-        # A chunk stored with both filters skipped (filter mask 0b11): raw little-endian bytes.
+    handle, dataset = _dataset(path)
+    with handle:
+        dataset[...] = 0.5
+        # HDF5 skips its (optional) deflate where it would not shrink the chunk: filter mask
+        # 0b10, the bytes only shuffled.
         raw = np.full((256, 256), 0.75, dtype="<f4")
-        dataset.id.write_direct_chunk((256, 0), raw.tobytes(), filter_mask=0b11)
-        # Chunks (0, 256) and (256, 256) are never written: the fill value.
+        shuffled = raw.view(np.uint8).reshape(-1, 4).T.copy().tobytes()
+        dataset.id.write_direct_chunk((256, 0), shuffled, filter_mask=0b10)
     with h5py.File(path) as handle:
-        read = read_map(handle["map"])
+        read = read_stored_array(handle["map"], str(path))
         assert np.array_equal(read, handle["map"][()])
-    assert read[0, 0] == 0.5 and read[300, 0] == 0.75 and read[0, 299] == 0.25
+    assert read[0, 0] == 0.5 and read[300, 0] == 0.75
 
 
-def test_other_layouts_are_read_by_hdf5(tmp_path):
+def test_a_map_with_chunks_never_written_is_refused(tmp_path):
+    # HDF5 would give the fill value for them, silently (a virtual dataset's missing source
+    # does the same): a map segdiff wrote has every chunk.
+    path = tmp_path / "holes.h5"
+    handle, dataset = _dataset(path, fillvalue=0.25)
+    with handle:
+        dataset[:256, :256] = 0.5
+    with h5py.File(path) as handle, pytest.raises(UnreadableEntry, match="1 of its 4 chunks"):
+        read_stored_array(handle["map"], str(path))
+
+
+def test_layouts_segdiff_never_writes_are_refused(tmp_path):
     path = tmp_path / "plain.h5"
-    values = np.arange(12, dtype=np.float64).reshape(3, 4)
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
     with h5py.File(path, "w") as handle:
-        handle["contiguous"] = values.astype(np.float32)
-        handle.create_dataset("lzf", data=values.astype(np.float32), chunks=(2, 2),
-                              compression="lzf")  # fmt: skip
-        handle["doubles"] = values
+        handle["contiguous"] = values
+        handle.create_dataset("lzf", data=values, chunks=(2, 2), compression="lzf")
+        handle.create_dataset("big_endian", data=values.astype(">f4"), chunks=(2, 2),
+                              compression="gzip", shuffle=True)  # fmt: skip
+    expected = {
+        "contiguous": "not stored in chunks",
+        "lzf": "not stored through shuffle and deflate",
+        "big_endian": ">f4 values",
+    }
     with h5py.File(path) as handle:
-        for name in ("contiguous", "lzf", "doubles"):
-            assert np.array_equal(read_map(handle[name]), values)
+        for name, problem in expected.items():
+            with pytest.raises(UnreadableEntry, match=problem):
+                read_stored_array(handle[name], str(path))
+
+
+def test_a_chunk_that_inflates_past_its_size_is_refused_without_inflating_it(tmp_path):
+    # The gzip bomb: a few kB that inflate to 1 GB, stored as one 256×256 chunk.
+    path = tmp_path / "bomb.h5"
+    bomb = zlib.compress(b"\0" * 2**30, 9)
+    handle, dataset = _dataset(path, shape=(256, 256))
+    with handle:
+        dataset.id.write_direct_chunk((0, 0), bomb, filter_mask=0)
+    with h5py.File(path) as handle, pytest.raises(UnreadableEntry, match="does not inflate"):
+        read_stored_array(handle["map"], str(path))
 
 
 def _write_map(path, seed, padding=False):
@@ -70,26 +119,26 @@ def _write_map(path, seed, padding=False):
         )  # fmt: skip
 
 
-def test_a_file_replaced_while_open_is_read_as_hdf5_opened_it(tmp_path):
+def test_a_file_replaced_while_open_is_read_as_hdf5_opened_it(tmp_path, either_path):
     # Writes are atomic renames: another process may finish the same key while we read.
     _write_map(tmp_path / "run.h5", 1)
     _write_map(tmp_path / "new.h5", 2, padding=True)
     with h5py.File(tmp_path / "run.h5", "r", locking=False) as handle:
         (tmp_path / "new.h5").replace(tmp_path / "run.h5")
-        assert np.array_equal(read_map(handle["map"]), handle["map"][()])
+        assert np.array_equal(read_stored_array(handle["map"], "run.h5"), handle["map"][()])
 
 
-def test_a_damaged_chunk_is_an_os_error_as_with_hdf5(tmp_path):
+def test_a_damaged_chunk_names_the_file(tmp_path, either_path):
     path = tmp_path / "run.h5"
     _write_map(path, 3)
     with h5py.File(path, "r") as handle:
-        chunks, _ = chunked_read._locate_chunks(handle["map"])
+        chunks = chunked_read._locate_chunks(handle["map"], str(path))
     damaged = chunks[1]
     with open(path, "r+b") as raw:
         raw.seek(damaged.address + damaged.size // 2)
         raw.write(b"\xff" * 64)
-    with h5py.File(path, "r") as handle:
-        with pytest.raises(OSError):
-            handle["map"][()]
-        with pytest.raises(OSError, match="damaged"):
-            read_map(handle["map"])
+    with (
+        h5py.File(path, "r") as handle,
+        pytest.raises(UnreadableEntry, match=rf"{path}: /map has a damaged chunk"),
+    ):
+        read_stored_array(handle["map"], str(path))

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -9,9 +11,9 @@ from tests.storage.test_cache import make_record
 def records():
     zeros = np.zeros((2, 2), np.float32)
     return [
-        make_record("ab" + "0" * 62, zeros, label="cpu b1 r0"),
-        make_record("ac" + "0" * 62, zeros, label="cpu b64 r0"),
-        make_record("bb" + "0" * 62, zeros, label="cpu b64 r0"),
+        replace(make_record("1", zeros, label="cpu b1 r0"), key="ab" + "0" * 62),
+        replace(make_record("2", zeros, label="cpu b64 r0"), key="ac" + "0" * 62),
+        replace(make_record("3", zeros, label="cpu b64 r0"), key="bb" + "0" * 62),
     ]
 
 

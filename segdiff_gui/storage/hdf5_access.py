@@ -1,0 +1,108 @@
+"""Opening HDF5 files that may be hostile: a bundle is untrusted data, and a cache entry may be
+damaged or tampered with.
+
+HDF5 follows soft and external links, reads a dataset's bytes from other files (external raw
+storage, virtual datasets) and opens whatever path it is given, a FIFO included, where it
+blocks for ever. So before HDF5 sees a file we check that it is a plain, non-empty file with the
+HDF5 signature, and every object segdiff reads is reached through a hard link and stored in the
+file itself. Anything else is refused, before a byte of it is read, as :class:`UnreadableEntry`:
+one line that names the file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import h5py
+
+from segdiff_gui.core.errors import InputError, first_line
+
+__all__ = ["UnreadableEntry", "open_h5_for_reading", "plain_dataset", "plain_group"]
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+class UnreadableEntry(InputError):
+    """A file, or one run in it, that cannot be read safely; the rest of a cache still can."""
+
+
+def _check_plain_file(path: Path, follow_symlinks: bool) -> None:
+    try:
+        info = os.stat(path, follow_symlinks=follow_symlinks)
+    except FileNotFoundError:
+        dangling = not follow_symlinks or os.path.islink(path)
+        raise UnreadableEntry(
+            path, "is a dangling symbolic link" if dangling else "no such file"
+        ) from None
+    except OSError as error:
+        raise UnreadableEntry(path, f"cannot be read ({error.strerror or error})") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise UnreadableEntry(path, "is a symbolic link, not a file segdiff wrote")
+    if stat.S_ISDIR(info.st_mode):
+        raise UnreadableEntry(path, "is a folder, not an HDF5 file")
+    if not stat.S_ISREG(info.st_mode):
+        raise UnreadableEntry(path, "is not a regular file (a FIFO, socket or device)")
+    if info.st_size == 0:
+        raise UnreadableEntry(path, "is empty (0 bytes)")
+    # O_NONBLOCK: were the file swapped for a FIFO since the stat, this read must not hang.
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        head = os.read(descriptor, len(HDF5_SIGNATURE))
+    finally:
+        os.close(descriptor)
+    if head != HDF5_SIGNATURE:
+        raise UnreadableEntry(path, "is not an HDF5 file (no HDF5 signature at its start)")
+
+
+def open_h5_for_reading(path: str | Path, follow_symlinks: bool = True) -> h5py.File:
+    """Open a finished file read-only, once it is known to be a plain HDF5 file.
+
+    Cache entries are opened with ``follow_symlinks=False``: segdiff never writes a link there,
+    so one is a tampering (a link to another run would alias it). Locking is pointless for
+    files that never change and fails on some network mounts.
+    """
+    path = Path(path)
+    _check_plain_file(path, follow_symlinks)
+    try:
+        return h5py.File(path, "r", locking=False)
+    except OSError as error:
+        raise UnreadableEntry(path, f"not a readable HDF5 file ({first_line(error)})") from None
+
+
+def _hard_child(group: h5py.Group, name: str, where: str) -> h5py.HLObject:
+    if not name or "/" in name:
+        raise UnreadableEntry(where, f"{group.name} names a member {name[:40]!r}")
+    link = group.get(name, getlink=True)
+    if link is None:
+        raise UnreadableEntry(where, f"has no {_path(group, name)}")
+    if isinstance(link, h5py.ExternalLink):
+        raise UnreadableEntry(where, f"{_path(group, name)} is a link to another file")
+    if not isinstance(link, h5py.HardLink):
+        raise UnreadableEntry(where, f"{_path(group, name)} is a soft link, not stored data")
+    return group[name]
+
+
+def _path(group: h5py.Group, name: str) -> str:
+    return f"{group.name.rstrip('/')}/{name}"
+
+
+def plain_group(group: h5py.Group, name: str, where: str) -> h5py.Group:
+    """The group ``name`` of ``group``, reached through a hard link."""
+    found = _hard_child(group, name, where)
+    if not isinstance(found, h5py.Group):
+        raise UnreadableEntry(where, f"{_path(group, name)} is not a group")
+    return found
+
+
+def plain_dataset(group: h5py.Group, name: str, where: str) -> h5py.Dataset:
+    """The dataset ``name`` of ``group``: a hard link to bytes stored in this very file."""
+    found = _hard_child(group, name, where)
+    if not isinstance(found, h5py.Dataset):
+        raise UnreadableEntry(where, f"{_path(group, name)} is not a dataset")
+    if found.is_virtual:
+        raise UnreadableEntry(where, f"{_path(group, name)} is a virtual dataset (other files)")
+    if found.external:
+        raise UnreadableEntry(where, f"{_path(group, name)} keeps its bytes in external files")
+    return found

@@ -1,0 +1,232 @@
+"""One schema for a stored run's attributes: every value's type and range is checked when a run
+is read, from a cache or from a bundle, so that a crafted or damaged attribute is one line
+naming the file and the attribute, never a traceback somewhere downstream.
+
+Reading is defensive in three ways: an attribute's stored size is bounded before it is read
+(a crafted attribute can be gigabytes), JSON is parsed only from text under that bound and
+nesting too deep for the parser is damage, and each value must have the one type segdiff
+writes (an integer where an integer belongs, a list of 64-hex digests for the batch …).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import fields
+from typing import Any
+
+import h5py
+import numpy as np
+
+from segdiff_gui.core.config import ConfigError, OutputSelection, Preprocessing, RunConfig
+from segdiff_gui.core.limits import MAX_BATCH, MAX_CHANNELS, MAX_REPEATS, MAX_TEXT_BYTES
+from segdiff_gui.core.text import printable
+from segdiff_gui.storage.hdf5_access import UnreadableEntry
+
+__all__ = [
+    "AttributeReader",
+    "check_config",
+    "check_digest_list",
+    "check_output",
+    "check_preprocessing",
+    "check_raw_shape",
+]
+
+_DIGEST_CHARS = frozenset("0123456789abcdef")
+
+
+def is_digest(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _DIGEST_CHARS
+
+
+class AttributeReader:
+    """Typed, bounded reads of one HDF5 object's attributes; errors name ``where`` and the
+    attribute."""
+
+    def __init__(self, attrs: h5py.AttributeManager, where: str, owner: str) -> None:
+        self.attrs = attrs
+        self.where = where
+        self.owner = owner  # the group's name inside the file, for the message
+
+    def fail(self, name: str, problem: str) -> UnreadableEntry:
+        return UnreadableEntry(self.where, f"{self.owner} attribute {name!r} {problem}")
+
+    def names(self) -> list[str]:
+        return list(self.attrs.keys())
+
+    def raw(self, name: str) -> Any:
+        if name not in self.attrs:
+            raise self.fail(name, "is missing")
+        try:
+            size = self.attrs.get_id(name).get_storage_size()
+            if size > MAX_TEXT_BYTES:
+                raise self.fail(name, f"is {size:,} bytes (more than segdiff ever writes)")
+            return self.attrs[name]
+        except UnreadableEntry:
+            raise
+        except Exception as error:  # noqa: BLE001 - h5py fails in many ways on odd types
+            raise self.fail(name, f"cannot be read ({type(error).__name__})") from None
+
+    def text(self, name: str) -> str:
+        value = self.raw(name)
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise self.fail(name, "is not UTF-8 text") from None
+        if not isinstance(value, str):
+            raise self.fail(name, f"is {_kind(value)} where text belongs")
+        # A variable-length string's size is known only once read (it is no larger than the
+        # file, whose bytes are real): past the bound it is refused before it is parsed.
+        if len(value) > MAX_TEXT_BYTES:
+            raise self.fail(name, f"is {len(value):,} characters (more than segdiff ever writes)")
+        return value
+
+    def display_text(self, name: str, limit: int = 4096) -> str:
+        """Text shown to people (a file or host name): bounded, with no control characters."""
+        value = self.text(name)
+        if len(value) > limit:
+            raise self.fail(name, f"is {len(value):,} characters long")
+        return printable(value)
+
+    def integer(self, name: str, low: int, high: int) -> int:
+        value = self.raw(name)
+        if isinstance(value, np.integer) and value.ndim == 0:
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.fail(name, f"is {_kind(value)} where a whole number belongs")
+        if not low <= value <= high:
+            raise self.fail(name, f"is {value}, outside {low}..{high}")
+        return value
+
+    def digest(self, name: str) -> str:
+        value = self.text(name)
+        if not is_digest(value):
+            raise self.fail(name, "is not a SHA-256 digest (64 hex digits)")
+        return value
+
+    def json(self, name: str) -> Any:
+        text = self.text(name)
+        try:
+            return json.loads(text)
+        except RecursionError:
+            raise self.fail(name, "nests too deeply") from None
+        except ValueError:
+            raise self.fail(name, "is not valid JSON") from None
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, np.ndarray):
+        return f"an array of {value.dtype} {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
+
+
+def check_config(data: object, fail: Any) -> RunConfig:
+    """A stored configuration: a dict of known knobs, each of its knob's type."""
+    if not isinstance(data, dict):
+        raise fail(f"is {_kind(data)}, not a configuration")
+    types = {f.name: type(f.default) for f in fields(RunConfig)}
+    for name, value in data.items():
+        if name not in types:
+            raise fail(f"names an unknown knob {str(name)[:40]!r}")
+        wanted = types[name]
+        if type(value) is not wanted:  # bool is an int: compare exactly
+            raise fail(f"gives {name} as {_kind(value)}, not a {wanted.__name__}")
+    if data.get("batch", 1) > MAX_BATCH or data.get("threads", 0) > 4096:
+        raise fail("gives a batch or thread count beyond segdiff's bounds")
+    try:
+        return RunConfig.from_dict(data)
+    except ConfigError as error:
+        raise fail(f"is not a valid configuration: {error}") from None
+
+
+def _finite_numbers(value: object, most: int) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) <= most
+        and all(
+            type(v) in (int, float) and math.isfinite(v)  # noqa: E721 - bool is no number
+            for v in value
+        )
+    )
+
+
+def check_preprocessing(data: object, fail: Any) -> Preprocessing:
+    if not isinstance(data, dict) or set(data) - {"scale", "mean", "std", "color", "resize"}:
+        raise fail("is not a preprocessing (scale, mean, std, color, resize)")
+    scale = data.get("scale")
+    if scale is not None and not (
+        type(scale) in (int, float) and math.isfinite(scale) and scale > 0  # noqa: E721
+    ):
+        raise fail("gives a scale that is not a positive finite number")
+    for name in ("mean", "std"):
+        if not _finite_numbers(data.get(name, []), 4):
+            raise fail(f"gives a {name} that is not up to four finite numbers")
+    if not all(isinstance(data.get(name, ""), str) for name in ("color", "resize")):
+        raise fail("gives a color or resize that is not text")
+    try:
+        return Preprocessing.from_dict(data)
+    except ConfigError as error:
+        raise fail(f"is not a valid preprocessing: {error}") from None
+
+
+def check_output(data: object, fail: Any) -> OutputSelection:
+    if not isinstance(data, dict) or set(data) - {"output", "activation"}:
+        raise fail("is not an output selection (output, activation)")
+    if not isinstance(data.get("output"), str | None) or not isinstance(
+        data.get("activation", "none"), str
+    ):
+        raise fail("gives an output or activation that is not text")
+    try:
+        return OutputSelection.from_dict(data)
+    except ConfigError as error:
+        raise fail(f"is not a valid output selection: {error}") from None
+
+
+def check_digest_list(data: object, length: int, fail: Any) -> list[str]:
+    if not isinstance(data, list) or len(data) != length or not all(map(is_digest, data)):
+        raise fail(f"is not a list of {length} SHA-256 digests")
+    return data
+
+
+def check_names(data: object, length: int, fail: Any) -> list[str]:
+    if not isinstance(data, list) or len(data) != length:
+        raise fail(f"is not a list of {length} names")
+    if not all(isinstance(name, str) and len(name) <= 4096 for name in data):
+        raise fail("holds something other than names")
+    return [printable(name) for name in data]
+
+
+def check_raw_shape(
+    data: object, batch: int, map_shape: tuple[int, ...], kind: str, fail: Any
+) -> list[int | None]:
+    """The model's raw output shape (batch × H × W × C) must agree with the stored map."""
+    if not isinstance(data, list) or len(data) != 4:
+        raise fail("is not a shape of four dimensions (batch, height, width, channels)")
+    if not all(type(d) is int and d >= 0 for d in data):
+        raise fail("holds something other than sizes")
+    channels = 1 if kind == "sigmoid" else (map_shape[2] if len(map_shape) == 3 else -1)
+    if data != [batch, *map_shape[:2], channels]:
+        raise fail(
+            f"is {data}, which does not agree with the stored {kind} map "
+            f"{list(map_shape)} of a batch of {batch}"
+        )
+    return data
+
+
+def check_map_shape(
+    shape: tuple[int, ...], dtype: np.dtype, kind: str, fail: Any
+) -> tuple[int, ...]:
+    """What a sigmoid (H×W) or softmax (H×W×C) map's dataset must declare, before reading."""
+    if dtype != np.dtype("<f4"):
+        raise fail(f"holds {dtype.str} values; segdiff stores maps as little-endian float32")
+    wanted = 2 if kind == "sigmoid" else 3
+    if len(shape) != wanted or any(n < 1 for n in shape):
+        raise fail(f"has shape {list(shape)}; a {kind} map is {'H×W' if wanted == 2 else 'H×W×C'}")
+    if kind == "softmax" and not 2 <= shape[2] <= MAX_CHANNELS:
+        raise fail(f"has {shape[2]} classes (2..{MAX_CHANNELS} expected)")
+    return shape
+
+
+def check_repeat(value: int) -> int:
+    return value if 0 <= value < MAX_REPEATS else -1
