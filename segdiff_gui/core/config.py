@@ -8,10 +8,13 @@ switched between runs inside one child.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, fields, replace
 from fractions import Fraction
 from typing import Any, Literal
+
+from segdiff_gui.core.limits import MAX_BATCH
 
 __all__ = [
     "PRECISIONS",
@@ -72,8 +75,8 @@ class RunConfig:
         object.__setattr__(self, "device", f"{kind}:{index}" if kind == "gpu" else "cpu")
         if kind == "gpu" and index is None:
             object.__setattr__(self, "device", "gpu:0")
-        if self.batch < 1:
-            raise ConfigError(f"batch must be at least 1, not {self.batch}")
+        if not 1 <= self.batch <= MAX_BATCH:
+            raise ConfigError(f"batch must be between 1 and {MAX_BATCH:,}, not {self.batch:,}")
         if self.context not in ("set", "copies"):
             raise ConfigError(f"context must be 'set' or 'copies', not {self.context!r}")
         if not 0 <= self.position < self.batch:
@@ -204,6 +207,10 @@ class Preprocessing:
             raise ConfigError(f"color must be keep, gray or rgb, not {self.color!r}")
         if self.resize not in ("refuse", "bilinear"):
             raise ConfigError(f"resize must be refuse or bilinear, not {self.resize!r}")
+        if self.scale is not None and not (math.isfinite(self.scale) and self.scale > 0):
+            raise ConfigError(f"scale must be a positive finite number, not {self.scale}")
+        if not all(math.isfinite(v) for v in (*self.mean, *self.std)):
+            raise ConfigError("mean and std must be finite numbers (not nan or inf)")
         if any(s == 0 for s in self.std):
             raise ConfigError("std must not contain 0")
 

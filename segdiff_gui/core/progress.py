@@ -99,6 +99,7 @@ class ChildFatal(Message):
     event: ClassVar[str] = "fatal"
     path: str
     problem: str
+    detail: str = ""  # the child's traceback, shown with --debug
 
     @property
     def error(self) -> str:

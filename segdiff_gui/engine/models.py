@@ -113,16 +113,18 @@ def _load_keras(path: Path, trust: bool) -> LoadedModel:
     try:
         model = keras.models.load_model(path, compile=False, safe_mode=not trust)
     except ValueError as error:
-        if "safe_mode" in str(error) or "Lambda" in str(error):
+        if not trust and ("safe_mode" in str(error) or "Lambda" in str(error)):
             raise InputError(
                 path,
                 "contains Python code (e.g. a Lambda layer) that Keras safe "
                 "mode refuses to load; pass --trust-model only if you trust "
                 "where the file came from",
             ) from None
-        raise InputError(path, f"cannot be loaded as a Keras model: {first_line(error)}") from None
+        # Trusted, the model's own code failed: its cause is the message (and, with --debug,
+        # the traceback the child sends along).
+        raise InputError(path, f"cannot be loaded as a Keras model: {first_line(error)}") from error
     except Exception as error:  # noqa: BLE001 - Keras raises many types for a corrupt file
-        raise InputError(path, f"cannot be loaded as a Keras model: {first_line(error)}") from None
+        raise InputError(path, f"cannot be loaded as a Keras model: {first_line(error)}") from error
     if len(model.inputs) != 1:
         raise InputError(path, f"model has {len(model.inputs)} inputs; segdiff feeds one image")
     return LoadedModel(

@@ -3,7 +3,9 @@ the cache. Imported only after the process-level environment is set (see ``__mai
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 import traceback
 from collections import OrderedDict
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import tensorflow as tf
 
 from segdiff_gui.core.errors import InputError, first_line
@@ -67,6 +70,19 @@ def _test_hooks(label: str, after_write: bool = False) -> None:
         time.sleep(3600)
 
 
+def _check_batch_fits(batch: int, one: np.ndarray) -> None:
+    """A batch is one tensor, plus the model's activations: refuse one that cannot fit."""
+    needed = batch * one.nbytes
+    available = psutil.virtual_memory().available
+    if needed > available // 2:
+        raise InputError(
+            "batch",
+            f"a batch of {batch:,} inputs of {_shape_text(one)} float32 needs "
+            f"{needed / 2**30:,.1f} GiB, over half of the {available / 2**30:,.1f} GiB this "
+            "machine has free; choose a smaller batch",
+        )
+
+
 class JobRunner:
     def __init__(self, job: EngineJob, channel: Channel) -> None:
         self.job = job
@@ -113,6 +129,7 @@ class JobRunner:
                     f"{_shape_text(target)}; a batch needs equal sizes (add --resize bilinear "
                     "for a model with a fixed input size, or use context=copies)",
                 )
+        _check_batch_fits(run.config.batch, target)
         return np.stack(inputs)
 
     def compiled(self, precision: str, xla: bool, tf32: bool) -> Forward:
@@ -233,7 +250,17 @@ class JobRunner:
         return 0
 
 
+def _test_death_at_start() -> None:
+    """Test-only: the first child of a test dies before any run, as the OOM killer does it
+    while a model loads; the flag file tells the next child it is not the first."""
+    if (flag := os.environ.get("SEGDIFF_TEST_DIE_AT_START")) and not os.path.exists(flag):
+        with contextlib.suppress(OSError):  # a flag that cannot be made: every child dies
+            Path(flag).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def run_job(job: EngineJob, channel: Channel) -> int:
+    _test_death_at_start()
     determinism, _onednn, threads = job.process_settings()
     # Both must happen before the first op initialises the runtime.
     if threads:
@@ -243,5 +270,5 @@ def run_job(job: EngineJob, channel: Channel) -> int:
     try:
         return JobRunner(job, channel).run_all()
     except InputError as error:
-        channel.send(ChildFatal(error.path, error.problem))
+        channel.send(ChildFatal(error.path, error.problem, traceback.format_exc()[-4000:]))
         return 3

@@ -3,11 +3,16 @@ NPY through numpy without pickles. Every failure is an :class:`InputError` namin
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.limits import check_pixels, max_pixels
 
 __all__ = ["IMAGE_SUFFIXES", "collect_images", "read_image"]
 
@@ -37,11 +42,16 @@ def _read_with_pillow(path: Path) -> np.ndarray:
             "is a 16-bit colour PNG, which would be read with only 8 bits per channel; "
             "save it as a 16-bit TIFF",
         )
+    # segdiff's own pixel bound (checked from the header below) replaces Pillow's, which would
+    # otherwise warn on stderr or refuse at a size the user cannot raise.
+    Image.MAX_IMAGE_PIXELS = None
     try:
         opened = Image.open(path)
     except UnidentifiedImageError:
         raise _NotAnImage from None
     with opened as image:
+        width, height = image.size
+        check_pixels(path, height, width)
         image.load()
         mode = _PIL_MODES.get(image.mode)
         if image.mode == "P" and "transparency" not in image.info:
@@ -58,9 +68,48 @@ def _read_with_tifffile(path: Path) -> np.ndarray:
     import tifffile
 
     try:
-        return np.asarray(tifffile.imread(path))
+        with tifffile.TiffFile(path) as tiff:
+            if not tiff.series:
+                raise _NotAnImage
+            series = tiff.series[0]
+            _check_declared_shape(path, tuple(series.shape))
+            return np.asarray(series.asarray())
     except tifffile.TiffFileError:
         raise _NotAnImage from None
+
+
+def _check_declared_shape(path: Path, shape: tuple[int, ...]) -> None:
+    """Refuse, from a header, an image over the pixel bound (pages or channels included)."""
+    sizes = sorted(shape, reverse=True)
+    height, width = (sizes + [1, 1])[:2]
+    check_pixels(path, height, width)
+    values = int(np.prod(shape, dtype=np.float64))
+    if values > 8 * max_pixels():
+        raise InputError(path, f"declares {values:,} values (shape {list(shape)}), not an image")
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    with path.open("rb") as handle:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, _, _ = np.lib.format.read_array_header_1_0(handle)
+        else:
+            shape, _, _ = np.lib.format.read_array_header_2_0(handle)
+    _check_declared_shape(path, tuple(shape))
+    loaded: np.ndarray = np.load(path, allow_pickle=False)
+    return loaded
+
+
+@contextlib.contextmanager
+def _quiet_logger(name: str) -> Iterator[None]:
+    """tifffile logs what it skips (a bad tag) through ``logging``, which prints to stderr."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def read_image(path: str | Path) -> np.ndarray:
@@ -70,12 +119,16 @@ def read_image(path: str | Path) -> np.ndarray:
         raise InputError(path, "no such image file")
     suffix = path.suffix.lower()
     try:
-        if suffix == ".npy":
-            array = np.load(path, allow_pickle=False)
-        elif suffix in (".tif", ".tiff"):
-            array = _read_with_tifffile(path)
-        else:
-            array = _read_with_pillow(path)
+        # A decoder's warnings (a truncated file, an odd tag) would be raw lines on stderr; a
+        # file that can be read is read, one that cannot is refused below in one line.
+        with warnings.catch_warnings(), _quiet_logger("tifffile"):
+            warnings.simplefilter("ignore")
+            if suffix == ".npy":
+                array = _read_npy(path)
+            elif suffix in (".tif", ".tiff"):
+                array = _read_with_tifffile(path)
+            else:
+                array = _read_with_pillow(path)
     except InputError:
         raise
     except _NotAnImage:

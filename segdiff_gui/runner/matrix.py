@@ -49,6 +49,7 @@ class MatrixRunner:
         self._cancel = threading.Event()
         self._child: ChildProcess | None = None
         self._lock = threading.Lock()
+        self._fruitless = 0
         self._image_of = (
             {run.key: plan.images[run.target].name for run in plan.runs}
             if len(plan.targets) > 1
@@ -111,6 +112,9 @@ class MatrixRunner:
     def _run_job(self, job: EngineJob) -> Iterator[Message]:
         """Run a job's runs, starting a fresh child for the rest after each crash or hang."""
         pending: dict[str, PlannedRun] = {run.key: run for run in job.runs}
+        # Children in a row that died before starting any run (the OOM killer during the
+        # model's load, a kill from outside): the first is retried, the second fails the rest.
+        self._fruitless = 0
         while pending and not self.cancelled:
             child = self._start(replace(job, runs=tuple(pending.values())))
             try:
@@ -144,7 +148,9 @@ class MatrixRunner:
                 elif isinstance(message, ChildFatal):
                     yield message
                     for run in pending.values():
-                        yield RunFailed(run.key, run.label, message.error, input_error=True)
+                        yield RunFailed(
+                            run.key, run.label, message.error, message.detail, input_error=True
+                        )
                     pending.clear()
                     return
                 yield message
@@ -166,7 +172,12 @@ class MatrixRunner:
         tail = child.stderr_tail()
         lost = [in_flight] if in_flight is not None else []
         if not lost and not progressed:
-            lost = list(pending.values())  # it died before any run: retrying would loop
+            self._fruitless += 1
+            if self._fruitless < 2:
+                return  # died before any run: a fresh child gets them all once more
+            lost = list(pending.values())  # twice in a row: retrying would loop
+        else:
+            self._fruitless = 0
         for run in lost:
             pending.pop(run.key, None)
             yield RunFailed(run.key, run.label, problem, tail)

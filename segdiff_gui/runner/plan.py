@@ -15,8 +15,10 @@ from segdiff_gui.core.environment import keyed_environment
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
+from segdiff_gui.core.limits import MAX_REPEATS
 from segdiff_gui.io.images import read_image
-from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
+from segdiff_gui.storage.records import is_merged
 
 __all__ = ["MatrixPlan", "batch_slots", "plan_matrix", "shard_slice"]
 
@@ -44,6 +46,10 @@ class MatrixPlan:
     cached: tuple[PlannedRun, ...]
     jobs: tuple[EngineJob, ...]
     model_hash: str
+    # Cached entries found damaged, computed again (each names its file and what was wrong).
+    damaged: tuple[UnreadableEntry, ...] = ()
+    # Cached runs that came from a bundle, not from this machine (said so in reports).
+    merged: frozenset[str] = frozenset()
 
     @property
     def target(self) -> int:
@@ -143,8 +149,9 @@ def plan_matrix(
     model = check_model_path(model_path)
     if not image_paths:
         raise InputError(model, "no images given")
-    if repeats < 1:
-        raise InputError("--repeats", "must be at least 1")
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise InputError("repeats", f"must be between 1 and {MAX_REPEATS:,}, not {repeats:,}")
+    cache.claim()  # before anything is written into the folder
     preprocessing = preprocessing or Preprocessing()
     output = output or OutputSelection()
     refs = _image_refs([Path(p) for p in image_paths])
@@ -186,13 +193,26 @@ def plan_matrix(
     for target_index in targets:
         # Keep each target image beside its results, so they can be shown without the original.
         target_ref = refs[target_index]
-        if not cache.image_path(target_ref.hash).is_file():  # decode only what is not stored
+        if not cache.has_image(target_ref.hash):  # decode only what is not stored (whole)
             cache.write_image(target_ref.hash, target_ref.name, read_image(target_ref.path))
             decoded.add(target_ref.hash)
     cached: list[PlannedRun] = []
     to_compute: list[PlannedRun] = []
+    damaged: list[UnreadableEntry] = []
+    merged: set[str] = set()
     for run in runs:
-        (cached if cache.has(run.key) else to_compute).append(run)
+        if not cache.has(run.key):
+            to_compute.append(run)
+            continue
+        # A damaged entry (a flipped byte, a truncated file) is computed again and replaced.
+        record, problem = cache.checked(run.key)
+        if problem is not None:
+            damaged.append(problem)
+            to_compute.append(run)
+            continue
+        cached.append(run)
+        if record is not None and is_merged(record):
+            merged.add(run.key)
     _check_images(refs, to_compute, decoded)
     groups: dict[tuple[bool, bool, int], list[PlannedRun]] = {}
     for run in to_compute:
@@ -211,5 +231,13 @@ def plan_matrix(
         for group in groups.values()
     )
     return MatrixPlan(
-        model, tuple(refs), tuple(targets), tuple(runs), tuple(cached), jobs, model_hash
+        model,
+        tuple(refs),
+        tuple(targets),
+        tuple(runs),
+        tuple(cached),
+        jobs,
+        model_hash,
+        tuple(damaged),
+        frozenset(merged),
     )

@@ -34,7 +34,7 @@ def test_defaults_and_aliases():
     "spec, fragment",
     [
         ("device=tpu", "device must be"),
-        ("batch=0", "batch must be at least 1"),
+        ("batch=0", "batch must be between 1 and 4,096"),
         ("batch=4,position=4", "position 4 is outside a batch of 4"),
         ("xla=maybe", "xla must be on or off"),
         ("threads=two", "threads must be a whole number"),

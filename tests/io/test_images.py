@@ -106,3 +106,62 @@ def test_sixteen_bit_colour_png_is_refused_not_truncated(tmp_path):
     with pytest.raises(InputError, match="deep.png: is a 16-bit colour PNG") as refused:
         read_image(tmp_path / "deep.png")
     assert "cannot be read" not in str(refused.value)  # said once, not wrapped again
+
+
+def _lying_tiff(path):
+    """A tiled deflate TIFF of 256² whose header claims 50000² (decoding it would take 2.5 GB)."""
+    tifffile.imwrite(path, np.zeros((256, 256), np.uint8), tile=(256, 256), compression="zlib")
+    with open(path, "r+b") as handle, tifffile.TiffFile(handle) as tiff:
+        for name in ("ImageWidth", "ImageLength"):
+            tiff.pages[0].tags[name].overwrite(50_000)
+
+
+def _lying_npy(path):
+    np.save(path, np.zeros((4, 4), np.float32))
+    data = path.read_bytes().replace(b"(4, 4)", b"(99999, 99999)".ljust(6))
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize(
+    "name, write",
+    [
+        ("huge.png", lambda path: path.write_bytes(_png(30_000, 30_000))),
+        ("huge.tif", _lying_tiff),
+        ("huge.npy", _lying_npy),
+    ],
+)
+def test_a_header_over_the_pixel_limit_is_refused_before_decoding(tmp_path, name, write):
+    import resource
+
+    path = tmp_path / name
+    write(path)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(InputError, match=rf"{name}: .* over segdiff's limit .*SEGDIFF_MAX_PIXELS"):
+        read_image(path)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 200_000  # nothing near the 0.9–10 GB those headers claim
+
+
+def test_the_pixel_limit_can_be_raised_and_lowered(tmp_path, monkeypatch):
+    Image.fromarray(np.zeros((100, 100), np.uint8)).save(tmp_path / "a.png")
+    monkeypatch.setenv("SEGDIFF_MAX_PIXELS", "5000")
+    with pytest.raises(InputError, match="100×100 pixels is over segdiff's limit of 5,000"):
+        read_image(tmp_path / "a.png")
+    monkeypatch.setenv("SEGDIFF_MAX_PIXELS", "10000")
+    assert read_image(tmp_path / "a.png").shape == (100, 100)
+
+
+def test_decoder_warnings_do_not_reach_stderr(tmp_path, capfd):
+    # A TIFF with a tag pointing past the end of the file: tifffile skips the tag and logs an
+    # error on stderr. The image reads; the log line must not reach segdiff's output.
+    path = tmp_path / "odd.tif"
+    tifffile.imwrite(path, np.zeros((8, 8), np.uint8), description="x" * 100)
+    data = bytearray(path.read_bytes())
+    (ifd,) = struct.unpack("<I", data[4:8])
+    (count,) = struct.unpack("<H", data[ifd : ifd + 2])
+    for entry in range(ifd + 2, ifd + 2 + 12 * count, 12):
+        if struct.unpack("<H", data[entry : entry + 2])[0] == 270:  # ImageDescription
+            data[entry + 8 : entry + 12] = struct.pack("<I", 10**8)
+    path.write_bytes(bytes(data))
+    assert read_image(path).shape == (8, 8)
+    assert capfd.readouterr().err == ""

@@ -40,6 +40,25 @@ def test_an_aborting_child_fails_only_its_run(models, small_images, cache):
     assert isinstance(messages[-1], AllDone) and messages[-1].failed == 1
 
 
+def test_a_child_killed_before_its_first_run_costs_no_run(models, small_images, cache, tmp_path):
+    # Killed while loading the model: the old runner failed every run it had been given.
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    flag = tmp_path / "first-child-died"
+    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_DIE_AT_START": str(flag)})
+    finished, failed = outcome(list(runner.run()))
+    assert flag.exists()  # the first child did die
+    assert finished == {"cpu b1 r0", "cpu b2 r0", "cpu b3 r0"} and not failed
+
+
+def test_a_child_that_dies_at_start_every_time_fails_its_runs_once(models, small_images, cache):
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_DIE_AT_START": "/dev/null/x"})
+    messages = list(runner.run())
+    finished, failed = outcome(messages)
+    assert not finished and set(failed) == {"cpu b1 r0", "cpu b2 r0", "cpu b3 r0"}
+    assert "died from SIGKILL" in failed["cpu b1 r0"].error
+
+
 def test_a_hanging_child_is_killed_after_the_timeout(models, small_images, cache):
     plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
     runner = MatrixRunner(
