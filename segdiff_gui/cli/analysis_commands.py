@@ -4,11 +4,18 @@ bundle, without merging it). No TensorFlow, no children: everything is in the HD
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.console import Console
+from rich.markup import escape
 
-from segdiff_gui.cli.commands import EXIT_FAILED_RUNS, EXIT_OK, open_cache
+from segdiff_gui.cli.commands import (
+    EXIT_FAILED_RUNS,
+    EXIT_OK,
+    err_console,
+    open_cache,
+    report_damaged,
+)
 from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
@@ -26,28 +33,49 @@ from segdiff_gui.storage.studies import RunStore, comparable_groups, group_of, l
 __all__ = ["command_check", "command_compare", "command_export", "command_report"]
 
 
-def runs_source(args: argparse.Namespace) -> tuple[RunStore, list[RunRecord], str]:
-    """The runs to analyse: a bundle given with --bundle, else the cache."""
+class RunsSource(NamedTuple):
+    store: RunStore
+    records: list[RunRecord]
+    where: str
+    damaged: list[InputError]
+
+
+def runs_source(args: argparse.Namespace) -> RunsSource:
+    """The runs to analyse: a bundle given with --bundle, else the cache; and every entry that
+    could not be read (each command reports them, and then exits 2: it did not see them)."""
     if getattr(args, "bundle", None):
         bundle = BundleReader(args.bundle)
-        return bundle, bundle.records(), str(bundle.path)
-    cache = open_cache(args)
-    records = cache.records()
-    if not records:
-        raise InputError(cache.root, "holds no runs; run 'segdiff run' or 'segdiff demo' first")
-    return cache, records, str(cache.root)
+        scan = bundle.scan()
+        where = str(bundle.path)
+        store: RunStore = bundle
+    else:
+        cache = open_cache(args)
+        scan = cache.scan()
+        where, store = str(cache.root), cache
+    if not scan.records:
+        if scan.damaged:
+            report_damaged(err_console(), scan.damaged[1:])
+            raise scan.damaged[0]
+        raise InputError(where, "holds no runs; run 'segdiff run' or 'segdiff demo' first")
+    return RunsSource(store, scan.records, where, list(scan.damaged))
 
 
-def studies_of(args: argparse.Namespace) -> tuple[RunStore, list[tuple[Study, RunRecord]], str]:
+def studies_of(
+    args: argparse.Namespace,
+) -> tuple[RunStore, list[tuple[Study, RunRecord]], str, list[InputError]]:
     """One study per comparable group (or just the group of --ref), with a sample record."""
-    store, records, where = runs_source(args)
+    store, records, where, damaged = runs_source(args)
     groups = comparable_groups(records, args.model, args.image)
     if args.ref:
         # A label like "cpu b1 r0" exists for every image: --model/--image narrow it first.
         reference = select_run([r for group in groups for r in group], args.ref)
         group = group_of(records, reference)
-        return store, [(load_study(store, group, args.cutoff, reference), reference)], where
-    return store, [(load_study(store, group, args.cutoff), group[0]) for group in groups], where
+        studies = [(load_study(store, group, args.cutoff, reference, damaged), reference)]
+    else:
+        studies = [
+            (load_study(store, group, args.cutoff, None, damaged), group[0]) for group in groups
+        ]
+    return store, studies, where, damaged
 
 
 def _context(record: RunRecord, where: str) -> dict[str, Any]:
@@ -55,7 +83,8 @@ def _context(record: RunRecord, where: str) -> dict[str, Any]:
 
 
 def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
-    _, studies, where = studies_of(args)
+    _, studies, where, damaged = studies_of(args)
+    status = report_damaged(err, damaged)
     if args.json:
         _json(
             [
@@ -70,25 +99,31 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
                 for study, record in studies
             ]
         )
-        return EXIT_OK
+        return status
     for study, record in studies:
         out.print(
-            f"[bold]{record.model_name}[/] on [bold]{record.target_name}[/] "
+            f"[bold]{escape(record.model_name)}[/] on [bold]{escape(record.target_name)}[/] "
             f"({_plural(len(study.runs), 'run')})"
         )
+        if study.reference.merged_from:
+            out.print(
+                f"reference {study.reference.label} came from {study.reference.merged_from}: "
+                "no run of this machine is comparable",
+                markup=False,
+            )
         if not study.others:
-            out.print(f"only {study.reference.label}: nothing to compare with")
+            out.print(f"only {study.reference.label}: nothing to compare with", markup=False)
             continue
         out.print(differences_table(study, record.target_name))
         for line in plain_sentences(study) + verdict_lines(study):
-            out.print(line)
-    return EXIT_OK
+            out.print(line, markup=False)
+    return status
 
 
 def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not (args.mask or args.csv):
         raise InputError("export", "name what to write: --mask FILE and/or --csv FILE")
-    store, records, _ = runs_source(args)
+    store, records, _, damaged = runs_source(args)
     candidates = [r for group in comparable_groups(records, args.model, args.image) for r in group]
     reference = select_run(candidates, args.ref)
     group = group_of(records, reference)
@@ -102,7 +137,8 @@ def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
             f"is not comparable with {reference.label} (another "
             "model, image, preprocessing or map shape)",
         )
-    study = load_study(store, group, args.cutoff, reference)
+    study = load_study(store, group, args.cutoff, reference, damaged)
+    status = report_damaged(err, damaged)
     other_run = next(run for run in study.runs if run.key == other.key)
     flips = study.flips(other_run)
     if args.mask:
@@ -114,14 +150,15 @@ def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.csv:
         count = write_pixel_csv(args.csv, study, other_run, include_at_risk=args.at_risk)
         what = "flipped or at-risk pixel" if args.at_risk else "flipped pixel"
-        out.print(f"wrote {_plural(count, what)} to {args.csv}")
-    return EXIT_OK
+        out.print(f"wrote {_plural(count, what)} to {args.csv}", markup=False)
+    return status
 
 
 def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not (args.html or args.json_file):
         raise InputError("report", "name what to write: --html FILE and/or --json FILE")
-    store, studies, where = studies_of(args)
+    store, studies, where, damaged = studies_of(args)
+    status = report_damaged(err, damaged)
     if len(studies) > 1:
         names = ", ".join(f"{r.model_name} on {r.target_name}" for _, r in studies[:6])
         raise InputError(
@@ -137,8 +174,8 @@ def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print(f"wrote the JSON report to {args.json_file}")
     if args.html:
         write_html_report(args.html, data, study, store.read_image(record.target_hash))
-        out.print(f"wrote the HTML report to {args.html}")
-    return EXIT_OK
+        out.print(f"wrote the HTML report to {args.html}", markup=False)
+    return status
 
 
 def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -147,7 +184,10 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
         bounds["flips"] = 0  # no bound named: any class flip fails
     # A value that is NaN where the reference has a number always fails: no bound covers it.
     bounds["nan_mismatches"] = 0
-    _, studies, _ = studies_of(args)
+    _, studies, _, damaged = studies_of(args)
+    status = report_damaged(err, damaged)
+    # A gate that could not read a run must not pass by not seeing it: exit 2, and say so.
+    unreadable = [f"FAIL unreadable: {entry}" for entry in damaged]
     failures, checked = [], 0
     for study, record in studies:
         for row in study.rows():
@@ -159,7 +199,7 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
                         f"{name.replace('_', ' ')} {row[name]:,} > {bound:,} against "
                         f"{row['reference']} at cutoff {study.cutoff:g}"
                     )
-    if checked == 0:
+    if checked == 0 and not damaged:
         raise InputError(
             "check",
             "found no run to compare with a reference (each model and "
@@ -167,13 +207,19 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
         )
     named = ", ".join(f"{k.replace('_', ' ')} ≤ {v:,}" for k, v in bounds.items() if v is not None)
     if args.json:
-        _json({"bounds": bounds, "checked": checked, "failures": failures})
+        _json(
+            {"bounds": bounds, "checked": checked, "failures": failures, "unreadable": unreadable}
+        )
     else:
-        for line in failures:
+        for line in unreadable + failures:
             out.print(line, markup=False)
-        verdict = "FAILED" if failures else "OK"
+        verdict = "FAILED" if failures or unreadable else "OK"
+        could_not = f", {len(unreadable)} could not be read" if unreadable else ""
         out.print(
             f"{verdict}: {_plural(checked, 'run')} checked against {named}; "
-            f"{len(failures)} over a bound"
+            f"{len(failures)} over a bound{could_not}",
+            markup=False,
         )
+    if status:
+        return status
     return EXIT_FAILED_RUNS if failures else EXIT_OK

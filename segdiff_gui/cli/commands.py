@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from segdiff_gui.core.config import (
     parse_preprocessing,
 )
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.resources import demo_images, demo_model
@@ -31,7 +33,7 @@ from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
 from segdiff_gui.runner.matrices import default_configs, demo_configs
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, check_model_path, plan_matrix, shard_slice
-from segdiff_gui.storage.bundle import BundleReader, is_bundle, merge_bundle, write_bundle
+from segdiff_gui.storage.bundle import check_bundle, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_runs
@@ -41,10 +43,24 @@ EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2
 DEFAULT_REPEATS = 2
 
 
-def open_cache(args: argparse.Namespace) -> ResultCache:
+def open_cache(args: argparse.Namespace, writing: bool = False) -> ResultCache:
+    """The cache the command reads; one it writes into must be (or become) a segdiff cache."""
     cache = ResultCache(args.cache) if args.cache else ResultCache()
     cache.check_usable()
+    if writing:
+        cache.claim()
     return cache
+
+
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def report_damaged(err: Console, damaged: Sequence[InputError]) -> int:
+    """One line per entry that could not be read; the exit code the command then ends with."""
+    for entry in damaged:
+        err.print(f"segdiff: {entry}", markup=False, highlight=False)
+    return EXIT_USAGE if damaged else EXIT_OK
 
 
 def _probe(cache: ResultCache, fresh: bool = False) -> dict[str, Any]:
@@ -66,9 +82,14 @@ def run_matrix(
     repeats = DEFAULT_REPEATS if args.repeats is None else args.repeats
     plan = plan_matrix(model, images, configs, cache=cache, repeats=repeats, **plan_options)
     cache.remove_stale_temporaries()
+    if plan.damaged and not args.json:
+        for entry in plan.damaged:
+            stderr.print(f"recomputing a damaged run: {entry}", markup=False, highlight=False)
     runner = MatrixRunner(plan, cache, timeout_s=args.timeout)
     outcome = drive(runner, stderr, quiet=args.json, debug=args.debug)
     if outcome.fatal is not None:
+        if args.debug and outcome.fatal.detail:
+            stderr.print(outcome.fatal.detail, markup=False, highlight=False)
         raise InputError(outcome.fatal.path, outcome.fatal.problem)
     reasons = {run["error"] for run in outcome.failed if run.get("input_error")}
     if len(reasons) == 1 and len(outcome.failed) == len(outcome.runs):
@@ -88,7 +109,7 @@ def exit_code(outcome: MatrixOutcome) -> int:
 
 
 def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
-    probe = _probe(open_cache(args), fresh=True)
+    probe = _probe(open_cache(args, writing=True), fresh=True)
     if args.json:
         _json(probe)
         return EXIT_OK
@@ -123,7 +144,7 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
 
 
 def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = open_cache(args)
+    cache = open_cache(args, writing=True)
     # Cheap checks first (arguments, then files), then the device probe, then TensorFlow.
     configs = [parse_config_spec(spec) for spec in args.config]
     # A shard or ground truth only makes sense over the whole set: both imply a sweep.
@@ -162,7 +183,9 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args)
-    records = sorted(cache.records(), key=lambda r: (r.model_name, r.target_name, r.label))
+    scan = cache.scan(with_maps=True)  # every map's checksum too: ls tells what is damaged
+    records = sorted(scan.records, key=lambda r: (r.model_name, r.target_name, r.label))
+    status = report_damaged(err, scan.damaged)
     if args.json:
         _json(
             [
@@ -183,17 +206,17 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
                 for r in records
             ]
         )
-        return EXIT_OK
+        return status
     if not records:
-        out.print(f"no runs in {cache.root}")
-        return EXIT_OK
-    table = Table(title=f"{_plural(len(records), 'run')} in {cache.root}")
+        out.print(f"no runs in {cache.root}", markup=False)
+        return status
+    table = Table(title=escape(f"{_plural(len(records), 'run')} in {cache.root}"))
     for column in ("id", "label", "model", "image", "map", "device", "TensorFlow", "host"):
         table.add_column(column, no_wrap=column in ("id", "label"))
     table.add_column("when")
     for r in records:
         p = r.provenance
-        table.add_row(
+        cells = (
             r.short_id,
             r.label,
             r.model_name,
@@ -204,12 +227,13 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
             str(p.get("hostname", "")),
             str(p.get("timestamp", ""))[:19].replace("T", " "),
         )
+        table.add_row(*(escape(printable(cell)) for cell in cells))
     out.print(table)
-    return EXIT_OK
+    return status
 
 
 def command_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = open_cache(args)
+    cache = open_cache(args, writing=True)
     gpus = gpu_names(_probe(cache))
     started = time.perf_counter()
     outcome, plan = run_matrix(args, err, demo_model(), demo_images(), demo_configs(gpus), cache)
@@ -228,9 +252,14 @@ def _report(
     sweep = getattr(args, "sweep", False)
     # A sweep summarises one image at a time (metadata now, maps later); one image's study
     # needs its maps now: read each file once.
-    records = [
-        cache.read_run(run.key, with_map=not sweep) for run in plan.runs if cache.has(run.key)
-    ]
+    records, damaged = [], []
+    for run in plan.runs:
+        if cache.has(run.key):
+            try:
+                records.append(cache.read_run(run.key, with_map=not sweep))
+            except InputError as error:  # damaged, and computing it again failed too
+                damaged.append(error)
+    report_damaged(err_console(), damaged)
     if sweep:
         return _report_sweep(args, out, outcome, plan, cache, records, seconds)
     study = load_study(cache, records, args.cutoff) if records else None
@@ -247,7 +276,7 @@ def _report(
     if study is not None and study.others:
         out.print(differences_table(study, plan.images[plan.target].name))
         for line in plain_sentences(study) + verdict_lines(study):
-            out.print(line)
+            out.print(line, markup=False)
     _print_counts(out, outcome, plan, cache, seconds)
     return exit_code(outcome)
 
@@ -268,10 +297,13 @@ def _print_counts(
         if len(plan.targets) == len(plan.images)
         else f"{len(plan.targets):,} of {_plural(len(plan.images), 'image')} (this shard)"
     )
+    merged = len(plan.merged)
+    from_bundles = f" ({merged} of them merged from bundles)" if merged else ""
     out.print(
         f"{_plural(len(plan.runs), 'run')} of {plan.model_path.name} on {on}: "
-        f"{counts['finished']} computed, {counts['cached']} from the cache, "
-        f"{counts['failed']} failed{skipped} ({seconds:.1f} s; cache {cache.root})"
+        f"{counts['finished']} computed, {counts['cached']} from the cache{from_bundles}, "
+        f"{counts['failed']} failed{skipped} ({seconds:.1f} s; cache {cache.root})",
+        markup=False,
     )
 
 
@@ -311,20 +343,23 @@ def command_bundle(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise InputError(target.parent, "no such folder for the bundle")
     if target.exists() and not is_bundle(target):
         raise InputError(target, "exists and is not a segdiff bundle; not overwriting it")
-    records = select_runs(cache.records(), args.runs)
+    scan = cache.scan(with_maps=True)  # a run whose map is damaged is left out, and named
+    records = select_runs(scan.records, args.runs)
     if not records:
+        report_damaged(err, scan.damaged)
         raise InputError(cache.root, "holds no runs to bundle")
     count = write_bundle(cache, [r.key for r in records], target)
     if args.json:
         _json({"bundle": str(target), "runs": [r.key for r in records]})
     else:
-        out.print(f"wrote {_plural(count, 'run')} to {target}")
-    return EXIT_OK
+        out.print(f"wrote {_plural(count, 'run')} to {target}", markup=False)
+    # The damaged ones are left out, and said to be: the bundle is not all the cache had.
+    return report_damaged(err, scan.damaged)
 
 
 def command_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = open_cache(args)
-    bundles = [BundleReader(path) for path in args.bundles]  # all checked before any merge
+    cache = open_cache(args, writing=True)
+    bundles = [check_bundle(path) for path in args.bundles]  # all read whole before any merge
     results = {str(bundle.path): merge_bundle(bundle.path, cache) for bundle in bundles}
     if args.json:
         _json({path: vars(result) for path, result in results.items()})
@@ -332,12 +367,16 @@ def command_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
     for path, result in results.items():
         others = len(result.from_other_machines)
         beside = f" ({others} from another machine, kept beside this one's)" if others else ""
+        repaired = f", {len(result.repaired)} replacing damaged copies" if result.repaired else ""
         out.print(
-            f"{path}: {len(result.added)} added{beside}, {len(result.identical)} already present"
+            f"{path}: {len(result.added)} added{beside}{repaired}, "
+            f"{len(result.identical)} already present",
+            markup=False,
         )
         for key in result.conflicts:
             err.print(
                 f"{path}: run {key[:8]} is already cached with different values from the same "
-                "machine; kept the cached one (a nondeterministic configuration?)"
+                "machine; kept the cached one (a nondeterministic configuration?)",
+                markup=False,
             )
     return EXIT_OK

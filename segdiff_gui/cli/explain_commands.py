@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.cli.analysis_commands import runs_source, studies_of
-from segdiff_gui.cli.commands import EXIT_OK, exit_code, open_cache, run_matrix
+from segdiff_gui.cli.commands import EXIT_OK, exit_code, open_cache, report_damaged, run_matrix
 from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.attribution import Attribution, Effect, plan_attribution
@@ -54,7 +54,7 @@ def attribution_table(attribution: Attribution) -> Table:
     for kind in ("alone", "cumulative", "total"):
         table.add_section()
         for index, row in enumerate(attribution.of(kind)):
-            compared = f"{row.compared[0]} → {row.compared[1]}"
+            compared = escape(f"{row.compared[0]} → {row.compared[1]}")
             table.add_row(
                 kind if index == 0 else "", row.knob, row.change, compared, *_figures(row.effect)
             )
@@ -66,7 +66,7 @@ def attribution_table(attribution: Attribution) -> Table:
             "repeats",
             "repeat",
             f"{len(repeats)} configurations",
-            f"largest: {widest.compared[0]} → {widest.compared[1]}",
+            escape(f"largest: {widest.compared[0]} → {widest.compared[1]}"),
             *_figures(widest.effect),
         )
     return table
@@ -117,7 +117,9 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
     else:
         if args.model or args.demo:
             raise InputError("explain", "give --from and --to as key=value specs to run a model")
-        every = cache.records()
+        scan = cache.scan()
+        report_damaged(err, scan.damaged)
+        every = scan.records
         candidates = [r for group in comparable_groups(every, image=args.image) for r in group]
         first, second = _named_run(candidates, args.from_), _named_run(candidates, args.to)
         records = group_of(every, first)
@@ -149,12 +151,13 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
     out.print(attribution_table(attribution))
     how = " (give the model, images and key=value specs to compute it)"
     for line in attribution.sentences(failed, how if compared else ""):
-        out.print(line)
+        out.print(line, markup=False)
     return status
 
 
 def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
-    _, studies, where = studies_of(args)
+    _, studies, where, damaged = studies_of(args)
+    status = report_damaged(err, damaged)
     studies.sort(key=lambda pair: (pair[1].model_name, pair[1].target_name))
     if args.json:
         _json(
@@ -170,7 +173,7 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
                 for study, record in studies
             ]
         )
-        return EXIT_OK
+        return status
     if len(studies) > 1:
         out.print(
             f"{len(studies)} model/image groups, each diagnosed on its own (--image NAME for "
@@ -186,14 +189,15 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
             for finding in chosen:
                 link = f" ({finding.link})" if finding.link else ""
                 out.print(f"  • {escape(finding.sentence)}{link}")
-    return EXIT_OK
+    return status
 
 
 def command_sweep(args: argparse.Namespace, out: Console, err: Console) -> int:
-    store, records, _ = runs_source(args)
+    store, records, _, damaged = runs_source(args)
+    status = report_damaged(err, damaged)
     summary = build_sweep(args, out, store, records)
     if args.json:
         _json(summary.to_dict())
     else:
         print_sweep(summary, out)
-    return EXIT_OK
+    return status

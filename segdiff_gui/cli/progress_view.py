@@ -92,7 +92,7 @@ def drive(
                     )
                     if not quiet:  # above the bar on a terminal, a log line elsewhere
                         console.print(
-                            f"finished {message.label} on {message.device} "
+                            f"finished {escape(message.label)} on {escape(message.device)} "
                             f"in {message.seconds:.2f} s",
                             highlight=False,
                         )
@@ -109,7 +109,9 @@ def drive(
                         }
                     )
                     if not quiet and not message.input_error:
-                        console.print(f"[red]failed[/] {message.label}: {escape(message.error)}")
+                        console.print(
+                            f"[red]failed[/] {escape(message.label)}: {escape(message.error)}"
+                        )
                         if debug and message.detail:
                             console.print(message.detail, markup=False)
                 elif isinstance(message, ChildFatal):

@@ -83,7 +83,7 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
             )
         out.print(per_image)
     for line in sweep_sentences(summary):
-        out.print(line)
+        out.print(line, markup=False)
 
 
 def sweep_sentences(summary: SweepSummary) -> list[str]:

@@ -53,6 +53,8 @@ def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
 
     args = _parser().parse_args(list(argv))
     cache = ResultCache(args.cache) if args.cache else ResultCache()
+    if not args.open:
+        cache.claim()  # before anything is written into it; a folder of other files is refused
     window = MainWindow(InspectionModel(), cache)
     if args.open:
         window.set_session(BundleSession(BundleReader(args.open)))
@@ -100,7 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         window, args = build_window(arguments)
     except InputError as error:
         print(f"segdiff-gui: {error}", file=sys.stderr)
-        QMessageBox.critical(None, "segdiff", str(error))
+        if app.platformName() != "offscreen":  # no screen, no one to close a dialog
+            QMessageBox.critical(None, "segdiff", str(error))
         return 2
     if args.quit_when_painted:
         from segdiff_gui.ui.paint_probe import quit_when_painted
@@ -109,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     window.show()
     if not args.no_run and not args.open and window.run_panel.run_button.isEnabled():
         window.start_runs()  # missing runs fill in as they finish
-    return int(app.exec())
+    status = int(app.exec())
+    return status or (2 if window.unreadable_reported else 0)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import numpy as np
 from psygnal import Signal
 
 from segdiff_gui.core.analysis import class_map, is_multiclass, ulp_distance
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
 from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.storage.records import RunRecord
@@ -36,6 +37,14 @@ class PixelValue:
     is_reference: bool
 
 
+def _image_or_none(store: RunStore, image_hash: str) -> np.ndarray | None:
+    """The target image under the maps; a damaged one is left out (the maps still show)."""
+    try:
+        return store.read_image(image_hash)
+    except InputError:
+        return None
+
+
 class InspectionModel:
     runs_changed = Signal()
     reference_changed = Signal()
@@ -56,16 +65,19 @@ class InspectionModel:
         self.selected_pixel: tuple[int, int] | None = None
         self.image_opacity = 0.0
         self.focus_key: str | None = None  # the run last clicked: exports compare it
+        # Runs whose map could not be read (damaged): left out of the views, said by the window.
+        self.unreadable: list[InputError] = []
         self._study: Study | None = None
 
     # loading --------------------------------------------------------------------------------
     def set_runs(self, store: RunStore, records: list[RunRecord]) -> None:
         """Show ``records`` (one comparable group), read from ``store``."""
-        self.runs, self.records = [], {}
+        self.runs, self.records, self.unreadable = [], {}, []
         ordered = sorted(records, key=natural_order)
         for record in ordered:
             self._append(store, record)
-        self.image = store.read_image(ordered[0].target_hash) if ordered else None
+        ordered = [record for record in ordered if record.key in self.records]
+        self.image = _image_or_none(store, ordered[0].target_hash) if ordered else None
         self.reference_key = None
         self._refresh()
 
@@ -78,11 +90,15 @@ class InspectionModel:
         self._append(store, record)
         self.runs.sort(key=lambda run: natural_order(self.records[run.key]))
         if self.image is None:
-            self.image = store.read_image(record.target_hash)
+            self.image = _image_or_none(store, record.target_hash)
         self._refresh()
 
     def _append(self, store: RunStore, record: RunRecord) -> None:
-        full = store.read_run(record.key)
+        try:
+            full = store.read_run(record.key)
+        except InputError as error:
+            self.unreadable.append(error)
+            return
         assert full.probabilities is not None
         self.records[record.key] = record
         self.runs.append(study_run(record, full.probabilities))

@@ -3,6 +3,8 @@ the inspector and statistics on the right, the matrix and its progress on the le
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,8 @@ class MainWindow(QMainWindow):
         self.model = model
         self.cache = cache
         self.session: MatrixSession | BundleSession | None = None
+        # Some run could not be read (and was said so): the app then exits with code 2.
+        self.unreadable_reported = False
         self._inspection: Any = None
         self._probe: Any = None
         self._pixel_was_chosen_for_user = False
@@ -336,6 +340,7 @@ class MainWindow(QMainWindow):
             )
             self.run_panel.set_read_only(True)
             self._remember(str(session.bundle.path))
+            self.report_unreadable([*session.damaged, *self.model.unreadable])
             return
         self.run_panel.set_read_only(False)
         self.run_panel.editor.setEnabled(True)
@@ -414,8 +419,21 @@ class MainWindow(QMainWindow):
             self._thumbnails_for = names
         self.run_panel.set_images(names, self._thumbnails, plan.target)
         cached = [session.cache.read_run(run.key, with_map=False) for run in plan.cached]
+        self.report_unreadable(plan.damaged, " (to be computed again)")
         self.model.selected_pixel = None
         self.model.set_runs(session.cache, cached)
+        self.report_unreadable(self.model.unreadable)
+
+    def report_unreadable(self, damaged: Sequence[InputError], outcome: str = "") -> None:
+        """Runs that could not be read: said in the window (the others are shown) and, for a
+        window started from a terminal, one line each on stderr."""
+        if not damaged:
+            return
+        self.unreadable_reported = True
+        for entry in damaged:
+            print(f"segdiff-gui: {entry}{outcome}", file=sys.stderr)
+        more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
+        self.statusBar().showMessage(f"Unreadable: {damaged[0]}{more}{outcome}", 30000)
 
     def open_paths(self, paths: list[str]) -> None:
         """Open dropped or chosen files: a bundle, or a model followed by images."""

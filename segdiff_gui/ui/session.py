@@ -13,7 +13,7 @@ from segdiff_gui.runner.devices import gpu_names, probe_devices
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, plan_matrix
 from segdiff_gui.storage.bundle import BundleReader
-from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.studies import RunStore, comparable_groups
 from segdiff_gui.ui.inspection import InspectionModel
 
@@ -105,13 +105,17 @@ class BundleSession:
     """Results made elsewhere: inspect them without the model (read-only)."""
 
     bundle: BundleReader
+    # Runs of the bundle that could not be read (each names the file and what is wrong).
+    damaged: list[UnreadableEntry] = field(default_factory=list)
 
     @property
     def store(self) -> RunStore:
         return self.bundle
 
     def show(self, model: InspectionModel) -> int:
-        groups = comparable_groups(self.bundle.records())
+        scan = self.bundle.scan()
+        self.damaged = scan.damaged
+        groups = comparable_groups(scan.records)
         if groups:
             model.set_runs(self.bundle, groups[0])
         return len(groups)

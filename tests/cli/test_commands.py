@@ -89,7 +89,10 @@ def test_bundle_then_merge_moves_runs_bit_exactly(models, small_images, tmp_path
     merged = segdiff("merge", bundle, "--cache", laptop.root)
     assert merged.returncode == 0 and "1 added" in merged.stdout
     (key,) = laptop.keys()
-    assert laptop.read_run(key) == server.read_run(key)
+    merged_run = laptop.read_run(key)
+    assert merged_run.provenance.pop("merged_from_bundle") == "from-server.h5"
+    assert merged_run.provenance.pop("merged_at")
+    assert merged_run == server.read_run(key)
     assert (
         laptop.read_run(key).probabilities.tobytes() == server.read_run(key).probabilities.tobytes()
     )
