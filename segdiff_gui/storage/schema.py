@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 import h5py
 import numpy as np
 
 from segdiff_gui.core.config import ConfigError, OutputSelection, Preprocessing, RunConfig
-from segdiff_gui.core.limits import MAX_BATCH, MAX_CHANNELS, MAX_REPEATS, MAX_TEXT_BYTES
+from segdiff_gui.core.limits import MAX_BATCH, MAX_CHANNELS, MAX_TEXT_BYTES
 from segdiff_gui.core.text import printable
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
 
@@ -27,12 +28,16 @@ __all__ = [
     "AttributeReader",
     "check_config",
     "check_digest_list",
+    "check_map_shape",
+    "check_names",
     "check_output",
     "check_preprocessing",
     "check_raw_shape",
+    "is_digest",
 ]
 
 _DIGEST_CHARS = frozenset("0123456789abcdef")
+_Built = TypeVar("_Built")
 
 
 def is_digest(value: object) -> bool:
@@ -82,13 +87,6 @@ class AttributeReader:
             raise self.fail(name, f"is {len(value):,} characters (more than segdiff ever writes)")
         return value
 
-    def display_text(self, name: str, limit: int = 4096) -> str:
-        """Text shown to people (a file or host name): bounded, with no control characters."""
-        value = self.text(name)
-        if len(value) > limit:
-            raise self.fail(name, f"is {len(value):,} characters long")
-        return printable(value)
-
     def integer(self, name: str, low: int, high: int) -> int:
         value = self.raw(name)
         if isinstance(value, np.integer) and value.ndim == 0:
@@ -134,10 +132,16 @@ def check_config(data: object, fail: Any) -> RunConfig:
             raise fail(f"gives {name} as {_kind(value)}, not a {wanted.__name__}")
     if data.get("batch", 1) > MAX_BATCH or data.get("threads", 0) > 4096:
         raise fail("gives a batch or thread count beyond segdiff's bounds")
+    return _built(RunConfig.from_dict, data, "configuration", fail)
+
+
+def _built(factory: Callable[[dict[str, Any]], _Built], data: dict[str, Any], what: str,
+           fail: Any) -> _Built:  # fmt: skip
+    """The value ``factory`` makes of checked ``data``; its own refusal names the attribute."""
     try:
-        return RunConfig.from_dict(data)
+        return factory(data)
     except ConfigError as error:
-        raise fail(f"is not a valid configuration: {error}") from None
+        raise fail(f"is not a valid {what}: {error}") from None
 
 
 def _finite_numbers(value: object, most: int) -> bool:
@@ -164,10 +168,7 @@ def check_preprocessing(data: object, fail: Any) -> Preprocessing:
             raise fail(f"gives a {name} that is not up to four finite numbers")
     if not all(isinstance(data.get(name, ""), str) for name in ("color", "resize")):
         raise fail("gives a color or resize that is not text")
-    try:
-        return Preprocessing.from_dict(data)
-    except ConfigError as error:
-        raise fail(f"is not a valid preprocessing: {error}") from None
+    return _built(Preprocessing.from_dict, data, "preprocessing", fail)
 
 
 def check_output(data: object, fail: Any) -> OutputSelection:
@@ -177,10 +178,7 @@ def check_output(data: object, fail: Any) -> OutputSelection:
         data.get("activation", "none"), str
     ):
         raise fail("gives an output or activation that is not text")
-    try:
-        return OutputSelection.from_dict(data)
-    except ConfigError as error:
-        raise fail(f"is not a valid output selection: {error}") from None
+    return _built(OutputSelection.from_dict, data, "output selection", fail)
 
 
 def check_digest_list(data: object, length: int, fail: Any) -> list[str]:
@@ -226,7 +224,3 @@ def check_map_shape(
     if kind == "softmax" and not 2 <= shape[2] <= MAX_CHANNELS:
         raise fail(f"has {shape[2]} classes (2..{MAX_CHANNELS} expected)")
     return shape
-
-
-def check_repeat(value: int) -> int:
-    return value if 0 <= value < MAX_REPEATS else -1

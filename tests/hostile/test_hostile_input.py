@@ -42,6 +42,9 @@ def run(*args: object, gui: bool = False, home: Path) -> subprocess.CompletedPro
     module = "segdiff_gui.ui" if gui else "segdiff_gui.cli"
     env = {
         **os.environ,
+        # SEGDIFF_SOURCE=DIR runs the commands of another checkout (a worktree of an older
+        # commit) against the same corpus: how the cases were shown to fail before their fixes.
+        "PYTHONPATH": os.environ.get("SEGDIFF_SOURCE", ""),
         "QT_QPA_PLATFORM": "offscreen",
         "XDG_CONFIG_HOME": str(home / "config"),
         "SEGDIFF_CACHE": str(home / "default-cache"),
@@ -52,6 +55,7 @@ def run(*args: object, gui: bool = False, home: Path) -> subprocess.CompletedPro
         text=True,
         timeout=TIME_LIMIT_S,  # a hang fails the test instead of blocking it
         env=env,
+        cwd=os.environ.get("SEGDIFF_SOURCE") or None,  # ``-m`` puts the cwd first on the path
         preexec_fn=None if gui else _limited,  # Qt reserves address space far beyond its use
     )
     assert "Traceback" not in result.stderr, result.stderr
