@@ -135,3 +135,12 @@ def test_a_study_moved_to_another_cutoff_equals_a_fresh_one():
         assert moved.rows() == fresh.rows()
         assert np.array_equal(moved.at_risk, fresh.at_risk)
         assert np.array_equal(moved.any_flips(), fresh.any_flips())
+
+
+def test_a_merged_run_never_becomes_the_reference_while_a_local_one_exists():
+    # A bundle's run claiming to be this machine's "cpu b1 r0" made every genuine run "differ".
+    a = np.full((2, 2), 0.5, np.float32)
+    forged = StudyRun("k1", "cpu b1 r0", RunConfig(), 0, a, "laptop", merged_from="evil.h5")
+    local = StudyRun("k2", "cpu b64 r0", RunConfig(batch=64), 0, a, "laptop")
+    assert Study([forged, local]).reference.key == "k2"
+    assert Study([forged]).reference.key == "k1"  # a bundle's own runs: one of them it is
