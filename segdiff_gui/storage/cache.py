@@ -32,7 +32,12 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.limits import MAX_CHANNELS, check_pixels
 from segdiff_gui.storage.chunked_read import read_stored_array
 from segdiff_gui.storage.hdf5_access import UnreadableEntry, open_h5_for_reading, plain_dataset
-from segdiff_gui.storage.records import RunRecord, read_record, write_record
+from segdiff_gui.storage.records import (
+    RunRecord,
+    read_checked_map,
+    read_metadata,
+    write_record,
+)
 
 __all__ = [
     "MARKER",
@@ -58,6 +63,7 @@ _RUN_FILE = re.compile(r"^[0-9a-f]{64}\.h5$")
 # atomic_h5's temporaries, exactly: ".<final name>.<pid>.<8 hex>.tmp".
 _TEMPORARY = re.compile(r"^\.[0-9a-f]{64}\.h5\.\d+\.[0-9a-f]{8}\.tmp$")
 _SPARE_BYTES = 256 << 10
+_REMEMBERED = 1 << 14
 
 
 def checked_digest(value: str, what: str = "key") -> str:
@@ -157,6 +163,8 @@ class ResultCache:
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_cache_dir()
+        # key → (file identity, checked metadata, map checksum): see read_run.
+        self._checked: dict[str, tuple[tuple[int, int, int], RunRecord, int | None]] = {}
 
     def __repr__(self) -> str:
         return f"ResultCache({str(self.root)!r})"
@@ -217,15 +225,35 @@ class ResultCache:
         return path
 
     def read_run(self, key: str, with_map: bool = True) -> RunRecord:
-        """The run ``key``; :class:`UnreadableEntry` (naming the file) if it is damaged."""
+        """The run ``key``; :class:`UnreadableEntry` (naming the file) if it is damaged.
+
+        A file's checked metadata is remembered while the file is the same one (inode, size,
+        time: entries are replaced by renames, never changed), so that planning, then
+        reporting, check each run's attributes once."""
         path = self.run_path(key)
-        if not os.path.lexists(path):
-            raise KeyError(key)
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            raise KeyError(key) from None
+        identity = (info.st_ino, info.st_size, info.st_mtime_ns)
+        known = self._checked.get(key)
+        if known is not None and known[0] == identity and not with_map:
+            return known[1]
         with open_h5_for_reading(path, follow_symlinks=False) as handle:
-            record = read_record(handle, str(path), with_map=with_map)
-        if record.key != key:
-            raise UnreadableEntry(path, f"holds run {record.key[:16]}, not the run its name says")
-        return record
+            if known is not None and known[0] == identity:
+                record, map_crc32 = known[1], known[2]
+            else:
+                record, map_crc32 = read_metadata(handle, str(path))
+                if record.key != key:
+                    raise UnreadableEntry(
+                        path, f"holds run {record.key[:16]}, not the run its name says"
+                    )
+                if len(self._checked) >= _REMEMBERED:
+                    self._checked.clear()
+                self._checked[key] = (identity, record, map_crc32)
+            if not with_map:
+                return record
+            return replace(record, probabilities=read_checked_map(handle, str(path), map_crc32))
 
     def checked(self, key: str) -> tuple[RunRecord | None, UnreadableEntry | None]:
         """The stored run ``key`` read whole (map and checksum included, then dropped) and

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import h5py
@@ -51,6 +51,8 @@ __all__ = [
     "expected_key",
     "is_merged",
     "machine_of",
+    "read_checked_map",
+    "read_metadata",
     "read_record",
     "write_record",
 ]
@@ -217,6 +219,22 @@ def write_record(group: h5py.Group, record: RunRecord) -> None:
 def read_record(group: h5py.Group, where: str, with_map: bool = True) -> RunRecord:
     """Read and check a record written by :func:`write_record`; ``with_map=False`` skips the
     pixels. Anything wrong is an :class:`UnreadableEntry` naming ``where`` and what."""
+    record, map_crc32 = read_metadata(group, where)
+    if not with_map:
+        return record
+    return replace(record, probabilities=read_checked_map(group, where, map_crc32))
+
+
+def read_checked_map(group: h5py.Group, where: str, map_crc32: int | None) -> np.ndarray:
+    """The run's map, checked against its checksum (``None``: written before checksums)."""
+    probabilities = read_stored_array(plain_dataset(group, _MAP, where), where)
+    if map_crc32 is not None and _map_checksum(probabilities) != map_crc32:
+        raise UnreadableEntry(where, f"run {group.name}'s map does not match its checksum")
+    return probabilities
+
+
+def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]:
+    """The run without its map, every attribute checked; and its map's checksum."""
     attrs = AttributeReader(group.attrs, where, f"run {group.name}")
     version = attrs.integer("format_version", 0, 2**31)
     if version != FORMAT_VERSION:
@@ -232,8 +250,12 @@ def read_record(group: h5py.Group, where: str, with_map: bool = True) -> RunReco
     )
     check_pixels(where, map_shape[0], map_shape[1], "a stored map")
 
+    decoded: dict[str, Any] = {}
+
     def json_of(name: str) -> Any:
-        return attrs.json(name)
+        if name not in decoded:
+            decoded[name] = attrs.json(name)
+        return decoded[name]
 
     def failing(name: str) -> Any:
         return lambda problem: attrs.fail(name, problem)
@@ -254,9 +276,9 @@ def read_record(group: h5py.Group, where: str, with_map: bool = True) -> RunReco
         target_name=attrs.text("target_name"),
         target_hash=target_hash,
         batch_hashes=batch_hashes,
-        batch_names=attrs.json("batch_names"),
-        preprocessing=attrs.json("preprocessing"),
-        output=attrs.json("output"),
+        batch_names=json_of("batch_names"),
+        preprocessing=json_of("preprocessing"),
+        output=json_of("output"),
         output_name=attrs.text("output_name"),
         kind=kind,
         raw_output_shape=check_raw_shape(
@@ -272,23 +294,16 @@ def read_record(group: h5py.Group, where: str, with_map: bool = True) -> RunReco
     if checksum is not None and checksum["metadata_sha256"] != _metadata_digest(record):
         raise UnreadableEntry(where, f"run {group.name}'s attributes do not match their checksum")
     _check_key(record, where)
-    probabilities = None
-    if with_map:
-        probabilities = read_stored_array(dataset, where)
-        if checksum is not None and _map_checksum(probabilities) != checksum["map_crc32"]:
-            raise UnreadableEntry(where, f"run {group.name}'s map does not match its checksum")
     # Shown to people: never a control character, and a label made from the configuration.
-    return RunRecord(
-        **{
-            **record.__dict__,
-            "label": derived_label(config, record.repeat, provenance),
-            "model_name": printable(record.model_name),
-            "target_name": printable(record.target_name),
-            "output_name": printable(record.output_name),
-            "batch_names": [printable(name) for name in record.batch_names],
-            "probabilities": probabilities,
-        }
+    shown = replace(
+        record,
+        label=derived_label(config, record.repeat, provenance),
+        model_name=printable(record.model_name),
+        target_name=printable(record.target_name),
+        output_name=printable(record.output_name),
+        batch_names=[printable(name) for name in record.batch_names],
     )
+    return shown, None if checksum is None else checksum["map_crc32"]
 
 
 def _read_checksum(attrs: AttributeReader) -> dict[str, Any] | None:

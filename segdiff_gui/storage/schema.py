@@ -46,31 +46,37 @@ def is_digest(value: object) -> bool:
 
 class AttributeReader:
     """Typed, bounded reads of one HDF5 object's attributes; errors name ``where`` and the
-    attribute."""
+    attribute.
+
+    Every attribute is read once, up front: an attribute's bytes are stored whole in the file
+    (HDF5 neither compresses nor chunks them), so none can be larger than the file itself, and
+    each value's size is checked before it is parsed. One that HDF5 cannot read is remembered
+    as unreadable, and refused only if it is asked for.
+    """
 
     def __init__(self, attrs: h5py.AttributeManager, where: str, owner: str) -> None:
-        self.attrs = attrs
         self.where = where
         self.owner = owner  # the group's name inside the file, for the message
+        self._values: dict[str, Any] = {}
+        self._unreadable: dict[str, str] = {}
+        for name in attrs:
+            try:
+                self._values[name] = attrs[name]
+            except Exception as error:  # noqa: BLE001 - h5py fails in many ways on odd types
+                self._unreadable[name] = type(error).__name__
 
     def fail(self, name: str, problem: str) -> UnreadableEntry:
         return UnreadableEntry(self.where, f"{self.owner} attribute {name!r} {problem}")
 
     def names(self) -> list[str]:
-        return list(self.attrs.keys())
+        return [*self._values, *self._unreadable]
 
     def raw(self, name: str) -> Any:
-        if name not in self.attrs:
+        if name in self._unreadable:
+            raise self.fail(name, f"cannot be read ({self._unreadable[name]})")
+        if name not in self._values:
             raise self.fail(name, "is missing")
-        try:
-            size = self.attrs.get_id(name).get_storage_size()
-            if size > MAX_TEXT_BYTES:
-                raise self.fail(name, f"is {size:,} bytes (more than segdiff ever writes)")
-            return self.attrs[name]
-        except UnreadableEntry:
-            raise
-        except Exception as error:  # noqa: BLE001 - h5py fails in many ways on odd types
-            raise self.fail(name, f"cannot be read ({type(error).__name__})") from None
+        return self._values[name]
 
     def text(self, name: str) -> str:
         value = self.raw(name)
