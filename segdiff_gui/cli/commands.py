@@ -35,7 +35,7 @@ from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, check_model_path, plan_matrix, shard_slice
 from segdiff_gui.storage.bundle import check_bundle, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
-from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.storage.records import RunRecord, is_merged
 from segdiff_gui.storage.selection import select_runs
 from segdiff_gui.storage.studies import load_study
 
@@ -224,7 +224,8 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
             "×".join(map(str, r.map_shape)) + f" {r.kind}",
             str(p.get("device", "")),
             str(p.get("tf_version", "")),
-            str(p.get("hostname", "")),
+            str(p.get("hostname", ""))
+            + (f" (merged from {p.get('merged_from_bundle', 'a bundle')})" if is_merged(r) else ""),
             str(p.get("timestamp", ""))[:19].replace("T", " "),
         )
         table.add_row(*(escape(printable(cell)) for cell in cells))

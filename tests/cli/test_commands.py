@@ -97,6 +97,8 @@ def test_bundle_then_merge_moves_runs_bit_exactly(models, small_images, tmp_path
         laptop.read_run(key).probabilities.tobytes() == server.read_run(key).probabilities.tobytes()
     )
     assert laptop.read_image(laptop.read_run(key).target_hash) is not None
+    listed = segdiff("ls", "--cache", laptop.root)
+    assert "(merged from from-server.h5)" in listed.stdout  # never taken for this machine's
 
 
 def test_devices_reports_cpu_and_build(tmp_path):
