@@ -80,7 +80,6 @@ _TEXT_ATTRS = (
     "output_name",
     "kind",
 )
-_MAX_PROVENANCE_ITEMS = 256
 
 
 @dataclass(frozen=True)
@@ -341,8 +340,6 @@ _PROVENANCE_TEXT = ("hostname", "device", "device_description", "tf_version", "t
 def _read_provenance(group: h5py.Group, where: str) -> dict[str, Any]:
     attrs = AttributeReader(group.attrs, where, "provenance")
     names = attrs.names()
-    if len(names) > _MAX_PROVENANCE_ITEMS:
-        raise UnreadableEntry(where, f"provenance holds {len(names):,} attributes")
     encoded = attrs.json(_ENCODED) if _ENCODED in names else []
     if not isinstance(encoded, list) or not all(isinstance(name, str) for name in encoded):
         raise attrs.fail(_ENCODED, "is not a list of names")

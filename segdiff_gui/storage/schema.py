@@ -38,6 +38,7 @@ __all__ = [
 
 _DIGEST_CHARS = frozenset("0123456789abcdef")
 _Built = TypeVar("_Built")
+MAX_ATTRIBUTES = 256
 
 
 def is_digest(value: object) -> bool:
@@ -59,6 +60,11 @@ class AttributeReader:
         self.owner = owner  # the group's name inside the file, for the message
         self._values: dict[str, Any] = {}
         self._unreadable: dict[str, str] = {}
+        count = len(attrs)  # from the object header, before any is read: no CPU bomb
+        if count > MAX_ATTRIBUTES:
+            raise UnreadableEntry(
+                where, f"{owner} holds {count:,} attributes (segdiff writes <100)"
+            )
         for name in attrs:
             try:
                 self._values[name] = attrs[name]

@@ -188,6 +188,12 @@ def _deep_json(group: h5py.Group, outside: Path) -> None:
     provenance.attrs["_json_encoded"] = json.dumps([*encoded, "nested"])
 
 
+def _many_attributes(group: h5py.Group, outside: Path) -> None:
+    """Reading every attribute of a crafted header is a CPU bomb; the count is read first."""
+    for index in range(2000):
+        group["provenance"].attrs[f"a{index}"] = index
+
+
 def flip_a_byte_of(what: str) -> Callable[[Path, Path], None]:
     """Damage as a disk does it: one byte of the map's stored chunk, or of an attribute."""
 
@@ -250,6 +256,7 @@ BUNDLE_CASES = [
     Case("10⁶×10⁶ map", _declared((10**6, 10**6)), "over segdiff's limit"),
     Case("gzip bomb", _edit_run(_gzip_bomb), "does not inflate to its size"),
     Case("deeply nested JSON", _edit_run(_deep_json), "nests too deeply"),
+    Case("2,000 provenance attributes", _edit_run(_many_attributes), "holds 2,0.. attributes"),
     Case("a flipped byte in a map", flip_a_byte_of("map"), "damaged chunk|map does not match"),
     Case("a flipped byte in a label", flip_a_byte_of("label"), "do not match their checksum"),
     Case("an oversized attribute", _attribute("label", "x" * (2 << 20)), "more than segdiff"),
