@@ -28,7 +28,13 @@ from segdiff_gui.io.tables import write_pixel_csv
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_run
-from segdiff_gui.storage.studies import RunStore, comparable_groups, group_of, load_study
+from segdiff_gui.storage.studies import (
+    RunStore,
+    comparable_groups,
+    group_of,
+    load_study,
+    target_image,
+)
 
 __all__ = ["command_check", "command_compare", "command_export", "command_report"]
 
@@ -72,9 +78,12 @@ def studies_of(
         group = group_of(records, reference)
         studies = [(load_study(store, group, args.cutoff, reference, damaged), reference)]
     else:
-        studies = [
-            (load_study(store, group, args.cutoff, None, damaged), group[0]) for group in groups
-        ]
+        studies = []
+        for group in groups:
+            try:
+                studies.append((load_study(store, group, args.cutoff, None, damaged), group[0]))
+            except InputError as error:  # no run of the group could be read: the others can
+                damaged.append(error)
     return store, studies, where, damaged
 
 
@@ -173,7 +182,7 @@ def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
         write_json_report(args.json_file, data)
         out.print(f"wrote the JSON report to {args.json_file}")
     if args.html:
-        write_html_report(args.html, data, study, store.read_image(record.target_hash))
+        write_html_report(args.html, data, study, target_image(store, record.target_hash))
         out.print(f"wrote the HTML report to {args.html}", markup=False)
     return status
 

@@ -19,6 +19,7 @@ __all__ = [
     "MAX_REPEATS",
     "MAX_TEXT_BYTES",
     "check_pixels",
+    "check_stored_bytes",
     "max_pixels",
 ]
 
@@ -42,6 +43,24 @@ def max_pixels() -> int:
     if text.isdigit() and int(text) > 0:
         return int(text)
     return DEFAULT_MAX_PIXELS
+
+
+def check_stored_bytes(where: object, shape: tuple[int, ...], itemsize: int, what: str) -> None:
+    """Refuse a stored array (a softmax map's classes, an image's channels and value type
+    included) whose bytes are over twice the pixel bound's float32 map: 2 GiB by default (a
+    16384² sigmoid map, an 8192² map of 8 classes). A crafted file declares such a size in a
+    few bytes."""
+    check_pixels(where, shape[0], shape[1], what)
+    size = itemsize
+    for extent in shape:
+        size *= extent
+    limit = 2 * 4 * max_pixels()
+    if size > limit:
+        raise InputError(
+            where,
+            f"{what} of shape {list(shape)} holds {size / 2**30:,.1f} GiB, over segdiff's limit "
+            f"of {limit / 2**30:,.1f} GiB (set {MAX_PIXELS_VARIABLE} to raise it)",
+        )
 
 
 def check_pixels(where: object, height: int, width: int, what: str = "image") -> None:

@@ -29,15 +29,22 @@ from segdiff_gui.storage.cache import (
     open_h5_for_reading,
     read_stored_image,
 )
-from segdiff_gui.storage.hdf5_access import UnreadableEntry, plain_dataset, plain_group
+from segdiff_gui.storage.hdf5_access import (
+    UnreadableEntry,
+    detached,
+    plain_dataset,
+    plain_group,
+)
 from segdiff_gui.storage.records import (
     RunRecord,
     elsewhere_key,
     machine_of,
-    read_record,
+    read_checked_map,
+    read_metadata,
     write_record,
 )
 from segdiff_gui.storage.schema import AttributeReader, is_digest
+from segdiff_gui.storage.studies import target_image
 
 __all__ = ["BundleReader", "MergeResult", "is_bundle", "merge_bundle", "write_bundle"]
 
@@ -72,7 +79,7 @@ def write_bundle(cache: ResultCache, keys: list[str], path: str | Path) -> int:
                 write_record(runs.create_group(record.key), record)
                 if record.target_hash in images:
                     continue
-                image = _image_or_none(cache, record.target_hash)
+                image = target_image(cache, record.target_hash)
                 if image is not None:
                     dataset = images.create_dataset(
                         record.target_hash, data=image, compression="gzip", shuffle=True
@@ -83,20 +90,12 @@ def write_bundle(cache: ResultCache, keys: list[str], path: str | Path) -> int:
     return len(records)
 
 
-def _image_or_none(store: ResultCache | BundleReader, image_hash: str) -> np.ndarray | None:
-    """A target image is shown under the maps, not analysed: a damaged one is left out."""
-    try:
-        return store.read_image(image_hash)
-    except InputError:
-        return None
-
-
 def is_bundle(path: Path) -> bool:
     try:
-        with open_h5_for_reading(path) as handle:
-            return bool(handle.attrs.get("format") == _MAGIC)
+        BundleReader(path)
     except (InputError, OSError):
         return False
+    return True
 
 
 class BundleReader:
@@ -121,7 +120,7 @@ class BundleReader:
     def keys(self) -> list[str]:
         """The names of the runs it holds (each still to be read and checked)."""
         with self._open() as handle:
-            return sorted(self._runs(handle).keys())
+            return _names(self._runs(handle))[0]
 
     def read_run(self, key: str, with_map: bool = True) -> RunRecord:
         with self._open() as handle:
@@ -134,10 +133,13 @@ class BundleReader:
         where = str(self.path)
         if not is_digest(key):
             raise UnreadableEntry(where, f"holds a run named {printable(key[:40])!r}, not a key")
-        record = read_record(plain_group(runs, key, where), where, with_map=with_map)
-        if record.key != key:
+        group = plain_group(runs, key, where)
+        record, map_crc32 = read_metadata(group, where)
+        if record.key != key:  # before its map is read: a run linked under many names is cheap
             raise UnreadableEntry(where, f"run {key[:16]} claims to be run {record.key[:16]}")
-        return record
+        if not with_map:
+            return record
+        return replace(record, probabilities=read_checked_map(group, where, map_crc32))
 
     def scan(self, with_maps: bool = False) -> CacheScan:
         """Every run that reads back whole (metadata only, unless ``with_maps``: then maps and
@@ -145,11 +147,16 @@ class BundleReader:
         scan = CacheScan()
         with self._open() as handle:
             runs = self._runs(handle)
-            for key in sorted(runs.keys()):
+            keys, odd = _names(runs)
+            for _ in range(odd):
+                scan.damaged.append(
+                    UnreadableEntry(self.path, "holds a run whose name is not text")
+                )
+            for key in keys:
                 try:
                     record = self._read(runs, key, with_maps)
                 except InputError as error:
-                    scan.damaged.append(_as_entry(error, self.path))
+                    scan.damaged.append(detached(_as_entry(error, self.path)))
                     continue
                 scan.records.append(replace(record, probabilities=None))
         return scan
@@ -164,6 +171,14 @@ class BundleReader:
                 return None
             dataset = plain_dataset(plain_group(handle, "images", where), image_hash, where)
             return read_stored_image(dataset, where)
+
+
+def _names(group: h5py.Group) -> tuple[list[str], int]:
+    """A group's member names that are text, sorted; and how many are not (h5py gives a name
+    that is not UTF-8 as bytes)."""
+    names = list(group.keys())
+    text = sorted(name for name in names if isinstance(name, str))
+    return text, len(names) - len(text)
 
 
 def _as_entry(error: InputError, path: Path) -> UnreadableEntry:
@@ -190,6 +205,11 @@ def check_bundle(path: str | Path) -> BundleReader:
     the run and what is wrong, if any one cannot be read: a merge is all or nothing."""
     bundle = BundleReader(path)
     scan = bundle.scan(with_maps=True)
+    for image_hash in sorted({record.target_hash for record in scan.records}):
+        try:  # a target image that would enter the cache is read whole, like the maps
+            bundle.read_image(image_hash)
+        except InputError as error:
+            scan.damaged.append(detached(_as_entry(error, bundle.path)))
     if scan.damaged:
         first = scan.damaged[0]
         more = f" (and {len(scan.damaged) - 1} more damaged runs)" if len(scan.damaged) > 1 else ""
@@ -207,6 +227,19 @@ def _merged(record: RunRecord, bundle: BundleReader) -> RunRecord:
     return replace(record, provenance=provenance)
 
 
+def _same_bits(first: np.ndarray, second: np.ndarray) -> bool:
+    """Bit for bit (NaN payloads and -0 included), a block of rows at a time: comparing two
+    16384² maps through ``tobytes`` held four copies."""
+    if first.shape != second.shape or first.dtype != second.dtype:
+        return False
+    a, b = (
+        first.view(np.uint8).reshape(len(first), -1),
+        second.view(np.uint8).reshape(len(first), -1),
+    )
+    rows = max(1, (16 << 20) // max(1, a.shape[1]))
+    return all(np.array_equal(a[i : i + rows], b[i : i + rows]) for i in range(0, len(a), rows))
+
+
 def _plan_merge(bundle: BundleReader, cache: ResultCache) -> Iterator[tuple[str, RunRecord]]:
     """What to do with each run: ``(outcome, record to write or compared)``."""
     for key in bundle.keys():
@@ -220,7 +253,7 @@ def _plan_merge(bundle: BundleReader, cache: ResultCache) -> Iterator[tuple[str,
             continue
         existing = cache.read_run(key)
         assert existing.probabilities is not None
-        if existing.probabilities.tobytes() == incoming.probabilities.tobytes():
+        if _same_bits(existing.probabilities, incoming.probabilities):
             yield "identical", incoming
         elif machine_of(existing) == machine_of(incoming):
             yield "conflicts", incoming
@@ -237,7 +270,7 @@ def merge_bundle(path: str | Path, cache: ResultCache) -> MergeResult:
     if shutil.disk_usage(cache.root).free < needed:
         raise no_space(cache.root, needed=needed)
     result = MergeResult()
-    written: list[Path] = []
+    written: list[Path] = []  # what this merge added: taken back if it fails
     try:
         for outcome, incoming in _plan_merge(bundle, cache):
             key = incoming.key
@@ -256,9 +289,10 @@ def merge_bundle(path: str | Path, cache: ResultCache) -> MergeResult:
                 if cache.has(elsewhere) and cache.damage(elsewhere) is None:
                     continue
             if not cache.has_image(record.target_hash):
-                image = _image_or_none(bundle, record.target_hash)
+                image = target_image(bundle, record.target_hash)
                 if image is not None:
                     cache.write_image(record.target_hash, record.target_name, image)
+                    written.append(cache.image_path(record.target_hash))
             if outcome == "repaired":
                 result.repaired.append(key)
             else:

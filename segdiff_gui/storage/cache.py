@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,9 +30,14 @@ import numpy as np
 from platformdirs import user_cache_dir
 
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.limits import MAX_CHANNELS, check_pixels
+from segdiff_gui.core.limits import check_stored_bytes
 from segdiff_gui.storage.chunked_read import read_stored_array
-from segdiff_gui.storage.hdf5_access import UnreadableEntry, open_h5_for_reading, plain_dataset
+from segdiff_gui.storage.hdf5_access import (
+    UnreadableEntry,
+    detached,
+    open_h5_for_reading,
+    plain_dataset,
+)
 from segdiff_gui.storage.records import (
     RunRecord,
     read_checked_map,
@@ -63,6 +69,8 @@ _RUN_FILE = re.compile(r"^[0-9a-f]{64}\.h5$")
 # atomic_h5's temporaries, exactly: ".<final name>.<pid>.<8 hex>.tmp".
 _TEMPORARY = re.compile(r"^\.[0-9a-f]{64}\.h5\.\d+\.[0-9a-f]{8}\.tmp$")
 _SPARE_BYTES = 256 << 10
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NO_BLOCK = getattr(os, "O_NONBLOCK", 0)
 _REMEMBERED = 1 << 14
 
 
@@ -144,9 +152,7 @@ def read_stored_image(dataset: h5py.Dataset, where: str) -> np.ndarray:
     shape = dataset.shape
     if len(shape) not in (2, 3) or (len(shape) == 3 and not 1 <= shape[2] <= 4):
         raise UnreadableEntry(where, f"{dataset.name} has shape {list(shape)}, not an image's")
-    if len(shape) == 3 and shape[2] > MAX_CHANNELS:
-        raise UnreadableEntry(where, f"{dataset.name} has {shape[2]} channels")
-    check_pixels(where, shape[0], shape[1], "a stored image")
+    check_stored_bytes(where, shape, dataset.dtype.itemsize, "a stored image")
     return read_stored_array(dataset, where)
 
 
@@ -177,9 +183,19 @@ class ResultCache:
 
     @property
     def is_marked(self) -> bool:
+        """Whether the folder holds segdiff's marker: a plain small file (never followed through
+        a link, never a FIFO that would block the read) saying it is a segdiff cache."""
         marker = self.root / MARKER
         try:
-            return marker.is_file() and json.loads(marker.read_text())["format"] == "segdiff-cache"
+            info = marker.lstat()
+            if not stat.S_ISREG(info.st_mode) or info.st_size > 4096:
+                return False
+            descriptor = os.open(marker, os.O_RDONLY | _NO_FOLLOW | _NO_BLOCK)
+            try:
+                content = os.read(descriptor, 4096)
+            finally:
+                os.close(descriptor)
+            return bool(json.loads(content)["format"] == "segdiff-cache")
         except (OSError, ValueError, KeyError, TypeError):
             return False
 
@@ -198,9 +214,18 @@ class ResultCache:
                     f"is not a segdiff cache: it holds other files ({shown}); choose an empty "
                     "or new folder for the cache",
                 )
+        if os.path.lexists(self.root / MARKER):
+            # A link, a FIFO or a file of other content where the marker belongs: not ours.
+            raise InputError(self.root / MARKER, "is not a segdiff cache marker; not using it")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            (self.root / MARKER).write_text(json.dumps(_MARKER_CONTENT) + "\n")
+            # O_EXCL and O_NOFOLLOW: the marker is a new file, never written through a link.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW
+            descriptor = os.open(self.root / MARKER, flags, 0o644)
+            try:
+                os.write(descriptor, (json.dumps(_MARKER_CONTENT) + "\n").encode())
+            finally:
+                os.close(descriptor)
         except OSError as error:
             raise InputError(
                 self.root, f"cannot be made a cache ({error.strerror or error})"
@@ -262,7 +287,7 @@ class ResultCache:
             record = self.read_run(key)
         except InputError as error:
             damage = error if isinstance(error, UnreadableEntry) else None
-            return None, damage or UnreadableEntry("", str(error))
+            return None, detached(damage or UnreadableEntry("", str(error)))
         return replace(record, probabilities=None), None
 
     def damage(self, key: str) -> UnreadableEntry | None:
@@ -294,7 +319,7 @@ class ResultCache:
                 scan.records.append(replace(record, probabilities=None))
             except InputError as error:
                 entry = error if isinstance(error, UnreadableEntry) else None
-                scan.damaged.append(entry or UnreadableEntry(path, error.problem))
+                scan.damaged.append(detached(entry or UnreadableEntry(path, error.problem)))
         return scan
 
     def records(self) -> list[RunRecord]:

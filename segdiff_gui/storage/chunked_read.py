@@ -106,12 +106,23 @@ def _check_layout(dataset: h5py.Dataset, where: str) -> None:
 
 
 def _locate_chunks(dataset: h5py.Dataset, where: str) -> list[_Chunk]:
-    """Every chunk, in address order; all must be stored, each inside the file."""
+    """Every chunk, in address order; all must be stored, each inside the file, each once at
+    its own place on the chunk grid (a crafted index naming one place twice would leave part of
+    the array as whatever memory held before)."""
     chunks: list[_Chunk] = []
+    seen: set[tuple[int, ...]] = set()
     shape, size = dataset.shape, dataset.chunks
     file_size = os.path.getsize(dataset.file.filename)
 
     def visit(info: h5py.h5d.StoreInfo) -> None:
+        offset = tuple(int(n) for n in info.chunk_offset)
+        on_grid = len(offset) == len(shape) and all(
+            0 <= start < total and start % step == 0
+            for start, step, total in zip(offset, size, shape, strict=True)
+        )
+        if not on_grid or offset in seen:
+            raise UnreadableEntry(where, f"{dataset.name}'s chunk index is damaged")
+        seen.add(offset)
         region = tuple(
             slice(start, min(start + step, total))
             for start, step, total in zip(info.chunk_offset, size, shape, strict=True)
@@ -121,9 +132,7 @@ def _locate_chunks(dataset: h5py.Dataset, where: str) -> list[_Chunk]:
         if info.byte_offset is None or info.byte_offset + info.size > file_size:
             raise UnreadableEntry(where, f"{dataset.name} has a chunk past the end of the file")
         deflated = not info.filter_mask & _DEFLATE_SKIPPED
-        chunks.append(
-            _Chunk(region, tuple(info.chunk_offset), info.byte_offset, info.size, deflated)
-        )
+        chunks.append(_Chunk(region, offset, info.byte_offset, info.size, deflated))
 
     try:
         if hasattr(dataset.id, "chunk_iter"):

@@ -19,13 +19,20 @@ import h5py
 
 from segdiff_gui.core.errors import InputError, first_line
 
-__all__ = ["UnreadableEntry", "open_h5_for_reading", "plain_dataset", "plain_group"]
+__all__ = ["UnreadableEntry", "detached", "open_h5_for_reading", "plain_dataset", "plain_group"]
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
 class UnreadableEntry(InputError):
     """A file, or one run in it, that cannot be read safely; the rest of a cache still can."""
+
+
+def detached(error: UnreadableEntry) -> UnreadableEntry:
+    """``error`` without its traceback and chained errors, to be kept in a list: their frames
+    hold what was being read (a whole map), and a list of damaged runs must not hold maps."""
+    error.__traceback__ = error.__context__ = error.__cause__ = None
+    return error
 
 
 def _check_plain_file(path: Path, follow_symlinks: bool) -> None:

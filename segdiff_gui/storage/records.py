@@ -23,7 +23,7 @@ import numpy as np
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.environment import keyed_environment
 from segdiff_gui.core.hashing import canonical_json, hash_bytes, run_key
-from segdiff_gui.core.limits import MAX_REPEATS, check_pixels
+from segdiff_gui.core.limits import MAX_REPEATS, check_stored_bytes
 from segdiff_gui.core.text import printable
 from segdiff_gui.storage.chunked_read import read_stored_array
 from segdiff_gui.storage.hdf5_access import UnreadableEntry, plain_dataset, plain_group
@@ -203,7 +203,9 @@ def write_record(group: h5py.Group, record: RunRecord) -> None:
     provenance = group.create_group(_PROVENANCE)
     encoded = []
     for name, value in record.provenance.items():
-        if isinstance(value, (int, float, str)):
+        if isinstance(value, (float, str)) or (
+            isinstance(value, int) and -(2**63) <= value < 2**63
+        ):
             provenance.attrs[name] = value
         else:  # lists and dicts as JSON text, named so reading gives them back as they were
             provenance.attrs[name] = canonical_json(value)
@@ -247,7 +249,7 @@ def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]
     map_shape = check_map_shape(
         tuple(dataset.shape), dataset.dtype, kind, lambda p: attrs.fail(_MAP, p)
     )
-    check_pixels(where, map_shape[0], map_shape[1], "a stored map")
+    check_stored_bytes(where, map_shape, 4, "a stored map")
 
     decoded: dict[str, Any] = {}
 

@@ -66,6 +66,8 @@ class AttributeReader:
                 where, f"{owner} holds {count:,} attributes (segdiff writes <100)"
             )
         for name in attrs:
+            if not isinstance(name, str):  # h5py gives a name that is not UTF-8 as bytes
+                raise UnreadableEntry(where, f"{owner} has an attribute whose name is not text")
             try:
                 self._values[name] = attrs[name]
             except Exception as error:  # noqa: BLE001 - h5py fails in many ways on odd types
@@ -97,6 +99,8 @@ class AttributeReader:
         # file, whose bytes are real): past the bound it is refused before it is parsed.
         if len(value) > MAX_TEXT_BYTES:
             raise self.fail(name, f"is {len(value):,} characters (more than segdiff ever writes)")
+        if not _is_utf8(value):
+            raise self.fail(name, "holds characters that are not text (lone surrogates)")
         return value
 
     def integer(self, name: str, low: int, high: int) -> int:
@@ -118,11 +122,24 @@ class AttributeReader:
     def json(self, name: str) -> Any:
         text = self.text(name)
         try:
-            return json.loads(text)
+            value = json.loads(text)
+            # "\\udcff" escapes decode to lone surrogates, which no writer can encode again.
+            encodable = _is_utf8(json.dumps(value, ensure_ascii=False))
         except RecursionError:
             raise self.fail(name, "nests too deeply") from None
         except ValueError:
             raise self.fail(name, "is not valid JSON") from None
+        if not encodable:
+            raise self.fail(name, "holds characters that are not text (lone surrogates)")
+        return value
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _kind(value: object) -> str:

@@ -20,6 +20,7 @@ __all__ = [
     "load_study",
     "natural_order",
     "study_run",
+    "target_image",
 ]
 
 
@@ -29,6 +30,15 @@ class RunStore(Protocol):
     def read_run(self, key: str, with_map: bool = True) -> RunRecord: ...
 
     def read_image(self, image_hash: str) -> np.ndarray | None: ...
+
+
+def target_image(store: RunStore, image_hash: str) -> np.ndarray | None:
+    """The target image shown under the maps, or ``None``: it is shown, not analysed, so a
+    damaged one is left out and the maps still show."""
+    try:
+        return store.read_image(image_hash)
+    except InputError:
+        return None
 
 
 def _group_key(record: RunRecord) -> str:
@@ -92,14 +102,14 @@ def load_study(
 ) -> Study:
     """The maps of ``records`` (one comparable group) as a :class:`Study`; records read without
     their map are read again with it. With a ``damaged`` list, a run whose map cannot be read
-    (a damaged chunk, a checksum that does not match) is left out and its error added there,
-    unless it is the only one."""
+    (a damaged chunk, a checksum that does not match) is left out and its error added there;
+    a group with none left raises the last one's."""
     runs = []
     for record in records:
         try:
             full = record if record.probabilities is not None else store.read_run(record.key)
         except InputError as error:
-            if damaged is None or (len(records) == 1):
+            if damaged is None:
                 raise
             damaged.append(error)
             continue

@@ -15,7 +15,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
 from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import RunStore, natural_order, study_run
+from segdiff_gui.storage.studies import RunStore, natural_order, study_run, target_image
 
 __all__ = ["InspectionModel", "PixelValue", "ViewMode"]
 
@@ -35,14 +35,6 @@ class PixelValue:
     ulps: int
     class_index: int
     is_reference: bool
-
-
-def _image_or_none(store: RunStore, image_hash: str) -> np.ndarray | None:
-    """The target image under the maps; a damaged one is left out (the maps still show)."""
-    try:
-        return store.read_image(image_hash)
-    except InputError:
-        return None
 
 
 class InspectionModel:
@@ -77,7 +69,7 @@ class InspectionModel:
         for record in ordered:
             self._append(store, record)
         ordered = [record for record in ordered if record.key in self.records]
-        self.image = _image_or_none(store, ordered[0].target_hash) if ordered else None
+        self.image = target_image(store, ordered[0].target_hash) if ordered else None
         self.reference_key = None
         self._refresh()
 
@@ -90,7 +82,7 @@ class InspectionModel:
         self._append(store, record)
         self.runs.sort(key=lambda run: natural_order(self.records[run.key]))
         if self.image is None:
-            self.image = _image_or_none(store, record.target_hash)
+            self.image = target_image(store, record.target_hash)
         self._refresh()
 
     def _append(self, store: RunStore, record: RunRecord) -> None:

@@ -194,6 +194,53 @@ def _many_attributes(group: h5py.Group, outside: Path) -> None:
         group["provenance"].attrs[f"a{index}"] = index
 
 
+def _bytes_named_attribute(group: h5py.Group, outside: Path) -> None:
+    # h5py gives a name that is not UTF-8 as bytes: sorting names mixed bytes and text.
+    group["provenance"].attrs.create(b"\xff\xfe", 1)
+
+
+def _bytes_named_run(path: Path, outside: Path) -> None:
+    with h5py.File(path, "r+") as handle:
+        handle["runs"][b"\xff" * 64] = _victim(handle)
+
+
+def _classes_past_the_bound(group: h5py.Group, outside: Path) -> None:
+    """A softmax map of 2048² × 256 classes (4 GiB) declared in a few bytes: H×W alone is
+    within the pixel bound."""
+    group.attrs["kind"] = "softmax"
+    _replace_map(group, shape=(2048, 2048, 256), dtype="<f4", chunks=(64, 64, 256),
+                 compression="gzip", shuffle=True)  # fmt: skip
+
+
+def _duplicate_chunk_offsets(path: Path, outside: Path) -> None:
+    """A chunk index naming one chunk's place twice: half the map was never written, and held
+    whatever memory held before (HDF5's own B-tree bytes, merged as probabilities)."""
+    import struct
+
+    with h5py.File(path, "r+") as handle:
+        victim = _victim(handle)
+        del victim["probabilities"]
+        victim.create_dataset("probabilities", data=np.full((32, 32), 0.25, "<f4"),
+                              chunks=(32, 16), compression="gzip", shuffle=True)  # fmt: skip
+        del victim.attrs["checksum"]  # a forger leaves out what would tell
+    data = bytearray(path.read_bytes())
+    key = struct.pack("<QQQ", 0, 16, 0)  # the version-1 B-tree key of chunk (0, 16)
+    at = data.index(key)
+    data[at : at + 24] = struct.pack("<QQQ", 0, 0, 0)
+    path.write_bytes(bytes(data))
+
+
+def json_provenance(name: str, text: str) -> Callable[[Path, Path], None]:
+    def edit(group: h5py.Group, outside: Path) -> None:
+        provenance = group["provenance"]
+        provenance.attrs[name] = text
+        encoded = json.loads(provenance.attrs["_json_encoded"])
+        provenance.attrs["_json_encoded"] = json.dumps([*encoded, name])
+        del group.attrs["checksum"]
+
+    return _edit_run(edit)
+
+
 def flip_a_byte_of(what: str) -> Callable[[Path, Path], None]:
     """Damage as a disk does it: one byte of the map's stored chunk, or of an attribute."""
 
@@ -257,6 +304,15 @@ BUNDLE_CASES = [
     Case("gzip bomb", _edit_run(_gzip_bomb), "does not inflate to its size"),
     Case("deeply nested JSON", _edit_run(_deep_json), "nests too deeply"),
     Case("2,000 provenance attributes", _edit_run(_many_attributes), "holds 2,0.. attributes"),
+    Case("an attribute named in bytes", _edit_run(_bytes_named_attribute), "name is not text"),
+    Case("a run named in bytes", _bytes_named_run, "a run whose name is not text"),
+    Case("4 GiB of classes", _edit_run(_classes_past_the_bound), "GiB, over segdiff's limit"),
+    Case("duplicate chunk offsets", _duplicate_chunk_offsets, "chunk index is damaged"),
+    Case(
+        "a lone surrogate in the host name",
+        json_provenance("hostname", json.dumps("evil\udcff")),
+        "not text \\(lone surrogates\\)",
+    ),
     Case("a flipped byte in a map", flip_a_byte_of("map"), "damaged chunk|map does not match"),
     Case("a flipped byte in a label", flip_a_byte_of("label"), "do not match their checksum"),
     Case("an oversized attribute", _attribute("label", "x" * (2 << 20)), "more than segdiff"),

@@ -6,12 +6,14 @@ other runs, and read or delete nothing outside, in bounded memory."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from tests.hostile.corpus import (
     base_bundle,
     base_cache,
     flip_a_byte_of,
+    json_provenance,
 )
 from tests.storage.test_cache import make_record
 
@@ -323,3 +326,83 @@ def test_arguments_past_reason_are_one_line_before_anything_runs(demo, tmp_path,
     result = run(*args, "--cache", tmp_path / "cache", home=tmp_path)
     assert result.returncode == 2, result.stderr
     assert problem in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_bundle_whose_image_is_too_large_is_not_merged(crafted, tmp_path):
+    # 8 GiB of float64 declared in a few MB: the image enters the cache with the runs.
+    def craft(path: Path, outside: Path) -> None:
+        import h5py
+
+        with h5py.File(path, "r+") as handle:
+            images = handle["images"]
+            (name,) = list(images)
+            del images[name]
+            images.create_dataset(name, shape=(16384, 16384, 4), dtype="<f8", chunks=(256, 256, 4),
+                                  compression="gzip", shuffle=True)  # fmt: skip
+
+    bundle, _ = crafted(Case("image", craft, ""))
+    merged = run("merge", bundle, "--cache", tmp_path / "laptop", home=tmp_path)
+    assert merged.returncode == 2 and "GiB, over segdiff's limit" in merged.stderr
+    assert not ResultCache(tmp_path / "laptop").keys()
+
+
+def test_a_run_linked_under_many_names_is_refused_before_its_map_is_read(tmp_path):
+    # One whole 8192² run (256 MB) hard-linked under 16 more keys: each copy's map was read
+    # (and kept, in its error's traceback) before its name was compared with its key: 4 GB.
+    import h5py
+    import numpy as np
+
+    from segdiff_gui.storage import write_bundle
+
+    cache = ResultCache(tmp_path / "source")
+    record = make_record("big", np.zeros((8192, 8192), np.float32))
+    cache.write_run(record)
+    bundle = tmp_path / "linked.h5"
+    write_bundle(cache, [record.key], bundle)
+    with h5py.File(bundle, "r+") as handle:
+        for index in range(16):
+            handle["runs"][f"{index:064x}"] = handle["runs"][record.key]
+    started = time.perf_counter()
+    merged = run("merge", bundle, "--cache", tmp_path / "laptop", home=tmp_path)
+    assert merged.returncode == 2 and "claims to be run" in merged.stderr
+    assert "(and 15 more damaged runs)" in merged.stderr
+    assert time.perf_counter() - started < 20
+
+
+def test_values_past_64_bits_are_kept_as_they_were(crafted, tmp_path):
+    bundle, _ = crafted(Case("big", json_provenance("x", json.dumps(2**64)), ""))
+    laptop = ResultCache(tmp_path / "laptop")
+    merged = run("merge", bundle, "--cache", laptop.root, home=tmp_path)
+    assert merged.returncode == 0, merged.stderr
+    assert {laptop.read_run(key).provenance.get("x") for key in laptop.keys()} >= {2**64}
+    bundled = run("bundle", tmp_path / "again.h5", "--cache", laptop.root, home=tmp_path)
+    assert bundled.returncode == 0, bundled.stderr
+
+
+@pytest.mark.parametrize("marker", ["a link to the user's file", "a FIFO", "a dangling link"])
+def test_a_crafted_cache_marker_is_never_written_through_or_waited_on(tmp_path, marker):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the user's notes\n")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    if marker == "a FIFO":
+        os.mkfifo(cache / ".segdiff-cache")
+    else:
+        (cache / ".segdiff-cache").symlink_to(notes if "user" in marker else tmp_path / "new")
+    source, keys = base_cache(tmp_path / "source")
+    good = _bundle_of(source, keys, tmp_path)
+    result = run("merge", good, "--cache", cache, home=tmp_path)  # a hang fails in run()
+    assert result.returncode == 2 and "is not a segdiff cache marker" in result.stderr
+    assert notes.read_text() == "the user's notes\n" and not (tmp_path / "new").exists()
+
+
+def test_a_bundle_target_with_an_odd_format_attribute_is_not_overwritten(tmp_path):
+    import h5py
+    import numpy as np
+
+    cache, _ = base_cache(tmp_path / "cache")
+    target = tmp_path / "t.h5"
+    with h5py.File(target, "w") as handle:
+        handle.attrs["format"] = np.array([1, 2])
+    result = run("bundle", target, "--cache", cache.root, home=tmp_path)
+    assert result.returncode == 2 and "not overwriting it" in result.stderr
