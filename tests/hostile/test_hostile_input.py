@@ -298,6 +298,7 @@ def test_markup_and_control_characters_from_a_bundle_reach_no_terminal(tmp_path)
     assert "[/]evil" in listed and "t[/bold].png" in listed  # shown as the text it is
 
 
+@pytest.mark.slow  # the demo's runs: real inference
 def test_a_cache_of_the_demo_with_a_damaged_run_still_opens_in_the_window(demo_cache, tmp_path):
     copy = tmp_path / "cache"
     shutil.copytree(demo_cache.root, copy)
