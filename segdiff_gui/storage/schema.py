@@ -21,7 +21,6 @@ import numpy as np
 
 from segdiff_gui.core.config import ConfigError, OutputSelection, Preprocessing, RunConfig
 from segdiff_gui.core.limits import MAX_BATCH, MAX_CHANNELS, MAX_TEXT_BYTES
-from segdiff_gui.core.text import printable
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
 
 __all__ = [
@@ -216,12 +215,12 @@ def check_digest_list(data: object, length: int, fail: Any) -> list[str]:
     return data
 
 
-def check_names(data: object, length: int, fail: Any) -> list[str]:
+def check_names(data: object, length: int, fail: Any) -> None:
+    """The batch's image names: one bounded text each (made printable where shown)."""
     if not isinstance(data, list) or len(data) != length:
         raise fail(f"is not a list of {length} names")
     if not all(isinstance(name, str) and len(name) <= 4096 for name in data):
         raise fail("holds something other than names")
-    return [printable(name) for name in data]
 
 
 def check_raw_shape(

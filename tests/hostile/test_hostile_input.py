@@ -30,7 +30,7 @@ from tests.hostile.corpus import (
     flip_a_byte_of,
     json_provenance,
 )
-from tests.storage.test_cache import make_record
+from tests.storage.test_cache import bundle_of, make_record
 
 # A bound no case may pass: the bombs asked for 1.8–9.3 GB before they were refused.
 MEMORY_LIMIT = 3 * 2**30
@@ -353,13 +353,8 @@ def test_a_run_linked_under_many_names_is_refused_before_its_map_is_read(tmp_pat
     import h5py
     import numpy as np
 
-    from segdiff_gui.storage import write_bundle
-
-    cache = ResultCache(tmp_path / "source")
     record = make_record("big", np.zeros((8192, 8192), np.float32))
-    cache.write_run(record)
-    bundle = tmp_path / "linked.h5"
-    write_bundle(cache, [record.key], bundle)
+    bundle = bundle_of([record], tmp_path / "linked.h5", ResultCache(tmp_path / "source"))
     with h5py.File(bundle, "r+") as handle:
         for index in range(16):
             handle["runs"][f"{index:064x}"] = handle["runs"][record.key]

@@ -71,6 +71,14 @@ def make_record(name: str, values: np.ndarray, label: str = "cpu b1 r0", **chang
     return sealed(base, **changes)
 
 
+def bundle_of(records: list[RunRecord], path, source: ResultCache):
+    """``records`` written into ``source`` and bundled at ``path``."""
+    for record in records:
+        source.write_run(record)
+    write_bundle(source, [record.key for record in records], path)
+    return path
+
+
 def awkward_values() -> np.ndarray:
     values = np.random.default_rng(0).random((300, 260), dtype=np.float32)
     values[0, :6] = [np.nan, -0.0, 1e-45, np.float32(0.549857), 1.0, np.inf]
@@ -201,11 +209,8 @@ def test_a_plain_hdf5_file_is_not_a_bundle(tmp_path):
 def test_a_crafted_bundle_cannot_write_outside_the_cache(tmp_path):
     from segdiff_gui.core.errors import InputError
 
-    source = ResultCache(tmp_path / "source")
     record = make_record("04", np.zeros((4, 4), np.float32))
-    source.write_run(record)
-    bundle = tmp_path / "evil.h5"
-    write_bundle(source, [record.key], bundle)
+    bundle = bundle_of([record], tmp_path / "evil.h5", ResultCache(tmp_path / "source"))
     with h5py.File(bundle, "r+") as handle:
         handle["runs"][record.key].attrs["key"] = "../../../victim/model"
     with pytest.raises(InputError, match="attribute 'key' is not a SHA-256 digest"):
