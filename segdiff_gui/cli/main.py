@@ -17,6 +17,7 @@ from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, E
 from segdiff_gui.cli.sweep_view import parse_shard
 from segdiff_gui.core.config import ConfigError
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.runner.matrix import DEFAULT_TIMEOUT_S
 
 __all__ = ["build_parser", "main"]
@@ -111,9 +112,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="append",
         default=[],
         metavar="SPEC",
-        help="comma-separated key=value: device=cpu|gpu:N, batch=N, context=set|copies, "
-        "position=K, determinism=on|off, tf32=on|off, onednn=on|off, threads=N, xla=on|off, "
-        "precision=float32|mixed_bfloat16|mixed_float16; repeatable, one per configuration",
+        help=f"comma-separated key=value: {KNOBS.help()}; repeatable, one per configuration",
     )
     _matrix_options(run)
     run.add_argument("--scale", metavar="X", help="input scale, e.g. 1/255 (default: by dtype)")

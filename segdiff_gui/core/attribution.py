@@ -19,10 +19,11 @@ import numpy as np
 
 from segdiff_gui.core.analysis import MapComparison, compare_maps
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.knobs import KNOBS, Knob, KnobRegistry
 from segdiff_gui.core.spread import at_risk_mask
 
 __all__ = [
-    "KNOBS",
+    "KNOB_GROUPS",
     "Attribution",
     "AttributionPlan",
     "AttributionStep",
@@ -31,27 +32,12 @@ __all__ = [
     "plan_attribution",
 ]
 
-# The knobs in the order of the cumulative path. The batch knob carries the batch context and
-# the target's position with it: they mean nothing apart from a batch size.
-KNOBS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("device", ("device",)),
-    ("batch", ("batch", "context", "position")),
-    ("determinism", ("determinism",)),
-    ("tf32", ("tf32",)),
-    ("onednn", ("onednn",)),
-    ("threads", ("threads",)),
-    ("xla", ("xla",)),
-    ("precision", ("precision",)),
-)
+# The knobs in the order of the cumulative path, each with the fields it carries.
+KNOB_GROUPS: tuple[tuple[Knob, tuple[str, ...]], ...] = KNOBS.groups()
 
 
-def _value_text(config: RunConfig, field: str) -> str:
-    value = getattr(config, field)
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if field == "threads" and value == 0:
-        return "default"
-    return str(value)
+def _value_text(config: RunConfig, field: str, knobs: KnobRegistry) -> str:
+    return knobs.shown(field, getattr(config, field))
 
 
 def _take(config: RunConfig, source: RunConfig, fields: tuple[str, ...]) -> RunConfig:
@@ -87,18 +73,22 @@ class AttributionPlan:
         return list(dict.fromkeys(ordered))
 
 
-def plan_attribution(base: RunConfig, target: RunConfig) -> AttributionPlan:
-    """The one-knob and cumulative configurations between ``base`` and ``target``."""
+def plan_attribution(
+    base: RunConfig, target: RunConfig, knobs: KnobRegistry = KNOBS
+) -> AttributionPlan:
+    """The one-knob and cumulative configurations between ``base`` and ``target``, knob by
+    knob in the order of ``knobs``."""
     steps = []
     current = base
-    for knob, fields in KNOBS:
+    for knob_entry, fields in knobs.groups():
+        knob = knob_entry.name
         changed = [f for f in fields if getattr(base, f) != getattr(target, f)]
         if not changed:
             continue
         # The knob names itself; only the batch knob says which of its fields moved.
         change = ", ".join(
             (f"{f} " if len(fields) > 1 else "")
-            + f"{_value_text(base, f)} → {_value_text(target, f)}"
+            + f"{_value_text(base, f, knobs)} → {_value_text(target, f, knobs)}"
             for f in changed
         )
         after = _take(current, target, fields)

@@ -9,12 +9,12 @@ switched between runs inside one child.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, fields, replace
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from segdiff_gui.core.limits import MAX_BATCH
+from segdiff_gui.core.errors import ConfigError
+from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 
 __all__ = [
     "PRECISIONS",
@@ -26,67 +26,35 @@ __all__ = [
     "parse_preprocessing",
 ]
 
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-_PRECISION_SHORT = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
-_DEVICE_RE = re.compile(r"^(cpu|gpu)(?::(\d+))?$")
-_TRUE = {"on", "true", "1", "yes"}
-_FALSE = {"off", "false", "0", "no"}
+PRECISIONS: tuple[str, ...] = tuple(KNOBS["precision"].values.split("|"))
 
 
-class ConfigError(ValueError):
-    """A configuration or preprocessing specification that cannot be understood."""
+def _default(name: str) -> Any:
+    return KNOBS.default(name)
 
 
 @dataclass(frozen=True, order=True)
 class RunConfig:
-    """One configuration of the matrix.
+    """One configuration of the matrix: a value for every knob of
+    :data:`~segdiff_gui.core.knobs.KNOBS`, whose entries say what each knob does and how it is
+    written, checked and labelled (a test holds these fields to that list)."""
 
-    Attributes
-    ----------
-    device : ``"cpu"`` or ``"gpu:N"``; a missing device fails the run, never falls back.
-    batch : batch size the target image is inferred in.
-    context : ``"set"`` fills the batch with the other images of the set, ``"copies"`` with
-        copies of the target.
-    position : index of the target inside the batch.
-    determinism : ``tf.config.experimental.enable_op_determinism()`` (process-level).
-    tf32 : TensorFloat-32 on Ampere+ GPUs (TensorFlow's default is on).
-    onednn : ``TF_ENABLE_ONEDNN_OPTS`` (process-level, read at TF import).
-    threads : intra-op thread count, 0 for TensorFlow's default (process-level).
-    xla : compile the forward pass with XLA (``jit_compile``); always set explicitly.
-    precision : Keras dtype policy the model is rebuilt with.
-    """
-
-    device: str = "cpu"
-    batch: int = 1
-    context: Literal["set", "copies"] = "set"
-    position: int = 0
-    determinism: bool = False
-    tf32: bool = True
-    onednn: bool = True
-    threads: int = 0
-    xla: bool = False
-    precision: str = "float32"
+    device: str = _default("device")
+    batch: int = _default("batch")
+    context: Literal["set", "copies"] = _default("context")
+    position: int = _default("position")
+    determinism: bool = _default("determinism")
+    tf32: bool = _default("tf32")
+    onednn: bool = _default("onednn")
+    threads: int = _default("threads")
+    xla: bool = _default("xla")
+    precision: str = _default("precision")
 
     def __post_init__(self) -> None:
-        match = _DEVICE_RE.match(self.device.lower())
-        if not match:
-            raise ConfigError(f"device must be 'cpu' or 'gpu:N', not {self.device!r}")
-        kind, index = match.groups()
-        object.__setattr__(self, "device", f"{kind}:{index}" if kind == "gpu" else "cpu")
-        if kind == "gpu" and index is None:
-            object.__setattr__(self, "device", "gpu:0")
-        if not 1 <= self.batch <= MAX_BATCH:
-            raise ConfigError(f"batch must be between 1 and {MAX_BATCH:,}, not {self.batch:,}")
-        if self.context not in ("set", "copies"):
-            raise ConfigError(f"context must be 'set' or 'copies', not {self.context!r}")
+        KNOBS.normalise(self)
+        # What relates two knobs: a position inside the batch, and no context without one.
         if not 0 <= self.position < self.batch:
             raise ConfigError(f"position {self.position} is outside a batch of {self.batch}")
-        if self.threads < 0:
-            raise ConfigError(
-                f"threads must be 0 (TensorFlow's default) or more, not {self.threads}"
-            )
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}")
         if self.batch == 1:
             # A batch of one has no context: normalise so equal runs get equal cache keys.
             object.__setattr__(self, "context", "set")
@@ -95,9 +63,9 @@ class RunConfig:
     def is_gpu(self) -> bool:
         return self.device.startswith("gpu")
 
-    def process_settings(self) -> tuple[bool, bool, int]:
+    def process_settings(self) -> tuple[object, ...]:
         """The knobs TensorFlow reads once per process; equal values may share a child."""
-        return (self.determinism, self.onednn, self.threads)
+        return KNOBS.process_settings(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,81 +77,23 @@ class RunConfig:
 
     def label(self) -> str:
         """Short human label, naming only what differs from the defaults: ``cpu b64 xla``."""
-        parts = [self.device, f"b{self.batch}"]
-        if self.batch > 1 and self.context == "copies":
-            parts.append("copies")
-        if self.position:
-            parts.append(f"pos{self.position}")
-        if self.determinism:
-            parts.append("det")
-        if not self.tf32:
-            parts.append("tf32-off")
-        if not self.onednn:
-            parts.append("onednn-off")
-        if self.threads:
-            parts.append(f"threads{self.threads}")
-        if self.xla:
-            parts.append("xla")
-        if self.precision != "float32":
-            parts.append(_PRECISION_SHORT[self.precision])
-        return " ".join(parts)
+        return KNOBS.label(self)
 
     def to_spec(self) -> str:
         """The ``key=value`` spec that :func:`parse_config_spec` turns back into this config."""
-        on = {True: "on", False: "off"}
-        return (
-            f"device={self.device},batch={self.batch},context={self.context},"
-            f"position={self.position},determinism={on[self.determinism]},tf32={on[self.tf32]},"
-            f"onednn={on[self.onednn]},threads={self.threads},xla={on[self.xla]},"
-            f"precision={self.precision}"
-        )
+        return KNOBS.spec(self)
 
 
-def _parse_bool(key: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ConfigError(f"{key} must be on or off, not {value!r}")
+_C = TypeVar("_C")
 
 
-def _parse_int(key: str, value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"{key} must be a whole number, not {value!r}") from None
-
-
-_SPEC_ALIASES = {"deterministic": "determinism", "bs": "batch"}
-
-
-def parse_config_spec(spec: str, base: RunConfig | None = None) -> RunConfig:
-    """Parse ``device=cpu,batch=64,xla=on`` into a :class:`RunConfig` (unnamed keys default)."""
-    values: dict[str, Any] = {}
-    items = [part.strip() for part in spec.split(",") if part.strip()]
-    if not items:
-        raise ConfigError("an empty --config; give key=value pairs such as batch=64")
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"config item {item!r} is not key=value")
-        key, value = (s.strip() for s in item.split("=", 1))
-        key = _SPEC_ALIASES.get(key.lower(), key.lower())
-        if key in values:
-            raise ConfigError(f"config {spec!r} gives {key} twice")
-        if key in ("batch", "position", "threads"):
-            values[key] = _parse_int(key, value)
-        elif key in ("determinism", "tf32", "onednn", "xla"):
-            values[key] = _parse_bool(key, value)
-        elif key == "precision":
-            aliases = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
-            values[key] = aliases.get(value.lower(), value.lower())
-        elif key in ("device", "context"):
-            values[key] = value.lower()
-        else:
-            valid = ", ".join(f.name for f in fields(RunConfig))
-            raise ConfigError(f"unknown config key {key!r} (valid keys: {valid})")
-    return replace(base or RunConfig(), **values)
+def parse_config_spec(spec: str, base: _C | None = None, knobs: KnobRegistry = KNOBS) -> _C:
+    """Parse ``device=cpu,batch=64,xla=on`` into a configuration: ``base`` (the default
+    :class:`RunConfig`) with the knobs named changed, as ``knobs`` reads them."""
+    values = knobs.parse(spec)
+    start: Any = RunConfig() if base is None else base
+    result: _C = replace(start, **values)
+    return result
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui.core.attribution import KNOBS, Effect, plan_attribution
+from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution
+from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.spread import at_risk_mask
 from segdiff_gui.core.study import Study, StudyRun
 
@@ -27,28 +28,9 @@ TOPICS = {
     "not measured": "Not measured",
 }
 
-# Where TensorFlow documents each switch.
-DOCS = {
-    "determinism": "https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_op_determinism",
-    "tf32": "https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_tensor_float_32_execution",
-    "threads": "https://www.tensorflow.org/api_docs/python/tf/config/threading/set_intra_op_parallelism_threads",
-    "xla": "https://www.tensorflow.org/xla",
-    "precision": "https://www.tensorflow.org/guide/mixed_precision",
-    "device": "https://www.tensorflow.org/guide/gpu",
-    "batch": "https://www.tensorflow.org/api_docs/python/tf/keras/Model#predict",
-    "onednn": "https://www.tensorflow.org/install/pip#hardware_requirements",
-}
-
-_KNOB_NAMES = {
-    "device": "the device",
-    "batch": "the batch (size, context or position)",
-    "determinism": "op determinism",
-    "tf32": "TF32",
-    "onednn": "oneDNN",
-    "threads": "the intra-op thread count",
-    "xla": "XLA",
-    "precision": "the precision policy",
-}
+# Where TensorFlow documents each knob, and how sentences name it: from the knob registry.
+DOCS = {knob.name: knob.link for knob, _ in KNOB_GROUPS}
+_KNOB_NAMES = {knob.name: knob.title for knob, _ in KNOB_GROUPS}
 
 
 @dataclass(frozen=True)
@@ -143,7 +125,7 @@ def _knob_effects(
     findings: list[Finding] = []
     alone: dict[str, Effect] = {}
     varied: set[str] = set()
-    order = [name for name, _ in KNOBS]
+    order = [knob.name for knob, _ in KNOB_GROUPS]
 
     def knob_order(item: tuple[str, StudyRun]) -> tuple[int, int, str]:
         steps = plan_attribution(reference.config, item[1].config).steps
@@ -235,17 +217,10 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
     advice = []
     reference = study.reference
     changing = {knob: e for knob, e in alone.items() if e.differing_pixels}
-    same_as_reference = {"device", "batch", "xla", "threads", "onednn", "precision"}
-    order = [name for name, _ in KNOBS]
+    same_as_reference = {knob.name for knob, _ in KNOB_GROUPS if knob.advise_keeping}
+    order = [knob.name for knob, _ in KNOB_GROUPS]
     for knob in sorted(changing.keys() & same_as_reference, key=order.index):
-        value = {
-            "device": reference.config.device,
-            "batch": f"batch {reference.config.batch}",
-            "xla": "XLA " + ("on" if reference.config.xla else "off"),
-            "threads": f"{reference.config.threads or 'default'} intra-op threads",
-            "onednn": "oneDNN " + ("on" if reference.config.onednn else "off"),
-            "precision": reference.config.precision,
-        }[knob]
+        value = KNOBS[knob].setting_text(getattr(reference.config, knob))
         advice.append(
             Finding(
                 "advice",
@@ -364,7 +339,7 @@ def diagnose(study: Study) -> list[Finding]:
                 "algorithms, atomics); add a gpu configuration on a machine that has one.",
             )
         )
-    unmeasured = [name for name, _ in KNOBS if name not in varied]
+    unmeasured = [knob.name for knob, _ in KNOB_GROUPS if knob.name not in varied]
     if unmeasured and study.others:
         names = ", ".join(_KNOB_NAMES[k] for k in unmeasured)
         findings.append(

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["InputError", "first_line"]
+__all__ = ["ConfigError", "InputError", "first_line"]
+
+
+class ConfigError(ValueError):
+    """A configuration or preprocessing specification that cannot be understood."""
 
 
 class InputError(ValueError):

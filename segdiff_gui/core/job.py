@@ -65,11 +65,12 @@ class EngineJob:
     cache_root: str
     runs: tuple[PlannedRun, ...] = field(default=())
 
-    def process_settings(self) -> tuple[bool, bool, int]:
+    def process_config(self) -> RunConfig:
+        """A configuration of this job; its process-level knobs are those of every run."""
         settings = {run.config.process_settings() for run in self.runs}
         if len(settings) != 1:
             raise ValueError("a job's runs must share their process-level settings")
-        return settings.pop()
+        return self.runs[0].config
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -18,7 +18,8 @@ def main(argv: list[str]) -> int:
     command = argv[0] if argv else ""
     if command == "run":
         job = EngineJob.from_dict(json.loads(sys.stdin.read()))
-        apply_process_settings(*job.process_settings())
+        settings = job.process_config()
+        apply_process_settings(settings.determinism, settings.onednn, settings.threads)
         channel = Channel()
         from segdiff_gui.engine.worker import run_job
 

@@ -261,11 +261,11 @@ def _test_death_at_start() -> None:
 
 def run_job(job: EngineJob, channel: Channel) -> int:
     _test_death_at_start()
-    determinism, _onednn, threads = job.process_settings()
+    settings = job.process_config()
     # Both must happen before the first op initialises the runtime.
-    if threads:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-    if determinism:
+    if settings.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(settings.threads)
+    if settings.determinism:
         tf.config.experimental.enable_op_determinism()
     try:
         return JobRunner(job, channel).run_all()

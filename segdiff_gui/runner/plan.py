@@ -15,6 +15,7 @@ from segdiff_gui.core.environment import keyed_environment
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
+from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_REPEATS
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
@@ -142,6 +143,7 @@ def plan_matrix(
     trust_model: bool = False,
     sweep: bool = False,
     shard: tuple[int, int] | None = None,
+    knobs: KnobRegistry = KNOBS,
 ) -> MatrixPlan:
     """Plan ``configs × repeats`` runs of ``model_path`` on the target among ``image_paths``,
     or, for a ``sweep``, on every image (only shard ``K`` of ``N`` with ``shard=(K, N)``).
@@ -214,9 +216,9 @@ def plan_matrix(
         if record is not None and is_merged(record):
             merged.add(run.key)
     _check_images(refs, to_compute, decoded)
-    groups: dict[tuple[bool, bool, int], list[PlannedRun]] = {}
+    groups: dict[tuple[object, ...], list[PlannedRun]] = {}
     for run in to_compute:
-        groups.setdefault(run.config.process_settings(), []).append(run)
+        groups.setdefault(knobs.process_settings(run.config), []).append(run)
     jobs = tuple(
         EngineJob(
             model_path=str(model),

@@ -4,66 +4,43 @@ settings, each with a tooltip that says what it changes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFormLayout,
     QGridLayout,
     QGroupBox,
+    QLabel,
     QLineEdit,
+    QPlainTextEdit,
     QSpinBox,
     QWidget,
 )
 
-from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.config import RunConfig, parse_config_spec
+from segdiff_gui.core.errors import ConfigError
+from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 
-__all__ = ["KNOBS", "MatrixEditor"]
-
-# name, tooltip, the variant of a batch-1 run it adds
-KNOBS: tuple[tuple[str, str, dict[str, object]], ...] = (
-    (
-        "determinism",
-        "Op determinism (tf.config.experimental.enable_op_determinism): repeats on "
-        "a GPU agree bit for bit, usually slower. Own process.",
-        {"determinism": True},
-    ),
-    (
-        "TF32 off",
-        "TensorFloat-32 off on Ampere+ GPUs: float32 matmuls and convolutions keep "
-        "their full mantissa (TF's default is on). No effect on CPUs.",
-        {"tf32": False},
-    ),
-    (
-        "oneDNN off",
-        "TF_ENABLE_ONEDNN_OPTS=0: CPU kernels without oneDNN's reordered arithmetic. Own process.",
-        {"onednn": False},
-    ),
-    ("1 thread", "One intra-op thread: the CPU sums in one order. Own process.", {"threads": 1}),
-    (
-        "XLA",
-        "Compile the forward pass with XLA (jit_compile=True): fused kernels round differently.",
-        {"xla": True},
-    ),
-    (
-        "bfloat16",
-        "mixed_bfloat16 policy: layers compute in bfloat16 (8-bit mantissa).",
-        {"precision": "mixed_bfloat16"},
-    ),
-    (
-        "float16",
-        "mixed_float16 policy: layers compute in float16 (10-bit mantissa).",
-        {"precision": "mixed_float16"},
-    ),
-)
+__all__ = ["MatrixEditor"]
 
 
 class MatrixEditor(QGroupBox):
     changed = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        knobs: KnobRegistry = KNOBS,
+        base: RunConfig | None = None,
+    ) -> None:
         super().__init__("Matrix", parent)
+        # The registry's one-knob-at-a-time variants, and the configuration they vary (a test
+        # builds its own registry and configuration type).
+        self.knob_registry = knobs
+        self.base = base if base is not None else RunConfig()
         self.devices: dict[str, QCheckBox] = {}
         self.device_box = QWidget()
         self.device_layout = QGridLayout(self.device_box)
@@ -86,22 +63,40 @@ class MatrixEditor(QGroupBox):
         self.repeats.setToolTip(
             "Runs of every configuration: on a GPU, repeats show nondeterminism"
         )
-        knobs = QWidget()
-        knob_layout = QGridLayout(knobs)
+        knob_box = QWidget()
+        knob_layout = QGridLayout(knob_box)
         knob_layout.setContentsMargins(0, 0, 0, 0)
         self.knobs: dict[str, QCheckBox] = {}
-        for index, (name, tip, _) in enumerate(KNOBS):
+        self._variants = {variant.label: (knob, variant) for knob, variant in knobs.variants()}
+        for index, (name, (knob, variant)) in enumerate(self._variants.items()):
             box = QCheckBox(name)
-            box.setToolTip(tip + " Adds a batch-1 run on every chosen device.")
+            tip = " ".join(filter(None, (knob.tooltip, variant.tooltip)))
+            box.setToolTip(f"{tip} Adds a batch-1 run on every chosen device.")
             box.toggled.connect(self.changed)
             knob_layout.addWidget(box, index // 2, index % 2)
             self.knobs[name] = box
+        self.extra = QPlainTextEdit()
+        self.extra.setPlaceholderText("more configurations, one per line: xla=on,batch=8")
+        self.extra.setToolTip(
+            "Any other configuration, one per line as key=value pairs ("
+            + knobs.help()
+            + "); each runs on every chosen device unless it names one"
+        )
+        self.extra.setMaximumHeight(56)
+        self.extra_problem = QLabel()
+        self.extra_problem.setWordWrap(True)
+        self.extra_problem.setVisible(False)
+        self._extra_timer = QTimer(self, singleShot=True, interval=600)
+        self._extra_timer.timeout.connect(self.changed)
+        self.extra.textChanged.connect(self._extra_timer.start)
         form = QFormLayout(self)
         form.addRow("devices", self.device_box)
         form.addRow("batch sizes", self.batches)
         form.addRow("batch context", self.context)
         form.addRow("repeats", self.repeats)
-        form.addRow("one knob at a time", knobs)
+        form.addRow("one knob at a time", knob_box)
+        form.addRow("more", self.extra)
+        form.addRow("", self.extra_problem)
         self.batches.editingFinished.connect(self.changed)
         self.repeats.valueChanged.connect(self.changed)
         self.set_devices(["cpu"])
@@ -125,17 +120,73 @@ class MatrixEditor(QGroupBox):
         """Show a matrix made elsewhere (the demo's, or the default)."""
         for widget in (*self.knobs.values(), *self.devices.values(), self.repeats):
             widget.blockSignals(True)
-        plain = [c for c in configs if c.label() == f"{c.device} b{c.batch}"]
+        plain = [c for c in configs if self._is_plain(c)]
         self.batches.setText(", ".join(str(b) for b in sorted({c.batch for c in plain})))
         self.repeats.setValue(repeats)
-        for name, _, variant in KNOBS:
-            self.knobs[name].setChecked(
-                any(all(getattr(c, k) == v for k, v in variant.items()) for c in configs)
-            )
+        variants = {self._variant_of(c) for c in configs} - {None}
+        for name, box in self.knobs.items():
+            box.setChecked(name in variants)
+        # What neither the batch sizes nor a variant makes is written out, one per line.
+        extra = [c for c in configs if not self._is_plain(c) and self._variant_of(c) is None]
+        self.extra.blockSignals(True)
+        self.extra.setPlainText("\n".join(dict.fromkeys(self._short_spec(c) for c in extra)))
+        self.extra.blockSignals(False)
         devices = sorted({c.device for c in configs}, key=lambda d: (d != "cpu", d))
         self.set_devices(sorted(set(self.devices) | set(devices)), devices)
         for widget in (*self.knobs.values(), *self.devices.values(), self.repeats):
             widget.blockSignals(False)
+
+    def _differences(self, config: RunConfig) -> dict[str, object]:
+        """The knobs of ``config`` that differ from the base, beside its device and batch."""
+        return {
+            knob.name: getattr(config, knob.name)
+            for knob in self.knob_registry
+            if knob.name not in ("device", "batch")
+            and getattr(config, knob.name) != getattr(self.base, knob.name)
+        }
+
+    def _is_plain(self, config: RunConfig) -> bool:
+        return not self._differences(config)
+
+    def _variant_of(self, config: RunConfig) -> str | None:
+        """The checkbox that makes ``config``: a batch-1 run with one knob changed."""
+        changed = self._differences(config)
+        if config.batch != 1 or len(changed) != 1:
+            return None
+        ((name, value),) = changed.items()
+        for label, (knob, variant) in self._variants.items():
+            if knob.name == name and variant.value == value:
+                return label
+        return None
+
+    def _short_spec(self, config: RunConfig) -> str:
+        """``config`` as the extra lines write it: only what differs from the base (devices
+        come from the device boxes)."""
+        values = {"batch": config.batch, **self._differences(config)}
+        full = self.knob_registry.spec(config).split(",")
+        return ",".join(item for item in full if item.split("=")[0] in values)
+
+    def extra_configs(self, devices: Sequence[str]) -> list[RunConfig]:
+        """The extra lines' configurations on every chosen device (or the one a line names);
+        a line that cannot be read is said under the box and left out."""
+        configs, problems = [], []
+        for number, line in enumerate(self.extra.toPlainText().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                values = self.knob_registry.parse(line)
+                names = [values["device"]] if "device" in values else devices
+                for device in names:
+                    spec = ",".join(f"{k}={v}" for k, v in values.items() if k != "device")
+                    configs.append(
+                        parse_config_spec(f"device={device},{spec}".rstrip(","), self.base,
+                                          self.knob_registry)
+                    )  # fmt: skip
+            except ConfigError as error:
+                problems.append(f"line {number}: {error}")
+        self.extra_problem.setText("; ".join(problems))
+        self.extra_problem.setVisible(bool(problems))
+        return configs
 
     def batch_sizes(self) -> list[int]:
         sizes = []
@@ -149,14 +200,15 @@ class MatrixEditor(QGroupBox):
         devices = [name for name, box in self.devices.items() if box.isChecked()] or ["cpu"]
         context = self.context.currentText()
         configs = [
-            RunConfig(device=d, batch=b, context=context)  # type: ignore[arg-type]
+            replace(self.base, device=d, batch=b, context=context)
             for d in devices
             for b in self.batch_sizes()
         ]
-        for name, _, variant in KNOBS:
+        for name, (knob, variant) in self._variants.items():
             if self.knobs[name].isChecked():
                 for device in devices:
-                    if variant.get("tf32") is False and device == "cpu":
-                        continue  # TF32 is a GPU mode: the run would equal the plain one
-                    configs.append(RunConfig(device=device, **variant))  # type: ignore[arg-type]
-        return configs
+                    if variant.gpu_only and device == "cpu":
+                        continue  # e.g. TF32 is a GPU mode: the run would equal the plain one
+                    configs.append(replace(self.base, device=device, **{knob.name: variant.value}))
+        configs += self.extra_configs(devices)
+        return list(dict.fromkeys(configs))

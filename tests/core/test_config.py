@@ -41,7 +41,7 @@ def test_defaults_and_aliases():
         ("precision=float64", "precision must be one of"),
         ("colour=red", "unknown config key 'colour'"),
         ("batch", "not key=value"),
-        ("", "an empty --config"),
+        ("", "an empty configuration"),
         ("device=cpu,device=gpu:0", "gives device twice"),
     ],
 )

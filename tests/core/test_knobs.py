@@ -1,0 +1,53 @@
+"""The knob registry is where a knob is written: parsing, labels, help, attribution, the
+planner's grouping and diagnosis read it, and a knob added to a registry reaches them all."""
+
+from dataclasses import fields
+
+import pytest
+
+from segdiff_gui.core.attribution import plan_attribution
+from segdiff_gui.core.config import ConfigError, RunConfig, parse_config_spec
+from segdiff_gui.core.diagnosis import DOCS
+from segdiff_gui.core.knobs import KNOBS
+from segdiff_gui.runner.plan import plan_matrix
+from tests.core.knob_fixture import REGISTRY, FastConfig
+
+
+def test_run_config_has_exactly_the_registrys_knobs_with_their_defaults():
+    assert tuple(f.name for f in fields(RunConfig)) == KNOBS.names
+    assert all(f.default == KNOBS.default(f.name) for f in fields(RunConfig))
+
+
+def test_help_links_and_groups_come_from_the_registry():
+    assert KNOBS.help().startswith("device=cpu|gpu:N, batch=N, context=set|copies")
+    assert DOCS["xla"] == KNOBS["xla"].link
+    groups = {knob.name: carried for knob, carried in KNOBS.groups()}
+    assert groups["batch"] == ("batch", "context", "position") and "context" not in groups
+
+
+def test_a_knob_added_to_a_registry_is_parsed_labelled_and_attributed():
+    config = parse_config_spec("batch=4,fastmath=on", FastConfig(), REGISTRY)
+    assert config == FastConfig(batch=4, fastmath=True)
+    assert REGISTRY.label(config) == "cpu b4 fast"
+    assert parse_config_spec(REGISTRY.spec(config), FastConfig(), REGISTRY) == config
+    assert "fastmath=on|off" in REGISTRY.help()
+    with pytest.raises(ConfigError, match="fastmath must be on or off"):
+        parse_config_spec("fastmath=perhaps", FastConfig(), REGISTRY)
+    with pytest.raises(ConfigError, match="unknown config key 'fastmath'"):
+        parse_config_spec("fastmath=on")  # segdiff's own registry does not know it
+    plan = plan_attribution(FastConfig(), FastConfig(batch=4, fastmath=True), REGISTRY)
+    assert [(s.knob, s.change) for s in plan.steps] == [
+        ("batch", "batch 1 → 4"),
+        ("fastmath", "off → on"),
+    ]
+
+
+def test_a_process_level_knob_added_to_a_registry_gets_its_own_child(demo, cache):
+    model, images = demo
+    configs = [FastConfig(), FastConfig(batch=2), FastConfig(fastmath=True)]
+    plan = plan_matrix(model, images[:2], configs, cache=cache, knobs=REGISTRY)
+    assert sorted(len(job.runs) for job in plan.jobs) == [1, 2]
+    alone = next(job for job in plan.jobs if len(job.runs) == 1)
+    assert alone.runs[0].config.fastmath is True
+    # Its value is part of the cache key: the fast run is not the plain one.
+    assert len({run.key for run in plan.runs}) == 3

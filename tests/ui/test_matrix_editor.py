@@ -1,0 +1,51 @@
+"""The matrix editor offers what the knob registry offers, and reaches every configuration."""
+
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.ui.matrix_editor import MatrixEditor
+from tests.core.knob_fixture import REGISTRY, FastConfig
+
+
+def test_the_editor_offers_a_knob_added_to_its_registry(qtbot):
+    editor = MatrixEditor(knobs=REGISTRY, base=FastConfig())
+    qtbot.addWidget(editor)
+    box = editor.knobs["fast math"]
+    assert "Reassociate" in box.toolTip() and "sums in any order" in box.toolTip()
+    editor.batches.setText("1")
+    box.setChecked(True)
+    assert editor.configs() == [FastConfig(), FastConfig(fastmath=True)]
+    editor.load([FastConfig(), FastConfig(fastmath=True)], repeats=3)
+    assert box.isChecked() and editor.repeats.value() == 3
+
+
+def test_every_variant_of_segdiffs_registry_is_a_checkbox_and_load_round_trips(qtbot):
+    editor = MatrixEditor()
+    qtbot.addWidget(editor)
+    assert list(editor.knobs) == [
+        "determinism", "TF32 off", "oneDNN off", "1 thread", "XLA", "bfloat16", "float16",
+    ]  # fmt: skip
+    editor.set_devices(["cpu", "gpu:0"])
+    configs = [
+        RunConfig(),
+        RunConfig(batch=64),
+        RunConfig(device="gpu:0"),
+        RunConfig(device="gpu:0", batch=64),
+        RunConfig(device="gpu:0", tf32=False),  # a GPU-only variant: no CPU run is added
+        RunConfig(xla=True),
+        RunConfig(device="gpu:0", xla=True),
+        RunConfig(batch=8, position=3, threads=2),  # no checkbox makes it: an extra line
+        RunConfig(device="gpu:0", batch=8, position=3, threads=2),
+    ]
+    editor.load(configs, repeats=2)
+    assert editor.extra.toPlainText() == "batch=8,position=3,threads=2"
+    assert editor.knobs["TF32 off"].isChecked() and editor.knobs["XLA"].isChecked()
+    assert sorted(editor.configs()) == sorted(configs)
+
+
+def test_an_extra_line_that_cannot_be_read_is_said_under_the_box(qtbot):
+    editor = MatrixEditor()
+    qtbot.addWidget(editor)
+    editor.extra.setPlainText("batch=8,device=gpu:1\nxla=maybe")
+    configs = editor.configs()
+    assert RunConfig(device="gpu:1", batch=8) in configs
+    assert not editor.extra_problem.isHidden()
+    assert editor.extra_problem.text() == "line 2: xla must be on or off, not 'maybe'"
