@@ -27,11 +27,13 @@ from segdiff_gui.io.reports import report_data, write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.selection import select_run
+from segdiff_gui.storage.selection import select_reference, select_run
 from segdiff_gui.storage.studies import (
     RunStore,
     comparable_groups,
+    group_id,
     group_of,
+    group_title,
     load_study,
     target_image,
 )
@@ -66,29 +68,48 @@ def runs_source(args: argparse.Namespace) -> RunsSource:
     return RunsSource(store, scan.records, where, list(scan.damaged))
 
 
+class GroupStudy(NamedTuple):
+    """One comparable group's study, a sample record of it, and its title (which names the
+    settings where two groups of one model and image differ in them)."""
+
+    study: Study
+    record: RunRecord
+    title: str
+
+
 def studies_of(
     args: argparse.Namespace,
-) -> tuple[RunStore, list[tuple[Study, RunRecord]], str, list[InputError]]:
+) -> tuple[RunStore, list[GroupStudy], str, list[InputError]]:
     """One study per comparable group (or just the group of --ref), with a sample record."""
     store, records, where, damaged = runs_source(args)
-    groups = comparable_groups(records, args.model, args.image)
+    every = comparable_groups(records)
+    groups = comparable_groups(records, args.model, args.image, args.group)
     if args.ref:
-        # A label like "cpu b1 r0" exists for every image: --model/--image narrow it first.
-        reference = select_run([r for group in groups for r in group], args.ref)
+        # A label like "cpu b1 r0" exists for every image: --model/--image/--group narrow it.
+        reference = select_reference([r for group in groups for r in group], args.ref)
         group = group_of(records, reference)
-        studies = [(load_study(store, group, args.cutoff, reference, damaged), reference)]
+        study = load_study(store, group, args.cutoff, reference, damaged)
+        studies = [GroupStudy(study, reference, group_title(reference, every))]
     else:
         studies = []
         for group in groups:
             try:
-                studies.append((load_study(store, group, args.cutoff, None, damaged), group[0]))
+                study = load_study(store, group, args.cutoff, None, damaged)
             except InputError as error:  # no run of the group could be read: the others can
                 damaged.append(error)
+                continue
+            studies.append(GroupStudy(study, group[0], group_title(group[0], every)))
     return store, studies, where, damaged
 
 
-def _context(record: RunRecord, where: str) -> dict[str, Any]:
-    return {"model": record.model_name, "image": record.target_name, "source": where}
+def context_of(record: RunRecord, where: str) -> dict[str, Any]:
+    return {
+        "model": record.model_name,
+        "image": record.target_name,
+        "group": group_id(record),
+        "settings": {"preprocessing": record.preprocessing, "output": record.output},
+        "source": where,
+    }
 
 
 def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -98,22 +119,19 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
         _json(
             [
                 {
-                    **_context(record, where),
+                    **context_of(record, where),
                     "cutoff": study.cutoff,
                     "reference": study.reference.label,
                     "comparisons": study.rows(),
                     "determinism": {k: v.sentence() for k, v in study.verdicts.items()},
                     "at_risk": {"margin": study.margin, "pixels": int(study.at_risk.sum())},
                 }
-                for study, record in studies
+                for study, record, _ in studies
             ]
         )
         return status
-    for study, record in studies:
-        out.print(
-            f"[bold]{escape(record.model_name)}[/] on [bold]{escape(record.target_name)}[/] "
-            f"({_plural(len(study.runs), 'run')})"
-        )
+    for study, record, title in studies:
+        out.print(f"[bold]{escape(title)}[/] ({_plural(len(study.runs), 'run')})")
         if study.reference.merged_from:
             out.print(
                 f"reference {study.reference.label} came from {study.reference.merged_from}: "
@@ -133,8 +151,9 @@ def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not (args.mask or args.csv):
         raise InputError("export", "name what to write: --mask FILE and/or --csv FILE")
     store, records, _, damaged = runs_source(args)
-    candidates = [r for group in comparable_groups(records, args.model, args.image) for r in group]
-    reference = select_run(candidates, args.ref)
+    groups = comparable_groups(records, args.model, args.image, args.group)
+    candidates = [r for group in groups for r in group]
+    reference = select_reference(candidates, args.ref)
     group = group_of(records, reference)
     try:  # a label is looked up beside the reference first, where it is usually unique
         other = select_run(group, args.other)
@@ -169,15 +188,15 @@ def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     store, studies, where, damaged = studies_of(args)
     status = report_damaged(err, damaged)
     if len(studies) > 1:
-        names = ", ".join(f"{r.model_name} on {r.target_name}" for _, r in studies[:6])
+        names = "; ".join(f"{title} [{group_id(r)}]" for _, r, title in studies[:6])
         raise InputError(
             "report",
-            f"covers one model and image; the runs here cover "
-            f"{len(studies)} ({names}); choose with --ref, --model or --image",
+            f"covers one model, image and settings; the runs here cover "
+            f"{len(studies)} ({names}); choose with --ref, --model, --image or --group",
         )
-    ((study, record),) = studies
+    ((study, record, _),) = studies
     provenance = {run.key: store.read_run(run.key, with_map=False).provenance for run in study.runs}
-    data = report_data(study, provenance, _context(record, where))
+    data = report_data(study, provenance, context_of(record, where))
     if args.json_file:
         write_json_report(args.json_file, data)
         out.print(f"wrote the JSON report to {args.json_file}")
@@ -198,13 +217,13 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     # A gate that could not read a run must not pass by not seeing it: exit 2, and say so.
     unreadable = [f"FAIL unreadable: {entry}" for entry in damaged]
     failures, checked = [], 0
-    for study, record in studies:
+    for study, _, title in studies:
         for row in study.rows():
             checked += 1
             for name, bound in bounds.items():
                 if bound is not None and row[name] > bound:
                     failures.append(
-                        f"FAIL {row['label']} ({record.model_name} on {record.target_name}): "
+                        f"FAIL {row['label']} ({title}): "
                         f"{name.replace('_', ' ')} {row[name]:,} > {bound:,} against "
                         f"{row['reference']} at cutoff {study.cutoff:g}"
                     )

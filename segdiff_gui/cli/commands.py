@@ -13,34 +13,32 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.progress_view import MatrixOutcome, drive
 from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
 from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.config import (
-    OutputSelection,
-    RunConfig,
     parse_config_spec,
-    parse_preprocessing,
 )
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.resources import demo_images, demo_model
-from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
-from segdiff_gui.runner.matrices import default_configs, demo_configs
-from segdiff_gui.runner.matrix import MatrixRunner
-from segdiff_gui.runner.plan import MatrixPlan, check_model_path, plan_matrix, shard_slice
+from segdiff_gui.runner.arguments import model_settings
+from segdiff_gui.runner.devices import ProbeError, probe_devices
+from segdiff_gui.runner.matrices import demo_configs
+from segdiff_gui.runner.plan import MatrixPlan, check_model_path, shard_slice
+from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import check_bundle, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord, is_merged
 from segdiff_gui.storage.selection import select_runs
-from segdiff_gui.storage.studies import load_study
+from segdiff_gui.storage.studies import group_id, load_study, settings_text
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-DEFAULT_REPEATS = 2
 
 
 def open_cache(args: argparse.Namespace, writing: bool = False) -> ResultCache:
@@ -63,42 +61,44 @@ def report_damaged(err: Console, damaged: Sequence[InputError]) -> int:
     return EXIT_USAGE if damaged else EXIT_OK
 
 
-def _probe(cache: ResultCache, fresh: bool = False) -> dict[str, Any]:
+def _probe(cache: ResultCache, fresh: bool) -> dict[str, Any]:
     try:
         return probe_devices(cache.root, fresh=fresh)
     except ProbeError as error:
         raise InputError("tensorflow", str(error)) from None
 
 
+def request_of(
+    args: argparse.Namespace, model: Path, images: Sequence[Path], cache: ResultCache, **fields: Any
+) -> MatrixRequest:
+    """The run request the arguments make: the matrix options every running command has."""
+    return MatrixRequest(
+        model, tuple(images), cache, repeats=args.repeats, timeout_s=args.timeout, **fields
+    )
+
+
 def run_matrix(
-    args: argparse.Namespace,
-    stderr: Console,
-    model: Path,
-    images: list[Path],
-    configs: list[RunConfig],
-    cache: ResultCache,
-    **plan_options: Any,
+    args: argparse.Namespace, stderr: Console, request: MatrixRequest
 ) -> tuple[MatrixOutcome, MatrixPlan]:
-    repeats = DEFAULT_REPEATS if args.repeats is None else args.repeats
-    plan = plan_matrix(model, images, configs, cache=cache, repeats=repeats, **plan_options)
-    cache.remove_stale_temporaries()
+    runner = request.start()
+    plan = runner.plan
     if plan.damaged and not args.json:
         for entry in plan.damaged:
             stderr.print(f"recomputing a damaged run: {entry}", markup=False, highlight=False)
-    runner = MatrixRunner(plan, cache, timeout_s=args.timeout)
     outcome = drive(runner, stderr, quiet=args.json, debug=args.debug)
     if outcome.fatal is not None:
         if args.debug and outcome.fatal.detail:
             stderr.print(outcome.fatal.detail, markup=False, highlight=False)
-        raise InputError(outcome.fatal.path, outcome.fatal.problem)
-    reasons = {run["error"] for run in outcome.failed if run.get("input_error")}
+        raise InputError(outcome.fatal.path, outcome.fatal.problem, outcome.fatal.fix)
+    reasons = {(run["error"], run["fix"]) for run in outcome.failed if run.get("input_error")}
     if len(reasons) == 1 and len(outcome.failed) == len(outcome.runs):
         # Every run failed for the same reason in the input: that is one input error.
-        raise InputError.from_message(reasons.pop())
+        raise InputError.from_message(*reasons.pop())
     if not args.json:
         for run in outcome.failed:
             if run.get("input_error"):
-                stderr.print(f"[red]failed[/] {run['label']}: {escape(run['error'])}")
+                reason = with_flag(run["error"], run["fix"])
+                stderr.print(f"[red]failed[/] {escape(run['label'])}: {escape(reason)}")
     return outcome, plan
 
 
@@ -151,7 +151,7 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     args.sweep = bool(args.sweep or args.shard or args.masks)
     if args.sweep and args.target:
         raise InputError("--target", "a sweep studies every image; drop --target")
-    preprocessing = parse_preprocessing(args.scale, args.mean, args.std, args.color, args.resize)
+    settings = model_settings(args)
     model = check_model_path(args.model)
     images = collect_images(args.images)
     if args.masks:
@@ -162,22 +162,19 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         # A scheduler's array may be larger than the set: an empty shard is no error.
         err.print(f"shard {args.shard[0]}/{args.shard[1]} of {len(images)} images is empty")
         return EXIT_OK
-    configs = configs or default_configs(gpu_names(_probe(cache)))
-    started = time.perf_counter()
-    outcome, plan = run_matrix(
+    request = request_of(
         args,
-        err,
         model,
         images,
-        configs,
         cache,
+        configs=tuple(configs),
         target=args.target,
-        preprocessing=preprocessing,
-        output=OutputSelection(output=args.output, activation=args.activation),
-        trust_model=args.trust_model,
+        settings=settings,
         sweep=args.sweep,
         shard=args.shard,
     )
+    started = time.perf_counter()
+    outcome, plan = run_matrix(args, err, request)
     return _report(args, out, outcome, plan, cache, time.perf_counter() - started)
 
 
@@ -193,6 +190,7 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
                     "id": r.short_id,
                     "key": r.key,
                     "label": r.label,
+                    "group": group_id(r),
                     "model": r.model_name,
                     "image": r.target_name,
                     "shape": list(r.map_shape),
@@ -211,16 +209,22 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print(f"no runs in {cache.root}", markup=False)
         return status
     table = Table(title=escape(f"{_plural(len(records), 'run')} in {cache.root}"))
-    for column in ("id", "label", "model", "image", "map", "device", "TensorFlow", "host"):
-        table.add_column(column, no_wrap=column in ("id", "label"))
+    # Runs of one model and image that differ in their settings must not look alike: the
+    # settings column names what is not the default, and the group tells the groups apart.
+    with_settings = any(settings_text(r) for r in records)
+    columns = ("id", "label", "group", "model", "image", *(("settings",) * with_settings))
+    for column in (*columns, "map", "device", "TensorFlow", "host"):
+        table.add_column(column, no_wrap=column in ("id", "label", "group"))
     table.add_column("when")
     for r in records:
         p = r.provenance
         cells = (
             r.short_id,
             r.label,
+            group_id(r),
             r.model_name,
             r.target_name,
+            *((settings_text(r) or "defaults",) * with_settings),
             "×".join(map(str, r.map_shape)) + f" {r.kind}",
             str(p.get("device", "")),
             str(p.get("tf_version", "")),
@@ -235,9 +239,9 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def command_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
-    gpus = gpu_names(_probe(cache))
+    request = request_of(args, demo_model(), demo_images(), cache, matrix=demo_configs)
     started = time.perf_counter()
-    outcome, plan = run_matrix(args, err, demo_model(), demo_images(), demo_configs(gpus), cache)
+    outcome, plan = run_matrix(args, err, request)
     return _report(args, out, outcome, plan, cache, time.perf_counter() - started)
 
 

@@ -9,21 +9,26 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from segdiff_gui.cli.analysis_commands import runs_source, studies_of
-from segdiff_gui.cli.commands import EXIT_OK, exit_code, open_cache, report_damaged, run_matrix
+from segdiff_gui.cli.analysis_commands import context_of, runs_source, studies_of
+from segdiff_gui.cli.commands import (
+    EXIT_OK,
+    exit_code,
+    open_cache,
+    report_damaged,
+    request_of,
+    run_matrix,
+)
 from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.attribution import Attribution, Effect, plan_attribution
 from segdiff_gui.core.config import parse_config_spec
 from segdiff_gui.core.diagnosis import by_topic, diagnose
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.study import StudyRun
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.plan import check_model_path
-from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.selection import select_run
+from segdiff_gui.storage.selection import select_reference
 from segdiff_gui.storage.studies import comparable_groups, group_of
 
 __all__ = ["command_diagnose", "command_explain", "command_sweep"]
@@ -72,19 +77,6 @@ def attribution_table(attribution: Attribution) -> Table:
     return table
 
 
-def _named_run(records: list[RunRecord], name: str) -> RunRecord:
-    """A cached run by id prefix or label; a configuration label alone means its first repeat."""
-    try:
-        return select_run(records, name)
-    except InputError:
-        firsts = [
-            r for r in records if StudyRun.configuration_of(r.label) == name and r.repeat == 0
-        ]
-        if len(firsts) == 1:
-            return firsts[0]
-        raise
-
-
 def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int:
     if ("=" in args.from_) != ("=" in args.to):
         raise InputError(
@@ -107,9 +99,10 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
             raise InputError(
                 "explain", f"--from and --to are the same configuration ({plan.base.label()})"
             )
-        outcome, matrix = run_matrix(
-            args, err, model, images, plan.configs(), cache, target=args.target
+        request = request_of(
+            args, model, images, cache, configs=tuple(plan.configs()), target=args.target
         )
+        outcome, matrix = run_matrix(args, err, request)
         status, failed = exit_code(outcome), bool(outcome.failed)
         records = [cache.read_run(r.key, with_map=False) for r in matrix.runs if cache.has(r.key)]
         if not records:
@@ -120,8 +113,15 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         scan = cache.scan()
         report_damaged(err, scan.damaged)
         every = scan.records
-        candidates = [r for group in comparable_groups(every, image=args.image) for r in group]
-        first, second = _named_run(candidates, args.from_), _named_run(candidates, args.to)
+        candidates = [
+            r
+            for group in comparable_groups(every, image=args.image, group=args.group)
+            for r in group
+        ]
+        first, second = (
+            select_reference(candidates, args.from_),
+            select_reference(candidates, args.to),
+        )
         records = group_of(every, first)
         if second.key not in {r.key for r in records}:
             raise InputError(args.to, f"is not comparable with {first.label} (another image?)")
@@ -158,34 +158,29 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
 def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
     _, studies, where, damaged = studies_of(args)
     status = report_damaged(err, damaged)
-    studies.sort(key=lambda pair: (pair[1].model_name, pair[1].target_name))
+    studies.sort(key=lambda pair: (pair.record.model_name, pair.record.target_name))
     if args.json:
         _json(
             [
                 {
-                    "model": record.model_name,
-                    "image": record.target_name,
-                    "source": where,
+                    **context_of(record, where),
                     "reference": study.reference.label,
                     "cutoff": study.cutoff,
                     "findings": [finding.to_dict() for finding in diagnose(study)],
                 }
-                for study, record in studies
+                for study, record, _ in studies
             ]
         )
         return status
     if len(studies) > 1:
         out.print(
-            f"{len(studies)} model/image groups, each diagnosed on its own (--image NAME for "
-            "one; 'segdiff sweep' summarises a whole test set)."
+            f"{len(studies)} model/image groups, each diagnosed on its own (--image NAME or "
+            "--group ID for one; 'segdiff sweep' summarises a whole test set)."
         )
-    for study, record in studies:
-        out.print(
-            f"\n[bold]{escape(record.model_name)}[/] on [bold]{escape(record.target_name)}[/], "
-            f"against {escape(study.reference.label)}"
-        )
-        for title, chosen in by_topic(diagnose(study)):
-            out.print(f"[bold]{title}[/]")
+    for study, _, title in studies:
+        out.print(f"\n[bold]{escape(title)}[/], against {escape(study.reference.label)}")
+        for heading, chosen in by_topic(diagnose(study)):
+            out.print(f"[bold]{heading}[/]")
             for finding in chosen:
                 link = f" ({finding.link})" if finding.link else ""
                 out.print(f"  • {escape(finding.sentence)}{link}")

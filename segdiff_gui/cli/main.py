@@ -14,17 +14,26 @@ from rich.console import Console
 
 from segdiff_gui import __version__
 from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.sweep_view import parse_shard
 from segdiff_gui.core.config import ConfigError
+from segdiff_gui.core.defaults import DEFAULT_CUTOFF, DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.knobs import KNOBS
-from segdiff_gui.runner.matrix import DEFAULT_TIMEOUT_S
+from segdiff_gui.runner.arguments import add_model_settings
 
 __all__ = ["build_parser", "main"]
 
 _EPILOG = (
     "exit codes: 0 success, 1 some runs failed, 2 usage or input error, 3 internal error, "
     "130 interrupted"
+)
+
+
+# What --ref means in every command that has it.
+_REF_HELP = (
+    "reference: a run's id prefix or label ('cpu b1 r0'), or a configuration's label ('cpu "
+    "b1': its first repeat); default: this machine's run with every knob at its default"
 )
 
 
@@ -70,23 +79,26 @@ def _matrix_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeats",
         type=_count,
-        default=None,
+        default=DEFAULT_REPEATS,
         metavar="N",
-        help="runs of each configuration (default 2; on a GPU, repeats show nondeterminism)",
+        help=f"runs of each configuration (default {DEFAULT_REPEATS}; on a GPU, repeats show "
+        "nondeterminism)",
     )
     parser.add_argument(
         "--timeout",
         type=_positive_seconds,
         default=DEFAULT_TIMEOUT_S,
         metavar="S",
-        help="kill a child that reports nothing for S seconds; its run fails (default 600)",
+        help="kill a child that reports nothing for S seconds; its run fails (default "
+        f"{DEFAULT_TIMEOUT_S:g})",
     )
     parser.add_argument(
         "--cutoff",
         type=_cutoff,
-        default=0.5,
+        default=DEFAULT_CUTOFF,
         metavar="T",
-        help="class cutoff for the flip counts of sigmoid maps: class = p >= T (default 0.5)",
+        help="class cutoff for the flip counts of sigmoid maps: class = p >= T (default "
+        f"{DEFAULT_CUTOFF:g})",
     )
 
 
@@ -115,28 +127,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help=f"comma-separated key=value: {KNOBS.help()}; repeatable, one per configuration",
     )
     _matrix_options(run)
-    run.add_argument("--scale", metavar="X", help="input scale, e.g. 1/255 (default: by dtype)")
-    run.add_argument("--mean", metavar="M[,M,M]", help="per-channel mean subtracted after scaling")
-    run.add_argument("--std", metavar="S[,S,S]", help="per-channel std divided after the mean")
-    run.add_argument(
-        "--color",
-        choices=("keep", "gray", "rgb"),
-        default="keep",
-        help="convert channels only when asked (default keep)",
-    )
-    run.add_argument(
-        "--resize",
-        choices=("refuse", "bilinear"),
-        default="refuse",
-        help="what to do when the image size differs from the model's (default refuse)",
-    )
-    run.add_argument("--output", metavar="NAME|INDEX", help="which output of a multi-output model")
-    run.add_argument(
-        "--activation",
-        choices=("none", "sigmoid", "softmax"),
-        default="none",
-        help="apply to raw logits (default none: outputs must already be probabilities)",
-    )
+    add_model_settings(run)
     sweep = run.add_argument_group("test-set sweep")
     sweep.add_argument(
         "--sweep",
@@ -152,11 +143,6 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     _sweep_outputs(sweep)
     run.set_defaults(model_name=None, ref_configuration=None)
-    run.add_argument(
-        "--trust-model",
-        action="store_true",
-        help="allow code in the model (Lambda layers, SavedModel graphs): Keras safe mode off",
-    )
     _common(run, "print the runs and comparisons as JSON on stdout")
 
 
@@ -200,6 +186,9 @@ def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     explain.add_argument(
         "--image", metavar="NAME", help="with cached runs: the image whose runs are named"
     )
+    explain.add_argument(
+        "--group", metavar="ID", help="with cached runs: the group (see 'segdiff ls') they are in"
+    )
     _matrix_options(explain)
     _common(explain, "print the attribution as JSON")
 
@@ -226,16 +215,21 @@ def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     sweep.add_argument(
         "--ref",
         dest="ref_configuration",
-        metavar="CONFIG",
-        help="reference configuration label, e.g. 'cpu b1' (default: cpu b1)",
+        metavar="RUN",
+        help=_REF_HELP + "; the sweep compares every image with that run's configuration",
+    )
+    sweep.add_argument(
+        "--group",
+        metavar="ID",
+        help="the model file and settings of this group (an id 'segdiff ls' shows), on every image",
     )
     sweep.add_argument("--bundle", metavar="FILE", help="read the runs from a bundle")
     sweep.add_argument(
         "--cutoff",
         type=_cutoff,
-        default=0.5,
+        default=DEFAULT_CUTOFF,
         metavar="T",
-        help="class cutoff for sigmoid maps (default 0.5); softmax maps use argmax",
+        help=f"class cutoff for sigmoid maps (default {DEFAULT_CUTOFF:g}); softmax maps use argmax",
     )
     _sweep_outputs(sweep)
     _common(sweep, "print the test-set and per-image figures as JSON")
@@ -309,24 +303,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _selection(parser: argparse.ArgumentParser, ref_required: bool = False) -> None:
-    parser.add_argument(
-        "--ref",
-        metavar="RUN",
-        required=ref_required,
-        help="reference run: id prefix or label (default: the first batch-1 CPU run)",
-    )
+    parser.add_argument("--ref", metavar="RUN", required=ref_required, help=_REF_HELP)
     parser.add_argument("--model", metavar="NAME", help="only runs of this model file name")
     parser.add_argument("--image", metavar="NAME", help="only runs on this image file name")
+    parser.add_argument(
+        "--group",
+        metavar="ID",
+        help="only runs of this group (model, image and settings; the id 'segdiff ls' shows)",
+    )
     parser.add_argument(
         "--bundle", metavar="FILE", help="read the runs from a bundle instead of the cache"
     )
     parser.add_argument(
         "--cutoff",
         type=_cutoff,
-        default=0.5,
+        default=DEFAULT_CUTOFF,
         metavar="T",
-        help="class cutoff for sigmoid maps: class = p >= T (default 0.5); softmax maps flip "
-        "on argmax",
+        help=f"class cutoff for sigmoid maps: class = p >= T (default {DEFAULT_CUTOFF:g}); "
+        "softmax maps flip on argmax",
     )
 
 
@@ -411,7 +405,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, ConfigError) as error:
         if args.debug:
             raise
-        print(f"segdiff: {error}", file=sys.stderr)
+        fix = error.fix if isinstance(error, InputError) else ""
+        print(f"segdiff: {with_flag(str(error), fix)}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         # The reader (``head``, a closed pager) left: not an error of ours, and nothing to say.

@@ -106,14 +106,17 @@ def drive(
                             "error": message.error,
                             "input_error": message.input_error,
                             "detail": message.detail,
+                            "fix": message.fix,
                         }
                     )
                     if not quiet and not message.input_error:
                         console.print(
                             f"[red]failed[/] {escape(message.label)}: {escape(message.error)}"
                         )
-                        if debug and message.detail:
-                            console.print(message.detail, markup=False)
+                    if not quiet and debug and message.detail:
+                        # The child's log (its traceback, TensorFlow's own lines): --debug
+                        # shows it for every failure, input errors too.
+                        console.print(message.detail, markup=False)
                 elif isinstance(message, ChildFatal):
                     outcome.fatal = outcome.fatal or message
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ from segdiff_gui.io.tables import write_sweep_csv
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
 from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.storage.selection import select_reference
 from segdiff_gui.storage.studies import RunStore
 
 __all__ = ["build_sweep", "parse_shard", "print_sweep"]
@@ -139,8 +140,12 @@ def build_sweep(
 ) -> SweepSummary:
     """The sweep over ``records`` as the arguments ask (model, reference, masks, CSV file)."""
     truth = TruthFolder(args.masks) if args.masks else None
-    groups = sweep_groups(records, args.model_name)
-    summary = summarise_sweep(store, groups, args.cutoff, args.ref_configuration, truth)
+    groups = sweep_groups(records, args.model_name, getattr(args, "group", None))
+    reference = None
+    if args.ref_configuration:  # --ref names a run or a configuration, as in every command
+        everything = [record for group in groups for record in group]
+        reference = select_reference(everything, args.ref_configuration).configuration
+    summary = summarise_sweep(store, groups, args.cutoff, reference, truth)
     if args.csv:
         count = write_sweep_csv(args.csv, summary)
         if not args.json:

@@ -10,17 +10,24 @@ class ConfigError(ValueError):
 
 
 class InputError(ValueError):
-    """Bad input (a model, image or cache file); ``str()`` is the one line shown to the user."""
+    """Bad input (a model, image or cache file); ``str()`` is the one line shown to the user.
 
-    def __init__(self, path: object, problem: str) -> None:
+    ``fix`` names the setting that would mend it, as ``setting=value`` (``color=rgb``,
+    ``trust_model=on``) or just ``setting`` (``output``: which one is the user's choice). The
+    message names the setting in words; each front end adds its own control (the CLI its
+    flag, the window its field), so no message tells a window's user to type a flag.
+    """
+
+    def __init__(self, path: object, problem: str, fix: str = "") -> None:
         self.path = str(path)
         self.problem = problem
+        self.fix = fix
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
 
     @classmethod
-    def from_message(cls, message: str) -> InputError:
+    def from_message(cls, message: str, fix: str = "") -> InputError:
         """Rebuild an error from its one line (as it crossed from a child process)."""
-        return cls("", message)
+        return cls("", message, fix)
 
 
 def first_line(error: BaseException, limit: int = 300) -> str:

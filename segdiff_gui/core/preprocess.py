@@ -54,11 +54,14 @@ def _convert_channels(image: np.ndarray, channels: int, color: str, name: str) -
     elif color == "rgb" and have == 4:
         image = image[..., :3]
     if channels and image.shape[-1] != channels:
-        hints = {1: " (add --color gray)", 3: " (add --color rgb)"}
-        hint = hints.get(channels, "") if color == "keep" else ""
+        wanted = {1: "gray", 3: "rgb"}.get(channels) if color == "keep" else None
+        kind = "RGB" if wanted == "rgb" else "grayscale"
+        hint = f"; it needs {kind} input (colour conversion)"
         raise InputError(
             name,
-            f"model expects {channels} channel(s), image has {image.shape[-1]}{hint}",
+            f"model expects {channels} channel(s), image has {image.shape[-1]}"
+            + (hint if wanted else ""),
+            fix=f"color={wanted}" if wanted else "",
         )
     return image
 
@@ -86,15 +89,17 @@ def prepare_input(
             raise InputError(
                 name,
                 f"image is {data.shape[0]}×{data.shape[1]}×{data.shape[2]} but the model expects "
-                f"{want_h}×{want_w}×{channels or data.shape[2]} (add --resize bilinear)",
+                f"{want_h}×{want_w}×{channels or data.shape[2]}; resize it (resize: bilinear)",
+                fix="resize=bilinear",
             )
         data = resize_bilinear(data, want_h, want_w)
-    for what, values in (("--mean", preprocessing.mean), ("--std", preprocessing.std)):
+    for what, values in (("mean", preprocessing.mean), ("std", preprocessing.std)):
         if len(values) not in (0, 1, data.shape[-1]):
             raise InputError(
                 name,
-                f"{what} has {len(values)} values but the model input has "
+                f"the {what} has {len(values)} values but the model input has "
                 f"{data.shape[-1]} channel(s); give 1 or {data.shape[-1]}",
+                fix=what,
             )
     if preprocessing.mean:
         data = data - np.asarray(preprocessing.mean, dtype=np.float32)

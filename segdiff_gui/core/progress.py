@@ -90,6 +90,7 @@ class RunFailed(Message):
     error: str
     detail: str = ""
     input_error: bool = False
+    fix: str = ""  # the setting that would mend an input error (see InputError.fix)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class ChildFatal(Message):
     path: str
     problem: str
     detail: str = ""  # the child's traceback, shown with --debug
+    fix: str = ""  # the setting that would mend it (see InputError.fix)
 
     @property
     def error(self) -> str:

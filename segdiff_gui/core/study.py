@@ -3,11 +3,9 @@ shows (CLI tables, reports, the CI gate, and the GUI's statistics panel)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from itertools import groupby
 from typing import Any
 
 import numpy as np
@@ -35,25 +33,26 @@ class StudyRun:
     merged_from: str = ""
 
     @property
+    def identity(self) -> tuple[RunConfig, str]:
+        """What makes runs repeats of one configuration: the configuration and the machine
+        (a run of another host is never a repeat of a local one). A value, not a label."""
+        return (self.config, self.machine)
+
+    @property
     def configuration(self) -> str:
-        """The label without its repeat: ``cpu b64`` (or ``server: cpu b64`` for a run merged
-        from another machine, which is never a repeat of a local one)."""
-        return self.configuration_of(self.label)
-
-    @staticmethod
-    def configuration_of(label: str) -> str:
-        return _REPEAT_SUFFIX.sub("", label)
-
-
-_REPEAT_SUFFIX = re.compile(r" r\d+$")
+        """The label without its repeat, for display: ``cpu b64`` (``server: cpu b64`` for a
+        run kept beside this machine's)."""
+        return self.label.removesuffix(f" r{self.repeat}")
 
 
 def default_reference(runs: Sequence[StudyRun]) -> StudyRun:
-    """This machine's first batch-1 CPU run with default knobs, else its first run; a run
-    merged from a bundle only when every run was (a bundle cannot name its own reference)."""
+    """This machine's first run with every knob at its default (batch 1 on the CPU), else its
+    first run; a run merged from a bundle only when every run was (a bundle cannot name its
+    own reference)."""
+    plain = RunConfig()
 
     def rank(run: StudyRun) -> tuple[bool, int, int]:
-        return (bool(run.merged_from), 0 if run.configuration == "cpu b1" else 1, run.repeat)
+        return (bool(run.merged_from), 0 if run.config == plain else 1, run.repeat)
 
     return min(runs, key=rank)
 
@@ -147,13 +146,14 @@ class Study:
     @cached_property
     def verdicts(self) -> dict[str, RepeatVerdict]:
         """Determinism of every configuration that was run more than once (on one machine)."""
-        ordered = sorted(self.runs, key=lambda run: (self.configuration_of(run), run.repeat))
-        found = {}
-        for configuration, group in groupby(ordered, key=self.configuration_of):
-            maps = [run.probabilities for run in group]
-            if len(maps) > 1:
-                found[configuration] = repeat_verdict(maps)
-        return found
+        by_identity: dict[tuple[RunConfig, str], list[StudyRun]] = {}
+        for run in sorted(self.runs, key=lambda run: run.repeat):
+            by_identity.setdefault(run.identity, []).append(run)
+        return {
+            self.configuration_of(group[0]): repeat_verdict([run.probabilities for run in group])
+            for group in by_identity.values()
+            if len(group) > 1
+        }
 
     @cached_property
     def margin(self) -> float:

@@ -40,6 +40,6 @@ def main(channel: Channel, job: dict[str, Any]) -> int:
     try:
         answer = describe(job["model_path"], bool(job.get("trust_model", False)))
     except InputError as error:
-        answer = {"event": "fatal", "path": error.path, "problem": error.problem}
+        answer = {"event": "fatal", "path": error.path, "problem": error.problem, "fix": error.fix}
     channel.write_raw(json.dumps(answer))
     return 0

@@ -116,9 +116,10 @@ def _load_keras(path: Path, trust: bool) -> LoadedModel:
         if not trust and ("safe_mode" in str(error) or "Lambda" in str(error)):
             raise InputError(
                 path,
-                "contains Python code (e.g. a Lambda layer) that Keras safe "
-                "mode refuses to load; pass --trust-model only if you trust "
-                "where the file came from",
+                "contains Python code (e.g. a Lambda layer) that Keras safe mode refuses to "
+                "load; trust the model (safe mode off) only if you trust where the file came "
+                "from",
+                fix="trust_model=on",
             ) from None
         # Trusted, the model's own code failed: its cause is the message (and, with --debug,
         # the traceback the child sends along).
@@ -169,7 +170,9 @@ def load_model(path: str | Path, trust: bool = False) -> LoadedModel:
             raise InputError(
                 path,
                 "is a TensorFlow SavedModel, whose graph can run file and system operations; "
-                "Keras safe mode refuses it, so pass --trust-model only if you trust its source",
+                "Keras safe mode refuses it, so trust the model (safe mode off) only if you "
+                "trust its source",
+                fix="trust_model=on",
             )
         return _load_saved_model(path)
     if not path.is_file():

@@ -27,14 +27,17 @@ def choose_output(path: Path, names: list[str], selection: OutputSelection) -> i
             return 0
         raise InputError(
             path,
-            f"model has {len(names)} outputs ({', '.join(names)}); "
-            "choose one with --output NAME or INDEX",
+            f"model has {len(names)} outputs ({', '.join(names)}); choose one (output: a "
+            "name or an index)",
+            fix="output",
         )
     if wanted in names:
         return names.index(wanted)
     if wanted.lstrip("-").isdigit() and -len(names) <= int(wanted) < len(names):
         return int(wanted) % len(names)
-    raise InputError(path, f"model has no output {wanted!r} (outputs: {', '.join(names)})")
+    raise InputError(
+        path, f"model has no output {wanted!r} (outputs: {', '.join(names)})", fix="output"
+    )
 
 
 def _sigmoid(values: np.ndarray) -> np.ndarray:
@@ -78,8 +81,9 @@ def to_probabilities(
         # A second sigmoid squeezes every value into [0.5, 0.73]: all would "flip" at 0.5.
         raise InputError(
             path,
-            f"output {name!r} already holds probabilities; drop --activation "
-            f"{selection.activation}",
+            f"output {name!r} already holds probabilities; apply no {selection.activation} "
+            "(activation: none)",
+            fix="activation=none",
         )
     if selection.activation == "sigmoid":
         values = _sigmoid(values)
@@ -88,12 +92,14 @@ def to_probabilities(
     if not np.isfinite(values).all():
         raise InputError(path, f"output {name!r} contains NaN or infinite values")
     low, high = float(values.min()), float(values.max())
-    hint = "--activation sigmoid" if channels == 1 else "--activation softmax"
+    activation = "sigmoid" if channels == 1 else "softmax"
+    hint = f"apply a {activation} (activation: {activation})"
     if low < 0.0 or high > 1.0:
         raise InputError(
             path,
             f"output {name!r} is not a probability map: values span "
-            f"[{low:.4g}, {high:.4g}]; if these are logits, pass {hint}",
+            f"[{low:.4g}, {high:.4g}]; if these are logits, {hint}",
+            fix=f"activation={activation}",
         )
     if channels > 1:
         tolerance = _sum_tolerance(raw.dtype)
@@ -102,7 +108,8 @@ def to_probabilities(
             raise InputError(
                 path,
                 f"output {name!r} has {channels} channels that do not sum to "
-                f"1 (off by up to {worst:.3g}); if these are logits, pass {hint}",
+                f"1 (off by up to {worst:.3g}); if these are logits, {hint}",
+                fix=f"activation={activation}",
             )
         return values, "softmax"
     return values[..., 0], "sigmoid"

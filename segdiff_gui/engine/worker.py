@@ -126,8 +126,9 @@ class JobRunner:
                 raise InputError(
                     self.job.images[index].path,
                     f"is {_shape_text(prepared)} but the target is "
-                    f"{_shape_text(target)}; a batch needs equal sizes (add --resize bilinear "
-                    "for a model with a fixed input size, or use context=copies)",
+                    f"{_shape_text(target)}; a batch needs equal sizes (resize: bilinear, for "
+                    "a model with a fixed input size; or a batch context of copies)",
+                    fix="resize=bilinear",
                 )
         _check_batch_fits(run.config.batch, target)
         return np.stack(inputs)
@@ -224,7 +225,9 @@ class JobRunner:
             except InputError as error:
                 # This configuration cannot use this input (e.g. float16 overflows to NaN);
                 # the others may well.
-                self.channel.send(RunFailed(run.key, run.label, str(error), input_error=True))
+                self.channel.send(
+                    RunFailed(run.key, run.label, str(error), input_error=True, fix=error.fix)
+                )
                 continue
             except RunError as error:
                 self.channel.send(RunFailed(run.key, run.label, str(error)))
@@ -270,5 +273,6 @@ def run_job(job: EngineJob, channel: Channel) -> int:
     try:
         return JobRunner(job, channel).run_all()
     except InputError as error:
-        channel.send(ChildFatal(error.path, error.problem, traceback.format_exc()[-4000:]))
+        detail = traceback.format_exc()[-4000:]
+        channel.send(ChildFatal(error.path, error.problem, detail, fix=error.fix))
         return 3

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
+from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
 from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.progress import (
     AllDone,
@@ -24,8 +25,6 @@ from segdiff_gui.runner.plan import MatrixPlan
 from segdiff_gui.storage.cache import ResultCache
 
 __all__ = ["MatrixRunner"]
-
-DEFAULT_TIMEOUT_S = 600.0
 
 
 class MatrixRunner:
@@ -149,7 +148,12 @@ class MatrixRunner:
                     yield message
                     for run in pending.values():
                         yield RunFailed(
-                            run.key, run.label, message.error, message.detail, input_error=True
+                            run.key,
+                            run.label,
+                            message.error,
+                            message.detail,
+                            input_error=True,
+                            fix=message.fix,
                         )
                     pending.clear()
                     return

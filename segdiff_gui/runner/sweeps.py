@@ -4,42 +4,70 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json
-from segdiff_gui.core.study import StudyRun
 from segdiff_gui.core.sweep import ImageSummary, SweepSummary, summarise_image
 from segdiff_gui.io.truth import TruthFolder
-from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import RunStore, comparable_groups, load_study
+from segdiff_gui.storage.records import RunRecord, is_merged
+from segdiff_gui.storage.studies import (
+    RunStore,
+    comparable_groups,
+    group_id,
+    load_study,
+    settings_text,
+)
 
-__all__ = ["summarise_sweep", "sweep_groups"]
+__all__ = ["default_configuration", "summarise_sweep", "sweep_groups"]
 
 
-def sweep_groups(records: Sequence[RunRecord], model: str | None = None) -> list[list[RunRecord]]:
-    """The runs of one model, one comparable group per image, in image-name order."""
+def _version(record: RunRecord) -> str:
+    """The model file and its settings: a sweep's images must all share them."""
+    return canonical_json([record.model_hash, record.preprocessing, record.output])
+
+
+def sweep_groups(
+    records: Sequence[RunRecord], model: str | None = None, group: str | None = None
+) -> list[list[RunRecord]]:
+    """The runs of one model, one comparable group per image, in image-name order. ``group``
+    (a group id) picks the model file and settings that group was run with, on every image."""
     groups = comparable_groups(records, model=model)
-    models = {group[0].model_name for group in groups}
+    if group is not None:
+        chosen = {_version(g[0]) for g in comparable_groups(records, model=model, group=group)}
+        groups = [g for g in groups if _version(g[0]) in chosen]
+    models = {g[0].model_name for g in groups}
     if len(models) > 1:
         names = ", ".join(sorted(models))
-        raise InputError("--model", f"the runs cover {len(models)} models ({names}); name one")
+        raise InputError("model", f"the runs cover {len(models)} models ({names}); name one")
     # One model name may hide several versions (retrained file, other preprocessing or
     # output): a test-set mean over a mixture would count every image twice.
-    versions = {
-        canonical_json([g[0].model_hash, g[0].preprocessing, g[0].output]): g[0] for g in groups
-    }
+    versions = {_version(g[0]): g[0] for g in groups}
     if len(versions) > 1:
-        listed = ", ".join(sorted(r.model_hash[:8] for r in versions.values()))
-        raise InputError(
-            "--model",
-            f"{groups[0][0].model_name} was run in {len(versions)} versions (model file, "
-            f"preprocessing or output differ; model ids {listed}); name one by id",
+        listed = "; ".join(
+            f"group {group_id(r)}: model {r.model_hash[:8]}, {settings_text(r) or 'defaults'}"
+            for r in versions.values()
         )
-    return sorted(groups, key=lambda group: (group[0].target_name, group[0].target_hash))
+        raise InputError(
+            groups[0][0].model_name,
+            f"was run in {len(versions)} versions (model file, preprocessing or output "
+            f"differ: {listed}); choose one by its group",
+            fix="group",
+        )
+    return sorted(groups, key=lambda g: (g[0].target_name, g[0].target_hash))
 
 
 def _reference_run(records: Sequence[RunRecord], configuration: str) -> RunRecord | None:
-    matches = [r for r in records if StudyRun.configuration_of(r.label) == configuration]
+    matches = [r for r in records if r.configuration == configuration]
     return min(matches, key=lambda r: r.repeat) if matches else None
+
+
+def default_configuration(records: Sequence[RunRecord]) -> str:
+    """The configuration a sweep is measured against: this machine's run with every knob at
+    its default (batch 1 on the CPU), else the first configuration."""
+    plain = RunConfig()
+    local = [r for r in records if not is_merged(r)] or list(records)
+    chosen = next((r for r in local if r.run_config == plain), local[0])
+    return chosen.configuration
 
 
 def summarise_sweep(
@@ -55,12 +83,7 @@ def summarise_sweep(
     if not groups:
         raise InputError("sweep", "no runs to summarise")
     if reference is None:
-        configurations = {StudyRun.configuration_of(r.label) for r in groups[0]}
-        reference = (
-            "cpu b1"
-            if "cpu b1" in configurations
-            else StudyRun.configuration_of(groups[0][0].label)
-        )
+        reference = default_configuration(groups[0])
     summary: SweepSummary | None = None
     without_reference = []
     for group in groups:
@@ -80,7 +103,7 @@ def summarise_sweep(
             on_image(image)
         del study  # the maps of one image at a time
     if summary is None:
-        known = sorted({StudyRun.configuration_of(r.label) for g in groups for r in g})
+        known = sorted({r.configuration for g in groups for r in g})
         raise InputError(reference, f"has no run on any image (configurations: {', '.join(known)})")
     summary.without_reference = without_reference
     if truth is not None and not summary.has_truth:

@@ -117,6 +117,12 @@ class RunRecord:
     def short_id(self) -> str:
         return self.key[:8]
 
+    @property
+    def configuration(self) -> str:
+        """The configuration's label (the run's label without its repeat), for display and
+        for naming a configuration (``sweep --ref 'cpu b1'``)."""
+        return configuration_label(self.run_config, self.provenance)
+
 
 # identity ----------------------------------------------------------------------------------
 def machine_of(record: RunRecord) -> str:
@@ -156,13 +162,17 @@ def is_merged(record: RunRecord) -> bool:
     return "merged_from_bundle" in record.provenance or "merged_from_key" in record.provenance
 
 
-def derived_label(config: RunConfig, repeat: int, provenance: dict[str, Any]) -> str:
-    """``cpu b64 r1``; a run kept beside this machine's is named with its host."""
-    label = f"{config.label()} r{repeat}"
+def configuration_label(config: RunConfig, provenance: dict[str, Any]) -> str:
+    """``cpu b64``; a run kept beside this machine's is named with its host."""
     if "merged_from_key" in provenance:
         host = provenance.get("hostname") or "elsewhere"
-        label = f"{printable(str(host))}: {label}"
-    return label
+        return f"{printable(str(host))}: {config.label()}"
+    return config.label()
+
+
+def derived_label(config: RunConfig, repeat: int, provenance: dict[str, Any]) -> str:
+    """``cpu b64 r1``: the configuration's label and the repeat."""
+    return f"{configuration_label(config, provenance)} r{repeat}"
 
 
 # checksum ----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.storage.records import RunRecord
 
-__all__ = ["select_run", "select_runs"]
+__all__ = ["select_reference", "select_run", "select_runs"]
 
 _LISTED = 8
 
@@ -33,6 +33,19 @@ def select_run(records: Sequence[RunRecord], name: str) -> RunRecord:
     if not matches:
         raise InputError(name, f"names no run in the cache (runs: {_listing(records)})")
     raise InputError(name, f"is ambiguous: {_listing(matches)}")
+
+
+def select_reference(records: Sequence[RunRecord], name: str) -> RunRecord:
+    """What ``--ref`` (and ``explain --from/--to``) name in every command: a run by id prefix
+    or label (``cpu b1 r0``), or a configuration by its label (``cpu b1``), meaning its first
+    repeat."""
+    try:
+        return select_run(records, name)
+    except InputError:
+        firsts = [r for r in records if r.configuration == name]
+        if firsts:
+            return min(firsts, key=lambda r: r.repeat)
+        raise
 
 
 def select_runs(records: Sequence[RunRecord], names: Sequence[str]) -> list[RunRecord]:

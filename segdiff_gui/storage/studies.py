@@ -8,15 +8,19 @@ from typing import Protocol
 
 import numpy as np
 
+from segdiff_gui.core.config import OutputSelection, Preprocessing
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.hashing import canonical_json
+from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.storage.records import RunRecord, is_merged
 
 __all__ = [
     "RunStore",
     "comparable_groups",
+    "group_id",
     "group_of",
+    "group_title",
+    "settings_text",
     "load_study",
     "natural_order",
     "study_run",
@@ -53,19 +57,65 @@ def _group_key(record: RunRecord) -> str:
     )
 
 
+def group_id(record: RunRecord) -> str:
+    """A short name for the record's comparable group (model, image, settings, map shape):
+    what ``--group`` takes, and what ``ls`` and every group's title show."""
+    return hash_bytes(_group_key(record).encode())[:6]
+
+
+_PREPROCESSING_DEFAULTS = Preprocessing().to_dict()
+_OUTPUT_DEFAULTS = OutputSelection().to_dict()
+
+
+def settings_text(record: RunRecord) -> str:
+    """The record's model settings that are not the defaults, as the options name them:
+    ``color rgb, resize bilinear, scale 0.00392``; ``""`` when all are defaults."""
+    parts = []
+    for name, value in (*record.preprocessing.items(), *record.output.items()):
+        default = {**_PREPROCESSING_DEFAULTS, **_OUTPUT_DEFAULTS}.get(name)
+        if value in (default, None) or value == []:
+            continue
+        shown = ",".join(f"{v:g}" for v in value) if isinstance(value, list) else value
+        shown = f"{shown:.6g}" if isinstance(shown, float) else shown
+        parts.append(f"{name} {shown}")
+    return ", ".join(parts)
+
+
+def group_title(record: RunRecord, groups: Sequence[Sequence[RunRecord]] = ()) -> str:
+    """``model.keras on cell_07.png``, with the settings when they are not the defaults or
+    another group of ``groups`` shares the model and image (two groups must not look alike)."""
+    title = f"{record.model_name} on {record.target_name}"
+    siblings = [
+        g[0]
+        for g in groups
+        if g and g[0].model_hash == record.model_hash and g[0].target_hash == record.target_hash
+    ]
+    settings = settings_text(record)
+    if settings:
+        return f"{title} ({settings})"
+    if len(siblings) > 1:  # the same model and image, other settings or map shape
+        shape = "×".join(map(str, record.map_shape))
+        return f"{title} (default settings, {shape} map, group {group_id(record)})"
+    return title
+
+
 def comparable_groups(
-    records: Sequence[RunRecord], model: str | None = None, image: str | None = None
+    records: Sequence[RunRecord],
+    model: str | None = None,
+    image: str | None = None,
+    group: str | None = None,
 ) -> list[list[RunRecord]]:
     """Records split into comparable groups (in order of first appearance), optionally only
-    those of the model and image named."""
+    those of the model and image named, or the one group of that id."""
     chosen = [
         r
         for r in records
         if (model is None or model in (r.model_name, r.model_hash[:8]))
         and (image is None or image in (r.target_name, r.target_hash[:8]))
+        and (group is None or group_id(r).startswith(group.lower()))
     ]
-    if not chosen and (model or image):
-        raise InputError(model or image, "matches no run in the cache (see 'segdiff ls')")
+    if not chosen and (model or image or group):
+        raise InputError(model or image or group, "matches no run in the cache (see 'segdiff ls')")
     groups: dict[str, list[RunRecord]] = {}
     for record in sorted(chosen, key=natural_order):
         groups.setdefault(_group_key(record), []).append(record)

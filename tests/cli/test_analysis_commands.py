@@ -190,3 +190,43 @@ def test_ref_labels_are_narrowed_by_image_and_check_refuses_nothing(demo, tmp_pa
     assert nothing.returncode == 2 and "found no run to compare" in nothing.stderr
     bad_bound = segdiff("check", "--cache", cache, "--max-abs", "nan")
     assert bad_bound.returncode == 2 and "--max-abs" in bad_bound.stderr
+
+
+def test_runs_that_differ_in_settings_never_look_alike(models, small_images, tmp_path):
+    """The trial: --color keep and --color gray runs of one model and image made two groups
+    with the same title, two identical 'cpu b1 r0' rows in ls, and report --image could not
+    tell them apart."""
+    cache = tmp_path / "cache"
+    for color in ("keep", "gray"):
+        result = segdiff(
+            "run", models / "tiny.keras", small_images[0], "--config", "batch=1",
+            "--config", "batch=2", "--repeats", "1", "--color", color, "--cache", cache,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    listing = json.loads(segdiff("ls", "--cache", cache, "--json").stdout)
+    groups = {row["group"] for row in listing}
+    assert len(groups) == 2 and len(listing) == 4
+    table = segdiff("ls", "--cache", cache).stdout
+    assert "color gray" in table and "defaults" in table
+    compared = segdiff("compare", "--cache", cache).stdout
+    assert "tiny.keras on small_0.png (color gray)" in compared
+    assert "tiny.keras on small_0.png (default settings" in compared
+    ambiguous = segdiff(
+        "report", "--cache", cache, "--image", "small_0.png", "--json", tmp_path / "r.json"
+    )
+    assert ambiguous.returncode == 2
+    assert "choose with --ref, --model, --image or --group" in ambiguous.stderr
+    gray = next(row["group"] for row in listing if row["preprocessing"]["color"] == "gray")
+    chosen = segdiff("report", "--cache", cache, "--group", gray, "--json", tmp_path / "r.json")
+    assert chosen.returncode == 0, chosen.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["group"] == gray and report["settings"]["preprocessing"]["color"] == "gray"
+    # --ref means a run or a configuration in every command, sweep included.
+    by_config = segdiff("compare", "--cache", cache, "--group", gray, "--ref", "cpu b2", "--json")
+    assert json.loads(by_config.stdout)[0]["reference"] == "cpu b2 r0"
+    mixed = segdiff("sweep", "--cache", cache)
+    assert mixed.returncode == 2 and f"group {gray}: model" in mixed.stderr
+    assert "color gray); choose one by its group (add --group ID)" in mixed.stderr
+    swept = segdiff("sweep", "--cache", cache, "--group", gray, "--ref", "cpu b2", "--json")
+    assert swept.returncode == 0, swept.stderr
+    assert json.loads(swept.stdout)["reference"] == "cpu b2"

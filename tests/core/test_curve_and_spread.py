@@ -110,10 +110,10 @@ def test_merged_runs_from_another_machine_are_not_repeats():
     b = a.copy()
     b[0, 0] = np.nextafter(b[0, 0], np.float32(2))
     runs = [
-        StudyRun("k1", "cpu b1 r0", RunConfig(), 0, a),
-        StudyRun("k2", "cpu b1 r1", RunConfig(), 1, a.copy()),
-        StudyRun("k3", "server: cpu b1 r0", RunConfig(), 0, b),
-        StudyRun("k4", "server: cpu b1 r1", RunConfig(), 1, b.copy()),
+        StudyRun("k1", "cpu b1 r0", RunConfig(), 0, a, "laptop"),
+        StudyRun("k2", "cpu b1 r1", RunConfig(), 1, a.copy(), "laptop"),
+        StudyRun("k3", "server: cpu b1 r0", RunConfig(), 0, b, "server"),
+        StudyRun("k4", "server: cpu b1 r1", RunConfig(), 1, b.copy(), "server"),
     ]
     study = Study(runs)
     assert study.reference.key == "k1"

@@ -45,7 +45,7 @@ def test_bilinear_resize_keeps_constants_and_halves_exactly():
 
 
 def test_mean_with_the_wrong_number_of_channels_is_one_clear_line():
-    with pytest.raises(InputError, match=r"a.png: --mean has 3 values but the model input has 1"):
+    with pytest.raises(InputError, match=r"a.png: the mean has 3 values but the model input has 1"):
         prepare_input(np.zeros((2, 2), np.uint8), Preprocessing(mean=(0.5,) * 3), 2, 2, 1, "a.png")
 
 

@@ -94,7 +94,10 @@ def test_wrong_channel_image_names_the_file_and_both_shapes(models, tmp_path, ca
         "run", models / "tiny.keras", rgb, "--config", "batch=1", "--cache", cache.root
     )
     assert result.returncode == 2
-    assert f"{rgb}: model expects 1 channel(s), image has 3 (add --color gray)" in result.stderr
+    assert (
+        f"{rgb}: model expects 1 channel(s), image has 3; it needs grayscale input "
+        "(colour conversion) (add --color gray)"
+    ) in result.stderr
     converted = run_once(
         models / "tiny.keras", rgb, "--repeats", "1", "--color", "gray", cache=cache
     )
@@ -132,7 +135,7 @@ def test_logits_need_an_activation(models, small_images, cache):
     result = run_once(models / "logits.keras", small_images[0], cache=cache)
     assert result.returncode == 2
     assert "is not a probability map" in result.stderr
-    assert "--activation sigmoid" in result.stderr
+    assert "apply a sigmoid (activation: sigmoid) (add --activation sigmoid)" in result.stderr
     fixed, data = run_json(
         models / "logits.keras",
         small_images[0],
@@ -150,7 +153,10 @@ def test_logits_need_an_activation(models, small_images, cache):
 def test_several_outputs_are_chosen_by_name_or_index(models, small_images, cache):
     result = run_once(models / "two_outputs.keras", small_images[0], cache=cache)
     assert result.returncode == 2
-    assert "model has 2 outputs (mask, edges); choose one with --output" in result.stderr
+    assert (
+        "model has 2 outputs (mask, edges); choose one (output: a name or an index) (add "
+        "--output NAME|INDEX)"
+    ) in result.stderr
     by_name, named = run_json(
         models / "two_outputs.keras",
         small_images[0],
@@ -210,7 +216,9 @@ def test_an_activation_on_probabilities_is_refused(models, small_images, cache):
         models / "tiny.keras", small_images[0], "--activation", "sigmoid", cache=cache
     )
     assert result.returncode == 2, result.stderr
-    assert "already holds probabilities; drop --activation sigmoid" in result.stderr
+    assert (
+        "already holds probabilities; apply no sigmoid (activation: none) (add --activation none)"
+    ) in result.stderr
     assert result.stderr.count("\n") == 1
 
 

@@ -1,0 +1,13 @@
+"""Defaults every front end shares, written once: the CLI's flags, the window's controls, the
+run request and the analysis all read them here."""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_CUTOFF", "DEFAULT_REPEATS", "DEFAULT_TIMEOUT_S"]
+
+# Class cutoff for sigmoid maps: class = p >= cutoff.
+DEFAULT_CUTOFF = 0.5
+# Runs of each configuration: two, so that nondeterminism shows without being asked for.
+DEFAULT_REPEATS = 2
+# A child that reports nothing for this long (import, model load, one run) is killed.
+DEFAULT_TIMEOUT_S = 600.0
