@@ -4,7 +4,9 @@ Run as ``python tests/fixtures_models.py OUT_DIR``. All models share one set of 
 fully convolutional net on 32×32×1 inputs), so the formats can be compared with each other:
 - ``tiny.keras`` (Keras 3), ``tiny_tfkeras.h5`` (written by tf-keras, i.e. Keras 2),
   ``tiny_savedmodel/`` (a TensorFlow SavedModel exported by Keras 3);
+- ``rgb_tfkeras.h5``: a Keras 2 model of 32×32 RGB input;
 - ``lambda.keras``: a Lambda layer, which Keras safe mode refuses;
+- ``broken_lambda.keras``: a Lambda that cannot be rebuilt even when trusted;
 - ``logits.keras``: a linear last layer (not probabilities);
 - ``two_outputs.keras``: outputs ``mask`` (sigmoid) and ``edges`` (sigmoid);
 - ``softmax3.keras``: three-class softmax;
@@ -19,6 +21,8 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["KERAS_BACKEND"] = "tensorflow"
+
+import math as _fixture_math  # noqa: E402 - only broken_lambda.keras's Lambda uses it
 
 import numpy as np  # noqa: E402
 
@@ -44,6 +48,14 @@ def build_keras3(out: Path) -> list[np.ndarray]:
     scaled = keras.layers.Lambda(lambda t: t * 2.0, name="double")(hidden)
     keras.Model(inputs, keras.layers.Conv2D(1, 1, activation="sigmoid")(scaled)).save(
         out / "lambda.keras"
+    )
+
+    # A Lambda whose function needs a name the loading process lacks: trusted, it still cannot
+    # be rebuilt, and Keras's reason is what the user must see.
+    inputs, hidden = trunk()
+    scaled = keras.layers.Lambda(lambda t: t * _fixture_math.pi, name="pi")(hidden)
+    keras.Model(inputs, keras.layers.Conv2D(1, 1, activation="sigmoid")(scaled)).save(
+        out / "broken_lambda.keras"
     )
 
     inputs, hidden = trunk()
@@ -76,6 +88,12 @@ def build_tf_keras(out: Path, weights: list[np.ndarray]) -> None:
     model = tf_keras.Model(inputs, outputs)
     model.set_weights(weights)
     model.save(out / "tiny_tfkeras.h5", save_format="h5")
+    # A Keras 2 RGB model of a fixed size, as users bring them: it needs colour conversion
+    # and resizing for photos that are gray, RGBA or of other sizes.
+    inputs = tf_keras.Input((32, 32, 3), name="photo")
+    hidden = tf_keras.layers.Conv2D(4, 3, padding="same", activation="relu")(inputs)
+    outputs = tf_keras.layers.Conv2D(1, 1, activation="sigmoid", name="mask")(hidden)
+    tf_keras.Model(inputs, outputs).save(out / "rgb_tfkeras.h5", save_format="h5")
 
 
 def main() -> None:

@@ -23,8 +23,9 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.study import Study
 from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
-from segdiff_gui.io.reports import report_data, write_json_report
+from segdiff_gui.io.reports import write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
+from segdiff_gui.runner.reports import report_context, study_report
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_reference, select_run
@@ -103,13 +104,7 @@ def studies_of(
 
 
 def context_of(record: RunRecord, where: str) -> dict[str, Any]:
-    return {
-        "model": record.model_name,
-        "image": record.target_name,
-        "group": group_id(record),
-        "settings": {"preprocessing": record.preprocessing, "output": record.output},
-        "source": where,
-    }
+    return report_context(record, where)
 
 
 def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -195,8 +190,7 @@ def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
             f"{len(studies)} ({names}); choose with --ref, --model, --image or --group",
         )
     ((study, record, _),) = studies
-    provenance = {run.key: store.read_run(run.key, with_map=False).provenance for run in study.runs}
-    data = report_data(study, provenance, context_of(record, where))
+    data = study_report(store, study, context_of(record, where))
     if args.json_file:
         write_json_report(args.json_file, data)
         out.print(f"wrote the JSON report to {args.json_file}")

@@ -28,7 +28,7 @@ from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
-from segdiff_gui.runner.devices import ProbeError, probe_devices
+from segdiff_gui.runner.devices import ProbeError, build_text, probe_devices
 from segdiff_gui.runner.matrices import demo_configs
 from segdiff_gui.runner.plan import MatrixPlan, check_model_path, shard_slice
 from segdiff_gui.runner.request import MatrixRequest
@@ -92,7 +92,8 @@ def run_matrix(
         raise InputError(outcome.fatal.path, outcome.fatal.problem, outcome.fatal.fix)
     reasons = {(run["error"], run["fix"]) for run in outcome.failed if run.get("input_error")}
     if len(reasons) == 1 and len(outcome.failed) == len(outcome.runs):
-        # Every run failed for the same reason in the input: that is one input error.
+        # Every run failed for the same reason in the input: that is one input error (its
+        # child's log was shown as it happened, with --debug).
         raise InputError.from_message(*reasons.pop())
     if not args.json:
         for run in outcome.failed:
@@ -123,15 +124,7 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
             device["description"] + (f" (sm {capability})" if capability else ""),
         )
     out.print(table)
-    cuda = (
-        f"built for CUDA {facts['cuda_version']}, cuDNN {facts['cudnn_version']}"
-        if facts["cuda_build"]
-        else "CPU-only build"
-    )
-    out.print(
-        f"TensorFlow {facts['tf_version']} ({cuda}), Keras {facts['keras_version']}, "
-        f"numpy {facts['numpy_version']}, h5py {facts['h5py_version']}"
-    )
+    out.print(f"{build_text(facts)}, numpy {facts['numpy_version']}, h5py {facts['h5py_version']}")
     out.print(
         f"CPU: {facts['cpu_model']} on {facts['hostname']}; oneDNN "
         f"{'on' if facts['onednn_enabled'] else 'off'}; intra-op threads "

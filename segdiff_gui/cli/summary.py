@@ -12,7 +12,15 @@ from segdiff_gui.core.study import Study
 
 __all__ = ["differences_table", "plain_sentences", "verdict_lines"]
 
-_NUMBERS = ("bitwise_equal", "differing_pixels", "max_ulp", "max_abs", "flips", "nan_mismatches")
+_NUMBERS = (
+    "bitwise_equal",
+    "differing_pixels",
+    "max_ulp",
+    "max_abs",
+    "flips",
+    "nan_mismatches",
+    "ties",
+)
 
 
 def _flip_header(study: Study) -> str:
@@ -30,6 +38,9 @@ def differences_table(study: Study, image: str) -> Table:
     show_nans = any(row["nan_mismatches"] for row in rows)
     if show_nans:
         table.add_column("NaN in one only", justify="right")
+    show_ties = any(row["ties"] for row in rows)
+    if show_ties:
+        table.add_column("tied (no flip)", justify="right")
     for row in rows:
         table.add_row(
             row["id"],
@@ -41,6 +52,7 @@ def differences_table(study: Study, image: str) -> Table:
             f"{row['mean_abs']:.3g}",
             f"{row['flips']:,}",
             *([f"{row['nan_mismatches']:,}"] if show_nans else []),
+            *([f"{row['ties']:,}"] if show_ties else []),
         )
     return table
 
@@ -55,7 +67,17 @@ def _sentence(name: str, row: dict[str, Any]) -> str:
     return (
         f"{name}: NOT bitwise equal — {row['differing_pixels']:,} of {row['pixels']:,} pixels "
         f"differ, by up to {row['max_ulp']:,} ULP (max |Δ| {row['max_abs']:.3g}); "
-        f"{row['flips']:,} {flips} ({where}){nan_text}."
+        f"{row['flips']:,} {flips} ({where}){nan_text}{tie_text(row['ties'])}."
+    )
+
+
+def tie_text(ties: int) -> str:
+    """What ties mean, where there are any: ``; 1,024 pixels tied …``."""
+    if not ties:
+        return ""
+    return (
+        f"; {ties:,} pixel{'s' if ties != 1 else ''} tied (classes exactly equal in one map: "
+        "argmax's lowest class is no class decision, so they are not counted as flips)"
     )
 
 

@@ -5,7 +5,10 @@ Pure numpy, shared by the CLI and the GUI. The conventions hold everywhere in se
 - A binary map (H×W, one sigmoid channel) assigns the foreground class where ``p >= cutoff``;
   a value exactly at the cutoff is foreground. NaN is never ``>= cutoff``, so it is background.
 - A multi-class map (H×W×C) assigns ``argmax`` over the last axis; ties go to the lowest class
-  index and a NaN wins (numpy's rules). The cutoff plays no part.
+  index and a NaN wins (numpy's rules). The cutoff plays no part. A pixel whose largest
+  classes are exactly equal is *tied* (a bfloat16 map can round three classes to one value):
+  argmax's lowest class is no class decision, so a pixel tied in either map is counted as a
+  tie, never as a flip.
 - ULP distances are exact, from the bit patterns: +0 and -0 are 0 apart, neighbouring floats
   (subnormals included) 1 apart, two NaNs 0 apart, and a NaN against a number
   :data:`NAN_ULP`, more than any two finite float32 values can be apart.
@@ -29,6 +32,7 @@ __all__ = [
     "row_blocks",
     "ordered_float32",
     "signed_difference",
+    "tie_mask",
     "ulp_distance",
 ]
 
@@ -90,14 +94,29 @@ def class_map(probabilities: np.ndarray, cutoff: float) -> np.ndarray:
     return (np.asarray(binary, dtype=np.float32) >= np.float32(cutoff)).view(np.uint8)
 
 
+def tie_mask(probabilities: np.ndarray) -> np.ndarray:
+    """H×W: pixels of a multi-class map whose largest value is shared by two classes or more
+    (all ``False`` for a binary map, which has a cutoff and no argmax)."""
+    if not is_multiclass(probabilities):
+        return np.zeros(probabilities.shape[:2] if probabilities.ndim > 1 else probabilities.shape,
+                        dtype=bool)  # fmt: skip
+    top = probabilities.max(axis=-1, keepdims=True)
+    tied: np.ndarray = np.count_nonzero(probabilities == top, axis=-1) > 1
+    return tied
+
+
 def flip_mask(reference: np.ndarray, other: np.ndarray, cutoff: float) -> np.ndarray:
-    """Boolean H×W mask of the pixels whose class differs between the two maps."""
+    """Boolean H×W mask of the pixels whose class differs between the two maps (a pixel tied
+    in either multi-class map is a tie, not a flip)."""
     mask = np.empty(reference.shape[:2] if reference.ndim > 1 else reference.shape, dtype=bool)
+    multiclass = is_multiclass(reference)
     # Row blocks: the two class maps of a block stay in cache, and the mask is the only
     # allocation the size of the map.
     for block in row_blocks(reference):
         np.not_equal(class_map(reference[block], cutoff), class_map(other[block], cutoff),
                      out=mask[block])  # fmt: skip
+        if multiclass:
+            mask[block] &= ~(tie_mask(reference[block]) | tie_mask(other[block]))
     return mask
 
 
@@ -130,6 +149,7 @@ class MapComparison:
     nan_mismatches: int
     flips: int
     cutoff: float
+    ties: int = 0  # multi-class pixels tied in either map (counted apart from flips)
 
     @property
     def differing_fraction(self) -> float:
@@ -163,6 +183,7 @@ def compare_maps(reference: np.ndarray, other: np.ndarray, cutoff: float = 0.5) 
         nan_mismatches=total.nan_mismatches,
         flips=total.flips,
         cutoff=cutoff,
+        ties=total.ties,
     )
 
 
@@ -179,12 +200,15 @@ class _Totals:
     numbers: int = 0  # values that are numbers in both maps
     nan_mismatches: int = 0
     flips: int = 0
+    ties: int = 0
 
     def add(self, ref: np.ndarray, oth: np.ndarray, cutoff: float, first_index: int) -> None:
         ref_bits, oth_bits = ref.view(np.int32), oth.view(np.int32)
         if self.bitwise_equal:
             self.bitwise_equal = bool(np.array_equal(ref_bits, oth_bits))
         self.flips += int(np.count_nonzero(flip_mask(ref, oth, cutoff)))
+        if is_multiclass(ref):
+            self.ties += int(np.count_nonzero(tie_mask(ref) | tie_mask(oth)))
         # Probability maps are almost always finite numbers with the sign bit clear; then the
         # float32 bit patterns are already in order and a difference of them counts ULPs, with
         # no int64 widening. Anything else (NaN, infinities, negatives, -0) goes the general way.

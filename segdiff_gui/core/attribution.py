@@ -220,7 +220,9 @@ class Attribution:
         if self.of("repeats") and not noisy:
             lines.append("Every configuration run more than once was bitwise repeatable.")
         if not self.of("repeats"):
-            lines.append("Repeatability not measured: one run per configuration (--repeats 2).")
+            lines.append(
+                "Repeatability not measured: one run per configuration (repeats: 2 or more)."
+            )
         missing = [row for row in self.rows if row.effect is None]
         if missing:
             knobs = ", ".join(dict.fromkeys(row.knob for row in missing))

@@ -9,7 +9,7 @@ switched between runs inside one child.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
@@ -19,6 +19,7 @@ from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 __all__ = [
     "PRECISIONS",
     "ConfigError",
+    "ModelSettings",
     "OutputSelection",
     "Preprocessing",
     "RunConfig",
@@ -198,3 +199,15 @@ class OutputSelection:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OutputSelection:
         return cls(output=data.get("output"), activation=data.get("activation", "none"))
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """What a model needs to run at all, the same under every configuration: how an image
+    becomes its input, which output is the map, and whether its code may run. Preprocessing
+    and output are part of every run's cache key; trust only lets the model load (a Lambda
+    layer or a SavedModel graph can run any code: Keras safe mode is off when trusted)."""
+
+    preprocessing: Preprocessing = field(default_factory=Preprocessing)
+    output: OutputSelection = field(default_factory=OutputSelection)
+    trust_model: bool = False

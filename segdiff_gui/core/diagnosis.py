@@ -85,8 +85,9 @@ def _repeatability(study: Study) -> list[Finding]:
         return [
             Finding(
                 "not measured",
-                "Repeatability was not measured: every configuration ran once. Run with "
-                "--repeats 2 or more to see whether the next run gives the same map.",
+                "Repeatability was not measured: every configuration ran once. Run each "
+                "configuration at least twice (repeats: 2 or more) to see whether the next run "
+                "gives the same map.",
             )
         ]
     findings = []
@@ -171,7 +172,8 @@ def _knob_effects(
                 Finding(
                     "knobs",
                     f"{name} changes {len(steps)} knobs at once ({knobs}) and "
-                    f"{_effect_text(effect, cutoff_text)}; 'segdiff explain' separates them.",
+                    f"{_effect_text(effect, cutoff_text)}; explaining the difference knob by "
+                    "knob (explain) separates them.",
                     _size_text(effect),
                 )
             )
@@ -188,22 +190,43 @@ def _quietest_cutoff(reference: np.ndarray, margin: float, cutoff: float) -> tup
     return float(candidates[best]), counts[best]
 
 
+def _tie_findings(study: Study) -> list[Finding]:
+    """Pixels whose top classes are exactly equal in a run: argmax's lowest class is no class
+    decision, and they are said apart from the flips."""
+    tied = [(run, study.comparisons[run.key].ties) for run in study.others]
+    tied = [(run, count) for run, count in tied if count]
+    if not tied:
+        return []
+    run, count = max(tied, key=lambda pair: pair[1])
+    return [
+        Finding(
+            "cutoff",
+            f"{_plural(count, 'pixel')} of {run.label} (against {study.reference.label}) have "
+            "their most likely classes exactly equal in one of the two maps (a low-precision "
+            "map can round them to one value): argmax gives such a pixel the lowest class, which "
+            "is no class decision, so they are counted as ties, not flips.",
+            f"{count:,} tied",
+        )
+    ]
+
+
 def _cutoff_findings(study: Study, cutoff_text: str) -> list[Finding]:
     flipped = int(study.any_flips().sum())
     at_risk = int(study.at_risk.sum())
     if not study.others or (flipped == 0 and at_risk == 0):
-        return []
+        return _tie_findings(study) if study.others else []
     worst = max(study.others, key=lambda run: int(study.flips(run).sum()))
     worst_count = int(study.flips(worst).sum())
     most = f" (most in {worst.label}: {worst_count:,})" if worst_count else ""
     return [
+        *_tie_findings(study),
         Finding(
             "cutoff",
             f"{cutoff_text.capitalize()}, {_plural(flipped, 'pixel')} change class in at least "
             f"one run{most}; {_plural(at_risk, 'pixel')} are at risk: the largest observed "
             f"difference ({study.margin:.3g}) could move them across.",
             f"{flipped:,} flips, {at_risk:,} at risk",
-        )
+        ),
     ]
 
 

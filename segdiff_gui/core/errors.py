@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["ConfigError", "InputError", "first_line"]
 
 
@@ -30,13 +32,23 @@ class InputError(ValueError):
         return cls("", message, fix)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_KERAS_WRAPPER = "Exception encountered when calling "
+
+
 def first_line(error: BaseException, limit: int = 300) -> str:
     """One telling line of an exception's message (TF and Keras messages run for pages).
 
     Usually the first; but TensorFlow opens traced errors with a header such as
-    ``in user code:`` and puts the actual complaint last.
+    ``in user code:`` and puts the actual complaint last, and Keras 3 opens a layer's failure
+    with ``Exception encountered when calling Lambda.call().`` and gives the reason (in
+    terminal bold) on the next line: that reason is the line, with the layer beside it.
     """
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    text = _ANSI.sub("", str(error))
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
+    if lines[0].startswith(_KERAS_WRAPPER) and len(lines) > 1:
+        where = lines[0].removeprefix(_KERAS_WRAPPER).rstrip(".")
+        return f"{lines[1]} (in {where})"[:limit]
     return (lines[-1] if lines[0].endswith(":") else lines[0])[:limit]

@@ -225,8 +225,9 @@ class JobRunner:
             except InputError as error:
                 # This configuration cannot use this input (e.g. float16 overflows to NaN);
                 # the others may well.
+                detail = traceback.format_exc()[-4000:]  # the child's log, for --debug
                 self.channel.send(
-                    RunFailed(run.key, run.label, str(error), input_error=True, fix=error.fix)
+                    RunFailed(run.key, run.label, str(error), detail, True, fix=error.fix)
                 )
                 continue
             except RunError as error:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from segdiff_gui.core.config import OutputSelection, parse_preprocessing
-from segdiff_gui.runner.request import ModelSettings
+from segdiff_gui.core.config import ModelSettings, OutputSelection, parse_preprocessing
 
 __all__ = ["TRUST_WARNING", "add_model_settings", "model_settings"]
 

@@ -18,7 +18,14 @@ from typing import Any
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
 
-__all__ = ["ProbeError", "gpu_names", "inspect_model", "probe_devices", "remembered_probe"]
+__all__ = [
+    "ProbeError",
+    "build_text",
+    "gpu_names",
+    "inspect_model",
+    "probe_devices",
+    "remembered_probe",
+]
 
 _MAX_AGE_S = 24 * 3600.0
 
@@ -168,3 +175,14 @@ def _remember(path: Path, data: dict[str, Any]) -> None:
 
 def gpu_names(probe: dict[str, Any]) -> list[str]:
     return [d["name"] for d in probe.get("devices", []) if d.get("type") == "GPU"]
+
+
+def build_text(facts: dict[str, Any]) -> str:
+    """The TensorFlow build a probe found, in one phrase both front ends show: ``TensorFlow
+    2.17.0 (built for CUDA 12.3, cuDNN 8), Keras 3.5.0``."""
+    cuda = (
+        f"built for CUDA {facts.get('cuda_version')}, cuDNN {facts.get('cudnn_version')}"
+        if facts.get("cuda_build")
+        else "CPU-only build"
+    )
+    return f"TensorFlow {facts.get('tf_version')} ({cuda}), Keras {facts.get('keras_version')}"

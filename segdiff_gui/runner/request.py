@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
+from segdiff_gui.core.config import ModelSettings, RunConfig
 from segdiff_gui.core.defaults import DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
@@ -20,18 +20,6 @@ from segdiff_gui.runner.plan import MatrixPlan, plan_matrix
 from segdiff_gui.storage.cache import ResultCache
 
 __all__ = ["MatrixRequest", "ModelSettings"]
-
-
-@dataclass(frozen=True)
-class ModelSettings:
-    """What a model needs to run at all, the same under every configuration: how an image
-    becomes its input, which output is the map, and whether its code may run. Preprocessing
-    and output are part of every run's cache key; trust only lets the model load (a Lambda
-    layer or a SavedModel graph can run any code: Keras safe mode is off when trusted)."""
-
-    preprocessing: Preprocessing = field(default_factory=Preprocessing)
-    output: OutputSelection = field(default_factory=OutputSelection)
-    trust_model: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,15 @@
 """The window's explanations: attribution of a pair of runs (a dialog), the diagnosis tab and
-the test-set sweep tab. Kept apart from the main window so that it stays about the views."""
+the test-set tab (a sweep of the matrix over every image, or a bundle's runs of every image).
+It takes the inspection model, the session controller, the statistics table it listens to and
+one ``notify`` callable: nothing of the window itself."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QTableWidget
 from superqt.utils import thread_worker
 
 from segdiff_gui.core.attribution import Attribution, plan_attribution
@@ -16,20 +20,29 @@ from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
 from segdiff_gui.ui.attribution_view import AttributionDialog
 from segdiff_gui.ui.diagnosis_panel import DiagnosisPanel
-from segdiff_gui.ui.session import MatrixSession
+from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.ui.session import BundleSession, MatrixSession
+from segdiff_gui.ui.session_controller import SessionController
 from segdiff_gui.ui.sweep_panel import SweepPanel
-
-if TYPE_CHECKING:
-    from segdiff_gui.ui.main_window import MainWindow
 
 __all__ = ["AnalysisController"]
 
 
 class AnalysisController(QObject):
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
-        self.window = window
-        self.diagnosis = DiagnosisPanel(window.model)
+    def __init__(
+        self,
+        model: InspectionModel,
+        sessions: SessionController,
+        stats_table: QTableWidget,
+        notify: Callable[[str, int], None],
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.sessions = sessions
+        self.notify = notify
+        self.diagnosis = DiagnosisPanel(model)
+        self._truth: Any = None  # the ground-truth folder of the test set
         self.sweep_panel = SweepPanel()
         self.dialog: AttributionDialog | None = None
         self._sweeping = False
@@ -40,19 +53,19 @@ class AnalysisController(QObject):
         self.sweep_panel.truth_chosen.connect(self._truth_chosen)
         self.sweep_panel.image_opened.connect(self.open_image)
         # Any pair: choose the reference in the toolbar, double-click the other run here.
-        window.stats.table.setToolTip(
+        stats_table.setToolTip(
             "Double-click a run to explain how it differs from the reference, knob by knob"
         )
-        window.stats.table.cellDoubleClicked.connect(self.explain_row)
+        stats_table.cellDoubleClicked.connect(self.explain_row)
 
     # attribution ----------------------------------------------------------------------------
     def _measure(self, show: bool) -> None:
         """Measure the reference against the focus run off the GUI thread (maps are read from
         the cache), then show the result; what is measured is fixed here, on the GUI thread."""
-        model, session = self.window.model, self.window.session
+        model, session = self.model, self.sessions.session
         reference, other = model.reference, model.focus_run
         if session is None or reference is None or other is None:
-            self.window.statusBar().showMessage("Explain needs two runs of one image", 8000)
+            self.notify("Explain needs two runs of one image", 8000)
             return
         plan = plan_attribution(reference.config, other.config)
         records = list(model.records.values())
@@ -61,16 +74,15 @@ class AnalysisController(QObject):
             session.store, records, plan, model.cutoff, keys
         )
         worker.returned.connect(lambda attribution: self._show(attribution, show))
-        worker.errored.connect(
-            lambda error: self.window.statusBar().showMessage(f"Explain failed: {error}", 10000)
-        )
+        worker.errored.connect(lambda error: self.notify(f"Explain failed: {error}", 10000))
         self._attribution_worker = worker
         worker.start()
 
     def _show(self, attribution: Attribution, show: bool) -> None:
         if self.dialog is None:
-            can_run = isinstance(self.window.session, MatrixSession)
-            self.dialog = AttributionDialog(attribution, can_run, self.window)
+            can_run = isinstance(self.sessions.session, MatrixSession)
+            parent = self.parent()
+            self.dialog = AttributionDialog(attribution, can_run, parent)  # type: ignore[arg-type]
             self.dialog.run_missing.connect(self.run_missing)
         else:
             self.dialog.set_attribution(attribution)
@@ -83,36 +95,47 @@ class AnalysisController(QObject):
         self._measure(show=True)
 
     def explain_row(self, row: int, _column: int = 0) -> None:
-        study = self.window.model.study
+        study = self.model.study
         if study is not None and 0 <= row < len(study.others):
-            self.window.model.set_focus(study.others[row].key)
+            self.model.set_focus(study.others[row].key)
             self.explain()
 
     def run_missing(self) -> None:
         """Run the attribution's configurations that are not cached yet; they join the views."""
-        window, dialog, session = self.window, self.dialog, self.window.session
-        if dialog is None or not isinstance(session, MatrixSession) or window.worker:
+        dialog, session = self.dialog, self.sessions.session
+        if dialog is None or not isinstance(session, MatrixSession) or self.sessions.worker:
             return
-        window.start_runs(session.planner_for(dialog.attribution.plan.configs()))
+        self.sessions.start_runs(session.planner_for(dialog.attribution.plan.configs()))
 
     # sweep ----------------------------------------------------------------------------------
     def _truth_chosen(self, folder: object) -> None:
-        if isinstance(self.window.session, MatrixSession):
-            self.window.session.truth = folder  # type: ignore[assignment]
+        self._truth = folder  # type: ignore[assignment]
+        if isinstance(self.sessions.session, MatrixSession):
+            self.sessions.session.truth = folder  # type: ignore[assignment]
+        elif isinstance(self.sessions.session, BundleSession):
+            self.summarise()  # a bundle's test set is summarised again with the masks
 
     def session_changed(self) -> None:
-        session = self.window.session
-        is_matrix = isinstance(session, MatrixSession)
-        self.sweep_panel.sweep_button.setEnabled(is_matrix)
-        self.sweep_panel.set_truth(session.truth if isinstance(session, MatrixSession) else None)
+        session = self.sessions.session
+        self._truth = session.truth if isinstance(session, MatrixSession) else None
+        # A bundle's runs are summarised as they are; a matrix is run on every image first.
+        bundle = isinstance(session, BundleSession)
+        self.sweep_panel.sweep_button.setText(
+            "Summarise the bundle's images" if bundle else "Sweep every image"
+        )
+        self.sweep_panel.sweep_button.setEnabled(session is not None)
+        self.sweep_panel.set_truth(self._truth)
 
     def sweep(self) -> None:
-        session = self.window.session
-        if not isinstance(session, MatrixSession) or self.window.worker is not None:
+        session = self.sessions.session
+        if isinstance(session, BundleSession):
+            self.summarise()
+            return
+        if not isinstance(session, MatrixSession) or self.sessions.worker is not None:
             return
         self._sweeping = True
         self.sweep_panel.status.setText("running the matrix on every image…")
-        self.window.start_runs(session.plan_sweep_with_devices)
+        self.sessions.start_runs(session.sweep_runner)
 
     def worker_done(self) -> None:
         if self.dialog is not None and self.dialog.isVisible():
@@ -122,24 +145,30 @@ class AnalysisController(QObject):
             self.summarise()
 
     def summarise(self) -> None:
-        """Summarise every image of the sweep, one at a time, off the GUI thread."""
-        session = self.window.session
-        if not isinstance(session, MatrixSession):
-            return
-        reference = self.window.model.reference
+        """Summarise every image of the sweep (or of the bundle), one at a time, off the GUI
+        thread."""
+        session = self.sessions.session
+        reference = self.model.reference
         configuration = reference.configuration if reference else None
-        cutoff = self.window.model.cutoff
-        truth = session.truth
-
-        plan = session.sweep_plan
-        if plan is None:
+        cutoff = self.model.cutoff
+        truth = self._truth
+        if isinstance(session, BundleSession):
+            store: Any = session.bundle
+            # The bundle's version of the model and settings on show, over every image.
+            shown = self.model.records.get(reference.key) if reference else None
+            chosen = [r for r in session.records if shown is None or _same_version(r, shown)]
+            records: Callable[[], list[Any]] = lambda: chosen  # noqa: E731
+        elif isinstance(session, MatrixSession) and session.sweep_plan is not None:
+            store, plan = session.cache, session.sweep_plan
+            records = lambda: [  # noqa: E731
+                store.read_run(r.key, with_map=False) for r in plan.runs if store.has(r.key)
+            ]
+        else:
             return
 
         def work() -> SweepSummary:
-            cache = session.cache
-            records = [cache.read_run(r.key, with_map=False) for r in plan.runs if cache.has(r.key)]
             folder = TruthFolder(truth) if truth else None
-            return summarise_sweep(cache, sweep_groups(records), cutoff, configuration, folder)
+            return summarise_sweep(store, sweep_groups(records()), cutoff, configuration, folder)
 
         self.sweep_panel.status.setText("summarising every image…")
         self._summary_generation += 1
@@ -159,4 +188,22 @@ class AnalysisController(QObject):
         self.sweep_panel.status.setText(f"The sweep could not be summarised: {text}")
 
     def open_image(self, name: str) -> None:
-        self.window.show_target(name)
+        session = self.sessions.session
+        if isinstance(session, BundleSession):
+            titles = session.titles()
+            for index, group in enumerate(session.groups):
+                if group[0].target_name == name:
+                    self.sessions.panel.groups.setCurrentIndex(index)
+                    if len(titles) <= 1:
+                        self.sessions.panel.group_chosen.emit(index)
+                    return
+        self.sessions.show_target(name)
+
+
+def _same_version(record: Any, shown: Any) -> bool:
+    """Run by the same model file with the same settings (a test set's images share them)."""
+    return bool(
+        record.model_hash == shown.model_hash
+        and record.preprocessing == shown.preprocessing
+        and record.output == shown.output
+    )

@@ -11,7 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from segdiff_gui import __version__
-from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.defaults import DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
+from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.core.knobs import KNOBS
+from segdiff_gui.runner.arguments import add_model_settings
 
 __all__ = ["build_window", "configure_application", "main"]
 
@@ -23,6 +26,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("model", nargs="?", help=".keras, .h5 or SavedModel folder")
     parser.add_argument("images", nargs="*", help="images or folders (the first is the target)")
+    parser.add_argument("--target", metavar="NAME", help="the image to study (default: the first)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help=f"a configuration, as for segdiff run: {KNOBS.help()}; repeatable",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        metavar="N",
+        help="runs of each configuration",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help="kill a child that reports nothing for S seconds; its run fails",
+    )
+    add_model_settings(parser)
     parser.add_argument("--open", metavar="BUNDLE", help="a bundle made by 'segdiff bundle'")
     parser.add_argument("--cache", metavar="PATH", help="result cache folder")
     parser.add_argument(
@@ -41,10 +67,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
     """Make the model, session and window for ``argv`` (QApplication must exist)."""
+    from segdiff_gui.core.config import parse_config_spec
     from segdiff_gui.io.images import collect_images
     from segdiff_gui.resources import demo_dir, demo_images, demo_model
-    from segdiff_gui.runner.matrices import default_configs, demo_configs
+    from segdiff_gui.runner.arguments import model_settings
+    from segdiff_gui.runner.matrices import demo_configs
     from segdiff_gui.runner.plan import check_model_path
+    from segdiff_gui.runner.request import MatrixRequest
     from segdiff_gui.storage.bundle import BundleReader
     from segdiff_gui.storage.cache import ResultCache
     from segdiff_gui.ui.inspection import InspectionModel
@@ -52,6 +81,9 @@ def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
     from segdiff_gui.ui.session import BundleSession, MatrixSession
 
     args = _parser().parse_args(list(argv))
+    # The request the flags make, as `segdiff run` makes it: the same runs, the same cache keys.
+    configs = tuple(parse_config_spec(spec) for spec in args.config)
+    settings = model_settings(args)
     cache = ResultCache(args.cache) if args.cache else ResultCache()
     if not args.open:
         cache.claim()  # before anything is written into it; a folder of other files is refused
@@ -61,15 +93,19 @@ def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
     elif args.model:
         if not args.images:
             raise InputError(args.model, "give the images to run it on after the model")
-        window.set_session(
-            MatrixSession(
-                check_model_path(args.model), collect_images(args.images), cache, default_configs
-            )
-        )
+        model, images = check_model_path(args.model), tuple(collect_images(args.images))
+        request = MatrixRequest(
+            model, images, cache, configs, repeats=args.repeats, target=args.target,
+            settings=settings, timeout_s=args.timeout,
+        )  # fmt: skip
+        window.set_session(MatrixSession(request))
     else:
-        demo = MatrixSession(demo_model(), demo_images(), cache, demo_configs)
-        demo.truth = demo_dir() / "masks"  # the demo's ground truth: Dice in the sweep at once
-        window.set_session(demo)
+        request = MatrixRequest(
+            demo_model(), tuple(demo_images()), cache, configs, demo_configs,
+            repeats=args.repeats, settings=settings, timeout_s=args.timeout,
+        )  # fmt: skip
+        # The demo's ground truth: Dice in the sweep at once.
+        window.set_session(MatrixSession(request, truth=demo_dir() / "masks"))
     return window, args
 
 
@@ -100,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_smoke_test(app)
     try:
         window, args = build_window(arguments)
-    except InputError as error:
+    except (InputError, ConfigError) as error:
         print(f"segdiff-gui: {error}", file=sys.stderr)
         if app.platformName() != "offscreen":  # no screen, no one to close a dialog
             QMessageBox.critical(None, "segdiff", str(error))

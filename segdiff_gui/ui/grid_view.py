@@ -11,11 +11,11 @@ from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QWidget
 
-from segdiff_gui.core.analysis import class_map, difference_map, ulp_distance
 from segdiff_gui.core.parallel import thread_map
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.level_indices import COLOURS, level_indices, pooled_any
+from segdiff_gui.ui.view_planes import view_planes
 
 __all__ = ["ProbabilityGridView"]
 
@@ -24,9 +24,6 @@ AT_RISK_RGBA = (255, 200, 0, 110)
 _OVERLAY_LUT = np.zeros((256, 4), dtype=np.uint8)
 _OVERLAY_LUT[1], _OVERLAY_LUT[2] = FLIP_RGBA, AT_RISK_RGBA
 _TITLE_SIZE = "9pt"
-# The ULP view is on a log scale, which its bar must say; the others' numbers speak for
-# themselves, and a label would take width from the maps.
-_COLOUR_BAR_LABELS = {"ulp": "log10(1 + ULP distance)"}
 _COLOUR_BAR_ROOM = 70  # pixels: the colour bar and its numbers, beside the views
 
 
@@ -160,6 +157,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         model.mode_changed.connect(self.refresh)
         model.mode_changed.connect(lambda _mode: self._arrange())  # the flips mode has no bar
         model.class_changed.connect(self.refresh)
+        model.level_mode_changed.connect(self.refresh)
         model.cutoff_changed.connect(self._on_cutoff)
         model.pixel_selected.connect(self.move_crosshair)
         model.image_opacity_changed.connect(self.refresh_underlay)
@@ -268,7 +266,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         reference = model.reference
         if reference is None or not self.panels:
             return
-        planes, levels = self._planes(reference)
+        drawn = view_planes(model, reference)
+        planes = drawn.planes
         colour_map = _COLOUR_MAPS[model.mode]
         if colour_map is None:  # flips mode: class indices straight into the class colours
             lut = _CLASS_LUT[: max(2, model.class_count)]
@@ -278,59 +277,32 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
 
         def indices_of(run: StudyRun) -> np.ndarray | None:
             plane = planes[run.key]
-            return level_indices(plane, levels) if plane.dtype.kind == "f" else None
+            return level_indices(plane, drawn.levels[run.key]) if plane.dtype.kind == "f" else None
 
         all_indices = thread_map(indices_of, shown)
         for run, indices in zip(shown, all_indices, strict=True):
             panel = self.panels[run.key]
             plane = planes[run.key]
             if indices is None:  # class bytes already, or a map with NaN to draw transparent
+                levels = drawn.levels[run.key]
                 panel.data.setImage(plane, levels=levels, lut=lut, autoLevels=False)
             else:
                 panel.data.setImage(indices, levels=(0, COLOURS - 1), lut=lut, autoLevels=False)
             title = run.label + (" (ref)" if run.key == reference.key else "")
+            if run.key in drawn.scale_text:  # per-view levels: each view says its own scale
+                title += f" · {drawn.scale_text[run.key]}"
             panel.title.show_title(title)
         if self.colour_bar is not None:
             # The bar only names the colours: the images get their table above, not from it.
             self.colour_bar.setVisible(colour_map is not None)
             if colour_map is not None:
                 self.colour_bar.setColorMap(pg.colormap.get(colour_map))
-                self.colour_bar.setLevels(levels)
-                label = _COLOUR_BAR_LABELS.get(model.mode)
+                self.colour_bar.setLevels(drawn.bar)
+                label = drawn.bar_label
                 self.colour_bar.getAxis("left").setLabel(label)
                 self.colour_bar.getAxis("left").showLabel(label is not None)
         self.refresh_underlay()
         self.refresh_overlays()
-
-    def _planes(self, reference: StudyRun) -> tuple[dict[str, np.ndarray], tuple[float, float]]:
-        model = self.model
-        ref_plane = model.plane(reference)
-        if model.mode == "probability":
-            return {run.key: model.plane(run) for run in model.runs}, (0.0, 1.0)
-        if model.mode == "difference":
-            planes = {run.key: difference_map(ref_plane, model.plane(run)) for run in model.runs}
-            limit = (
-                max(
-                    (float(np.nanmax(np.abs(p), initial=0.0)) for p in planes.values()), default=0.0
-                )
-                or 1e-9
-            )
-            return planes, (-limit, limit)
-        if model.mode == "ulp":
-            planes = {
-                run.key: np.log10(1.0 + ulp_distance(ref_plane, model.plane(run))).astype(
-                    np.float32
-                )
-                for run in model.runs
-            }
-            top = max((float(p.max(initial=0.0)) for p in planes.values()), default=0.0) or 1.0
-            return planes, (0.0, top)
-        # Class indices as bytes (the lookup table colours them); no float copy of each map.
-        classes = {
-            run.key: class_map(run.probabilities, model.cutoff).astype(np.uint8, copy=False)
-            for run in model.runs
-        }
-        return classes, (0.0, float(max(1, model.class_count - 1)))
 
     def refresh_overlays(self) -> None:
         model = self.model

@@ -11,6 +11,7 @@ import numpy as np
 from psygnal import Signal
 
 from segdiff_gui.core.analysis import class_map, is_multiclass, ulp_distance
+from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
 from segdiff_gui.core.study import Study, StudyRun
@@ -45,14 +46,17 @@ class InspectionModel:
     class_changed = Signal(int)
     pixel_selected = Signal(object)
     image_opacity_changed = Signal(float)
+    level_mode_changed = Signal(str)
 
     def __init__(self) -> None:
         self.runs: list[StudyRun] = []
         self.records: dict[str, RunRecord] = {}
         self.image: np.ndarray | None = None
         self.reference_key: str | None = None
-        self.cutoff = 0.5
+        self.cutoff = DEFAULT_CUTOFF
         self.mode: ViewMode = "probability"
+        # Difference and ULP views: one scale for all ("shared") or each its own ("per view").
+        self.level_mode = "shared"
         self.class_index = 0
         self.selected_pixel: tuple[int, int] | None = None
         self.image_opacity = 0.0
@@ -141,6 +145,13 @@ class InspectionModel:
             self.mode = mode
             self.mode_changed.emit(mode)
 
+    def set_level_mode(self, mode: str) -> None:
+        if mode not in ("shared", "per view"):
+            raise ValueError(f"unknown level mode {mode!r}")
+        if mode != self.level_mode:
+            self.level_mode = mode
+            self.level_mode_changed.emit(mode)
+
     def set_class(self, index: int) -> None:
         if index != self.class_index:
             self.class_index = index
@@ -167,6 +178,35 @@ class InspectionModel:
         if 0 <= row < shape[0] and 0 <= column < shape[1]:
             self.selected_pixel = (row, column)
             self.pixel_selected.emit(self.selected_pixel)
+
+    def interesting_pixel(self) -> tuple[int, int] | None:
+        """Where the story is: the pixel that flips in most runs, else the largest difference,
+        else the centre."""
+        study = self.study
+        if study is None:
+            return None
+        shape = study.reference.probabilities.shape
+        # Flips are sparse: count them by position rather than adding whole-map masks.
+        flipped = [np.flatnonzero(self.flips(run)) for run in study.others]
+        positions, counts = np.unique(
+            np.concatenate([np.empty(0, np.intp), *flipped]), return_counts=True
+        )
+        if positions.size:  # the first of the positions that flip in most runs
+            row, column = np.unravel_index(int(positions[np.argmax(counts)]), shape[:2])
+            return int(row), int(column)
+        largest = max(study.rows(), key=lambda row: row["max_abs"], default=None)
+        location = largest["max_location"] if largest else None
+        if location:
+            return int(location[0]), int(location[1])
+        return shape[0] // 2, shape[1] // 2
+
+    def flip_positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and columns of the pixels that flip in any run, in reading order."""
+        study = self.study
+        if study is None:
+            return np.empty(0, np.intp), np.empty(0, np.intp)
+        rows, columns = np.nonzero(study.any_flips())
+        return rows, columns
 
     # answers --------------------------------------------------------------------------------
     def plane(self, run: StudyRun) -> np.ndarray:

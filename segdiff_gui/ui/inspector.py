@@ -3,9 +3,9 @@ difference and ULPs to the reference, and class at the cutoff. Copy as TSV."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHeaderView, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.widgets import fill_row, read_only_table
@@ -26,11 +26,18 @@ _TYPICAL_ROW = (
 
 
 class PixelInspector(QWidget):
+    # The rows need this many pixels more than the table has: its columns would hide.
+    widened = Signal(int)
+
     def __init__(self, model: InspectionModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
         self.title = QLabel("Click a pixel to read every run's exact value.")
         self.table = read_only_table(HEADERS)
+        # The numbers must stay in view: the run's name takes what is left (elided, with the
+        # whole name as its tooltip), never pushes Δ, ULPs and class off the edge.
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self._typical_width: int | None = None  # see sizeHint
         self.copy_button = QPushButton("Copy as TSV")
         self.copy_button.setToolTip("Copy the table (tab-separated) for a spreadsheet or an issue")
@@ -83,6 +90,23 @@ class PixelInspector(QWidget):
                 str(value.class_index),
             )
             fill_row(self.table, index, cells)
+            self.table.item(index, 0).setToolTip(cells[0])
+        needed = self.needed_width()
+        if needed > self.width():
+            self.widened.emit(needed)
+
+    def needed_width(self) -> int:
+        """The width that shows every column of the rows the table holds now."""
+        table, header = self.table, self.table.horizontalHeader()
+        # Asked of the contents, not of the columns (they are resized at the next layout).
+        columns = sum(
+            max(table.sizeHintForColumn(c), header.sectionSizeHint(c))
+            for c in range(table.columnCount())
+        )
+        frame = 2 * table.frameWidth() + table.verticalScrollBar().sizeHint().width()
+        margins = self.layout().contentsMargins()
+        slack = 4  # the grid's lines and a section's rounding: a pixel short is a scroll bar
+        return columns + frame + margins.left() + margins.right() + slack
 
     def as_tsv(self) -> str:
         lines = ["\t".join(HEADERS)]

@@ -3,9 +3,10 @@ for the run in flight, Run and Cancel. Failures are listed here, never as a stor
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
+    QComboBox,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from superqt import QCollapsible
 
 from segdiff_gui.core.progress import (
     AllDone,
@@ -27,7 +29,9 @@ from segdiff_gui.core.progress import (
     RunFinished,
     RunStarted,
 )
+from segdiff_gui.ui.hints import fix_action
 from segdiff_gui.ui.matrix_editor import MatrixEditor
+from segdiff_gui.ui.model_settings import ModelSettingsEditor
 
 __all__ = ["RunPanel"]
 
@@ -38,11 +42,33 @@ class RunPanel(QWidget):
     run_requested = Signal()
     cancel_requested = Signal()
     target_chosen = Signal(int)
+    fix_requested = Signal(str)  # an error's fix (InputError.fix): apply it and run again
+    group_chosen = Signal(int)  # a bundle's model/image group to show
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.source = QLabel()
         self.source.setWordWrap(True)
+        self.groups = QComboBox()
+        self.groups.setToolTip("The bundle's model/image groups: which one the views show")
+        self.groups.setVisible(False)
+        self.groups.currentIndexChanged.connect(
+            lambda index: index >= 0 and self.group_chosen.emit(index)
+        )
+        self.settings = ModelSettingsEditor()
+        # Collapsed while the defaults serve; its title says what is set.
+        self.settings_section = QCollapsible("Model settings: defaults")
+        self.settings_section.addWidget(self.settings)
+        self.settings.changed.connect(self._settings_summary)
+        self.problem = QLabel()
+        self.problem.setWordWrap(True)
+        self.problem.setTextFormat(Qt.TextFormat.PlainText)
+        self.problem.setStyleSheet("color: #b00020")
+        self.fix_button = QPushButton()
+        self.fix_button.setToolTip("Change that setting in Model settings and run again")
+        self.fix_button.clicked.connect(lambda: self.fix_requested.emit(self._fix))
+        self._fix = ""
+        self.show_problem("")
         self.model_info = QLabel()
         self.model_info.setWordWrap(True)
         self.model_info.setToolTip("Asked of a TensorFlow child process, with Keras safe mode on")
@@ -81,8 +107,12 @@ class RunPanel(QWidget):
         buttons.addWidget(self.cancel_button)
         layout = QVBoxLayout(self)
         layout.addWidget(self.source)
+        layout.addWidget(self.groups)
         layout.addWidget(self.model_info)
+        layout.addWidget(self.problem)
+        layout.addWidget(self.fix_button)
         layout.addWidget(self.images)
+        layout.addWidget(self.settings_section)
         layout.addWidget(self.editor)
         layout.addWidget(self.runs, 1)
         layout.addWidget(self.matrix_bar)
@@ -93,6 +123,36 @@ class RunPanel(QWidget):
 
     def set_source(self, text: str) -> None:
         self.source.setText(text)
+
+    def set_groups(self, titles: list[str]) -> None:
+        """A bundle's groups to choose from (hidden for one group or none)."""
+        self.groups.blockSignals(True)
+        self.groups.clear()
+        self.groups.addItems(titles)
+        self.groups.blockSignals(False)
+        self.groups.setVisible(len(titles) > 1)
+
+    def _settings_summary(self) -> None:
+        summary = self.settings.summary()
+        self.settings_section.setText(f"Model settings: {summary}")
+        if summary != "defaults":
+            self.settings_section.expand(animate=False)
+
+    def show_settings(self) -> None:
+        """Show Model settings (loaded, or pointed at by an error)."""
+        self._settings_summary()
+
+    def show_problem(self, text: str, fix: str = "") -> None:
+        """Why a run (or the model, or the input) failed, kept in view, and a button that
+        applies the fix where a setting mends it."""
+        self.problem.setText(text)
+        self.problem.setVisible(bool(text))
+        self._fix = fix
+        action = fix_action(fix) if text else ""
+        self.fix_button.setText(action)
+        self.fix_button.setVisible(bool(action))
+        if fix and not fix.startswith("repeats"):  # the setting lives in Model settings
+            self.settings_section.expand(animate=False)
 
     def set_images(self, names: list[str], thumbnails: list[QIcon], target: int) -> None:
         self.images.clear()
@@ -105,7 +165,7 @@ class RunPanel(QWidget):
     def show_model(self, answer: dict[str, object]) -> None:
         """What the model takes and gives, or why safe mode (or anything else) refused it."""
         if answer.get("event") == "fatal":
-            self.model_info.setText(f"<b>model refused:</b> {answer['problem']}")
+            self.model_info.setText("model refused (see below)")
             return
         shape = "×".join("?" if d is None else str(d) for d in answer["input_shape"])  # type: ignore[attr-defined]
         outputs = ", ".join(
@@ -146,7 +206,14 @@ class RunPanel(QWidget):
     def set_read_only(self, read_only: bool) -> None:
         """A bundle's runs, made elsewhere: no matrix to edit, no images to choose, nothing to
         run; the list shows the runs it holds."""
-        for widget in (self.editor, self.images, self.run_button, self.cancel_button):
+        widgets = (
+            self.editor,
+            self.settings_section,
+            self.images,
+            self.run_button,
+            self.cancel_button,
+        )
+        for widget in widgets:
             widget.setVisible(not read_only)
         if read_only:
             self.matrix_bar.setFormat(f"{self.runs.count()} runs, read-only")
@@ -154,6 +221,8 @@ class RunPanel(QWidget):
     def set_running(self, running: bool) -> None:
         self.run_bar.setVisible(running)
         self.cancel_button.setEnabled(running)
+        self.editor.setEnabled(not running)  # a matrix in flight is not edited under it
+        self.settings.setEnabled(not running)
         # Offer to run again only what is still missing: queued, failed or cancelled runs.
         missing = any(
             not item.text().endswith(("cached", "finished"))

@@ -1,94 +1,91 @@
-"""What the window is looking at: a planned matrix (model, images, configurations, cache) or a
-bundle opened read-only. Runs already cached are shown at once; the rest run in a worker."""
+"""What the window is looking at: a run request (model, images, matrix, settings, cache) or a
+bundle opened read-only. Runs already cached are shown at once; the rest run in a worker.
+Qt-free: the session controller drives these."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.progress import Message, RunCached, RunFinished
-from segdiff_gui.runner.devices import gpu_names, probe_devices
 from segdiff_gui.runner.matrix import MatrixRunner
-from segdiff_gui.runner.plan import MatrixPlan, plan_matrix
+from segdiff_gui.runner.plan import MatrixPlan
+from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
-from segdiff_gui.storage.studies import RunStore, comparable_groups
+from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.storage.studies import RunStore, comparable_groups, group_title
 from segdiff_gui.ui.inspection import InspectionModel
 
 __all__ = ["BundleSession", "MatrixSession", "Planner"]
 
-# Plans a matrix and gives its runner, on the worker thread: the window's matrix, a sweep over
-# every image, or the configurations an attribution lacks.
-Planner = Callable[[], tuple[MatrixPlan, MatrixRunner]]
+# Plans on the worker thread and gives the runner: the window's matrix, a sweep over every
+# image, or the configurations an attribution lacks.
+Planner = Callable[[], MatrixRunner]
 
 
 @dataclass
 class MatrixSession:
-    """A model on images under configurations, backed by a cache."""
+    """A run request: what the matrix editor and Model settings change, backed by a cache."""
 
-    model_path: Path
-    images: list[Path]
-    cache: ResultCache
-    # The matrix for the GPUs present: the CPU part is planned (and shown) before any probe.
-    configs_for: Callable[[list[str]], list[RunConfig]]
-    repeats: int = 2
-    target: str | None = None  # an image's name; None: the first
+    request: MatrixRequest
     truth: Path | None = None  # ground-truth masks for the test-set sweep
     plan: MatrixPlan | None = field(default=None, init=False)
     sweep_plan: MatrixPlan | None = field(default=None, init=False)
     _shown: frozenset[str] = field(default=frozenset(), init=False)
 
     @property
+    def cache(self) -> ResultCache:
+        return self.request.cache
+
+    @property
     def store(self) -> RunStore:
-        return self.cache
+        return self.request.cache
+
+    @property
+    def model_path(self) -> Path:
+        return self.request.model
+
+    @property
+    def images(self) -> tuple[Path, ...]:
+        return self.request.images
+
+    def _planned(self, plan: MatrixPlan) -> MatrixPlan:
+        self.plan = plan
+        self._shown = frozenset(run.key for run in plan.runs)
+        return plan
 
     def plan_now(self, gpus: Sequence[str] = ()) -> MatrixPlan:
-        self.plan = plan_matrix(
-            self.model_path,
-            self.images,
-            self.configs_for(list(gpus)),
-            cache=self.cache,
-            repeats=self.repeats,
-            target=self.target,
-        )
-        self._shown = frozenset(run.key for run in self.plan.runs)
-        return self.plan
+        """Plan without asking for devices (GUI thread): what is cached shows at once."""
+        return self._planned(self.request.plan(gpus))
 
-    def plan_with_devices(self) -> tuple[MatrixPlan, MatrixRunner]:
-        """Called on the worker thread: asks for GPUs (a child), then plans the full matrix."""
-        plan = self.plan_now(gpu_names(probe_devices(self.cache.root)))
-        return plan, MatrixRunner(plan, self.cache)
+    def runner(self) -> MatrixRunner:
+        """The whole request (worker thread): asks for GPUs when the matrix depends on them."""
+        runner = self.request.start()
+        self._planned(runner.plan)
+        return runner
 
-    def plan_sweep_with_devices(self) -> tuple[MatrixPlan, MatrixRunner]:
+    def sweep_runner(self) -> MatrixRunner:
         """The same matrix on every image (worker thread). The views keep showing the target:
         its runs are part of the sweep, the other images' runs only feed the summary."""
-        gpus = gpu_names(probe_devices(self.cache.root))
-        configs = self.configs_for(list(gpus))
+        gpus = self.request.devices() if self.request.needs_devices else []
         self.plan_now(gpus)
-        plan = plan_matrix(
-            self.model_path, self.images, configs, cache=self.cache, repeats=self.repeats,
-            sweep=True,
-        )  # fmt: skip
-        self.sweep_plan = plan
-        return plan, MatrixRunner(plan, self.cache)
+        runner = replace(self.request, sweep=True, target=None).start(gpus)
+        self.sweep_plan = runner.plan
+        return runner
 
-    def planner_for(
-        self, configs: Sequence[RunConfig]
-    ) -> Callable[[], tuple[MatrixPlan, MatrixRunner]]:
+    def planner_for(self, configs: Sequence[RunConfig]) -> Planner:
         """A planner for ``configs`` on the target (e.g. an attribution's missing runs), whose
         runs join the views as they finish."""
 
-        def plan() -> tuple[MatrixPlan, MatrixRunner]:
-            extra = plan_matrix(
-                self.model_path, self.images, configs, cache=self.cache, repeats=self.repeats,
-                target=self.target,
-            )  # fmt: skip
-            self._shown = self._shown | {run.key for run in extra.runs}
-            return extra, MatrixRunner(extra, self.cache)
+        def start() -> MatrixRunner:
+            runner = self.request.with_configs(configs).start([])
+            self._shown = self._shown | {run.key for run in runner.plan.runs}
+            return runner
 
-        return plan
+        return start
 
     def absorb(self, model: InspectionModel, message: Message) -> None:
         """A run of the image on show became available: show it."""
@@ -102,20 +99,34 @@ class MatrixSession:
 
 @dataclass
 class BundleSession:
-    """Results made elsewhere: inspect them without the model (read-only)."""
+    """Results made elsewhere: inspect them without the model (read-only). A bundle may hold
+    several model/image groups; one is shown at a time."""
 
     bundle: BundleReader
     # Runs of the bundle that could not be read (each names the file and what is wrong).
     damaged: list[UnreadableEntry] = field(default_factory=list)
+    groups: list[list[RunRecord]] = field(default_factory=list)
+    shown: int = 0
 
     @property
     def store(self) -> RunStore:
         return self.bundle
 
-    def show(self, model: InspectionModel) -> int:
+    def read(self) -> None:
         scan = self.bundle.scan()
         self.damaged = scan.damaged
-        groups = comparable_groups(scan.records)
-        if groups:
-            model.set_runs(self.bundle, groups[0])
-        return len(groups)
+        self.groups = comparable_groups(scan.records)
+
+    def titles(self) -> list[str]:
+        return [group_title(group[0], self.groups) for group in self.groups]
+
+    def show(self, model: InspectionModel, index: int = 0) -> None:
+        if not self.groups:
+            self.read()
+        if 0 <= index < len(self.groups):
+            self.shown = index
+            model.set_runs(self.bundle, self.groups[index])
+
+    @property
+    def records(self) -> list[RunRecord]:
+        return [record for group in self.groups for record in group]

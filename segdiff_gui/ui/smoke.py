@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QApplication
 from segdiff_gui import __version__
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.resources import demo_images, demo_model
+from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.main_window import MainWindow
@@ -31,9 +32,10 @@ def run_smoke_test(app: QApplication, timeout_s: float = 300.0) -> int:
     with tempfile.TemporaryDirectory(prefix="segdiff-smoke-") as folder:
         cache = ResultCache(folder)
         window = MainWindow(InspectionModel(), cache)
-        session = MatrixSession(
-            demo_model(), demo_images()[:2], cache, lambda _gpus: [RunConfig()], repeats=1
+        request = MatrixRequest(
+            demo_model(), tuple(demo_images()[:2]), cache, (RunConfig(),), repeats=1
         )
+        session = MatrixSession(request)
         window.set_session(session)
         window.show()
         window.start_runs()

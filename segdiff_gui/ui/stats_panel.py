@@ -81,11 +81,18 @@ class StatsPanel(QWidget):
                 f"{row['mean_abs']:.3g}",
                 f"{row['max_ulp']:,}",
                 f"{row['differing_pixels']:,}",
-                f"{row['flips']:,}",
+                f"{row['flips']:,}" + (f" (+{row['ties']:,} tied)" if row["ties"] else ""),
             )
             fill_row(self.table, index, cells)
         lines = [f"{name}: {verdict.sentence()}" for name, verdict in study.verdicts.items()]
         lines.append(study.at_risk_sentence())
+        tied = max(rows, key=lambda row: row["ties"], default=None)
+        if tied is not None and tied["ties"]:
+            lines.append(
+                f"Ties: {tied['ties']:,} pixels of {tied['label']} have their most likely "
+                "classes exactly equal in one map; argmax's lowest class is no class decision, "
+                "so they are not counted as flips."
+            )
         self.verdicts.setText("\n".join(lines))
         self.marker.setPos(self.model.cutoff)
 

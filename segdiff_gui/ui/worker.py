@@ -11,31 +11,30 @@ from collections.abc import Callable
 from PySide6.QtCore import QThread, Signal
 
 from segdiff_gui.runner.matrix import MatrixRunner
-from segdiff_gui.runner.plan import MatrixPlan
 
 __all__ = ["MatrixWorker"]
 
 
 class MatrixWorker(QThread):
     message = Signal(object)
-    failed = Signal(str)
+    failed = Signal(object)  # the exception planning or running raised
 
-    def __init__(self, make_plan: Callable[[], tuple[MatrixPlan, MatrixRunner]]) -> None:
+    def __init__(self, start: Callable[[], MatrixRunner]) -> None:
         super().__init__()
-        self._make_plan = make_plan
+        self._start = start
         self.runner: MatrixRunner | None = None
         self._cancelled = False
 
     def run(self) -> None:
         try:
-            plan, runner = self._make_plan()  # may probe devices: keep it off the GUI thread
+            runner = self._start()  # may probe devices: keep it off the GUI thread
             self.runner = runner
             if self._cancelled:
                 return
             for message in runner.run():
                 self.message.emit(message)
         except Exception as error:  # noqa: BLE001 - shown in the window, never a crash
-            self.failed.emit(f"{type(error).__name__}: {error}")
+            self.failed.emit(error)
 
     def cancel(self) -> None:
         """Stop now: kill the child in flight; returns at once (wait() to reap)."""

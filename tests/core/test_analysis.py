@@ -9,6 +9,7 @@ from segdiff_gui.core.analysis import (
     compare_maps,
     flip_mask,
     signed_difference,
+    tie_mask,
     ulp_distance,
 )
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
@@ -78,12 +79,30 @@ def test_plus_and_minus_zero_are_equal_in_ulps_but_not_bitwise():
     assert result.differing_pixels == 0 and result.max_ulp == 0 and not result.bitwise_equal
 
 
-def test_argmax_ties_go_to_the_lowest_class():
+def test_argmax_ties_go_to_the_lowest_class_and_are_ties_not_flips():
     tied = np.array([[[0.4, 0.4, 0.2]]], dtype=np.float32)
     assert class_map(tied, 0.5).tolist() == [[0]]
     nudged = tied.copy()
     nudged[0, 0, 1] = np.nextafter(np.float32(0.4), np.float32(1))
-    assert compare_maps(tied, nudged).flips == 1
+    # Class 0 was no decision: the tie broke to the lowest class. A tie, not a flip.
+    result = compare_maps(tied, nudged)
+    assert (result.flips, result.ties) == (0, 1)
+    assert not flip_mask(tied, nudged, 0.5).any()
+    clear = np.array([[[0.5, 0.3, 0.2]]], dtype=np.float32)
+    assert (compare_maps(clear, nudged).flips, compare_maps(clear, nudged).ties) == (1, 0)
+
+
+def test_a_low_precision_map_with_every_class_equal_is_all_ties_and_no_flips():
+    """The trial: a bf16 map rounded all three classes to 0.33398438, and every pixel was
+    counted as a flip."""
+    rng = np.random.default_rng(5)
+    logits = rng.normal(size=(16, 16, 3))
+    float32 = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32)
+    bf16 = np.full((16, 16, 3), 0.33398438, dtype=np.float32)
+    result = compare_maps(float32, bf16)
+    assert result.ties == 256 and result.flips == 0
+    assert tie_mask(bf16).all() and not tie_mask(float32).any()
+    assert not tie_mask(float32[..., 0]).any()  # a sigmoid map has no argmax to tie
 
 
 def test_max_location_and_fraction():
@@ -118,6 +137,7 @@ def _obvious_comparison(ref: np.ndarray, oth: np.ndarray, cutoff: float) -> MapC
         nan_mismatches=int(np.count_nonzero(nan_mismatch)),
         flips=int(np.count_nonzero(flip_mask(ref, oth, cutoff))),
         cutoff=cutoff,
+        ties=int(np.count_nonzero(tie_mask(ref) | tie_mask(oth))) if ref.ndim == 3 else 0,
     )
 
 

@@ -136,3 +136,24 @@ def test_determinism_advice_cites_only_a_measured_deterministic_run() -> None:
     runs += [_run(det, 0, base + np.float32(1e-4)), _run(det, 1, base + np.float32(1e-4))]
     advice = next(f for f in diagnose(Study(runs)) if "op determinism" in f.sentence)
     assert "with it on, gpu:0 b1 det was repeatable here" in advice.sentence
+
+
+def test_tied_classes_are_said_in_the_diagnosis_and_the_summary() -> None:
+    from segdiff_gui.cli.summary import differences_table, plain_sentences
+
+    rng = np.random.default_rng(6)
+    logits = rng.normal(size=(8, 8, 3))
+    float32 = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32)
+    bf16 = np.full((8, 8, 3), 0.33398438, dtype=np.float32)
+    study = Study(
+        [_run(RunConfig(), 0, float32), _run(RunConfig(precision="mixed_bfloat16"), 0, bf16)]
+    )
+    (row,) = study.rows()
+    assert (row["ties"], row["flips"]) == (64, 0)
+    tied = [f for f in diagnose(study) if "tied" in f.figure]
+    assert len(tied) == 1 and "64 pixels of cpu b1 bf16 r0" in tied[0].sentence
+    assert "counted as ties, not flips" in tied[0].sentence
+    (sentence,) = plain_sentences(study)
+    assert "0 class flips (argmax); 64 pixels tied" in sentence
+    headers = [column.header for column in differences_table(study, "x.png").columns]
+    assert "tied (no flip)" in headers

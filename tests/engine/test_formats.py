@@ -131,6 +131,22 @@ def test_non_image_file_is_refused_before_any_child(models, tmp_path, cache):
     )
 
 
+def test_a_trusted_lambda_that_cannot_be_built_says_kerass_reason_and_debug_shows_the_child(
+    models, small_images, cache
+):
+    """The trial: "Exception encountered when calling Lambda.call()" and nothing else; and
+    --debug showed only the parent's traceback, not the child's log README promises."""
+    result = run_once(models / "broken_lambda.keras", small_images[0], "--trust-model", cache=cache)
+    assert result.returncode == 2
+    assert "could not automatically infer the shape of the Lambda's output" in result.stderr
+    assert "(in Lambda.call())" in result.stderr and result.stderr.count("\n") == 1
+    debug = run_once(
+        models / "broken_lambda.keras", small_images[0], "--trust-model", "--debug", cache=cache
+    )
+    assert "segdiff_gui/engine/models.py" in debug.stderr  # the child's own traceback
+    assert "keras" in debug.stderr and "lambda_layer" in debug.stderr
+
+
 def test_logits_need_an_activation(models, small_images, cache):
     result = run_once(models / "logits.keras", small_images[0], cache=cache)
     assert result.returncode == 2

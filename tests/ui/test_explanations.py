@@ -25,7 +25,7 @@ def test_the_diagnosis_tab_follows_the_cutoff(window_for, demo_cache, qtbot):
     text = " ".join(f.sentence for f in panel.findings)
     assert "precision policy alone" in text and "No GPU run was measured" in text
     assert "How to avoid it" in panel.toPlainText()
-    window.cutoff.spin.setValue(0.3)
+    window.toolbar.cutoff.spin.setValue(0.3)
     qtbot.waitUntil(lambda: any("cutoff 0.3" in f.sentence for f in panel.findings), timeout=3000)
 
 
@@ -73,7 +73,7 @@ def test_a_sweep_fills_a_sortable_table_and_a_row_opens_its_image(window_for, tm
     window = window_for("--cache", tmp_path / "cache", "--no-run")
     editor = window.run_panel.editor
     editor.load([RunConfig(), RunConfig(precision="mixed_bfloat16")], 1)
-    window._matrix_edited()
+    window.sessions._matrix_edited()
     window._sweep_from_menu()
     panel = window.analysis.sweep_panel
     qtbot.waitUntil(lambda: panel.summary is not None, timeout=300_000)

@@ -13,8 +13,9 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
 from segdiff_gui.core.progress import RunFailed, RunFinished
 from segdiff_gui.io.masks import read_mask
+from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage import ResultCache
-from segdiff_gui.ui.main_window import _GRID_MINIMUM_WIDTH
+from segdiff_gui.ui.window_layout import GRID_MINIMUM_WIDTH as _GRID_MINIMUM_WIDTH
 
 pytestmark = pytest.mark.slow
 
@@ -107,8 +108,8 @@ def test_titles_too_long_for_a_narrow_window_are_elided_not_overlapped(
 def test_clicking_a_pixel_shows_the_cached_bits(window_for, demo_cache, qtbot):
     window = window_for("--cache", demo_cache.root, "--no-run")
     assert len(window.model.runs) == 10
-    assert not window.class_box.isVisibleTo(window)  # a sigmoid map: one class, no choice
-    assert not any(action.isVisible() for action in window.class_actions)
+    assert not window.toolbar.class_box.isVisibleTo(window)  # a sigmoid map: one class, no choice
+    assert not any(action.isVisible() for action in window.toolbar.class_actions)
     click_pixel(qtbot, window, 100, 120)
     row, column = window.model.selected_pixel
     assert abs(row - 100) <= 1 and abs(column - 120) <= 1  # the click lands on whole screen pixels
@@ -124,19 +125,19 @@ def test_clicking_a_pixel_shows_the_cached_bits(window_for, demo_cache, qtbot):
 
 def test_moving_the_cutoff_gives_the_flip_counts_of_core(window_for, demo_cache, qtbot):
     window = window_for("--cache", demo_cache.root, "--no-run")
-    window.cutoff.spin.setValue(0.55)
+    window.toolbar.cutoff.spin.setValue(0.55)
     qtbot.waitUntil(lambda: window.model.cutoff == 0.55)
     reference = window.model.reference
     for run in window.model.runs:
         expected = compare_maps(reference.probabilities, run.probabilities, 0.55).flips
         assert int(window.model.flips(run).sum()) == expected
     total = sum(row["flips"] for row in window.model.study.rows())
-    assert f"{total:,} flips in all" in window.cutoff.count.text()
-    window.cutoff.slider.setValue(0.3)
+    assert f"{total:,} flips in all" in window.toolbar.cutoff.count.text()
+    window.toolbar.cutoff.slider.setValue(0.3)
     qtbot.waitUntil(lambda: window.model.cutoff == pytest.approx(0.3))
-    assert window.cutoff.spin.value() == pytest.approx(0.3)
+    assert window.toolbar.cutoff.spin.value() == pytest.approx(0.3)
     # Typed as a person types it: the cutoff changes on Enter, not at the first "0".
-    spin = window.cutoff.spin
+    spin = window.toolbar.cutoff.spin
     spin.lineEdit().selectAll()
     qtbot.keyClicks(spin.lineEdit(), "0.549857")
     assert window.model.cutoff == pytest.approx(0.3)
@@ -168,7 +169,7 @@ def test_export_writes_the_mask_core_computes(window_for, demo_cache, qtbot, tmp
     window = window_for("--cache", demo_cache.root, "--no-run")
     target = tmp_path / "flips.png"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
-    window.export_mask()
+    window.exports.export_mask()
     reference = window.model.reference.probabilities
     expected = np.zeros(reference.shape, dtype=bool)
     for run in window.model.runs:
@@ -179,10 +180,10 @@ def test_export_writes_the_mask_core_computes(window_for, demo_cache, qtbot, tmp
 def test_modes_and_reference_switch_without_errors(window_for, demo_cache, qtbot):
     window = window_for("--cache", demo_cache.root, "--no-run")
     for mode in ("difference", "ulp", "flips", "probability"):
-        window.mode_box.setCurrentText(mode)
+        window.toolbar.mode_box.setCurrentText(mode)
         assert window.model.mode == mode
-    window.reference_box.setCurrentIndex(2)
-    assert window.model.reference.key == window.reference_box.itemData(2)
+    window.toolbar.reference_box.setCurrentIndex(2)
+    assert window.model.reference.key == window.toolbar.reference_box.itemData(2)
     window.step_flip(+1)
     assert window.model.selected_pixel is not None
 
@@ -202,11 +203,17 @@ def test_a_failed_run_is_shown_and_the_rest_complete(qtbot, models, small_images
 
     cache = ResultCache(tmp_path / "cache")
     session = MatrixSession(
-        models / "tiny.keras",
-        small_images,
-        cache,
-        lambda gpus: [RunConfig(), RunConfig(device="gpu:7"), RunConfig(batch=4)],
-        repeats=1,
+        MatrixRequest(
+            models / "tiny.keras",
+            tuple(small_images),
+            cache,
+            (
+                RunConfig(),
+                RunConfig(device="gpu:7"),
+                RunConfig(batch=4),
+            ),
+            repeats=1,
+        )
     )
     window = MainWindow(InspectionModel(), cache)
     window.set_session(session)
@@ -233,11 +240,16 @@ def test_closing_while_running_cancels_and_leaves_no_child(
     monkeypatch.setenv("SEGDIFF_TEST_HANG_ON", "cpu b2 r0")
     cache = ResultCache(tmp_path / "cache")
     session = MatrixSession(
-        models / "tiny.keras",
-        small_images,
-        cache,
-        lambda gpus: [RunConfig(), RunConfig(batch=2)],
-        repeats=1,
+        MatrixRequest(
+            models / "tiny.keras",
+            tuple(small_images),
+            cache,
+            (
+                RunConfig(),
+                RunConfig(batch=2),
+            ),
+            repeats=1,
+        )
     )
     window = MainWindow(InspectionModel(), cache)
     window.set_session(session)
@@ -265,10 +277,10 @@ def test_exports_from_the_menu(window_for, demo_cache, qtbot, tmp_path, monkeypa
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(next(targets)), ""))
     bf16 = next(run for run in window.model.runs if run.label == "cpu b1 bf16 r0")
     window.model.set_focus(bf16.key)
-    window.export_csv()
-    window.export_report()
-    window.export_report()
-    window.export_views()
+    window.exports.export_csv()
+    window.exports.export_report()
+    window.exports.export_report()
+    window.exports.export_views()
     rows = list(csv.DictReader((tmp_path / "f.csv").open()))
     expected = int(window.model.flips(bf16).sum())
     assert len(rows) == expected > 0
@@ -313,7 +325,7 @@ def test_opening_a_bundle_by_drop_shows_its_runs_read_only(window_for, demo_cach
     assert panel.matrix_bar.format() == "2 runs, read-only"
     assert window.model.image is not None  # the bundle carries the target image
     window.open_paths(["/nonexistent/model.keras"])  # said in the window, not a crash
-    assert "no such model file" in panel.status.text()
+    assert "no such model file" in panel.problem.text() and not panel.problem.isHidden()
 
 
 def test_editing_the_matrix_plans_it_and_shows_what_is_cached(window_for, demo_cache):
@@ -350,8 +362,9 @@ def test_the_run_panel_names_what_the_model_takes_and_gives(
     assert again.run_panel.model_info.text() == text
 
 
-def test_a_model_refused_by_safe_mode_is_said_in_the_panel(qtbot, models, small_images, tmp_path):
-    from segdiff_gui.runner.matrices import default_configs
+def test_a_model_refused_by_safe_mode_is_said_in_the_panel_with_the_control_that_trusts_it(
+    qtbot, models, small_images, tmp_path
+):
     from segdiff_gui.ui.inspection import InspectionModel
     from segdiff_gui.ui.main_window import MainWindow
     from segdiff_gui.ui.session import MatrixSession
@@ -359,9 +372,15 @@ def test_a_model_refused_by_safe_mode_is_said_in_the_panel(qtbot, models, small_
     cache = ResultCache(tmp_path / "cache")
     window = MainWindow(InspectionModel(), cache)
     qtbot.addWidget(window)
-    window.set_session(MatrixSession(models / "lambda.keras", small_images, cache, default_configs))
-    qtbot.waitUntil(lambda: "refused" in window.run_panel.model_info.text(), timeout=120_000)
-    assert "--trust-model" in window.run_panel.model_info.text()
+    request = MatrixRequest(models / "lambda.keras", tuple(small_images), cache, (RunConfig(),))
+    window.set_session(MatrixSession(request))
+    panel = window.run_panel
+    qtbot.waitUntil(lambda: "refused" in panel.model_info.text(), timeout=120_000)
+    # The reason and the control, never a command-line flag.
+    assert "Keras safe mode refuses" in panel.problem.text()
+    assert "in Model settings, tick “trust this model”" in panel.problem.text()
+    assert "--" not in panel.problem.text() + panel.model_info.text()
+    assert panel.fix_button.text() == "Trust this model and run again"
 
 
 def test_choosing_another_target_replans_on_that_image(window_for, demo_cache, qtbot):
@@ -381,7 +400,7 @@ def test_choosing_another_target_replans_on_that_image(window_for, demo_cache, q
 
 def test_probing_devices_offers_them_in_the_matrix(window_for, demo_cache, qtbot):
     window = window_for("--cache", demo_cache.root, "--no-run")
-    window.probe_devices()
+    window.sessions.probe_devices()
     qtbot.waitUntil(
         lambda: "devices TensorFlow sees" in window.statusBar().currentMessage(), timeout=120_000
     )
@@ -389,18 +408,23 @@ def test_probing_devices_offers_them_in_the_matrix(window_for, demo_cache, qtbot
 
 
 def test_a_softmax_model_flips_on_argmax_per_class_view(qtbot, models, small_images, tmp_path):
-    from segdiff_gui.core.analysis import class_map
+    from segdiff_gui.core.analysis import class_map, tie_mask
     from segdiff_gui.ui.inspection import InspectionModel
     from segdiff_gui.ui.main_window import MainWindow
     from segdiff_gui.ui.session import MatrixSession
 
     cache = ResultCache(tmp_path / "cache")
     session = MatrixSession(
-        models / "softmax3.keras",
-        small_images,
-        cache,
-        lambda gpus: [RunConfig(), RunConfig(precision="mixed_bfloat16")],
-        repeats=1,
+        MatrixRequest(
+            models / "softmax3.keras",
+            tuple(small_images),
+            cache,
+            (
+                RunConfig(),
+                RunConfig(precision="mixed_bfloat16"),
+            ),
+            repeats=1,
+        )
     )
     window = MainWindow(InspectionModel(), cache)
     qtbot.addWidget(window)
@@ -408,12 +432,14 @@ def test_a_softmax_model_flips_on_argmax_per_class_view(qtbot, models, small_ima
     window.start_runs()
     qtbot.waitUntil(lambda: window.worker is None, timeout=120_000)
     model = window.model
-    assert model.multiclass and window.class_box.count() == 3
-    assert all(action.isVisible() for action in window.class_actions)  # a class to choose
-    window.class_box.setCurrentIndex(2)
+    assert model.multiclass and window.toolbar.class_box.count() == 3
+    assert all(action.isVisible() for action in window.toolbar.class_actions)  # a class to choose
+    window.toolbar.class_box.setCurrentIndex(2)
     assert model.class_index == 2
     reference, other = model.reference, model.study.others[0]
     expected = class_map(reference.probabilities, 0.5) != class_map(other.probabilities, 0.5)
+    # A pixel tied in either map is a tie, not a flip.
+    expected &= ~(tie_mask(reference.probabilities) | tie_mask(other.probabilities))
     assert np.array_equal(model.flips(other), expected)
     model.set_cutoff(0.9)  # argmax does not care
     assert np.array_equal(model.flips(other), expected)

@@ -1,0 +1,213 @@
+"""The model's settings in the window: how images become its input (scale, mean/std, colour,
+resize), which output is the map and its activation, and trust. The same settings as
+``segdiff run``'s options (part of the cache key in the same way), and the control each
+error's fix points at."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QWidget,
+)
+
+from segdiff_gui.core.config import (
+    ModelSettings,
+    OutputSelection,
+    Preprocessing,
+    parse_preprocessing,
+)
+from segdiff_gui.core.errors import ConfigError
+from segdiff_gui.runner.arguments import TRUST_WARNING
+
+__all__ = ["ModelSettingsEditor"]
+
+_ONLY_OUTPUT = "(the only one)"
+
+
+def _numbers(values: Sequence[float]) -> str:
+    return ",".join(f"{v:g}" for v in values)
+
+
+class ModelSettingsEditor(QWidget):
+    """Emits ``changed`` when a setting is edited (text fields when editing finishes)."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.scale = QLineEdit()
+        self.scale.setPlaceholderText("by dtype (1/255 for 8-bit)")
+        self.scale.setToolTip("Input scale, e.g. 1/255; empty: by the image's dtype")
+        self.mean = QLineEdit()
+        self.mean.setPlaceholderText("none")
+        self.mean.setToolTip("Per-channel mean subtracted after scaling: one value or one each")
+        self.std = QLineEdit()
+        self.std.setPlaceholderText("none")
+        self.std.setToolTip("Per-channel standard deviation divided after the mean")
+        self.color = QComboBox()
+        self.color.addItems(["keep", "gray", "rgb"])
+        self.color.setToolTip(
+            "Colour conversion: keep the image's channels, or convert to gray or RGB (an RGBA "
+            "image loses its alpha)"
+        )
+        self.resize = QComboBox()
+        self.resize.addItems(["refuse", "bilinear"])
+        self.resize.setToolTip(
+            "An image of another size than the model's input: refuse it (an error naming both "
+            "sizes), or resize it bilinearly"
+        )
+        self.output = QComboBox()
+        self.output.setEditable(True)
+        self.output.addItem(_ONLY_OUTPUT)
+        self.output.setToolTip("Which output of a model with several is the probability map")
+        self.activation = QComboBox()
+        self.activation.addItems(["none", "sigmoid", "softmax"])
+        self.activation.setToolTip(
+            "none: the outputs are probabilities already; sigmoid or softmax: segdiff applies "
+            "it to raw logits"
+        )
+        self.trust = QCheckBox("trust this model (safe mode off)")
+        self.trust.setToolTip(TRUST_WARNING[0].upper() + TRUST_WARNING[1:] + ".")
+        self.trust_warning = QLabel(
+            "<b>Trusted:</b> the model's own code (Lambda layers, a SavedModel's graph) runs "
+            "with your permissions and can read, change or send any of your files."
+        )
+        self.trust_warning.setWordWrap(True)
+        self.trust_warning.setStyleSheet("color: #b00020")
+        self.trust_warning.setVisible(False)
+        self.problem = QLabel()
+        self.problem.setWordWrap(True)
+        self.problem.setStyleSheet("color: #b00020")
+        self.problem.setVisible(False)
+        form = QFormLayout(self)
+        form.setContentsMargins(0, 0, 0, 0)
+        form.addRow("scale", self.scale)
+        form.addRow("mean", self.mean)
+        form.addRow("std", self.std)
+        form.addRow("colour", self.color)
+        form.addRow("resize", self.resize)
+        form.addRow("output", self.output)
+        form.addRow("activation", self.activation)
+        form.addRow(self.trust)
+        form.addRow(self.trust_warning)
+        form.addRow(self.problem)
+        for line in (self.scale, self.mean, self.std):
+            line.editingFinished.connect(self._edited)
+        for box in (self.color, self.resize, self.activation):
+            box.currentIndexChanged.connect(self._edited)
+        self.output.activated.connect(self._edited)
+        self.output.lineEdit().editingFinished.connect(self._edited)
+        self.trust.toggled.connect(self._trust_toggled)
+        self._shown = ModelSettings()
+
+    # the settings ---------------------------------------------------------------------------
+    def settings(self) -> ModelSettings:
+        """The settings the controls show; raises ConfigError for text that cannot be read."""
+        preprocessing = parse_preprocessing(
+            self.scale.text().strip() or None,
+            self.mean.text().strip() or None,
+            self.std.text().strip() or None,
+            self.color.currentText(),
+            self.resize.currentText(),
+        )
+        output = self.output.currentText().strip()
+        return ModelSettings(
+            preprocessing,
+            OutputSelection(
+                output=None if output in ("", _ONLY_OUTPUT) else output,
+                activation=self.activation.currentText(),  # type: ignore[arg-type]
+            ),
+            self.trust.isChecked(),
+        )
+
+    def load(self, settings: ModelSettings) -> None:
+        """Show ``settings`` (a request's), emitting nothing."""
+        self._shown = settings
+        widgets = (self.scale, self.mean, self.std, self.color, self.resize, self.output,
+                   self.activation, self.trust)  # fmt: skip
+        for widget in widgets:
+            widget.blockSignals(True)
+        p: Preprocessing = settings.preprocessing
+        self.scale.setText("" if p.scale is None else f"{p.scale:.10g}")
+        self.mean.setText(_numbers(p.mean))
+        self.std.setText(_numbers(p.std))
+        self.color.setCurrentText(p.color)
+        self.resize.setCurrentText(p.resize)
+        self.output.setCurrentText(settings.output.output or _ONLY_OUTPUT)
+        self.activation.setCurrentText(settings.output.activation)
+        self.trust.setChecked(settings.trust_model)
+        self.trust_warning.setVisible(settings.trust_model)
+        for widget in widgets:
+            widget.blockSignals(False)
+        self.show_problem("")
+
+    def summary(self) -> str:
+        """The settings that are not the defaults, in the controls' words ("defaults")."""
+        parts = []
+        for name, widget in (("scale", self.scale), ("mean", self.mean), ("std", self.std)):
+            if widget.text().strip():
+                parts.append(f"{name} {widget.text().strip()}")
+        for name, box, default in (
+            ("colour", self.color, "keep"),
+            ("resize", self.resize, "refuse"),
+            ("output", self.output, _ONLY_OUTPUT),
+            ("activation", self.activation, "none"),
+        ):
+            if box.currentText() not in (default, ""):
+                parts.append(f"{name} {box.currentText()}")
+        if self.trust.isChecked():
+            parts.append("trusted")
+        return ", ".join(parts) or "defaults"
+
+    def set_outputs(self, names: Sequence[str]) -> None:
+        """Offer the model's outputs by name (from the model's inspection)."""
+        current = self.output.currentText()
+        self.output.blockSignals(True)
+        self.output.clear()
+        self.output.addItems([_ONLY_OUTPUT] if len(names) <= 1 else list(names))
+        self.output.setCurrentText(current)
+        self.output.blockSignals(False)
+
+    def show_problem(self, text: str) -> None:
+        self.problem.setText(text)
+        self.problem.setVisible(bool(text))
+
+    # fixes ----------------------------------------------------------------------------------
+    def apply_fix(self, fix: str) -> bool:
+        """Set the control an error's fix names (``color=rgb``); ``False`` when the fix needs
+        the user's choice (which output, what mean): that control gets the focus instead."""
+        setting, _, value = fix.partition("=")
+        boxes = {"color": self.color, "resize": self.resize, "activation": self.activation}
+        if setting in boxes and value and boxes[setting].findText(value) >= 0:
+            boxes[setting].setCurrentText(value)  # emits changed
+            return True
+        if setting == "trust_model" and value == "on":
+            self.trust.setChecked(True)
+            return True
+        field = {"output": self.output, "mean": self.mean, "std": self.std, "scale": self.scale}
+        if setting in field:
+            field[setting].setFocus()
+        return False
+
+    # reacting -------------------------------------------------------------------------------
+    def _trust_toggled(self, on: bool) -> None:
+        self.trust_warning.setVisible(on)
+        self._edited()
+
+    def _edited(self) -> None:
+        try:
+            settings = self.settings()
+        except ConfigError as error:
+            self.show_problem(str(error))
+            return
+        self.show_problem("")
+        if settings != self._shown:
+            self._shown = settings
+            self.changed.emit()

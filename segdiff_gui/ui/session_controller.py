@@ -1,0 +1,325 @@
+"""Session control: what the window looks at (a run request or a bundle), planning it as the
+matrix and the model's settings are edited, running what is missing in a worker, and opening
+files. It talks to the Runs panel and the inspection model, and says things through one
+``notify`` callable (the status bar); it knows nothing of the window's layout."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from superqt.utils import thread_worker
+
+from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.core.progress import AllDone, ChildFatal, Message, RunFailed
+from segdiff_gui.io.images import collect_images
+from segdiff_gui.runner.devices import gpu_names, inspect_model, probe_devices, remembered_probe
+from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.storage.bundle import BundleReader, is_bundle
+from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.ui.hints import with_control
+from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.ui.recent import RecentFiles
+from segdiff_gui.ui.run_panel import RunPanel
+from segdiff_gui.ui.session import BundleSession, MatrixSession, Planner
+from segdiff_gui.ui.widgets import thumbnail
+from segdiff_gui.ui.worker import MatrixWorker
+
+__all__ = ["SessionController"]
+
+Notify = Callable[[str, int], None]
+
+
+class SessionController(QObject):
+    session_changed = Signal()
+    worker_finished = Signal()
+
+    def __init__(
+        self,
+        model: InspectionModel,
+        cache: ResultCache,
+        panel: RunPanel,
+        notify: Notify,
+        recent: RecentFiles | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.cache = cache  # where a model opened in the window caches its runs
+        self.panel = panel
+        self.notify = notify
+        self.recent = recent
+        self.session: MatrixSession | BundleSession | None = None
+        self.worker: MatrixWorker | None = None
+        # Some run could not be read (and was said so): the app then exits with code 2.
+        self.unreadable_reported = False
+        self._background: list[Any] = []  # inspection and probe workers, kept alive
+        self._thumbnails: tuple[list[Any], list[str]] = ([], [])
+        panel.run_requested.connect(self.start_runs)
+        panel.cancel_requested.connect(self.cancel)
+        panel.editor.changed.connect(self._matrix_edited)
+        panel.settings.changed.connect(self._settings_edited)
+        panel.target_chosen.connect(self._target_chosen)
+        panel.fix_requested.connect(self.apply_fix)
+        panel.group_chosen.connect(self._group_chosen)
+
+    # sessions -------------------------------------------------------------------------------
+    def set_session(self, session: MatrixSession | BundleSession) -> None:
+        """Look at a matrix (cached runs at once, the rest on request) or at a bundle."""
+        self.cancel_and_wait()
+        self.session = session
+        self.model.selected_pixel = None
+        self.model.focus_key = None
+        self.panel.show_problem("")
+        if isinstance(session, BundleSession):
+            self._show_bundle(session)
+        else:
+            self._show_matrix(session)
+        self.session_changed.emit()
+
+    def _show_bundle(self, session: BundleSession) -> None:
+        session.read()
+        titles = session.titles()
+        self.panel.set_read_only(True)
+        self.panel.set_groups(titles)
+        self.panel.set_source(
+            f"bundle {session.bundle.path}: {len(titles)} model/image group(s), read-only"
+        )
+        self._group_chosen(0)
+        if self.recent is not None:
+            self.recent.remember([session.bundle.path])
+        self.report_unreadable(session.damaged)
+
+    def _group_chosen(self, index: int) -> None:
+        session = self.session
+        if not isinstance(session, BundleSession):
+            return
+        self.model.selected_pixel = None
+        session.show(self.model, index)
+        shown = {run.key: run.label for run in self.model.runs}
+        self.panel.set_planned(shown, set(shown))
+        self.panel.set_read_only(True)
+        self.report_unreadable(self.model.unreadable)
+
+    def _show_matrix(self, session: MatrixSession) -> None:
+        request = session.request
+        self.panel.set_read_only(False)
+        self.panel.set_groups([])
+        probe = remembered_probe(request.cache.root)  # no TensorFlow: what is known already
+        gpus = gpu_names(probe) if probe else []
+        self.panel.editor.set_devices(["cpu", *gpus])
+        self.panel.editor.load(request.configurations(gpus), request.repeats)
+        self.panel.settings.load(request.settings)
+        self.panel.show_settings()
+        if self.recent is not None:
+            self.recent.remember([request.model, *request.images])
+        if self.replan():
+            self._inspect_model(session)
+
+    def open_paths(self, paths: Sequence[str]) -> None:
+        """Open dropped or chosen files: a bundle, or a model followed by images."""
+        try:
+            bundles = [p for p in paths if Path(p).is_file() and is_bundle(Path(p))]
+            if bundles:
+                self.set_session(BundleSession(BundleReader(bundles[0])))
+                return
+            if not paths:
+                raise InputError("", "give a model followed by its images, or a bundle")
+            model = check_model_path(paths[0])
+            images = collect_images(paths[1:])
+        except InputError as error:
+            # Said in the window, not in a modal dialog: a drop of the wrong file is no crisis.
+            self.say_problem(f"Cannot open that: {error}")
+            return
+        self.set_session(MatrixSession(MatrixRequest(model, tuple(images), self.cache)))
+        if self.panel.run_button.isEnabled():
+            self.start_runs()
+
+    # planning -------------------------------------------------------------------------------
+    def _matrix_edited(self) -> None:
+        """The user changed the matrix: plan it, and show what of it is cached."""
+        session = self.session
+        if not isinstance(session, MatrixSession) or self.worker is not None:
+            return
+        editor = self.panel.editor
+        session.request = replace(
+            session.request, configs=tuple(editor.configs()), repeats=editor.repeats.value()
+        )
+        self.replan()
+
+    def _settings_edited(self) -> None:
+        """The model's settings changed: they are part of every run's key; plan again."""
+        session = self.session
+        if not isinstance(session, MatrixSession) or self.worker is not None:
+            return
+        try:
+            settings = self.panel.settings.settings()
+        except ConfigError as error:
+            self.panel.settings.show_problem(str(error))
+            return
+        trust_changed = settings.trust_model != session.request.settings.trust_model
+        session.request = replace(session.request, settings=settings)
+        if self.replan() and trust_changed:
+            self._inspect_model(session)  # a model refused untrusted may load now
+
+    def replan(self) -> bool:
+        """Plan the session's request on the GUI thread and show what is cached; a problem
+        with the input (an unreadable image, a bad setting) is said in the Runs panel."""
+        session = self.session
+        assert isinstance(session, MatrixSession)
+        try:
+            plan = session.plan_now()
+        except (InputError, ConfigError) as error:
+            self.say_problem(str(error), getattr(error, "fix", ""))
+            self.panel.set_planned({}, set())
+            self.model.set_runs(session.cache, [])
+            return False
+        self.panel.show_problem("")
+        request = session.request
+        self.panel.set_source(
+            f"{request.model.name} on {plan.images[plan.target].name} "
+            f"({len(plan.images)} images); cache {request.cache.root}"
+        )
+        self.panel.set_planned(
+            {run.key: run.label for run in plan.runs}, {run.key for run in plan.cached}
+        )
+        names = [image.name for image in plan.images]
+        if self._thumbnails[1] != names:
+            self._thumbnails = ([thumbnail(Path(image.path)) for image in plan.images], names)
+        self.panel.set_images(names, self._thumbnails[0], plan.target)
+        cached = [session.cache.read_run(run.key, with_map=False) for run in plan.cached]
+        self.report_unreadable(plan.damaged, " (to be computed again)")
+        self.model.selected_pixel = None
+        self.model.set_runs(session.cache, cached)
+        self.report_unreadable(self.model.unreadable)
+        return True
+
+    def _target_chosen(self, index: int) -> None:
+        session = self.session
+        if isinstance(session, MatrixSession) and session.plan:
+            self.show_target(session.plan.images[index].name)
+
+    def show_target(self, name: str) -> None:
+        """Show the runs on image ``name`` (the matrix is replanned on it)."""
+        session = self.session
+        if isinstance(session, MatrixSession) and self.worker is None:
+            session.request = replace(session.request, target=name)
+            self.replan()
+
+    def apply_fix(self, fix: str) -> None:
+        """Set what an error's fix names (Model settings) and, when it was set, run again."""
+        if self.panel.settings.apply_fix(fix) and isinstance(self.session, MatrixSession):
+            self.start_runs()
+
+    # asking TensorFlow ----------------------------------------------------------------------
+    def _in_background(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        worker = thread_worker(work, start_thread=False)(*args, **kwargs)
+        self._background = [w for w in self._background if w.is_running] + [worker]
+        return worker
+
+    def probe_devices(self) -> None:
+        """Ask a TensorFlow child which devices it sees; the matrix editor offers them."""
+        self.notify("probing devices (TensorFlow in a child)…", 0)
+        worker = self._in_background(probe_devices, self.cache.root, fresh=True)
+        worker.returned.connect(self._devices_probed)
+        worker.errored.connect(lambda error: self.notify(str(error), 10000))
+        worker.start()
+
+    def _devices_probed(self, probe: dict[str, Any]) -> None:
+        names = ["cpu", *gpu_names(probe)]
+        editor = self.panel.editor
+        chosen = [name for name, box in editor.devices.items() if box.isChecked()]
+        editor.set_devices(names, chosen)
+        self.notify(f"devices TensorFlow sees: {', '.join(names)}", 10000)
+
+    def _inspect_model(self, session: MatrixSession) -> None:
+        """Ask a child what the model takes and gives (unless this model file was asked about
+        before); the answer arrives on the GUI thread."""
+        self.panel.model_info.setText("inspecting the model (TensorFlow in a child)…")
+        request = session.request
+        model_hash = session.plan.model_hash if session.plan else None
+        worker = self._in_background(
+            inspect_model,
+            request.model,
+            request.settings.trust_model,
+            state_dir=request.cache.root,
+            model_hash=model_hash,
+        )
+        worker.returned.connect(self._model_inspected)
+        worker.errored.connect(lambda error: self.panel.model_info.setText(str(error)))
+        worker.start()
+
+    def _model_inspected(self, answer: dict[str, Any]) -> None:
+        self.panel.show_model(answer)
+        if answer.get("event") == "fatal":
+            fix = str(answer.get("fix", ""))
+            self.panel.show_problem(with_control(str(answer["problem"]), fix), fix)
+        else:
+            self.panel.settings.set_outputs([o["name"] for o in answer.get("outputs", [])])
+
+    # running --------------------------------------------------------------------------------
+    def start_runs(self, planner: Planner | None = None) -> None:
+        """Run what the matrix (or, with ``planner``, e.g. a sweep) still lacks."""
+        if not isinstance(self.session, MatrixSession) or self.worker is not None:
+            return
+        self.panel.show_problem("")
+        self.worker = MatrixWorker(planner or self.session.runner)
+        self.worker.message.connect(self._on_message)
+        self.worker.failed.connect(self._worker_failed)
+        self.worker.finished.connect(self._worker_done)
+        self.panel.set_running(True)
+        self.worker.start()
+
+    def _on_message(self, message: Message) -> None:
+        self.panel.show_message(message)
+        if isinstance(self.session, MatrixSession):
+            self.session.absorb(self.model, message)
+        if isinstance(message, RunFailed) and message.input_error:
+            # The reason stays in the window, with the control that mends it.
+            self.panel.show_problem(
+                f"{message.label} failed: {with_control(message.error, message.fix)}", message.fix
+            )
+        elif isinstance(message, ChildFatal):
+            self.panel.show_problem(with_control(message.error, message.fix), message.fix)
+        elif isinstance(message, AllDone):
+            self.notify(self.panel.status.text(), 8000)
+
+    def _worker_failed(self, error: Exception) -> None:
+        text = str(error) if isinstance(error, InputError) else f"{type(error).__name__}: {error}"
+        self.say_problem(text, getattr(error, "fix", ""))
+
+    def _worker_done(self) -> None:
+        self.panel.set_running(False)
+        self.worker = None
+        self.worker_finished.emit()
+
+    def cancel(self) -> None:
+        if self.worker is not None:
+            self.worker.cancel()
+
+    def cancel_and_wait(self) -> None:
+        if self.worker is not None:
+            self.worker.cancel()
+            self.worker.wait(30_000)
+
+    # saying things --------------------------------------------------------------------------
+    def say_problem(self, text: str, fix: str = "") -> None:
+        shown = with_control(text, fix)
+        self.panel.show_problem(shown, fix)
+        self.notify(shown, 15000)
+
+    def report_unreadable(self, damaged: Sequence[InputError], outcome: str = "") -> None:
+        """Runs that could not be read: said in the window (the others are shown) and, for a
+        window started from a terminal, one line each on stderr."""
+        if not damaged:
+            return
+        self.unreadable_reported = True
+        for entry in damaged:
+            print(f"segdiff-gui: {entry}{outcome}", file=sys.stderr)
+        more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
+        self.notify(f"Unreadable: {damaged[0]}{more}{outcome}", 30000)
