@@ -98,7 +98,8 @@ def prepare_input(
             raise InputError(
                 name,
                 f"the {what} has {len(values)} values but the model input has "
-                f"{data.shape[-1]} channel(s); give 1 or {data.shape[-1]}",
+                f"{data.shape[-1]} channel(s); give 1"
+                + (f" or {data.shape[-1]}" if data.shape[-1] > 1 else ""),
                 fix=what,
             )
     if preprocessing.mean:

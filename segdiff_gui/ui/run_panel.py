@@ -57,7 +57,9 @@ class RunPanel(QWidget):
         )
         self.settings = ModelSettingsEditor()
         # Collapsed while the defaults serve; its title says what is set.
-        self.settings_section = QCollapsible("Model settings: defaults")
+        self.settings_section = QCollapsible(
+            "Model settings: defaults", expandedIcon="▼", collapsedIcon="▶"
+        )
         self.settings_section.addWidget(self.settings)
         self.settings.changed.connect(self._settings_summary)
         self.problem = QLabel()

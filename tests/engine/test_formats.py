@@ -241,7 +241,10 @@ def test_an_activation_on_probabilities_is_refused(models, small_images, cache):
 def test_a_mean_per_channel_mismatch_is_one_line(models, small_images, cache):
     result = run_once(models / "tiny.keras", small_images[0], "--mean", "0.5,0.5,0.5", cache=cache)
     assert result.returncode == 2
-    assert "--mean has 3 values but the model input has 1 channel(s)" in result.stderr
+    assert (
+        "the mean has 3 values but the model input has 1 channel(s); give 1 (add --mean"
+        in result.stderr
+    )
 
 
 def test_garbage_model_files_are_refused_without_starting_tensorflow(tmp_path, small_images):
