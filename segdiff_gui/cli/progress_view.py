@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from segdiff_gui.core.progress import (
+from segdiff_gui.core.protocol import (
     BatchProgress,
     ChildFatal,
     PlanReady,

@@ -1,16 +1,17 @@
-"""``python -m segdiff_gui.engine inspect``: what a model takes and gives, as one JSON line,
-or why it cannot be loaded (e.g. Keras safe mode refused it)."""
+"""``python -m segdiff_gui.engine inspect``: what a model takes and gives (a ModelAnswer), or
+why it cannot be loaded (a ChildFatal: e.g. Keras safe mode refused it)."""
 
 from __future__ import annotations
 
-import json
+import traceback
 from typing import Any
 
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.protocol import ChildFatal, ModelAnswer
 from segdiff_gui.engine.protocol import Channel
 
 
-def describe(path: str, trust: bool) -> dict[str, Any]:
+def describe(path: str, trust: bool) -> ModelAnswer:
     from segdiff_gui.engine.models import load_model
 
     model = load_model(path, trust)
@@ -26,20 +27,19 @@ def describe(path: str, trust: bool) -> dict[str, Any]:
             outputs.append({"name": name, "shape": spec.shape.as_list(), "dtype": spec.dtype.name})
         policies = []
     channels = [output["shape"][-1] for output in outputs]
-    return {
-        "event": "model",
-        "format": model.format,
-        "input_shape": list(model.input_shape),
-        "outputs": outputs,
-        "kinds": ["sigmoid" if c == 1 else "softmax" for c in channels],
-        "dtype_policies": policies,
-    }
+    return ModelAnswer(
+        format=model.format,
+        input_shape=list(model.input_shape),
+        outputs=outputs,
+        kinds=["sigmoid" if c == 1 else "softmax" for c in channels],
+        dtype_policies=policies,
+    )
 
 
 def main(channel: Channel, job: dict[str, Any]) -> int:
     try:
-        answer = describe(job["model_path"], bool(job.get("trust_model", False)))
+        channel.send(describe(job["model_path"], bool(job.get("trust_model", False))))
     except InputError as error:
-        answer = {"event": "fatal", "path": error.path, "problem": error.problem, "fix": error.fix}
-    channel.write_raw(json.dumps(answer))
+        detail = traceback.format_exc()[-4000:]
+        channel.send(ChildFatal(error.path, error.problem, detail, fix=error.fix))
     return 0

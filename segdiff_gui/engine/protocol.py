@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import TextIO
 
-from segdiff_gui.core.progress import Message
+from segdiff_gui.core.protocol import Message
 
 __all__ = ["Channel", "die_with_parent"]
 

@@ -20,7 +20,7 @@ from segdiff_gui.core.errors import InputError, first_line
 from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.preprocess import prepare_input
-from segdiff_gui.core.progress import BatchProgress, ChildFatal, RunFailed, RunFinished, RunStarted
+from segdiff_gui.core.protocol import BatchProgress, ChildFatal, RunFailed, RunFinished, RunStarted
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.facts import device_facts, process_facts
 from segdiff_gui.engine.models import Forward, LoadedModel, load_model

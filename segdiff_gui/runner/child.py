@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from segdiff_gui.core.environment import child_environment
-from segdiff_gui.core.progress import Message, decode_message
+from segdiff_gui.core.protocol import Message, decode_message
 
 __all__ = ["ENGINE_FLAG", "ChildProcess", "ChildTimeout", "describe_exit", "engine_command"]
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
+from segdiff_gui.core.protocol import ChildFatal, Message, ModelAnswer, ProbeAnswer, decode_message
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
 
 __all__ = [
@@ -64,19 +65,18 @@ def _fingerprint() -> str:
 def ask_child(
     command: str,
     request: dict[str, Any] | None,
-    events: tuple[str, ...],
+    answers: tuple[type[Message], ...],
     what: str,
     timeout_s: float,
-) -> dict[str, Any]:
-    """Start ``python -m segdiff_gui.engine COMMAND`` and return its first answer whose event
-    is one of ``events``; a silent, crashed or hung child is a :class:`ProbeError`."""
+) -> Message:
+    """Start ``python -m segdiff_gui.engine COMMAND`` and return its first message of one of
+    the ``answers`` types; a silent, crashed or hung child is a :class:`ProbeError`."""
     child = ChildProcess(command, request)
     try:
         for line in child.raw_lines(timeout_s):
-            with contextlib.suppress(ValueError):
-                data = json.loads(line)
-                if isinstance(data, dict) and data.get("event") in events:
-                    return data
+            message = decode_message(line)
+            if isinstance(message, answers):
+                return message
     except ChildTimeout as error:
         child.signal_kill()
         raise ProbeError(f"{what}: {error}") from None
@@ -86,7 +86,9 @@ def ask_child(
 
 
 def _run_probe(timeout_s: float) -> dict[str, Any]:
-    return ask_child("probe", None, ("probe",), "device probe", timeout_s)
+    answer = ask_child("probe", None, (ProbeAnswer,), "device probe", timeout_s)
+    assert isinstance(answer, ProbeAnswer)
+    return {"devices": answer.devices, "facts": answer.facts}
 
 
 def remembered_probe(state_dir: Path) -> dict[str, Any] | None:
@@ -122,8 +124,8 @@ def inspect_model(
     timeout_s: float = 180.0,
     state_dir: Path | None = None,
     model_hash: str | None = None,
-) -> dict[str, Any]:
-    """What a model takes and gives (asked of a child), or ``{"event": "fatal", ...}``.
+) -> ModelAnswer | ChildFatal:
+    """What a model takes and gives (asked of a child), or why it cannot be loaded.
 
     With ``state_dir`` and the model file's ``model_hash``, an answer is remembered for that
     file on this Python and TensorFlow: opening a known model again starts no TensorFlow
@@ -135,11 +137,14 @@ def inspect_model(
         else None
     )
     if remembered and (known := _recall(remembered)) is not None:
-        return known
+        message = decode_message(json.dumps(known))
+        if isinstance(message, ModelAnswer):
+            return message
     request = {"model_path": str(model_path), "trust_model": trust}
-    answer = ask_child("inspect", request, ("model", "fatal"), "model inspection", timeout_s)
-    if remembered and answer.get("event") == "model":
-        _remember(remembered, answer)
+    answer = ask_child("inspect", request, (ModelAnswer, ChildFatal), "model inspection", timeout_s)
+    assert isinstance(answer, ModelAnswer | ChildFatal)
+    if remembered and isinstance(answer, ModelAnswer):
+        _remember(remembered, answer.to_dict())
     return answer
 
 

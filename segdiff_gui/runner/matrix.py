@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
 from segdiff_gui.core.job import EngineJob, PlannedRun
-from segdiff_gui.core.progress import (
+from segdiff_gui.core.protocol import (
     AllDone,
     ChildFatal,
     Message,

@@ -18,11 +18,12 @@ from PySide6.QtWidgets import (
 )
 from superqt import QCollapsible
 
-from segdiff_gui.core.progress import (
+from segdiff_gui.core.protocol import (
     AllDone,
     BatchProgress,
     ChildFatal,
     Message,
+    ModelAnswer,
     PlanReady,
     RunCached,
     RunFailed,
@@ -164,19 +165,23 @@ class RunPanel(QWidget):
             self.images.addItem(item)
         self.images.scrollToItem(self.images.item(target))
 
-    def show_model(self, answer: dict[str, object]) -> None:
+    def show_model(self, answer: ModelAnswer | ChildFatal) -> None:
         """What the model takes and gives, or why safe mode (or anything else) refused it."""
-        if answer.get("event") == "fatal":
+        if isinstance(answer, ChildFatal):
             self.model_info.setText("model refused (see below)")
             return
-        shape = "×".join("?" if d is None else str(d) for d in answer["input_shape"])  # type: ignore[attr-defined]
+
+        def dims(shape: list[int | None]) -> str:
+            return "×".join("?" if d is None else str(d) for d in shape)
+
         outputs = ", ".join(
-            f"{o['name']} {'×'.join('?' if d is None else str(d) for d in o['shape'][1:])} {kind}"
-            for o, kind in zip(answer["outputs"], answer["kinds"], strict=True)  # type: ignore[call-overload]
+            f"{output['name']} {dims(output['shape'][1:])} {kind}"
+            for output, kind in zip(answer.outputs, answer.kinds, strict=True)
         )
-        policies = ", ".join(answer.get("dtype_policies") or []) or "graph"  # type: ignore[arg-type]
+        policies = ", ".join(answer.dtype_policies) or "graph"
         self.model_info.setText(
-            f"{answer['format']} model · input {shape} · output {outputs} · saved as {policies}"
+            f"{answer.format} model · input {dims(answer.input_shape)} · output {outputs} · "
+            f"saved as {policies}"
         )
 
     def set_planned(self, labels: dict[str, str], cached: set[str]) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.progress import Message, RunCached, RunFinished
+from segdiff_gui.core.protocol import Message, RunCached, RunFinished
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan
 from segdiff_gui.runner.request import MatrixRequest

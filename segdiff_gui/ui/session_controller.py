@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal
 from superqt.utils import thread_worker
 
 from segdiff_gui.core.errors import ConfigError, InputError
-from segdiff_gui.core.progress import AllDone, ChildFatal, Message, RunFailed
+from segdiff_gui.core.protocol import AllDone, ChildFatal, Message, ModelAnswer, RunFailed
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.runner.devices import gpu_names, inspect_model, probe_devices, remembered_probe
 from segdiff_gui.runner.plan import check_model_path
@@ -254,13 +254,12 @@ class SessionController(QObject):
         worker.errored.connect(lambda error: self.panel.model_info.setText(str(error)))
         worker.start()
 
-    def _model_inspected(self, answer: dict[str, Any]) -> None:
+    def _model_inspected(self, answer: ModelAnswer | ChildFatal) -> None:
         self.panel.show_model(answer)
-        if answer.get("event") == "fatal":
-            fix = str(answer.get("fix", ""))
-            self.panel.show_problem(with_control(str(answer["problem"]), fix), fix)
+        if isinstance(answer, ChildFatal):
+            self.panel.show_problem(with_control(answer.problem, answer.fix), answer.fix)
         else:
-            self.panel.settings.set_outputs([o["name"] for o in answer.get("outputs", [])])
+            self.panel.settings.set_outputs([output["name"] for output in answer.outputs])
 
     # running --------------------------------------------------------------------------------
     def start_runs(self, planner: Planner | None = None) -> None:

@@ -7,7 +7,7 @@ import psutil
 import pytest
 
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.progress import (
+from segdiff_gui.core.protocol import (
     AllDone,
     PlanReady,
     RunCached,

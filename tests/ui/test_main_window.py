@@ -11,7 +11,7 @@ from PySide6.QtGui import QAction
 from segdiff_gui.core.analysis import compare_maps, flip_mask
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
-from segdiff_gui.core.progress import RunFailed, RunFinished
+from segdiff_gui.core.protocol import RunFailed, RunFinished
 from segdiff_gui.io.masks import read_mask
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage import ResultCache

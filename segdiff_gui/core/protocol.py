@@ -1,7 +1,7 @@
-"""Progress messages: what the runner yields and what children print, one JSON object a line.
-
-The CLI and the GUI's worker consume the same messages, so both front ends see the same events.
-"""
+"""The protocol between the runner and its engine children, one typed message per JSON line:
+a job's progress (what the runner yields to both front ends), a device probe's answer, and a
+model inspection's answer. A child that cannot do what it was asked sends :class:`ChildFatal`,
+whatever it was asked."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ __all__ = [
     "BatchProgress",
     "ChildFatal",
     "Message",
+    "ModelAnswer",
+    "ProbeAnswer",
     "PlanReady",
     "RunCached",
     "RunFailed",
@@ -118,6 +120,30 @@ class AllDone(Message):
     errors: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ProbeAnswer(Message):
+    """What ``engine probe`` found: the devices TensorFlow sees and the build's facts."""
+
+    event: ClassVar[str] = "probe"
+    devices: list[dict[str, Any]]
+    facts: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelAnswer(Message):
+    """What ``engine inspect`` found: what the model takes and gives."""
+
+    event: ClassVar[str] = "model"
+    format: str
+    input_shape: list[int | None]
+    outputs: list[dict[str, Any]]  # each {"name": ..., "shape": [...]}
+    kinds: list[str]  # "sigmoid" or "softmax", per output
+    dtype_policies: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": self.event, **asdict(self)}
+
+
 _TYPES: dict[str, type[Message]] = {
     cls.event: cls
     for cls in (
@@ -129,6 +155,8 @@ _TYPES: dict[str, type[Message]] = {
         RunFailed,
         ChildFatal,
         AllDone,
+        ProbeAnswer,
+        ModelAnswer,
     )
 }
 
