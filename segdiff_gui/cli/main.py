@@ -17,10 +17,14 @@ from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, E
 from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.sweep_view import parse_shard
 from segdiff_gui.core.config import ConfigError
-from segdiff_gui.core.defaults import DEFAULT_CUTOFF, DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
+from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.knobs import KNOBS
-from segdiff_gui.runner.arguments import add_model_settings
+from segdiff_gui.runner.arguments import (
+    add_configs,
+    add_model_settings,
+    add_repeats_and_timeout,
+    number,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -43,24 +47,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"segdiff: {message} (see '{self.prog} --help')\n")
 
 
-def _number(kind: type, test: Callable[[float], bool], wanted: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}") from None
-        if not test(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}")
-        return value  # type: ignore[no-any-return]
-
-    return parse
-
-
-_positive_seconds = _number(float, lambda v: v > 0, "a positive number of seconds")
-_cutoff = _number(float, lambda v: 0.0 <= v <= 1.0, "a cutoff between 0 and 1")
-_count = _number(int, lambda v: v >= 1, "a whole number of at least 1")
-_bound_int = _number(int, lambda v: v >= 0, "a whole number of at least 0")
-_bound_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number ≥ 0")
+_cutoff = number(float, lambda v: 0.0 <= v <= 1.0, "a cutoff between 0 and 1")
+_bound_int = number(int, lambda v: v >= 0, "a whole number of at least 0")
+_bound_float = number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number ≥ 0")
 
 
 def _common(parser: argparse.ArgumentParser, json_help: str = "") -> None:
@@ -76,22 +65,7 @@ def _common(parser: argparse.ArgumentParser, json_help: str = "") -> None:
 
 
 def _matrix_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--repeats",
-        type=_count,
-        default=DEFAULT_REPEATS,
-        metavar="N",
-        help=f"runs of each configuration (default {DEFAULT_REPEATS}; on a GPU, repeats show "
-        "nondeterminism)",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=_positive_seconds,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="S",
-        help="kill a child that reports nothing for S seconds; its run fails (default "
-        f"{DEFAULT_TIMEOUT_S:g})",
-    )
+    add_repeats_and_timeout(parser)
     parser.add_argument(
         "--cutoff",
         type=_cutoff,
@@ -118,14 +92,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="image files or folders of them (PNG, JPEG, TIFF, NPY; "
         "folders are not searched recursively); they also fill batches as context",
     )
-    run.add_argument("--target", metavar="NAME", help="the image to study (default: the first)")
-    run.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help=f"comma-separated key=value: {KNOBS.help()}; repeatable, one per configuration",
-    )
+    add_configs(run)
     _matrix_options(run)
     add_model_settings(run)
     sweep = run.add_argument_group("test-set sweep")

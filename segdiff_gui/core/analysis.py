@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from segdiff_gui.core.defaults import DEFAULT_CUTOFF
+
 __all__ = [
     "NAN_ULP",
     "MapComparison",
@@ -159,7 +161,9 @@ class MapComparison:
         return {**asdict(self), "differing_fraction": self.differing_fraction}
 
 
-def compare_maps(reference: np.ndarray, other: np.ndarray, cutoff: float = 0.5) -> MapComparison:
+def compare_maps(
+    reference: np.ndarray, other: np.ndarray, cutoff: float = DEFAULT_CUTOFF
+) -> MapComparison:
     """Compare ``other`` with ``reference`` (same shape): differences, ULPs and flips."""
     if reference.shape != other.shape:
         raise ValueError(f"maps differ in shape: {reference.shape} vs {other.shape}")

@@ -14,6 +14,7 @@ from segdiff_gui.core.analysis import MapComparison, compare_maps, flip_mask, is
 from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
+from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.parallel import thread_map
 from segdiff_gui.core.spread import RepeatVerdict, at_risk_mask, observed_margin, repeat_verdict
 
@@ -61,7 +62,10 @@ class Study:
     """``runs`` (same model, image and map shape) compared with ``reference`` at ``cutoff``."""
 
     def __init__(
-        self, runs: Sequence[StudyRun], cutoff: float = 0.5, reference: StudyRun | None = None
+        self,
+        runs: Sequence[StudyRun],
+        cutoff: float = DEFAULT_CUTOFF,
+        reference: StudyRun | None = None,
     ) -> None:
         if not runs:
             raise ValueError("a study needs at least one run")

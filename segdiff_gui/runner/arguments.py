@@ -1,13 +1,75 @@
 """Command-line options both front ends share (``segdiff run`` and ``segdiff-gui``): a model's
-settings are written once, with the same names and help in both."""
+settings, the configurations, repeats, timeout and target are written once, with the same
+names and help in both."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from segdiff_gui.core.config import ModelSettings, OutputSelection, parse_preprocessing
+from segdiff_gui.core.defaults import DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
+from segdiff_gui.core.knobs import KNOBS
 
-__all__ = ["TRUST_WARNING", "add_model_settings", "model_settings"]
+__all__ = [
+    "TRUST_WARNING",
+    "add_configs",
+    "add_model_settings",
+    "add_repeats_and_timeout",
+    "model_settings",
+    "number",
+]
+
+
+def number(kind: type, test: Callable[[float], bool], wanted: str) -> Callable[[str], float]:
+    """An argparse type: ``kind`` of the text, refused unless ``test`` holds."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}") from None
+        if not test(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}")
+        return value  # type: ignore[no-any-return]
+
+    return parse
+
+
+_positive_seconds = number(float, lambda v: v > 0, "a positive number of seconds")
+_count = number(int, lambda v: v >= 1, "a whole number of at least 1")
+
+
+def add_configs(parser: argparse.ArgumentParser) -> None:
+    """``--target`` and the repeatable ``--config``, as ``segdiff run`` takes them."""
+    parser.add_argument("--target", metavar="NAME", help="the image to study (default: the first)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help=f"comma-separated key=value: {KNOBS.help()}; repeatable, one per configuration",
+    )
+
+
+def add_repeats_and_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--repeats",
+        type=_count,
+        default=DEFAULT_REPEATS,
+        metavar="N",
+        help=f"runs of each configuration (default {DEFAULT_REPEATS}; on a GPU, repeats show "
+        "nondeterminism)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help="kill a child that reports nothing for S seconds; its run fails (default "
+        f"{DEFAULT_TIMEOUT_S:g})",
+    )
+
 
 # What trusting a model means, for the --trust-model help and the window's checkbox.
 TRUST_WARNING = (

@@ -136,7 +136,7 @@ def plan_matrix(
     configs: Sequence[RunConfig],
     *,
     cache: ResultCache,
-    repeats: int = 1,
+    repeats: int,
     target: str | None = None,
     preprocessing: Preprocessing | None = None,
     output: OutputSelection | None = None,

@@ -11,10 +11,8 @@ import sys
 from collections.abc import Sequence
 
 from segdiff_gui import __version__
-from segdiff_gui.core.defaults import DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import ConfigError, InputError
-from segdiff_gui.core.knobs import KNOBS
-from segdiff_gui.runner.arguments import add_model_settings
+from segdiff_gui.runner.arguments import add_configs, add_model_settings, add_repeats_and_timeout
 
 __all__ = ["build_window", "configure_application", "main"]
 
@@ -26,28 +24,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("model", nargs="?", help=".keras, .h5 or SavedModel folder")
     parser.add_argument("images", nargs="*", help="images or folders (the first is the target)")
-    parser.add_argument("--target", metavar="NAME", help="the image to study (default: the first)")
-    parser.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help=f"a configuration, as for segdiff run: {KNOBS.help()}; repeatable",
-    )
-    parser.add_argument(
-        "--repeats",
-        type=int,
-        default=DEFAULT_REPEATS,
-        metavar="N",
-        help="runs of each configuration",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="S",
-        help="kill a child that reports nothing for S seconds; its run fails",
-    )
+    add_configs(parser)
+    add_repeats_and_timeout(parser)
     add_model_settings(parser)
     parser.add_argument("--open", metavar="BUNDLE", help="a bundle made by 'segdiff bundle'")
     parser.add_argument("--cache", metavar="PATH", help="result cache folder")

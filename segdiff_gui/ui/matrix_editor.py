@@ -21,8 +21,10 @@ from PySide6.QtWidgets import (
 )
 
 from segdiff_gui.core.config import RunConfig, parse_config_spec
+from segdiff_gui.core.defaults import DEFAULT_REPEATS
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
+from segdiff_gui.core.limits import MAX_REPEATS
 
 __all__ = ["MatrixEditor"]
 
@@ -58,8 +60,8 @@ class MatrixEditor(QGroupBox):
         )
         self.context.currentIndexChanged.connect(self.changed)
         self.repeats = QSpinBox()
-        self.repeats.setRange(1, 50)
-        self.repeats.setValue(2)
+        self.repeats.setRange(1, MAX_REPEATS)
+        self.repeats.setValue(DEFAULT_REPEATS)
         self.repeats.setToolTip(
             "Runs of every configuration: on a GPU, repeats show nondeterminism"
         )

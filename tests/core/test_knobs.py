@@ -45,7 +45,7 @@ def test_a_knob_added_to_a_registry_is_parsed_labelled_and_attributed():
 def test_a_process_level_knob_added_to_a_registry_gets_its_own_child(demo, cache):
     model, images = demo
     configs = [FastConfig(), FastConfig(batch=2), FastConfig(fastmath=True)]
-    plan = plan_matrix(model, images[:2], configs, cache=cache, knobs=REGISTRY)
+    plan = plan_matrix(model, images[:2], configs, cache=cache, repeats=1, knobs=REGISTRY)
     assert sorted(len(job.runs) for job in plan.jobs) == [1, 2]
     alone = next(job for job in plan.jobs if len(job.runs) == 1)
     assert alone.runs[0].config.fastmath is True

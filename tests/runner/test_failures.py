@@ -29,7 +29,7 @@ def outcome(messages):
 
 
 def test_an_aborting_child_fails_only_its_run(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
     runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_CRASH_ON": "cpu b2 r0"})
     messages = list(runner.run())
     finished, failed = outcome(messages)
@@ -42,7 +42,7 @@ def test_an_aborting_child_fails_only_its_run(models, small_images, cache):
 
 def test_a_child_killed_before_its_first_run_costs_no_run(models, small_images, cache, tmp_path):
     # Killed while loading the model: the old runner failed every run it had been given.
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
     flag = tmp_path / "first-child-died"
     runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_DIE_AT_START": str(flag)})
     finished, failed = outcome(list(runner.run()))
@@ -51,7 +51,7 @@ def test_a_child_killed_before_its_first_run_costs_no_run(models, small_images, 
 
 
 def test_a_child_that_dies_at_start_every_time_fails_its_runs_once(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
     runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_DIE_AT_START": "/dev/null/x"})
     messages = list(runner.run())
     finished, failed = outcome(messages)
@@ -60,7 +60,7 @@ def test_a_child_that_dies_at_start_every_time_fails_its_runs_once(models, small
 
 
 def test_a_hanging_child_is_killed_after_the_timeout(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
     runner = MatrixRunner(
         plan, cache, timeout_s=20, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b1 r0"}
     )
@@ -71,7 +71,11 @@ def test_a_hanging_child_is_killed_after_the_timeout(models, small_images, cache
 
 def test_a_missing_gpu_fails_clearly_without_falling_back(models, small_images, cache):
     plan = plan_matrix(
-        models / "tiny.keras", small_images, [RunConfig(device="gpu:0"), RunConfig()], cache=cache
+        models / "tiny.keras",
+        small_images,
+        [RunConfig(device="gpu:0"), RunConfig()],
+        cache=cache,
+        repeats=1,
     )
     finished, failed = outcome(list(MatrixRunner(plan, cache).run()))
     assert finished == {"cpu b1 r0"}
@@ -82,7 +86,7 @@ def test_a_missing_gpu_fails_clearly_without_falling_back(models, small_images, 
 
 
 def test_cancel_kills_the_child_and_leaves_none(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
     runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b2 r0"})
     messages = []
 
@@ -118,14 +122,14 @@ def test_second_plan_is_served_from_the_cache(models, small_images, cache):
 
 
 def test_a_child_dying_after_writing_keeps_its_finished_run(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
     runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_CRASH_AFTER_WRITE": "cpu b2 r0"})
     finished, failed = outcome(list(runner.run()))
     assert finished == {"cpu b1 r0", "cpu b2 r0", "cpu b3 r0"} and failed == {}
 
 
 def test_abandoning_the_generator_leaves_no_child(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache)
+    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
     runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b2 r0"})
     messages = runner.run()
     for message in messages:
@@ -142,11 +146,11 @@ def test_inherited_knob_variables_do_not_override_the_knobs(
 ):
     monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
     monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "1")
-    plan = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache)
+    plan = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache, repeats=1)
     list(MatrixRunner(plan, cache).run())
     provenance = cache.read_run(plan.runs[0].key).provenance
     assert provenance["onednn_enabled"] is True
     assert "TF_NUM_INTRAOP_THREADS" not in provenance["environment"]
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
-    again = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache)
+    again = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache, repeats=1)
     assert again.runs[0].key != plan.runs[0].key  # passed-through numerics are in the key

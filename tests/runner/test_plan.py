@@ -38,9 +38,11 @@ def test_a_bad_image_fails_at_planning_before_any_child(models, small_images, ca
     broken.write_bytes(b"\x89PNG\r\n\x1a\n but nothing else")
     # The run of batch 2 would read it beside the target.
     with pytest.raises(InputError, match="broken.png.*not a readable image"):
-        plan_matrix(models / "tiny.keras", [small_images[0], broken], CONFIGS, cache=cache)
+        plan_matrix(
+            models / "tiny.keras", [small_images[0], broken], CONFIGS, cache=cache, repeats=1
+        )
     with pytest.raises(InputError, match="broken.png.*not a readable image"):  # the target
-        plan_matrix(models / "tiny.keras", [broken, *small_images], CONFIGS, cache=cache)
+        plan_matrix(models / "tiny.keras", [broken, *small_images], CONFIGS, cache=cache, repeats=1)
 
 
 @pytest.mark.slow
@@ -48,18 +50,20 @@ def test_a_cache_hit_decodes_only_the_images_of_runs_to_compute(
     models, small_images, cache, tmp_path, decoded
 ):
     model = models / "tiny.keras"
-    first = plan_matrix(model, small_images[:2], CONFIGS, cache=cache)
+    first = plan_matrix(model, small_images[:2], CONFIGS, cache=cache, repeats=1)
     assert sorted(decoded) == ["small_0.png", "small_1.png"]  # nothing cached yet: all of them
     list(MatrixRunner(first, cache).run())
     decoded.clear()
-    again = plan_matrix(model, small_images[:2], CONFIGS, cache=cache)
+    again = plan_matrix(model, small_images[:2], CONFIGS, cache=cache, repeats=1)
     assert again.jobs == () and decoded == []  # every run cached: no child reads an image
     # A changed file under an old name makes new keys (its bytes are new): the run of batch 2,
     # which reads it and small_0, is to compute, and both are decoded first. small_3 is in no
     # run's batch: nothing reads it.
     changed = tmp_path / "small_1.png"
     shutil.copy(small_images[2], changed)
-    plan = plan_matrix(model, [small_images[0], changed, small_images[3]], CONFIGS, cache=cache)
+    plan = plan_matrix(
+        model, [small_images[0], changed, small_images[3]], CONFIGS, cache=cache, repeats=1
+    )
     assert [run.label for job in plan.jobs for run in job.runs] == ["cpu b2 r0"]
     assert decoded == ["small_0.png", "small_1.png"]
 
