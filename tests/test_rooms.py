@@ -55,3 +55,29 @@ def test_the_gui_window_appears_without_tensorflow(demo_cache):
     )
     assert result.returncode == 0, result.stderr
     assert "shown 10" in result.stdout
+
+
+def test_no_import_circle_among_the_ui_modules():
+    """Widgets take the model or a narrow interface: no ui module imports one that imports it
+    back (type-checking imports included)."""
+    import ast
+
+    ui = ROOT / "segdiff_gui" / "ui"
+    imports: dict[str, set[str]] = {}
+    for path in ui.glob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "segdiff_gui.ui."
+            ):
+                names.add(node.module.rsplit(".", 1)[1])
+        imports[path.stem] = names
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for name in imports.get(start, ()):
+            if name == goal or (name not in seen and reaches(name, goal, seen | {name})):
+                return True
+        return False
+
+    circles = sorted(name for name in imports if reaches(name, name, {name}))
+    assert circles == []

@@ -4,7 +4,7 @@ difference and ULPs to the reference, and class at the cutoff. Copy as TSV."""
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtGui import QGuiApplication, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import QHeaderView, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from segdiff_gui.ui.inspection import InspectionModel
@@ -13,6 +13,7 @@ from segdiff_gui.ui.widgets import fill_row, read_only_table
 __all__ = ["PixelInspector"]
 
 HEADERS = ("run", "value", "bits", "Δ to reference", "ULPs", "class")
+_RUN_COLUMN_LEAST = 110  # pixels: "cpu b64 xl…r0" still says which run
 # A wide row as the table shows it: its width is what the inspector asks of the window, before
 # any pixel is chosen (a first launch sizes its docks while the demo still computes).
 _TYPICAL_ROW = (
@@ -36,7 +37,7 @@ class PixelInspector(QWidget):
         self.table = read_only_table(HEADERS)
         # The numbers must stay in view: the run's name takes what is left (elided, with the
         # whole name as its tooltip), never pushes Δ, ULPs and class off the edge.
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self._typical_width: int | None = None  # see sizeHint
         self.copy_button = QPushButton("Copy as TSV")
@@ -91,18 +92,33 @@ class PixelInspector(QWidget):
             )
             fill_row(self.table, index, cells)
             self.table.item(index, 0).setToolTip(cells[0])
+        self._fit_run_column()
         needed = self.needed_width()
         if needed > self.width():
             self.widened.emit(needed)
 
+    def _column_width(self, column: int) -> int:
+        """What ``column`` needs, asked of its contents (columns resize at the next layout)."""
+        table = self.table
+        return max(
+            table.sizeHintForColumn(column), table.horizontalHeader().sectionSizeHint(column)
+        )
+
+    def _fit_run_column(self) -> None:
+        """The run column gets its contents' width if there is room beside the numbers, else
+        what is left (at least a readable few words, elided)."""
+        others = sum(self._column_width(c) for c in range(1, self.table.columnCount()))
+        room = self.table.viewport().width() - others
+        self.table.setColumnWidth(0, max(min(self._column_width(0), room), _RUN_COLUMN_LEAST))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._fit_run_column()
+
     def needed_width(self) -> int:
         """The width that shows every column of the rows the table holds now."""
-        table, header = self.table, self.table.horizontalHeader()
-        # Asked of the contents, not of the columns (they are resized at the next layout).
-        columns = sum(
-            max(table.sizeHintForColumn(c), header.sectionSizeHint(c))
-            for c in range(table.columnCount())
-        )
+        table = self.table
+        columns = sum(self._column_width(c) for c in range(table.columnCount()))
         frame = 2 * table.frameWidth() + table.verticalScrollBar().sizeHint().width()
         margins = self.layout().contentsMargins()
         slack = 4  # the grid's lines and a section's rounding: a pixel short is a scroll bar

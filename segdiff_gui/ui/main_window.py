@@ -305,6 +305,8 @@ class MainWindow(QMainWindow):
             self.layout_policy.share_when_shown = False
             QTimer.singleShot(0, self._share_width)  # once the docks have their first sizes
         QTimer.singleShot(0, self.grid.show_whole_image)  # once the layout has its sizes
+        # A restored or first layout may leave the inspector narrower than its rows.
+        QTimer.singleShot(0, lambda: self._inspector_widened(self.inspector.needed_width()))
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
         """Cancel a running matrix cleanly: kill the child, wait for the worker, then close."""

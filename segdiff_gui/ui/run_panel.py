@@ -7,12 +7,14 @@ from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
     QComboBox,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -115,8 +117,24 @@ class RunPanel(QWidget):
         layout.addWidget(self.problem)
         layout.addWidget(self.fix_button)
         layout.addWidget(self.images)
-        layout.addWidget(self.settings_section)
-        layout.addWidget(self.editor)
+        # The settings and the matrix keep their height and scroll on a short screen, rather
+        # than squashing their rows or pushing Run and Cancel out of the window.
+        editors = QWidget()
+        editor_layout = QVBoxLayout(editors)
+        editor_layout.setContentsMargins(0, 0, 0, 0)
+        editor_layout.addWidget(self.settings_section)
+        editor_layout.addWidget(self.editor)
+        editor_layout.addStretch(1)
+        self.editors = QScrollArea()
+        self.editors.setWidget(editors)
+        self.editors.setWidgetResizable(True)
+        self.editors.setFrameShape(QFrame.Shape.NoFrame)
+        self.editors.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # No sideways scrolling: the panel is as wide as the editors need, and their scroll bar.
+        scroll_bar = self.editors.verticalScrollBar().sizeHint().width()
+        self.editors.setMinimumWidth(editors.minimumSizeHint().width() + scroll_bar)
+        layout.addWidget(self.editors, 3)
+        self.runs.setMinimumHeight(90)
         layout.addWidget(self.runs, 1)
         layout.addWidget(self.matrix_bar)
         layout.addWidget(self.run_bar)
@@ -214,8 +232,7 @@ class RunPanel(QWidget):
         """A bundle's runs, made elsewhere: no matrix to edit, no images to choose, nothing to
         run; the list shows the runs it holds."""
         widgets = (
-            self.editor,
-            self.settings_section,
+            self.editors,
             self.images,
             self.run_button,
             self.cancel_button,

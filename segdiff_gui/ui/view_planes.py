@@ -51,11 +51,16 @@ def view_planes(model: InspectionModel, reference: StudyRun) -> ViewPlanes:
         return ViewPlanes(classes, dict.fromkeys(classes, levels), levels, None, {})
     if model.mode == "difference":
         planes = {run.key: difference_map(ref_plane, model.plane(run)) for run in runs}
-        own = {key: _largest(plane) or 1e-9 for key, plane in planes.items()}
+        largest = {key: _largest(plane) for key, plane in planes.items()}
+        own = {key: value or 1e-9 for key, value in largest.items()}
         shared = max(own.values(), default=1e-9)
         if per_view:
             levels = {key: (-limit, limit) for key, limit in own.items()}
-            texts = {key: f"±{limit:.2g}" for key, limit in own.items() if key != reference.key}
+            texts = {
+                key: f"±{value:.2g}" if value else "= ref"
+                for key, value in largest.items()
+                if key != reference.key
+            }
             return ViewPlanes(planes, levels, (-1.0, 1.0), "Δ / each view's ±max", texts)
         return ViewPlanes(planes, dict.fromkeys(planes, (-shared, shared)), (-shared, shared),
                           None, {})  # fmt: skip
@@ -64,12 +69,15 @@ def view_planes(model: InspectionModel, reference: StudyRun) -> ViewPlanes:
         run.key: np.log10(1.0 + ulp_distance(ref_plane, model.plane(run))).astype(np.float32)
         for run in runs
     }
-    own = {key: float(plane.max(initial=0.0)) or 1.0 for key, plane in planes.items()}
+    largest = {key: float(plane.max(initial=0.0)) for key, plane in planes.items()}
+    own = {key: value or 1.0 for key, value in largest.items()}
     label = "log10(1 + ULP distance)"
     if per_view:
         levels = {key: (0.0, top) for key, top in own.items()}
         texts = {
-            key: f"≤{10**top - 1:,.0f} ULP" for key, top in own.items() if key != reference.key
+            key: f"≤{10**top - 1:,.0f} ULP" if top else "= ref"
+            for key, top in largest.items()
+            if key != reference.key
         }
         return ViewPlanes(planes, levels, (0.0, 1.0), f"{label} / each view's max", texts)
     top = max(own.values(), default=1.0)

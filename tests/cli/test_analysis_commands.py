@@ -226,7 +226,9 @@ def test_runs_that_differ_in_settings_never_look_alike(models, small_images, tmp
     assert json.loads(by_config.stdout)[0]["reference"] == "cpu b2 r0"
     mixed = segdiff("sweep", "--cache", cache)
     assert mixed.returncode == 2 and f"group {gray}: model" in mixed.stderr
-    assert "color gray); choose one by its group (add --group ID)" in mixed.stderr
+    assert "color gray" in mixed.stderr and "; choose one by its group (add --group ID)" in (
+        mixed.stderr
+    )
     swept = segdiff("sweep", "--cache", cache, "--group", gray, "--ref", "cpu b2", "--json")
     assert swept.returncode == 0, swept.stderr
     assert json.loads(swept.stdout)["reference"] == "cpu b2"

@@ -149,6 +149,15 @@ def test_the_inspectors_columns_stay_in_view_with_long_labels_on_a_1600_screen(w
     table = window.inspector.table
     assert table.rowCount() == 3 and "threads8" in table.item(2, 0).text()
     assert table.horizontalScrollBar().maximum() == 0  # every column in view
+    # A layout remembered from a narrower session is widened when the window is shown again.
+    from PySide6.QtCore import Qt
+
+    window.resizeDocks([window.docks[1]], [240], Qt.Orientation.Horizontal)
+    window.hide()
+    window.show()
+    qtbot.wait(100)
+    assert table.horizontalScrollBar().maximum() == 0
+    assert window.grid.width() >= 320
 
 
 def test_per_view_levels_show_small_differences_beside_large_ones(window, qtbot, tmp_path):
@@ -184,3 +193,14 @@ def test_per_view_levels_show_small_differences_beside_large_ones(window, qtbot,
     assert own.bar_label == "Δ / each view's ±max"
     titles = [panel.title.whole for panel in window.grid.panels.values()]
     assert any("cpu b64 r0 · ±6" in title for title in titles)
+
+
+def test_readme_names_the_views_as_the_window_does():
+    """Defect 9: README named a "classes" view the window calls "flips"."""
+    import re
+
+    from segdiff_gui.ui.inspection import VIEW_MODES
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    (listed,) = re.findall(r"switch the view \(([^;)]*)", readme)
+    assert tuple(name.strip() for name in listed.split(",")) == VIEW_MODES

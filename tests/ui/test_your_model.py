@@ -124,3 +124,29 @@ def test_gui_flags_name_the_same_settings_and_cache_entries_as_segdiff_run(
     settings = window.run_panel.settings
     assert settings.color.currentText() == "gray" and settings.trust.isChecked()
     assert window.run_panel.settings_section.text() == "Model settings: colour gray, trusted"
+
+
+def test_a_sweeps_footer_counts_what_was_computed_and_what_was_cached(
+    window, qtbot, models, small_images
+):
+    """Defect 6: the footer said "150 computed, 10 cached" when 140 were computed."""
+    from segdiff_gui.core.config import RunConfig
+    from segdiff_gui.core.protocol import RunCached, RunFinished
+    from segdiff_gui.runner.request import MatrixRequest
+    from segdiff_gui.ui.session import MatrixSession
+
+    cache = window.cache
+    configs = (RunConfig(), RunConfig(batch=2))
+    request = MatrixRequest(models / "tiny.keras", tuple(small_images), cache, configs, repeats=1)
+    window.set_session(MatrixSession(request))
+    window.start_runs()
+    _wait_idle(qtbot, window)
+    assert len(cache.records()) == 2  # the target's two runs
+    messages = []
+    window.analysis.sweep()
+    window.worker.message.connect(messages.append)
+    _wait_idle(qtbot, window)
+    computed = sum(isinstance(m, RunFinished) for m in messages)
+    cached = sum(isinstance(m, RunCached) for m in messages)
+    assert (computed, cached) == (6, 2) and len(cache.records()) == 8
+    assert window.run_panel.status.text() == "done: 6 computed, 2 cached, 0 failed"
