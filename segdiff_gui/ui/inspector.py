@@ -40,6 +40,7 @@ class PixelInspector(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self._typical_width: int | None = None  # see sizeHint
+        self._fitted_for: tuple[str, ...] = ()  # the runs the run column was last fitted to
         self.copy_button = QPushButton("Copy as TSV")
         self.copy_button.setToolTip("Copy the table (tab-separated) for a spreadsheet or an issue")
         self.copy_button.clicked.connect(self.copy_tsv)
@@ -92,10 +93,13 @@ class PixelInspector(QWidget):
             )
             fill_row(self.table, index, cells)
             self.table.item(index, 0).setToolTip(cells[0])
-        self._fit_run_column()
-        needed = self.needed_width()
-        if needed > self.width():
-            self.widened.emit(needed)
+        labels = tuple(value.label for value in values)
+        if labels != self._fitted_for:  # sizing asks every cell: only when the runs change
+            self._fitted_for = labels
+            self._fit_run_column()
+            needed = self.needed_width()
+            if needed > self.width():
+                self.widened.emit(needed)
 
     def _column_width(self, column: int) -> int:
         """What ``column`` needs, asked of its contents (columns resize at the next layout)."""

@@ -212,7 +212,20 @@ def interaction(work: Path) -> list[Figure]:
     def curve() -> float:
         return timed(lambda: study.curve(other))
 
-    figures = [
+    figures = []
+    level_modes = iter(["per view", "shared"] * 10)
+
+    def rescale() -> float:
+        # The difference view's scale, shared or per view: every view redrawn at new levels.
+        seconds = timed(lambda: window.model.set_level_mode(next(level_modes)))
+        return seconds + repainted(app, window)
+
+    window.model.set_mode("difference")
+    app.processEvents()
+    figures.append(("difference view: shared ↔ per-view scale", median_of(rescale, 7), 0.250))
+    window.model.set_mode("flips")
+    app.processEvents()
+    figures += [
         ("a new cutoff → flip masks and counts", median_of(new_cutoff, 9), 0.020),
         ("a new cutoff → views repainted", median_of(repaint, 9), 0.050),
         ("a click → inspector filled", median_of(click, 15), 0.005),
