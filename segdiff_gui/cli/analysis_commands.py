@@ -126,7 +126,7 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
         )
         return status
     for study, record, title in studies:
-        out.print(f"[bold]{escape(title)}[/] ({_plural(len(study.runs), 'run')})")
+        out.print(f"[bold]{escape(title)}[/]: {_plural(len(study.runs), 'run')}")
         if study.reference.merged_from:
             out.print(
                 f"reference {study.reference.label} came from {study.reference.merged_from}: "
@@ -219,7 +219,8 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
                     failures.append(
                         f"FAIL {row['label']} ({title}): "
                         f"{name.replace('_', ' ')} {row[name]:,} > {bound:,} against "
-                        f"{row['reference']} at cutoff {study.cutoff:g}"
+                        f"{row['reference']} "
+                        + ("at argmax" if study.multiclass else f"at cutoff {study.cutoff:g}")
                     )
     if checked == 0 and not damaged:
         raise InputError(

@@ -174,7 +174,10 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args)
     scan = cache.scan(with_maps=True)  # every map's checksum too: ls tells what is damaged
-    records = sorted(scan.records, key=lambda r: (r.model_name, r.target_name, r.label))
+    # Grouped as people compare them: model, image, settings group, then the runs in order.
+    records = sorted(
+        scan.records, key=lambda r: (r.model_name, r.target_name, group_id(r), r.label)
+    )
     status = report_damaged(err, scan.damaged)
     if args.json:
         _json(

@@ -26,6 +26,7 @@ from segdiff_gui.core.diagnosis import by_topic, diagnose
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
+from segdiff_gui.runner.arguments import model_settings
 from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.storage.selection import select_reference
@@ -70,7 +71,7 @@ def attribution_table(attribution: Attribution) -> Table:
         table.add_row(
             "repeats",
             "repeat",
-            f"{len(repeats)} configurations",
+            f"{len(repeats)} configuration{'' if len(repeats) == 1 else 's'}",
             escape(f"largest: {widest.compared[0]} → {widest.compared[1]}"),
             *_figures(widest.effect),
         )
@@ -100,7 +101,13 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
                 "explain", f"--from and --to are the same configuration ({plan.base.label()})"
             )
         request = request_of(
-            args, model, images, cache, configs=tuple(plan.configs()), target=args.target
+            args,
+            model,
+            images,
+            cache,
+            configs=tuple(plan.configs()),
+            target=args.target,
+            settings=model_settings(args),
         )
         outcome, matrix = run_matrix(args, err, request)
         status, failed = exit_code(outcome), bool(outcome.failed)

@@ -17,6 +17,7 @@ _FLAGS = {
     "trust_model": "--trust-model",
     "repeats": "--repeats {}",
     "group": "--group ID",
+    "model": "--model NAME",
 }
 
 

@@ -157,6 +157,7 @@ def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "--group", metavar="ID", help="with cached runs: the group (see 'segdiff ls') they are in"
     )
     _matrix_options(explain)
+    add_model_settings(explain)
     _common(explain, "print the attribution as JSON")
 
     diagnose = sub.add_parser(

@@ -47,6 +47,10 @@ class Finding:
         return asdict(self)
 
 
+def _verb(count: int, one: str, many: str) -> str:
+    return one if count == 1 else many
+
+
 def _plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
@@ -162,7 +166,7 @@ def _knob_effects(
                     "knobs",
                     f"Changing {_KNOB_NAMES[step.knob]} alone ({step.change}, {name} against "
                     f"{reference.label}) {_effect_text(effect, cutoff_text)}.",
-                    f"{_size_text(effect)}, {effect.flips:,} flips",
+                    f"{_size_text(effect)}, {_plural(effect.flips, 'flip')}",
                     DOCS[step.knob],
                 )
             )
@@ -201,7 +205,8 @@ def _tie_findings(study: Study) -> list[Finding]:
     return [
         Finding(
             "cutoff",
-            f"{_plural(count, 'pixel')} of {run.label} (against {study.reference.label}) have "
+            f"{_plural(count, 'pixel')} of {run.label} (against {study.reference.label}) "
+            f"{_verb(count, 'has', 'have')} "
             "their most likely classes exactly equal in one of the two maps (a low-precision "
             "map can round them to one value): argmax gives such a pixel the lowest class, which "
             "is no class decision, so they are counted as ties, not flips.",
@@ -222,8 +227,10 @@ def _cutoff_findings(study: Study, cutoff_text: str) -> list[Finding]:
         *_tie_findings(study),
         Finding(
             "cutoff",
-            f"{cutoff_text.capitalize()}, {_plural(flipped, 'pixel')} change class in at least "
-            f"one run{most}; {_plural(at_risk, 'pixel')} are at risk: the largest observed "
+            f"{cutoff_text.capitalize()}, {_plural(flipped, 'pixel')} "
+            f"{_verb(flipped, 'changes', 'change')} class in at least one run{most}; "
+            f"{_plural(at_risk, 'pixel')} {_verb(at_risk, 'is', 'are')} at risk: the largest "
+            "observed "
             f"difference ({study.margin:.3g}) could move them across.",
             f"{flipped:,} flips, {at_risk:,} at risk",
         ),
@@ -318,8 +325,9 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
             Finding(
                 "advice",
                 f"Treat the {_plural(at_risk, 'at-risk pixel')} as uncertain, or choose a "
-                f"cutoff away from dense regions of the map: {cutoff_text}, {at_risk:,} pixels "
-                f"lie within {study.margin:.3g} of it{elsewhere}.",
+                f"cutoff away from dense regions of the map: {cutoff_text}, "
+                f"{_plural(at_risk, 'pixel')} {_verb(at_risk, 'lies', 'lie')} within "
+                f"{study.margin:.3g} of it{elsewhere}.",
                 f"{at_risk:,} at risk",
             )
         )

@@ -89,7 +89,7 @@ def prepare_input(
             raise InputError(
                 name,
                 f"image is {data.shape[0]}×{data.shape[1]}×{data.shape[2]} but the model expects "
-                f"{want_h}×{want_w}×{channels or data.shape[2]}; resize it (resize: bilinear)",
+                f"{want_h}×{want_w}×{channels or data.shape[2]}; it needs resizing (bilinear)",
                 fix="resize=bilinear",
             )
         data = resize_bilinear(data, want_h, want_w)

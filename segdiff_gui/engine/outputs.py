@@ -81,8 +81,8 @@ def to_probabilities(
         # A second sigmoid squeezes every value into [0.5, 0.73]: all would "flip" at 0.5.
         raise InputError(
             path,
-            f"output {name!r} already holds probabilities; apply no {selection.activation} "
-            "(activation: none)",
+            f"output {name!r} already holds probabilities; apply no {selection.activation} to "
+            "them (activation)",
             fix="activation=none",
         )
     if selection.activation == "sigmoid":
@@ -93,7 +93,7 @@ def to_probabilities(
         raise InputError(path, f"output {name!r} contains NaN or infinite values")
     low, high = float(values.min()), float(values.max())
     activation = "sigmoid" if channels == 1 else "softmax"
-    hint = f"apply a {activation} (activation: {activation})"
+    hint = f"apply a {activation} to them (activation)"
     if low < 0.0 or high > 1.0:
         raise InputError(
             path,

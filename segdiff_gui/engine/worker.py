@@ -126,7 +126,7 @@ class JobRunner:
                 raise InputError(
                     self.job.images[index].path,
                     f"is {_shape_text(prepared)} but the target is "
-                    f"{_shape_text(target)}; a batch needs equal sizes (resize: bilinear, for "
+                    f"{_shape_text(target)}; a batch needs equal sizes (bilinear resizing, for "
                     "a model with a fixed input size; or a batch context of copies)",
                     fix="resize=bilinear",
                 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import math
 from html import escape
 from pathlib import Path
@@ -242,6 +243,21 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _settings_paragraph(data: dict[str, Any]) -> str:
+    """How the images became the model's input and which output is the map: a bug report
+    must say it (the same runs under other settings are other runs)."""
+    settings = data.get("settings") or {}
+    items = [
+        f"{name} <b>{escape(json.dumps(value))}</b>"
+        for part in ("preprocessing", "output")
+        for name, value in (settings.get(part) or {}).items()
+    ]
+    if not items:
+        return ""
+    group = f" (group {escape(str(data['group']))})" if data.get("group") else ""
+    return f"<p>Model settings{group}: {', '.join(items)}.</p>"
+
+
 def write_html_report(
     path: str | Path, data: dict[str, Any], study: Study, image: np.ndarray | None
 ) -> Path:
@@ -269,6 +285,7 @@ def write_html_report(
 <p>Reference run <b>{escape(data["reference"]["label"])}</b>; class rule
 {escape(data["class_rule"])}{cutoff}. Made by segdiff
 {escape(data["segdiff_version"])} on {escape(data["created"])}.</p>
+{_settings_paragraph(data)}
 <h2>Every run against the reference</h2>{_summary_table(data)}
 <h2>Determinism and risk</h2><ul>{verdicts}
 <li>{escape(at_risk["sentence"])}</li></ul>

@@ -38,7 +38,9 @@ def sweep_groups(
     models = {g[0].model_name for g in groups}
     if len(models) > 1:
         names = ", ".join(sorted(models))
-        raise InputError("model", f"the runs cover {len(models)} models ({names}); name one")
+        raise InputError(
+            "model", f"the runs cover {len(models)} models ({names}); name one", fix="model"
+        )
     # One model name may hide several versions (retrained file, other preprocessing or
     # output): a test-set mean over a mixture would count every image twice.
     versions = {_version(g[0]): g[0] for g in groups}

@@ -6,16 +6,24 @@ from collections.abc import Sequence
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.storage.studies import group_id, settings_text
 
 __all__ = ["select_reference", "select_run", "select_runs"]
 
 _LISTED = 8
 
 
-def _listing(records: Sequence[RunRecord]) -> str:
-    shown = ", ".join(
-        f"{r.short_id} ({r.label}, {r.model_name}, {r.target_name})" for r in records[:_LISTED]
+def _described(record: RunRecord) -> str:
+    """A run as a candidate is listed: what tells it from the others of its label."""
+    settings = settings_text(record)
+    return (
+        f"{record.short_id} ({record.label}, {record.model_name}, {record.target_name}, group "
+        f"{group_id(record)}{', ' + settings if settings else ''})"
     )
+
+
+def _listing(records: Sequence[RunRecord]) -> str:
+    shown = ", ".join(_described(r) for r in records[:_LISTED])
     more = f" and {len(records) - _LISTED} more; see 'segdiff ls'" if len(records) > _LISTED else ""
     return (shown or "none") + more
 
@@ -32,7 +40,8 @@ def select_run(records: Sequence[RunRecord], name: str) -> RunRecord:
         return matches[0]
     if not matches:
         raise InputError(name, f"names no run in the cache (runs: {_listing(records)})")
-    raise InputError(name, f"is ambiguous: {_listing(matches)}")
+    several = len({group_id(r) for r in matches}) > 1
+    raise InputError(name, f"is ambiguous: {_listing(matches)}", fix="group" if several else "")
 
 
 def select_reference(records: Sequence[RunRecord], name: str) -> RunRecord:
@@ -43,9 +52,16 @@ def select_reference(records: Sequence[RunRecord], name: str) -> RunRecord:
         return select_run(records, name)
     except InputError:
         firsts = [r for r in records if r.configuration == name]
-        if firsts:
-            return min(firsts, key=lambda r: r.repeat)
-        raise
+        if not firsts:
+            raise
+        groups = {group_id(r) for r in firsts}
+        if len(groups) > 1:  # one configuration in several groups: say so, never pick one
+            shown = [min((r for r in firsts if group_id(r) == g), key=lambda r: r.repeat)
+                     for g in sorted(groups)]  # fmt: skip
+            raise InputError(
+                name, f"is in {len(groups)} groups: {_listing(shown)}", fix="group"
+            ) from None
+        return min(firsts, key=lambda r: r.repeat)
 
 
 def select_runs(records: Sequence[RunRecord], names: Sequence[str]) -> list[RunRecord]:

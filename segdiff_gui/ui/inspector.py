@@ -74,6 +74,10 @@ class PixelInspector(QWidget):
         return QSize(self._typical_width, super().sizeHint().height())
 
     def refresh(self, *_: object) -> None:
+        if not self.model.runs:  # nothing shown (a new plan, a failed run): no stale values
+            self.table.setRowCount(0)
+            self.title.setText("Click a pixel to read every run's exact value.")
+            return
         pixel = self.model.selected_pixel
         if pixel is None:
             return

@@ -85,9 +85,11 @@ class MatrixEditor(QGroupBox):
             + "); each runs on every chosen device unless it names one"
         )
         self.extra.setMaximumHeight(56)
-        self.extra_problem = QLabel()
+        self.extra_problem = QLabel()  # what the batch sizes or extra lines say wrong
         self.extra_problem.setWordWrap(True)
+        self.extra_problem.setStyleSheet("color: #b00020")
         self.extra_problem.setVisible(False)
+        self._problems: list[str] = []
         self._extra_timer = QTimer(self, singleShot=True, interval=600)
         self._extra_timer.timeout.connect(self.changed)
         self.extra.textChanged.connect(self._extra_timer.start)
@@ -186,19 +188,28 @@ class MatrixEditor(QGroupBox):
                     )  # fmt: skip
             except ConfigError as error:
                 problems.append(f"line {number}: {error}")
-        self.extra_problem.setText("; ".join(problems))
-        self.extra_problem.setVisible(bool(problems))
+        self._problems += problems
         return configs
 
     def batch_sizes(self) -> list[int]:
+        """The sizes the field names; one that is not a batch size is said under the matrix
+        (and left out), as the CLI refuses it."""
         sizes = []
         for part in self.batches.text().replace(";", ",").split(","):
-            part = part.strip()
-            if part.isdigit() and int(part) > 0:
-                sizes.append(int(part))
+            if not part.strip():
+                continue
+            try:
+                size = self.knob_registry.parse(f"batch={part.strip()}")["batch"]
+                replace(self.base, batch=size)  # refuses a size out of bounds
+            except ConfigError as error:
+                self._problems.append(f"batch sizes: {error}")
+                continue
+            sizes.append(size)
         return sorted(set(sizes)) or [1]
 
     def configs(self) -> list[RunConfig]:
+        """The matrix the controls show; what cannot be read is said under it."""
+        self._problems = []
         devices = [name for name, box in self.devices.items() if box.isChecked()] or ["cpu"]
         context = self.context.currentText()
         configs = [
@@ -213,4 +224,6 @@ class MatrixEditor(QGroupBox):
                         continue  # e.g. TF32 is a GPU mode: the run would equal the plain one
                     configs.append(replace(self.base, device=device, **{knob.name: variant.value}))
         configs += self.extra_configs(devices)
+        self.extra_problem.setText("; ".join(self._problems))
+        self.extra_problem.setVisible(bool(self._problems))
         return list(dict.fromkeys(configs))

@@ -172,7 +172,12 @@ class ModelSettingsEditor(QWidget):
         self.output.blockSignals(True)
         self.output.clear()
         self.output.addItems([_ONLY_OUTPUT] if len(names) <= 1 else list(names))
-        self.output.setCurrentText(current)
+        if len(names) > 1 and current in ("", _ONLY_OUTPUT):
+            # Several outputs and none chosen: say so, rather than "the only one".
+            self.output.setCurrentIndex(-1)
+            self.output.lineEdit().setPlaceholderText(f"choose one of {len(names)}")
+        else:
+            self.output.setCurrentText(current)
         self.output.blockSignals(False)
 
     def show_problem(self, text: str) -> None:

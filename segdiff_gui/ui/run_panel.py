@@ -38,6 +38,7 @@ from segdiff_gui.ui.model_settings import ModelSettingsEditor
 
 __all__ = ["RunPanel"]
 
+_SUMMARY_CHARACTERS = 34
 _STATES = {"queued": "○", "cached": "●", "running": "◐", "finished": "●", "failed": "✕"}
 
 
@@ -155,7 +156,14 @@ class RunPanel(QWidget):
 
     def _settings_summary(self) -> None:
         summary = self.settings.summary()
-        self.settings_section.setText(f"Model settings: {summary}")
+        # A long summary must not widen the panel: cut, with the whole one as the tooltip.
+        shown = (
+            summary
+            if len(summary) <= _SUMMARY_CHARACTERS
+            else summary[: _SUMMARY_CHARACTERS - 1] + "…"
+        )
+        self.settings_section.setText(f"Model settings: {shown}")
+        self.settings_section.setToolTip(f"Model settings: {summary}")
         if summary != "defaults":
             self.settings_section.expand(animate=False)
 
@@ -203,6 +211,7 @@ class RunPanel(QWidget):
         )
 
     def set_planned(self, labels: dict[str, str], cached: set[str]) -> None:
+        self.status.setText("")  # "done: …" was about the matrix before this one
         self.runs.clear()
         self._items = {}
         for key, label in labels.items():
@@ -256,9 +265,12 @@ class RunPanel(QWidget):
 
     def show_message(self, message: Message) -> None:
         if isinstance(message, PlanReady):
-            self.matrix_bar.setRange(0, max(1, message.total - message.cached))
-            self.matrix_bar.setValue(0)
-            self.matrix_bar.setFormat("matrix %v / %m")
+            missing = message.total - message.cached
+            self.matrix_bar.setRange(0, max(1, missing))
+            self.matrix_bar.setValue(0 if missing else 1)
+            self.matrix_bar.setFormat(
+                "matrix %v / %m" if missing else f"all {message.total} runs cached"
+            )
         elif isinstance(message, RunCached):
             self._set_state(message.key, message.label, "cached")
         elif isinstance(message, RunStarted):

@@ -183,7 +183,8 @@ class SessionController(QObject):
         request = session.request
         self.panel.set_source(
             f"{request.model.name} on {plan.images[plan.target].name} "
-            f"({len(plan.images)} images); cache {request.cache.root}"
+            f"({len(plan.images)} image{'' if len(plan.images) == 1 else 's'}); "
+            f"cache {request.cache.root}"
         )
         self.panel.set_planned(
             {run.key: run.label for run in plan.runs}, {run.key for run in plan.cached}
@@ -257,7 +258,7 @@ class SessionController(QObject):
     def _model_inspected(self, answer: ModelAnswer | ChildFatal) -> None:
         self.panel.show_model(answer)
         if isinstance(answer, ChildFatal):
-            self.panel.show_problem(with_control(answer.problem, answer.fix), answer.fix)
+            self.panel.show_problem(with_control(answer.error, answer.fix), answer.fix)
         else:
             self.panel.settings.set_outputs([output["name"] for output in answer.outputs])
 

@@ -221,6 +221,22 @@ def test_runs_that_differ_in_settings_never_look_alike(models, small_images, tmp
     assert chosen.returncode == 0, chosen.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["group"] == gray and report["settings"]["preprocessing"]["color"] == "gray"
+    html = segdiff("report", "--cache", cache, "--group", gray, "--html", tmp_path / "r.html")
+    assert html.returncode == 0, html.stderr
+    assert f"Model settings (group {gray}): " in (tmp_path / "r.html").read_text()
+    # A configuration in two groups is ambiguous, said with the groups: never one picked.
+    both = segdiff("compare", "--cache", cache, "--ref", "cpu b1")
+    assert both.returncode == 2 and "cpu b1: is in 2 groups:" in both.stderr
+    assert f"group {gray}, color gray)" in both.stderr and "(add --group ID)" in both.stderr
+    # explain takes the model settings run does: the gray runs are served from the cache.
+    explained = segdiff(
+        "explain", models / "tiny.keras", small_images[0], "--from", "batch=1", "--to",
+        "batch=2", "--color", "gray", "--repeats", "1", "--cache", cache, "--json",
+    )  # fmt: skip
+    assert explained.returncode == 0, explained.stderr
+    gray_keys = {row["key"] for row in listing if row["group"] == gray}
+    assert set(json.loads(explained.stdout)["runs"].values()) == gray_keys
+    assert len(json.loads(segdiff("ls", "--cache", cache, "--json").stdout)) == 4
     # --ref means a run or a configuration in every command, sweep included.
     by_config = segdiff("compare", "--cache", cache, "--group", gray, "--ref", "cpu b2", "--json")
     assert json.loads(by_config.stdout)[0]["reference"] == "cpu b2 r0"

@@ -151,7 +151,7 @@ def test_logits_need_an_activation(models, small_images, cache):
     result = run_once(models / "logits.keras", small_images[0], cache=cache)
     assert result.returncode == 2
     assert "is not a probability map" in result.stderr
-    assert "apply a sigmoid (activation: sigmoid) (add --activation sigmoid)" in result.stderr
+    assert "apply a sigmoid to them (activation) (add --activation sigmoid)" in result.stderr
     fixed, data = run_json(
         models / "logits.keras",
         small_images[0],
@@ -233,7 +233,7 @@ def test_an_activation_on_probabilities_is_refused(models, small_images, cache):
     )
     assert result.returncode == 2, result.stderr
     assert (
-        "already holds probabilities; apply no sigmoid (activation: none) (add --activation none)"
+        "already holds probabilities; apply no sigmoid to them (activation) (add --activation none)"
     ) in result.stderr
     assert result.stderr.count("\n") == 1
 

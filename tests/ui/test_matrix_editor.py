@@ -49,3 +49,19 @@ def test_an_extra_line_that_cannot_be_read_is_said_under_the_box(qtbot):
     assert RunConfig(device="gpu:1", batch=8) in configs
     assert not editor.extra_problem.isHidden()
     assert editor.extra_problem.text() == "line 2: xla must be on or off, not 'maybe'"
+
+
+def test_a_batch_size_that_is_not_one_is_said_not_dropped_silently(qtbot):
+    """The review: typing '1, 0, x' dropped 0 and x without a word (the CLI refuses both)."""
+    editor = MatrixEditor()
+    qtbot.addWidget(editor)
+    editor.batches.setText("1, 0, x, 4")
+    assert {c.batch for c in editor.configs()} == {1, 4}
+    assert not editor.extra_problem.isHidden()
+    assert editor.extra_problem.text() == (
+        "batch sizes: batch must be between 1 and 4,096, not 0; "
+        "batch sizes: batch must be a whole number, not 'x'"
+    )
+    editor.batches.setText("1, 4")
+    editor.configs()
+    assert editor.extra_problem.isHidden()

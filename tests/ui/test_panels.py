@@ -1,0 +1,64 @@
+"""The Runs panel's parts and the inspector, each built alone from a bare model (fast)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from segdiff_gui.core.protocol import AllDone, PlanReady
+from segdiff_gui.storage import ResultCache
+from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.ui.inspector import PixelInspector
+from segdiff_gui.ui.model_settings import ModelSettingsEditor
+from segdiff_gui.ui.run_panel import RunPanel
+from tests.storage.test_cache import make_record
+
+
+def test_a_model_of_several_outputs_is_not_offered_as_having_one(qtbot):
+    editor = ModelSettingsEditor()
+    qtbot.addWidget(editor)
+    editor.set_outputs(["seg", "edge"])
+    assert editor.output.currentText() == ""
+    assert editor.output.lineEdit().placeholderText() == "choose one of 2"
+    assert editor.settings().output.output is None
+    editor.output.setCurrentText("edge")
+    assert editor.settings().output.output == "edge"
+    editor.set_outputs(["only"])
+    assert editor.output.itemText(0) == "(the only one)"
+
+
+def test_a_long_settings_summary_is_cut_and_whole_in_the_tooltip(qtbot):
+    panel = RunPanel()
+    qtbot.addWidget(panel)
+    panel.settings.mean.setText("0.485,0.456,0.406")
+    panel.settings.std.setText("0.229,0.224,0.225")
+    panel.settings.color.setCurrentText("rgb")  # emits changed: the summary follows
+    title = panel.settings_section.text()
+    assert title.startswith("Model settings: mean 0.485") and title.endswith("…")
+    assert len(title) <= len("Model settings: ") + 34
+    assert panel.settings_section.toolTip().endswith("colour rgb")
+
+
+def test_a_matrix_all_cached_says_so_and_a_new_plan_clears_the_last_footer(qtbot):
+    panel = RunPanel()
+    qtbot.addWidget(panel)
+    panel.set_planned({"k1": "cpu b1 r0", "k2": "cpu b64 r0"}, {"k1", "k2"})
+    panel.show_message(PlanReady(total=2, cached=2, children=0))
+    assert panel.matrix_bar.format() == "all 2 runs cached"
+    panel.show_message(AllDone(finished=0, cached=2, failed=0))
+    assert panel.status.text() == "done: 0 computed, 2 cached, 0 failed"
+    panel.set_planned({"k3": "cpu b1 r0"}, set())
+    assert panel.status.text() == ""
+
+
+def test_the_inspector_empties_when_no_run_is_shown(qtbot, tmp_path):
+    model = InspectionModel()
+    inspector = PixelInspector(model)
+    qtbot.addWidget(inspector)
+    cache = ResultCache(tmp_path / "cache")
+    record = make_record("m", np.random.default_rng(0).random((8, 8), dtype=np.float32))
+    cache.write_run(record)
+    model.set_runs(cache, [record])
+    model.select_pixel(2, 3)
+    assert inspector.table.rowCount() == 1
+    model.set_runs(cache, [])  # a new plan with nothing cached, or every run failed
+    assert inspector.table.rowCount() == 0
