@@ -46,13 +46,14 @@ def sweep_groups(
     versions = {_version(g[0]): g[0] for g in groups}
     if len(versions) > 1:
         listed = "; ".join(
-            f"group {group_id(r)}: model {r.model_hash[:8]}, {settings_text(r) or 'defaults'}"
+            f"group {group_id(r)} ({r.target_name}): model {r.model_hash[:8]}, "
+            f"{settings_text(r) or 'defaults'}"
             for r in versions.values()
         )
         raise InputError(
             groups[0][0].model_name,
             f"was run in {len(versions)} versions (model file, preprocessing or output "
-            f"differ: {listed}); choose one by its group",
+            f"differ: {listed}); choose one by the group of any of its images",
             fix="group",
         )
     return sorted(groups, key=lambda g: (g[0].target_name, g[0].target_hash))

@@ -106,11 +106,15 @@ class StatsPanel(QWidget):
             return
         self.curve_plot.setTitle("flips vs cutoff")
         grid = np.linspace(0.0, 1.0, 501)
+        highest = 0
         for index, run in enumerate(study.others):
             counts = study.curve(run).at(grid)
+            highest = max(highest, int(counts.max(initial=0)))
             self.curve_plot.plot(
                 grid, counts, pen=pg.mkPen(_PENS[index % len(_PENS)]), name=run.label
             )
+        # Counts are never negative: no flip at any cutoff is an axis from 0, not ±something.
+        self.curve_plot.setYRange(0, max(highest, 1), padding=0.05)
         self.curve_plot.addItem(self.marker)
         self.marker.setPos(self.model.cutoff)
 

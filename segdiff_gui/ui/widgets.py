@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
 
@@ -49,4 +50,8 @@ def thumbnail(path: Path, size: int = 56) -> QIcon:
     image = QImage(
         gray.data, gray.shape[1], gray.shape[0], gray.shape[1], QImage.Format.Format_Grayscale8
     ).copy()
-    return QIcon(QPixmap.fromImage(image).scaled(size, size))
+    # Its own shape, fitted into the square: a 80×100 photo must not look like a 100×100 one.
+    fitted = QPixmap.fromImage(image).scaled(
+        size, size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation
+    )
+    return QIcon(fitted)

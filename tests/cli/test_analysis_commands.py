@@ -241,10 +241,9 @@ def test_runs_that_differ_in_settings_never_look_alike(models, small_images, tmp
     by_config = segdiff("compare", "--cache", cache, "--group", gray, "--ref", "cpu b2", "--json")
     assert json.loads(by_config.stdout)[0]["reference"] == "cpu b2 r0"
     mixed = segdiff("sweep", "--cache", cache)
-    assert mixed.returncode == 2 and f"group {gray}: model" in mixed.stderr
-    assert "color gray" in mixed.stderr and "; choose one by its group (add --group ID)" in (
-        mixed.stderr
-    )
+    assert mixed.returncode == 2 and f"group {gray} (small_0.png): model" in mixed.stderr
+    assert "color gray" in mixed.stderr
+    assert "choose one by the group of any of its images (add --group ID)" in mixed.stderr
     swept = segdiff("sweep", "--cache", cache, "--group", gray, "--ref", "cpu b2", "--json")
     assert swept.returncode == 0, swept.stderr
     assert json.loads(swept.stdout)["reference"] == "cpu b2"

@@ -46,7 +46,8 @@ def test_two_versions_of_one_model_are_not_averaged_together(tmp_path):
     _store(cache, "a.png", "cpu b1", RunConfig())
     _store(cache, "a.png", "cpu b1", RunConfig(), model_hash=RETRAINED)
     with pytest.raises(
-        InputError, match="m.keras: was run in 2 versions .*; choose one by its group"
+        InputError,
+        match="m.keras: was run in 2 versions .*; choose one by the group of any of its images",
     ):
         sweep_groups(cache.records())
     (group,) = sweep_groups(cache.records(), model=RETRAINED[:8])  # the model id listed chooses

@@ -62,3 +62,15 @@ def test_the_inspector_empties_when_no_run_is_shown(qtbot, tmp_path):
     assert inspector.table.rowCount() == 1
     model.set_runs(cache, [])  # a new plan with nothing cached, or every run failed
     assert inspector.table.rowCount() == 0
+
+
+def test_a_thumbnail_keeps_its_images_shape(qtbot, tmp_path):  # qtbot: a QApplication
+    """The review: an 80×100 photo's thumbnail was stretched to a square."""
+    from PIL import Image
+
+    from segdiff_gui.ui.widgets import thumbnail
+
+    path = tmp_path / "tall.png"
+    Image.fromarray(np.zeros((100, 80), dtype=np.uint8)).save(path)
+    size = thumbnail(path).availableSizes()[0]
+    assert size.height() == 56 and size.width() in (44, 45)  # 56 × 80/100, rounded
