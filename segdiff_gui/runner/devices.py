@@ -44,7 +44,30 @@ def _installed_version(package: str) -> str:
         return "none"
 
 
+def _cuda_packages() -> list[str]:
+    """The CUDA libraries pip installed beside TensorFlow (``tensorflow[and-cuda]`` brings
+    ``nvidia-*`` wheels), by their ``.dist-info`` folders: installing the ``gpu`` extra can make
+    a GPU visible, so it must not leave a remembered "no GPU". Folder names only: reading
+    every package's metadata would cost the window's start-up a tenth of a second."""
+    found: set[str] = set()
+    for entry in sys.path:
+        folder = Path(entry)
+        if entry and folder.is_dir():
+            found.update(path.name for path in folder.glob("nvidia_*.dist-info"))
+    return sorted(found)
+
+
+def _driver_version() -> str:
+    """The loaded NVIDIA kernel driver's version ("" without one): a new driver can change
+    which GPUs TensorFlow accepts."""
+    with contextlib.suppress(OSError):
+        return Path("/sys/module/nvidia/version").read_text().strip()
+    return ""
+
+
 def _fingerprint() -> str:
+    """What the devices TensorFlow sees depend on: a remembered probe serves only while these
+    are unchanged (and for a day at most)."""
     tf_version = _installed_version("tensorflow")
     nvidia = (
         sorted(p.name for p in Path("/dev").glob("nvidia[0-9]*")) if Path("/dev").is_dir() else []
@@ -57,6 +80,8 @@ def _fingerprint() -> str:
                 "tf": tf_version,
                 "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
                 "nvidia": nvidia,
+                "cuda_packages": _cuda_packages(),
+                "driver": _driver_version(),
             }
         ).encode()
     )[:16]
