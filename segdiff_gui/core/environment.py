@@ -21,7 +21,15 @@ CONTROLLED_VARIABLES = (
     "KERAS_BACKEND",  # always TensorFlow in the engine
     "TF_USE_LEGACY_KERAS",  # would swap Keras 3 for tf-keras
 )
-KEYED_VARIABLES = ("TF_XLA_FLAGS", "XLA_FLAGS", "TF_GPU_ALLOCATOR", "CUDA_VISIBLE_DEVICES")
+KEYED_VARIABLES = (
+    "TF_XLA_FLAGS",
+    "XLA_FLAGS",
+    "TF_GPU_ALLOCATOR",
+    "CUDA_VISIBLE_DEVICES",
+    # cuDNN's algorithm choice: off, or a smaller workspace, picks other kernels (issue 14).
+    "TF_CUDNN_USE_AUTOTUNE",
+    "TF_CUDNN_WORKSPACE_LIMIT_IN_MB",
+)
 
 
 def child_environment(environ: Mapping[str, str]) -> dict[str, str]:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 
+from segdiff_gui.core.environment import KEYED_VARIABLES
+
 __all__ = ["apply_common_settings", "apply_process_settings", "recorded_environment"]
 
-# Environment variables that change numerics or placement; recorded with every result.
+# Environment variables that change numerics or placement; recorded with every result (the
+# keyed ones must be: a stored run's key is recomputed from what it recorded).
 _RECORDED = (
+    *KEYED_VARIABLES,
     "TF_ENABLE_ONEDNN_OPTS",
     "TF_DETERMINISTIC_OPS",
     "TF_CUDNN_DETERMINISTIC",
-    "TF_XLA_FLAGS",
-    "XLA_FLAGS",
-    "CUDA_VISIBLE_DEVICES",
-    "TF_GPU_ALLOCATOR",
     "OMP_NUM_THREADS",
     "TF_NUM_INTRAOP_THREADS",
     "TF_NUM_INTEROP_THREADS",

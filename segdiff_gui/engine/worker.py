@@ -271,6 +271,11 @@ def run_job(job: EngineJob, channel: Channel) -> int:
         tf.config.threading.set_intra_op_parallelism_threads(settings.threads)
     if settings.determinism:
         tf.config.experimental.enable_op_determinism()
+    # TensorFlow takes nearly all memory of every visible GPU when it starts them: a second
+    # child on the same GPU (the window and a CLI run, two process-level groups) would then
+    # fail to start. Each child takes only what its runs need (issue 14, defect 1).
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
     try:
         return JobRunner(job, channel).run_all()
     except InputError as error:
