@@ -7,12 +7,20 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QFont, QFontMetrics
+from PySide6.QtCore import QPointF, QRectF, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
 from segdiff_gui.core.parallel import thread_map
 from segdiff_gui.core.study import StudyRun
+from segdiff_gui.ui.grid_panels import (
+    COLOUR_BAR_ROOM,
+    CROSSHAIR_GAP,
+    Panel,
+    Title,
+    best_columns,
+    cell,
+    crosshair_segments,
+)
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.level_indices import COLOURS, level_indices, pooled_any
 from segdiff_gui.ui.view_planes import view_planes
@@ -23,114 +31,10 @@ FLIP_RGBA = (255, 0, 170, 255)  # magenta: stands out on viridis, on the divergi
 AT_RISK_RGBA = (255, 200, 0, 110)
 _OVERLAY_LUT = np.zeros((256, 4), dtype=np.uint8)
 _OVERLAY_LUT[1], _OVERLAY_LUT[2] = FLIP_RGBA, AT_RISK_RGBA
-_TITLE_SIZE = "9pt"
-_COLOUR_BAR_ROOM = 70  # pixels: the colour bar and its numbers, beside the views
-
-
-def best_columns(
-    count: int, room: tuple[float, float], image_shape: tuple[int, ...], title_room: float = 28
-) -> int:
-    """How many columns show ``count`` images of ``image_shape`` (rows, columns) largest in a
-    grid of ``room`` (width, height) pixels, each view under a title ``title_room`` high."""
-    width, height = max(room[0], 1.0), max(room[1], 1.0)  # a grid not laid out yet
-    rows_of_image, columns_of_image = image_shape[:2]
-
-    def scale(columns: int) -> float:
-        rows = math.ceil(count / columns)
-        cell_width, cell_height = width / columns, height / rows - title_room
-        return min(cell_width / columns_of_image, cell_height / rows_of_image)
-
-    # The fewest columns among equals: a column is the costlier to lose to a title.
-    return max(range(1, count + 1), key=lambda columns: (scale(columns), -columns))
 
 
 _CLASS_LUT = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, np.uint8)
 _COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
-
-
-_CROSSHAIR_GAP = 4  # screen pixels between the crosshair's lines and the chosen pixel
-
-
-def crosshair_segments(
-    pixel: tuple[int, int], shape: tuple[int, ...], gap: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The crosshair through ``pixel`` of a map of ``shape`` as segment end points (x, y, in
-    pairs): through the pixel's centre, across the image only, leaving ``gap`` (map units)
-    clear around the pixel. A segment that would have no length is dropped."""
-    row, column = pixel
-    height, width = shape[:2]
-    x, y = column + 0.5, row + 0.5
-    segments = [
-        ((x, 0.0), (x, row - gap)),  # above
-        ((x, row + 1 + gap), (x, float(height))),  # below
-        ((0.0, y), (column - gap, y)),  # left
-        ((column + 1 + gap, y), (float(width), y)),  # right
-    ]
-    kept = [(a, b) for a, b in segments if (b[0] - a[0]) + (b[1] - a[1]) > 0]
-    points = np.array([point for segment in kept for point in segment], dtype=float)
-    points = points.reshape(-1, 2)
-    return points[:, 0], points[:, 1]
-
-
-def _cell(index: int, columns: int) -> tuple[int, int]:
-    """The layout row of run ``index``'s title and its column. Each run takes two rows: its
-    title, then its view (the row below), which gets the height."""
-    return 2 * (index // columns), index % columns
-
-
-class _Title(pg.LabelItem):
-    """A run's title, as tall as its text but with no say in its column's width (linked,
-    aspect-locked views of different widths would each show a different part of the image).
-    A title longer than its column is elided in the middle, keeping the repeat at its end; the
-    whole of it is the tooltip."""
-
-    def __init__(self, text: str) -> None:
-        self.whole = text
-        super().__init__(text, size=_TITLE_SIZE)
-        # Too narrow for even "…", the text item's own margins would still spill over.
-        self.setFlag(self.GraphicsItemFlag.ItemClipsChildrenToShape)
-
-    def show_title(self, text: str) -> None:
-        self.whole = text
-        self.setToolTip(text)
-        self._fit()
-
-    def updateMin(self) -> None:  # noqa: N802 - pyqtgraph's name
-        super().updateMin()
-        self.setMinimumWidth(0)
-        self.setPreferredWidth(0)
-
-    def resizeEvent(self, event: object) -> None:  # noqa: N802 - Qt's name
-        super().resizeEvent(event)
-        self._fit()
-
-    def _fit(self) -> None:
-        font = QFont(self.item.font())
-        font.setPointSizeF(float(_TITLE_SIZE.removesuffix("pt")))
-        room = max(0, int(self.size().width()) - 10)  # the text item adds 4 pixels each side
-        shown = QFontMetrics(font).elidedText(self.whole, Qt.TextElideMode.ElideMiddle, room)
-        if shown != self.text:  # setting a label's HTML costs a millisecond
-            self.setText(shown, size=_TITLE_SIZE)
-
-
-class _Panel:
-    """One run's view: a title above a view box of underlay, data image, flip overlay and
-    crosshair. A bare view box, not a plot item: the axes would be hidden anyway, and ten plot
-    items take a tenth of a second of the start-up to build."""
-
-    def __init__(self, title: _Title, view: pg.ViewBox) -> None:
-        self.title, self.view = title, view
-        self.underlay = pg.ImageItem(axisOrder="row-major")
-        self.data = pg.ImageItem(axisOrder="row-major")
-        self.overlay = pg.ImageItem(axisOrder="row-major")
-        for z, item in enumerate((self.underlay, self.data, self.overlay)):
-            item.setZValue(z)
-            view.addItem(item)
-        # The crosshair: four segments over the image only, stopping short of the chosen pixel
-        # so that the pixel itself (a flip, often) stays in sight.
-        self.crosshair = pg.PlotCurveItem(pen=pg.mkPen((255, 255, 255, 150), width=1))
-        self.crosshair.setZValue(5)
-        view.addItem(self.crosshair, ignoreBounds=True)
 
 
 class ProbabilityGridView(pg.GraphicsLayoutWidget):
@@ -141,7 +45,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
     def __init__(self, model: InspectionModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
-        self.panels: dict[str, _Panel] = {}
+        self.panels: dict[str, Panel] = {}
         self.colour_bar: pg.ColorBarItem | None = None
         self._columns = 0  # as arranged: see _arrange
         self._shape: tuple[int, ...] = (1, 1)  # of the maps the panels show
@@ -172,13 +76,13 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         runs = self.model.runs
         if not runs:
             return
-        titles = [_Title(run.label) for run in runs]
+        titles = [Title(run.label) for run in runs]
         self._title_height = titles[0].preferredHeight()
         self._shape = runs[0].probabilities.shape[:2]
         self._columns = columns = self._best_columns(len(runs))
         first: pg.ViewBox | None = None
         for index, (run, title) in enumerate(zip(runs, titles, strict=True)):
-            row, column = _cell(index, columns)
+            row, column = cell(index, columns)
             self.addItem(title, row=row, col=column)
             title.setMaximumHeight(title.preferredHeight())  # the view takes the rest
             self.ci.layout.setRowStretchFactor(row, 0)
@@ -200,7 +104,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             else:
                 view.setXLink(first)
                 view.setYLink(first)
-            self.panels[run.key] = _Panel(title, view)
+            self.panels[run.key] = Panel(title, view)
         self.colour_bar = pg.ColorBarItem(
             values=(0.0, 1.0), colorMap="viridis", interactive=False, width=14
         )
@@ -215,7 +119,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
     def _best_columns(self, count: int) -> int:
         # From the panels and the shape they were built for, not from the model: a load that
         # failed part-way leaves the model's runs short while the panels stay as they were.
-        bar = _COLOUR_BAR_ROOM if _COLOUR_MAPS[self.model.mode] is not None else 0
+        bar = COLOUR_BAR_ROOM if _COLOUR_MAPS[self.model.mode] is not None else 0
         spacing = self.ci.layout.verticalSpacing()
         return best_columns(
             count,
@@ -241,7 +145,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         # pyqtgraph keeps its own record of what is where (for clear()); keep it true.
         self.ci.rows, self.ci.items = {}, {}
         for index, panel in enumerate(self.panels.values()):
-            row, column = _cell(index, columns)
+            row, column = cell(index, columns)
             self._place(panel.title, row, column)
             self._place(panel.view, row + 1, column)
             layout.setRowStretchFactor(row + 1, 1)
@@ -350,7 +254,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         # window's layout has settled: the timer restarts on every change); panning never does.
         self._repool.start()
         # The crosshair's gap is a few screen pixels: a zoom changes it, a pan does not.
-        gap = _CROSSHAIR_GAP * self._map_units_per_screen_pixel()
+        gap = CROSSHAIR_GAP * self._map_units_per_screen_pixel()
         if not math.isclose(gap, self._crosshair_gap, rel_tol=0.05):
             self.move_crosshair(self.model.selected_pixel)
 
@@ -380,7 +284,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
     def move_crosshair(self, pixel: tuple[int, int] | None) -> None:
         if pixel is None or not self.panels:
             return
-        self._crosshair_gap = gap = _CROSSHAIR_GAP * self._map_units_per_screen_pixel()
+        self._crosshair_gap = gap = CROSSHAIR_GAP * self._map_units_per_screen_pixel()
         xs, ys = crosshair_segments(pixel, self._shape, gap)
         for panel in self.panels.values():
             panel.crosshair.setData(xs, ys, connect="pairs")

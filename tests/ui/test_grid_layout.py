@@ -2,7 +2,8 @@
 
 import pytest
 
-from segdiff_gui.ui.grid_view import _COLOUR_BAR_ROOM, best_columns, crosshair_segments
+from segdiff_gui.ui.grid_panels import COLOUR_BAR_ROOM as _COLOUR_BAR_ROOM
+from segdiff_gui.ui.grid_panels import best_columns, crosshair_segments
 
 
 def test_the_grid_takes_the_columns_that_make_each_view_largest():

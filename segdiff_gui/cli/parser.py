@@ -1,0 +1,336 @@
+"""The ``segdiff`` command line's parser: every subcommand, its options and their help."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from segdiff_gui import __version__
+from segdiff_gui.cli.commands import EXIT_USAGE
+from segdiff_gui.cli.sweep_view import parse_shard
+from segdiff_gui.core.defaults import DEFAULT_CUTOFF
+from segdiff_gui.runner.arguments import (
+    add_configs,
+    add_model_settings,
+    add_repeats_and_timeout,
+    number,
+)
+
+__all__ = ["build_parser"]
+
+_EPILOG = (
+    "exit codes: 0 success, 1 some runs failed, 2 usage or input error, 3 internal error, "
+    "130 interrupted"
+)
+
+
+# What --ref means in every command that has it.
+_REF_HELP = (
+    "reference: a run's id prefix or label ('cpu b1 r0'), or a configuration's label ('cpu "
+    "b1': its first repeat); default: this machine's run with every knob at its default"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # One clear line and exit 2, as for every other input error.
+        self.exit(EXIT_USAGE, f"segdiff: {message} (see '{self.prog} --help')\n")
+
+
+_cutoff = number(float, lambda v: 0.0 <= v <= 1.0, "a cutoff between 0 and 1")
+_bound_int = number(int, lambda v: v >= 0, "a whole number of at least 0")
+_bound_float = number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number ≥ 0")
+
+
+def _common(parser: argparse.ArgumentParser, json_help: str = "") -> None:
+    parser.add_argument(
+        "--cache",
+        metavar="PATH",
+        default=argparse.SUPPRESS,  # keep a --cache given before the command
+        help="result cache folder (default: $SEGDIFF_CACHE or the user cache folder)",
+    )
+    if json_help:
+        parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and child logs")
+
+
+def _matrix_options(parser: argparse.ArgumentParser) -> None:
+    add_repeats_and_timeout(parser)
+    parser.add_argument(
+        "--cutoff",
+        type=_cutoff,
+        default=DEFAULT_CUTOFF,
+        metavar="T",
+        help="class cutoff for the flip counts of sigmoid maps: class = p >= T (default "
+        f"{DEFAULT_CUTOFF:g})",
+    )
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    run = sub.add_parser(
+        "run",
+        help="run a model on images under a configuration matrix",
+        description="Run MODEL on the target image under each --config (default: batch 1 and "
+        "64 on every device), each configuration in a TensorFlow child process, and cache "
+        "every probability map. Then show how each run differs from the first batch-1 CPU run.",
+        epilog=_EPILOG,
+    )
+    run.add_argument("model", help=".keras, legacy .h5, or a SavedModel folder")
+    run.add_argument(
+        "images",
+        nargs="+",
+        help="image files or folders of them (PNG, JPEG, TIFF, NPY; "
+        "folders are not searched recursively); they also fill batches as context",
+    )
+    add_configs(run)
+    _matrix_options(run)
+    add_model_settings(run)
+    sweep = run.add_argument_group("test-set sweep")
+    sweep.add_argument(
+        "--sweep",
+        action="store_true",
+        help="study every image, not one target, and report the whole set",
+    )
+    sweep.add_argument(
+        "--shard",
+        type=parse_shard,
+        metavar="K/N",
+        help="run only shard K of N of the images (a contiguous, deterministic slice; batches "
+        "still draw on the whole set); implies --sweep. Bundle each shard, then merge",
+    )
+    _sweep_outputs(sweep)
+    run.set_defaults(model_name=None, ref_configuration=None)
+    _common(run, "print the runs and comparisons as JSON on stdout")
+
+
+def _sweep_outputs(parser: argparse._ActionsContainer) -> None:
+    parser.add_argument(
+        "--masks",
+        metavar="FOLDER",
+        help="ground-truth masks, matched by file name (cell_07.png ↔ FOLDER/cell_07.png or "
+        "cell_07_mask.*): Dice and IoU per configuration; implies --sweep",
+    )
+    parser.add_argument(
+        "--csv", metavar="FILE", help="write every image × configuration's figures as CSV"
+    )
+
+
+def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    explain = sub.add_parser(
+        "explain",
+        help="attribute a difference to knobs: one at a time, and cumulatively",
+        description="Plan the runs that change one knob at a time from --from, and the path "
+        "from --from to --to knob after knob; run what is not cached; and report how much each "
+        "knob contributes (max ULP, differing pixels, flips at the cutoff, at-risk pixels), "
+        "with the spread over repeats on lines of their own. With two cached runs (id or "
+        "label) instead of specs, only what is cached is measured.",
+        epilog=_EPILOG,
+    )
+    explain.add_argument("model", nargs="?", help=".keras, legacy .h5, or a SavedModel folder")
+    explain.add_argument("images", nargs="*", help="image files or folders (batch context)")
+    explain.add_argument(
+        "--from",
+        dest="from_",
+        required=True,
+        metavar="SPEC|RUN",
+        help="base: key=value spec (e.g. device=cpu,batch=1) or a cached run's id or label",
+    )
+    explain.add_argument(
+        "--to", required=True, metavar="SPEC|RUN", help="target: a spec or a cached run"
+    )
+    explain.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
+    explain.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
+    explain.add_argument(
+        "--image", metavar="NAME", help="with cached runs: the image whose runs are named"
+    )
+    explain.add_argument(
+        "--group", metavar="ID", help="with cached runs: the group (see 'segdiff ls') they are in"
+    )
+    _matrix_options(explain)
+    add_model_settings(explain)
+    _common(explain, "print the attribution as JSON")
+
+    diagnose = sub.add_parser(
+        "diagnose",
+        help="is this normal, why, and how to avoid it — from the measured runs",
+        description="Plain sentences built only from what the cached runs measured: whether "
+        "each configuration is deterministic, which knobs change the maps and by how much, "
+        "flips and at-risk pixels at the cutoff, and the ways to avoid them that the "
+        "measurements support, with links to TensorFlow's documentation.",
+    )
+    _selection(diagnose)
+    _common(diagnose, "print the findings as JSON")
+
+    sweep = sub.add_parser(
+        "sweep",
+        help="a whole test set from the cache: per-image figures, Dice and IoU",
+        description="Summarise every image of one model in the cache (or a bundle): flips, "
+        "at-risk pixels and max ULP per configuration against the reference configuration, "
+        "and with --masks the mean Dice and IoU, their change between configurations and "
+        "over repeats. Run the images first with 'segdiff run --sweep' (or --shard K/N).",
+    )
+    sweep.add_argument("--model", dest="model_name", metavar="NAME", help="the model file name")
+    sweep.add_argument(
+        "--ref",
+        dest="ref_configuration",
+        metavar="RUN",
+        help=_REF_HELP + "; the sweep compares every image with that run's configuration",
+    )
+    sweep.add_argument(
+        "--group",
+        metavar="ID",
+        help="the model file and settings of this group (an id 'segdiff ls' shows), on every image",
+    )
+    sweep.add_argument("--bundle", metavar="FILE", help="read the runs from a bundle")
+    sweep.add_argument(
+        "--cutoff",
+        type=_cutoff,
+        default=DEFAULT_CUTOFF,
+        metavar="T",
+        help=f"class cutoff for sigmoid maps (default {DEFAULT_CUTOFF:g}); softmax maps use argmax",
+    )
+    _sweep_outputs(sweep)
+    _common(sweep, "print the test-set and per-image figures as JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="segdiff",
+        description="See which pixels of a segmentation model's probability map change with "
+        "the device, batch size, precision or the next run.",
+        epilog=_EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"segdiff {__version__}")
+    parser.add_argument("--cache", metavar="PATH", default=None, help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    devices = sub.add_parser(
+        "devices",
+        help="devices TensorFlow sees and its build (asked of a child process)",
+        description="Start TensorFlow in a child process and report the devices it sees, its "
+        "build (CUDA/cuDNN), the CPU and whether oneDNN is on.",
+    )
+    _common(devices, "print the probe as JSON on stdout")
+    _add_run(sub)
+
+    listing = sub.add_parser(
+        "ls",
+        help="list the runs in the cache",
+        description="List every cached run: short id, label, model, image, map shape, the "
+        "device it really ran on, TensorFlow version, host and time.",
+    )
+    _common(listing, "print every run with its configuration and provenance as JSON")
+
+    demo = sub.add_parser(
+        "demo",
+        help="run the bundled demo's matrix and summarise the differences",
+        description="Run the bundled U-Net on synthetic cell images under batch 1 and 64, one "
+        "intra-op thread, XLA and bfloat16 (two repeats each), plus every GPU present, and show "
+        "how the maps differ. Cached runs are not recomputed.",
+        epilog=_EPILOG,
+    )
+    _matrix_options(demo)
+    _common(demo, "print the runs and comparisons as JSON on stdout")
+
+    bundle = sub.add_parser(
+        "bundle",
+        help="write chosen runs to one portable .h5 file",
+        description="Write runs (maps, provenance, target images) to one HDF5 file that "
+        "'segdiff merge' adds to another cache, e.g. from a GPU server to a laptop.",
+    )
+    bundle.add_argument("out", help="bundle file to write (.h5)")
+    bundle.add_argument(
+        "runs",
+        nargs="*",
+        help="run id prefixes or labels such as 'cpu b64 r0' (a label takes "
+        "every run that has it); default: all runs",
+    )
+    _common(bundle, "print what was written as JSON")
+
+    merge = sub.add_parser(
+        "merge",
+        help="add the runs of bundles to the cache",
+        description="Add the runs of bundles to the cache. A run already cached is compared bit "
+        "for bit; one computed on another machine is kept beside the local one.",
+    )
+    merge.add_argument("bundles", nargs="+", help="bundle files made by 'segdiff bundle'")
+    _common(merge, "print what was merged as JSON")
+    _add_analysis(sub)
+    _add_explanations(sub)
+    return parser
+
+
+def _selection(parser: argparse.ArgumentParser, ref_required: bool = False) -> None:
+    parser.add_argument("--ref", metavar="RUN", required=ref_required, help=_REF_HELP)
+    parser.add_argument("--model", metavar="NAME", help="only runs of this model file name")
+    parser.add_argument("--image", metavar="NAME", help="only runs on this image file name")
+    parser.add_argument(
+        "--group",
+        metavar="ID",
+        help="only runs of this group (model, image and settings; the id 'segdiff ls' shows)",
+    )
+    parser.add_argument(
+        "--bundle", metavar="FILE", help="read the runs from a bundle instead of the cache"
+    )
+    parser.add_argument(
+        "--cutoff",
+        type=_cutoff,
+        default=DEFAULT_CUTOFF,
+        metavar="T",
+        help=f"class cutoff for sigmoid maps: class = p >= T (default {DEFAULT_CUTOFF:g}); "
+        "softmax maps flip on argmax",
+    )
+
+
+def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    compare = sub.add_parser(
+        "compare",
+        help="every run against a reference: differences, flips, determinism",
+        description="For each model and image in the cache (or the one --ref belongs to), "
+        "compare every run with the reference: bitwise equality, differing pixels, max ULP, "
+        "max and mean |Δ|, class flips at the cutoff, determinism over repeats, at-risk pixels.",
+    )
+    _selection(compare)
+    _common(compare, "print the comparisons as JSON")
+
+    export = sub.add_parser(
+        "export",
+        help="write the flip mask and the flipped pixels of two runs",
+        description="Write the pixels whose class differs between --ref and --other at the "
+        "cutoff: a mask (.png/.tif 0/255, .npy bool) and/or a CSV with every run's exact "
+        "values, ULP distances and classes at those pixels.",
+    )
+    _selection(export, ref_required=True)
+    export.add_argument("--other", metavar="RUN", required=True, help="the run to compare")
+    export.add_argument("--mask", metavar="FILE", help="flip mask: .png, .tif or .npy")
+    export.add_argument("--csv", metavar="FILE", help="flipped pixels with every run's values")
+    export.add_argument("--at-risk", action="store_true", help="add at-risk pixels to the CSV")
+    _common(export)
+
+    report = sub.add_parser(
+        "report",
+        help="a self-contained HTML and/or JSON report for a bug report",
+        description="Write one HTML file (tables, pictures, flips-vs-cutoff curve, provenance, "
+        "all embedded) and/or the same data as JSON, for one model and image.",
+    )
+    _selection(report)
+    report.add_argument("--html", metavar="FILE", help="the HTML report to write")
+    report.add_argument("--json", dest="json_file", metavar="FILE", help="the JSON report")
+    _common(report)
+
+    check = sub.add_parser(
+        "check",
+        help="exit 1 when any run exceeds a bound against the reference (CI gate)",
+        description="A reproducibility gate: compare every run with its reference and exit 1, "
+        "with one line per failure, when any exceeds a bound. With no bound, any flip fails.",
+        epilog=_EPILOG,
+    )
+    _selection(check)
+    check.add_argument("--max-flips", type=_bound_int, metavar="N", help="flipped pixels allowed")
+    check.add_argument(
+        "--max-ulp", type=_bound_int, metavar="U", help="largest ULP distance allowed"
+    )
+    check.add_argument(
+        "--max-abs", type=_bound_float, metavar="X", help="largest |difference| allowed"
+    )
+    _common(check, "print the bounds and failures as JSON")
