@@ -34,7 +34,7 @@ from segdiff_gui.storage.studies import (
     comparable_groups,
     group_id,
     group_of,
-    group_title,
+    group_titles,
     load_study,
     target_image,
 )
@@ -83,14 +83,14 @@ def studies_of(
 ) -> tuple[RunStore, list[GroupStudy], str, list[InputError]]:
     """One study per comparable group (or just the group of --ref), with a sample record."""
     store, records, where, damaged = runs_source(args)
-    every = comparable_groups(records)
+    titles = group_titles(comparable_groups(records))
     groups = comparable_groups(records, args.model, args.image, args.group)
     if args.ref:
         # A label like "cpu b1 r0" exists for every image: --model/--image/--group narrow it.
         reference = select_reference([r for group in groups for r in group], args.ref)
         group = group_of(records, reference)
         study = load_study(store, group, args.cutoff, reference, damaged)
-        studies = [GroupStudy(study, reference, group_title(reference, every))]
+        studies = [GroupStudy(study, reference, titles[group_id(reference)])]
     else:
         studies = []
         for group in groups:
@@ -99,7 +99,7 @@ def studies_of(
             except InputError as error:  # no run of the group could be read: the others can
                 damaged.append(error)
                 continue
-            studies.append(GroupStudy(study, group[0], group_title(group[0], every)))
+            studies.append(GroupStudy(study, group[0], titles[group_id(group[0])]))
     return store, studies, where, damaged
 
 

@@ -175,8 +175,9 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args)
     scan = cache.scan(with_maps=True)  # every map's checksum too: ls tells what is damaged
     # Grouped as people compare them: model, image, settings group, then the runs in order.
+    groups = {r.key: group_id(r) for r in scan.records}
     records = sorted(
-        scan.records, key=lambda r: (r.model_name, r.target_name, group_id(r), r.label)
+        scan.records, key=lambda r: (r.model_name, r.target_name, groups[r.key], r.label)
     )
     status = report_damaged(err, scan.damaged)
     if args.json:
@@ -186,7 +187,7 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
                     "id": r.short_id,
                     "key": r.key,
                     "label": r.label,
-                    "group": group_id(r),
+                    "group": groups[r.key],
                     "model": r.model_name,
                     "image": r.target_name,
                     "shape": list(r.map_shape),
@@ -217,7 +218,7 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
         cells = (
             r.short_id,
             r.label,
-            group_id(r),
+            groups[r.key],
             r.model_name,
             r.target_name,
             *((settings_text(r) or "defaults",) * with_settings),

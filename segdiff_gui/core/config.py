@@ -27,7 +27,7 @@ __all__ = [
     "parse_preprocessing",
 ]
 
-PRECISIONS: tuple[str, ...] = tuple(KNOBS["precision"].values.split("|"))
+PRECISIONS: tuple[str, ...] = KNOBS["precision"].choices
 
 
 def _default(name: str) -> Any:

@@ -59,6 +59,7 @@ class Knob:
     aliases: tuple[str, ...] = ()  # other --config keys that mean this one
     spec: Callable[[Any], str] = str  # the value as --config writes it
     describe: Callable[[Any], str] | None = None  # "batch 1"; default: title and value
+    choices: tuple[str, ...] = ()  # a knob of named values: them, the default first
 
     def setting_text(self, value: object) -> str:
         """The knob at ``value`` in a sentence: "XLA off", "batch 1", "cpu"."""
@@ -132,6 +133,7 @@ def choice(
         parse=parse,
         check=check,
         fragment=lambda value: "" if value == choices[0] else short.get(value, value),
+        choices=tuple(choices),
         **rest,
     )
 

@@ -3,6 +3,7 @@ image, the preprocessing, the output and the map shape."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -19,7 +20,7 @@ __all__ = [
     "comparable_groups",
     "group_id",
     "group_of",
-    "group_title",
+    "group_titles",
     "settings_text",
     "load_study",
     "natural_order",
@@ -63,8 +64,7 @@ def group_id(record: RunRecord) -> str:
     return hash_bytes(_group_key(record).encode())[:6]
 
 
-_PREPROCESSING_DEFAULTS = Preprocessing().to_dict()
-_OUTPUT_DEFAULTS = OutputSelection().to_dict()
+_SETTING_DEFAULTS = {**Preprocessing().to_dict(), **OutputSelection().to_dict()}
 
 
 def settings_text(record: RunRecord) -> str:
@@ -72,7 +72,7 @@ def settings_text(record: RunRecord) -> str:
     ``color rgb, resize bilinear, scale 0.00392``; ``""`` when all are defaults."""
     parts = []
     for name, value in (*record.preprocessing.items(), *record.output.items()):
-        default = {**_PREPROCESSING_DEFAULTS, **_OUTPUT_DEFAULTS}.get(name)
+        default = _SETTING_DEFAULTS.get(name)
         if value in (default, None) or value == []:
             continue
         shown = ",".join(f"{v:g}" for v in value) if isinstance(value, list) else value
@@ -81,22 +81,23 @@ def settings_text(record: RunRecord) -> str:
     return ", ".join(parts)
 
 
-def group_title(record: RunRecord, groups: Sequence[Sequence[RunRecord]] = ()) -> str:
-    """``model.keras on cell_07.png``, with the settings when they are not the defaults or
-    another group of ``groups`` shares the model and image (two groups must not look alike)."""
-    title = f"{record.model_name} on {record.target_name}"
-    siblings = [
-        g[0]
-        for g in groups
-        if g and g[0].model_hash == record.model_hash and g[0].target_hash == record.target_hash
-    ]
-    settings = settings_text(record)
-    if settings:
-        return f"{title} ({settings})"
-    if len(siblings) > 1:  # the same model and image, other settings or map shape
-        shape = "×".join(map(str, record.map_shape))
-        return f"{title} (default settings, {shape} map, group {group_id(record)})"
-    return title
+def group_titles(groups: Sequence[Sequence[RunRecord]]) -> dict[str, str]:
+    """Each group's title by its id: ``model.keras on cell_07.png``, with the settings when
+    they are not the defaults or another group shares the model and image (two groups must
+    not look alike)."""
+    shared = Counter((g[0].model_hash, g[0].target_hash) for g in groups if g)
+    titles = {}
+    for group in groups:
+        record = group[0]
+        title = f"{record.model_name} on {record.target_name}"
+        settings = settings_text(record)
+        if settings:
+            title = f"{title} ({settings})"
+        elif shared[(record.model_hash, record.target_hash)] > 1:  # other settings or shape
+            shape = "×".join(map(str, record.map_shape))
+            title = f"{title} (default settings, {shape} map, group {group_id(record)})"
+        titles[group_id(record)] = title
+    return titles
 
 
 def comparable_groups(

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from segdiff_gui.core.config import RunConfig, parse_config_spec
+from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.defaults import DEFAULT_REPEATS
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
@@ -173,22 +173,16 @@ class MatrixEditor(QGroupBox):
     def extra_configs(self, devices: Sequence[str]) -> list[RunConfig]:
         """The extra lines' configurations on every chosen device (or the one a line names);
         a line that cannot be read is said under the box and left out."""
-        configs, problems = [], []
+        configs = []
         for number, line in enumerate(self.extra.toPlainText().splitlines(), start=1):
             if not line.strip():
                 continue
             try:
                 values = self.knob_registry.parse(line)
-                names = [values["device"]] if "device" in values else devices
-                for device in names:
-                    spec = ",".join(f"{k}={v}" for k, v in values.items() if k != "device")
-                    configs.append(
-                        parse_config_spec(f"device={device},{spec}".rstrip(","), self.base,
-                                          self.knob_registry)
-                    )  # fmt: skip
+                for device in [values.pop("device")] if "device" in values else devices:
+                    configs.append(replace(self.base, device=device, **values))
             except ConfigError as error:
-                problems.append(f"line {number}: {error}")
-        self._problems += problems
+                self._problems.append(f"line {number}: {error}")
         return configs
 
     def batch_sizes(self) -> list[int]:

@@ -16,7 +16,7 @@ from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import RunStore, comparable_groups, group_title
+from segdiff_gui.storage.studies import RunStore, comparable_groups, group_titles
 from segdiff_gui.ui.inspection import InspectionModel
 
 __all__ = ["BundleSession", "MatrixSession", "Planner"]
@@ -118,7 +118,7 @@ class BundleSession:
         self.groups = comparable_groups(scan.records)
 
     def titles(self) -> list[str]:
-        return [group_title(group[0], self.groups) for group in self.groups]
+        return list(group_titles(self.groups).values())
 
     def show(self, model: InspectionModel, index: int = 0) -> None:
         if not self.groups:
