@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
+from segdiff_gui.core.runtimes import refusal
 
 __all__ = [
     "PRECISIONS",
@@ -40,6 +41,7 @@ class RunConfig:
     :data:`~segdiff_gui.core.knobs.KNOBS`, whose entries say what each knob does and how it is
     written, checked and labelled (a test holds these fields to that list)."""
 
+    runtime: str = _default("runtime")
     device: str = _default("device")
     batch: int = _default("batch")
     context: Literal["set", "copies"] = _default("context")
@@ -50,6 +52,7 @@ class RunConfig:
     threads: int = _default("threads")
     xla: bool = _default("xla")
     precision: str = _default("precision")
+    repeat_scope: Literal["process", "fresh"] = _default("repeat_scope")
 
     def __post_init__(self) -> None:
         KNOBS.normalise(self)
@@ -59,6 +62,8 @@ class RunConfig:
         if self.batch == 1:
             # A batch of one has no context: normalise so equal runs get equal cache keys.
             object.__setattr__(self, "context", "set")
+        if reason := refusal(self):
+            raise ConfigError(reason)
 
     @property
     def is_gpu(self) -> bool:
@@ -68,8 +73,14 @@ class RunConfig:
         """The knobs TensorFlow reads once per process; equal values may share a child."""
         return KNOBS.process_settings(self)
 
+    @property
+    def fresh_repeats(self) -> bool:
+        """Whether each repeat runs in a new process of its own."""
+        return self.repeat_scope == "fresh"
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The stored and keyed form (knobs added later are left out at their defaults)."""
+        return KNOBS.stored(asdict(self))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:

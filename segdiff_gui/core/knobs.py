@@ -21,6 +21,7 @@ from typing import Any
 
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.limits import MAX_BATCH
+from segdiff_gui.core.runtimes import RUNTIME_NAMES, RUNTIMES
 
 __all__ = ["KNOBS", "Knob", "KnobRegistry", "Variant"]
 
@@ -60,6 +61,9 @@ class Knob:
     spec: Callable[[Any], str] = str  # the value as --config writes it
     describe: Callable[[Any], str] | None = None  # "batch 1"; default: title and value
     choices: tuple[str, ...] = ()  # a knob of named values: them, the default first
+    # A knob added after caches existed: at its default it is left out of a configuration's
+    # stored and keyed form, so every run cached before it keeps its key.
+    keyed_at_default: bool = True
 
     def setting_text(self, value: object) -> str:
         """The knob at ``value`` in a sentence: "XLA off", "batch 1", "cpu"."""
@@ -163,6 +167,19 @@ def _at_least(lowest: int, highest: int | None, meaning: str = "") -> Callable[[
 _DOCS = "https://www.tensorflow.org/"
 
 KNOBS_IN_ORDER: tuple[Knob, ...] = (
+    choice(
+        "runtime",
+        RUNTIME_NAMES,
+        title="the runtime",
+        tooltip="What runs the Keras model: TensorFlow, or Keras 3's JAX or PyTorch backend "
+        "(the same file, other kernels). Own process.",
+        link=RUNTIMES["jax"].link,
+        process_level=True,
+        advise_keeping=True,
+        describe=lambda value: f"runtime {RUNTIMES[value].title}",
+        aliases=("backend",),
+        keyed_at_default=False,
+    ),
     Knob(
         "device",
         "cpu",
@@ -227,8 +244,12 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         True,
         off="tf32-off",
         title="TF32",
-        tooltip="TensorFloat-32 on Ampere+ GPUs (TensorFlow's default is on); no effect on CPUs.",
+        tooltip="TensorFloat-32 on Ampere+ GPUs (TensorFlow's default is on); no effect on CPUs. "
+        "Own process: cuDNN's autotuning remembers algorithms per process without it.",
         link=_DOCS + "api_docs/python/tf/config/experimental/enable_tensor_float_32_execution",
+        # TensorFlow's autotune cache is keyed without TF32: in a shared child a tf32=off run
+        # could reuse an algorithm chosen under tf32=on (issue 14, defect 5).
+        process_level=True,
         variants=(
             Variant(
                 "TF32 off",
@@ -291,6 +312,27 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
             Variant("bfloat16", "mixed_bfloat16", "Layers compute in bfloat16 (8-bit mantissa)."),
             Variant("float16", "mixed_float16", "Layers compute in float16 (10-bit mantissa)."),
         ),
+    ),
+    choice(
+        "repeat_scope",
+        ("process", "fresh"),
+        title="where repeats run",
+        tooltip="Repeats in one process (atomics can differ) or each in a fresh process (a "
+        "fresh process autotunes again and may choose other GPU kernels).",
+        link=_DOCS + "api_docs/python/tf/config/experimental/enable_op_determinism",
+        process_level=True,
+        aliases=("scope",),
+        describe=lambda value: (
+            "repeats in fresh processes" if value == "fresh" else "repeats in one process"
+        ),
+        variants=(
+            Variant(
+                "fresh processes",
+                "fresh",
+                "Each repeat in its own new process: shows what a rerun of the program changes.",
+            ),
+        ),
+        keyed_at_default=False,
     ),
 )
 
@@ -365,6 +407,16 @@ class KnobRegistry:
     def help(self) -> str:
         """What ``--config`` accepts, for help texts."""
         return ", ".join(f"{knob.name}={knob.values}" for knob in self.knobs)
+
+    def stored(self, values: dict[str, Any]) -> dict[str, Any]:
+        """A configuration's values as stored and keyed: all of them, less the knobs at a
+        default that came after caches existed (:attr:`Knob.keyed_at_default`)."""
+        omitted = {
+            knob.name
+            for knob in self.knobs
+            if not knob.keyed_at_default and values.get(knob.name) == knob.default
+        }
+        return {name: value for name, value in values.items() if name not in omitted}
 
     def process_settings(self, config: Any) -> tuple[object, ...]:
         """The knobs TensorFlow reads once per process: equal values may share a child."""

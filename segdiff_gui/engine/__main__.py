@@ -1,6 +1,7 @@
-"""Child entry point: ``python -m segdiff_gui.engine run`` (job JSON on stdin) or ``probe``.
+"""Child entry point: ``python -m segdiff_gui.engine run`` (job JSON on stdin), ``probe
+[RUNTIME]`` or ``inspect``.
 
-The process-level settings are applied here, before anything imports TensorFlow.
+The process-level settings are applied here, before anything imports the runtime.
 """
 
 from __future__ import annotations
@@ -8,36 +9,56 @@ from __future__ import annotations
 import json
 import sys
 
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import EngineJob
+from segdiff_gui.core.protocol import ChildFatal
+from segdiff_gui.core.runtimes import RUNTIMES, installed_runtimes
 from segdiff_gui.engine.environment import apply_common_settings, apply_process_settings
 from segdiff_gui.engine.protocol import Channel, die_with_parent
+
+
+def _run(channel: Channel) -> int:
+    job = EngineJob.from_dict(json.loads(sys.stdin.read()))
+    settings = job.process_config()
+    try:
+        apply_process_settings(settings, any(run.config.is_gpu for run in job.runs))
+    except InputError as error:  # a knob this runtime's version cannot take
+        channel.send(ChildFatal(error.path, error.problem, ""))
+        return 3
+    from segdiff_gui.engine.worker import run_job
+
+    return run_job(job, channel)
+
+
+def _inspection_runtime() -> str:
+    """Any installed runtime reads a model's shapes alike: TensorFlow where it is there."""
+    installed = installed_runtimes()
+    return installed[0].name if installed else "tensorflow"
 
 
 def main(argv: list[str]) -> int:
     die_with_parent()
     command = argv[0] if argv else ""
     if command == "run":
-        job = EngineJob.from_dict(json.loads(sys.stdin.read()))
-        settings = job.process_config()
-        apply_process_settings(settings.determinism, settings.onednn, settings.threads)
-        channel = Channel()
-        from segdiff_gui.engine.worker import run_job
-
-        return run_job(job, channel)
+        return _run(Channel())
     if command == "inspect":
         request = json.loads(sys.stdin.read())
-        apply_common_settings()
+        apply_common_settings(_inspection_runtime())
         channel = Channel()
         from segdiff_gui.engine import inspect_model
 
         return inspect_model.main(channel, request)
     if command == "probe":
-        apply_common_settings()  # report TensorFlow as the user's environment sets it up
+        runtime = argv[1] if len(argv) > 1 else "tensorflow"
+        if runtime not in RUNTIMES:
+            print(f"unknown runtime {runtime!r}", file=sys.stderr)
+            return 2
+        apply_common_settings(runtime)  # report the runtime as the user's environment sets it
         channel = Channel()
         from segdiff_gui.engine import probe
 
-        return probe.main(channel)
-    print("usage: python -m segdiff_gui.engine run|probe|inspect", file=sys.stderr)
+        return probe.main(channel, runtime)
+    print("usage: python -m segdiff_gui.engine run|probe [RUNTIME]|inspect", file=sys.stderr)
     return 2
 
 

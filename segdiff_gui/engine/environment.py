@@ -1,17 +1,30 @@
-"""Process-level settings, applied before TensorFlow is imported (it reads them only once)."""
+"""Process-level settings, applied before the runtime is imported (TensorFlow, JAX and the
+CUDA libraries read them only once): which Keras backend, oneDNN, determinism, threads, and
+which GPUs the child may touch at all."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from functools import cache
 
+from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.environment import KEYED_VARIABLES
+from segdiff_gui.core.errors import InputError
 
-__all__ = ["apply_common_settings", "apply_process_settings", "recorded_environment"]
+__all__ = [
+    "apply_common_settings",
+    "apply_process_settings",
+    "inherited_keyed",
+    "recorded_environment",
+]
 
 # Environment variables that change numerics or placement; recorded with every result (the
 # keyed ones must be: a stored run's key is recomputed from what it recorded).
 _RECORDED = (
     *KEYED_VARIABLES,
+    "KERAS_BACKEND",
     "TF_ENABLE_ONEDNN_OPTS",
     "TF_DETERMINISTIC_OPS",
     "TF_CUDNN_DETERMINISTIC",
@@ -19,27 +32,101 @@ _RECORDED = (
     "TF_NUM_INTRAOP_THREADS",
     "TF_NUM_INTEROP_THREADS",
     "NVIDIA_TF32_OVERRIDE",
+    "JAX_PLATFORMS",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "CUBLAS_WORKSPACE_CONFIG",
 )
+# What the parent keyed the runs with, before this process adds its own settings (a JAX
+# child appends its flags to XLA_FLAGS): recorded as inherited, so keys recompute.
+_INHERITED = {name: os.environ[name] for name in KEYED_VARIABLES if name in os.environ}
+
+# XLA aborts the whole process on a flag its version does not know, so a flag is used only
+# once a throw-away interpreter has accepted it.
+_JAX_DETERMINISM_FLAG = "--xla_gpu_deterministic_ops=true"
+_JAX_ONE_THREAD_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
-def apply_common_settings() -> None:
-    """Quiet C++ logs (they go to stderr anyway) and pin Keras to TensorFlow: a user's
-    KERAS_BACKEND=jax would silently change the maths."""
+def inherited_keyed() -> dict[str, str]:
+    return dict(_INHERITED)
+
+
+def apply_common_settings(runtime: str = "tensorflow") -> None:
+    """Quiet C++ logs (they go to stderr anyway) and pin Keras to the run's runtime: a
+    user's KERAS_BACKEND would silently change the maths."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ["KERAS_BACKEND"] = "tensorflow"
+    os.environ["KERAS_BACKEND"] = runtime
 
 
-def apply_process_settings(determinism: bool, onednn: bool, threads: int) -> None:
-    """Set what TF reads at import: oneDNN, determinism, the intra-op thread count."""
-    apply_common_settings()
-    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if onednn else "0"
-    if determinism:
-        os.environ["TF_DETERMINISTIC_OPS"] = "1"
+@cache
+def xla_accepts(flags: str) -> bool:
+    """Whether this jaxlib knows ``flags`` (an unknown one aborts the interpreter)."""
+    environment = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "import jax; jax.devices()"],
+            env=environment,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _jax_settings(settings: RunConfig, uses_gpu: bool) -> dict[str, str]:
+    flags = [_INHERITED.get("XLA_FLAGS", "")]
+    if settings.determinism:
+        if not xla_accepts(_JAX_DETERMINISM_FLAG):
+            raise InputError(
+                "determinism",
+                f"cannot be set under JAX here: this jaxlib does not know {_JAX_DETERMINISM_FLAG}",
+            )
+        flags.append(_JAX_DETERMINISM_FLAG)
+    if settings.threads == 1:
+        flags.append(_JAX_ONE_THREAD_FLAGS)
+    values = {
+        "XLA_FLAGS": " ".join(flag for flag in flags if flag),
+        # JAX takes 75 % of every GPU's memory at start-up unless told not to (defect 1).
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+    }
+    if not uses_gpu:
+        values["JAX_PLATFORMS"] = "cpu"  # a CPU-only child never opens a GPU
+    return values
+
+
+def _tensorflow_settings(settings: RunConfig) -> dict[str, str]:
+    values = {"TF_ENABLE_ONEDNN_OPTS": "1" if settings.onednn else "0"}
+    if settings.determinism:
+        values["TF_DETERMINISTIC_OPS"] = "1"
+    if settings.threads:
+        values["TF_NUM_INTRAOP_THREADS"] = str(settings.threads)
+    return values
+
+
+def _torch_settings(settings: RunConfig) -> dict[str, str]:
+    # cuBLAS is deterministic only with a fixed workspace, set before CUDA starts:
+    # torch.use_deterministic_algorithms raises on a GPU matmul without it.
+    return {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"} if settings.determinism else {}
+
+
+def apply_process_settings(settings: RunConfig, uses_gpu: bool) -> None:
+    """Set what the runtime reads at import, for a child whose runs share ``settings``'
+    process-level knobs (``uses_gpu``: whether any of them runs on a GPU)."""
+    apply_common_settings(settings.runtime)
+    os.environ.pop("TF_DETERMINISTIC_OPS", None)
+    if settings.runtime == "tensorflow":
+        values = _tensorflow_settings(settings)
+    elif settings.runtime == "jax":
+        values = _jax_settings(settings, uses_gpu)
     else:
-        os.environ.pop("TF_DETERMINISTIC_OPS", None)
-    if threads:
-        os.environ["TF_NUM_INTRAOP_THREADS"] = str(threads)
+        values = _torch_settings(settings)
+    os.environ.update(values)
 
 
 def recorded_environment() -> dict[str, str]:
-    return {name: os.environ[name] for name in _RECORDED if name in os.environ}
+    """The variables in effect, the keyed ones as the parent passed them."""
+    recorded = {name: os.environ[name] for name in _RECORDED if name in os.environ}
+    for name in KEYED_VARIABLES:
+        recorded.pop(name, None)
+    return {**recorded, **_INHERITED}

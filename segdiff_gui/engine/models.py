@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import keras
-import tensorflow as tf
 
 from segdiff_gui.core.errors import InputError, first_line
 
 __all__ = ["LoadedModel", "load_model"]
 
-Forward = Callable[[tf.Tensor], list[tf.Tensor]]
+# A batch in, every output out, as the runtime's own tensors.
+Forward = Callable[[Any], list[Any]]
 
 
 @dataclass
@@ -45,20 +45,24 @@ class LoadedModel:
                 )
             signature, name, names = self.signature, self.signature_input, self.output_names
 
-            def call_signature(batch: tf.Tensor) -> list[tf.Tensor]:
+            def call_signature(batch: Any) -> list[Any]:
                 outputs = signature(**{name: batch})
                 return [outputs[n] for n in names]
 
             return call_signature
         model = self.model_for(precision)
 
-        def call_keras(batch: tf.Tensor) -> list[tf.Tensor]:
-            outputs = model(batch, training=False)
-            if isinstance(outputs, dict):
-                return [outputs[n] for n in self.output_names]
-            return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        def call_keras(batch: Any) -> list[Any]:
+            return self.output_list(model(batch, training=False), self.output_names)
 
         return call_keras
+
+    @staticmethod
+    def output_list(outputs: Any, names: list[str]) -> list[Any]:
+        """A Keras call's outputs (one tensor, a list or a dict by name) as a list."""
+        if isinstance(outputs, dict):
+            return [outputs[n] for n in names]
+        return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
     def model_for(self, precision: str) -> keras.Model:
         """The Keras model rebuilt under ``precision``.
@@ -138,6 +142,8 @@ def _load_keras(path: Path, trust: bool) -> LoadedModel:
 
 
 def _load_saved_model(path: Path) -> LoadedModel:
+    import tensorflow as tf  # a SavedModel runs only under TensorFlow (checked before)
+
     try:
         loaded = tf.saved_model.load(str(path))
     except Exception as error:  # noqa: BLE001 - TF raises many types for a broken folder
@@ -161,10 +167,17 @@ def _load_saved_model(path: Path) -> LoadedModel:
 
 
 def load_model(path: str | Path, trust: bool = False) -> LoadedModel:
+    """Load under Keras's current backend, with weights created in the current device scope."""
     path = Path(path)
     if path.is_dir():
         if not (path / "saved_model.pb").is_file():
             raise InputError(path, "folder is not a SavedModel (no saved_model.pb)")
+        if (backend := keras.backend.backend()) != "tensorflow":
+            raise InputError(
+                path,
+                f"is a TensorFlow SavedModel: its graph runs only under TensorFlow, not "
+                f"{backend} (runtime=tensorflow)",
+            )
         if not trust:
             # Keras safe mode refuses SavedModels too: their graphs may read and write files.
             raise InputError(

@@ -12,6 +12,7 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 from typing import TextIO
 
 from segdiff_gui.core.protocol import Message
@@ -26,14 +27,16 @@ class Channel:
         os.dup2(2, 1)
         sys.stdout = sys.stderr
         self._stream: TextIO = os.fdopen(private_fd, "w", buffering=1, encoding="utf-8")
+        self._lock = threading.Lock()  # a heartbeat thread sends too: whole lines only
 
     def send(self, message: Message) -> None:
         self.write_raw(message.to_json())
 
     def write_raw(self, line: str) -> None:
         try:
-            self._stream.write(line + "\n")
-            self._stream.flush()
+            with self._lock:
+                self._stream.write(line + "\n")
+                self._stream.flush()
         except BrokenPipeError:
             # The runner is gone: nobody will read our results' announcements; stop now.
             os._exit(1)

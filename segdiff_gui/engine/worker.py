@@ -6,24 +6,27 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 import traceback
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import psutil
-import tensorflow as tf
 
+from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError, first_line
 from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.preprocess import prepare_input
 from segdiff_gui.core.protocol import BatchProgress, ChildFatal, RunFailed, RunFinished, RunStarted
 from segdiff_gui.core.timestamps import local_timestamp
-from segdiff_gui.engine.facts import device_facts, process_facts
-from segdiff_gui.engine.models import Forward, LoadedModel, load_model
+from segdiff_gui.engine.backends import Backend, load_backend
+from segdiff_gui.engine.backends.base import Outputs, RunError
+from segdiff_gui.engine.facts import process_facts
+from segdiff_gui.engine.models import LoadedModel, load_model
 from segdiff_gui.engine.outputs import choose_output, to_probabilities
 from segdiff_gui.engine.protocol import Channel
 from segdiff_gui.io.images import read_image
@@ -33,21 +36,11 @@ from segdiff_gui.storage.records import RunRecord
 __all__ = ["run_job"]
 
 _STEPS = ("building batch", "preparing model", "inference", "writing result")
-
-
-class RunError(RuntimeError):
-    """A run that cannot be done here (e.g. its device does not exist); the others go on."""
-
-
-def _tf_device(device: str) -> str:
-    kind, _, index = device.partition(":")
-    return f"/{kind.upper()}:{index or 0}"
-
-
-def _short_device(tf_name: str) -> str:
-    """``/job:localhost/replica:0/task:0/device:GPU:0`` → ``gpu:0``."""
-    kind, _, index = tf_name.rsplit("device:", 1)[-1].partition(":")
-    return f"{kind.lower()}:{index}"
+# While a forward pass runs for the first time (kernels compile: XLA, JAX, or a GPU's PTX
+# JIT, which can take many minutes on a new GPU), the child says so this often, so that the
+# runner's no-progress deadline does not kill it mid-compilation (defect 7) — up to an hour.
+_HEARTBEAT_S = 15.0
+_HEARTBEAT_LIMIT_S = 3600.0
 
 
 def _shape_text(array: np.ndarray) -> str:
@@ -84,21 +77,33 @@ def _check_batch_fits(batch: int, one: np.ndarray) -> None:
 
 
 class JobRunner:
-    def __init__(self, job: EngineJob, channel: Channel) -> None:
+    def __init__(self, job: EngineJob, channel: Channel, backend: Backend) -> None:
         self.job = job
         self.channel = channel
+        self.backend = backend
         self.cache = ResultCache(job.cache_root)
         # The parent keyed the runs by these bytes: refuse files changed since it planned.
         _check_unchanged(job.model_path, job.model_hash)
-        self.model: LoadedModel = load_model(job.model_path, job.trust_model)
+        self.devices = {d["name"]: d for d in backend.devices()}
+        # One copy of the model per device, its weights created there (defect 2: weights
+        # loaded outside any scope live on the first GPU, and a cpu run reads them through a
+        # copy). The first run's device loads now: a model that cannot load ends the child.
+        self._models: dict[str, LoadedModel] = {}
+        first = job.runs[0].config.device if job.runs else "cpu"
+        self.model = self.model_on(first if first in self.devices else "cpu")
         self.output_index = choose_output(self.model.path, self.model.output_names, job.output)
-        self.facts = process_facts()
-        self.devices = {d["name"]: d for d in device_facts()}
-        self._functions: dict[tuple[str, bool, bool], Any] = {}
+        self.facts = process_facts(backend)
+        self._forwards: dict[tuple[str, str, bool], Callable[[np.ndarray], Outputs]] = {}
         # Prepared inputs, least recently used first. A sweep over a whole test set must not
         # hold every image: one batch's worth (plus the next target) stays, the rest is redone.
         self._inputs: OrderedDict[int, np.ndarray] = OrderedDict()
         self._input_capacity = max((run.config.batch for run in job.runs), default=1) + 1
+
+    def model_on(self, device: str) -> LoadedModel:
+        if device not in self._models:
+            with self.backend.device_scope(device):
+                self._models[device] = load_model(self.job.model_path, self.job.trust_model)
+        return self._models[device]
 
     def _input(self, index: int) -> np.ndarray:
         if index in self._inputs:
@@ -133,14 +138,44 @@ class JobRunner:
         _check_batch_fits(run.config.batch, target)
         return np.stack(inputs)
 
-    def compiled(self, precision: str, xla: bool, tf32: bool) -> Forward:
-        """One ``tf.function`` per precision, XLA and TF32 setting. XLA is always set
-        explicitly because Keras would otherwise decide by itself when a GPU is visible; TF32
-        is part of the key because XLA reads it when it compiles, not when it runs."""
-        if (precision, xla, tf32) not in self._functions:
-            forward = self.model.forward(precision)
-            self._functions[precision, xla, tf32] = tf.function(forward, jit_compile=xla)
-        return self._functions[precision, xla, tf32]  # type: ignore[no-any-return]
+    def forward(self, config: RunConfig) -> tuple[Callable[[np.ndarray], Outputs], bool]:
+        """The runtime's forward pass for ``config`` on its device, and whether this is its
+        first use (where kernels compile)."""
+        key = (config.device, config.precision, config.xla)
+        first_use = key not in self._forwards
+        if first_use:
+            model = self.model_on(config.device)
+            with self.backend.device_scope(config.device):  # a rebuild for precision too
+                self._forwards[key] = self.backend.forward(model, config)
+        return self._forwards[key], first_use
+
+    @contextlib.contextmanager
+    def heartbeat(self, run: PlannedRun, active: bool) -> Iterator[None]:
+        """Say "compiling kernels" every few seconds while a first forward pass runs."""
+        if not active:
+            yield
+            return
+        done = threading.Event()
+        started = time.monotonic()
+
+        def beat() -> None:
+            while not done.wait(_HEARTBEAT_S):
+                waited = time.monotonic() - started
+                if waited > _HEARTBEAT_LIMIT_S:
+                    return  # silence from here on: the runner's deadline takes over
+                self.channel.send(
+                    BatchProgress(
+                        run.key, 3, len(_STEPS), f"compiling kernels (first use), {waited:.0f} s"
+                    )
+                )
+
+        thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
 
     def step(self, run: PlannedRun, number: int) -> None:
         self.channel.send(BatchProgress(run.key, number, len(_STEPS), _STEPS[number - 1]))
@@ -151,24 +186,30 @@ class JobRunner:
         if device_name not in self.devices:
             seen = ", ".join(sorted(self.devices)) or "none"
             raise RunError(
-                f"{config.device} requested but TensorFlow sees no such device "
+                f"{config.device} requested but {self.backend.name} sees no such device "
                 f"(it sees: {seen}); not falling back"
             )
         self.step(run, 1)
         batch = self.batch_for(run)
         self.step(run, 2)
-        tf.config.experimental.enable_tensor_float_32_execution(config.tf32)
-        function = self.compiled(config.precision, config.xla, config.tf32)
+        forward, first_use = self.forward(config)
         self.step(run, 3)
         started = time.perf_counter()
-        with tf.device(_tf_device(config.device)):
-            outputs = function(tf.constant(batch))
-        chosen = outputs[self.output_index]
-        raw = chosen.numpy()
+        with self.heartbeat(run, first_use):
+            outputs = forward(batch)
         wall = time.perf_counter() - started
-        actual = _short_device(chosen.device)
-        if actual != (config.device if config.is_gpu else "cpu:0"):
+        raw = outputs.arrays[self.output_index]
+        actual = outputs.devices[self.output_index]
+        expected = config.device if config.is_gpu else "cpu:0"
+        if actual != expected:
             raise RunError(f"{config.device} requested but the output was computed on {actual}")
+        weights = self.backend.weight_devices(self.model_on(config.device))
+        if weights - {expected}:
+            raise RunError(
+                f"{config.device} requested but the model's weights live on "
+                f"{', '.join(sorted(weights))}; not computing across devices"
+            )
+        _check_finite(raw, config)
         self.step(run, 4)
         name = self.model.output_names[self.output_index]
         position = config.position
@@ -181,9 +222,11 @@ class JobRunner:
             "device": actual,
             "device_requested": config.device,
             "device_description": self.devices[device_name]["description"],
-            "tf32_enabled": bool(tf.config.experimental.tensor_float_32_execution_enabled()),
+            "device_identity": self.devices[device_name].get("identity", {}),
+            **self.backend.settings_in_effect(config),
+            "weights_device": ",".join(sorted(weights)),
             "xla": config.xla,
-            "compute_dtype": chosen.dtype.name,
+            "compute_dtype": outputs.compute_dtypes[self.output_index],
             "input_batch_shape": list(batch.shape),
             "model_path": str(Path(self.job.model_path).resolve()),
             "model_format": self.model.format,
@@ -234,11 +277,12 @@ class JobRunner:
                 self.channel.send(RunFailed(run.key, run.label, str(error)))
                 continue
             except Exception as error:  # noqa: BLE001 - one run's failure must not end the job
+                said = self.backend.explain(error, run.config)
                 self.channel.send(
                     RunFailed(
                         run.key,
                         run.label,
-                        f"{type(error).__name__}: {first_line(error)}",
+                        said or f"{type(error).__name__}: {first_line(error)}",
                         traceback.format_exc()[-4000:],
                     )
                 )
@@ -263,21 +307,31 @@ def _test_death_at_start() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _check_finite(raw: np.ndarray, config: RunConfig) -> None:
+    """NaN or infinite outputs are the runtime's failure under this configuration (e.g. a
+    low precision overflowing), never a map to cache."""
+    finite = np.isfinite(raw.astype(np.float32))
+    if not finite.all():
+        share = 100.0 * (1.0 - float(finite.mean()))
+        raise RunError(
+            f"{config.runtime} produced NaN or infinite values in {share:.3g} % of the output "
+            f"under {config.label()} ({config.precision}); not a map, not cached"
+        )
+
+
+def _gpus_of(job: EngineJob) -> list[str]:
+    return sorted({run.config.device for run in job.runs if run.config.is_gpu})
+
+
 def run_job(job: EngineJob, channel: Channel) -> int:
     _test_death_at_start()
     settings = job.process_config()
-    # Both must happen before the first op initialises the runtime.
-    if settings.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(settings.threads)
-    if settings.determinism:
-        tf.config.experimental.enable_op_determinism()
-    # TensorFlow takes nearly all memory of every visible GPU when it starts them: a second
-    # child on the same GPU (the window and a CLI run, two process-level groups) would then
-    # fail to start. Each child takes only what its runs need (issue 14, defect 1).
-    for gpu in tf.config.list_physical_devices("GPU"):
-        tf.config.experimental.set_memory_growth(gpu, True)
+    backend = load_backend(settings.runtime)
     try:
-        return JobRunner(job, channel).run_all()
+        backend.configure(
+            settings, _gpus_of(job), ResultCache(job.cache_root).compiled_dir(settings.runtime)
+        )
+        return JobRunner(job, channel, backend).run_all()
     except InputError as error:
         detail = traceback.format_exc()[-4000:]
         channel.send(ChildFatal(error.path, error.problem, detail, fix=error.fix))

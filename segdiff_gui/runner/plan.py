@@ -130,6 +130,15 @@ def _target_index(refs: list[ImageRef], target: str | None) -> int:
     raise InputError(target, f"is not one of the images given ({names}{more})")
 
 
+def _child_of(run: PlannedRun, knobs: KnobRegistry) -> tuple[object, ...]:
+    """Which child computes a run: one per set of process-level knobs, and a repeat in a
+    fresh process alone in its own (its process's first and only run)."""
+    settings = knobs.process_settings(run.config)
+    if getattr(run.config, "repeat_scope", "process") == "fresh":
+        return (*settings, run.key)
+    return settings
+
+
 def plan_matrix(
     model_path: str | Path,
     image_paths: Sequence[str | Path],
@@ -218,7 +227,7 @@ def plan_matrix(
     _check_images(refs, to_compute, decoded)
     groups: dict[tuple[object, ...], list[PlannedRun]] = {}
     for run in to_compute:
-        groups.setdefault(knobs.process_settings(run.config), []).append(run)
+        groups.setdefault(_child_of(run, knobs), []).append(run)
     jobs = tuple(
         EngineJob(
             model_path=str(model),

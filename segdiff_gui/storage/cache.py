@@ -60,7 +60,7 @@ __all__ = [
 MARKER = ".segdiff-cache"
 _MARKER_CONTENT = {"format": "segdiff-cache", "version": 1}
 # What a cache made before caches were marked holds: adopted, never anything else.
-_OWN_ENTRIES = frozenset({"runs", "images", "probe", "models", MARKER})
+_OWN_ENTRIES = frozenset({"runs", "images", "probe", "models", "compiled", MARKER})
 _TMP_SUFFIX = ".tmp"
 # Keys and content hashes are SHA-256 hex digests; anything else (e.g. "../x" from a crafted
 # bundle) must never become part of a path.
@@ -230,6 +230,11 @@ class ResultCache:
             raise InputError(
                 self.root, f"cannot be made a cache ({error.strerror or error})"
             ) from None
+
+    def compiled_dir(self, runtime: str) -> Path:
+        """Where a runtime keeps its persistent compilation cache (JAX's: it keys entries by
+        its own version and flags, so the folder is per runtime only)."""
+        return self.root / "compiled" / runtime
 
     # runs ---------------------------------------------------------------------------------
     def run_path(self, key: str) -> Path:

@@ -213,9 +213,9 @@ def write_record(group: h5py.Group, record: RunRecord) -> None:
     provenance = group.create_group(_PROVENANCE)
     encoded = []
     for name, value in record.provenance.items():
-        if isinstance(value, (float, str)) or (
-            isinstance(value, int) and -(2**63) <= value < 2**63
-        ):
+        if isinstance(value, str):
+            provenance.attrs[name] = str(value)  # a subclass (torch's version) is no text to h5py
+        elif isinstance(value, float) or (isinstance(value, int) and -(2**63) <= value < 2**63):
             provenance.attrs[name] = value
         else:  # lists and dicts as JSON text, named so reading gives them back as they were
             provenance.attrs[name] = canonical_json(value)

@@ -13,14 +13,41 @@ from segdiff_gui.runner.plan import batch_slots
 def test_spec_parses_every_knob_and_round_trips():
     spec = (
         "device=gpu:1,batch=64,context=copies,position=3,determinism=on,tf32=off,"
-        "onednn=off,threads=1,xla=on,precision=mixed_bfloat16"
+        "onednn=off,threads=1,xla=on,precision=mixed_bfloat16,repeat_scope=fresh"
     )
     config = parse_config_spec(spec)
     assert config == RunConfig(
-        "gpu:1", 64, "copies", 3, True, False, False, 1, True, "mixed_bfloat16"
-    )
+        "tensorflow", "gpu:1", 64, "copies", 3, True, False, False, 1, True, "mixed_bfloat16",
+        "fresh",
+    )  # fmt: skip
     assert parse_config_spec(config.to_spec()) == config
-    assert config.label() == "gpu:1 b64 copies pos3 det tf32-off onednn-off threads1 xla bf16"
+    assert config.label() == (
+        "gpu:1 b64 copies pos3 det tf32-off onednn-off threads1 xla bf16 fresh"
+    )
+    assert parse_config_spec("backend=jax,scope=fresh").label() == "jax cpu b1 fresh"
+
+
+def test_knobs_added_later_leave_older_keys_alone():
+    # A configuration at the runtime's and the repeat scope's defaults is stored (and keyed)
+    # as before they existed, so every cached run keeps its key.
+    assert "runtime" not in RunConfig().to_dict()
+    assert "repeat_scope" not in RunConfig().to_dict()
+    assert RunConfig(runtime="jax").to_dict()["runtime"] == "jax"
+    assert RunConfig.from_dict(RunConfig(repeat_scope="fresh").to_dict()).fresh_repeats
+
+
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("runtime=jax,onednn=off", "onednn=off means nothing under JAX"),
+        ("runtime=jax,threads=4", "threads=4 cannot be set under JAX"),
+        ("runtime=torch,xla=on", "xla=on means nothing under PyTorch"),
+        ("runtime=mxnet", "runtime must be one of tensorflow, jax, torch"),
+    ],
+)
+def test_knobs_that_mean_nothing_under_a_runtime_are_refused(spec, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_config_spec(spec)
 
 
 def test_defaults_and_aliases():

@@ -33,7 +33,8 @@ def runs(demo, tmp_path_factory):
     cache = ResultCache(tmp_path_factory.mktemp("knobs"))
     configs = {name: parse_config_spec(spec) for name, spec in SPECS.items()}
     plan = plan_matrix(model, images, list(configs.values()), cache=cache, repeats=2)
-    assert len(plan.jobs) == 4  # default, threads=1, oneDNN off, determinism: own processes
+    # default, threads=1, oneDNN off, determinism, TF32 off (issue 14, defect 5): own processes
+    assert len(plan.jobs) == 5
     messages = list(MatrixRunner(plan, cache).run())
     assert messages[-1].failed == 0, messages
     by_config = {}

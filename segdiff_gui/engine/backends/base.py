@@ -1,0 +1,100 @@
+"""What the engine asks of a runtime: one small interface, one module per runtime.
+
+The run loop (``engine/worker.py``) and model loading (``engine/models.py``) are shared; a
+backend says which devices it has, applies the process-level knobs, compiles (or not) the
+forward pass, runs a batch where it was asked to and says where every output and weight
+really is, and reads back the settings in effect for provenance.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.core.config import RunConfig
+
+__all__ = ["Backend", "Outputs", "RunError", "short_device"]
+
+
+class RunError(RuntimeError):
+    """A run that cannot be done here (e.g. its device does not exist); the others go on."""
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """One batch's outputs, as numpy, and where the runtime says they were computed."""
+
+    arrays: list[np.ndarray]
+    devices: tuple[str, ...]  # short names: "cpu:0", "gpu:1"
+    compute_dtypes: tuple[str, ...]
+
+
+class Backend(abc.ABC):
+    """One runtime (TensorFlow, JAX, PyTorch) as the run loop sees it."""
+
+    name: str
+
+    @abc.abstractmethod
+    def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:
+        """Apply the process-level knobs after import, before the first op; ``gpus`` are the
+        devices this child's runs use (the only GPUs it may touch); ``compiled_dir`` is the
+        cache folder's place for a runtime's persistent compilation cache."""
+
+    @abc.abstractmethod
+    def devices(self) -> list[dict[str, Any]]:
+        """Every device this runtime sees: name (``cpu``, ``gpu:N``), type, description …"""
+
+    @abc.abstractmethod
+    def facts(self) -> dict[str, Any]:
+        """Versions, build and settings in effect, for provenance and ``segdiff devices``."""
+
+    @abc.abstractmethod
+    def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
+        """A callable that runs one batch of ``model`` (a LoadedModel) under ``config``."""
+
+    @abc.abstractmethod
+    def weight_devices(self, model: Any) -> set[str]:
+        """Where the weights of a Keras model live (short names)."""
+
+    def device_scope(self, device: str) -> contextlib.AbstractContextManager[Any]:
+        """Where weights are created while a model loads (Keras's own device scope)."""
+        import keras
+
+        return keras.device(device)  # type: ignore[no-any-return]
+
+    def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
+        """The knobs as the runtime reports them now (read back, never assumed)."""
+        return {}
+
+    def explain(self, error: BaseException, config: RunConfig) -> str | None:
+        """A runtime's failure in one line with its remedy, or None for the plain message."""
+        text = str(error)
+        if _out_of_memory(error, text):
+            where = config.device
+            return (
+                f"out of memory on {where} at batch {config.batch}: the batch and the model's "
+                f"activations do not fit; choose a smaller batch (batch=N) or another device"
+            )
+        return None
+
+
+def _out_of_memory(error: BaseException, text: str) -> bool:
+    names = {cls.__name__ for cls in type(error).__mro__}
+    return (
+        bool(names & {"ResourceExhaustedError", "OutOfMemoryError"})
+        or "RESOURCE_EXHAUSTED" in text
+        or "CUDA out of memory" in text
+        or "Out of memory while trying to allocate" in text
+    )
+
+
+def short_device(kind: str, index: int | str = 0) -> str:
+    """``("GPU", 1)`` → ``gpu:1``; the CPU is ``cpu:0`` whatever a runtime numbers it."""
+    kind = kind.lower().replace("cuda", "gpu")
+    return "cpu:0" if kind == "cpu" else f"{kind}:{index}"
