@@ -7,7 +7,7 @@ a knob that no run changed is listed as not measured, not as harmless.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -118,6 +118,40 @@ def _repeatability(study: Study) -> list[Finding]:
                     DOCS["determinism"],
                 )
             )
+    return findings + _across_processes(study)
+
+
+def _across_processes(study: Study) -> list[Finding]:
+    """What repeats in fresh processes add to repeats in one: a fresh process autotunes
+    again and may choose other kernels, which repeats in one process never show."""
+    firsts = _first_repeats(study)
+    by_identity = {(run.config, run.machine): name for name, run in firsts.items()}
+    findings = []
+    for fresh_name, fresh in firsts.items():
+        if not fresh.config.fresh_repeats or fresh_name not in study.verdicts:
+            continue
+        within_name = by_identity.get(
+            (replace(fresh.config, repeat_scope="process"), fresh.machine)
+        )
+        within = study.verdicts.get(within_name or "")
+        across = study.verdicts[fresh_name]
+        if within is None or not within.deterministic:
+            continue  # nothing to add to what the in-process repeats said
+        if across.deterministic:
+            sentence = (
+                f"{within_name} is repeatable within a process ({within.repeats} repeats) and "
+                f"across fresh processes ({fresh_name}, {across.repeats} processes)."
+            )
+        else:
+            sentence = (
+                f"{within_name} is repeatable within a process ({within.repeats} repeats) but "
+                f"differs across processes ({fresh_name}: up to {across.max_ulp:,} ULP over "
+                f"{across.repeats} fresh processes): each new process chooses its kernels "
+                "again (autotuning), so a rerun of the program gives another map."
+            )
+        findings.append(
+            Finding("repeatability", sentence, f"{across.max_ulp:,} ULP", DOCS["repeat_scope"])
+        )
     return findings
 
 

@@ -1,4 +1,4 @@
-"""Environment variables that change TensorFlow's numerics.
+"""Environment variables that change a runtime's numerics (TensorFlow's, JAX's, PyTorch's).
 
 segdiff sets the knob-controlled ones itself from a :class:`RunConfig`, so a value inherited
 from the user's shell must not reach a child and silently override a knob. The others are
@@ -18,8 +18,15 @@ CONTROLLED_VARIABLES = (
     "NVIDIA_TF32_OVERRIDE",  # would override the tf32 knob inside cuDNN/cuBLAS
     "TF_NUM_INTRAOP_THREADS",  # threads knob
     "OMP_NUM_THREADS",  # threads knob (OpenMP builds of oneDNN)
-    "KERAS_BACKEND",  # always TensorFlow in the engine
+    "KERAS_BACKEND",  # runtime knob
     "TF_USE_LEGACY_KERAS",  # would swap Keras 3 for tf-keras
+    "JAX_DEFAULT_MATMUL_PRECISION",  # would override the tf32 knob under JAX
+    "JAX_ENABLE_X64",  # would change JAX's dtypes
+    "JAX_PLATFORMS",  # device knob: a CPU-only JAX child sets it itself
+    "XLA_PYTHON_CLIENT_PREALLOCATE",  # the engine sets it (JAX would take 75 % of a GPU)
+    "KERAS_TORCH_DEVICE",  # device knob under PyTorch
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",  # would override the tf32 knob under PyTorch
+    "CUBLAS_WORKSPACE_CONFIG",  # determinism knob under PyTorch
 )
 KEYED_VARIABLES = (
     "TF_XLA_FLAGS",

@@ -5,6 +5,7 @@ part comes from its backend; what every runtime shares is here."""
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 import socket
 import sys
@@ -45,6 +46,7 @@ def process_facts(backend: Backend) -> dict[str, Any]:
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
         "hostname": socket.gethostname(),
+        "process_id": os.getpid(),  # tells repeats in one process from fresh ones
         **backend.facts(),
         "environment": recorded_environment(),
         "timestamp": local_timestamp(),

@@ -17,6 +17,7 @@ from segdiff_gui.core.hashing import hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_REPEATS
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import is_merged
@@ -130,6 +131,17 @@ def _target_index(refs: list[ImageRef], target: str | None) -> int:
     raise InputError(target, f"is not one of the images given ({names}{more})")
 
 
+def _check_runtimes(runs: Sequence[PlannedRun]) -> None:
+    """A runtime the runs need but this Python lacks is said before any child starts."""
+    for name in sorted({getattr(run.config, "runtime", "tensorflow") for run in runs}):
+        runtime = RUNTIMES[name]
+        if not runtime.installed():
+            install = f"pip install 'segdiff[{runtime.extra}]'" if runtime.extra else "reinstall"
+            raise InputError(
+                f"runtime={name}", f"{runtime.title} is not installed in this Python ({install})"
+            )
+
+
 def _child_of(run: PlannedRun, knobs: KnobRegistry) -> tuple[object, ...]:
     """Which child computes a run: one per set of process-level knobs, and a repeat in a
     fresh process alone in its own (its process's first and only run)."""
@@ -225,6 +237,7 @@ def plan_matrix(
         if record is not None and is_merged(record):
             merged.add(run.key)
     _check_images(refs, to_compute, decoded)
+    _check_runtimes(to_compute)
     groups: dict[tuple[object, ...], list[PlannedRun]] = {}
     for run in to_compute:
         groups.setdefault(_child_of(run, knobs), []).append(run)

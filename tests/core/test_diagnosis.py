@@ -157,3 +157,26 @@ def test_tied_classes_are_said_in_the_diagnosis_and_the_summary() -> None:
     assert "0 class flips (argmax); 64 pixels tied" in sentence
     headers = [column.header for column in differences_table(study, "x.png").columns]
     assert "tied (no flip)" in headers
+
+
+def test_repeats_in_fresh_processes_say_what_a_rerun_of_the_program_changes() -> None:
+    base = _base()
+    gpu = RunConfig(device="gpu:0")
+    fresh = RunConfig(device="gpu:0", repeat_scope="fresh")
+    other_kernels = base.copy()
+    other_kernels[3, 4] = np.nextafter(other_kernels[3, 4], np.float32(1), dtype=np.float32)
+    runs = [_run(gpu, r, base.copy()) for r in range(3)]
+    runs += [_run(fresh, 0, base.copy()), _run(fresh, 1, other_kernels)]
+    findings = [f for f in diagnose(Study(runs, cutoff=0.5)) if f.topic == "repeatability"]
+    across = [f for f in findings if "across processes" in f.sentence]
+    assert len(across) == 1
+    assert across[0].sentence.startswith(
+        "gpu:0 b1 is repeatable within a process (3 repeats) but differs across processes "
+        "(gpu:0 b1 fresh: up to 1 ULP over 2 fresh processes)"
+    )
+    assert across[0].link == DOCS["repeat_scope"]
+    # Equal across processes too: said as such.
+    same = [_run(gpu, r, base.copy()) for r in range(2)]
+    same += [_run(fresh, r, base.copy()) for r in range(2)]
+    sentences = [f.sentence for f in diagnose(Study(same, cutoff=0.5))]
+    assert any("and across fresh processes (gpu:0 b1 fresh, 2 processes)" in s for s in sentences)

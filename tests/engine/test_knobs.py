@@ -1,6 +1,8 @@
 """Each knob of a run configuration really takes effect, proven on the demo U-Net: by the
 setting TensorFlow reports inside the child, and, where the CPU shows it, by the map itself."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,7 @@ from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.config import parse_config_spec
 from segdiff_gui.runner import MatrixRunner, plan_matrix
 from segdiff_gui.storage import ResultCache
+from tests.conftest import segdiff
 
 pytestmark = pytest.mark.slow
 
@@ -119,3 +122,26 @@ def test_provenance_names_versions_device_and_host(runs):
     ):
         assert provenance[field] != "", field
     assert provenance["device"] == "cpu:0" and provenance["device_requested"] == "cpu"
+
+
+def test_fresh_process_repeats_run_each_in_a_new_child_and_are_diagnosed(demo, tmp_path):
+    model, images = demo
+    cache = ResultCache(tmp_path / "cache")
+    result = segdiff(
+        "run", model, images[0], "--config", "batch=1", "--config", "batch=1,scope=fresh",
+        "--repeats", "2", "--cache", cache.root, "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    records = [cache.read_run(run["key"]) for run in json.loads(result.stdout)["runs"]]
+    processes = {r.label: r.provenance["process_id"] for r in records}
+    assert processes["cpu b1 r0"] == processes["cpu b1 r1"]
+    assert (
+        len({processes["cpu b1 fresh r0"], processes["cpu b1 fresh r1"], processes["cpu b1 r0"]})
+        == 3
+    )
+    assert len({r.key for r in records}) == 4
+    diagnosis = segdiff("diagnose", "--cache", cache.root)
+    assert diagnosis.returncode == 0, diagnosis.stderr
+    assert "repeatable within a process (2 repeats) and across fresh processes" in " ".join(
+        diagnosis.stdout.split()
+    )

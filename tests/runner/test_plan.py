@@ -89,3 +89,28 @@ def test_a_frozen_app_starts_its_engine_through_itself(monkeypatch) -> None:
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     monkeypatch.setattr(sys, "executable", "/opt/segdiff/segdiff-gui")
     assert engine_command("probe") == ["/opt/segdiff/segdiff-gui", ENGINE_FLAG, "probe"]
+
+
+def test_a_runtime_not_installed_is_said_at_planning_with_its_extra(demo, cache, monkeypatch):
+    from segdiff_gui.core.runtimes import Runtime
+
+    model, images = demo
+    monkeypatch.setattr(Runtime, "installed", lambda runtime: runtime.name != "jax")
+    jax = [RunConfig(runtime="jax")]
+    with pytest.raises(InputError, match=r"JAX is not installed.*segdiff\[jax\]"):
+        plan_matrix(model, images[:1], jax, cache=cache, repeats=1)
+    # Runs of the other runtimes plan as ever.
+    assert len(plan_matrix(model, images[:1], CONFIGS, cache=cache, repeats=1).jobs) == 1
+
+
+def test_fresh_repeats_each_get_a_child_of_their_own(demo, cache):
+    model, images = demo
+    configs = [RunConfig(), RunConfig(repeat_scope="fresh"), RunConfig(batch=2)]
+    plan = plan_matrix(model, images[:2], configs, cache=cache, repeats=3)
+    sizes = sorted(len(job.runs) for job in plan.jobs)
+    assert sizes == [1, 1, 1, 6]  # in-process repeats share a child; fresh ones never
+    fresh = [run for run in plan.runs if run.config.fresh_repeats]
+    assert len({run.key for run in fresh}) == 3
+    # Their own keys: a fresh-process repeat is not the in-process one.
+    plain = {run.key for run in plan.runs if run.config == RunConfig()}
+    assert not plain & {run.key for run in fresh}

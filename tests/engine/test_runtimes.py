@@ -1,0 +1,162 @@
+"""The same model under Keras 3's JAX and PyTorch backends, on the CPU, through the real
+command line: each runtime runs in its own child, every knob takes effect there (read back
+from the runtime inside the child) or is refused with one line, and ``segdiff compare`` shows
+how far each runtime is from TensorFlow."""
+
+import json
+
+import numpy as np
+import pytest
+
+from segdiff_gui.storage import ResultCache
+from tests.conftest import segdiff
+
+pytestmark = pytest.mark.slow
+
+# One child per runtime's defaults, and one with every process-level knob changed at once:
+# each knob's read-back shows it took effect, at the cost of two children per runtime.
+SPECS = {
+    "tf": "batch=1",
+    "jax": "runtime=jax",
+    "jax xla": "runtime=jax,xla=on",
+    "jax b4": "runtime=jax,batch=4",
+    "jax bf16": "runtime=jax,precision=bf16,xla=on",
+    "jax knobs": "runtime=jax,tf32=off,threads=1,determinism=on",
+    "torch": "runtime=torch",
+    "torch b4": "runtime=torch,batch=4",
+    "torch bf16": "runtime=torch,precision=bf16",
+    "torch knobs": "runtime=torch,tf32=off,threads=1,determinism=on,onednn=off",
+}
+
+
+@pytest.fixture(scope="module")
+def runs(demo, tmp_path_factory):
+    model, images = demo
+    cache = ResultCache(tmp_path_factory.mktemp("runtimes"))
+    configs = [arg for spec in SPECS.values() for arg in ("--config", spec)]
+    result = segdiff(
+        "run", model, *images, *configs, "--repeats", "1", "--cache", cache.root, "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    by_label = {run["label"]: run for run in data["runs"]}
+    labels = dict(zip(SPECS, by_label, strict=True))  # the order asked for is kept
+    assert all(by_label[label]["status"] == "finished" for label in labels.values()), data
+    return cache, {name: cache.read_run(by_label[label]["key"]) for name, label in labels.items()}
+
+
+def test_each_runtime_runs_the_demo_on_the_cpu_with_its_weights_there(runs):
+    _, records = runs
+    for name, record in records.items():
+        runtime = name.split()[0].replace("tf", "tensorflow")
+        assert record.provenance["runtime"] == runtime, name
+        assert record.provenance["keras_backend"] == runtime, name
+        assert record.provenance["device"] == "cpu:0", name
+        assert record.provenance["weights_device"] == "cpu:0", name
+    # TensorFlow's keys and labels are what they were before runtimes existed.
+    assert records["tf"].label == "cpu b1 r0" and "runtime" not in records["tf"].config
+    assert records["jax"].label == "jax cpu b1 r0"
+    assert records["jax"].provenance["jaxlib_version"]
+    assert records["torch"].provenance["torch_version"]
+
+
+def test_runtimes_differ_from_tensorflow_by_a_few_hundred_ulp_at_most(runs):
+    _, records = runs
+    reference = records["tf"].probabilities
+    for name in ("jax", "torch"):
+        other = records[name].probabilities
+        assert other.tobytes() != reference.tobytes(), name
+        ulp = np.abs(reference.view(np.int32).astype(np.int64) - other.view(np.int32))
+        assert 0 < ulp.max() < 1000, name
+
+
+def test_xla_precision_and_batch_take_effect_under_jax_and_torch(runs):
+    _, records = runs
+    assert records["jax xla"].provenance["placement"].startswith("one XLA computation")
+    assert records["jax"].provenance["placement"].startswith("op by op")
+    for name in ("jax bf16", "torch bf16"):
+        assert records[name].provenance["compute_dtype"] == "bfloat16", name
+        plain = records[name.split()[0]].probabilities
+        assert records[name].probabilities.tobytes() != plain.tobytes(), name
+    for name in ("jax b4", "torch b4"):
+        assert records[name].provenance["input_batch_shape"] == [4, 256, 256, 1], name
+
+
+def test_process_level_knobs_are_read_back_from_each_runtime(runs):
+    _, records = runs
+    base, knobs = records["jax"].provenance, records["jax knobs"].provenance
+    assert (base["matmul_precision"], knobs["matmul_precision"]) == ("default", "highest")
+    assert (base["tf32_enabled"], knobs["tf32_enabled"]) == (True, False)
+    assert (base["intra_op_threads"], knobs["intra_op_threads"]) == (0, 1)
+    assert (base["op_determinism"], knobs["op_determinism"]) == (False, True)
+    assert "--xla_gpu_deterministic_ops=true" in knobs["xla_flags"]
+    base, knobs = records["torch"].provenance, records["torch knobs"].provenance
+    assert (base["tf32_enabled"], knobs["tf32_enabled"]) == (True, False)
+    assert knobs["intra_op_threads"] == 1 and base["intra_op_threads"] != 1
+    assert (base["op_determinism"], knobs["op_determinism"]) == (False, True)
+    assert (base["onednn_enabled"], knobs["onednn_enabled"]) == (True, False)
+    # oneDNN off takes PyTorch's convolutions to other kernels: the map moves.
+    torch_maps = records["torch"].probabilities, records["torch knobs"].probabilities
+    assert torch_maps[0].tobytes() != torch_maps[1].tobytes()
+
+
+def test_compare_shows_every_runtime_against_tensorflow(runs):
+    cache, _ = runs
+    result = segdiff("compare", "--cache", cache.root, "--json")
+    assert result.returncode == 0, result.stderr
+    (study,) = json.loads(result.stdout)
+    assert study["reference"] == "cpu b1 r0"
+    rows = {row["label"]: row for row in study["comparisons"]}
+    assert not rows["jax cpu b1 r0"]["bitwise_equal"]
+    assert 0 < rows["torch cpu b1 r0"]["max_ulp"] < 1000
+    again = segdiff("compare", "--cache", cache.root, "--ref", "jax cpu b1")
+    assert again.returncode == 0 and "torch cpu b1 r0" in again.stdout
+
+
+def test_runs_of_other_runtimes_are_served_from_the_cache(runs, demo):
+    cache, _ = runs
+    model, images = demo
+    configs = [arg for spec in SPECS.values() for arg in ("--config", spec)]
+    result = segdiff(
+        "run", model, *images, *configs, "--repeats", "1", "--cache", cache.root, "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    assert {run["status"] for run in json.loads(result.stdout)["runs"]} == {"cached"}
+
+
+def test_a_legacy_h5_runs_under_jax_and_torch(models, small_images, cache):
+    result = segdiff(
+        "run", models / "tiny_tfkeras.h5", *small_images, "--config", "batch=1",
+        "--config", "runtime=jax", "--config", "runtime=torch,batch=2",
+        "--repeats", "1", "--cache", cache.root, "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    runs = {run["label"]: run for run in json.loads(result.stdout)["runs"]}
+    assert set(runs) == {"cpu b1 r0", "jax cpu b1 r0", "torch cpu b2 r0"}
+    maps = {label: cache.read_run(run["key"]).probabilities for label, run in runs.items()}
+    for label in ("jax cpu b1 r0", "torch cpu b2 r0"):
+        np.testing.assert_allclose(maps[label], maps["cpu b1 r0"], atol=1e-6)
+
+
+def test_a_savedmodel_is_refused_under_jax_in_one_line(models, small_images, cache):
+    result = segdiff(
+        "run", models / "tiny_savedmodel", small_images[0], "--config", "runtime=jax",
+        "--repeats", "1", "--trust-model", "--cache", cache.root,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "runs only under TensorFlow, not jax" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "spec, said",
+    [
+        ("runtime=torch,xla=on", "xla=on means nothing under PyTorch"),
+        ("runtime=jax,onednn=off", "onednn=off means nothing under JAX"),
+    ],
+)
+def test_knobs_a_runtime_cannot_take_are_refused_before_any_child(demo, cache, spec, said):
+    model, images = demo
+    result = segdiff("run", model, images[0], "--config", spec, "--cache", cache.root)
+    assert result.returncode == 2
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1
