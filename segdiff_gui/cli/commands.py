@@ -23,6 +23,7 @@ from segdiff_gui.core.config import (
     parse_config_spec,
 )
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.runtimes import RUNTIMES, installed_runtimes
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.truth import TruthFolder
@@ -61,11 +62,11 @@ def report_damaged(err: Console, damaged: Sequence[InputError]) -> int:
     return EXIT_USAGE if damaged else EXIT_OK
 
 
-def _probe(cache: ResultCache, fresh: bool) -> dict[str, Any]:
+def _probe(cache: ResultCache, fresh: bool, runtime: str = "tensorflow") -> dict[str, Any]:
     try:
-        return probe_devices(cache.root, fresh=fresh)
+        return probe_devices(cache.root, fresh=fresh, runtime=runtime)
     except ProbeError as error:
-        raise InputError("tensorflow", str(error)) from None
+        raise InputError(f"runtime={runtime}", str(error)) from None
 
 
 def request_of(
@@ -109,30 +110,70 @@ def exit_code(outcome: MatrixOutcome) -> int:
     return EXIT_FAILED_RUNS if outcome.failed else EXIT_OK
 
 
+def _identity_text(device: dict[str, Any]) -> str:
+    capability = ".".join(map(str, device.get("compute_capability", [])))
+    identity = device.get("identity") or {}
+    parts = [f"sm {capability}"] if capability else []
+    if memory := identity.get("memory_mib"):
+        parts.append(f"{int(memory) / 1024:,.0f} GiB")
+    if uuid := identity.get("uuid"):
+        parts.append(str(uuid))
+    if driver := identity.get("driver"):
+        parts.append(f"driver {driver}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
-    probe = _probe(open_cache(args, writing=True), fresh=True)
+    """What every installed runtime sees: its devices (GPUs by name, memory, UUID, driver),
+    its build, and, where it sees no GPU, why."""
+    cache = open_cache(args, writing=True)
+    probes = {
+        runtime.name: _probe(cache, fresh=True, runtime=runtime.name)
+        for runtime in installed_runtimes()
+    }
     if args.json:
-        _json(probe)
+        _json({**probes.get("tensorflow", {}), "runtimes": probes})
         return EXIT_OK
-    facts = probe["facts"]
-    table = Table("device", "type", "description", title="Devices TensorFlow sees")
-    for device in probe["devices"]:
-        capability = ".".join(map(str, device.get("compute_capability", [])))
-        table.add_row(
-            device["name"],
-            device["type"],
-            device["description"] + (f" (sm {capability})" if capability else ""),
-        )
+    table = Table("runtime", "device", "type", "description", title="Devices each runtime sees")
+    for name, probe in probes.items():
+        for device in probe["devices"]:
+            table.add_row(
+                RUNTIMES[name].title,
+                device["name"],
+                device["type"],
+                device["description"] + _identity_text(device),
+            )
     out.print(table)
-    out.print(f"{build_text(facts)}, numpy {facts['numpy_version']}, h5py {facts['h5py_version']}")
+    for name, probe in probes.items():
+        facts = probe["facts"]
+        out.print(f"{build_text(facts)}", markup=False, highlight=False)
+        if not any(device["type"] == "GPU" for device in probe["devices"]):
+            reasons = "; ".join(facts.get("gpu_absent", [])) or "it reports no reason"
+            hint = (
+                " (pip install 'segdiff[gpu]' for CUDA support)"
+                if name == "tensorflow" and not facts.get("cuda_build")
+                else ""
+            )
+            out.print(
+                f"  No GPU visible to {RUNTIMES[name].title}{hint}: {reasons}.",
+                markup=False,
+                highlight=False,
+            )
+    tensorflow = probes["tensorflow"]["facts"]
     out.print(
-        f"CPU: {facts['cpu_model']} on {facts['hostname']}; oneDNN "
-        f"{'on' if facts['onednn_enabled'] else 'off'}; intra-op threads "
-        f"{facts['intra_op_threads'] or 'default'}"
+        f"numpy {tensorflow['numpy_version']}, h5py {tensorflow['h5py_version']}; CPU: "
+        f"{tensorflow['cpu_model']} on {tensorflow['hostname']}; TensorFlow's oneDNN "
+        f"{'on' if tensorflow['onednn_enabled'] else 'off'}, intra-op threads "
+        f"{tensorflow['intra_op_threads'] or 'default'}",
+        markup=False,
+        highlight=False,
     )
-    if not any(device["type"] == "GPU" for device in probe["devices"]):
-        hint = "" if facts["cuda_build"] else " (pip install 'segdiff[gpu]' for CUDA support)"
-        out.print(f"No GPU visible to TensorFlow{hint}.")
+    missing = [r for r in RUNTIMES.values() if r.name not in probes]
+    if missing:
+        out.print(
+            "Not installed: "
+            + ", ".join(f"{r.title} (pip install 'segdiff[{r.extra}]')" for r in missing)
+        )
     return EXIT_OK
 
 

@@ -179,6 +179,10 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         describe=lambda value: f"runtime {RUNTIMES[value].title}",
         aliases=("backend",),
         keyed_at_default=False,
+        variants=(
+            Variant("JAX", "jax", "Keras 3 on JAX (needs segdiff's jax extra)."),
+            Variant("PyTorch", "torch", "Keras 3 on PyTorch (needs segdiff's torch extra)."),
+        ),
     ),
     Knob(
         "device",

@@ -16,6 +16,8 @@ from segdiff_gui.engine.protocol import Channel
 # What a runtime logs when it looks for a GPU and gives up.
 _TELLING = re.compile(r"dlopen|cuInit|CUDA|cuda|GPU|libcu|driver", re.IGNORECASE)
 _MAX_LOG_LINES = 3
+# glog's prefix: "I0000 00:00:1796136727.614552   17446 cudart_stub.cc:31] ".
+_LOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ")
 
 
 @contextlib.contextmanager
@@ -31,7 +33,10 @@ def _stderr_captured(lines: list[str]) -> Iterator[None]:
             os.close(saved)
             capture.seek(0)
             text = capture.read().decode("utf-8", "replace")
-            lines.extend(line.strip() for line in text.splitlines() if _TELLING.search(line))
+            for line in text.splitlines():
+                said = _LOG_PREFIX.sub("", line.strip()).rstrip(".")
+                if _TELLING.search(said) and said not in lines:
+                    lines.append(said)
 
 
 def main(channel: Channel, runtime: str) -> int:

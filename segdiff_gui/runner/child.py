@@ -45,11 +45,12 @@ ENGINE_FLAG = "--engine"
 
 
 def engine_command(command: str) -> list[str]:
-    """How to start an engine child. In a frozen app (PyInstaller) ``sys.executable`` is the
-    app itself, which has no ``-m``: it starts its own engine with :data:`ENGINE_FLAG`."""
+    """How to start an engine child (``command`` and its words: ``probe jax``). In a frozen
+    app (PyInstaller) ``sys.executable`` is the app itself, which has no ``-m``: it starts
+    its own engine with :data:`ENGINE_FLAG`."""
     if getattr(sys, "frozen", False):
-        return [sys.executable, ENGINE_FLAG, command]
-    return [sys.executable, "-m", "segdiff_gui.engine", command]
+        return [sys.executable, ENGINE_FLAG, *command.split()]
+    return [sys.executable, "-m", "segdiff_gui.engine", *command.split()]
 
 
 class ChildProcess:

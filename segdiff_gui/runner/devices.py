@@ -17,6 +17,7 @@ from typing import Any
 
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.core.protocol import ChildFatal, Message, ModelAnswer, ProbeAnswer, decode_message
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
 
 __all__ = [
@@ -65,10 +66,10 @@ def _driver_version() -> str:
     return ""
 
 
-def _fingerprint() -> str:
-    """What the devices TensorFlow sees depend on: a remembered probe serves only while these
+def _fingerprint(runtime: str = "tensorflow") -> str:
+    """What the devices a runtime sees depend on: a remembered probe serves only while these
     are unchanged (and for a day at most)."""
-    tf_version = _installed_version("tensorflow")
+    tf_version = _installed_version(RUNTIMES[runtime].package)
     nvidia = (
         sorted(p.name for p in Path("/dev").glob("nvidia[0-9]*")) if Path("/dev").is_dir() else []
     )
@@ -78,6 +79,7 @@ def _fingerprint() -> str:
                 "host": socket.gethostname(),
                 "python": sys.executable,
                 "tf": tf_version,
+                **({"runtime": runtime} if runtime != "tensorflow" else {}),
                 "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
                 "nvidia": nvidia,
                 "cuda_packages": _cuda_packages(),
@@ -110,8 +112,9 @@ def ask_child(
     raise ProbeError(f"{what} {describe_exit(child.process.returncode)}: {child.stderr_tail(5)}")
 
 
-def _run_probe(timeout_s: float) -> dict[str, Any]:
-    answer = ask_child("probe", None, (ProbeAnswer,), "device probe", timeout_s)
+def _run_probe(timeout_s: float, runtime: str) -> dict[str, Any]:
+    what = f"device probe ({RUNTIMES[runtime].title})"
+    answer = ask_child(f"probe {runtime}", None, (ProbeAnswer,), what, timeout_s)
     assert isinstance(answer, ProbeAnswer)
     return {"devices": answer.devices, "facts": answer.facts}
 
@@ -122,10 +125,14 @@ def remembered_probe(state_dir: Path) -> dict[str, Any] | None:
 
 
 def probe_devices(
-    state_dir: Path | None = None, fresh: bool = False, timeout_s: float = 180.0
+    state_dir: Path | None = None,
+    fresh: bool = False,
+    timeout_s: float = 180.0,
+    runtime: str = "tensorflow",
 ) -> dict[str, Any]:
-    """``{"devices": [...], "facts": {...}}`` from a child; remembered in ``state_dir``."""
-    remembered = state_dir / "probe" / f"{_fingerprint()}.json" if state_dir else None
+    """``{"devices": [...], "facts": {...}}`` of ``runtime``, from a child; remembered in
+    ``state_dir``."""
+    remembered = state_dir / "probe" / f"{_fingerprint(runtime)}.json" if state_dir else None
     recent = (
         remembered is not None
         and not fresh
@@ -137,7 +144,7 @@ def probe_devices(
         data = _recall(remembered)
         if data is not None:
             return data
-    data = _run_probe(timeout_s)
+    data = _run_probe(timeout_s, runtime)
     if remembered:
         _remember(remembered, data)
     return data
@@ -208,11 +215,15 @@ def gpu_names(probe: dict[str, Any]) -> list[str]:
 
 
 def build_text(facts: dict[str, Any]) -> str:
-    """The TensorFlow build a probe found, in one phrase both front ends show: ``TensorFlow
+    """The runtime build a probe found, in one phrase both front ends show: ``TensorFlow
     2.17.0 (built for CUDA 12.3, cuDNN 8), Keras 3.5.0``."""
-    cuda = (
-        f"built for CUDA {facts.get('cuda_version')}, cuDNN {facts.get('cudnn_version')}"
-        if facts.get("cuda_build")
-        else "CPU-only build"
-    )
-    return f"TensorFlow {facts.get('tf_version')} ({cuda}), Keras {facts.get('keras_version')}"
+    runtime = RUNTIMES.get(str(facts.get("runtime", "tensorflow")), RUNTIMES["tensorflow"])
+    version = facts.get("runtime_version") or facts.get("tf_version")
+    if runtime.name == "jax":
+        platforms = ", ".join(facts.get("jax_platforms", []))
+        build = f"jaxlib {facts.get('jaxlib_version')}, platforms {platforms}"
+    elif facts.get("cuda_build"):
+        build = f"built for CUDA {facts.get('cuda_version')}, cuDNN {facts.get('cudnn_version')}"
+    else:
+        build = "CPU-only build"
+    return f"{runtime.title} {version} ({build}), Keras {facts.get('keras_version')}"

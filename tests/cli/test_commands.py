@@ -108,6 +108,15 @@ def test_devices_reports_cpu_and_build(tmp_path):
     assert any(d["name"] == "cpu" for d in probe["devices"])
     assert probe["facts"]["tf_version"].startswith("2.")
     assert "onednn_enabled" in probe["facts"]
+    # Every installed runtime says what it sees, and where it sees no GPU, why.
+    assert set(probe["runtimes"]) == {"tensorflow", "jax", "torch"}
+    for name, seen in probe["runtimes"].items():
+        assert seen["facts"]["runtime"] == name
+        if not any(d["type"] == "GPU" for d in seen["devices"]):
+            assert seen["facts"]["gpu_absent"], name
+    hidden = segdiff("devices", "--cache", tmp_path, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert hidden.returncode == 0, hidden.stderr
+    assert "CUDA_VISIBLE_DEVICES='' hides every GPU" in hidden.stdout
 
 
 def test_usage_errors_exit_2_with_one_line(tmp_path):

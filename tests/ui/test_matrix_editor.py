@@ -21,7 +21,8 @@ def test_every_variant_of_segdiffs_registry_is_a_checkbox_and_load_round_trips(q
     editor = MatrixEditor()
     qtbot.addWidget(editor)
     assert list(editor.knobs) == [
-        "determinism", "TF32 off", "oneDNN off", "1 thread", "XLA", "bfloat16", "float16",
+        "JAX", "PyTorch", "determinism", "TF32 off", "oneDNN off", "1 thread", "XLA",
+        "bfloat16", "float16", "fresh processes",
     ]  # fmt: skip
     editor.set_devices(["cpu", "gpu:0"])
     configs = [
@@ -32,12 +33,18 @@ def test_every_variant_of_segdiffs_registry_is_a_checkbox_and_load_round_trips(q
         RunConfig(device="gpu:0", tf32=False),  # a GPU-only variant: no CPU run is added
         RunConfig(xla=True),
         RunConfig(device="gpu:0", xla=True),
+        RunConfig(runtime="jax"),
+        RunConfig(runtime="jax", device="gpu:0"),
+        RunConfig(repeat_scope="fresh"),
+        RunConfig(device="gpu:0", repeat_scope="fresh"),
         RunConfig(batch=8, position=3, threads=2),  # no checkbox makes it: an extra line
         RunConfig(device="gpu:0", batch=8, position=3, threads=2),
     ]
     editor.load(configs, repeats=2)
     assert editor.extra.toPlainText() == "batch=8,position=3,threads=2"
     assert editor.knobs["TF32 off"].isChecked() and editor.knobs["XLA"].isChecked()
+    assert editor.knobs["JAX"].isChecked() and editor.knobs["fresh processes"].isChecked()
+    assert not editor.knobs["PyTorch"].isChecked()
     assert sorted(editor.configs()) == sorted(configs)
 
 
