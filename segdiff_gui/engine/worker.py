@@ -33,7 +33,7 @@ from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord
 
-__all__ = ["run_job"]
+__all__ = ["check_placement", "run_job"]
 
 _STEPS = ("building batch", "preparing model", "inference", "writing result")
 # While a forward pass runs for the first time (kernels compile: XLA, JAX, or a GPU's PTX
@@ -157,9 +157,10 @@ class JobRunner:
             return
         done = threading.Event()
         started = time.monotonic()
+        interval = float(os.environ.get("SEGDIFF_TEST_HEARTBEAT_S", _HEARTBEAT_S))
 
         def beat() -> None:
-            while not done.wait(_HEARTBEAT_S):
+            while not done.wait(interval):
                 waited = time.monotonic() - started
                 if waited > _HEARTBEAT_LIMIT_S:
                     return  # silence from here on: the runner's deadline takes over
@@ -196,19 +197,14 @@ class JobRunner:
         self.step(run, 3)
         started = time.perf_counter()
         with self.heartbeat(run, first_use):
+            if first_use and (slow := os.environ.get("SEGDIFF_TEST_SLOW_FIRST_CALL")):
+                time.sleep(float(slow))  # test-only: a compilation that takes this long
             outputs = forward(batch)
         wall = time.perf_counter() - started
         raw = outputs.arrays[self.output_index]
         actual = outputs.devices[self.output_index]
-        expected = config.device if config.is_gpu else "cpu:0"
-        if actual != expected:
-            raise RunError(f"{config.device} requested but the output was computed on {actual}")
         weights = self.backend.weight_devices(self.model_on(config.device))
-        if weights - {expected}:
-            raise RunError(
-                f"{config.device} requested but the model's weights live on "
-                f"{', '.join(sorted(weights))}; not computing across devices"
-            )
+        check_placement(config, actual, weights)
         _check_finite(raw, config)
         self.step(run, 4)
         name = self.model.output_names[self.output_index]
@@ -305,6 +301,19 @@ def _test_death_at_start() -> None:
         with contextlib.suppress(OSError):  # a flag that cannot be made: every child dies
             Path(flag).touch()
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def check_placement(config: RunConfig, output: str, weights: set[str]) -> None:
+    """The output and every weight on the device asked for: a runtime that computed or kept
+    anything elsewhere has not run this configuration (never a silent fall-back)."""
+    expected = config.device if config.is_gpu else "cpu:0"
+    if output != expected:
+        raise RunError(f"{config.device} requested but the output was computed on {output}")
+    if weights - {expected}:
+        raise RunError(
+            f"{config.device} requested but the model's weights live on "
+            f"{', '.join(sorted(weights))}; not computing across devices"
+        )
 
 
 def _check_finite(raw: np.ndarray, config: RunConfig) -> None:

@@ -95,6 +95,7 @@ def _out_of_memory(error: BaseException, text: str) -> bool:
 
 
 def short_device(kind: str, index: int | str = 0) -> str:
-    """``("GPU", 1)`` → ``gpu:1``; the CPU is ``cpu:0`` whatever a runtime numbers it."""
+    """``("GPU", 1)`` → ``gpu:1``, ``("cuda", None)`` → ``gpu:0``, ``("cpu", 1)`` → ``cpu:1``
+    (JAX's second host device: weights there are not on the CPU device a run asked for)."""
     kind = kind.lower().replace("cuda", "gpu")
-    return "cpu:0" if kind == "cpu" else f"{kind}:{index}"
+    return f"{kind}:{index or 0}"

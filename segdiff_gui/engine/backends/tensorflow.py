@@ -20,6 +20,8 @@ from segdiff_gui.engine.gpu_identity import identity_for, loaded_cuda_libraries
 __all__ = ["TensorFlowBackend"]
 
 _UNPLACEABLE = re.compile(r"Cannot assign a device for operation ([^\s:]+)")
+_UNSATISFIED = re.compile(r"Could not satisfy (?:explicit )?device specification '([^']+)'")
+_SUPPORTED = re.compile(r"Supported device types \[([^\]]*)\]")
 
 
 def _index(device: Any) -> int:
@@ -130,6 +132,14 @@ class TensorFlowBackend(Backend):
             # TF has no public getter; the private one is what enable_op_determinism sets.
             "op_determinism": bool(tf_config.is_op_determinism_enabled()),
             "intra_op_threads": int(tf.config.threading.get_intra_op_parallelism_threads()),
+            # The GPUs this child opened (none for a CPU-only one), each growing its memory.
+            "visible_gpus": [
+                short_device("GPU", _index(d)) for d in tf.config.get_visible_devices("GPU")
+            ],
+            "memory_growth": all(
+                tf.config.experimental.get_memory_growth(d)
+                for d in tf.config.get_visible_devices("GPU")
+            ),
         }
 
     def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
@@ -170,11 +180,18 @@ class TensorFlowBackend(Backend):
 
     def explain(self, error: BaseException, config: RunConfig) -> str | None:
         text = str(error)
+        under = " under op determinism" if config.determinism else ""
         if match := _UNPLACEABLE.search(text):
             return (
-                f"op {match.group(1)} has no {config.device} kernel in this TensorFlow"
-                + (" under op determinism" if config.determinism else "")
-                + "; it would have run on the CPU, and segdiff does not fall back silently"
+                f"op {match.group(1)} has no {config.device} kernel in this TensorFlow{under}; "
+                "it would have run on the CPU, and segdiff does not fall back silently"
+            )
+        if _UNSATISFIED.search(text):
+            supported = _SUPPORTED.search(text)
+            kinds = f" (it has kernels for: {supported.group(1)})" if supported else ""
+            return (
+                f"the model cannot run on {config.device} in this TensorFlow{under}{kinds}; "
+                "it would have run on the CPU, and segdiff does not fall back silently"
             )
         if isinstance(error, tf.errors.UnimplementedError) and config.determinism:
             also = (

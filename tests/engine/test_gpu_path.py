@@ -1,0 +1,219 @@
+"""The GPU path, right by construction, shown without a GPU (issue 14's eight defects): with
+JAX's forced host devices (several CPU devices in one process), TensorFlow's own errors on a
+machine without the device asked for, a fake ``nvidia-smi``, and real children whose first
+forward pass is slowed down. Where only a real GPU can show a defect, the issue note says so."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.runner import plan_matrix
+from segdiff_gui.storage import ResultCache
+from tests.conftest import segdiff
+
+pytestmark = pytest.mark.slow
+
+
+def engine_script(code: str, **environment: str) -> dict:
+    """Run ``code`` (which prints one JSON line last) in a fresh interpreter: the engine's
+    runtimes are imported there, never in the test process."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **environment},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_weights_on_another_device_are_refused_not_read_through_a_copy(demo):
+    """Defect 2, with two forced host devices: a model loaded in one device's scope has its
+    weights there, and a run whose weights are elsewhere is refused."""
+    model, _ = demo
+    seen = engine_script(
+        f"""
+        import json, os
+        os.environ["KERAS_BACKEND"] = "jax"
+        import jax
+        from segdiff_gui.core.config import RunConfig
+        from segdiff_gui.engine.backends.base import RunError
+        from segdiff_gui.engine.backends.jax import JaxBackend
+        from segdiff_gui.engine.models import load_model
+        from segdiff_gui.engine.worker import check_placement
+
+        backend = JaxBackend()
+        with jax.default_device(jax.devices("cpu")[1]):
+            second = load_model({str(model)!r})
+        with backend.device_scope("cpu"):
+            first = load_model({str(model)!r})
+        try:
+            check_placement(RunConfig(), "cpu:0", backend.weight_devices(second))
+            refused = ""
+        except RunError as error:
+            refused = str(error)
+        print(json.dumps({{
+            "devices": len(jax.devices("cpu")),
+            "second": sorted(backend.weight_devices(second)),
+            "first": sorted(backend.weight_devices(first)),
+            "refused": refused,
+        }}))
+        """,
+        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+        JAX_PLATFORMS="cpu",
+    )
+    assert seen["devices"] == 2
+    assert seen["second"] == ["cpu:1"] and seen["first"] == ["cpu:0"]
+    assert seen["refused"] == (
+        "cpu requested but the model's weights live on cpu:1; not computing across devices"
+    )
+
+
+def test_an_op_without_a_kernel_on_the_device_is_named_not_run_elsewhere(demo):
+    """Defect 3: soft placement is off for the run, so what has no kernel on the device asked
+    for (here: a GPU this machine lacks; with soft placement on, TensorFlow quietly ran it
+    on the CPU) is refused in one line, not run elsewhere."""
+    model, _ = demo
+    seen = engine_script(
+        f"""
+        import json, os
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+        import numpy as np
+        from segdiff_gui.core.config import RunConfig
+        from segdiff_gui.engine.backends.tensorflow import TensorFlowBackend
+        from segdiff_gui.engine.models import load_model
+
+        backend = TensorFlowBackend()
+        backend._logical = {{"gpu:0": 0}}  # as if this child had opened a GPU
+        config = RunConfig(device="gpu:0")
+        forward = backend.forward(load_model({str(model)!r}), config)
+        try:
+            forward(np.zeros((1, 256, 256, 1), np.float32))
+            said = "ran"
+        except Exception as error:
+            said = backend.explain(error, config) or repr(error)
+        print(json.dumps({{"said": said}}))
+        """
+    )
+    assert seen["said"] == (
+        "the model cannot run on gpu:0 in this TensorFlow (it has kernels for: CPU); it would "
+        "have run on the CPU, and segdiff does not fall back silently"
+    )
+
+
+def test_determinism_xla_and_memory_failures_are_one_line_with_the_remedy():
+    """Defects 4 and 7: TensorFlow's UnimplementedError under determinism (with XLA, Keras's
+    own warning) and an out-of-memory at a batch, as TensorFlow raises them."""
+    seen = engine_script(
+        """
+        import json, os
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+        import tensorflow as tf
+        from segdiff_gui.core.config import RunConfig
+        from segdiff_gui.engine.backends.tensorflow import TensorFlowBackend
+
+        backend = TensorFlowBackend()
+        unimplemented = tf.errors.UnimplementedError(
+            None, None, "Deterministic GPU implementation of ScatterNd not available"
+        )
+        oom = tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+        print(json.dumps({
+            "determinism": backend.explain(
+                unimplemented, RunConfig(device="gpu:0", determinism=True, xla=True)
+            ),
+            "oom": backend.explain(oom, RunConfig(device="gpu:0", batch=64)),
+        }))
+        """
+    )
+    assert seen["determinism"].startswith(
+        "TensorFlow has no deterministic kernel for an op of this model (Deterministic GPU "
+        "implementation of ScatterNd not available); run it without op determinism "
+        "(determinism=off) or without XLA (xla=off)"
+    )
+    assert seen["oom"].startswith("out of memory on gpu:0 at batch 64")
+    assert "choose a smaller batch" in seen["oom"]
+
+
+def test_a_cpu_only_child_opens_no_gpu_in_any_runtime(demo, tmp_path):
+    """Defect 1, as far as a machine without a GPU shows it: a CPU-only TensorFlow child
+    makes no GPU visible, a JAX child is limited to the CPU platform and never
+    preallocates."""
+    model, images = demo
+    cache = ResultCache(tmp_path / "cache")
+    result = segdiff(
+        "run", model, images[0], "--config", "batch=1", "--config", "runtime=jax",
+        "--repeats", "1", "--cache", cache.root, "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    tf_run, jax_run = (cache.read_run(r["key"]) for r in json.loads(result.stdout)["runs"])
+    assert tf_run.provenance["visible_gpus"] == []
+    assert jax_run.provenance["jax_platforms"] == ["cpu"]
+    environment = jax_run.provenance["environment"]
+    assert environment["JAX_PLATFORMS"] == "cpu"
+    assert environment["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+
+
+def test_a_long_first_compilation_says_so_instead_of_timing_out(demo, tmp_path):
+    """Defect 7: a first forward pass that takes longer than the no-progress deadline (a
+    GPU's PTX compiling) keeps the child alive by saying "compiling kernels"."""
+    model, images = demo
+    result = segdiff(
+        "run", model, images[0], "--config", "batch=1", "--repeats", "1",
+        "--timeout", "15", "--cache", tmp_path / "cache",
+        env={"SEGDIFF_TEST_SLOW_FIRST_CALL": "25", "SEGDIFF_TEST_HEARTBEAT_S": "2"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "timed out" not in result.stderr
+
+
+def test_gpus_are_named_by_uuid_memory_and_driver_from_nvidia_smi(tmp_path):
+    """Defect 8: identity beyond an index, from the driver's own tool (faked here)."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo '0, GPU-1b2c3d4e-aaaa-bbbb-cccc-123456789abc, NVIDIA H200, 143771, 580.65.06, "
+        "9.0, 00000000:19:00.0'\n"
+        "echo '1, GPU-99999999-aaaa-bbbb-cccc-123456789abc, NVIDIA H200, 143771, 580.65.06, "
+        "9.0, 00000000:3B:00.0'\n"
+    )
+    fake.chmod(0o755)
+    seen = engine_script(
+        """
+        import json
+        from segdiff_gui.engine.gpu_identity import gpu_identities, identity_for
+        print(json.dumps({
+            "all": gpu_identities(),
+            "second": identity_for("NVIDIA H200", 1),
+            "by_bus": identity_for(pci_bus_id="0000:19:00.0"),
+        }))
+        """,
+        PATH=f"{tmp_path}:{os.environ['PATH']}",
+    )
+    assert [gpu["uuid"][:12] for gpu in seen["all"]] == ["GPU-1b2c3d4e", "GPU-99999999"]
+    first = seen["all"][0]
+    assert (first["memory_mib"], first["driver"], first["compute_capability"]) == (
+        143771, "580.65.06", "9.0"
+    )  # fmt: skip
+    assert seen["second"]["uuid"].startswith("GPU-9999") and seen["by_bus"] == first
+
+
+def test_tf32_and_autotuning_never_share_a_child(demo, tmp_path):
+    """Defect 5: TF32 is read once per process, so a tf32=off run never reuses an algorithm
+    chosen under tf32=on; the autotuning variables are keyed."""
+    model, images = demo
+    cache = ResultCache(tmp_path / "cache")
+    configs = [RunConfig(device="gpu:0"), RunConfig(device="gpu:0", tf32=False)]
+    plan = plan_matrix(model, images[:1], configs, cache=cache, repeats=1)
+    assert len(plan.jobs) == 2
+    os.environ["TF_CUDNN_USE_AUTOTUNE"] = "0"
+    try:
+        other = plan_matrix(model, images[:1], configs, cache=cache, repeats=1)
+    finally:
+        del os.environ["TF_CUDNN_USE_AUTOTUNE"]
+    assert not {r.key for r in plan.runs} & {r.key for r in other.runs}
