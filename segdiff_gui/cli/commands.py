@@ -159,15 +159,20 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
                 markup=False,
                 highlight=False,
             )
-    tensorflow = probes["tensorflow"]["facts"]
-    out.print(
-        f"numpy {tensorflow['numpy_version']}, h5py {tensorflow['h5py_version']}; CPU: "
-        f"{tensorflow['cpu_model']} on {tensorflow['hostname']}; TensorFlow's oneDNN "
-        f"{'on' if tensorflow['onednn_enabled'] else 'off'}, intra-op threads "
-        f"{tensorflow['intra_op_threads'] or 'default'}",
-        markup=False,
-        highlight=False,
-    )
+    if probes:
+        facts = next(iter(probes.values()))["facts"]
+        out.print(
+            f"numpy {facts['numpy_version']}, h5py {facts['h5py_version']}; CPU: "
+            f"{facts['cpu_model']} on {facts['hostname']}",
+            markup=False,
+            highlight=False,
+        )
+    if "tensorflow" in probes:
+        facts = probes["tensorflow"]["facts"]
+        out.print(
+            f"TensorFlow: oneDNN {'on' if facts['onednn_enabled'] else 'off'}, intra-op threads "
+            f"{facts['intra_op_threads'] or 'default'}"
+        )
     missing = [r for r in RUNTIMES.values() if r.name not in probes]
     if missing:
         out.print(

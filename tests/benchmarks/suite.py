@@ -2,7 +2,8 @@
 
 Run: ``python -m tests.benchmarks [--json FILE] [--only NAME ...]`` (not part of the test
 run). Figures are medians over several runs; a ratio measures both sides in the same run.
-Benchmarks: startup, engine (overhead and cache hit), interaction, bandwidth, scale, matrix.
+Benchmarks: startup, engine (overhead and cache hit), interaction, bandwidth, scale, matrix,
+runtimes (each runtime's first map, cold and with its compilation cache).
 """
 
 from __future__ import annotations
@@ -369,6 +370,40 @@ def matrix(work: Path) -> list[Figure]:
     ]  # fmt: skip
 
 
+def runtimes(work: Path) -> list[Figure]:
+    """Per runtime: ``segdiff run`` of one configuration on a fresh cache (a child's start-up,
+    the model's loading and the first map), cold and with the compilation cache of an earlier
+    run (JAX's persistent cache, which the engine keeps in the cache folder)."""
+    import shutil
+
+    from segdiff_gui.core.runtimes import installed_runtimes
+    from segdiff_gui.resources import demo_images, demo_model
+
+    figures = []
+    for runtime in installed_runtimes():
+        cold, warm = [], []
+        for attempt in range(3):
+            arguments = [demo_model(), demo_images()[0], "--config", f"runtime={runtime.name}"]
+            first = work / f"{runtime.name}-cold-{attempt}"
+            cold.append(segdiff("run", *arguments, "--repeats", "1", "--cache", first))
+            second = work / f"{runtime.name}-warm-{attempt}"
+            second.mkdir()
+            if (first / "compiled").is_dir():
+                shutil.copytree(first / "compiled", second / "compiled")
+                shutil.copy(first / ".segdiff-cache", second / ".segdiff-cache")
+            warm.append(segdiff("run", *arguments, "--repeats", "1", "--cache", second))
+        cold_s, warm_s = statistics.median(cold), statistics.median(warm)
+        uses_cache = runtime.name == "jax"
+        figures += [
+            Figure("runtimes", f"{runtime.title}: child start-up → first map, cold", cold_s, "s",
+                   "—", True),
+            Figure("runtimes", f"{runtime.title}: the same with the compilation cache", warm_s,
+                   "s", "≤ ½ cold" if uses_cache else "—",
+                   warm_s <= cold_s / 2 if uses_cache else True),
+        ]  # fmt: skip
+    return figures
+
+
 BENCHMARKS = {
     "startup": startup,
     "engine": engine,
@@ -376,6 +411,7 @@ BENCHMARKS = {
     "bandwidth": bandwidth,
     "scale": scale,
     "matrix": matrix,
+    "runtimes": runtimes,
 }
 
 

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The GPU check (issue 14): on a machine with an NVIDIA GPU, run the demo model under cpu vs
+# gpu, batch 1 vs 64, op determinism on/off, TF32 on/off, repeats within one process and in
+# fresh processes, for every runtime this Python has (TensorFlow where installed; JAX and
+# PyTorch otherwise), write a bundle, and print `segdiff devices`, `compare` and `diagnose`.
+#
+#   tools/gpu_check.sh [OUT]        OUT: where the cache and the bundle go (default gpu-check)
+#
+# PYTHON picks the interpreter (default python3); segdiff must be importable by it (installed,
+# or PYTHONPATH=. in a checkout). Keeps to a few minutes on one GPU: one image, 3 repeats.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-gpu-check}
+PY=${PYTHON:-python3}
+segdiff() { "$PY" -m segdiff_gui.cli "$@"; }
+
+mkdir -p "$OUT"
+CACHE="$OUT/cache"
+MODEL=segdiff_gui/resources/demo/unet_sigmoid.keras
+IMAGES=segdiff_gui/resources/demo/images
+runtimes=$("$PY" -c 'from segdiff_gui.core.runtimes import installed_runtimes
+print(" ".join(r.name for r in installed_runtimes()))')
+echo "runtimes here: $runtimes"
+segdiff devices --cache "$CACHE"
+
+configs=()
+reference=""
+for runtime in $runtimes; do
+    prefix="runtime=$runtime,"
+    [ -z "$reference" ] && reference=$( [ "$runtime" = tensorflow ] && echo "cpu b1" || echo "$runtime cpu b1")
+    for spec in device=cpu,batch=1 device=gpu:0,batch=1 device=gpu:0,batch=64 \
+                device=gpu:0,batch=1,determinism=on device=gpu:0,batch=64,determinism=on \
+                device=gpu:0,batch=1,tf32=off device=gpu:0,batch=1,scope=fresh; do
+        configs+=(--config "$prefix$spec")
+    done
+    # XLA: TensorFlow's jit_compile and JAX's jax.jit; PyTorch has none (refused, one line).
+    if [ "$runtime" != torch ]; then
+        configs+=(--config "${prefix}device=gpu:0,batch=1,xla=on")
+    fi
+done
+
+set +e
+segdiff run "$MODEL" "$IMAGES" "${configs[@]}" --repeats 3 --cache "$CACHE" --timeout 1200
+status=$?
+set -e
+echo "segdiff run exited with $status"
+segdiff bundle "$OUT/gpu-check.h5" --cache "$CACHE"
+segdiff compare --cache "$CACHE" --ref "$reference"
+segdiff diagnose --cache "$CACHE" --ref "$reference"
+segdiff compare --cache "$CACHE" --ref "$reference" --json > "$OUT/compare.json"
+echo "bundle: $OUT/gpu-check.h5; comparisons: $OUT/compare.json"
