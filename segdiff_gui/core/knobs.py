@@ -176,6 +176,7 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         link=RUNTIMES["jax"].link,
         process_level=True,
         advise_keeping=True,
+        shown=lambda value: RUNTIMES[value].title,
         describe=lambda value: f"runtime {RUNTIMES[value].title}",
         aliases=("backend",),
         keyed_at_default=False,

@@ -30,7 +30,7 @@ from segdiff_gui.engine.models import LoadedModel, load_model
 from segdiff_gui.engine.outputs import choose_output, to_probabilities
 from segdiff_gui.engine.protocol import Channel
 from segdiff_gui.io.images import read_image
-from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.cache import ResultCache, compilation_cache_dir
 from segdiff_gui.storage.records import RunRecord
 
 __all__ = ["check_placement", "run_job"]
@@ -337,9 +337,7 @@ def run_job(job: EngineJob, channel: Channel) -> int:
     settings = job.process_config()
     backend = load_backend(settings.runtime)
     try:
-        backend.configure(
-            settings, _gpus_of(job), ResultCache(job.cache_root).compiled_dir(settings.runtime)
-        )
+        backend.configure(settings, _gpus_of(job), compilation_cache_dir(settings.runtime))
         return JobRunner(job, channel, backend).run_all()
     except InputError as error:
         detail = traceback.format_exc()[-4000:]

@@ -52,6 +52,7 @@ __all__ = [
     "UnreadableEntry",
     "atomic_h5",
     "checked_digest",
+    "compilation_cache_dir",
     "default_cache_dir",
     "open_h5_for_reading",
     "read_stored_image",
@@ -60,7 +61,7 @@ __all__ = [
 MARKER = ".segdiff-cache"
 _MARKER_CONTENT = {"format": "segdiff-cache", "version": 1}
 # What a cache made before caches were marked holds: adopted, never anything else.
-_OWN_ENTRIES = frozenset({"runs", "images", "probe", "models", "compiled", MARKER})
+_OWN_ENTRIES = frozenset({"runs", "images", "probe", "models", MARKER})
 _TMP_SUFFIX = ".tmp"
 # Keys and content hashes are SHA-256 hex digests; anything else (e.g. "../x" from a crafted
 # bundle) must never become part of a path.
@@ -84,6 +85,16 @@ def default_cache_dir() -> Path:
     """``$SEGDIFF_CACHE`` if set, else the platform's user cache folder (``~/.cache/segdiff``)."""
     override = os.environ.get("SEGDIFF_CACHE")
     return Path(override) if override else Path(user_cache_dir("segdiff", appauthor=False))
+
+
+def compilation_cache_dir(runtime: str) -> Path:
+    """Where a runtime keeps its persistent compilation cache: one per user, shared by every
+    result cache (``$SEGDIFF_COMPILATION_CACHE`` overrides it). Not inside a result cache:
+    JAX's entries are keyed with the folder's own path (measured with jax 0.10.2: a copy in
+    another folder was missed entry by entry), so each new cache would compile again."""
+    override = os.environ.get("SEGDIFF_COMPILATION_CACHE")
+    base = Path(override) if override else Path(user_cache_dir("segdiff", appauthor=False))
+    return base / "compiled" / runtime
 
 
 def no_space(folder: Path, error: OSError | None = None, needed: int = 0) -> InputError:
@@ -230,11 +241,6 @@ class ResultCache:
             raise InputError(
                 self.root, f"cannot be made a cache ({error.strerror or error})"
             ) from None
-
-    def compiled_dir(self, runtime: str) -> Path:
-        """Where a runtime keeps its persistent compilation cache (JAX's: it keys entries by
-        its own version and flags, so the folder is per runtime only)."""
-        return self.root / "compiled" / runtime
 
     # runs ---------------------------------------------------------------------------------
     def run_path(self, key: str) -> Path:

@@ -50,10 +50,15 @@ def timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def segdiff(*args: object) -> float:
+def segdiff(*args: object, env: dict[str, str] | None = None) -> float:
     """Seconds one ``segdiff`` command takes (it must succeed)."""
     started = time.perf_counter()
-    subprocess.run([BIN / "segdiff", *map(str, args)], check=True, capture_output=True)
+    subprocess.run(
+        [BIN / "segdiff", *map(str, args)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+    )
     return time.perf_counter() - started
 
 
@@ -371,27 +376,25 @@ def matrix(work: Path) -> list[Figure]:
 
 
 def runtimes(work: Path) -> list[Figure]:
-    """Per runtime: ``segdiff run`` of one configuration on a fresh cache (a child's start-up,
-    the model's loading and the first map), cold and with the compilation cache of an earlier
-    run (JAX's persistent cache, which the engine keeps in the cache folder)."""
-    import shutil
-
+    """Per runtime: ``segdiff run`` of one configuration on a fresh result cache (a child's
+    start-up, the model's loading and the first map), with an empty compilation cache and
+    with the one an earlier run left (JAX's persistent cache: a model's loading compiles
+    every layer's initialiser)."""
     from segdiff_gui.core.runtimes import installed_runtimes
     from segdiff_gui.resources import demo_images, demo_model
 
     figures = []
     for runtime in installed_runtimes():
         cold, warm = [], []
+        arguments = [demo_model(), demo_images()[0], "--config", f"runtime={runtime.name}"]
         for attempt in range(3):
-            arguments = [demo_model(), demo_images()[0], "--config", f"runtime={runtime.name}"]
-            first = work / f"{runtime.name}-cold-{attempt}"
-            cold.append(segdiff("run", *arguments, "--repeats", "1", "--cache", first))
-            second = work / f"{runtime.name}-warm-{attempt}"
-            second.mkdir()
-            if (first / "compiled").is_dir():
-                shutil.copytree(first / "compiled", second / "compiled")
-                shutil.copy(first / ".segdiff-cache", second / ".segdiff-cache")
-            warm.append(segdiff("run", *arguments, "--repeats", "1", "--cache", second))
+            compiled = {
+                "SEGDIFF_COMPILATION_CACHE": str(work / f"compiled-{runtime.name}-{attempt}")
+            }
+            for times, name in ((cold, "cold"), (warm, "warm")):
+                cache = work / f"{runtime.name}-{name}-{attempt}"
+                times.append(segdiff("run", *arguments, "--repeats", "1", "--cache", cache,
+                                     env=compiled))  # fmt: skip
         cold_s, warm_s = statistics.median(cold), statistics.median(warm)
         uses_cache = runtime.name == "jax"
         figures += [

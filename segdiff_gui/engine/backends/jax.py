@@ -1,6 +1,6 @@
 """Keras on JAX: XLA as ``jax.jit`` of the model's stateless call (or op by op without it),
 TF32 as the default matmul precision, weights and inputs placed on one device and checked, and
-a persistent compilation cache in the cache folder (a model's loading compiles every layer's
+a persistent compilation cache per user (a model's loading compiles every layer's
 initialiser: 9–27 s cold, a few seconds warm)."""
 
 from __future__ import annotations
