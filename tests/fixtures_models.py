@@ -10,7 +10,9 @@ fully convolutional net on 32×32×1 inputs), so the formats can be compared wit
 - ``logits.keras``: a linear last layer (not probabilities);
 - ``two_outputs.keras``: outputs ``mask`` (sigmoid) and ``edges`` (sigmoid);
 - ``softmax3.keras``: three-class softmax;
-- ``nested.keras``: a backbone sub-model inside the model (precision must reach it).
+- ``nested.keras``: a backbone sub-model inside the model (precision must reach it);
+- ``overflow16.keras``: weights beyond float16's range: under mixed_float16 every output is
+  NaN (∞·x − ∞), under float32 a valid map.
 """
 
 from __future__ import annotations
@@ -75,6 +77,14 @@ def build_keras3(out: Path) -> list[np.ndarray]:
     inputs = keras.Input((32, 32, 1), name="image")
     head = keras.layers.Conv2D(1, 1, activation="sigmoid", name="mask")(backbone(inputs))
     keras.Model(inputs, head).save(out / "nested.keras")
+
+    inputs = keras.Input((32, 32, 1), name="image")
+    huge = keras.layers.Conv2D(
+        1, 1, activation="sigmoid", name="huge",
+        kernel_initializer=keras.initializers.Constant(1e6),
+        bias_initializer=keras.initializers.Constant(-1e6),
+    )  # fmt: skip
+    keras.Model(inputs, huge(inputs)).save(out / "overflow16.keras")
     return [np.asarray(w) for w in tiny.get_weights()]
 
 

@@ -160,3 +160,22 @@ def test_knobs_a_runtime_cannot_take_are_refused_before_any_child(demo, cache, s
     result = segdiff("run", model, images[0], "--config", spec, "--cache", cache.root)
     assert result.returncode == 2
     assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_nan_outputs_are_the_runtimes_failure_and_never_cached(models, small_images, cache):
+    """A precision that overflows gives NaN maps: said as what they are, for each runtime,
+    and not stored as results (the float32 run beside them is)."""
+    result = segdiff(
+        "run", models / "overflow16.keras", small_images[0], "--config", "batch=1",
+        "--config", "precision=fp16", "--config", "runtime=jax,precision=fp16",
+        "--repeats", "1", "--cache", cache.root, "--json",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    runs = {run["label"]: run for run in json.loads(result.stdout)["runs"]}
+    assert runs["cpu b1 r0"]["status"] == "finished"
+    for label, runtime in (("cpu b1 fp16 r0", "tensorflow"), ("jax cpu b1 fp16 r0", "jax")):
+        assert runs[label]["status"] == "failed"
+        assert runs[label]["error"].startswith(
+            f"{runtime} produced NaN or infinite values in 100 % of the output"
+        ), runs[label]["error"]
+    assert cache.keys() == [runs["cpu b1 r0"]["key"]]
