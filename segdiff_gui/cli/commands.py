@@ -114,8 +114,8 @@ def _identity_text(device: dict[str, Any]) -> str:
     capability = ".".join(map(str, device.get("compute_capability", [])))
     identity = device.get("identity") or {}
     parts = [f"sm {capability}"] if capability else []
-    if memory := identity.get("memory_mib"):
-        parts.append(f"{int(memory) / 1024:,.0f} GiB")
+    if isinstance(memory := identity.get("memory_mib"), int):  # nvidia-smi may say [N/A]
+        parts.append(f"{memory / 1024:,.0f} GiB")
     if uuid := identity.get("uuid"):
         parts.append(str(uuid))
     if driver := identity.get("driver"):
@@ -127,12 +127,14 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
     """What every installed runtime sees: its devices (GPUs by name, memory, UUID, driver),
     its build, and, where it sees no GPU, why."""
     cache = open_cache(args, writing=True)
-    probes = {
-        runtime.name: _probe(cache, fresh=True, runtime=runtime.name)
-        for runtime in installed_runtimes()
-    }
+    probes, failed = {}, {}
+    for runtime in installed_runtimes():
+        try:  # one runtime that cannot start does not hide what the others see
+            probes[runtime.name] = _probe(cache, fresh=True, runtime=runtime.name)
+        except InputError as error:
+            failed[runtime.name] = error.problem
     if args.json:
-        _json({**probes.get("tensorflow", {}), "runtimes": probes})
+        _json({**probes.get("tensorflow", {}), "runtimes": probes, "failed": failed})
         return EXIT_OK
     table = Table("runtime", "device", "type", "description", title="Devices each runtime sees")
     for name, probe in probes.items():
@@ -173,7 +175,9 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
             f"TensorFlow: oneDNN {'on' if facts['onednn_enabled'] else 'off'}, intra-op threads "
             f"{facts['intra_op_threads'] or 'default'}"
         )
-    missing = [r for r in RUNTIMES.values() if r.name not in probes]
+    for name, problem in failed.items():
+        out.print(f"{RUNTIMES[name].title}: {problem}", markup=False, highlight=False)
+    missing = [r for r in RUNTIMES.values() if r.name not in probes and r.name not in failed]
     if missing:
         out.print(
             "Not installed: "

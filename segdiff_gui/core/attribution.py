@@ -19,6 +19,7 @@ import numpy as np
 
 from segdiff_gui.core.analysis import MapComparison, compare_maps
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS, Knob, KnobRegistry
 from segdiff_gui.core.spread import at_risk_mask
 
@@ -40,21 +41,27 @@ def _value_text(config: RunConfig, field: str, knobs: KnobRegistry) -> str:
     return knobs.shown(field, getattr(config, field))
 
 
-def _take(config: RunConfig, source: RunConfig, fields: tuple[str, ...]) -> RunConfig:
-    return replace(config, **{field: getattr(source, field) for field in fields})
+def _take(config: RunConfig, source: RunConfig, fields: tuple[str, ...]) -> RunConfig | None:
+    """``config`` with ``fields`` taken from ``source``; None where that configuration is
+    refused (a knob that means nothing under the runtime it would run in)."""
+    try:
+        return replace(config, **{field: getattr(source, field) for field in fields})
+    except ConfigError:
+        return None
 
 
 @dataclass(frozen=True)
 class AttributionStep:
     """One knob that differs between base and target.
 
-    ``alone`` is the base with only this knob taken from the target; ``before`` and ``after``
-    are the cumulative path's configurations on either side of this knob.
+    ``alone`` is the base with only this knob taken from the target (None where the runtime
+    refuses that configuration: JAX with the base's oneDNN off); ``before`` and ``after`` are
+    the cumulative path's configurations on either side of this knob.
     """
 
     knob: str
     change: str
-    alone: RunConfig
+    alone: RunConfig | None
     before: RunConfig
     after: RunConfig
 
@@ -69,7 +76,7 @@ class AttributionPlan:
         """Every configuration the attribution measures, each once, base first."""
         ordered = [self.base]
         for step in self.steps:
-            ordered += [step.alone, step.after]
+            ordered += [config for config in (step.alone, step.after) if config is not None]
         return list(dict.fromkeys(ordered))
 
 
@@ -77,21 +84,35 @@ def plan_attribution(
     base: RunConfig, target: RunConfig, knobs: KnobRegistry = KNOBS
 ) -> AttributionPlan:
     """The one-knob and cumulative configurations between ``base`` and ``target``, knob by
-    knob in the order of ``knobs``."""
+    knob in the order of ``knobs``. A knob whose step would give a configuration the runtime
+    refuses waits until the knobs it needs have changed (from TensorFlow with oneDNN off to
+    JAX: oneDNN first, then the runtime)."""
+    pending = []
+    for knob_entry, fields in knobs.groups():
+        changed = [f for f in fields if getattr(base, f) != getattr(target, f)]
+        if changed:
+            # The knob names itself; only the batch knob says which of its fields moved.
+            change = ", ".join(
+                (f"{f} " if len(fields) > 1 else "")
+                + f"{_value_text(base, f, knobs)} → {_value_text(target, f, knobs)}"
+                for f in changed
+            )
+            pending.append((knob_entry.name, fields, change))
     steps = []
     current = base
-    for knob_entry, fields in knobs.groups():
-        knob = knob_entry.name
-        changed = [f for f in fields if getattr(base, f) != getattr(target, f)]
-        if not changed:
-            continue
-        # The knob names itself; only the batch knob says which of its fields moved.
-        change = ", ".join(
-            (f"{f} " if len(fields) > 1 else "")
-            + f"{_value_text(base, f, knobs)} → {_value_text(target, f, knobs)}"
-            for f in changed
-        )
-        after = _take(current, target, fields)
+    while pending:
+        takeable = [
+            (index, after)
+            for index, (_, fields, _) in enumerate(pending)
+            if (after := _take(current, target, fields)) is not None
+        ]
+        if not takeable:
+            raise ConfigError(
+                f"no path from {base.label()} to {target.label()} changes one knob at a time "
+                "without a configuration its runtime refuses"
+            )
+        index, after = takeable[0]
+        knob, fields, change = pending.pop(index)
         steps.append(AttributionStep(knob, change, _take(base, target, fields), current, after))
         current = after
     return AttributionPlan(base, target, tuple(steps))
@@ -263,7 +284,9 @@ def attribute(
         a, b = maps_of(first), maps_of(second)
         return Effect.between(a[0], b[0], cutoff) if len(a) and len(b) else None
 
-    def row(kind: str, step: AttributionStep, a: RunConfig, b: RunConfig) -> AttributionRow:
+    def row(kind: str, step: AttributionStep, a: RunConfig, b: RunConfig | None) -> AttributionRow:
+        if b is None:  # the runtime refuses this knob alone: not measurable
+            return AttributionRow(kind, step.knob, step.change, (a.label(), "refused"), None)
         return AttributionRow(kind, step.knob, step.change, (a.label(), b.label()), effect(a, b))
 
     rows = [row("alone", step, plan.base, step.alone) for step in plan.steps]

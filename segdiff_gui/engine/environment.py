@@ -4,10 +4,12 @@ which GPUs the child may touch at all."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import mmap
 import os
-import subprocess
-import sys
 from functools import cache
+from pathlib import Path
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.environment import KEYED_VARIABLES
@@ -55,29 +57,37 @@ def apply_common_settings(runtime: str = "tensorflow") -> None:
     user's KERAS_BACKEND would silently change the maths."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["KERAS_BACKEND"] = runtime
+    if runtime == "jax":
+        # JAX takes 75 % of every GPU's memory at start-up unless told not to (defect 1):
+        # a probe or a child beside a running one must not.
+        os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
 
 
 @cache
-def xla_accepts(flags: str) -> bool:
-    """Whether this jaxlib knows ``flags`` (an unknown one aborts the interpreter)."""
-    environment = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", "import jax; jax.devices()"],
-            env=environment,
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+def xla_knows(flag: str) -> bool:
+    """Whether this jaxlib's XLA defines ``flag`` (``--name=value``): an unknown flag in
+    XLA_FLAGS aborts the whole process, so a flag is set only once its name is found among
+    the strings of jaxlib's own libraries (no interpreter started: the frozen app has no
+    ``python -c``)."""
+    name = flag.lstrip("-").split("=", 1)[0].encode()
+    spec = importlib.util.find_spec("jaxlib")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    for folder in folders:
+        for library in Path(folder).rglob("*.so*"):
+            with (
+                contextlib.suppress(OSError, ValueError),
+                open(library, "rb") as handle,
+                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
+            ):
+                if data.find(name + b"\0") != -1:
+                    return True
+    return False
 
 
 def _jax_settings(settings: RunConfig, uses_gpu: bool) -> dict[str, str]:
     flags = [_INHERITED.get("XLA_FLAGS", "")]
     if settings.determinism:
-        if not xla_accepts(_JAX_DETERMINISM_FLAG):
+        if not xla_knows(_JAX_DETERMINISM_FLAG):
             raise InputError(
                 "determinism",
                 f"cannot be set under JAX here: this jaxlib does not know {_JAX_DETERMINISM_FLAG}",
@@ -85,11 +95,7 @@ def _jax_settings(settings: RunConfig, uses_gpu: bool) -> dict[str, str]:
         flags.append(_JAX_DETERMINISM_FLAG)
     if settings.threads == 1:
         flags.append(_JAX_ONE_THREAD_FLAGS)
-    values = {
-        "XLA_FLAGS": " ".join(flag for flag in flags if flag),
-        # JAX takes 75 % of every GPU's memory at start-up unless told not to (defect 1).
-        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-    }
+    values = {"XLA_FLAGS": " ".join(flag for flag in flags if flag)}
     if not uses_gpu:
         values["JAX_PLATFORMS"] = "cpu"  # a CPU-only child never opens a GPU
     return values

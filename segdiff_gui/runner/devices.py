@@ -109,7 +109,8 @@ def ask_child(
         raise ProbeError(f"{what}: {error}") from None
     finally:
         child.close()
-    raise ProbeError(f"{what} {describe_exit(child.process.returncode)}: {child.stderr_tail(5)}")
+    said = "; ".join(line.strip() for line in child.stderr_tail(5).splitlines() if line.strip())
+    raise ProbeError(f"{what} {describe_exit(child.process.returncode)}: {said}")
 
 
 def _run_probe(timeout_s: float, runtime: str) -> dict[str, Any]:

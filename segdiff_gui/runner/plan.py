@@ -143,11 +143,12 @@ def _check_runtimes(runs: Sequence[PlannedRun]) -> None:
 
 
 def _child_of(run: PlannedRun, knobs: KnobRegistry) -> tuple[object, ...]:
-    """Which child computes a run: one per set of process-level knobs, and a repeat in a
-    fresh process alone in its own (its process's first and only run)."""
+    """Which child computes a run: one per set of process-level knobs, and for repeats in
+    fresh processes one per repeat index too, so that no two repeats of a configuration share
+    a process (a sweep's images still share theirs)."""
     settings = knobs.process_settings(run.config)
     if getattr(run.config, "repeat_scope", "process") == "fresh":
-        return (*settings, run.key)
+        return (*settings, run.repeat)
     return settings
 
 

@@ -128,8 +128,10 @@ class RunRecord:
 def machine_of(record: RunRecord) -> str:
     """What tells two machines' results apart: the host, the device and TensorFlow."""
     provenance = record.provenance
+    # TensorFlow's version, or another runtime's (JAX and PyTorch runs record no tf_version).
+    version = provenance.get("tf_version") or provenance.get("runtime_version")
     return canonical_json(
-        [provenance.get(name) for name in ("hostname", "device_description", "tf_version")]
+        [provenance.get("hostname"), provenance.get("device_description"), version]
     )
 
 

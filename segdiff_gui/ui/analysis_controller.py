@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QTableWidget
 from superqt.utils import thread_worker
 
 from segdiff_gui.core.attribution import Attribution, plan_attribution
-from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.sweep import SweepSummary
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.explain import measure_attribution
@@ -67,7 +67,11 @@ class AnalysisController(QObject):
         if session is None or reference is None or other is None:
             self.notify("Explain needs two runs of one image", 8000)
             return
-        plan = plan_attribution(reference.config, other.config)
+        try:
+            plan = plan_attribution(reference.config, other.config)
+        except ConfigError as error:  # no knob-by-knob path the runtimes accept
+            self.notify(f"Explain: {error}", 10000)
+            return
         records = list(model.records.values())
         keys = (reference.key, other.key)  # these two runs, not just their configurations
         worker = thread_worker(measure_attribution, start_thread=False)(

@@ -111,3 +111,14 @@ def test_two_named_runs_of_one_configuration_are_compared_as_named() -> None:
     result = attribute(plan, lambda config: [first, second], 0.5, ends=(first, second))
     assert result.total.effect is not None and result.total.effect.max_ulp == 1
     assert "share every knob" in result.sentences()[0]
+
+
+def test_a_step_the_runtime_refuses_waits_for_the_knobs_it_needs() -> None:
+    base, target = RunConfig(onednn=False, threads=4), RunConfig(runtime="jax")
+    plan = plan_attribution(base, target)
+    # JAX with oneDNN off or four threads is refused: those knobs change first.
+    assert [step.knob for step in plan.steps] == ["onednn", "threads", "runtime"]
+    assert [step.after for step in plan.steps][-1] == target
+    runtime_step = plan.steps[-1]
+    assert runtime_step.alone is None  # JAX with the base's other knobs: not a configuration
+    assert target in plan.configs() and None not in plan.configs()

@@ -54,14 +54,14 @@ def test_weights_on_another_device_are_refused_not_read_through_a_copy(demo):
         with backend.device_scope("cpu"):
             first = load_model({str(model)!r})
         try:
-            check_placement(RunConfig(), "cpu:0", backend.weight_devices(second))
+            check_placement(RunConfig(), "cpu:0", backend.weight_devices(second, RunConfig()))
             refused = ""
         except RunError as error:
             refused = str(error)
         print(json.dumps({{
             "devices": len(jax.devices("cpu")),
-            "second": sorted(backend.weight_devices(second)),
-            "first": sorted(backend.weight_devices(first)),
+            "second": sorted(backend.weight_devices(second, RunConfig())),
+            "first": sorted(backend.weight_devices(first, RunConfig())),
             "refused": refused,
         }}))
         """,
@@ -163,10 +163,11 @@ def test_a_long_first_compilation_says_so_instead_of_timing_out(demo, tmp_path):
     """Defect 7: a first forward pass that takes longer than the no-progress deadline (a
     GPU's PTX compiling) keeps the child alive by saying "compiling kernels"."""
     model, images = demo
+    # Two batch sizes in one child: each compiles anew (tf.function, jax.jit), each says so.
     result = segdiff(
-        "run", model, images[0], "--config", "batch=1", "--repeats", "1",
-        "--timeout", "15", "--cache", tmp_path / "cache",
-        env={"SEGDIFF_TEST_SLOW_FIRST_CALL": "25", "SEGDIFF_TEST_HEARTBEAT_S": "2"},
+        "run", model, *images[:2], "--config", "batch=1", "--config", "batch=2",
+        "--repeats", "1", "--timeout", "12", "--cache", tmp_path / "cache",
+        env={"SEGDIFF_TEST_SLOW_FIRST_CALL": "18", "SEGDIFF_TEST_HEARTBEAT_S": "2"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "timed out" not in result.stderr
@@ -217,3 +218,41 @@ def test_tf32_and_autotuning_never_share_a_child(demo, tmp_path):
     finally:
         del os.environ["TF_CUDNN_USE_AUTOTUNE"]
     assert not {r.key for r in plan.runs} & {r.key for r in other.runs}
+
+
+def test_jax_flags_and_its_compilation_cache_are_set_only_where_they_work(tmp_path):
+    """An unknown XLA flag aborts jaxlib, so a flag is set only once jaxlib is seen to know
+    it; repeats in fresh processes get no persistent cache (it would hand them an earlier
+    process's kernel choices), and a cache folder that cannot be made costs only speed."""
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    seen = engine_script(
+        f"""
+        import json, os
+        os.environ["KERAS_BACKEND"] = "jax"
+        import jax
+        from pathlib import Path
+        from segdiff_gui.core.config import RunConfig
+        from segdiff_gui.engine.backends.jax import JaxBackend
+        from segdiff_gui.engine.environment import xla_knows
+
+        def cache_after(config, folder):
+            jax.config.update("jax_compilation_cache_dir", None)
+            JaxBackend().configure(config, [], Path(folder))
+            return jax.config.jax_compilation_cache_dir
+
+        print(json.dumps({{
+            "knows": xla_knows("--xla_gpu_deterministic_ops=true"),
+            "bogus": xla_knows("--xla_no_such_flag=1"),
+            "process": cache_after(RunConfig(runtime="jax"), {str(tmp_path / "jax")!r}),
+            "fresh": cache_after(
+                RunConfig(runtime="jax", repeat_scope="fresh"), {str(tmp_path / "fresh")!r}
+            ),
+            "blocked": cache_after(RunConfig(runtime="jax"), {str(blocked / "jax")!r}),
+        }}))
+        """,
+        JAX_PLATFORMS="cpu",
+    )
+    assert seen["knows"] is True and seen["bogus"] is False
+    assert seen["process"] == str(tmp_path / "jax")
+    assert seen["fresh"] is None and seen["blocked"] is None

@@ -59,8 +59,9 @@ class Backend(abc.ABC):
         """A callable that runs one batch of ``model`` (a LoadedModel) under ``config``."""
 
     @abc.abstractmethod
-    def weight_devices(self, model: Any) -> set[str]:
-        """Where the weights of a Keras model live (short names)."""
+    def weight_devices(self, model: Any, config: RunConfig) -> set[str]:
+        """Where the weights ``config``'s run computes with live (short names): those of the
+        model rebuilt for its precision, not only the loaded float32 one."""
 
     def device_scope(self, device: str) -> contextlib.AbstractContextManager[Any]:
         """Where weights are created while a model loads (Keras's own device scope)."""

@@ -26,6 +26,17 @@ def _short(device: Any) -> str:
     return short_device(device.platform, device.id)
 
 
+_CACHE_BYTES = 2 << 30  # JAX evicts the least recently used entries past this
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK)
+
+
 def _platform_devices(platform: str) -> list[Any]:
     try:
         return list(jax.devices(platform))
@@ -40,10 +51,14 @@ class JaxBackend(Backend):
         self._jitted: dict[int, Any] = {}
 
     def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:
-        compiled_dir.mkdir(parents=True, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", str(compiled_dir))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        # A fresh process must choose its kernels again: the persistent cache would hand it
+        # the executables (GPU autotuning's choices inside) that an earlier process compiled.
+        # A folder that cannot be made only costs the speed-up.
+        if settings.repeat_scope != "fresh" and _writable(compiled_dir):
+            jax.config.update("jax_compilation_cache_dir", str(compiled_dir))
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+            jax.config.update("jax_compilation_cache_max_size", _CACHE_BYTES)
         # TF32 off: float32 matmuls and convolutions at full precision. JAX's default lets a
         # GPU use TF32; the setting is part of every jit's cache key.
         jax.config.update("jax_default_matmul_precision", None if settings.tf32 else "highest")
@@ -132,8 +147,9 @@ class JaxBackend(Backend):
 
         return run
 
-    def weight_devices(self, model: Any) -> set[str]:
-        return {_short(d) for w in model.keras_model.weights for d in w.value.devices()}
+    def weight_devices(self, model: Any, config: RunConfig) -> set[str]:
+        weights = model.model_for(config.precision).weights
+        return {_short(d) for w in weights for d in w.value.devices()}
 
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
         precision = jax.config.jax_default_matmul_precision

@@ -164,11 +164,11 @@ class TensorFlowBackend(Backend):
 
         return run
 
-    def weight_devices(self, model: Any) -> set[str]:
-        keras_model = model.keras_model
-        if keras_model is None:  # a SavedModel's variables belong to its loaded object
+    def weight_devices(self, model: Any, config: RunConfig) -> set[str]:
+        if model.keras_model is None:  # a SavedModel's variables belong to its loaded object
             variables = getattr(model.owner, "variables", ())
             return {self._physical(v.device) for v in variables}
+        keras_model = model.model_for(config.precision)
         return {self._physical(weight.value.device) for weight in keras_model.weights}
 
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:

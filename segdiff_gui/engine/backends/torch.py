@@ -105,8 +105,9 @@ class TorchBackend(Backend):
 
         return run
 
-    def weight_devices(self, model: Any) -> set[str]:
-        return {_short(weight.value.device) for weight in model.keras_model.weights}
+    def weight_devices(self, model: Any, config: RunConfig) -> set[str]:
+        weights = model.model_for(config.precision).weights
+        return {_short(weight.value.device) for weight in weights}
 
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
         return {
