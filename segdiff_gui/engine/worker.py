@@ -22,6 +22,7 @@ from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.preprocess import prepare_input
 from segdiff_gui.core.protocol import BatchProgress, ChildFatal, RunFailed, RunFinished, RunStarted
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.backends import Backend, load_backend
 from segdiff_gui.engine.backends.base import Outputs, RunError
@@ -190,9 +191,10 @@ class JobRunner:
         device_name = config.device if config.is_gpu else "cpu"
         if device_name not in self.devices:
             seen = ", ".join(sorted(self.devices)) or "none"
+            title = RUNTIMES[self.backend.name].title
             raise RunError(
-                f"{config.device} requested but {self.backend.name} sees no such device "
-                f"(it sees: {seen}); not falling back"
+                f"{config.device} requested but {title} sees no such device (it sees: {seen}); "
+                "not falling back"
             )
         self.step(run, 1)
         batch = self.batch_for(run)

@@ -9,8 +9,8 @@ from segdiff_gui.runner import devices
 def test_installing_cuda_wheels_makes_the_remembered_probe_stale(tmp_path, monkeypatch):
     asked = []
 
-    def fresh_probe(timeout_s):
-        asked.append(timeout_s)
+    def fresh_probe(timeout_s, runtime):
+        asked.append(runtime)
         return {"devices": [{"name": "cpu", "type": "CPU"}], "facts": {}}
 
     monkeypatch.setattr(devices, "_run_probe", fresh_probe)
@@ -27,6 +27,9 @@ def test_installing_cuda_wheels_makes_the_remembered_probe_stale(tmp_path, monke
     assert devices.remembered_probe(state) is None
     devices.probe_devices(state)
     assert len(asked) == 2  # asked again, now that CUDA libraries are there
+    devices.probe_devices(state, runtime="jax")
+    devices.probe_devices(state, runtime="jax")
+    assert asked == ["tensorflow", "tensorflow", "jax"]  # remembered per runtime
 
 
 def test_the_driver_version_is_part_of_the_fingerprint(monkeypatch):
