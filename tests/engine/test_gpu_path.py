@@ -33,10 +33,10 @@ def engine_script(code: str, **environment: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_weights_on_another_device_are_refused_not_read_through_a_copy(demo):
+def test_weights_on_another_device_are_refused_not_read_through_a_copy(models):
     """Defect 2, with two forced host devices: a model loaded in one device's scope has its
     weights there, and a run whose weights are elsewhere is refused."""
-    model, _ = demo
+    model = models / "tiny.keras"
     seen = engine_script(
         f"""
         import json, os
