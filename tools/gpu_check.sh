@@ -8,6 +8,12 @@
 #
 # PYTHON picks the interpreter (default python3); segdiff must be importable by it (installed,
 # or PYTHONPATH=. in a checkout). Keeps to a few minutes on one GPU: one image, 3 repeats.
+#
+# On a machine with JAX and PyTorch but no TensorFlow and no package index (the lent H200),
+# carry wheels of keras, optree, namex, platformdirs and isal for Python 3.12 in .whl/ and run
+#   pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl &&
+#   PYTHONPATH=/tmp/site:. tools/gpu_check.sh "$OUT"
+# Without TensorFlow the TensorFlow runs are left out (only installed runtimes are run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-gpu-check}
