@@ -123,6 +123,13 @@ def _identity_text(device: dict[str, Any]) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+def _runtime_text(provenance: dict[str, Any]) -> str:
+    """``TensorFlow 2.21.0``, ``JAX 0.10.2``: what computed a stored run."""
+    runtime = RUNTIMES.get(str(provenance.get("runtime", "tensorflow")))
+    version = provenance.get("runtime_version") or provenance.get("tf_version") or ""
+    return f"{runtime.title if runtime else provenance.get('runtime')} {version}".strip()
+
+
 def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
     """What every installed runtime sees: its devices (GPUs by name, memory, UUID, driver),
     its build, and, where it sees no GPU, why."""
@@ -172,8 +179,9 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
     if "tensorflow" in probes:
         facts = probes["tensorflow"]["facts"]
         out.print(
-            f"TensorFlow: oneDNN {'on' if facts['onednn_enabled'] else 'off'}, intra-op threads "
-            f"{facts['intra_op_threads'] or 'default'}"
+            f"TensorFlow's own defaults here: oneDNN {'on' if facts['onednn_enabled'] else 'off'}, "
+            f"intra-op threads {facts['intra_op_threads'] or 'default'} (runs set both from "
+            "their knobs: onednn=on and the default thread count unless asked)"
         )
     for name, problem in failed.items():
         out.print(f"{RUNTIMES[name].title}: {problem}", markup=False, highlight=False)
@@ -260,7 +268,7 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
     # settings column names what is not the default, and the group tells the groups apart.
     with_settings = any(settings_text(r) for r in records)
     columns = ("id", "label", "group", "model", "image", *(("settings",) * with_settings))
-    for column in (*columns, "map", "device", "TensorFlow", "host"):
+    for column in (*columns, "map", "device", "runtime", "host"):
         table.add_column(column, no_wrap=column in ("id", "label", "group"))
     table.add_column("when")
     for r in records:
@@ -274,7 +282,7 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
             *((settings_text(r) or "defaults",) * with_settings),
             "×".join(map(str, r.map_shape)) + f" {r.kind}",
             str(p.get("device", "")),
-            str(p.get("tf_version", "")),
+            _runtime_text(p),
             str(p.get("hostname", ""))
             + (f" (merged from {p.get('merged_from_bundle', 'a bundle')})" if is_merged(r) else ""),
             str(p.get("timestamp", ""))[:19].replace("T", " "),

@@ -54,7 +54,8 @@ def attribution_table(attribution: Attribution) -> Table:
     )
     for header in ("step", "knob", "change", "compared"):
         table.add_column(header)
-    for header in ("max ULP", "max |Δ|", "differing px", f"flips @ {attribution.cutoff:g}"):
+    flips = "class flips (argmax)" if attribution.multiclass else f"flips @ {attribution.cutoff:g}"
+    for header in ("max ULP", "max |Δ|", "differing px", flips):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("at risk", justify="right", no_wrap=True)
     for kind in ("alone", "cumulative", "total"):

@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     devices = sub.add_parser(
         "devices",
-        help="devices TensorFlow sees and its build (asked of a child process)",
+        help="devices each installed runtime sees, and its build (asked of child processes)",
         description="Start TensorFlow in a child process and report the devices it sees, its "
         "build (CUDA/cuDNN), the CPU and whether oneDNN is on.",
     )
@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ls",
         help="list the runs in the cache",
         description="List every cached run: short id, label, model, image, map shape, the "
-        "device it really ran on, TensorFlow version, host and time.",
+        "device it really ran on, the runtime and its version, host and time.",
     )
     _common(listing, "print every run with its configuration and provenance as JSON")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui.core.analysis import MapComparison, compare_maps
+from segdiff_gui.core.analysis import MapComparison, compare_maps, is_multiclass
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS, Knob, KnobRegistry
@@ -203,6 +203,7 @@ class Attribution:
     plan: AttributionPlan
     cutoff: float
     rows: tuple[AttributionRow, ...]
+    multiclass: bool = False  # softmax maps: flips are argmax changes, not a cutoff's
 
     def of(self, kind: str) -> list[AttributionRow]:
         return [row for row in self.rows if row.kind == kind]
@@ -244,7 +245,14 @@ class Attribution:
             lines.append(
                 "Repeatability not measured: one run per configuration (repeats: 2 or more)."
             )
-        missing = [row for row in self.rows if row.effect is None]
+        refused = [row for row in self.rows if row.compared[1] == "refused"]
+        if refused:
+            knobs = ", ".join(dict.fromkeys(row.knob for row in refused))
+            lines.append(
+                f"Not measurable alone ({knobs}): with the base's other knobs the target's "
+                "runtime refuses that configuration; the cumulative path measures it."
+            )
+        missing = [row for row in self.rows if row.effect is None and row not in refused]
         if missing:
             knobs = ", ".join(dict.fromkeys(row.knob for row in missing))
             why = "some runs failed" if failed else f"a configuration has no run yet{how}"
@@ -315,4 +323,6 @@ def attribute(
                 spread,
             )
         )
-    return Attribution(plan, cutoff, tuple(rows))
+    base_maps = maps_of(plan.base)
+    multiclass = bool(len(base_maps)) and is_multiclass(base_maps[0])
+    return Attribution(plan, cutoff, tuple(rows), multiclass)

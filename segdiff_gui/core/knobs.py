@@ -324,7 +324,8 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         title="where repeats run",
         tooltip="Repeats in one process (atomics can differ) or each in a fresh process (a "
         "fresh process autotunes again and may choose other GPU kernels).",
-        link=_DOCS + "api_docs/python/tf/config/experimental/enable_op_determinism",
+        # NVIDIA's notes on run-to-run variation: autotuning's choice per process among it.
+        link="https://github.com/NVIDIA/framework-reproducibility",
         process_level=True,
         aliases=("scope",),
         describe=lambda value: (

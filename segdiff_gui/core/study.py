@@ -15,6 +15,7 @@ from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
+from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.parallel import thread_map
 from segdiff_gui.core.spread import RepeatVerdict, at_risk_mask, observed_margin, repeat_verdict
 
@@ -47,15 +48,20 @@ class StudyRun:
 
 
 def default_reference(runs: Sequence[StudyRun]) -> StudyRun:
-    """This machine's first run with every knob at its default (batch 1 on the CPU), else its
-    first run; a run merged from a bundle only when every run was (a bundle cannot name its
-    own reference)."""
+    """This machine's first run with every knob at its default (batch 1 on the CPU), else the
+    one with the fewest knobs away from the defaults (of those, the first: a TensorFlow run,
+    in one process, on the CPU before a GPU run); a run merged from a bundle only when every
+    run was (a bundle cannot name its own reference)."""
     plain = RunConfig()
 
-    def rank(run: StudyRun) -> tuple[bool, int, int]:
-        return (bool(run.merged_from), 0 if run.config == plain else 1, run.repeat)
+    def away(config: RunConfig) -> int:
+        return sum(getattr(config, name) != getattr(plain, name) for name in KNOBS.names)
 
-    return min(runs, key=rank)
+    def rank(item: tuple[int, StudyRun]) -> tuple[bool, int, int, int]:
+        order, run = item
+        return (bool(run.merged_from), away(run.config), run.repeat, order)
+
+    return min(enumerate(runs), key=rank)[1]
 
 
 class Study:

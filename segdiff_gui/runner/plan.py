@@ -131,9 +131,17 @@ def _target_index(refs: list[ImageRef], target: str | None) -> int:
     raise InputError(target, f"is not one of the images given ({names}{more})")
 
 
-def _check_runtimes(runs: Sequence[PlannedRun]) -> None:
-    """A runtime the runs need but this Python lacks is said before any child starts."""
-    for name in sorted({getattr(run.config, "runtime", "tensorflow") for run in runs}):
+def _check_runtimes(model: Path, runs: Sequence[PlannedRun]) -> None:
+    """A runtime the runs need but this Python lacks, or a SavedModel under a runtime other
+    than TensorFlow, is said before any child starts."""
+    needed = {getattr(run.config, "runtime", "tensorflow") for run in runs}
+    if model.is_dir() and (others := sorted(needed - {"tensorflow"})):
+        raise InputError(
+            model,
+            f"is a TensorFlow SavedModel: its graph runs only under TensorFlow, not "
+            f"{', '.join(others)} (runtime=tensorflow)",
+        )
+    for name in sorted(needed):
         runtime = RUNTIMES[name]
         if not runtime.installed():
             install = f"pip install 'segdiff[{runtime.extra}]'" if runtime.extra else "reinstall"
@@ -238,7 +246,7 @@ def plan_matrix(
         if record is not None and is_merged(record):
             merged.add(run.key)
     _check_images(refs, to_compute, decoded)
-    _check_runtimes(to_compute)
+    _check_runtimes(model, to_compute)
     groups: dict[tuple[object, ...], list[PlannedRun]] = {}
     for run in to_compute:
         groups.setdefault(_child_of(run, knobs), []).append(run)

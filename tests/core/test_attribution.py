@@ -7,6 +7,7 @@ import numpy as np
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.attribution import Effect, attribute, plan_attribution
 from segdiff_gui.core.config import RunConfig, parse_config_spec
+from segdiff_gui.core.study import StudyRun, default_reference
 
 
 def test_plan_changes_one_knob_at_a_time_and_walks_to_the_target() -> None:
@@ -122,3 +123,28 @@ def test_a_step_the_runtime_refuses_waits_for_the_knobs_it_needs() -> None:
     runtime_step = plan.steps[-1]
     assert runtime_step.alone is None  # JAX with the base's other knobs: not a configuration
     assert target in plan.configs() and None not in plan.configs()
+
+
+def test_a_refused_step_is_said_as_refused_not_as_missing_runs() -> None:
+    base, target = RunConfig(onednn=False), RunConfig(runtime="jax")
+    plan = plan_attribution(base, target)
+    values = np.linspace(0.2, 0.8, 64, dtype=np.float32).reshape(8, 8)
+    maps = {config: [values + np.float32(0.001 * i)] for i, config in enumerate(plan.configs())}
+    attribution = attribute(plan, lambda config: maps.get(config, []), 0.5)
+    alone = {row.knob: row for row in attribution.of("alone")}
+    assert alone["runtime"].compared == (base.label(), "refused")
+    text = " ".join(attribution.sentences())
+    assert "Not measurable alone (runtime)" in text and "no run yet" not in text
+
+
+def test_without_a_default_run_the_reference_is_the_one_nearest_the_defaults() -> None:
+    values = np.zeros((4, 4), np.float32)
+
+    def run(config: RunConfig) -> StudyRun:
+        label = f"{config.label()} r0"
+        return StudyRun(label, label, config, 0, values)
+
+    fresh_jax = run(RunConfig(runtime="jax", repeat_scope="fresh"))
+    batch = run(RunConfig(batch=2))
+    assert default_reference([fresh_jax, batch]) is batch
+    assert default_reference([batch, run(RunConfig())]).config == RunConfig()

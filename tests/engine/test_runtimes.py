@@ -138,14 +138,17 @@ def test_a_legacy_h5_runs_under_jax_and_torch(models, small_images, cache):
         np.testing.assert_allclose(maps[label], maps["cpu b1 r0"], atol=1e-6)
 
 
-def test_a_savedmodel_is_refused_under_jax_in_one_line(models, small_images, cache):
+def test_a_savedmodel_is_refused_under_jax_in_one_line_before_anything_runs(
+    models, small_images, cache
+):
     result = segdiff(
-        "run", models / "tiny_savedmodel", small_images[0], "--config", "runtime=jax",
-        "--repeats", "1", "--trust-model", "--cache", cache.root,
+        "run", models / "tiny_savedmodel", small_images[0], "--config", "batch=1",
+        "--config", "runtime=jax", "--repeats", "1", "--trust-model", "--cache", cache.root,
     )  # fmt: skip
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert "runs only under TensorFlow, not jax" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert "finished" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert cache.keys() == []
 
 
 @pytest.mark.parametrize(
