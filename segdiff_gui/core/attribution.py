@@ -34,6 +34,9 @@ __all__ = [
 ]
 
 # The knobs in the order of the cumulative path, each with the fields it carries.
+# What an "alone" row compares with when the runtime refuses that configuration.
+REFUSED = "refused"
+
 KNOB_GROUPS: tuple[tuple[Knob, tuple[str, ...]], ...] = KNOBS.groups()
 
 
@@ -186,6 +189,16 @@ class AttributionRow:
     compared: tuple[str, str]
     effect: Effect | None  # None: a configuration was not measured
 
+    @property
+    def refused(self) -> bool:
+        """A knob alone that the runtime refuses: never measurable, nothing to run."""
+        return self.compared[1] == REFUSED
+
+    @property
+    def missing(self) -> bool:
+        """Not measured yet, though it could be: its configuration has no run."""
+        return self.effect is None and not self.refused
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -245,14 +258,14 @@ class Attribution:
             lines.append(
                 "Repeatability not measured: one run per configuration (repeats: 2 or more)."
             )
-        refused = [row for row in self.rows if row.compared[1] == "refused"]
+        refused = [row for row in self.rows if row.refused]
         if refused:
             knobs = ", ".join(dict.fromkeys(row.knob for row in refused))
             lines.append(
                 f"Not measurable alone ({knobs}): with the base's other knobs the target's "
                 "runtime refuses that configuration; the cumulative path measures it."
             )
-        missing = [row for row in self.rows if row.effect is None and row not in refused]
+        missing = [row for row in self.rows if row.missing]
         if missing:
             knobs = ", ".join(dict.fromkeys(row.knob for row in missing))
             why = "some runs failed" if failed else f"a configuration has no run yet{how}"
@@ -294,7 +307,7 @@ def attribute(
 
     def row(kind: str, step: AttributionStep, a: RunConfig, b: RunConfig | None) -> AttributionRow:
         if b is None:  # the runtime refuses this knob alone: not measurable
-            return AttributionRow(kind, step.knob, step.change, (a.label(), "refused"), None)
+            return AttributionRow(kind, step.knob, step.change, (a.label(), REFUSED), None)
         return AttributionRow(kind, step.knob, step.change, (a.label(), b.label()), effect(a, b))
 
     rows = [row("alone", step, plan.base, step.alone) for step in plan.steps]

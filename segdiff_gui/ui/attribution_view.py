@@ -82,10 +82,11 @@ class AttributionDialog(QDialog):
     def set_attribution(self, attribution: Attribution) -> None:
         self.attribution = attribution
         plan = attribution.plan
+        where = "at argmax" if attribution.multiclass else f"at cutoff {attribution.cutoff:g}"
         self.title.setText(
-            f"<b>What moves {plan.base.label()} to {plan.target.label()}</b> at cutoff "
-            f"{attribution.cutoff:g}: each knob alone from the base, then knob after knob "
-            "towards the target; repeats show the spread of one configuration's own reruns."
+            f"<b>What moves {plan.base.label()} to {plan.target.label()}</b> {where}: each knob "
+            "alone from the base, then knob after knob towards the target; repeats show the "
+            "spread of one configuration's own reruns."
         )
         rows = attribution.rows
         self.table.setRowCount(len(rows))
@@ -93,7 +94,7 @@ class AttributionDialog(QDialog):
             figures = row.effect.cells() if row.effect else ["not measured", "", "", "", ""]
             compared = f"{row.compared[0]} → {row.compared[1]}"
             fill_row(self.table, index, [row.kind, row.knob, row.change, compared, *figures])
-        missing = any(row.effect is None for row in rows)
+        missing = any(row.missing for row in rows)
         self.missing.setText("<br>".join(escape(line) for line in attribution.sentences()))
         self.run_button.setVisible(missing and self.can_run)
         self._draw()
