@@ -71,8 +71,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "run",
         help="run a model on images under a configuration matrix",
         description="Run MODEL on the target image under each --config (default: batch 1 and "
-        "64 on every device), each configuration in a TensorFlow child process, and cache "
-        "every probability map. Then show how each run differs from the first batch-1 CPU run.",
+        "64 on every device), each configuration in a child process of its runtime (TensorFlow, "
+        "or Keras 3's JAX or PyTorch backend: runtime=jax|torch), and cache every probability "
+        "map. Then show how each run differs from the reference (the run nearest the defaults).",
         epilog=_EPILOG,
     )
     run.add_argument("model", help=".keras, legacy .h5, or a SavedModel folder")
@@ -207,8 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     devices = sub.add_parser(
         "devices",
         help="devices each installed runtime sees, and its build (asked of child processes)",
-        description="Start TensorFlow in a child process and report the devices it sees, its "
-        "build (CUDA/cuDNN), the CPU and whether oneDNN is on.",
+        description="Start each installed runtime (TensorFlow, JAX, PyTorch) in a child process "
+        "and report the devices it sees (GPUs with their name, memory, UUID and driver), its "
+        "build (CUDA/cuDNN), the CPU, and, where it sees no GPU, why.",
     )
     _common(devices, "print the probe as JSON on stdout")
     _add_run(sub)
