@@ -124,10 +124,11 @@ def _identity_text(device: dict[str, Any]) -> str:
 
 
 def _runtime_text(provenance: dict[str, Any]) -> str:
-    """``TensorFlow 2.21.0``, ``JAX 0.10.2``: what computed a stored run."""
-    runtime = RUNTIMES.get(str(provenance.get("runtime", "tensorflow")))
+    """``TF 2.21.0``, ``jax 0.10.2``: what computed a stored run, as narrow as the column
+    of TensorFlow versions it replaces (a table must fit a terminal of 80 columns)."""
+    runtime = str(provenance.get("runtime", "tensorflow"))
     version = provenance.get("runtime_version") or provenance.get("tf_version") or ""
-    return f"{runtime.title if runtime else provenance.get('runtime')} {version}".strip()
+    return f"{'TF' if runtime == 'tensorflow' else runtime} {version}".strip()
 
 
 def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
