@@ -23,13 +23,11 @@ from segdiff_gui.core.config import (
     parse_config_spec,
 )
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.runtimes import RUNTIMES, installed_runtimes
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
-from segdiff_gui.runner.devices import ProbeError, build_text, probe_devices
 from segdiff_gui.runner.matrices import demo_configs
 from segdiff_gui.runner.plan import MatrixPlan, check_model_path, shard_slice
 from segdiff_gui.runner.request import MatrixRequest
@@ -60,13 +58,6 @@ def report_damaged(err: Console, damaged: Sequence[InputError]) -> int:
     for entry in damaged:
         err.print(f"segdiff: {entry}", markup=False, highlight=False)
     return EXIT_USAGE if damaged else EXIT_OK
-
-
-def _probe(cache: ResultCache, fresh: bool, runtime: str = "tensorflow") -> dict[str, Any]:
-    try:
-        return probe_devices(cache.root, fresh=fresh, runtime=runtime)
-    except ProbeError as error:
-        raise InputError(f"runtime={runtime}", str(error)) from None
 
 
 def request_of(
@@ -110,89 +101,12 @@ def exit_code(outcome: MatrixOutcome) -> int:
     return EXIT_FAILED_RUNS if outcome.failed else EXIT_OK
 
 
-def _identity_text(device: dict[str, Any]) -> str:
-    capability = ".".join(map(str, device.get("compute_capability", [])))
-    identity = device.get("identity") or {}
-    parts = [f"sm {capability}"] if capability else []
-    if isinstance(memory := identity.get("memory_mib"), int):  # nvidia-smi may say [N/A]
-        parts.append(f"{memory / 1024:,.0f} GiB")
-    if uuid := identity.get("uuid"):
-        parts.append(str(uuid))
-    if driver := identity.get("driver"):
-        parts.append(f"driver {driver}")
-    return f" ({', '.join(parts)})" if parts else ""
-
-
 def _runtime_text(provenance: dict[str, Any]) -> str:
     """``TF 2.21.0``, ``jax 0.10.2``: what computed a stored run, as narrow as the column
     of TensorFlow versions it replaces (a table must fit a terminal of 80 columns)."""
     runtime = str(provenance.get("runtime", "tensorflow"))
     version = provenance.get("runtime_version") or provenance.get("tf_version") or ""
     return f"{'TF' if runtime == 'tensorflow' else runtime} {version}".strip()
-
-
-def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """What every installed runtime sees: its devices (GPUs by name, memory, UUID, driver),
-    its build, and, where it sees no GPU, why."""
-    cache = open_cache(args, writing=True)
-    probes, failed = {}, {}
-    for runtime in installed_runtimes():
-        try:  # one runtime that cannot start does not hide what the others see
-            probes[runtime.name] = _probe(cache, fresh=True, runtime=runtime.name)
-        except InputError as error:
-            failed[runtime.name] = error.problem
-    if args.json:
-        _json({**probes.get("tensorflow", {}), "runtimes": probes, "failed": failed})
-        return EXIT_OK
-    table = Table("runtime", "device", "type", "description", title="Devices each runtime sees")
-    for name, probe in probes.items():
-        for device in probe["devices"]:
-            table.add_row(
-                RUNTIMES[name].title,
-                device["name"],
-                device["type"],
-                device["description"] + _identity_text(device),
-            )
-    out.print(table)
-    for name, probe in probes.items():
-        facts = probe["facts"]
-        out.print(f"{build_text(facts)}", markup=False, highlight=False)
-        if not any(device["type"] == "GPU" for device in probe["devices"]):
-            reasons = "; ".join(facts.get("gpu_absent", [])) or "it reports no reason"
-            hint = (
-                " (pip install 'segdiff[gpu]' for CUDA support)"
-                if name == "tensorflow" and not facts.get("cuda_build")
-                else ""
-            )
-            out.print(
-                f"  No GPU visible to {RUNTIMES[name].title}{hint}: {reasons}.",
-                markup=False,
-                highlight=False,
-            )
-    if probes:
-        facts = next(iter(probes.values()))["facts"]
-        out.print(
-            f"numpy {facts['numpy_version']}, h5py {facts['h5py_version']}; CPU: "
-            f"{facts['cpu_model']} on {facts['hostname']}",
-            markup=False,
-            highlight=False,
-        )
-    if "tensorflow" in probes:
-        facts = probes["tensorflow"]["facts"]
-        out.print(
-            f"TensorFlow's own defaults here: oneDNN {'on' if facts['onednn_enabled'] else 'off'}, "
-            f"intra-op threads {facts['intra_op_threads'] or 'default'} (runs set both from "
-            "their knobs: onednn=on and the default thread count unless asked)"
-        )
-    for name, problem in failed.items():
-        out.print(f"{RUNTIMES[name].title}: {problem}", markup=False, highlight=False)
-    missing = [r for r in RUNTIMES.values() if r.name not in probes and r.name not in failed]
-    if missing:
-        out.print(
-            "Not installed: "
-            + ", ".join(f"{r.title} (pip install 'segdiff[{r.extra}]')" for r in missing)
-        )
-    return EXIT_OK
 
 
 def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:

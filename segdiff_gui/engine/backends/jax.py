@@ -17,6 +17,7 @@ import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.engine.backends.base import Backend, Outputs, RunError, short_device
+from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.engine.gpu_identity import identity_for, loaded_cuda_libraries
 
 __all__ = ["JaxBackend"]
@@ -76,8 +77,6 @@ class JaxBackend(Backend):
         return jax.default_device(self._device(device))
 
     def devices(self) -> list[dict[str, Any]]:
-        from segdiff_gui.engine.facts import cpu_model
-
         devices: list[dict[str, Any]] = [
             {"name": "cpu", "type": "CPU", "description": cpu_model(), "compute_capability": []}
         ]

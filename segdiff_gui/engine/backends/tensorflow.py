@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.engine.backends.base import Backend, Outputs, short_device
+from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.engine.gpu_identity import identity_for, loaded_cuda_libraries
 
 __all__ = ["TensorFlowBackend"]
@@ -32,12 +33,6 @@ def _short(tf_name: str) -> str:
     """``/job:localhost/replica:0/task:0/device:GPU:0`` → ``gpu:0`` (a logical index)."""
     kind, _, index = tf_name.rsplit("device:", 1)[-1].partition(":")
     return short_device(kind, index)
-
-
-def _cpu_model() -> str:
-    from segdiff_gui.engine.facts import cpu_model
-
-    return cpu_model()
 
 
 @contextlib.contextmanager
@@ -103,7 +98,7 @@ class TensorFlowBackend(Backend):
                 "name": "cpu",
                 "tf_name": device.name,
                 "type": device.device_type,
-                "description": _cpu_model(),
+                "description": cpu_model(),
                 "compute_capability": [],
             }
             if device.device_type == "GPU":

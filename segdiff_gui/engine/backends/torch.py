@@ -15,6 +15,7 @@ import torch
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.engine.backends.base import Backend, Outputs, RunError, short_device
+from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.engine.gpu_identity import identity_for, loaded_cuda_libraries
 
 __all__ = ["TorchBackend"]
@@ -55,8 +56,6 @@ class TorchBackend(Backend):
         return keras.device(device)
 
     def devices(self) -> list[dict[str, Any]]:
-        from segdiff_gui.engine.facts import cpu_model
-
         devices: list[dict[str, Any]] = [
             {"name": "cpu", "type": "CPU", "description": cpu_model(), "compute_capability": []}
         ]

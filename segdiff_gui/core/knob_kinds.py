@@ -1,0 +1,152 @@
+"""How a knob is declared: :class:`Knob` (everything the front ends and the analysis need to
+know about one setting), the matrix editor's :class:`Variant`, and the builders and value
+parsers the registry in :mod:`segdiff_gui.core.knobs` is written with."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from segdiff_gui.core.errors import ConfigError
+
+__all__ = ["Knob", "Variant", "at_least", "check_device", "choice", "parse_count", "switch"]
+
+_TRUE = {"on", "true", "1", "yes"}
+_FALSE = {"off", "false", "0", "no"}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A one-knob-at-a-time run the matrix editor offers: a batch-1 run with this value."""
+
+    label: str  # the checkbox: "XLA", "TF32 off"
+    value: object
+    tooltip: str  # what this value does, beyond the knob's own tooltip
+    gpu_only: bool = False  # no effect on a CPU: not added for one (it would equal the plain run)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting of a run configuration (see the module's docstring)."""
+
+    name: str
+    default: object
+    values: str  # how --config help writes the values: "on|off", "N", "cpu|gpu:N"
+    title: str  # in sentences: "op determinism", "the precision policy"
+    tooltip: str
+    parse: Callable[[str, str], object]  # (name, text) → value, raising ConfigError
+    check: Callable[[str, Any], Any]  # (name, value) → the normalised value, or ConfigError
+    fragment: Callable[[Any], str]  # the value's part of a run's label; "" says nothing
+    shown: Callable[[Any], str] = str  # the value in sentences: "on", "default", "64"
+    link: str = ""  # where TensorFlow documents it
+    process_level: bool = False  # read by TensorFlow once per process: needs its own child
+    part_of: str | None = None  # attributed with another knob (a batch's context and position)
+    advise_keeping: bool = False  # "keep it as in the reference" is advice when it moves maps
+    variants: tuple[Variant, ...] = ()
+    aliases: tuple[str, ...] = ()  # other --config keys that mean this one
+    spec: Callable[[Any], str] = str  # the value as --config writes it
+    describe: Callable[[Any], str] | None = None  # "batch 1"; default: title and value
+    choices: tuple[str, ...] = ()  # a knob of named values: them, the default first
+    # A knob added after caches existed: at its default it is left out of a configuration's
+    # stored and keyed form, so every run cached before it keeps its key.
+    keyed_at_default: bool = True
+
+    def setting_text(self, value: object) -> str:
+        """The knob at ``value`` in a sentence: "XLA off", "batch 1", "cpu"."""
+        return self.describe(value) if self.describe else f"{self.title} {self.shown(value)}"
+
+
+def _parse_switch(name: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(f"{name} must be on or off, not {text!r}")
+
+
+def parse_count(name: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, not {text!r}") from None
+
+
+def _on_off(value: object) -> str:
+    return "on" if value else "off"
+
+
+def _same(_name: str, value: Any) -> Any:
+    return value
+
+
+def switch(name: str, default: bool, *, on: str = "", off: str = "", **rest: Any) -> Knob:
+    """An on/off knob; ``on``/``off`` are its label fragments when it is so."""
+    return Knob(
+        name,
+        default,
+        "on|off",
+        parse=_parse_switch,
+        check=_same,
+        fragment=lambda value: on if value else off,
+        shown=_on_off,
+        spec=_on_off,
+        **rest,
+    )
+
+
+def choice(
+    name: str,
+    choices: Sequence[str],
+    *,
+    short: Mapping[str, str] | None = None,
+    **rest: Any,
+) -> Knob:
+    """A knob of named values; ``short`` names them in labels (and is accepted by --config).
+    The first choice is the default and says nothing in a label."""
+    short = dict(short or {})
+    from_short = {v: k for k, v in short.items()}
+
+    def parse(_name: str, text: str) -> str:
+        lowered = text.strip().lower()
+        return from_short.get(lowered, lowered)
+
+    def check(knob: str, value: Any) -> Any:
+        if value not in choices:
+            raise ConfigError(f"{knob} must be one of {', '.join(choices)}, not {value!r}")
+        return value
+
+    return Knob(
+        name,
+        choices[0],
+        "|".join(choices),
+        parse=parse,
+        check=check,
+        fragment=lambda value: "" if value == choices[0] else short.get(value, value),
+        choices=tuple(choices),
+        **rest,
+    )
+
+
+_DEVICE = re.compile(r"^(cpu|gpu)(?::(\d+))?$")
+
+
+def check_device(name: str, value: Any) -> str:
+    match = _DEVICE.match(str(value).lower())
+    if not match:
+        raise ConfigError(f"{name} must be 'cpu' or 'gpu:N', not {value!r}")
+    kind, index = match.groups()
+    return "cpu" if kind == "cpu" else f"gpu:{index or 0}"
+
+
+def at_least(lowest: int, highest: int | None, meaning: str = "") -> Callable[[str, Any], Any]:
+    def check(name: str, value: Any) -> Any:
+        if highest is not None and not lowest <= value <= highest:
+            raise ConfigError(f"{name} must be between {lowest} and {highest:,}, not {value:,}")
+        if value < lowest:
+            raise ConfigError(f"{name} must be {lowest}{meaning} or more, not {value}")
+        return value
+
+    return check
