@@ -13,6 +13,9 @@ fully convolutional net on 32×32×1 inputs), so the formats can be compared wit
 - ``nested.keras``: a backbone sub-model inside the model (precision must reach it);
 - ``overflow16.keras``: weights beyond float16's range: under mixed_float16 every output is
   NaN (∞·x − ∞), under float32 a valid map.
+- ``encoder_unet.keras``: a small U-Net whose encoder is a functional model of its own with two
+  outputs (the skip and the bottleneck) and whose decoder block is a Sequential model, with
+  batch normalisation and activations as layers of their own: the layer probe flattens both.
 """
 
 from __future__ import annotations
@@ -85,6 +88,34 @@ def build_keras3(out: Path) -> list[np.ndarray]:
         bias_initializer=keras.initializers.Constant(-1e6),
     )  # fmt: skip
     keras.Model(inputs, huge(inputs)).save(out / "overflow16.keras")
+
+    layers = keras.layers
+    encoder_inputs = keras.Input((32, 32, 1), name="image")
+    skip = layers.Conv2D(4, 3, padding="same", name="conv")(encoder_inputs)
+    skip = layers.BatchNormalization(name="norm")(skip)
+    skip = layers.Activation("relu", name="relu")(skip)
+    bottom = layers.MaxPooling2D(name="pool")(skip)
+    bottom = layers.Conv2D(8, 3, padding="same", activation="relu", name="deep")(bottom)
+    encoder = keras.Model(encoder_inputs, [skip, bottom], name="encoder")
+    decoder_block = keras.Sequential(
+        [
+            keras.Input((32, 32, 12)),
+            layers.Conv2D(4, 3, padding="same", name="conv"),
+            layers.Activation("relu", name="relu"),
+        ],
+        name="decoder",
+    )
+    inputs = keras.Input((32, 32, 1), name="image")
+    skip, bottom = encoder(inputs)
+    up = layers.UpSampling2D(name="up")(bottom)
+    joined = layers.Concatenate(name="join")([skip, up])
+    mask = layers.Conv2D(1, 1, activation="sigmoid", name="mask")(decoder_block(joined))
+    unet = keras.Model(inputs, mask)
+    # Statistics that are not the initial ones, so batch normalisation computes something.
+    norm = encoder.get_layer("norm")
+    norm.moving_mean.assign(np.full(4, 0.1, np.float32))
+    norm.moving_variance.assign(np.full(4, 0.5, np.float32))
+    unet.save(out / "encoder_unet.keras")
     return [np.asarray(w) for w in tiny.get_weights()]
 
 

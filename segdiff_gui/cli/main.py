@@ -22,7 +22,13 @@ __all__ = ["build_parser", "main"]
 
 # Each command's module is imported when that command runs: a cache hit of ``segdiff run`` is
 # mostly Python start-up, and modules it never uses would be a good part of it.
-_COMMAND_MODULES = ("commands", "analysis_commands", "explain_commands", "devices_command")
+_COMMAND_MODULES = (
+    "commands",
+    "analysis_commands",
+    "explain_commands",
+    "devices_command",
+    "layers_command",
+)
 
 
 def _handler(command: str) -> Callable[[argparse.Namespace, Console, Console], int]:

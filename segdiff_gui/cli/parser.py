@@ -11,6 +11,7 @@ from segdiff_gui.cli.sweep_view import parse_shard
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.runner.arguments import (
     add_configs,
+    add_layer_budgets,
     add_model_settings,
     add_repeats_and_timeout,
     number,
@@ -194,6 +195,42 @@ def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     _common(sweep, "print the test-set and per-image figures as JSON")
 
 
+def _add_layers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    layers = sub.add_parser(
+        "layers",
+        help="where in the network two configurations part: every layer's output compared",
+        description="Run the model layer by layer under --from and under --to, each in the "
+        "child its settings need, capture every layer's output for the target image (nested "
+        "models flattened, e.g. encoder/block_1), check that the probe's final map equals the "
+        "plain run's bit for bit, and report per layer: max and mean |Δ|, max ULP, relative "
+        "error, SNR, the share of differing elements and NaN/Inf counts; the first layer that "
+        "differs and where the difference grows; and the flips at the output. Served from the "
+        "cache when asked again.",
+        epilog=_EPILOG,
+    )
+    layers.add_argument("model", nargs="?", help=".keras or legacy .h5 (functional/Sequential)")
+    layers.add_argument("images", nargs="*", help="image files or folders (batch context)")
+    layers.add_argument(
+        "--from",
+        dest="from_",
+        required=True,
+        metavar="SPEC|RUN",
+        help="reference: key=value spec (e.g. device=cpu,batch=1) or a cached run's id or "
+        "label (its configuration is probed)",
+    )
+    layers.add_argument("--to", required=True, metavar="SPEC|RUN", help="the other side")
+    layers.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
+    layers.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
+    layers.add_argument("--image", metavar="NAME", help="with cached runs: the image they are of")
+    layers.add_argument(
+        "--cutoff", type=_cutoff, default=DEFAULT_CUTOFF, help="class cutoff for the output's flips"
+    )
+    add_repeats_and_timeout(layers)
+    add_layer_budgets(layers)
+    add_model_settings(layers)
+    _common(layers, "print every layer's figures as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="segdiff",
@@ -259,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(merge, "print what was merged as JSON")
     _add_analysis(sub)
     _add_explanations(sub)
+    _add_layers(sub)
     return parser
 
 

@@ -3,7 +3,13 @@ run request and the analysis all read them here."""
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_CUTOFF", "DEFAULT_REPEATS", "DEFAULT_TIMEOUT_S"]
+__all__ = [
+    "DEFAULT_CUTOFF",
+    "DEFAULT_LAYER_DISK_BUDGET",
+    "DEFAULT_LAYER_MEMORY_BUDGET",
+    "DEFAULT_REPEATS",
+    "DEFAULT_TIMEOUT_S",
+]
 
 # Class cutoff for sigmoid maps: class = p >= cutoff.
 DEFAULT_CUTOFF = 0.5
@@ -11,3 +17,7 @@ DEFAULT_CUTOFF = 0.5
 DEFAULT_REPEATS = 2
 # A child that reports nothing for this long (import, model load, one run) is killed.
 DEFAULT_TIMEOUT_S = 600.0
+# The layer probe (issue 15): bytes of layer tensors one comparison holds at once, and bytes
+# of probes' layer tensors a cache keeps (least recently used removed first).
+DEFAULT_LAYER_MEMORY_BUDGET = 512 << 20
+DEFAULT_LAYER_DISK_BUDGET = 2 << 30

@@ -64,6 +64,14 @@ class EngineJob:
     images: tuple[ImageRef, ...]
     cache_root: str
     runs: tuple[PlannedRun, ...] = field(default=())
+    # A layer probe (issue 15): each run's configuration is probed layer by layer into the
+    # cache's layer store (its plain run must be cached already), pieces of at most a share
+    # of this many bytes; 0: plain runs.
+    probe_memory_budget: int = 0
+
+    @property
+    def probes_layers(self) -> bool:
+        return self.probe_memory_budget > 0
 
     def process_config(self) -> RunConfig:
         """A configuration of this job; its process-level knobs are those of every run."""
@@ -82,6 +90,7 @@ class EngineJob:
             "images": [asdict(image) for image in self.images],
             "cache_root": self.cache_root,
             "runs": [run.to_dict() for run in self.runs],
+            "probe_memory_budget": self.probe_memory_budget,
         }
 
     @classmethod
@@ -95,4 +104,5 @@ class EngineJob:
             images=tuple(ImageRef(**image) for image in data["images"]),
             cache_root=data["cache_root"],
             runs=tuple(PlannedRun.from_dict(run) for run in data["runs"]),
+            probe_memory_budget=int(data.get("probe_memory_budget", 0)),
         )

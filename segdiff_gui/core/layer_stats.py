@@ -19,7 +19,14 @@ import numpy as np
 
 from segdiff_gui.core.analysis import ulp_distance
 
-__all__ = ["LayerComparison", "LayerStats", "compare_layer", "compare_layers"]
+__all__ = [
+    "LayerComparison",
+    "LayerStats",
+    "compare_layer",
+    "compare_layer_blocks",
+    "compare_layers",
+    "spatial_difference",
+]
 
 
 @dataclass(frozen=True)
@@ -48,52 +55,136 @@ class LayerStats:
                 data[name] = None
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LayerStats:
+        """The figures :meth:`to_dict` wrote (``TypeError``/``ValueError`` for anything else)."""
 
-def _counts(values: np.ndarray) -> tuple[int, int]:
-    return int(np.isnan(values).sum()), int(np.isinf(values).sum())
+        def number(name: str, none: float) -> float:
+            value = data[name]
+            if value is None:
+                return none
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(name)
+            return float(value)
+
+        def pair(name: str) -> tuple[int, int]:
+            first, second = data[name]
+            return int(first), int(second)
+
+        if not isinstance(data["name"], str) or not isinstance(data["shape"], list):
+            raise TypeError("name")
+        relative = data["relative_error"]
+        return cls(
+            name=data["name"],
+            shape=tuple(int(d) for d in data["shape"]),
+            max_abs=number("max_abs", 0.0),
+            mean_abs=number("mean_abs", 0.0),
+            max_ulp=int(data["max_ulp"]),
+            relative_error=number("relative_error", math.inf),
+            # None stands for +inf (equal) unless the reference was all zeros (relative None)
+            snr_db=number("snr_db", math.inf if relative is not None else -math.inf),
+            differing_fraction=number("differing_fraction", 0.0),
+            nan=pair("nan"),
+            inf=pair("inf"),
+        )
+
+
+class _Totals:
+    """What :func:`compare_layer_blocks` gathers block by block."""
+
+    def __init__(self) -> None:
+        self.nan = [0, 0]
+        self.inf = [0, 0]
+        self.differing = self.elements = self.numbers = self.max_ulp = 0
+        self.max_abs = self.sum_abs = self.delta_energy = self.ref_energy = 0.0
+
+    def add(self, reference: np.ndarray, other: np.ndarray) -> None:
+        ref32 = np.asarray(reference, dtype=np.float32)  # bfloat16 and float16 widen exactly
+        oth32 = np.asarray(other, dtype=np.float32)
+        for side, values in enumerate((ref32, oth32)):
+            self.nan[side] += int(np.isnan(values).sum())
+            self.inf[side] += int(np.isinf(values).sum())
+        usable = np.isfinite(ref32) & np.isfinite(oth32)
+        ulps = ulp_distance(ref32, oth32)
+        self.differing += int(np.count_nonzero(ulps))
+        self.elements += ref32.size
+        if not usable.any():
+            return
+        a = ref32[usable].astype(np.float64)
+        delta = oth32[usable].astype(np.float64) - a
+        magnitude = np.abs(delta)
+        self.max_abs = max(self.max_abs, float(magnitude.max()))
+        self.sum_abs += float(magnitude.sum())
+        self.numbers += int(magnitude.size)
+        self.delta_energy += float(np.dot(delta, delta))
+        self.ref_energy += float(np.dot(a, a))
+        self.max_ulp = max(self.max_ulp, int(ulps[usable].max()))
+
+    def stats(self, name: str, shape: tuple[int, ...]) -> LayerStats:
+        if self.delta_energy == 0.0:
+            relative, snr = 0.0, math.inf
+        elif self.ref_energy == 0.0:
+            relative, snr = math.inf, -math.inf
+        else:
+            relative = math.sqrt(self.delta_energy / self.ref_energy)
+            snr = 10.0 * math.log10(self.ref_energy / self.delta_energy)
+        return LayerStats(
+            name=name,
+            shape=tuple(int(d) for d in shape),
+            max_abs=self.max_abs,
+            mean_abs=self.sum_abs / self.numbers if self.numbers else 0.0,
+            max_ulp=self.max_ulp,
+            relative_error=relative,
+            snr_db=snr,
+            differing_fraction=self.differing / max(self.elements, 1),
+            nan=(self.nan[0], self.nan[1]),
+            inf=(self.inf[0], self.inf[1]),
+        )
+
+
+def spatial_difference(reference: np.ndarray, other: np.ndarray) -> np.ndarray | None:
+    """Where in the image a layer differs: max |Δ| over channels of an H×W×C output, float32
+    (an element that is NaN on one side only counts as infinitely different); None for an
+    output that is not an image (a vector, a sequence)."""
+    if reference.ndim != 3:
+        return None
+    ref32 = np.asarray(reference, dtype=np.float32)
+    oth32 = np.asarray(other, dtype=np.float32)
+    with np.errstate(invalid="ignore"):
+        magnitude = np.abs(oth32 - ref32)
+    same_nan = np.isnan(ref32) & np.isnan(oth32)
+    magnitude = np.where(np.isnan(magnitude) & ~same_nan, np.float32(np.inf), magnitude)
+    magnitude = np.where(same_nan, np.float32(0.0), magnitude)
+    spatial: np.ndarray = magnitude.max(axis=-1).astype(np.float32)
+    return spatial
+
+
+def compare_layer_blocks(
+    name: str, shape: tuple[int, ...], blocks: Iterable[tuple[np.ndarray, np.ndarray]]
+) -> tuple[LayerStats, np.ndarray | None]:
+    """The figures of one layer whose two sides come in matching blocks (rows of the
+    output, in order), and its spatial difference map; one block of each side is in memory
+    at a time."""
+    totals = _Totals()
+    rows: list[np.ndarray] = []
+    spatial_ok = len(shape) == 3
+    for reference, other in blocks:
+        if reference.shape != other.shape:
+            raise ValueError(f"layer {name}: blocks differ ({reference.shape} vs {other.shape})")
+        totals.add(reference, other)
+        if spatial_ok and (part := spatial_difference(reference, other)) is not None:
+            rows.append(part)
+    spatial = np.concatenate(rows, axis=0) if spatial_ok and rows else None
+    return totals.stats(name, shape), spatial
 
 
 def compare_layer(name: str, reference: np.ndarray, other: np.ndarray) -> LayerStats:
     """The figures of one layer's output under two configurations (same shape)."""
     if reference.shape != other.shape:
         raise ValueError(f"layer {name}: shapes differ ({reference.shape} vs {other.shape})")
-    ref32 = np.asarray(reference, dtype=np.float32)  # bfloat16 and float16 widen exactly
-    oth32 = np.asarray(other, dtype=np.float32)
-    ref_nan, ref_inf = _counts(ref32)
-    oth_nan, oth_inf = _counts(oth32)
-    usable = np.isfinite(ref32) & np.isfinite(oth32)
-    ulps = ulp_distance(ref32, oth32)
-    differing = int(np.count_nonzero(ulps))
-    size = max(ref32.size, 1)
-    if usable.any():
-        a = ref32[usable].astype(np.float64)
-        delta = oth32[usable].astype(np.float64) - a
-        magnitude = np.abs(delta)
-        max_abs, mean_abs = float(magnitude.max()), float(magnitude.mean())
-        delta_energy, ref_energy = float(np.dot(delta, delta)), float(np.dot(a, a))
-        max_ulp = int(ulps[usable].max())
-    else:
-        max_abs = mean_abs = delta_energy = ref_energy = 0.0
-        max_ulp = 0
-    if delta_energy == 0.0:
-        relative, snr = 0.0, math.inf
-    elif ref_energy == 0.0:
-        relative, snr = math.inf, -math.inf
-    else:
-        relative = math.sqrt(delta_energy / ref_energy)
-        snr = 10.0 * math.log10(ref_energy / delta_energy)
-    return LayerStats(
-        name=name,
-        shape=tuple(int(d) for d in reference.shape),
-        max_abs=max_abs,
-        mean_abs=mean_abs,
-        max_ulp=max_ulp,
-        relative_error=relative,
-        snr_db=snr,
-        differing_fraction=differing / size,
-        nan=(ref_nan, oth_nan),
-        inf=(ref_inf, oth_inf),
-    )
+    totals = _Totals()
+    totals.add(reference, other)
+    return totals.stats(name, reference.shape)
 
 
 @dataclass(frozen=True)

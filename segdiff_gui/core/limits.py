@@ -50,7 +50,8 @@ def check_stored_bytes(where: object, shape: tuple[int, ...], itemsize: int, wha
     included) whose bytes are over twice the pixel bound's float32 map: 2 GiB by default (a
     16384² sigmoid map, an 8192² map of 8 classes). A crafted file declares such a size in a
     few bytes."""
-    check_pixels(where, shape[0], shape[1], what)
+    if len(shape) >= 2:  # a layer's output may be a vector
+        check_pixels(where, shape[0], shape[1], what)
     size = itemsize
     for extent in shape:
         size *= extent

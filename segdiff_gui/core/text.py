@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable"]
+__all__ = ["format_size", "parse_size", "printable"]
 
 # C0 controls (tab, newline and escape among them), DEL and the C1 controls; also the Unicode
 # line and paragraph separators and the bidirectional overrides that reorder what is shown.
@@ -15,3 +15,24 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u
 def printable(text: str) -> str:
     """``text`` with every control character replaced by U+FFFD (so that it stays visible)."""
     return _UNPRINTABLE.sub("\ufffd", text)
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """``512M``, ``2G``, ``1.5GiB``, ``4096``: a number of bytes (binary units), or ValueError."""
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a size (e.g. 512M, 2G)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+def format_size(size: int) -> str:
+    """Bytes as people read them: ``1.5 GiB``, ``320 MiB``, ``12 KiB``."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:,.1f} {unit}" if value < 10 else f"{value:,.0f} {unit}"
+    return f"{size} B"

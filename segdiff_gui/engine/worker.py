@@ -186,8 +186,8 @@ class JobRunner:
     def step(self, run: PlannedRun, number: int) -> None:
         self.channel.send(BatchProgress(run.key, number, len(_STEPS), _STEPS[number - 1]))
 
-    def execute(self, run: PlannedRun) -> RunRecord:
-        config = run.config
+    def check_device(self, config: RunConfig) -> str:
+        """The device ``config`` asks for, as this runtime names it; RunError if absent."""
         device_name = config.device if config.is_gpu else "cpu"
         if device_name not in self.devices:
             seen = ", ".join(sorted(self.devices)) or "none"
@@ -196,6 +196,22 @@ class JobRunner:
                 f"{config.device} requested but {title} sees no such device (it sees: {seen}); "
                 "not falling back"
             )
+        return device_name
+
+    def compute(self, run: PlannedRun) -> str:
+        """Compute ``run`` (or, in a layer probe's job, probe it) into the cache; returns the
+        device it ran on."""
+        if self.job.probes_layers:
+            from segdiff_gui.engine.layer_probe import probe_run
+
+            return probe_run(self, run)
+        record = self.execute(run)
+        self.cache.write_run(record)
+        return str(record.provenance["device"])
+
+    def execute(self, run: PlannedRun) -> RunRecord:
+        config = run.config
+        device_name = self.check_device(config)
         self.step(run, 1)
         batch = self.batch_for(run)
         self.step(run, 2)
@@ -264,8 +280,7 @@ class JobRunner:
             _test_hooks(run.label)
             try:
                 started = time.perf_counter()
-                record = self.execute(run)
-                self.cache.write_run(record)
+                device = self.compute(run)
                 _test_hooks(run.label, after_write=True)
             except InputError as error:
                 # This configuration cannot use this input (e.g. float16 overflows to NaN);
@@ -294,7 +309,7 @@ class JobRunner:
                     run.key,
                     run.label,
                     round(time.perf_counter() - started, 3),
-                    record.provenance["device"],
+                    device,
                 )
             )
         return 0

@@ -8,12 +8,19 @@ import argparse
 from collections.abc import Callable
 
 from segdiff_gui.core.config import ModelSettings, OutputSelection, parse_preprocessing
-from segdiff_gui.core.defaults import DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
+from segdiff_gui.core.defaults import (
+    DEFAULT_LAYER_DISK_BUDGET,
+    DEFAULT_LAYER_MEMORY_BUDGET,
+    DEFAULT_REPEATS,
+    DEFAULT_TIMEOUT_S,
+)
 from segdiff_gui.core.knobs import KNOBS
+from segdiff_gui.core.text import format_size, parse_size
 
 __all__ = [
     "TRUST_WARNING",
     "add_configs",
+    "add_layer_budgets",
     "add_model_settings",
     "add_repeats_and_timeout",
     "model_settings",
@@ -117,4 +124,32 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
         preprocessing=parse_preprocessing(args.scale, args.mean, args.std, args.color, args.resize),
         output=OutputSelection(output=args.output, activation=args.activation),
         trust_model=args.trust_model,
+    )
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_layer_budgets(parser: argparse.ArgumentParser) -> None:
+    """What a layer probe may hold in memory and keep on disk."""
+    parser.add_argument(
+        "--memory",
+        metavar="SIZE",
+        type=_size,
+        default=DEFAULT_LAYER_MEMORY_BUDGET,
+        help="layer tensors a comparison holds at once: each layer is stored and compared in "
+        f"pieces of rows that fit (default {format_size(DEFAULT_LAYER_MEMORY_BUDGET)})",
+    )
+    parser.add_argument(
+        "--keep",
+        metavar="SIZE",
+        type=_size,
+        default=DEFAULT_LAYER_DISK_BUDGET,
+        help="probes' layer tensors the cache keeps, least recently used removed first; the "
+        "figures and difference maps are always kept "
+        f"(default {format_size(DEFAULT_LAYER_DISK_BUDGET)}; 0 keeps none)",
     )

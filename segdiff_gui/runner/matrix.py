@@ -5,7 +5,7 @@ GUI's worker thread drives the very same generator."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
@@ -40,9 +40,12 @@ class MatrixRunner:
         cache: ResultCache,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         child_env: dict[str, str] | None = None,
+        finished: Callable[[str], bool] | None = None,
     ) -> None:
         self.plan = plan
         self.cache = cache
+        # Whether a run's result is stored: its cache entry (a layer probe's job: its probe).
+        self._finished = finished or cache.has
         self.timeout_s = timeout_s
         self.child_env = child_env
         self._cancel = threading.Event()
@@ -136,7 +139,7 @@ class MatrixRunner:
                 if isinstance(message, RunStarted):
                     in_flight = pending.get(message.key)
                 elif isinstance(message, RunFinished | RunFailed):
-                    if isinstance(message, RunFinished) and not self.cache.has(message.key):
+                    if isinstance(message, RunFinished) and not self._finished(message.key):
                         message = RunFailed(
                             message.key,
                             message.label,
@@ -166,7 +169,7 @@ class MatrixRunner:
         if self.cancelled:
             return
         child.close()
-        if in_flight is not None and self.cache.has(in_flight.key):
+        if in_flight is not None and self._finished(in_flight.key):
             # It died after writing but before saying so: the result is whole, keep it.
             record = self.cache.read_run(in_flight.key, with_map=False)
             pending.pop(in_flight.key, None)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import cycle, islice
 from pathlib import Path
+from typing import Any
 
 from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
 from segdiff_gui.core.environment import keyed_environment
@@ -22,7 +23,7 @@ from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import is_merged
 
-__all__ = ["MatrixPlan", "batch_slots", "plan_matrix", "shard_slice"]
+__all__ = ["MatrixPlan", "batch_slots", "jobs_for", "plan_matrix", "shard_slice"]
 
 
 def batch_slots(config: RunConfig, target: int, image_count: int) -> tuple[int, ...]:
@@ -52,6 +53,8 @@ class MatrixPlan:
     damaged: tuple[UnreadableEntry, ...] = ()
     # Cached runs that came from a bundle, not from this machine (said so in reports).
     merged: frozenset[str] = frozenset()
+    # The job every child of this plan gets, without its runs (see jobs_for).
+    template: EngineJob | None = None
 
     @property
     def target(self) -> int:
@@ -247,22 +250,16 @@ def plan_matrix(
             merged.add(run.key)
     _check_images(refs, to_compute, decoded)
     _check_runtimes(model, to_compute)
-    groups: dict[tuple[object, ...], list[PlannedRun]] = {}
-    for run in to_compute:
-        groups.setdefault(_child_of(run, knobs), []).append(run)
-    jobs = tuple(
-        EngineJob(
-            model_path=str(model),
-            model_hash=model_hash,
-            trust_model=trust_model,
-            preprocessing=preprocessing,
-            output=output,
-            images=tuple(refs),
-            cache_root=str(cache.root),
-            runs=tuple(group),
-        )
-        for group in groups.values()
+    template = EngineJob(
+        model_path=str(model),
+        model_hash=model_hash,
+        trust_model=trust_model,
+        preprocessing=preprocessing,
+        output=output,
+        images=tuple(refs),
+        cache_root=str(cache.root),
     )
+    jobs = jobs_for(template, to_compute, knobs)
     return MatrixPlan(
         model,
         tuple(refs),
@@ -273,4 +270,15 @@ def plan_matrix(
         model_hash,
         tuple(damaged),
         frozenset(merged),
+        template,
     )
+
+
+def jobs_for(
+    template: EngineJob, runs: Sequence[PlannedRun], knobs: KnobRegistry = KNOBS, **changes: Any
+) -> tuple[EngineJob, ...]:
+    """``runs`` as jobs of ``template`` (with ``changes``): one per child they need."""
+    groups: dict[tuple[object, ...], list[PlannedRun]] = {}
+    for run in runs:
+        groups.setdefault(_child_of(run, knobs), []).append(run)
+    return tuple(replace(template, runs=tuple(group), **changes) for group in groups.values())

@@ -61,7 +61,7 @@ __all__ = [
 MARKER = ".segdiff-cache"
 _MARKER_CONTENT = {"format": "segdiff-cache", "version": 1}
 # What a cache made before caches were marked holds: adopted, never anything else.
-_OWN_ENTRIES = frozenset({"runs", "images", "probe", "models", MARKER})
+_OWN_ENTRIES = frozenset({"runs", "images", "layers", "probe", "models", MARKER})
 _TMP_SUFFIX = ".tmp"
 # Keys and content hashes are SHA-256 hex digests; anything else (e.g. "../x" from a crafted
 # bundle) must never become part of a path.
@@ -369,10 +369,12 @@ class ResultCache:
             return 0
         removed = 0
         cutoff = time.time() - older_than_s
-        runs = self.root / "runs"
         folders = [self.root / "images"]
-        if runs.is_dir() and not runs.is_symlink():
-            folders += [p for p in runs.iterdir() if len(p.name) == 2 and not p.is_symlink()]
+        # Runs, and layer probes and comparisons (storage/layers.py), in folders by key prefix.
+        for parent in ("runs", "layers/tensors", "layers/compared"):
+            keyed = self.root / parent
+            if keyed.is_dir() and not keyed.is_symlink() and not keyed.parent.is_symlink():
+                folders += [p for p in keyed.iterdir() if len(p.name) == 2 and not p.is_symlink()]
         for folder in folders:
             if not folder.is_dir() or folder.is_symlink():
                 continue

@@ -47,6 +47,7 @@ except ImportError:
 __all__ = [
     "FORMAT_VERSION",
     "RunRecord",
+    "array_checksum",
     "derived_label",
     "expected_key",
     "is_merged",
@@ -189,7 +190,8 @@ def _metadata_digest(record: RunRecord) -> str:
     return hashlib.sha256(canonical_json(_metadata(record)).encode()).hexdigest()
 
 
-def _map_checksum(values: np.ndarray) -> int:
+def array_checksum(values: np.ndarray) -> int:
+    """CRC-32 of an array's bytes as stored (C order)."""
     contiguous = np.ascontiguousarray(values)
     return int(crc32(contiguous.view(np.uint8).reshape(-1).data))
 
@@ -224,7 +226,7 @@ def write_record(group: h5py.Group, record: RunRecord) -> None:
             encoded.append(name)
     provenance.attrs[_ENCODED] = canonical_json(encoded)
     attrs[_CHECKSUM] = canonical_json(
-        {"map_crc32": _map_checksum(data), "metadata_sha256": _metadata_digest(record)}
+        {"map_crc32": array_checksum(data), "metadata_sha256": _metadata_digest(record)}
     )
 
 
@@ -241,7 +243,7 @@ def read_record(group: h5py.Group, where: str, with_map: bool = True) -> RunReco
 def read_checked_map(group: h5py.Group, where: str, map_crc32: int | None) -> np.ndarray:
     """The run's map, checked against its checksum (``None``: written before checksums)."""
     probabilities = read_stored_array(plain_dataset(group, _MAP, where), where)
-    if map_crc32 is not None and _map_checksum(probabilities) != map_crc32:
+    if map_crc32 is not None and array_checksum(probabilities) != map_crc32:
         raise UnreadableEntry(where, f"run {group.name}'s map does not match its checksum")
     return probabilities
 

@@ -69,6 +69,30 @@ class Backend(abc.ABC):
 
         return keras.device(device)  # type: ignore[no-any-return]
 
+    # The layer probe (engine/layer_probe.py) -----------------------------------------------
+    def layer_call(
+        self, config: RunConfig
+    ) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
+        """How the probe calls one layer under ``config``: as the whole model's forward pass
+        would compute it. The default calls it as it is (op by op)."""
+        return lambda layer, args, kwargs: layer(*args, **kwargs)
+
+    def probe_scope(self, config: RunConfig) -> contextlib.AbstractContextManager[Any]:
+        """Where (and how) the probe's layers run: the forward pass's own placement."""
+        return self.device_scope(config.device)
+
+    def probe_input(self, batch: np.ndarray, config: RunConfig) -> Any:
+        """The batch as the runtime's tensor on ``config``'s device (inside probe_scope)."""
+        import keras
+
+        return keras.ops.convert_to_tensor(batch)
+
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        """A runtime tensor as numpy, in its own dtype (bfloat16 as ml_dtypes' type)."""
+        import keras
+
+        return np.asarray(keras.ops.convert_to_numpy(tensor))
+
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
         """The knobs as the runtime reports them now (read back, never assumed)."""
         return {}

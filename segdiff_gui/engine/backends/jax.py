@@ -50,6 +50,7 @@ class JaxBackend(Backend):
 
     def __init__(self) -> None:
         self._jitted: dict[int, Any] = {}
+        self._layer_jits: dict[int, Any] = {}
 
     def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:
         # A fresh process must choose its kernels again: the persistent cache would hand it
@@ -145,6 +146,32 @@ class JaxBackend(Backend):
             )
 
         return run
+
+    def layer_call(
+        self, config: RunConfig
+    ) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
+        """With XLA, one ``jax.jit`` per layer of its stateless call (its weights passed in, as
+        the whole model's jit takes them); without, the layer op by op."""
+        if not config.xla:
+            return super().layer_call(config)
+
+        def call(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            key = id(layer)
+            if key not in self._layer_jits:
+
+                def stateless(trainable: Any, other: Any, *inputs: Any) -> Any:
+                    outputs, _ = layer.stateless_call(trainable, other, *inputs, **kwargs)
+                    return outputs
+
+                self._layer_jits[key] = jax.jit(stateless)
+            trainable = [w.value for w in layer.trainable_variables]
+            other = [w.value for w in layer.non_trainable_variables]
+            return self._layer_jits[key](trainable, other, *args)
+
+        return call
+
+    def probe_input(self, batch: np.ndarray, config: RunConfig) -> Any:
+        return jax.device_put(batch, self._device(config.device))
 
     def weight_devices(self, model: Any, config: RunConfig) -> set[str]:
         weights = model.model_for(config.precision).weights

@@ -47,11 +47,26 @@ def _hard_placement() -> Iterator[None]:
         tf.config.set_soft_device_placement(previous)
 
 
+@contextlib.contextmanager
+def _placed(where: str) -> Iterator[None]:
+    with tf.device(where), _hard_placement():
+        yield
+
+
+def _calling(layer: Any) -> Callable[..., Any]:
+    """A plain function calling ``layer`` (tf.function wraps functions, not Keras layers)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return layer(*args, **kwargs)
+
+    return call
+
+
 class TensorFlowBackend(Backend):
     name = "tensorflow"
 
     def __init__(self) -> None:
-        self._functions: dict[tuple[int, str, bool], Any] = {}
+        self._functions: dict[tuple[int, str, bool], Any] = {}  # per model or layer
         # This child's GPUs by their physical names ("gpu:1") → TensorFlow's logical index:
         # a child sees only the GPUs its runs use, numbered from 0.
         self._logical: dict[str, int] = {}
@@ -158,6 +173,27 @@ class TensorFlowBackend(Backend):
             )
 
         return run
+
+    def layer_call(
+        self, config: RunConfig
+    ) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
+        """One ``tf.function`` per layer, with XLA as ``config`` says: each layer's graph is
+        optimised as it is inside the whole model's (a Conv2D's bias and activation fused), so
+        only fusions across layers could differ, which the probe's final check would show."""
+
+        def call(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            key = (id(layer), "layer", config.xla)
+            if key not in self._functions:
+                self._functions[key] = tf.function(_calling(layer), jit_compile=config.xla)  # type: ignore[index]
+            return self._functions[key](*args, **kwargs)  # type: ignore[index]
+
+        return call
+
+    def probe_scope(self, config: RunConfig) -> contextlib.AbstractContextManager[Any]:
+        return _placed(self._tf_device(config.device))
+
+    def probe_input(self, batch: np.ndarray, config: RunConfig) -> Any:
+        return tf.constant(batch)
 
     def weight_devices(self, model: Any, config: RunConfig) -> set[str]:
         if model.keras_model is None:  # a SavedModel's variables belong to its loaded object

@@ -4,7 +4,8 @@ switches and read back."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,13 @@ def _numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.numpy()
 
 
+@contextlib.contextmanager
+def _inference_on(scope: contextlib.AbstractContextManager[Any]) -> Iterator[None]:
+    """As the forward pass runs: no autograd, on the device."""
+    with torch.inference_mode(), scope:
+        yield
+
+
 class TorchBackend(Backend):
     name = "torch"
 
@@ -54,6 +62,12 @@ class TorchBackend(Backend):
     def device_scope(self, device: str) -> Any:
         self._check_device(device)
         return keras.device(device)
+
+    def probe_scope(self, config: RunConfig) -> Any:
+        return _inference_on(self.device_scope(config.device))
+
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        return _numpy(tensor)
 
     def devices(self) -> list[dict[str, Any]]:
         devices: list[dict[str, Any]] = [

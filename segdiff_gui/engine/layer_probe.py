@@ -1,0 +1,101 @@
+"""A run's configuration probed layer by layer (issue 15), in the child that would run it.
+
+The batch, device, precision, XLA and the process-level knobs are the run's own; every layer's
+output for the target image goes into the cache's layer store as it comes (one layer at a
+time), then the probe's final map is checked bit for bit against the plain run of the same
+configuration, already cached: a probe that changed what it measures says so.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import keras
+
+from segdiff_gui.core.analysis import compare_maps
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.job import PlannedRun
+from segdiff_gui.core.protocol import BatchProgress
+from segdiff_gui.core.timestamps import local_timestamp
+from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
+from segdiff_gui.engine.outputs import to_probabilities
+from segdiff_gui.storage.layers import LayerStore, probe_key
+
+if TYPE_CHECKING:
+    from segdiff_gui.engine.worker import JobRunner
+
+__all__ = ["probe_run"]
+
+
+def _layer_count(model: Any) -> int:
+    return sum(
+        1
+        for layer in model._flatten_layers(include_self=False)
+        if not isinstance(layer, (keras.layers.InputLayer, keras.Model))
+    )
+
+
+def probe_run(runner: JobRunner, run: PlannedRun) -> str:
+    """Probe ``run`` into the layer store; returns the device it ran on."""
+    job, backend, config = runner.job, runner.backend, run.config
+    runner.check_device(config)
+    loaded = runner.model_on(config.device)
+    if loaded.keras_model is None:
+        raise InputError(
+            loaded.path,
+            "is a TensorFlow SavedModel: its graph has no Keras layers to tap; the .keras or "
+            ".h5 model it was saved from can be probed layer by layer",
+        )
+    try:
+        plain = runner.cache.read_run(run.key).probabilities
+    except KeyError:
+        raise InputError(run.label, "has no plain run in the cache to check the probe on") from None
+    model = loaded.model_for(config.precision)
+    tappable_graph(model, loaded.path)
+    batch = runner.batch_for(run)
+    call = backend.layer_call(config)
+    position, total = config.position, max(_layer_count(model), 1)
+    store = LayerStore(runner.cache)
+    key = probe_key(run.key)
+    started = time.perf_counter()
+    with store.write_probe(key, job.probe_memory_budget) as writer:
+
+        def emit(output: LayerOutput) -> None:
+            value = output.value
+            shape = tuple(int(d) for d in value.shape)
+            target = value[position] if shape and shape[0] == config.batch else value
+            array = backend.to_numpy(target)
+            dtype = keras.backend.standardize_dtype(value.dtype)
+            writer.add(output.name, output.class_name, dtype, shape, array)
+            step = min(writer.count, total)
+            runner.channel.send(BatchProgress(run.key, step, total, f"layer {output.name}"))
+
+        with backend.probe_scope(config):
+            outputs = run_layer_by_layer(model, [backend.probe_input(batch, config)], call, emit)
+            raw = backend.to_numpy(outputs[runner.output_index][position])
+        wall = time.perf_counter() - started
+        name = loaded.output_names[runner.output_index]
+        probabilities, _ = to_probabilities(loaded.path, name, raw, job.output)
+        assert plain is not None
+        if probabilities.shape != plain.shape:
+            raise InputError(run.label, "the probe's final map has another shape than its run's")
+        check = compare_maps(plain, probabilities)
+        writer.finish(
+            {
+                "run_key": run.key,
+                "probe_key": key,
+                "label": run.label,
+                "config": config.to_dict(),
+                "layers": writer.count,
+                "final": {
+                    "bitwise_equal": check.bitwise_equal,
+                    "differing_pixels": check.differing_pixels,
+                    "max_ulp": check.max_ulp,
+                },
+                "wall_time_s": wall,
+                "timestamp": local_timestamp(),
+            },
+            probabilities,
+        )
+    return config.device

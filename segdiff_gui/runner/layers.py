@@ -1,0 +1,248 @@
+"""The layer probe (issue 15) between two configurations of one model on one image.
+
+Three steps, each a front end drives like a matrix: the two plain runs (cached or computed,
+:meth:`LayerProbeSession.plain_runner`), the probes each configuration still needs, each in
+the child its process-level knobs require (:meth:`probe_runner`), and the comparison, read
+from the two probes one piece of one layer at a time (:meth:`compare`). A comparison is
+stored; asking again is served from the cache without starting a child.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.core.analysis import MapComparison, compare_maps
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.defaults import (
+    DEFAULT_CUTOFF,
+    DEFAULT_LAYER_DISK_BUDGET,
+    DEFAULT_LAYER_MEMORY_BUDGET,
+)
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.job import PlannedRun
+from segdiff_gui.core.layer_stats import LayerComparison, LayerStats, compare_layer_blocks
+from segdiff_gui.runner.matrix import MatrixRunner
+from segdiff_gui.runner.plan import MatrixPlan, jobs_for
+from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.storage.hdf5_access import UnreadableEntry
+from segdiff_gui.storage.layers import (
+    LayerStore,
+    ProbeTensors,
+    StoredComparison,
+    comparison_key,
+    probe_key,
+)
+
+__all__ = ["LayerProbe", "LayerProbeSession"]
+
+
+@dataclass(frozen=True)
+class LayerProbe:
+    """A finished probe: the stored comparison and what the budget kept."""
+
+    stored: StoredComparison
+    tensors_kept: bool  # both sides' layer tensors are still in the cache
+    served_from_cache: bool
+
+    @property
+    def comparison(self) -> LayerComparison:
+        return self.stored.comparison
+
+    @property
+    def reference_label(self) -> str:
+        return str(self.stored.reference["label"])
+
+    @property
+    def other_label(self) -> str:
+        return str(self.stored.other["label"])
+
+    def final(self, cutoff: float = DEFAULT_CUTOFF) -> MapComparison:
+        """The final maps compared at ``cutoff``: the flips of the last row."""
+        return compare_maps(*self.stored.final_maps, cutoff=cutoff)
+
+    def fidelity(self) -> list[str]:
+        """Whether each side's probe computed its final map bit for bit as its plain run."""
+        lines = []
+        for side in (self.stored.reference, self.stored.other):
+            final = side.get("final", {})
+            if final.get("bitwise_equal"):
+                lines.append(f"{side['label']}: the probe's final map equals its run bit for bit")
+            else:
+                lines.append(
+                    f"{side['label']}: the probe's final map differs from its run in "
+                    f"{final.get('differing_pixels', '?')} pixels (up to {final.get('max_ulp')} "
+                    "ULP): computing layer by layer changed the numerics (the runtime fuses "
+                    "across layers); figures are the probe's own, its final row too"
+                )
+        return lines
+
+    def to_dict(self, cutoff: float = DEFAULT_CUTOFF) -> dict[str, Any]:
+        final = self.final(cutoff)
+        return {
+            "reference": self.stored.reference,
+            "other": self.stored.other,
+            **self.comparison.to_dict(),
+            "final": {**final.to_dict(), "source": self.stored.final_source},
+            "tensors_kept": self.tensors_kept,
+        }
+
+
+def _aligned(
+    first: Iterator[np.ndarray], second: Iterator[np.ndarray]
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Matching row blocks of two layers stored in pieces of different sizes."""
+    a = b = None
+    while True:
+        if a is None or not len(a):
+            a = next(first, None)
+        if b is None or not len(b):
+            b = next(second, None)
+        if a is None or b is None:
+            return
+        if a.ndim == 0 or b.ndim == 0:  # a scalar output: one block
+            yield a, b
+            return
+        rows = min(len(a), len(b))
+        yield a[:rows], b[:rows]
+        a, b = a[rows:], b[rows:]
+
+
+def compare_stored(
+    reference: ProbeTensors, other: ProbeTensors
+) -> tuple[LayerComparison, dict[int, np.ndarray]]:
+    """Every layer of two stored probes compared, one piece of each at a time."""
+    ours, theirs = reference.layers, other.layers
+    if [(i.name, i.shape) for i in ours] != [(i.name, i.shape) for i in theirs]:
+        names = {i.name for i in ours} ^ {i.name for i in theirs}
+        said = f" ({', '.join(sorted(names)[:3])})" if names else " (their shapes differ)"
+        raise InputError(
+            other.meta.get("label", other.where),
+            f"has other layers than {reference.meta.get('label', reference.where)}{said}: "
+            "the two configurations do not run the same network",
+        )
+    stats: list[LayerStats] = []
+    spatial: dict[int, np.ndarray] = {}
+    for info in ours:
+        blocks = _aligned(reference.pieces(info.index), other.pieces(info.index))
+        figures, where = compare_layer_blocks(info.name, info.shape, blocks)
+        stats.append(figures)
+        if where is not None:
+            spatial[info.index] = where
+    return LayerComparison(tuple(stats)), spatial
+
+
+class LayerProbeSession:
+    """One probe between ``reference`` and ``other`` (configurations of ``request``)."""
+
+    def __init__(
+        self,
+        request: MatrixRequest,
+        reference: RunConfig,
+        other: RunConfig,
+        memory_budget: int = DEFAULT_LAYER_MEMORY_BUDGET,
+        disk_budget: int = DEFAULT_LAYER_DISK_BUDGET,
+    ) -> None:
+        if reference == other:
+            raise InputError("layers", f"both sides are {reference.label()}: nothing to compare")
+        if memory_budget < 1 << 20:
+            raise InputError("memory budget", "must be at least 1 MiB")
+        self.request = replace(request, configs=(reference, other), repeats=1, sweep=False)
+        self.configs = (reference, other)
+        self.memory_budget, self.disk_budget = memory_budget, disk_budget
+        self.store = LayerStore(request.cache)
+        self.plan: MatrixPlan = self.request.plan()
+        by_config = {run.config: run for run in self.plan.runs}
+        self.sides: tuple[PlannedRun, PlannedRun] = (by_config[reference], by_config[other])
+        self.key = comparison_key(*(probe_key(run.key) for run in self.sides))
+
+    def stored(self) -> StoredComparison | None:
+        """The comparison, if the cache has it whole (a damaged one is computed again)."""
+        try:
+            return self.store.read_comparison(self.key)
+        except UnreadableEntry:
+            return None
+
+    def plain_runner(self) -> MatrixRunner:
+        """The two plain runs (the probe is checked against them)."""
+        self.request.cache.remove_stale_temporaries()
+        return MatrixRunner(self.plan, self.request.cache, timeout_s=self.request.timeout_s)
+
+    def _probe_is_whole(self, run: PlannedRun) -> bool:
+        try:
+            with self.store.open_probe(probe_key(run.key)):
+                return True
+        except (UnreadableEntry, OSError):
+            return False
+
+    def probe_runner(self) -> MatrixRunner:
+        """The probes still missing, each in its configuration's own child."""
+        for run in self.sides:
+            if not self.request.cache.has(run.key):
+                raise InputError(run.label, "its run failed, so there is nothing to probe against")
+        needed = tuple(run for run in self.sides if not self._probe_is_whole(run))
+        assert self.plan.template is not None
+        jobs = jobs_for(
+            self.plan.template,
+            needed,
+            self.request.knobs,
+            probe_memory_budget=self.memory_budget,
+        )
+        probes = replace(self.plan, runs=needed, cached=(), jobs=jobs, damaged=())
+        return MatrixRunner(
+            probes,
+            self.request.cache,
+            timeout_s=self.request.timeout_s,
+            finished=lambda key: self.store.has_probe(probe_key(key)),
+        )
+
+    def _final_maps(
+        self, reference: ProbeTensors, other: ProbeTensors
+    ) -> tuple[tuple[np.ndarray, np.ndarray], str]:
+        """The plain runs' maps when both probes reproduced them bit for bit, else the
+        probes' own."""
+        exact = all(
+            t.meta.get("final", {}).get("bitwise_equal") is True for t in (reference, other)
+        )
+        if exact:
+            maps = [self.request.cache.read_run(run.key).probabilities for run in self.sides]
+            assert maps[0] is not None and maps[1] is not None
+            return (maps[0], maps[1]), "plain runs"
+        return (reference.final_map(), other.final_map()), "probe"
+
+    def compare(self) -> LayerProbe:
+        """Compare the two stored probes, store the comparison, keep within the budget."""
+        with (
+            self.store.open_probe(probe_key(self.sides[0].key)) as reference,
+            self.store.open_probe(probe_key(self.sides[1].key)) as other,
+        ):
+            comparison, spatial = compare_stored(reference, other)
+            final_maps, source = self._final_maps(reference, other)
+            stored = StoredComparison(
+                self.key,
+                _side(reference.meta),
+                _side(other.meta),
+                comparison,
+                spatial,
+                final_maps,
+                source,
+            )
+        self.store.write_comparison(stored)
+        removed = set(self.store.keep_within(self.disk_budget))
+        kept = not removed & {probe_key(run.key) for run in self.sides}
+        return LayerProbe(stored, tensors_kept=kept, served_from_cache=False)
+
+    def cached_result(self) -> LayerProbe | None:
+        stored = self.stored()
+        if stored is None:
+            return None
+        kept = all(self.store.has_probe(probe_key(run.key)) for run in self.sides)
+        return LayerProbe(stored, tensors_kept=kept, served_from_cache=True)
+
+
+def _side(meta: dict[str, Any]) -> dict[str, Any]:
+    keep = ("label", "run_key", "probe_key", "config", "final", "wall_time_s", "layers")
+    return {name: meta[name] for name in keep if name in meta}

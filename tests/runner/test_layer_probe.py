@@ -1,0 +1,168 @@
+"""The layer probe on real models in real children (issue 15): per-layer figures equal a
+direct computation from the stored tensors, the last layer's equal ``compare``'s, the first
+differing layer is the one the tensors say, nested models are flattened, and the probe's final
+map is checked against the plain run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from segdiff_gui.core.analysis import compare_maps
+from segdiff_gui.core.config import parse_config_spec
+from segdiff_gui.core.layer_stats import compare_layer, spatial_difference
+from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
+from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.layers import probe_key
+from tests.conftest import segdiff
+from tests.engine.test_gpu_path import engine_script
+
+pytestmark = pytest.mark.slow
+
+REFERENCE = "device=cpu,batch=1"
+OTHERS = ("device=cpu,batch=64", "device=cpu,xla=on", "device=cpu,precision=bf16")
+
+
+def _probe(session: LayerProbeSession) -> LayerProbe:
+    for _ in session.plain_runner().run():
+        pass
+    for _ in session.probe_runner().run():
+        pass
+    return session.compare()
+
+
+@pytest.fixture(scope="module")
+def demo_probes(demo, tmp_path_factory) -> tuple[ResultCache, dict[str, LayerProbeSession]]:
+    """The demo U-Net's batch 1 against batch 64, XLA and bfloat16: the plain runs in one
+    child, then each side's probe in its own."""
+    model, images = demo
+    cache = ResultCache(tmp_path_factory.mktemp("layers"))
+    configs = tuple(parse_config_spec(s) for s in (REFERENCE, *OTHERS))
+    request = MatrixRequest(model, tuple(images), cache, configs=configs, repeats=1)
+    for _ in request.start([]).run():
+        pass
+    sessions = {}
+    for spec in OTHERS:
+        session = LayerProbeSession(request, configs[0], parse_config_spec(spec))
+        sessions[spec] = session
+        session.result = _probe(session)  # type: ignore[attr-defined]
+    return cache, sessions
+
+
+@pytest.mark.parametrize("spec", OTHERS)
+def test_every_layer_figure_equals_a_direct_computation_from_the_stored_tensors(demo_probes, spec):
+    cache, sessions = demo_probes
+    session = sessions[spec]
+    probe: LayerProbe = session.result  # type: ignore[attr-defined]
+    assert probe.tensors_kept and not probe.served_from_cache
+    keys = [probe_key(run.key) for run in session.sides]
+    with session.store.open_probe(keys[0]) as reference, session.store.open_probe(keys[1]) as other:
+        names = [info.name for info in reference.layers]
+        assert names[0] == "enc1_1" and names[-1] == "foreground" and len(names) == 17
+        first = None
+        for info, stats in zip(reference.layers, probe.comparison.layers, strict=True):
+            a, b = reference.layer(info.index), other.layer(info.index)
+            expected = compare_layer(info.name, a, b)
+            assert stats == expected  # one piece per layer: the same arithmetic, bit for bit
+            spatial = spatial_difference(a, b)
+            assert np.array_equal(probe.stored.spatial[info.index], spatial)
+            if first is None and not np.array_equal(a.view(np.uint32), b.view(np.uint32)):
+                first = info.name
+        assert probe.comparison.first_differing is not None
+        assert probe.comparison.first_differing.name == first
+    # The probe computed each side's final map as its plain run did, bit for bit …
+    assert all(
+        side["final"]["bitwise_equal"] for side in (probe.stored.reference, probe.stored.other)
+    )
+    assert probe.stored.final_source == "plain runs"
+    # … so the last layer's figures are compare's for the same two runs.
+    maps = [cache.read_run(run.key).probabilities for run in session.sides]
+    compared = compare_maps(maps[0], maps[1], 0.5)
+    last = probe.comparison.layers[-1]
+    assert last.max_ulp == compared.max_ulp and last.max_abs == pytest.approx(compared.max_abs)
+    assert round(last.differing_fraction * compared.pixels) == compared.differing_pixels
+    assert probe.final(0.5).flips == compared.flips
+
+
+def test_a_probe_asked_again_is_served_from_the_cache(demo_probes, demo):
+    cache, sessions = demo_probes
+    model, images = demo
+    result = segdiff(
+        "layers", model, *images, "--cache", cache.root, "--from", REFERENCE, "--to", OTHERS[2],
+        "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["first_differing"] == "enc1_1" and shown["tensors_kept"]
+    assert shown["final"]["flips"] == sessions[OTHERS[2]].result.final(0.5).flips
+    assert "started" not in result.stderr  # no child ran
+
+
+def test_softmax_output_counts_class_flips_and_the_budget_can_keep_no_tensors(tmp_path, demo):
+    from segdiff_gui.resources import demo_model
+
+    _, images = demo
+    model = demo_model("softmax3")
+    result = segdiff(
+        "layers", model, *images[:2], "--cache", tmp_path, "--from", REFERENCE,
+        "--to", "device=cpu,precision=bf16", "--keep", "0",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "class flips (argmax)" in result.stdout and "Layer tensors not kept" in result.stdout
+    assert "The difference is born in enc1_1" in result.stdout
+    again = segdiff(
+        "layers", model, *images[:2], "--cache", tmp_path, "--from", REFERENCE,
+        "--to", "device=cpu,precision=bf16", "--json",
+    )  # fmt: skip
+    shown = json.loads(again.stdout)
+    assert not shown["tensors_kept"] and len(shown["layers"]) == 17  # figures stayed
+
+
+def test_a_nested_encoder_and_a_sequential_block_are_flattened(models, small_images, tmp_path):
+    request = MatrixRequest(
+        models / "encoder_unet.keras", tuple(small_images), ResultCache(tmp_path), repeats=1
+    )
+    session = LayerProbeSession(
+        request,
+        parse_config_spec(REFERENCE),
+        parse_config_spec("device=cpu,batch=4,precision=bf16"),
+    )
+    probe = _probe(session)
+    names = [layer.name for layer in probe.comparison.layers]
+    assert names == [
+        "encoder/conv", "encoder/norm", "encoder/relu", "encoder/pool", "encoder/deep",
+        "up", "join", "decoder/conv", "decoder/relu", "mask",
+    ]  # fmt: skip
+    with session.store.open_probe(probe_key(session.sides[1].key)) as other:
+        assert other.layers[1].dtype == "bfloat16" and other.layers[1].batch_shape[0] == 4
+        assert other.layers[1].shape == (32, 32, 4)
+    assert probe.comparison.first_differing.name == "encoder/conv"
+    assert all(
+        side["final"]["bitwise_equal"] for side in (probe.stored.reference, probe.stored.other)
+    )
+
+
+def test_a_subclassed_model_gets_one_line_saying_what_can_be_probed():
+    seen = engine_script(
+        """
+        import json, keras
+        from segdiff_gui.core.errors import InputError
+        from segdiff_gui.engine.layer_capture import tappable_graph
+
+        class Net(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.conv = keras.layers.Conv2D(1, 1)
+            def call(self, x):
+                return self.conv(x)
+
+        try:
+            tappable_graph(Net(), "net.keras")
+        except InputError as error:
+            print(json.dumps(str(error)))
+        """
+    )
+    assert "subclassed Keras model (Net)" in seen and "functional or Sequential" in seen

@@ -1,0 +1,98 @@
+"""The cache's layer store (issue 15): probes written in pieces and read back checked,
+comparisons stored whole, the disk budget, and damaged entries refused in one line."""
+
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from segdiff_gui.core.layer_stats import LayerComparison, compare_layer
+from segdiff_gui.runner.layers import compare_stored
+from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.hdf5_access import UnreadableEntry
+from segdiff_gui.storage.layers import LayerStore, StoredComparison, comparison_key, probe_key
+
+
+def _write(store: LayerStore, run: str, layers: dict[str, np.ndarray], budget: int) -> str:
+    key = probe_key(run)
+    with store.write_probe(key, budget) as writer:
+        for name, values in layers.items():
+            writer.add(name, "Conv2D", "float32", (1, *values.shape), values)
+        writer.finish({"label": run[:4], "final": {"bitwise_equal": True}}, np.zeros((4, 4)))
+    return key
+
+
+def _layers(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "conv": rng.standard_normal((64, 32, 8)).astype(np.float32),
+        "pool": rng.standard_normal((32, 16, 8)).astype(np.float32),
+        "dense": rng.standard_normal((10,)).astype(np.float32),
+    }
+
+
+def test_a_probe_in_pieces_reads_back_bit_for_bit_and_compares_like_whole_layers(tmp_path):
+    store = LayerStore(ResultCache(tmp_path / "cache"))
+    reference, other = _layers(1), _layers(1)
+    other["pool"][3, 4, 5] += 1e-3
+    small, large = "a" * 64, "b" * 64
+    # 128 KiB of memory: pieces of 16 KiB, so the 64 KiB conv layer is stored in 4 pieces.
+    first = _write(store, small, reference, 128 << 10)
+    second = _write(store, large, other, 512 << 20)  # one piece per layer
+    with store.open_probe(first) as a, store.open_probe(second) as b:
+        assert len(list(a.pieces(0))) == 4 and len(list(b.pieces(0))) == 1
+        for index, values in enumerate(reference.values()):
+            assert np.array_equal(a.layer(index), values)
+        comparison, spatial = compare_stored(a, b)
+    direct = [compare_layer(n, reference[n], other[n]) for n in reference]
+    for stored, expected in zip(comparison.layers, direct, strict=True):
+        assert stored.max_abs == expected.max_abs and stored.max_ulp == expected.max_ulp
+        assert stored.differing_fraction == expected.differing_fraction
+        assert stored.relative_error == pytest.approx(expected.relative_error, rel=1e-12)
+    assert comparison.first_differing is not None and comparison.first_differing.name == "pool"
+    assert set(spatial) == {0, 1}  # the vector has no map
+    assert (
+        spatial[1][3, 4] == pytest.approx(1e-3, rel=1e-3) and spatial[1].sum() == spatial[1][3, 4]
+    )
+
+
+def test_a_comparison_is_stored_whole_and_a_damaged_one_is_one_line(tmp_path):
+    store = LayerStore(ResultCache(tmp_path / "cache"))
+    a, b = _layers(2), _layers(3)
+    stats = LayerComparison(tuple(compare_layer(n, a[n], b[n]) for n in a))
+    key = comparison_key("c" * 64, "d" * 64)
+    maps = (np.full((4, 4), 0.25, np.float32), np.full((4, 4), 0.75, np.float32))
+    spatial = {0: np.ones((64, 32), np.float32)}
+    stored = StoredComparison(key, {"label": "x"}, {"label": "y"}, stats, spatial, maps, "probe")
+    store.write_comparison(stored)
+    back = store.read_comparison(key)
+    assert back is not None and back.comparison == stats and back.final_source == "probe"
+    assert np.array_equal(back.spatial[0], spatial[0]) and np.array_equal(
+        back.final_maps[1], maps[1]
+    )
+    path = store.comparison_path(key)
+    with h5py.File(path, "r+") as handle:  # tampered: one value of a final map changed
+        handle["final/other"][0, 0] = 0.5
+    with pytest.raises(UnreadableEntry) as caught:
+        store.read_comparison(key)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_disk_budget_removes_the_least_recently_used_probes_only(tmp_path):
+    cache = ResultCache(tmp_path / "cache")
+    store = LayerStore(cache)
+    keys = [_write(store, str(i) * 64, _layers(i), 512 << 20) for i in range(3)]
+    for age, key in enumerate(keys):  # the first is the oldest
+        os.utime(store.probe_path(key), (1000 + age, 1000 + age))
+    with store.open_probe(keys[0]):  # … until it is used again
+        pass
+    one = store.probe_path(keys[1]).stat().st_size
+    removed = store.keep_within(store.tensor_bytes() - one)
+    assert removed == [keys[1]]
+    assert store.has_probe(keys[0]) and store.has_probe(keys[2])
+    assert store.keep_within(0) and store.tensor_bytes() == 0
+    (tmp_path / "mine.txt").write_text("the user's")  # never touched: outside the store
+    assert (tmp_path / "mine.txt").exists()
