@@ -12,20 +12,19 @@ from rich.table import Table
 from segdiff_gui.cli.commands import EXIT_OK, exit_code, open_cache, request_of, run_matrix
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.text import print_json
-from segdiff_gui.core.analysis import is_multiclass
 from segdiff_gui.core.config import RunConfig, parse_config_spec
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.layer_stats import LayerComparison, LayerStats
+from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerComparison, layer_cells
 from segdiff_gui.core.text import format_size
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
-from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
+from segdiff_gui.runner.layers import LayerProbeSession
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.selection import select_reference
 
-__all__ = ["command_layers", "error_bar", "layer_sentences", "layer_table"]
+__all__ = ["command_layers", "error_bar", "layer_table"]
 
 _BAR_WIDTH = 16
 _BAR_FLOOR = -10.0  # log10 of the smallest relative error the bar shows
@@ -44,81 +43,20 @@ def error_bar(relative_error: float, width: int = _BAR_WIDTH) -> str:
     return "█" * full + (_EIGHTHS[rest] if rest else "")
 
 
-def _number(value: float) -> str:
-    if math.isinf(value):
-        return "∞" if value > 0 else "-∞"
-    return f"{value:.3g}"
-
-
-def _row(index: int, layer: LayerStats, first: bool) -> list[str]:
-    nan_inf = (
-        ""
-        if layer.nan == (0, 0) and layer.inf == (0, 0)
-        else (f"{layer.nan[0]}/{layer.nan[1]} NaN, {layer.inf[0]}/{layer.inf[1]} Inf")
-    )
-    snr = "equal" if math.isinf(layer.snr_db) and layer.snr_db > 0 else f"{layer.snr_db:.1f}"
-    return [
-        f"{'▶ ' if first else ''}{index}",
-        escape(layer.name),
-        "×".join(map(str, layer.shape)),
-        _number(layer.max_abs),
-        _number(layer.mean_abs),
-        f"{layer.max_ulp:,}",
-        _number(layer.relative_error),
-        snr,
-        f"{100 * layer.differing_fraction:.1f} %",
-        nan_inf,
-        error_bar(layer.relative_error),
-    ]
-
-
 def layer_table(comparison: LayerComparison, title: str) -> Table:
     table = Table(
         title=title,
         caption="▶ the first layer whose output differs; rel. error ‖Δ‖/‖ref‖ drawn on a log "
         "scale from 1e-10 to 1; ULPs are float32 steps (large near zero, where steps are tiny)",
     )
-    for header in ("#", "layer", "shape"):
-        table.add_column(header, no_wrap=True)
-    for header in ("max |Δ|", "mean |Δ|", "max ULP", "rel. error", "SNR dB", "differ", "NaN/Inf"):
-        table.add_column(header, justify="right", no_wrap=True)
+    for index, header in enumerate(LAYER_COLUMNS):
+        table.add_column(header, justify="left" if index < 3 else "right", no_wrap=True)
     table.add_column("rel. error (log)", no_wrap=True)
     first = comparison.first_differing
     for index, layer in enumerate(comparison.layers):
-        table.add_row(*_row(index, layer, layer is first))
+        cells = layer_cells(index, layer, layer is first)
+        table.add_row(*map(escape, cells), error_bar(layer.relative_error))
     return table
-
-
-def layer_sentences(probe: LayerProbe, cutoff: float) -> list[str]:
-    """What the table says, in sentences."""
-    comparison = probe.comparison
-    first = comparison.first_differing
-    lines = []
-    if first is None:
-        lines.append("Every layer's output is bit for bit the same under both configurations.")
-    else:
-        lines.append(
-            f"The difference is born in {first.name}: {100 * first.differing_fraction:.1f} % "
-            f"of its outputs differ, by up to {_number(first.max_abs)} "
-            f"(relative error {_number(first.relative_error)})."
-        )
-        growing = [(layer, ratio) for layer, ratio in comparison.amplification() if ratio > 1.0]
-        if growing:
-            shown = ", ".join(f"{layer.name} (×{ratio:.3g})" for layer, ratio in growing[:3])
-            lines.append(f"It grows most in {shown}: relative error over the previous layer's.")
-    final = probe.final(cutoff)
-    flips = (
-        f"{final.flips:,} class flips (argmax)"
-        if is_multiclass(probe.stored.final_maps[0])
-        else f"{final.flips:,} flips at cutoff {cutoff:g}"
-    )
-    source = "" if probe.stored.final_source == "plain runs" else " (the probes' own final maps)"
-    lines.append(
-        f"At the output{source}: {final.differing_pixels:,} of {final.pixels:,} pixels differ, "
-        f"by up to {final.max_ulp:,} ULP; {flips}."
-    )
-    lines += [line + "." for line in probe.fidelity() if "differs" in line]
-    return lines
 
 
 def _configs_of(args: argparse.Namespace, cache: ResultCache) -> tuple[RunConfig, RunConfig]:
@@ -182,7 +120,7 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
         f"{escape(probe.other_label)}, {len(probe.comparison.layers)} layers"
     )
     out.print(layer_table(probe.comparison, title))
-    for line in layer_sentences(probe, args.cutoff):
+    for line in probe.sentences(args.cutoff):
         out.print(line, markup=False)
     kept = session.store.tensor_bytes()
     if probe.tensors_kept:

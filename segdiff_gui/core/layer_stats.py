@@ -20,11 +20,14 @@ import numpy as np
 from segdiff_gui.core.analysis import ulp_distance
 
 __all__ = [
+    "LAYER_COLUMNS",
     "LayerComparison",
     "LayerStats",
     "compare_layer",
     "compare_layer_blocks",
     "compare_layers",
+    "layer_cells",
+    "layer_sentences",
     "spatial_difference",
 ]
 
@@ -225,3 +228,56 @@ def compare_layers(pairs: Iterable[tuple[str, np.ndarray, np.ndarray]]) -> Layer
     """Compare ``(name, reference, other)`` layer by layer; ``pairs`` may be a generator that
     reads each layer only when asked, so one layer of each side is in memory at a time."""
     return LayerComparison(tuple(compare_layer(name, a, b) for name, a, b in pairs))
+
+
+def _number(value: float) -> str:
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    return f"{value:.3g}"
+
+
+def _percent(fraction: float) -> str:
+    percent = 100 * fraction
+    return f"{percent:.2g} %" if 0 < percent < 0.1 else f"{percent:.1f} %"
+
+
+LAYER_COLUMNS = ("#", "layer", "shape", "max |Δ|", "mean |Δ|", "max ULP", "rel. error",
+                 "SNR dB", "differ", "NaN/Inf")  # fmt: skip
+
+
+def layer_cells(index: int, layer: LayerStats, first: bool) -> list[str]:
+    """One layer as a row of :data:`LAYER_COLUMNS`, as every front end shows it (▶ marks the
+    first differing layer)."""
+    nan_inf = "" if layer.nan == (0, 0) and layer.inf == (0, 0) else (
+        f"{layer.nan[0]}/{layer.nan[1]} NaN, {layer.inf[0]}/{layer.inf[1]} Inf"
+    )  # fmt: skip
+    snr = "equal" if math.isinf(layer.snr_db) and layer.snr_db > 0 else f"{layer.snr_db:.1f}"
+    return [
+        f"{'▶ ' if first else ''}{index}",
+        layer.name,
+        "×".join(map(str, layer.shape)),
+        _number(layer.max_abs),
+        _number(layer.mean_abs),
+        f"{layer.max_ulp:,}",
+        _number(layer.relative_error),
+        snr,
+        _percent(layer.differing_fraction),
+        nan_inf,
+    ]
+
+
+def layer_sentences(comparison: LayerComparison) -> list[str]:
+    """Where the difference is born and where it grows, in sentences."""
+    first = comparison.first_differing
+    if first is None:
+        return ["Every layer's output is bit for bit the same under both configurations."]
+    lines = [
+        f"The difference is born in {first.name}: {_percent(first.differing_fraction)} of its "
+        f"outputs differ, by up to {_number(first.max_abs)} (relative error "
+        f"{_number(first.relative_error)})."
+    ]
+    growing = [(layer, ratio) for layer, ratio in comparison.amplification() if ratio > 1.0]
+    if growing:
+        shown = ", ".join(f"{layer.name} (×{ratio:.3g})" for layer, ratio in growing[:3])
+        lines.append(f"It grows most in {shown}: relative error over the previous layer's.")
+    return lines

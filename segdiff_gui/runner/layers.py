@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui.core.analysis import MapComparison, compare_maps
+from segdiff_gui.core.analysis import MapComparison, compare_maps, is_multiclass
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.defaults import (
     DEFAULT_CUTOFF,
@@ -24,7 +24,12 @@ from segdiff_gui.core.defaults import (
 )
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import PlannedRun
-from segdiff_gui.core.layer_stats import LayerComparison, LayerStats, compare_layer_blocks
+from segdiff_gui.core.layer_stats import (
+    LayerComparison,
+    LayerStats,
+    compare_layer_blocks,
+    layer_sentences,
+)
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, jobs_for
 from segdiff_gui.runner.request import MatrixRequest
@@ -80,6 +85,24 @@ class LayerProbe:
                 )
         return lines
 
+    def sentences(self, cutoff: float = DEFAULT_CUTOFF) -> list[str]:
+        """Where the difference is born and grows, what it does at the output, and whether
+        the probe measured what the runs compute."""
+        lines = layer_sentences(self.comparison)
+        final = self.final(cutoff)
+        flips = (
+            f"{final.flips:,} class flips (argmax)"
+            if is_multiclass(self.stored.final_maps[0])
+            else f"{final.flips:,} flips at cutoff {cutoff:g}"
+        )
+        source = "" if self.stored.final_source == "plain runs" else " (the probes' own maps)"
+        lines.append(
+            f"At the output{source}: {final.differing_pixels:,} of {final.pixels:,} pixels "
+            f"differ, by up to {final.max_ulp:,} ULP; {flips}."
+        )
+        lines += [line + "." for line in self.fidelity() if "differs" in line]
+        return lines
+
     def to_dict(self, cutoff: float = DEFAULT_CUTOFF) -> dict[str, Any]:
         final = self.final(cutoff)
         return {
@@ -88,6 +111,7 @@ class LayerProbe:
             **self.comparison.to_dict(),
             "final": {**final.to_dict(), "source": self.stored.final_source},
             "tensors_kept": self.tensors_kept,
+            "served_from_cache": self.served_from_cache,
         }
 
 

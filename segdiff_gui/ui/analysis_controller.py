@@ -1,5 +1,6 @@
-"""The window's explanations: attribution of a pair of runs (a dialog), the diagnosis tab and
-the test-set tab (a sweep of the matrix over every image, or a bundle's runs of every image).
+"""The window's explanations: attribution of a pair of runs (a dialog), the diagnosis tab, the
+layers tab (a layer probe of a pair of runs) and the test-set tab (a sweep of the matrix over
+every image, or a bundle's runs of every image).
 It takes the inspection model, the session controller, the statistics table it listens to and
 one ``notify`` callable: nothing of the window itself."""
 
@@ -14,13 +15,16 @@ from superqt.utils import thread_worker
 
 from segdiff_gui.core.attribution import Attribution, plan_attribution
 from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.core.protocol import BatchProgress, RunFailed, RunStarted
 from segdiff_gui.core.sweep import SweepSummary
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.explain import measure_attribution
+from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
 from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
 from segdiff_gui.ui.attribution_view import AttributionDialog
 from segdiff_gui.ui.diagnosis_panel import DiagnosisPanel
-from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.ui.inspection import InspectionModel, LayerMap
+from segdiff_gui.ui.layers_view import LayersPanel
 from segdiff_gui.ui.session import BundleSession, MatrixSession
 from segdiff_gui.ui.session_controller import SessionController
 from segdiff_gui.ui.sweep_panel import SweepPanel
@@ -44,6 +48,12 @@ class AnalysisController(QObject):
         self.diagnosis = DiagnosisPanel(model)
         self._truth: Any = None  # the ground-truth folder of the test set
         self.sweep_panel = SweepPanel()
+        self.layers_panel = LayersPanel()
+        self.layers_panel.probe_requested.connect(self.probe_layers)
+        self.layers_panel.cancel_requested.connect(self.cancel_layers)
+        self.layers_panel.layer_chosen.connect(self._show_layer)
+        self._layer_worker: Any = None
+        self._layer_runner: Any = None  # the matrix runner a probe is driving, to cancel
         self.dialog: AttributionDialog | None = None
         self._sweeping = False
         self._summary_worker: Any = None
@@ -110,6 +120,83 @@ class AnalysisController(QObject):
         if dialog is None or not isinstance(session, MatrixSession) or self.sessions.worker:
             return
         self.sessions.start_runs(session.planner_for(dialog.attribution.plan.configs()))
+
+    # layers ---------------------------------------------------------------------------------
+    def probe_layers(self) -> None:
+        """Probe the reference against the run last clicked, layer by layer, off the GUI
+        thread: each side in the child its knobs need; served from the cache when it can."""
+        model, session = self.model, self.sessions.session
+        reference, other = model.reference, model.focus_run
+        panel = self.layers_panel
+        if not isinstance(session, MatrixSession):
+            panel.status.setText(
+                "A bundle holds maps, not the model: open the model and its images to probe "
+                "its layers."
+            )
+            return
+        if reference is None or other is None or reference.key == other.key:
+            panel.status.setText("Click a run other than the reference, then probe its layers.")
+            return
+        if self._layer_worker is not None:
+            return
+        request, configs = session.request, (reference.config, other.config)
+
+        def work() -> Any:
+            probe = LayerProbeSession(request, *configs)
+            cached = probe.cached_result()
+            if cached is not None:
+                return cached
+            for phase in ("runs", "probes"):
+                runner = probe.plain_runner() if phase == "runs" else probe.probe_runner()
+                self._layer_runner = runner
+                for message in runner.run():
+                    if runner.cancelled:
+                        raise InputError("layers", "cancelled")
+                    said = _progress(message, phase)
+                    if said:
+                        yield said
+                if runner.cancelled:
+                    raise InputError("layers", "cancelled")
+            return probe.compare()
+
+        worker = thread_worker(work, start_thread=False)()
+        worker.yielded.connect(lambda text: panel.set_busy(True, text))
+        worker.returned.connect(self._probed)
+        worker.errored.connect(self._probe_failed)
+        worker.finished.connect(self._probe_done)
+        self._layer_worker = worker
+        panel.set_busy(True, f"probing {reference.label} and {other.label} layer by layer…")
+        worker.start()
+
+    def cancel_layers(self) -> None:
+        if self._layer_runner is not None:
+            self._layer_runner.cancel()
+
+    def _probe_done(self) -> None:
+        self._layer_worker = self._layer_runner = None
+
+    def _probed(self, probe: LayerProbe) -> None:
+        how = " (from the cache)" if probe.served_from_cache else ""
+        kept = "" if probe.tensors_kept else "; the layer tensors were over the cache's budget"
+        self.layers_panel.set_busy(False, f"probed{how}{kept}")
+        self.layers_panel.show_probe(probe, probe.sentences(self.model.cutoff))
+
+    def _probe_failed(self, error: Exception) -> None:
+        text = str(error) if isinstance(error, InputError) else f"{type(error).__name__}: {error}"
+        self.layers_panel.set_busy(False, f"The layer probe failed: {text}")
+
+    def _show_layer(self, index: int) -> None:
+        probe = self.layers_panel.probe
+        if probe is None:
+            return
+        layer = probe.comparison.layers[index]
+        values = probe.stored.spatial.get(index)
+        compared = f"{probe.reference_label} → {probe.other_label}"
+        if values is None:
+            self.model.show_layer(None)
+            self.notify(f"layer {layer.name} is not an image (shape {layer.shape})", 6000)
+            return
+        self.model.show_layer(LayerMap(layer.name, values, compared))
 
     # sweep ----------------------------------------------------------------------------------
     def _truth_chosen(self, folder: object) -> None:
@@ -202,6 +289,18 @@ class AnalysisController(QObject):
                         self.sessions.panel.group_chosen.emit(index)
                     return
         self.sessions.show_target(name)
+
+
+def _progress(message: object, phase: str) -> str:
+    """A runner's message as the Layers tab's status line ('' for none)."""
+    doing = "running" if phase == "runs" else "probing"
+    if isinstance(message, RunStarted):
+        return f"{doing} {message.label}…"
+    if isinstance(message, BatchProgress) and phase == "probes":
+        return f"probing: {message.what}"
+    if isinstance(message, RunFailed):
+        return f"{message.label} failed: {message.error}"
+    return ""
 
 
 def _same_version(record: Any, shown: Any) -> bool:

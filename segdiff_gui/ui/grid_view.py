@@ -37,6 +37,9 @@ _CLASS_LUT = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, 
 _COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
 
 
+_LAYER_DECADES = 6  # a probed layer's map spans this many powers of ten below its largest
+
+
 class ProbabilityGridView(pg.GraphicsLayoutWidget):
     """Views of every run of ``model``; emits the pixel under the mouse."""
 
@@ -46,6 +49,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.model = model
         self.panels: dict[str, Panel] = {}
+        self.layer_panel: Panel | None = None  # the probed layer's difference map, last
         self.colour_bar: pg.ColorBarItem | None = None
         self._columns = 0  # as arranged: see _arrange
         self._shape: tuple[int, ...] = (1, 1)  # of the maps the panels show
@@ -57,6 +61,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self._repool.timeout.connect(self._repool_if_zoomed)
         self._user_moved_view = False
         model.runs_changed.connect(self.rebuild)
+        model.layer_map_changed.connect(self.rebuild)
         model.reference_changed.connect(self.refresh)
         model.mode_changed.connect(self.refresh)
         model.mode_changed.connect(lambda _mode: self._arrange())  # the flips mode has no bar
@@ -69,19 +74,28 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.scene().sigMouseClicked.connect(self._on_click)
 
     # building -------------------------------------------------------------------------------
+    def _all_panels(self) -> list[Panel]:
+        extra = [self.layer_panel] if self.layer_panel is not None else []
+        return [*self.panels.values(), *extra]
+
     def rebuild(self) -> None:
         self.clear()
         self.panels = {}
+        self.layer_panel = None
         self._columns = 0
         runs = self.model.runs
         if not runs:
             return
+        layer = self.model.layer_map
         titles = [Title(run.label) for run in runs]
+        if layer is not None:
+            titles.append(Title(f"layer {layer.name}"))
         self._title_height = titles[0].preferredHeight()
         self._shape = runs[0].probabilities.shape[:2]
-        self._columns = columns = self._best_columns(len(runs))
+        self._columns = columns = self._best_columns(len(titles))
         first: pg.ViewBox | None = None
-        for index, (run, title) in enumerate(zip(runs, titles, strict=True)):
+        keys = [run.key for run in runs] + ([""] if layer is not None else [])
+        for index, (key, title) in enumerate(zip(keys, titles, strict=True)):
             row, column = cell(index, columns)
             self.addItem(title, row=row, col=column)
             title.setMaximumHeight(title.preferredHeight())  # the view takes the rest
@@ -104,17 +118,47 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             else:
                 view.setXLink(first)
                 view.setYLink(first)
-            self.panels[run.key] = Panel(title, view)
+            if key:
+                self.panels[key] = Panel(title, view)
+            else:
+                self.layer_panel = Panel(title, view)
         self.colour_bar = pg.ColorBarItem(
             values=(0.0, 1.0), colorMap="viridis", interactive=False, width=14
         )
         self.addItem(
-            self.colour_bar, row=0, col=columns, rowspan=2 * math.ceil(len(runs) / columns)
+            self.colour_bar, row=0, col=columns, rowspan=2 * math.ceil(len(titles) / columns)
         )
+        self._draw_layer()
         self._user_moved_view = False
         self.refresh()
         self.show_whole_image()
         self.move_crosshair(self.model.selected_pixel)
+
+    def _draw_layer(self) -> None:
+        """The probed layer's max |Δ| over channels, stretched from the layer's resolution
+        over the image (a pooled layer's pixel covers several of the image's), on its own
+        scale from 0 to its largest difference."""
+        layer, panel = self.model.layer_map, self.layer_panel
+        if layer is None or panel is None:
+            return
+        # On a log scale over six decades below the largest difference: a layer differing by
+        # 1e-9 in a few places and by 1e-7 in others shows both. Equal pixels stay black.
+        top = layer.largest
+        with np.errstate(divide="ignore"):
+            logs = np.log10(np.where(np.isfinite(layer.values), layer.values, top))
+        low = math.log10(top) - _LAYER_DECADES if top > 0 else -1.0
+        values = np.where(np.isfinite(logs), logs, low).astype(np.float32)
+        lut = pg.colormap.get("inferno").getLookupTable(nPts=COLOURS)
+        high = math.log10(top) if top > 0 else 0.0
+        panel.data.setImage(values, levels=(low, high), lut=lut, autoLevels=False)
+        height, width = self._shape
+        panel.data.setRect(QRectF(0, 0, width, height))
+        scale = f"1e{low:.0f} … {top:.2g} (log)" if top > 0 else "equal everywhere"
+        panel.title.show_title(f"layer {layer.name} · max |Δ| over channels, {scale}")
+        panel.title.setToolTip(
+            f"{layer.compared}: layer {layer.name}, {layer.values.shape[0]}×"
+            f"{layer.values.shape[1]} (max |Δ| over channels, stretched over the image)"
+        )
 
     def _best_columns(self, count: int) -> int:
         # From the panels and the shape they were built for, not from the model: a load that
@@ -134,7 +178,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         rebuilt or redrawn."""
         if not self.panels:
             return
-        columns = self._best_columns(len(self.panels))
+        every = self._all_panels()
+        columns = self._best_columns(len(every))
         if columns == self._columns:
             return
         layout = self.ci.layout
@@ -144,12 +189,12 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             layout.setRowStretchFactor(row, 0)
         # pyqtgraph keeps its own record of what is where (for clear()); keep it true.
         self.ci.rows, self.ci.items = {}, {}
-        for index, panel in enumerate(self.panels.values()):
+        for index, panel in enumerate(every):
             row, column = cell(index, columns)
             self._place(panel.title, row, column)
             self._place(panel.view, row + 1, column)
             layout.setRowStretchFactor(row + 1, 1)
-        self._place(self.colour_bar, 0, columns, rowspan=2 * math.ceil(len(self.panels) / columns))
+        self._place(self.colour_bar, 0, columns, rowspan=2 * math.ceil(len(every) / columns))
         self._columns = columns
 
     def _place(self, item: object, row: int, column: int, rowspan: int = 1) -> None:
@@ -259,6 +304,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             self.move_crosshair(self.model.selected_pixel)
 
     def _repool_if_zoomed(self) -> None:
+        if not self.isVisible():
+            return  # closed (its views may be deleted already); shown again, it refreshes
         if self._screen_factor() != self._overlay_factor:
             self.refresh_overlays()
 
@@ -286,7 +333,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             return
         self._crosshair_gap = gap = CROSSHAIR_GAP * self._map_units_per_screen_pixel()
         xs, ys = crosshair_segments(pixel, self._shape, gap)
-        for panel in self.panels.values():
+        for panel in self._all_panels():
             panel.crosshair.setData(xs, ys, connect="pairs")
 
     def _map_units_per_screen_pixel(self) -> float:

@@ -18,10 +18,25 @@ from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore, natural_order, study_run, target_image
 
-__all__ = ["InspectionModel", "PixelValue", "ViewMode"]
+__all__ = ["InspectionModel", "LayerMap", "PixelValue", "ViewMode"]
 
 ViewMode = Literal["probability", "difference", "ulp", "flips"]
 VIEW_MODES: tuple[ViewMode, ...] = ("probability", "difference", "ulp", "flips")
+
+
+@dataclass(frozen=True)
+class LayerMap:
+    """Where in the image one layer of a layer probe differs: max |Δ| over its channels, at
+    the layer's own resolution (the grid stretches it over the image)."""
+
+    name: str
+    values: np.ndarray  # float32, h×w
+    compared: str  # "cpu b1 r0 → cpu b64 r0"
+
+    @property
+    def largest(self) -> float:
+        finite = self.values[np.isfinite(self.values)]
+        return float(finite.max()) if finite.size else 0.0
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,7 @@ class InspectionModel:
     pixel_selected = Signal(object)
     image_opacity_changed = Signal(float)
     level_mode_changed = Signal(str)
+    layer_map_changed = Signal()
 
     def __init__(self) -> None:
         self.runs: list[StudyRun] = []
@@ -61,6 +77,7 @@ class InspectionModel:
         self.selected_pixel: tuple[int, int] | None = None
         self.image_opacity = 0.0
         self.focus_key: str | None = None  # the run last clicked: exports compare it
+        self.layer_map: LayerMap | None = None  # a probed layer shown beside the runs
         # Runs whose map could not be read (damaged): left out of the views, said by the window.
         self.unreadable: list[InputError] = []
         self._study: Study | None = None
@@ -75,6 +92,7 @@ class InspectionModel:
         ordered = [record for record in ordered if record.key in self.records]
         self.image = target_image(store, ordered[0].target_hash) if ordered else None
         self.reference_key = None
+        self.layer_map = None  # of another image, or of runs no longer shown
         self._refresh()
 
     def add_run(self, store: RunStore, record: RunRecord) -> None:
@@ -123,6 +141,11 @@ class InspectionModel:
     def class_count(self) -> int:
         shape = self.runs[0].probabilities.shape if self.runs else ()
         return shape[-1] if len(shape) == 3 else 1
+
+    def show_layer(self, layer_map: LayerMap | None) -> None:
+        """Show ``layer_map`` beside the runs (None: no layer)."""
+        self.layer_map = layer_map
+        self.layer_map_changed.emit()
 
     def set_reference(self, key: str) -> None:
         if key != self.reference_key:

@@ -127,6 +127,7 @@ class MainWindow(QMainWindow):
         tabs.addTab(self.inspector, "Inspector")
         tabs.addTab(self.stats, "Statistics")
         tabs.addTab(self.analysis.diagnosis, "Diagnosis")
+        tabs.addTab(self.analysis.layers_panel, "Layers")
         tabs.addTab(self.analysis.sweep_panel, "Test set")
         right = QDockWidget("Pixel and statistics", self)
         right.setObjectName("right-dock")
@@ -180,8 +181,13 @@ class MainWindow(QMainWindow):
         )
         diagnosis = self.analysis.diagnosis
         self._action(analysis_menu, "&Diagnosis", lambda: self.tabs.setCurrentWidget(diagnosis))
+        self._action(analysis_menu, "&Layers: probe reference vs run", self._probe_layers, "Ctrl+L")
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&About segdiff", self.about)
+
+    def _probe_layers(self) -> None:
+        self.tabs.setCurrentWidget(self.analysis.layers_panel)
+        self.analysis.probe_layers()
 
     def _action(self, menu: QMenu, text: str, slot: object, shortcut: object = None) -> QAction:
         action = QAction(text, self)
@@ -311,6 +317,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
         """Cancel a running matrix cleanly: kill the child, wait for the worker, then close."""
         self.sessions.cancel_and_wait()
+        self.analysis.cancel_layers()  # a layer probe's child is killed; its worker ends
         # A model inspection or device probe may still be asking its child: wait for it.
         WorkerBase.await_workers(30_000)
         self.layout_policy.save()

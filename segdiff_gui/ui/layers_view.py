@@ -1,0 +1,152 @@
+"""The Layers tab: a layer probe between the reference and the run last clicked, as the table
+of ``segdiff layers`` and a chart of the relative error per layer in execution order (log
+scale, the first differing layer marked). Choosing a layer (in the table or the chart) shows
+where in the image it differs, in the grid beside the runs."""
+
+from __future__ import annotations
+
+from html import escape
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from segdiff_gui.core.analysis import is_multiclass
+from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerStats, layer_cells
+from segdiff_gui.runner.layers import LayerProbe
+from segdiff_gui.ui.widgets import fill_row, read_only_table
+
+__all__ = ["LayersPanel"]
+
+_FLOOR = 1e-12  # a layer that agrees exactly is drawn here on the log scale
+
+
+def _plotted(layer: LayerStats) -> float:
+    return _FLOOR if layer.relative_error <= 0 else min(layer.relative_error, 1e6)
+
+
+class LayersPanel(QWidget):
+    """Shows one :class:`LayerProbe`; ``probe_requested`` asks for a probe of the reference
+    against the run last clicked; ``layer_chosen`` names a layer's index."""
+
+    probe_requested = Signal()
+    cancel_requested = Signal()
+    layer_chosen = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.probe: LayerProbe | None = None
+        self.title = QLabel(
+            "Probe the reference against the run last clicked, layer by layer: where in the "
+            "network the difference is born and where it grows."
+        )
+        self.title.setWordWrap(True)
+        self.probe_button = QPushButton("Probe layers (reference vs run)")
+        self.probe_button.clicked.connect(self.probe_requested)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        self.cancel_button.setVisible(False)
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.table = read_only_table(LAYER_COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.itemSelectionChanged.connect(self._row_chosen)
+        self.chart = pg.PlotWidget(background="w")
+        self.chart.setMinimumHeight(180)
+        self.chart.setLogMode(y=True)
+        self.chart.setLabel("left", "relative error ‖Δ‖/‖ref‖")
+        self.chart.setLabel("bottom", "layer # in execution order (names in the table)")
+        self.chart.getAxis("left").enableAutoSIPrefix(False)
+        self.chart.showGrid(y=True, alpha=0.3)
+        self.summary = QLabel()
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.probe_button)
+        buttons.addWidget(self.cancel_button)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.title)
+        layout.addLayout(buttons)
+        layout.addWidget(self.status)
+        layout.addWidget(self.chart, 2)
+        layout.addWidget(self.table, 3)
+        layout.addWidget(self.summary)
+
+    def set_busy(self, busy: bool, text: str = "") -> None:
+        self.probe_button.setEnabled(not busy)
+        self.cancel_button.setVisible(busy)
+        self.status.setText(text)
+
+    def show_probe(self, probe: LayerProbe, sentences: list[str]) -> None:
+        self.probe = probe
+        stored = probe.stored
+        where = "class flips at argmax" if is_multiclass(stored.final_maps[0]) else "flips"
+        self.title.setText(
+            f"<b>{escape(probe.reference_label)} → {escape(probe.other_label)}</b>: "
+            f"{len(probe.comparison.layers)} layers; the last row's {where} are the output's. "
+            "Choose a layer to see where in the image it differs."
+        )
+        layers = probe.comparison.layers
+        first = probe.comparison.first_differing
+        self.table.blockSignals(True)
+        self.table.setRowCount(len(layers))
+        for index, layer in enumerate(layers):
+            fill_row(self.table, index, layer_cells(index, layer, layer is first))
+        self.table.blockSignals(False)
+        self.summary.setText("<br>".join(escape(line) for line in sentences))
+        self._draw()
+        chosen = layers.index(first) if first is not None else len(layers) - 1
+        if layers:
+            self.table.selectRow(chosen)
+
+    def _draw(self) -> None:
+        self.chart.clear()
+        if self.probe is None:
+            return
+        layers = self.probe.comparison.layers
+        errors = np.array([_plotted(layer) for layer in layers])
+        x = np.arange(len(layers))
+        curve = self.chart.plot(
+            x, errors, pen=pg.mkPen("#1f77b4", width=2), symbol="o", symbolSize=7,
+            symbolBrush="#1f77b4",
+        )  # fmt: skip
+        curve.sigPointsClicked.connect(self._point_clicked)
+        first = self.probe.comparison.first_differing
+        if first is not None:
+            index = layers.index(first)
+            dashed = pg.mkPen("#d62728", width=1, style=Qt.PenStyle.DashLine)
+            line = pg.InfiniteLine(
+                pos=index, angle=90, pen=dashed, label=f"first differs: {first.name}",
+                labelOpts={"position": 0.9, "color": "#d62728"},
+            )  # fmt: skip
+            self.chart.addItem(line)
+        step = max(1, len(layers) // 20)
+        ticks = [(i, str(i)) for i in range(0, len(layers), step)]
+        self.chart.getAxis("bottom").setTicks([ticks])
+        # The chosen layer, ringed (a data item, so that the log scale applies to it too).
+        self._marker = self.chart.plot(
+            [], [], pen=None, symbol="o", symbolSize=15, symbolBrush=None,
+            symbolPen=pg.mkPen("#d62728", width=2),
+        )  # fmt: skip
+
+    def _point_clicked(self, _item: object, points: list[object]) -> None:
+        if points:
+            self.table.selectRow(int(points[0].pos().x()))  # type: ignore[attr-defined]
+
+    def _row_chosen(self) -> None:
+        rows = self.table.selectionModel().selectedRows()
+        if not rows or self.probe is None:
+            return
+        index = rows[0].row()
+        self._marker.setData([index], [_plotted(self.probe.comparison.layers[index])])
+        self.layer_chosen.emit(index)

@@ -1,0 +1,102 @@
+"""The Layers tab and the layer's map in the grid: built alone from synthetic comparisons
+(fast), then once in the real window on a real probe of the demo."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from segdiff_gui.core.layer_stats import LayerComparison, compare_layer
+from segdiff_gui.runner.layers import LayerProbe
+from segdiff_gui.storage import ResultCache
+from segdiff_gui.storage.layers import StoredComparison
+from segdiff_gui.ui.grid_view import ProbabilityGridView
+from segdiff_gui.ui.inspection import InspectionModel, LayerMap
+from segdiff_gui.ui.layers_view import LayersPanel
+from tests.storage.test_cache import make_record
+
+
+def _probe() -> LayerProbe:
+    rng = np.random.default_rng(4)
+    same = rng.random((8, 8, 2), dtype=np.float32)
+    moved = same.copy()
+    moved[2, 3, 1] += 1e-4
+    layers = (
+        compare_layer("conv", same, same.copy()),
+        compare_layer("norm", same, moved),
+        compare_layer("out", same, moved * 2),
+    )
+    spatial = {1: np.abs(moved - same).max(axis=-1), 2: np.abs(2 * moved - same).max(axis=-1)}
+    final = (np.full((8, 8), 0.4, np.float32), np.full((8, 8), 0.6, np.float32))
+    stored = StoredComparison(
+        "e" * 64, {"label": "cpu b1 r0", "final": {"bitwise_equal": True}},
+        {"label": "cpu b64 r0", "final": {"bitwise_equal": True}},
+        LayerComparison(layers), spatial, final, "plain runs",
+    )  # fmt: skip
+    return LayerProbe(stored, tensors_kept=True, served_from_cache=False)
+
+
+def test_the_table_marks_the_first_differing_layer_and_choosing_a_layer_says_which(qtbot):
+    panel = LayersPanel()
+    qtbot.addWidget(panel)
+    probe = _probe()
+    chosen = []
+    panel.layer_chosen.connect(chosen.append)
+    panel.show_probe(probe, probe.sentences(0.5))
+    assert panel.table.rowCount() == 3
+    assert panel.table.item(1, 0).text() == "▶ 1" and panel.table.item(0, 0).text() == "0"
+    assert chosen == [1]  # the first differing layer is chosen at once
+    assert (
+        "born in norm" in panel.summary.text() and "64 flips at cutoff 0.5" in panel.summary.text()
+    )
+    panel.table.selectRow(2)
+    assert chosen == [1, 2]
+    assert "cpu b1 r0 → cpu b64 r0" in panel.title.text()
+
+
+def test_a_chosen_layer_gets_a_panel_of_its_own_beside_the_runs(qtbot, tmp_path):
+    model = InspectionModel()
+    grid = ProbabilityGridView(model)
+    qtbot.addWidget(grid)
+    cache = ResultCache(tmp_path / "cache")
+    records = [
+        make_record("m", np.random.default_rng(i).random((16, 16), dtype=np.float32), label)
+        for i, label in enumerate(("cpu b1 r0", "cpu b64 r0"))
+    ]
+    for record in records:
+        cache.write_run(record)
+    model.set_runs(cache, records)
+    assert grid.layer_panel is None and len(grid.panels) == 2
+    values = np.zeros((8, 8), np.float32)
+    values[1, 2] = 1e-6
+    model.show_layer(LayerMap("encoder/conv", values, "cpu b1 r0 → cpu b64 r0"))
+    assert grid.layer_panel is not None and len(grid.panels) == 2
+    shown = grid.layer_panel.data
+    assert shown.image.shape == (8, 8)
+    # Stretched over the 16×16 image: the layer's pixel (1, 2) covers the image's (2–3, 4–5).
+    assert shown.mapRectToParent(shown.boundingRect()).width() == pytest.approx(16)
+    assert shown.image[1, 2] == pytest.approx(-6) and shown.image[0, 0] == pytest.approx(-12)
+    assert "encoder/conv" in grid.layer_panel.title.whole
+    model.set_runs(cache, records)  # another image's runs: the layer is gone
+    assert grid.layer_panel is None
+
+
+@pytest.mark.slow
+def test_probing_from_the_window_shows_the_demo_layers(window_for, demo_cache, qtbot, tmp_path):
+    root = tmp_path / "cache"
+    shutil.copytree(demo_cache.root, root)
+    window = window_for("--cache", root, "--no-run")
+    bf16 = next(run.key for run in window.model.runs if run.label == "cpu b1 bf16 r0")
+    window.model.set_focus(bf16)
+    window._probe_layers()  # Analysis → Layers (Ctrl+L)
+    panel = window.analysis.layers_panel
+    assert window.tabs.currentWidget() is panel
+    qtbot.waitUntil(lambda: panel.probe is not None, timeout=180_000)
+    assert panel.table.rowCount() == 17 and panel.table.item(0, 1).text() == "enc1_1"
+    assert window.grid.layer_panel is not None  # the first differing layer, beside the runs
+    assert "born in enc1_1" in panel.summary.text()
+    window.model.set_focus(bf16)
+    window._probe_layers()  # again: from the cache, no child
+    qtbot.waitUntil(lambda: "from the cache" in panel.status.text(), timeout=10_000)
