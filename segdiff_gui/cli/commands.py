@@ -64,8 +64,9 @@ def request_of(
     args: argparse.Namespace, model: Path, images: Sequence[Path], cache: ResultCache, **fields: Any
 ) -> MatrixRequest:
     """The run request the arguments make: the matrix options every running command has."""
+    repeats = getattr(args, "repeats", 1)  # layers and repair run each configuration once
     return MatrixRequest(
-        model, tuple(images), cache, repeats=args.repeats, timeout_s=args.timeout, **fields
+        model, tuple(images), cache, repeats=repeats, timeout_s=args.timeout, **fields
     )
 
 

@@ -1,9 +1,11 @@
-"""``segdiff layers``: where in the network two configurations' outputs part, layer by layer."""
+"""``segdiff layers``: where in the network two configurations' outputs part, layer by layer;
+``segdiff repair``: the layers to keep in float32 so that a reduced precision stops flipping."""
 
 from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,16 +17,18 @@ from segdiff_gui.cli.text import print_json
 from segdiff_gui.core.config import RunConfig, parse_config_spec
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerComparison, layer_cells
+from segdiff_gui.core.repair import RepairResult, repair_code
 from segdiff_gui.core.text import format_size
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
 from segdiff_gui.runner.layers import LayerProbeSession
 from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.runner.repair import RepairSession
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.selection import select_reference
 
-__all__ = ["command_layers", "error_bar", "layer_table"]
+__all__ = ["command_layers", "command_repair", "error_bar", "layer_table"]
 
 _BAR_WIDTH = 16
 _BAR_FLOOR = -10.0  # log10 of the smallest relative error the bar shows
@@ -76,16 +80,20 @@ def _configs_of(args: argparse.Namespace, cache: ResultCache) -> tuple[RunConfig
     return first.run_config, second.run_config
 
 
-def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = open_cache(args, writing=True)
+def _model_and_images(args: argparse.Namespace, command: str) -> tuple[Path, list[Path]]:
     if args.demo:
-        model, images = demo_model(), demo_images()
-    elif args.model:
+        return demo_model(), demo_images()
+    if args.model:
         model, images = check_model_path(args.model), collect_images(args.images)
         if not images:
             raise InputError(args.model, "give the images after the model")
-    else:
-        raise InputError("layers", "name the model and images (or --demo) to probe")
+        return model, images
+    raise InputError(command, f"name the model and images (or --demo) to {command}")
+
+
+def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
+    cache = open_cache(args, writing=True)
+    model, images = _model_and_images(args, "layers")
     reference, other = _configs_of(args, cache)
     request = request_of(
         args, model, images, cache, target=args.target, settings=model_settings(args)
@@ -135,4 +143,64 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
             "difference maps are.",
             markup=False,
         )
+    return status
+
+
+def _repair_table(result: RepairResult) -> Table:
+    table = Table(
+        title="Trials (each a cached run), fewest layers kept first",
+        caption="kept: layers computing in float32; the rest under the reduced precision",
+    )
+    table.add_column("kept", justify="right")
+    for header in ("flips", "max ULP", "differing px"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("layers kept in float32")
+    for trial in sorted(result.trials, key=lambda t: (len(t.kept), t.flips or 0))[:20]:
+        flips = "failed" if trial.flips is None else f"{trial.flips:,}"
+        table.add_row(
+            str(len(trial.kept)),
+            flips,
+            f"{trial.max_ulp:,}",
+            f"{trial.differing_pixels:,}",
+            escape(", ".join(trial.kept)),
+        )
+    return table
+
+
+def command_repair(args: argparse.Namespace, out: Console, err: Console) -> int:
+    cache = open_cache(args, writing=True)
+    model, images = _model_and_images(args, "repair")
+    target = parse_config_spec(args.config)
+    reference = parse_config_spec(args.reference) if args.reference else None
+    request = request_of(
+        args, model, images, cache, target=args.target, settings=model_settings(args)
+    )
+    session = RepairSession(request, target, reference, args.cutoff, args.bound)
+    status = EXIT_OK
+    for what, runner in session.runners():
+        if not args.json:
+            err.print(f"[dim]{escape(what)}[/]")
+        outcome = drive(runner, err, quiet=args.json, debug=args.debug)
+        if outcome.fatal is not None:
+            raise InputError(outcome.fatal.path, outcome.fatal.problem, outcome.fatal.fix)
+        status = max(status, exit_code(outcome))
+    result = session.result
+    assert result is not None
+    code = repair_code(model.name, result.precision, result.kept) if result.kept else ""
+    if args.code and code:
+        Path(args.code).write_text(code, encoding="utf-8")
+    if args.json:
+        print_json({**result.to_dict(), "model": model.name, "code": code})
+        return status
+    blamed = ", ".join(result.order[:5])
+    out.print(f"Layers by the error they add (the probe's blame): {escape(blamed)} …")
+    if result.trials:
+        out.print(_repair_table(result))
+    for line in result.sentences():
+        out.print(line, markup=False)
+    if code and not args.code:
+        out.print("\nApply it to your model (Keras):\n", markup=False)
+        out.print(code, markup=False, highlight=False)
+    elif code:
+        out.print(f"The Keras code that applies it is in {args.code}.", markup=False)
     return status

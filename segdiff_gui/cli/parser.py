@@ -14,6 +14,7 @@ from segdiff_gui.runner.arguments import (
     add_layer_budgets,
     add_model_settings,
     add_repeats_and_timeout,
+    add_timeout,
     number,
 )
 
@@ -225,10 +226,51 @@ def _add_layers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     layers.add_argument(
         "--cutoff", type=_cutoff, default=DEFAULT_CUTOFF, help="class cutoff for the output's flips"
     )
-    add_repeats_and_timeout(layers)
+    add_timeout(layers)
     add_layer_budgets(layers)
     add_model_settings(layers)
     _common(layers, "print every layer's figures as JSON")
+
+
+def _add_repair(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    repair = sub.add_parser(
+        "repair",
+        help="the layers to keep in float32 so that a reduced precision stops flipping pixels",
+        description="Probe --config (a reduced precision: mixed_bfloat16 or mixed_float16) "
+        "against --reference (default: the same configuration in float32) layer by layer, "
+        "order the layers by the error each adds, and search for a small set to keep in "
+        "float32 so that the flips at --cutoff fall to --bound or fewer: the most blamed "
+        "layers first, the smallest such prefix found by rounds of trials, then pruned until no "
+        "single layer can go. Every trial is a cached run (keep_float32=A+B in --config). "
+        "Prints the layers, the flips and max ULP before and after, and the Keras code that "
+        "applies them to your model.",
+        epilog=_EPILOG,
+    )
+    repair.add_argument("model", nargs="?", help=".keras or legacy .h5 (functional/Sequential)")
+    repair.add_argument("images", nargs="*", help="image files or folders (batch context)")
+    repair.add_argument(
+        "--config",
+        metavar="SPEC",
+        default="precision=bf16",
+        help="the reduced-precision configuration to repair (default: precision=bf16)",
+    )
+    repair.add_argument(
+        "--reference",
+        metavar="SPEC",
+        help="what it must agree with (default: --config with precision=float32)",
+    )
+    repair.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
+    repair.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
+    repair.add_argument(
+        "--cutoff", type=_cutoff, default=DEFAULT_CUTOFF, help="class cutoff of the flips"
+    )
+    repair.add_argument(
+        "--bound", type=_bound_int, default=0, help="flips allowed after the repair (default 0)"
+    )
+    repair.add_argument("--code", metavar="FILE", help="write the Keras code that applies it here")
+    add_timeout(repair)
+    add_model_settings(repair)
+    _common(repair, "print the repair as JSON (the code included)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -297,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_analysis(sub)
     _add_explanations(sub)
     _add_layers(sub)
+    _add_repair(sub)
     return parser
 
 

@@ -52,6 +52,7 @@ class RunConfig:
     threads: int = _default("threads")
     xla: bool = _default("xla")
     precision: str = _default("precision")
+    keep_float32: tuple[str, ...] = _default("keep_float32")
     repeat_scope: Literal["process", "fresh"] = _default("repeat_scope")
 
     def __post_init__(self) -> None:
@@ -62,6 +63,11 @@ class RunConfig:
         if self.batch == 1:
             # A batch of one has no context: normalise so equal runs get equal cache keys.
             object.__setattr__(self, "context", "set")
+        if self.keep_float32 and self.precision == "float32":
+            raise ConfigError(
+                "keep_float32 keeps layers in float32 under a reduced precision; this "
+                "configuration computes everything in float32 already"
+            )
         if reason := refusal(self):
             raise ConfigError(reason)
 

@@ -11,7 +11,17 @@ from typing import Any
 
 from segdiff_gui.core.errors import ConfigError
 
-__all__ = ["Knob", "Variant", "at_least", "check_device", "choice", "parse_count", "switch"]
+__all__ = [
+    "Knob",
+    "Variant",
+    "at_least",
+    "check_device",
+    "check_layer_names",
+    "choice",
+    "parse_count",
+    "parse_layer_names",
+    "switch",
+]
 
 _TRUE = {"on", "true", "1", "yes"}
 _FALSE = {"off", "false", "0", "no"}
@@ -150,3 +160,28 @@ def at_least(lowest: int, highest: int | None, meaning: str = "") -> Callable[[s
         return value
 
     return check
+
+
+MAX_LAYER_NAMES = 4096
+_LAYER_NAME_BYTES = 256
+
+
+def parse_layer_names(_name: str, text: str) -> tuple[str, ...]:
+    """``enc1_1+decoder/conv`` → the layer names (hierarchical, as the layer probe names
+    them); ``none`` or nothing → none."""
+    stripped = text.strip()
+    if stripped.lower() in ("", "none"):
+        return ()
+    return tuple(part.strip() for part in stripped.split("+"))
+
+
+def check_layer_names(name: str, value: Any) -> tuple[str, ...]:
+    """Layer names as a sorted tuple of distinct, bounded names (a stored list included)."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{name} must be layer names joined by '+', not {value!r}")
+    if len(value) > MAX_LAYER_NAMES:
+        raise ConfigError(f"{name} names {len(value):,} layers, over {MAX_LAYER_NAMES:,}")
+    for layer in value:
+        if not layer or len(layer.encode()) > _LAYER_NAME_BYTES or set(layer) & set("+,="):
+            raise ConfigError(f"{name}: {layer[:40]!r} is not a layer name")
+    return tuple(sorted(set(value)))

@@ -14,6 +14,7 @@ The order of the registry is the order of labels and of the attribution's cumula
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,8 +25,10 @@ from segdiff_gui.core.knob_kinds import (
     Variant,
     at_least,
     check_device,
+    check_layer_names,
     choice,
     parse_count,
+    parse_layer_names,
     switch,
 )
 from segdiff_gui.core.limits import MAX_BATCH
@@ -34,6 +37,17 @@ from segdiff_gui.core.runtimes import RUNTIME_NAMES, RUNTIMES
 __all__ = ["KNOBS", "Knob", "KnobRegistry", "Variant", "choice", "switch"]
 
 _DOCS = "https://www.tensorflow.org/"
+
+
+def _kept_fragment(layers: tuple[str, ...]) -> str:
+    """``f32:dec1_2+mask`` in a label; many layers by their count and a digest of the names."""
+    if not layers:
+        return ""
+    if len(layers) <= 3:
+        return "f32:" + "+".join(layers)
+    digest = hashlib.sha256("+".join(layers).encode()).hexdigest()[:4]
+    return f"f32×{len(layers)}#{digest}"
+
 
 KNOBS_IN_ORDER: tuple[Knob, ...] = (
     choice(
@@ -186,6 +200,25 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
             Variant("bfloat16", "mixed_bfloat16", "Layers compute in bfloat16 (8-bit mantissa)."),
             Variant("float16", "mixed_float16", "Layers compute in float16 (10-bit mantissa)."),
         ),
+    ),
+    Knob(
+        "keep_float32",
+        (),
+        "LAYER+LAYER…",
+        title="the layers kept in float32",
+        tooltip="Layers that compute in float32 under a reduced precision policy (what "
+        "'segdiff repair' finds): names as the layer probe gives them, joined by '+'.",
+        parse=parse_layer_names,
+        check=check_layer_names,
+        fragment=_kept_fragment,
+        shown=lambda value: "+".join(value) or "none",
+        spec=lambda value: "+".join(value) or "none",
+        describe=lambda value: (
+            f"float32 kept in {', '.join(value)}" if value else "no layer kept in float32"
+        ),
+        link=_DOCS + "guide/mixed_precision",
+        part_of="precision",
+        keyed_at_default=False,
     ),
     choice(
         "repeat_scope",

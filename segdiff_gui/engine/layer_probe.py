@@ -51,7 +51,7 @@ def probe_run(runner: JobRunner, run: PlannedRun) -> str:
         plain = runner.cache.read_run(run.key).probabilities
     except KeyError:
         raise InputError(run.label, "has no plain run in the cache to check the probe on") from None
-    model = loaded.model_for(config.precision)
+    model = loaded.model_for(config.precision, config.keep_float32)
     tappable_graph(model, loaded.path)
     batch = runner.batch_for(run)
     call = backend.layer_call(config)

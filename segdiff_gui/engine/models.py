@@ -15,7 +15,7 @@ import keras
 
 from segdiff_gui.core.errors import InputError, first_line
 
-__all__ = ["LoadedModel", "load_model"]
+__all__ = ["LoadedModel", "layer_paths", "load_model"]
 
 # A batch in, every output out, as the runtime's own tensors.
 Forward = Callable[[Any], list[Any]]
@@ -32,10 +32,11 @@ class LoadedModel:
     signature_input: str = ""
     # The object a SavedModel signature belongs to: its variables live as long as it does.
     owner: Any = None
-    _rebuilt: dict[str, keras.Model] = field(default_factory=dict)
+    _rebuilt: dict[tuple[str, tuple[str, ...]], keras.Model] = field(default_factory=dict)
 
-    def forward(self, precision: str) -> Forward:
-        """A callable running the model under ``precision`` (a Keras dtype policy name)."""
+    def forward(self, precision: str, keep_float32: tuple[str, ...] = ()) -> Forward:
+        """A callable running the model under ``precision`` (a Keras dtype policy name), with
+        the layers ``keep_float32`` names in float32."""
         if self.keras_model is None:
             if precision != "float32":
                 raise InputError(
@@ -50,7 +51,7 @@ class LoadedModel:
                 return [outputs[n] for n in names]
 
             return call_signature
-        model = self.model_for(precision)
+        model = self.model_for(precision, keep_float32)
 
         def call_keras(batch: Any) -> list[Any]:
             return self.output_list(model(batch, training=False), self.output_names)
@@ -64,21 +65,33 @@ class LoadedModel:
             return [outputs[n] for n in names]
         return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
-    def model_for(self, precision: str) -> keras.Model:
-        """The Keras model rebuilt under ``precision``.
+    def model_for(self, precision: str, keep_float32: tuple[str, ...] = ()) -> keras.Model:
+        """The Keras model rebuilt under ``precision``, the layers ``keep_float32`` names
+        (hierarchically: ``encoder/conv``) in float32.
 
         A loaded model keeps the dtype policy it was saved with (set per layer in its config),
         so a global policy would change nothing: each layer is re-created with the new policy
-        and the float32 weights are copied over. The input layer stays float32.
+        and the float32 weights are copied over. The input layer stays float32. This is the
+        code ``segdiff repair`` gives the user to apply (see core/repair.py): the same steps.
         """
         assert self.keras_model is not None
-        if _policies(self.keras_model) == {precision}:
+        if not keep_float32 and _policies(self.keras_model) == {precision}:
             return self.keras_model
-        if precision not in self._rebuilt:
+        key = (precision, keep_float32)
+        if key not in self._rebuilt:
+            path_of = dict(layer_paths(self.keras_model))
+            unknown = set(keep_float32) - set(path_of.values())
+            if unknown:
+                raise InputError(
+                    self.path,
+                    f"has no layer {', '.join(sorted(unknown)[:5])} to keep in float32 "
+                    "(names as 'segdiff layers' gives them)",
+                )
+            kept = set(keep_float32)
 
             def with_policy(layer: keras.layers.Layer) -> keras.layers.Layer:
                 config = layer.get_config()
-                config["dtype"] = precision
+                config["dtype"] = "float32" if path_of.get(id(layer)) in kept else precision
                 return layer.__class__.from_config(config)
 
             # recursive: a backbone sub-model is re-created layer by layer too.
@@ -87,12 +100,24 @@ class LoadedModel:
             )
             rebuilt.set_weights(self.keras_model.get_weights())
             took = _policies(rebuilt)
-            if took != {precision}:
+            wanted = {precision} | ({"float32"} if kept else set())
+            if not took <= wanted or (not kept and took != {precision}):
                 raise InputError(
                     self.path, f"precision {precision} did not take effect: layers use {took}"
                 )
-            self._rebuilt[precision] = rebuilt
-        return self._rebuilt[precision]
+            self._rebuilt[key] = rebuilt
+        return self._rebuilt[key]
+
+
+def layer_paths(model: keras.Model, prefix: str = "") -> list[tuple[int, str]]:
+    """Every layer of ``model`` (nested models walked into) by id, with its hierarchical name
+    as the layer probe gives it: ``encoder/conv``."""
+    paths = []
+    for layer in model.layers:
+        paths.append((id(layer), prefix + layer.name))
+        if isinstance(layer, keras.Model):
+            paths += layer_paths(layer, f"{prefix}{layer.name}/")
+    return paths
 
 
 def _policies(model: keras.Model) -> set[str]:

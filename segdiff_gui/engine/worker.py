@@ -94,8 +94,8 @@ class JobRunner:
         self.model = self.model_on(first if first in self.devices else "cpu")
         self.output_index = choose_output(self.model.path, self.model.output_names, job.output)
         self.facts = process_facts(backend)
-        self._forwards: dict[tuple[str, str, bool], Callable[[np.ndarray], Outputs]] = {}
-        self._compiled: set[tuple[str, str, bool, int]] = set()
+        self._forwards: dict[tuple[object, ...], Callable[[np.ndarray], Outputs]] = {}
+        self._compiled: set[tuple[object, ...]] = set()
         # Prepared inputs, least recently used first. A sweep over a whole test set must not
         # hold every image: one batch's worth (plus the next target) stays, the rest is redone.
         self._inputs: OrderedDict[int, np.ndarray] = OrderedDict()
@@ -143,7 +143,7 @@ class JobRunner:
     def forward(self, config: RunConfig) -> tuple[Callable[[np.ndarray], Outputs], bool]:
         """The runtime's forward pass for ``config`` on its device, and whether this is its
         first use (where kernels compile)."""
-        key = (config.device, config.precision, config.xla)
+        key = (config.device, config.precision, config.keep_float32, config.xla)
         if key not in self._forwards:
             model = self.model_on(config.device)
             with self.backend.device_scope(config.device):  # a rebuild for precision too

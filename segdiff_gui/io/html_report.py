@@ -17,6 +17,7 @@ from PIL import Image
 from segdiff_gui.core.analysis import class_map, difference_map
 from segdiff_gui.core.study import Study
 from segdiff_gui.io.colormaps import diverging, viridis
+from segdiff_gui.io.html_layers import layer_probe_sections, repair_sections
 
 __all__ = ["write_html_report"]
 
@@ -292,6 +293,7 @@ def write_html_report(
 <h2>Pictures</h2>{_pictures(study, image)}
 <h2>Flips as a function of the cutoff</h2>{_curve_svg(data)}
 <h2>Every pair of runs (max ULP / flips)</h2>{_table(["", *pairwise["labels"]], pair_rows)}
+{layer_probe_sections(data.get("layer_probes", []))}{repair_sections(data.get("repairs", []))}
 <h2>Where each run ran</h2><div class="wide">{_provenance_tables(data)}</div>
 <p class="small">Values are float32 probability maps cached bit-exactly; ULP distances are
 computed from the bit patterns.</p></body></html>"""

@@ -23,6 +23,7 @@ __all__ = [
     "add_layer_budgets",
     "add_model_settings",
     "add_repeats_and_timeout",
+    "add_timeout",
     "model_settings",
     "number",
 ]
@@ -68,6 +69,11 @@ def add_repeats_and_timeout(parser: argparse.ArgumentParser) -> None:
         help=f"runs of each configuration (default {DEFAULT_REPEATS}; on a GPU, repeats show "
         "nondeterminism)",
     )
+    add_timeout(parser)
+
+
+def add_timeout(parser: argparse.ArgumentParser) -> None:
+    """How long a child may stay silent (commands that run each configuration once)."""
     parser.add_argument(
         "--timeout",
         type=_positive_seconds,

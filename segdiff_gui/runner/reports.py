@@ -4,10 +4,16 @@ report is about."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
+from segdiff_gui.core.repair import repair_code
 from segdiff_gui.core.study import Study
 from segdiff_gui.io.reports import report_data
+from segdiff_gui.runner.layers import LayerProbe
+from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.hdf5_access import UnreadableEntry
+from segdiff_gui.storage.layers import LayerStore, comparison_key, probe_key
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore, group_id
 
@@ -29,6 +35,43 @@ def report_context(record: RunRecord, source: str = "") -> dict[str, Any]:
 
 
 def study_report(store: RunStore, study: Study, context: dict[str, Any]) -> dict[str, Any]:
-    """The report's data: ``study`` with the provenance of each of its runs."""
+    """The report's data: ``study`` with the provenance of each of its runs, and the layer
+    probes and precision repairs a cache holds for pairs of its runs."""
     provenance = {run.key: store.read_run(run.key, with_map=False).provenance for run in study.runs}
-    return report_data(study, provenance, context)
+    data = report_data(study, provenance, context)
+    if isinstance(store, ResultCache):
+        data["layer_probes"], data["repairs"] = _layer_findings(store, study, context)
+    return data
+
+
+def _layer_findings(
+    cache: ResultCache, study: Study, context: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every stored layer comparison and repair between two runs of ``study`` (a damaged
+    entry is left out: it costs only itself)."""
+    layers = LayerStore(cache)
+    probes, repairs = [], []
+    for reference in study.runs:
+        for other in study.runs:
+            if reference.key == other.key:
+                continue
+            key = comparison_key(probe_key(reference.key), probe_key(other.key))
+            with contextlib.suppress(UnreadableEntry):
+                if (stored := layers.read_comparison(key)) is not None:
+                    kept = all(layers.has_probe(probe_key(r.key)) for r in (reference, other))
+                    probe = LayerProbe(stored, tensors_kept=kept, served_from_cache=True)
+                    probes.append(
+                        {**probe.to_dict(study.cutoff), "sentences": probe.sentences(study.cutoff)}
+                    )
+            with contextlib.suppress(UnreadableEntry):
+                if (repair := layers.read_repair(other.key, reference.key)) is not None:
+                    model = str(context.get("model", "model.keras"))
+                    code = repair_code(model, repair.precision, repair.kept)
+                    repairs.append(
+                        {
+                            **repair.to_dict(),
+                            "sentences": repair.sentences(),
+                            "code": code if repair.kept else "",
+                        }
+                    )
+    return probes, repairs

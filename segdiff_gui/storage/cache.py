@@ -371,7 +371,7 @@ class ResultCache:
         cutoff = time.time() - older_than_s
         folders = [self.root / "images"]
         # Runs, and layer probes and comparisons (storage/layers.py), in folders by key prefix.
-        for parent in ("runs", "layers/tensors", "layers/compared"):
+        for parent in ("runs", "layers/tensors", "layers/compared", "layers/repairs"):
             keyed = self.root / parent
             if keyed.is_dir() and not keyed.is_symlink() and not keyed.parent.is_symlink():
                 folders += [p for p in keyed.iterdir() if len(p.name) == 2 and not p.is_symlink()]

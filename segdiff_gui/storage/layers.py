@@ -8,6 +8,8 @@ and comparisons of two probes.
 - ``layers/compared/<kk>/<comparison key>.h5``: one comparison, small and always kept: every
   layer's figures, its spatial difference map, and the two final maps the last row's flips
   are counted on.
+- ``layers/repairs/<kk>/<key>.h5``: the latest precision repair of a run against a reference
+  (the layers, the trials' figures); its trials are runs of the cache.
 
 Written aside and renamed into place like runs; read as untrusted data like runs: plain files
 only, hard links only, sizes bounded, every array checked against its CRC-32, and a damaged
@@ -31,6 +33,7 @@ import numpy as np
 from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.layer_stats import LayerComparison, LayerStats
 from segdiff_gui.core.limits import check_stored_bytes
+from segdiff_gui.core.repair import RepairResult
 from segdiff_gui.storage.cache import (
     ResultCache,
     atomic_h5,
@@ -55,6 +58,7 @@ __all__ = [
 ]
 
 PROBE_FORMAT, COMPARISON_FORMAT, VERSION = "segdiff-layer-probe", "segdiff-layer-comparison", 1
+REPAIR_FORMAT = "segdiff-precision-repair"
 # A comparison holds a piece of each side and about six piece-sized temporaries (float64).
 _PIECES_IN_MEMORY = 8
 _SPARE_BYTES = 1 << 20
@@ -361,6 +365,35 @@ class LayerStore:
             return StoredComparison(
                 key, reference, other, LayerComparison(stats), spatial, (maps[0], maps[1]), source
             )
+
+    # repairs ------------------------------------------------------------------------------
+    def repair_path(self, target_run: str, reference_run: str) -> Path:
+        key = hashlib.sha256(f"segdiff-repair/{VERSION}/{target_run}/{reference_run}".encode())
+        return self._path("repairs", key.hexdigest())
+
+    def write_repair(self, target_run: str, reference_run: str, result: RepairResult) -> None:
+        """The latest repair of ``target_run`` against ``reference_run`` (small; kept)."""
+        with in_memory_h5(self.repair_path(target_run, reference_run)) as handle:
+            handle.attrs["format"], handle.attrs["version"] = REPAIR_FORMAT, VERSION
+            handle.attrs["runs"] = canonical_json([target_run, reference_run])
+            handle.attrs["repair"] = canonical_json(result.to_dict())
+
+    def read_repair(self, target_run: str, reference_run: str) -> RepairResult | None:
+        """The stored repair; None if there is none; UnreadableEntry if it is damaged."""
+        path = self.repair_path(target_run, reference_run)
+        if not os.path.lexists(path):
+            return None
+        with open_h5_for_reading(path, follow_symlinks=False) as handle:
+            attrs = AttributeReader(handle.attrs, str(path), "repair")
+            if attrs.text("format") != REPAIR_FORMAT or attrs.integer("version", 0, 99) != 1:
+                raise UnreadableEntry(path, "is not a segdiff repair of this version")
+            if attrs.json("runs") != [target_run, reference_run]:
+                raise UnreadableEntry(path, "holds the repair of other runs than its name says")
+            data = attrs.json("repair")
+            try:
+                return RepairResult.from_dict(data)
+            except (KeyError, TypeError, ValueError):
+                raise UnreadableEntry(path, "holds a repair segdiff did not write") from None
 
     # the disk budget -----------------------------------------------------------------------
     def _probe_files(self) -> list[Path]:

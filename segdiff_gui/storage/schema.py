@@ -156,6 +156,8 @@ def check_config(data: object, fail: Any) -> RunConfig:
         if name not in types:
             raise fail(f"names an unknown knob {str(name)[:40]!r}")
         wanted = types[name]
+        if wanted is tuple and isinstance(value, list):  # names, stored as a JSON list
+            continue  # their knob checks each (check_layer_names)
         if type(value) is not wanted:  # bool is an int: compare exactly
             raise fail(f"gives {name} as {_kind(value)}, not a {wanted.__name__}")
     if data.get("batch", 1) > MAX_BATCH or data.get("threads", 0) > 4096:

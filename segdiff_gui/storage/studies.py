@@ -107,11 +107,14 @@ def comparable_groups(
     group: str | None = None,
 ) -> list[list[RunRecord]]:
     """Records split into comparable groups (in order of first appearance), optionally only
-    those of the model and image named, or the one group of that id."""
+    those of the model and image named, or the one group of that id. A precision repair's
+    trials (runs with layers kept in float32) are left out: dozens of them are the search's
+    steps, not runs anyone set out to compare (its report says what they found)."""
     chosen = [
         r
         for r in records
-        if (model is None or model in (r.model_name, r.model_hash[:8]))
+        if not r.run_config.keep_float32
+        and (model is None or model in (r.model_name, r.model_hash[:8]))
         and (image is None or image in (r.target_name, r.target_hash[:8]))
         and (group is None or group_id(r).startswith(group.lower()))
     ]

@@ -7,6 +7,7 @@ one ``notify`` callable: nothing of the window itself."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QObject
@@ -14,17 +15,21 @@ from PySide6.QtWidgets import QTableWidget
 from superqt.utils import thread_worker
 
 from segdiff_gui.core.attribution import Attribution, plan_attribution
+from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.protocol import BatchProgress, RunFailed, RunStarted
+from segdiff_gui.core.repair import RepairResult, repair_code
 from segdiff_gui.core.sweep import SweepSummary
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
+from segdiff_gui.runner.repair import RepairSession
 from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
 from segdiff_gui.ui.attribution_view import AttributionDialog
 from segdiff_gui.ui.diagnosis_panel import DiagnosisPanel
 from segdiff_gui.ui.inspection import InspectionModel, LayerMap
 from segdiff_gui.ui.layers_view import LayersPanel
+from segdiff_gui.ui.repair_view import RepairDialog
 from segdiff_gui.ui.session import BundleSession, MatrixSession
 from segdiff_gui.ui.session_controller import SessionController
 from segdiff_gui.ui.sweep_panel import SweepPanel
@@ -51,6 +56,8 @@ class AnalysisController(QObject):
         self.layers_panel = LayersPanel()
         self.layers_panel.probe_requested.connect(self.probe_layers)
         self.layers_panel.cancel_requested.connect(self.cancel_layers)
+        self.layers_panel.repair_requested.connect(self.repair)
+        self.repair_dialog: RepairDialog | None = None
         self.layers_panel.layer_chosen.connect(self._show_layer)
         self._layer_worker: Any = None
         self._layer_runner: Any = None  # the matrix runner a probe is driving, to cancel
@@ -167,6 +174,57 @@ class AnalysisController(QObject):
         self._layer_worker = worker
         panel.set_busy(True, f"probing {reference.label} and {other.label} layer by layer…")
         worker.start()
+
+    def repair(self) -> None:
+        """Repair the probed reduced precision (the run last probed) off the GUI thread."""
+        session, probe = self.sessions.session, self.layers_panel.probe
+        panel = self.layers_panel
+        if not isinstance(session, MatrixSession) or probe is None or self._layer_worker:
+            return
+        target = RunConfig.from_dict(probe.stored.other["config"])
+        reference = RunConfig.from_dict(probe.stored.reference["config"])
+        if reference.precision != "float32":
+            reference = None  # the same configuration in float32, as the CLI's default
+        request, cutoff = session.request, self.model.cutoff
+
+        def work() -> Any:
+            repair = RepairSession(request, target, reference, cutoff)
+            for what, runner in repair.runners():
+                self._layer_runner = runner
+                yield f"repair: {what}…"
+                for message in runner.run():
+                    said = _progress(message, "trials")
+                    if said:
+                        yield f"repair, {what}: {said}"
+                if runner.cancelled:
+                    raise InputError("repair", "cancelled")
+            return repair.result, request, target
+
+        worker = thread_worker(work, start_thread=False)()
+        worker.yielded.connect(lambda text: panel.set_busy(True, text))
+        worker.returned.connect(lambda answer: self._repaired(*answer))
+        worker.errored.connect(self._probe_failed)
+        worker.finished.connect(self._probe_done)
+        self._layer_worker = worker
+        panel.set_busy(True, f"repairing {target.label()} at cutoff {cutoff:g}…")
+        worker.start()
+
+    def _repaired(self, result: RepairResult, request: Any, target: RunConfig) -> None:
+        self.layers_panel.set_busy(False, " ".join(result.sentences()))
+        code = repair_code(request.model.name, result.precision, result.kept) if result.kept else ""
+        dialog = RepairDialog(result, code, self.parent())  # type: ignore[arg-type]
+        dialog.show_run.connect(lambda: self._show_repaired(result, request, target))
+        self.repair_dialog = dialog
+        dialog.show()
+
+    def _show_repaired(self, result: RepairResult, request: Any, target: RunConfig) -> None:
+        """The repaired configuration's run joins the views (it is cached: a trial)."""
+        config = replace(target, keep_float32=result.kept)
+        plan = request.with_configs([config]).plan()
+        (run,) = plan.runs
+        store = request.cache
+        self.model.add_run(store, store.read_run(run.key, with_map=False))
+        self.model.set_focus(run.key)
 
     def cancel_layers(self) -> None:
         if self._layer_runner is not None:
@@ -293,7 +351,7 @@ class AnalysisController(QObject):
 
 def _progress(message: object, phase: str) -> str:
     """A runner's message as the Layers tab's status line ('' for none)."""
-    doing = "running" if phase == "runs" else "probing"
+    doing = {"runs": "running", "probes": "probing"}.get(phase, "computing")
     if isinstance(message, RunStarted):
         return f"{doing} {message.label}…"
     if isinstance(message, BatchProgress) and phase == "probes":

@@ -38,6 +38,7 @@ class LayersPanel(QWidget):
     against the run last clicked; ``layer_chosen`` names a layer's index."""
 
     probe_requested = Signal()
+    repair_requested = Signal()
     cancel_requested = Signal()
     layer_chosen = Signal(int)
 
@@ -51,6 +52,13 @@ class LayersPanel(QWidget):
         self.title.setWordWrap(True)
         self.probe_button = QPushButton("Probe layers (reference vs run)")
         self.probe_button.clicked.connect(self.probe_requested)
+        self.repair_button = QPushButton("Repair precision…")
+        self.repair_button.setToolTip(
+            "Find the layers to keep in float32 so that this reduced precision's flips at the "
+            "cutoff disappear: the probe blames the layers, trials (each a cached run) decide"
+        )
+        self.repair_button.clicked.connect(self.repair_requested)
+        self.repair_button.setEnabled(False)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel_requested)
         self.cancel_button.setVisible(False)
@@ -72,6 +80,7 @@ class LayersPanel(QWidget):
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         buttons = QHBoxLayout()
         buttons.addWidget(self.probe_button)
+        buttons.addWidget(self.repair_button)
         buttons.addWidget(self.cancel_button)
         buttons.addStretch(1)
         layout = QVBoxLayout(self)
@@ -84,11 +93,20 @@ class LayersPanel(QWidget):
 
     def set_busy(self, busy: bool, text: str = "") -> None:
         self.probe_button.setEnabled(not busy)
+        self.repair_button.setEnabled(not busy and self._repairable())
         self.cancel_button.setVisible(busy)
         self.status.setText(text)
 
+    def _repairable(self) -> bool:
+        """A probe whose other side computes in a reduced precision can be repaired."""
+        if self.probe is None:
+            return False
+        config = self.probe.stored.other.get("config", {})
+        return str(config.get("precision", "float32")) != "float32"
+
     def show_probe(self, probe: LayerProbe, sentences: list[str]) -> None:
         self.probe = probe
+        self.repair_button.setEnabled(self._repairable())
         stored = probe.stored
         where = "class flips at argmax" if is_multiclass(stored.final_maps[0]) else "flips"
         self.title.setText(

@@ -13,16 +13,23 @@ from segdiff_gui.runner.plan import batch_slots
 def test_spec_parses_every_knob_and_round_trips():
     spec = (
         "device=gpu:1,batch=64,context=copies,position=3,determinism=on,tf32=off,"
-        "onednn=off,threads=1,xla=on,precision=mixed_bfloat16,repeat_scope=fresh"
+        "onednn=off,threads=1,xla=on,precision=mixed_bfloat16,keep_float32=mask+enc/conv,"
+        "repeat_scope=fresh"
     )
     config = parse_config_spec(spec)
     assert config == RunConfig(
         "tensorflow", "gpu:1", 64, "copies", 3, True, False, False, 1, True, "mixed_bfloat16",
-        "fresh",
+        ("enc/conv", "mask"), "fresh",
     )  # fmt: skip
     assert parse_config_spec(config.to_spec()) == config
     assert config.label() == (
-        "gpu:1 b64 copies pos3 det tf32-off onednn-off threads1 xla bf16 fresh"
+        "gpu:1 b64 copies pos3 det tf32-off onednn-off threads1 xla bf16 f32:enc/conv+mask fresh"
+    )
+    with pytest.raises(ConfigError, match="computes everything in float32 already"):
+        parse_config_spec("keep_float32=mask")
+    many = parse_config_spec("precision=bf16,keep_float32=" + "+".join("abcde"))
+    assert many.label().startswith("cpu b1 bf16 f32×5#") and "keep_float32" not in str(
+        RunConfig().to_dict()
     )
     assert parse_config_spec("backend=jax,scope=fresh").label() == "jax cpu b1 fresh"
 

@@ -110,7 +110,7 @@ class JaxBackend(Backend):
         }
 
     def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
-        keras_model = model.model_for(config.precision)
+        keras_model = model.model_for(config.precision, config.keep_float32)
         device = self._device(config.device)
         names = model.output_names
         if config.xla:
@@ -174,7 +174,7 @@ class JaxBackend(Backend):
         return jax.device_put(batch, self._device(config.device))
 
     def weight_devices(self, model: Any, config: RunConfig) -> set[str]:
-        weights = model.model_for(config.precision).weights
+        weights = model.model_for(config.precision, config.keep_float32).weights
         return {_short(d) for w in weights for d in w.value.devices()}
 
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:

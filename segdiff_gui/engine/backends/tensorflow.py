@@ -66,7 +66,7 @@ class TensorFlowBackend(Backend):
     name = "tensorflow"
 
     def __init__(self) -> None:
-        self._functions: dict[tuple[int, str, bool], Any] = {}  # per model or layer
+        self._functions: dict[tuple[Any, ...], Any] = {}  # per model or layer
         # This child's GPUs by their physical names ("gpu:1") → TensorFlow's logical index:
         # a child sees only the GPUs its runs use, numbered from 0.
         self._logical: dict[str, int] = {}
@@ -155,10 +155,10 @@ class TensorFlowBackend(Backend):
     def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
         """One ``tf.function`` per model, precision and XLA setting. XLA is always set
         explicitly because Keras would otherwise decide by itself when a GPU is visible."""
-        key = (id(model), config.precision, config.xla)
+        key = (id(model), config.precision, config.keep_float32, config.xla)
         if key not in self._functions:
             self._functions[key] = tf.function(
-                model.forward(config.precision), jit_compile=config.xla
+                model.forward(config.precision, config.keep_float32), jit_compile=config.xla
             )
         function = self._functions[key]
         where = self._tf_device(config.device)
@@ -184,8 +184,8 @@ class TensorFlowBackend(Backend):
         def call(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             key = (id(layer), "layer", config.xla)
             if key not in self._functions:
-                self._functions[key] = tf.function(_calling(layer), jit_compile=config.xla)  # type: ignore[index]
-            return self._functions[key](*args, **kwargs)  # type: ignore[index]
+                self._functions[key] = tf.function(_calling(layer), jit_compile=config.xla)
+            return self._functions[key](*args, **kwargs)
 
         return call
 
@@ -199,7 +199,7 @@ class TensorFlowBackend(Backend):
         if model.keras_model is None:  # a SavedModel's variables belong to its loaded object
             variables = getattr(model.owner, "variables", ())
             return {self._physical(v.device) for v in variables}
-        keras_model = model.model_for(config.precision)
+        keras_model = model.model_for(config.precision, config.keep_float32)
         return {self._physical(weight.value.device) for weight in keras_model.weights}
 
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:

@@ -103,7 +103,7 @@ class TorchBackend(Backend):
         }
 
     def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
-        keras_model = model.model_for(config.precision)
+        keras_model = model.model_for(config.precision, config.keep_float32)
         names = model.output_names
         device = config.device
 
@@ -119,7 +119,7 @@ class TorchBackend(Backend):
         return run
 
     def weight_devices(self, model: Any, config: RunConfig) -> set[str]:
-        weights = model.model_for(config.precision).weights
+        weights = model.model_for(config.precision, config.keep_float32).weights
         return {_short(weight.value.device) for weight in weights}
 
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
