@@ -252,13 +252,35 @@ class RepairResult:
                 f"{self.reference_label}: within the bound of {self.bound}; nothing to repair."
             ]
         after = self.after
-        return [
+        lines = [
             f"Keeping {len(after.kept)} of {len(self.order)} layers in float32 "
             f"({', '.join(after.kept)}) brings {self.precision}'s flips against "
             f"{self.reference_label} from {before.flips:,} to {after.flips:,} "
             f"(max ULP {before.max_ulp:,} → {after.max_ulp:,}); {len(self.trials)} trials "
             f"in {self.rounds} rounds, each a cached run."
         ]
+        if len(after.kept) == len(self.order):
+            lines.append(
+                f"That is every layer: on this image {self.precision} flips pixels at cutoff "
+                f"{self.cutoff:g} unless the whole model computes in float32."
+            )
+        fewer = self.fewest_flips(below=len(after.kept))
+        if fewer:
+            shown = "; ".join(
+                f"{size} layer{'' if size == 1 else 's'}: {flips:,} flip{'' if flips == 1 else 's'}"
+                for size, flips in fewer[:3]
+            )
+            lines.append(f"Allowing a few flips keeps fewer layers (the fewest seen: {shown}).")
+        return lines
+
+    def fewest_flips(self, below: int) -> list[tuple[int, int]]:
+        """The fewest flips a trial of each size under ``below`` layers gave, largest first."""
+        best: dict[int, int] = {}
+        for trial in self.trials:
+            size = len(trial.kept)
+            if 0 < size < below and trial.flips is not None:
+                best[size] = min(best.get(size, trial.flips), trial.flips)
+        return sorted(best.items(), reverse=True)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RepairResult:

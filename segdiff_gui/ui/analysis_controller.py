@@ -185,10 +185,10 @@ class AnalysisController(QObject):
         reference = RunConfig.from_dict(probe.stored.reference["config"])
         if reference.precision != "float32":
             reference = None  # the same configuration in float32, as the CLI's default
-        request, cutoff = session.request, self.model.cutoff
+        request, cutoff, bound = session.request, self.model.cutoff, panel.bound.value()
 
         def work() -> Any:
-            repair = RepairSession(request, target, reference, cutoff)
+            repair = RepairSession(request, target, reference, cutoff, bound)
             for what, runner in repair.runners():
                 self._layer_runner = runner
                 yield f"repair: {what}…"

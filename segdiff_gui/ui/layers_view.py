@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -59,6 +60,13 @@ class LayersPanel(QWidget):
         )
         self.repair_button.clicked.connect(self.repair_requested)
         self.repair_button.setEnabled(False)
+        self.bound = QSpinBox()
+        self.bound.setRange(0, 10_000_000)
+        self.bound.setPrefix("flips allowed: ")
+        self.bound.setToolTip(
+            "How many flips at the cutoff the repair may leave: a few flips may keep far "
+            "fewer layers in float32"
+        )
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel_requested)
         self.cancel_button.setVisible(False)
@@ -81,6 +89,7 @@ class LayersPanel(QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.probe_button)
         buttons.addWidget(self.repair_button)
+        buttons.addWidget(self.bound)
         buttons.addWidget(self.cancel_button)
         buttons.addStretch(1)
         layout = QVBoxLayout(self)
@@ -121,7 +130,7 @@ class LayersPanel(QWidget):
         for index, layer in enumerate(layers):
             fill_row(self.table, index, layer_cells(index, layer, layer is first))
         self.table.blockSignals(False)
-        self.summary.setText("<br>".join(escape(line) for line in sentences))
+        self.summary.setText("<br>".join(escape(line, quote=False) for line in sentences))
         self._draw()
         chosen = layers.index(first) if first is not None else len(layers) - 1
         if layers:

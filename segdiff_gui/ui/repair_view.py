@@ -36,7 +36,7 @@ class RepairDialog(QDialog):
         self.setWindowTitle("Precision repair")
         self.resize(900, 640)
         self.result, self.code = result, code
-        self.summary = QLabel("<br>".join(escape(line) for line in result.sentences()))
+        self.summary = QLabel("<br>".join(escape(line, quote=False) for line in result.sentences()))
         self.summary.setWordWrap(True)
         self.table = read_only_table(COLUMNS)
         trials = sorted(result.trials, key=lambda t: (len(t.kept), t.flips or 0))

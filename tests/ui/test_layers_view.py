@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 
 from segdiff_gui.core.layer_stats import LayerComparison, compare_layer
+from segdiff_gui.core.repair import RepairResult, Trial, repair_code
 from segdiff_gui.runner.layers import LayerProbe
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.storage.layers import StoredComparison
 from segdiff_gui.ui.grid_view import ProbabilityGridView
 from segdiff_gui.ui.inspection import InspectionModel, LayerMap
 from segdiff_gui.ui.layers_view import LayersPanel
+from segdiff_gui.ui.repair_view import RepairDialog
 from tests.storage.test_cache import make_record
 
 
@@ -83,6 +85,24 @@ def test_a_chosen_layer_gets_a_panel_of_its_own_beside_the_runs(qtbot, tmp_path)
     assert grid.layer_panel is None
 
 
+def test_the_repair_dialog_lists_the_trials_and_offers_the_code(qtbot):
+    before = Trial((), 16, 900, 60_000, "cpu b1 bf16")
+    trials = (Trial(("a",), 9, 500, 50_000), Trial(("a", "b"), 0, 0, 0))
+    result = RepairResult(
+        "mixed_bfloat16", "cpu b1", before, trials[1], 0, 0.5, trials, 2, ("a", "b")
+    )
+    dialog = RepairDialog(result, repair_code("m.keras", "mixed_bfloat16", ("a", "b")))
+    qtbot.addWidget(dialog)
+    assert dialog.table.rowCount() == 2 and dialog.table.item(1, 4).text() == "a, b"
+    assert "from 16 to 0" in dialog.summary.text() and "every layer" in dialog.summary.text()
+    assert "1 layer: 9 flips" in dialog.summary.text() and "&#x27;" not in dialog.summary.text()
+    assert "KEEP_FLOAT32" in dialog.code_view.toPlainText() and dialog.run_button.isEnabled()
+    asked = []
+    dialog.show_run.connect(lambda: asked.append(True))
+    dialog.run_button.click()
+    assert asked == [True]
+
+
 @pytest.mark.slow
 def test_probing_from_the_window_shows_the_demo_layers(window_for, demo_cache, qtbot, tmp_path):
     root = tmp_path / "cache"
@@ -100,3 +120,11 @@ def test_probing_from_the_window_shows_the_demo_layers(window_for, demo_cache, q
     window.model.set_focus(bf16)
     window._probe_layers()  # again: from the cache, no child
     qtbot.waitUntil(lambda: "from the cache" in panel.status.text(), timeout=10_000)
+    # Repair, allowing as many flips as bfloat16 has: nothing to keep, at once.
+    assert panel.repair_button.isEnabled()
+    flips = panel.probe.final(window.model.cutoff).flips
+    panel.bound.setValue(flips)
+    panel.repair_button.click()
+    qtbot.waitUntil(lambda: window.analysis.repair_dialog is not None, timeout=60_000)
+    dialog = window.analysis.repair_dialog
+    assert "nothing to repair" in dialog.summary.text() and not dialog.run_button.isEnabled()
