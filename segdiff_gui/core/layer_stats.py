@@ -19,6 +19,8 @@ import numpy as np
 
 from segdiff_gui.core.analysis import ulp_distance
 
+_BLOCK_VALUES = 1 << 20
+
 __all__ = [
     "LAYER_COLUMNS",
     "LayerComparison",
@@ -174,9 +176,16 @@ def compare_layer_blocks(
     for reference, other in blocks:
         if reference.shape != other.shape:
             raise ValueError(f"layer {name}: blocks differ ({reference.shape} vs {other.shape})")
-        totals.add(reference, other)
-        if spatial_ok and (part := spatial_difference(reference, other)) is not None:
-            rows.append(part)
+        # In rows of about a million values: the float64 and int64 temporaries stay a few
+        # megabytes, whatever the size of the pieces a probe was stored in.
+        per_row = max(int(np.prod(reference.shape[1:], dtype=np.int64)), 1)
+        step = max(1, _BLOCK_VALUES // per_row) if reference.ndim else 1
+        for start in range(0, max(len(reference) if reference.ndim else 1, 1), step):
+            part_a = reference[start : start + step] if reference.ndim else reference
+            part_b = other[start : start + step] if other.ndim else other
+            totals.add(part_a, part_b)
+            if spatial_ok and (part := spatial_difference(part_a, part_b)) is not None:
+                rows.append(part)
     spatial = np.concatenate(rows, axis=0) if spatial_ok and rows else None
     return totals.stats(name, shape), spatial
 

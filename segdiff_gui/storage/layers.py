@@ -43,6 +43,7 @@ from segdiff_gui.storage.cache import (
     open_h5_for_reading,
 )
 from segdiff_gui.storage.chunked_read import MAX_CHUNK_BYTES, read_stored_array
+from segdiff_gui.storage.chunked_write import write_compressed
 from segdiff_gui.storage.hdf5_access import UnreadableEntry, plain_dataset, plain_group
 from segdiff_gui.storage.records import array_checksum
 from segdiff_gui.storage.schema import AttributeReader
@@ -108,11 +109,7 @@ def _store_array(group: h5py.Group, name: str, values: np.ndarray) -> None:
     data = np.ascontiguousarray(values, dtype="<f4")
     if data.ndim == 0:
         data = data.reshape(1)
-    row_bytes = max(4 * int(np.prod(data.shape[1:], dtype=np.int64)), 4)
-    chunks = (max(1, min(data.shape[0], MAX_CHUNK_BYTES // row_bytes)), *data.shape[1:])
-    dataset = group.create_dataset(
-        name, data=data, chunks=chunks, compression="gzip", compression_opts=1, shuffle=True
-    )
+    dataset = write_compressed(group, name, data)
     dataset.attrs["crc32"] = array_checksum(data)
 
 

@@ -3,7 +3,8 @@
 Run: ``python -m tests.benchmarks [--json FILE] [--only NAME ...]`` (not part of the test
 run). Figures are medians over several runs; a ratio measures both sides in the same run.
 Benchmarks: startup, engine (overhead and cache hit), interaction, bandwidth, scale, matrix,
-runtimes (each runtime's first map, cold and with its compilation cache).
+runtimes (each runtime's first map, cold and with its compilation cache), layers (the layer
+probe's memory and time on a deep model at 512×512).
 """
 
 from __future__ import annotations
@@ -407,6 +408,32 @@ def runtimes(work: Path) -> list[Figure]:
     return figures
 
 
+def layers(work: Path) -> list[Figure]:
+    """The layer probe on 57 layers at 512×512 (see bench_layers): what the probe's child holds
+    beyond the plain run's, what the comparison holds, and the probe's time."""
+    from tests.benchmarks.bench_layers import measure
+
+    found = measure(work)
+    extra = found["probe_child_mib"] - found["plain_child_mib"]
+    budget = found["budget_mib"]
+    return [
+        Figure("layers", f"one configuration's activations ({found['layers']:.0f} layers, 512²)",
+               found["activations_mib"], "MiB", "—", True),
+        Figure("layers", f"probe child peak ({found['plain_child_mib']:.0f} MiB plain run's)",
+               found["probe_child_mib"], "MiB", f"≤ plain + {budget:.0f} MiB budget",
+               extra <= budget),
+        Figure("layers", "comparison of two stored probes: peak above start",
+               found["compare_mib"], "MiB", f"≤ {budget:.0f} MiB budget",
+               found["compare_mib"] <= budget),
+        Figure("layers", f"probe ÷ plain run time ({found['probe_s']:.1f} s ÷ "
+               f"{found['plain_s']:.1f} s)", found["probe_ratio"], "×", "—", True),
+        Figure("layers", f"comparison time ({2 * found['activations_mib']:.0f} MiB read)",
+               found["compare_s"], "s", "—", True),
+        Figure("layers", "probe's final map = plain run's, bit for bit (both sides)",
+               float(found["bitwise"]), "", "1", bool(found["bitwise"])),
+    ]  # fmt: skip
+
+
 BENCHMARKS = {
     "startup": startup,
     "engine": engine,
@@ -415,6 +442,7 @@ BENCHMARKS = {
     "scale": scale,
     "matrix": matrix,
     "runtimes": runtimes,
+    "layers": layers,
 }
 
 

@@ -46,6 +46,9 @@ def test_a_probe_in_pieces_reads_back_bit_for_bit_and_compares_like_whole_layers
         assert len(list(a.pieces(0))) == 4 and len(list(b.pieces(0))) == 1
         for index, values in enumerate(reference.values()):
             assert np.array_equal(a.layer(index), values)
+    with h5py.File(store.probe_path(first)) as plain:  # any HDF5 reads it with its filters
+        assert np.array_equal(plain["layers/00000/p00001"][()], reference["conv"][16:32])
+    with store.open_probe(first) as a, store.open_probe(second) as b:
         comparison, spatial = compare_stored(a, b)
     direct = [compare_layer(n, reference[n], other[n]) for n in reference]
     for stored, expected in zip(comparison.layers, direct, strict=True):
