@@ -166,3 +166,21 @@ def test_a_subclassed_model_gets_one_line_saying_what_can_be_probed():
         """
     )
     assert "subclassed Keras model (Net)" in seen and "functional or Sequential" in seen
+
+
+def test_under_jax_each_layer_is_its_own_xla_computation_and_the_output_holds(
+    models, small_images, tmp_path
+):
+    """XLA's jit per layer under JAX (a layer's stateless call, which hands every keyword to
+    call(): a Conv2D takes no ``training``) computes the whole model's map bit for bit here."""
+    request = MatrixRequest(
+        models / "encoder_unet.keras", tuple(small_images), ResultCache(tmp_path), repeats=1
+    )
+    session = LayerProbeSession(
+        request, parse_config_spec("runtime=jax"), parse_config_spec("runtime=jax,xla=on")
+    )
+    probe = _probe(session)
+    assert len(probe.comparison.layers) == 10
+    assert all(
+        side["final"]["bitwise_equal"] for side in (probe.stored.reference, probe.stored.other)
+    )

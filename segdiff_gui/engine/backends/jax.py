@@ -157,6 +157,9 @@ class JaxBackend(Backend):
 
         def call(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             key = id(layer)
+            if not getattr(layer, "_call_has_training_arg", False):
+                # Layer.__call__ drops it for such a layer; stateless_call hands it on to call().
+                kwargs = {name: value for name, value in kwargs.items() if name != "training"}
             if key not in self._layer_jits:
 
                 def stateless(trainable: Any, other: Any, *inputs: Any) -> Any:
