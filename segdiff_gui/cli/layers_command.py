@@ -104,7 +104,9 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
     if probe is None:
         outcome, _ = run_matrix(args, err, session.request)
         status = exit_code(outcome)
-        probes = drive(session.probe_runner(), err, quiet=args.json, debug=args.debug)
+        probes = drive(
+            session.probe_runner(), err, quiet=args.json, debug=args.debug, done="probed"
+        )
         if probes.fatal is not None:
             raise InputError(probes.fatal.path, probes.fatal.problem, probes.fatal.fix)
         if probes.failed:
@@ -176,21 +178,25 @@ def command_repair(args: argparse.Namespace, out: Console, err: Console) -> int:
         args, model, images, cache, target=args.target, settings=model_settings(args)
     )
     session = RepairSession(request, target, reference, args.cutoff, args.bound)
-    status = EXIT_OK
+    status, computed = EXIT_OK, 0
     for what, runner in session.runners():
         if not args.json:
             err.print(f"[dim]{escape(what)}[/]")
-        outcome = drive(runner, err, quiet=args.json, debug=args.debug)
+        verb = "probed" if what == "layer probes" else "finished"
+        outcome = drive(runner, err, quiet=args.json, debug=args.debug, done=verb)
         if outcome.fatal is not None:
             raise InputError(outcome.fatal.path, outcome.fatal.problem, outcome.fatal.fix)
         status = max(status, exit_code(outcome))
+        computed += sum(run["status"] == "finished" for run in outcome.runs)
     result = session.result
     assert result is not None
     code = repair_code(model.name, result.precision, result.kept) if result.kept else ""
     if args.code and code:
         Path(args.code).write_text(code, encoding="utf-8")
     if args.json:
-        print_json({**result.to_dict(), "model": model.name, "code": code})
+        print_json(
+            {**result.to_dict(), "model": model.name, "code": code, "runs_computed": computed}
+        )
         return status
     blamed = ", ".join(result.order[:5])
     out.print(f"Layers by the error they add (the probe's blame): {escape(blamed)} …")

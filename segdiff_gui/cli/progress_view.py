@@ -38,9 +38,14 @@ class MatrixOutcome:
 
 
 def drive(
-    runner: MatrixRunner, console: Console | None = None, quiet: bool = False, debug: bool = False
+    runner: MatrixRunner,
+    console: Console | None = None,
+    quiet: bool = False,
+    debug: bool = False,
+    done: str = "finished",
 ) -> MatrixOutcome:
     """Consume the runner's messages, showing progress on stderr; Ctrl-C cancels cleanly.
+    ``done`` is the verb of a finished run's line ("probed" for a layer probe's).
 
     A failure is printed as it happens, with the child's log tail when ``debug``; input errors
     are left for the caller, which reports one that every run shares as a single line.
@@ -92,7 +97,7 @@ def drive(
                     )
                     if not quiet:  # above the bar on a terminal, a log line elsewhere
                         console.print(
-                            f"finished {escape(message.label)} on {escape(message.device)} "
+                            f"{done} {escape(message.label)} on {escape(message.device)} "
                             f"in {message.seconds:.2f} s",
                             highlight=False,
                         )
