@@ -191,12 +191,11 @@ def compare_layer_blocks(
 
 
 def compare_layer(name: str, reference: np.ndarray, other: np.ndarray) -> LayerStats:
-    """The figures of one layer's output under two configurations (same shape)."""
+    """The figures of one layer's output under two configurations (same shape): the same
+    arithmetic, in the same blocks, as a probe's layer stored in one piece."""
     if reference.shape != other.shape:
         raise ValueError(f"layer {name}: shapes differ ({reference.shape} vs {other.shape})")
-    totals = _Totals()
-    totals.add(reference, other)
-    return totals.stats(name, reference.shape)
+    return compare_layer_blocks(name, reference.shape, [(reference, other)])[0]
 
 
 @dataclass(frozen=True)
