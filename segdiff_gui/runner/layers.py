@@ -9,7 +9,7 @@ stored; asking again is served from the cache without starting a child.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,7 +42,7 @@ from segdiff_gui.storage.layers import (
     probe_key,
 )
 
-__all__ = ["LayerProbe", "LayerProbeSession"]
+__all__ = ["LayerProbe", "LayerProbeSession", "compare_stored", "final_maps_of"]
 
 
 @dataclass(frozen=True)
@@ -90,10 +90,11 @@ class LayerProbe:
         the probe measured what the runs compute."""
         lines = layer_sentences(self.comparison)
         final = self.final(cutoff)
+        noun = "flip" if final.flips == 1 else "flips"
         flips = (
-            f"{final.flips:,} class flips (argmax)"
+            f"{final.flips:,} class {noun} (argmax)"
             if is_multiclass(self.stored.final_maps[0])
-            else f"{final.flips:,} flips at cutoff {cutoff:g}"
+            else f"{final.flips:,} {noun} at cutoff {cutoff:g}"
         )
         source = "" if self.stored.final_source == "plain runs" else " (the probes' own maps)"
         lines.append(
@@ -223,19 +224,10 @@ class LayerProbeSession:
             finished=lambda key: self.store.has_probe(probe_key(key)),
         )
 
-    def _final_maps(
-        self, reference: ProbeTensors, other: ProbeTensors
-    ) -> tuple[tuple[np.ndarray, np.ndarray], str]:
-        """The plain runs' maps when both probes reproduced them bit for bit, else the
-        probes' own."""
-        exact = all(
-            t.meta.get("final", {}).get("bitwise_equal") is True for t in (reference, other)
-        )
-        if exact:
-            maps = [self.request.cache.read_run(run.key).probabilities for run in self.sides]
-            assert maps[0] is not None and maps[1] is not None
-            return (maps[0], maps[1]), "plain runs"
-        return (reference.final_map(), other.final_map()), "probe"
+    def _plain_maps(self) -> tuple[np.ndarray, np.ndarray]:
+        maps = [self.request.cache.read_run(run.key).probabilities for run in self.sides]
+        assert maps[0] is not None and maps[1] is not None
+        return maps[0], maps[1]
 
     def compare(self) -> LayerProbe:
         """Compare the two stored probes, store the comparison, keep within the budget."""
@@ -244,7 +236,7 @@ class LayerProbeSession:
             self.store.open_probe(probe_key(self.sides[1].key)) as other,
         ):
             comparison, spatial = compare_stored(reference, other)
-            final_maps, source = self._final_maps(reference, other)
+            final_maps, source = final_maps_of(reference, other, self._plain_maps)
             stored = StoredComparison(
                 self.key,
                 _side(reference.meta),
@@ -265,6 +257,19 @@ class LayerProbeSession:
             return None
         kept = all(self.store.has_probe(probe_key(run.key)) for run in self.sides)
         return LayerProbe(stored, tensors_kept=kept, served_from_cache=True)
+
+
+def final_maps_of(
+    reference: ProbeTensors,
+    other: ProbeTensors,
+    plain: Callable[[], tuple[np.ndarray, np.ndarray]],
+) -> tuple[tuple[np.ndarray, np.ndarray], str]:
+    """The maps the output's figures are counted on: the plain runs' when both probes
+    computed them bit for bit, else (the probe changed what it measures) the probes' own."""
+    exact = all(t.meta.get("final", {}).get("bitwise_equal") is True for t in (reference, other))
+    if exact:
+        return plain(), "plain runs"
+    return (reference.final_map(), other.final_map()), "probe"
 
 
 def _side(meta: dict[str, Any]) -> dict[str, Any]:

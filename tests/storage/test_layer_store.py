@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from segdiff_gui.core.layer_stats import LayerComparison, compare_layer
-from segdiff_gui.runner.layers import compare_stored
+from segdiff_gui.runner.layers import LayerProbe, compare_stored, final_maps_of
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
 from segdiff_gui.storage.layers import LayerStore, StoredComparison, comparison_key, probe_key
@@ -99,3 +99,31 @@ def test_the_disk_budget_removes_the_least_recently_used_probes_only(tmp_path):
     assert store.keep_within(0) and store.tensor_bytes() == 0
     (tmp_path / "mine.txt").write_text("the user's")  # never touched: outside the store
     assert (tmp_path / "mine.txt").exists()
+
+
+def test_a_probe_that_changed_its_final_map_is_measured_by_its_own_and_says_so(tmp_path):
+    """Where computing layer by layer changed the numerics (a runtime fusing across layers),
+    the output's figures come from the probes' own final maps, and the sentences say why."""
+    store = LayerStore(ResultCache(tmp_path / "cache"))
+    keys = []
+    for run, exact, value in (("a" * 64, True, 0.4), ("b" * 64, False, 0.6)):
+        key = probe_key(run)
+        with store.write_probe(key, 512 << 20) as writer:
+            writer.add("out", "Conv2D", "float32", (1, 4, 4, 1), np.full((4, 4, 1), value))
+            final = {"bitwise_equal": exact, "differing_pixels": 0 if exact else 5, "max_ulp": 3}
+            writer.finish({"label": run[:2], "final": final}, np.full((4, 4), value, np.float32))
+        keys.append(key)
+
+    def plain() -> tuple[np.ndarray, np.ndarray]:
+        raise AssertionError("the plain runs are not what the probe measured")
+
+    with store.open_probe(keys[0]) as a, store.open_probe(keys[1]) as b:
+        maps, source = final_maps_of(a, b, plain)
+        comparison, spatial = compare_stored(a, b)
+    assert source == "probe" and float(maps[1][0, 0]) == pytest.approx(0.6)
+    stored = StoredComparison("f" * 64, a.meta, b.meta, comparison, spatial, maps, source)
+    sentences = LayerProbe(stored, True, False).sentences(0.5)
+    assert "At the output (the probes' own maps): 16 of 16 pixels differ" in sentences[-2]
+    assert "16 flips at cutoff 0.5" in sentences[-2]
+    assert "differs from its run in 5 pixels (up to 3 ULP)" in sentences[-1]
+    assert "figures are the probe's own" in sentences[-1]
