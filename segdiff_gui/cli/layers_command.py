@@ -177,7 +177,9 @@ def command_repair(args: argparse.Namespace, out: Console, err: Console) -> int:
     request = request_of(
         args, model, images, cache, target=args.target, settings=model_settings(args)
     )
-    session = RepairSession(request, target, reference, args.cutoff, args.bound)
+    session = RepairSession(
+        request, target, reference, args.cutoff, args.bound, args.memory, args.keep
+    )
     status, computed = EXIT_OK, 0
     for what, runner in session.runners():
         if not args.json:

@@ -269,6 +269,7 @@ def _add_repair(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     )
     repair.add_argument("--code", metavar="FILE", help="write the Keras code that applies it here")
     add_timeout(repair)
+    add_layer_budgets(repair)
     add_model_settings(repair)
     _common(repair, "print the repair as JSON (the code included)")
 

@@ -12,7 +12,11 @@ import numpy as np
 
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.defaults import DEFAULT_CUTOFF
+from segdiff_gui.core.defaults import (
+    DEFAULT_CUTOFF,
+    DEFAULT_LAYER_DISK_BUDGET,
+    DEFAULT_LAYER_MEMORY_BUDGET,
+)
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.repair import RepairResult, RepairSearch, Trial, blame_order
 from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
@@ -38,6 +42,8 @@ class RepairSession:
         reference: RunConfig | None = None,
         cutoff: float = DEFAULT_CUTOFF,
         bound: int = 0,
+        memory_budget: int = DEFAULT_LAYER_MEMORY_BUDGET,
+        disk_budget: int = DEFAULT_LAYER_DISK_BUDGET,
     ) -> None:
         if target.precision == "float32":
             raise InputError(
@@ -51,7 +57,9 @@ class RepairSession:
         self.reference = reference or reference_of(target)
         self.request = replace(request, repeats=1, sweep=False)
         self.cutoff, self.bound = cutoff, bound
-        self.probe_session = LayerProbeSession(self.request, self.reference, self.target)
+        self.probe_session = LayerProbeSession(
+            self.request, self.reference, self.target, memory_budget, disk_budget
+        )
         self.probe: LayerProbe | None = None
         self.result: RepairResult | None = None
 
