@@ -118,6 +118,20 @@ def _sweep_outputs(parser: argparse._ActionsContainer) -> None:
     )
 
 
+def _two_sides(parser: argparse.ArgumentParser, model: str, base: str, other: str) -> None:
+    """A model and its images, and two sides to compare: specs or cached runs (``explain``,
+    ``layers``)."""
+    parser.add_argument("model", nargs="?", help=model)
+    parser.add_argument("images", nargs="*", help="image files or folders (batch context)")
+    parser.add_argument("--from", dest="from_", required=True, metavar="SPEC|RUN", help=base)
+    parser.add_argument("--to", required=True, metavar="SPEC|RUN", help=other)
+    parser.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
+    parser.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
+    parser.add_argument(
+        "--image", metavar="NAME", help="with cached runs: the image whose runs are named"
+    )
+
+
 def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     explain = sub.add_parser(
         "explain",
@@ -129,22 +143,11 @@ def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "label) instead of specs, only what is cached is measured.",
         epilog=_EPILOG,
     )
-    explain.add_argument("model", nargs="?", help=".keras, legacy .h5, or a SavedModel folder")
-    explain.add_argument("images", nargs="*", help="image files or folders (batch context)")
-    explain.add_argument(
-        "--from",
-        dest="from_",
-        required=True,
-        metavar="SPEC|RUN",
-        help="base: key=value spec (e.g. device=cpu,batch=1) or a cached run's id or label",
-    )
-    explain.add_argument(
-        "--to", required=True, metavar="SPEC|RUN", help="target: a spec or a cached run"
-    )
-    explain.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
-    explain.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
-    explain.add_argument(
-        "--image", metavar="NAME", help="with cached runs: the image whose runs are named"
+    _two_sides(
+        explain,
+        ".keras, legacy .h5, or a SavedModel folder",
+        "base: key=value spec (e.g. device=cpu,batch=1) or a cached run's id or label",
+        "target: a spec or a cached run",
     )
     explain.add_argument(
         "--group", metavar="ID", help="with cached runs: the group (see 'segdiff ls') they are in"
@@ -209,20 +212,13 @@ def _add_layers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         "cache when asked again.",
         epilog=_EPILOG,
     )
-    layers.add_argument("model", nargs="?", help=".keras or legacy .h5 (functional/Sequential)")
-    layers.add_argument("images", nargs="*", help="image files or folders (batch context)")
-    layers.add_argument(
-        "--from",
-        dest="from_",
-        required=True,
-        metavar="SPEC|RUN",
-        help="reference: key=value spec (e.g. device=cpu,batch=1) or a cached run's id or "
-        "label (its configuration is probed)",
+    _two_sides(
+        layers,
+        ".keras or legacy .h5 (functional/Sequential)",
+        "reference: key=value spec (e.g. device=cpu,batch=1) or a cached run's id or label "
+        "(its configuration is probed)",
+        "the other side: a spec or a cached run",
     )
-    layers.add_argument("--to", required=True, metavar="SPEC|RUN", help="the other side")
-    layers.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
-    layers.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
-    layers.add_argument("--image", metavar="NAME", help="with cached runs: the image they are of")
     layers.add_argument(
         "--cutoff", type=_cutoff, default=DEFAULT_CUTOFF, help="class cutoff for the output's flips"
     )

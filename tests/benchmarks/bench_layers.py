@@ -28,10 +28,10 @@ LAYERS, CHANNELS, SIZE = 28, 16, 512
 BUDGET = 256 << 20
 
 
-def _python(code: str) -> dict[str, Any]:
-    """Run ``code`` in a fresh interpreter; it prints one JSON line last."""
+def _python(code: str, *args: object) -> dict[str, Any]:
+    """Run ``code`` (with ``args``) in a fresh interpreter; it prints one JSON line last."""
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
         capture_output=True,
         text=True,
         check=False,
@@ -106,16 +106,7 @@ print(json.dumps({"children_kib": children, "own_kib": own, "start_kib": start,
 
 
 def _step(model: Path, image: Path, cache: Path, step: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(model), str(image), str(cache), str(BUDGET), step],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={"TF_CPP_MIN_LOG_LEVEL": "3", **_environment()},
-    )
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr[-3000:])
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return _python(_MEASURE, model, image, cache, BUDGET, step)
 
 
 def measure(work: Path) -> dict[str, float]:
