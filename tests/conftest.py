@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from PIL import Image
 
@@ -74,3 +75,19 @@ def segdiff(
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+def engine_children(pid: int | None = None) -> list[psutil.Process]:
+    """The live engine children below ``pid`` (default: this process). A zombie (a child that
+    exited and is not reaped yet, perhaps another test's) runs nothing and is left out: its
+    command line can no longer be read."""
+    found = []
+    for process in psutil.Process(pid).children(recursive=True):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and "segdiff_gui.engine" in " ".join(
+                process.cmdline()
+            ):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            continue
+    return found

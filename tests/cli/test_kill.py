@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from segdiff_gui.storage import ResultCache
+from tests.conftest import engine_children
 
 pytestmark = pytest.mark.slow
 
@@ -44,19 +45,15 @@ def wait_for_runs(cache, count, timeout=180):
         time.sleep(0.05)
 
 
-def engine_children(process):
-    return [
-        p
-        for p in psutil.Process(process.pid).children(recursive=True)
-        if "segdiff_gui.engine" in " ".join(p.cmdline())
-    ]
+def engine_children_of(process):
+    return engine_children(process.pid)
 
 
 def test_kill_9_of_the_cli_keeps_every_finished_run(models, small_images, tmp_path):
     cache = ResultCache(tmp_path / "cache")
     cli = start_cli(models / "tiny.keras", small_images, cache.root)
     wait_for_runs(cache, 3)
-    children = engine_children(cli)
+    children = engine_children_of(cli)
     os.kill(cli.pid, signal.SIGKILL)
     cli.wait(10)
     # The engine child dies with its parent (PR_SET_PDEATHSIG): no orphan keeps computing.
@@ -77,7 +74,7 @@ def test_kill_9_of_the_child_fails_its_run_and_the_rest_complete(models, small_i
     )
     wait_for_runs(cache, 8)  # b1..b4 × 2 repeats
     deadline = time.monotonic() + 60
-    while not (children := engine_children(cli)):
+    while not (children := engine_children_of(cli)):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     time.sleep(0.5)

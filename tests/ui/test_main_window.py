@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pytest
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QAction
@@ -16,6 +15,7 @@ from segdiff_gui.io.masks import read_mask
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.ui.window_layout import GRID_MINIMUM_WIDTH as _GRID_MINIMUM_WIDTH
+from tests.conftest import engine_children
 
 pytestmark = pytest.mark.slow
 
@@ -189,11 +189,7 @@ def test_modes_and_reference_switch_without_errors(window_for, demo_cache, qtbot
 
 
 def children_of_this_process():
-    return [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if "segdiff_gui.engine" in " ".join(p.cmdline())
-    ]
+    return engine_children()
 
 
 def test_a_failed_run_is_shown_and_the_rest_complete(qtbot, models, small_images, tmp_path):
