@@ -170,7 +170,7 @@ class AnalysisController(QObject):
         worker.yielded.connect(lambda text: panel.set_busy(True, text))
         worker.returned.connect(self._probed)
         worker.errored.connect(self._probe_failed)
-        worker.finished.connect(self._probe_done)
+        worker.finished.connect(lambda done=worker: self._finished(done))
         self._layer_worker = worker
         panel.set_busy(True, f"probing {reference.label} and {other.label} layer by layer…")
         worker.start()
@@ -204,12 +204,13 @@ class AnalysisController(QObject):
         worker.yielded.connect(lambda text: panel.set_busy(True, text))
         worker.returned.connect(lambda answer: self._repaired(*answer))
         worker.errored.connect(self._probe_failed)
-        worker.finished.connect(self._probe_done)
+        worker.finished.connect(lambda done=worker: self._finished(done))
         self._layer_worker = worker
         panel.set_busy(True, f"repairing {target.label()} at cutoff {cutoff:g}…")
         worker.start()
 
     def _repaired(self, result: RepairResult, request: Any, target: RunConfig) -> None:
+        self._probe_done()
         self.layers_panel.set_busy(False, " ".join(result.sentences()))
         code = repair_code(request.model.name, result.precision, result.kept) if result.kept else ""
         dialog = RepairDialog(result, code, self.parent())  # type: ignore[arg-type]
@@ -230,16 +231,25 @@ class AnalysisController(QObject):
         if self._layer_runner is not None:
             self._layer_runner.cancel()
 
+    def _finished(self, worker: Any) -> None:
+        """A worker's thread ended: idle, unless a newer worker has started since."""
+        if self._layer_worker is worker:
+            self._probe_done()
+
     def _probe_done(self) -> None:
+        """Idle again: called as soon as the answer is shown, not only once the worker's
+        thread has finished (after it), so that a click on the buttons it enables is taken."""
         self._layer_worker = self._layer_runner = None
 
     def _probed(self, probe: LayerProbe) -> None:
+        self._probe_done()
         how = " (from the cache)" if probe.served_from_cache else ""
         kept = "" if probe.tensors_kept else "; the layer tensors were over the cache's budget"
         self.layers_panel.set_busy(False, f"probed{how}{kept}")
         self.layers_panel.show_probe(probe, probe.sentences(self.model.cutoff))
 
     def _probe_failed(self, error: Exception) -> None:
+        self._probe_done()
         text = str(error) if isinstance(error, InputError) else f"{type(error).__name__}: {error}"
         self.layers_panel.set_busy(False, f"The layer probe failed: {text}")
 
