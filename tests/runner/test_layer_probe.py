@@ -12,11 +12,11 @@ import pytest
 
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.config import parse_config_spec
-from segdiff_gui.core.layer_stats import compare_layer, spatial_difference
+from segdiff_gui.core.layer_stats import LayerStats, compare_layer, spatial_difference
 from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
-from segdiff_gui.storage.layers import probe_key
+from segdiff_gui.storage.layers import LayerStore, probe_key
 from tests.conftest import segdiff
 from tests.engine.test_gpu_path import engine_script
 
@@ -101,24 +101,47 @@ def test_a_probe_asked_again_is_served_from_the_cache(demo_probes, demo):
     assert shown["served_from_cache"]  # no child ran
 
 
+def _stored_figures_are_direct(cache: ResultCache, probe: dict) -> None:
+    """Every layer's figures in ``probe`` (its JSON) equal compare_layer on the stored
+    tensors of both sides; the first differing layer is the first whose bits differ."""
+    store = LayerStore(cache)
+    keys = (probe["reference"]["probe_key"], probe["other"]["probe_key"])
+    with store.open_probe(keys[0]) as reference, store.open_probe(keys[1]) as other:
+        first = None
+        for info, shown in zip(reference.layers, probe["layers"], strict=True):
+            a, b = reference.layer(info.index), other.layer(info.index)
+            assert LayerStats.from_dict(shown) == compare_layer(info.name, a, b)
+            if first is None and not np.array_equal(a.view(np.uint32), b.view(np.uint32)):
+                first = info.name
+    assert probe["first_differing"] == first
+
+
 def test_softmax_output_counts_class_flips_and_the_budget_can_keep_no_tensors(tmp_path, demo):
     from segdiff_gui.resources import demo_model
 
     _, images = demo
     model = demo_model("softmax3")
-    result = segdiff(
-        "layers", model, *images[:2], "--cache", tmp_path, "--from", REFERENCE,
-        "--to", "device=cpu,precision=bf16", "--keep", "0",
-    )  # fmt: skip
+    sides = ("--from", REFERENCE, "--to", "device=cpu,precision=bf16")
+    result = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides, "--json")
     assert result.returncode == 0, result.stderr
-    assert "class flips (argmax)" in result.stdout and "Layer tensors not kept" in result.stdout
-    assert "The difference is born in enc1_1" in result.stdout
-    again = segdiff(
-        "layers", model, *images[:2], "--cache", tmp_path, "--from", REFERENCE,
-        "--to", "device=cpu,precision=bf16", "--json",
-    )  # fmt: skip
-    shown = json.loads(again.stdout)
-    assert not shown["tensors_kept"] and len(shown["layers"]) == 17  # figures stayed
+    shown = json.loads(result.stdout)
+    _stored_figures_are_direct(ResultCache(tmp_path), shown)
+    maps = [ResultCache(tmp_path).read_run(shown[s]["run_key"]).probabilities
+            for s in ("reference", "other")]  # fmt: skip
+    assert shown["final"]["flips"] == compare_maps(maps[0], maps[1]).flips  # argmax flips
+    # Compared again (its stored comparison lost) under a budget of nothing: the probes are
+    # read once more, then removed; the figures stay.
+    comparisons = tmp_path / "layers" / "compared"
+    for path in comparisons.rglob("*.h5"):
+        path.unlink()
+    again = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides, "--keep", "0")
+    assert again.returncode == 0, again.stderr
+    assert "class flips (argmax)" in again.stdout and "Layer tensors not kept" in again.stdout
+    assert "The difference is born in enc1_1" in again.stdout
+    last = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides, "--json")
+    kept = json.loads(last.stdout)
+    assert not kept["tensors_kept"] and kept["layers"] == shown["layers"]  # figures stayed
+    assert not list((tmp_path / "layers" / "tensors").rglob("*.h5"))
 
 
 def test_a_nested_encoder_and_a_sequential_block_are_flattened(models, small_images, tmp_path):
@@ -140,6 +163,7 @@ def test_a_nested_encoder_and_a_sequential_block_are_flattened(models, small_ima
         assert other.layers[1].dtype == "bfloat16" and other.layers[1].batch_shape[0] == 4
         assert other.layers[1].shape == (32, 32, 4)
     assert probe.comparison.first_differing.name == "encoder/conv"
+    _stored_figures_are_direct(request.cache, probe.to_dict())
     assert all(
         side["final"]["bitwise_equal"] for side in (probe.stored.reference, probe.stored.other)
     )
