@@ -147,9 +147,10 @@ class AnalysisController(QObject):
         if self._layer_worker is not None:
             return
         request, configs = session.request, (reference.config, other.config)
+        budgets = panel.budgets()
 
         def work() -> Any:
-            probe = LayerProbeSession(request, *configs)
+            probe = LayerProbeSession(request, *configs, *budgets)
             cached = probe.cached_result()
             if cached is not None:
                 return cached
@@ -186,9 +187,10 @@ class AnalysisController(QObject):
         if reference.precision != "float32":
             reference = None  # the same configuration in float32, as the CLI's default
         request, cutoff, bound = session.request, self.model.cutoff, panel.bound.value()
+        budgets = panel.budgets()
 
         def work() -> Any:
-            repair = RepairSession(request, target, reference, cutoff, bound)
+            repair = RepairSession(request, target, reference, cutoff, bound, *budgets)
             for what, runner in repair.runners():
                 self._layer_runner = runner
                 yield f"repair: {what}…"
@@ -244,7 +246,7 @@ class AnalysisController(QObject):
     def _probed(self, probe: LayerProbe) -> None:
         self._probe_done()
         how = " (from the cache)" if probe.served_from_cache else ""
-        kept = "" if probe.tensors_kept else "; the layer tensors were over the cache's budget"
+        kept = "" if probe.tensors_kept else "; its layer tensors were over the keep-tensors budget"
         self.layers_panel.set_busy(False, f"probed{how}{kept}")
         self.layers_panel.show_probe(probe, probe.sentences(self.model.cutoff))
 

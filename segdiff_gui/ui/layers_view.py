@@ -12,6 +12,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QDoubleSpinBox,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -21,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from segdiff_gui.core.analysis import is_multiclass
+from segdiff_gui.core.defaults import DEFAULT_LAYER_DISK_BUDGET, DEFAULT_LAYER_MEMORY_BUDGET
 from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerStats, layer_cells
 from segdiff_gui.runner.layers import LayerProbe
 from segdiff_gui.ui.widgets import fill_row, read_only_table
@@ -70,6 +72,27 @@ class LayersPanel(QWidget):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel_requested)
         self.cancel_button.setVisible(False)
+        # What a probe may hold at once and what the cache keeps of probes' tensors (the
+        # command line's --memory and --keep).
+        self.memory = QSpinBox()
+        self.memory.setRange(1, 1 << 20)
+        self.memory.setSuffix(" MiB")
+        self.memory.setPrefix("memory: ")
+        self.memory.setValue(DEFAULT_LAYER_MEMORY_BUDGET >> 20)
+        self.memory.setToolTip(
+            "Layer tensors a comparison holds at once: each layer is stored and compared in "
+            "pieces of rows that fit"
+        )
+        self.keep = QDoubleSpinBox()
+        self.keep.setRange(0.0, 1024.0)
+        self.keep.setDecimals(1)
+        self.keep.setSuffix(" GiB")
+        self.keep.setPrefix("keep tensors: ")
+        self.keep.setValue(DEFAULT_LAYER_DISK_BUDGET / 2**30)
+        self.keep.setToolTip(
+            "Probes' layer tensors the cache keeps, least recently used removed first; the "
+            "figures and difference maps are always kept (0 keeps none)"
+        )
         self.status = QLabel()
         self.status.setWordWrap(True)
         self.table = read_only_table(LAYER_COLUMNS)
@@ -92,13 +115,22 @@ class LayersPanel(QWidget):
         buttons.addWidget(self.bound)
         buttons.addWidget(self.cancel_button)
         buttons.addStretch(1)
+        budgets = QHBoxLayout()
+        budgets.addWidget(self.memory)
+        budgets.addWidget(self.keep)
+        budgets.addStretch(1)
         layout = QVBoxLayout(self)
         layout.addWidget(self.title)
         layout.addLayout(buttons)
+        layout.addLayout(budgets)
         layout.addWidget(self.status)
         layout.addWidget(self.chart, 2)
         layout.addWidget(self.table, 3)
         layout.addWidget(self.summary)
+
+    def budgets(self) -> tuple[int, int]:
+        """The memory and disk budgets in bytes, as chosen."""
+        return self.memory.value() << 20, int(self.keep.value() * 2**30)
 
     def set_busy(self, busy: bool, text: str = "") -> None:
         self.probe_button.setEnabled(not busy)

@@ -56,6 +56,10 @@ def test_the_table_marks_the_first_differing_layer_and_choosing_a_layer_says_whi
     panel.table.selectRow(2)
     assert chosen == [1, 2]
     assert "cpu b1 r0 → cpu b64 r0" in panel.title.text()
+    assert panel.budgets() == (512 << 20, 2 << 30)  # the command line's defaults
+    panel.memory.setValue(64)
+    panel.keep.setValue(0.5)
+    assert panel.budgets() == (64 << 20, 1 << 29)
 
 
 def test_a_chosen_layer_gets_a_panel_of_its_own_beside_the_runs(qtbot, tmp_path):
