@@ -3,28 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import math
 
 from segdiff_gui import __version__
-from segdiff_gui.cli.commands import EXIT_USAGE
+from segdiff_gui.cli.layers_parser import add_layers, add_repair
+from segdiff_gui.cli.parser_parts import (
+    EPILOG,
+    Parser,
+    bound_float,
+    bound_int,
+    common,
+    cutoff,
+    two_sides,
+)
 from segdiff_gui.cli.sweep_view import parse_shard
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.runner.arguments import (
     add_configs,
-    add_layer_budgets,
     add_model_settings,
     add_repeats_and_timeout,
-    add_timeout,
-    number,
 )
 
 __all__ = ["build_parser"]
-
-_EPILOG = (
-    "exit codes: 0 success, 1 some runs failed, 2 usage or input error, 3 internal error, "
-    "130 interrupted"
-)
-
 
 # What --ref means in every command that has it.
 _REF_HELP = (
@@ -33,34 +32,11 @@ _REF_HELP = (
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # One clear line and exit 2, as for every other input error.
-        self.exit(EXIT_USAGE, f"segdiff: {message} (see '{self.prog} --help')\n")
-
-
-_cutoff = number(float, lambda v: 0.0 <= v <= 1.0, "a cutoff between 0 and 1")
-_bound_int = number(int, lambda v: v >= 0, "a whole number of at least 0")
-_bound_float = number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number ≥ 0")
-
-
-def _common(parser: argparse.ArgumentParser, json_help: str = "") -> None:
-    parser.add_argument(
-        "--cache",
-        metavar="PATH",
-        default=argparse.SUPPRESS,  # keep a --cache given before the command
-        help="result cache folder (default: $SEGDIFF_CACHE or the user cache folder)",
-    )
-    if json_help:
-        parser.add_argument("--json", action="store_true", help=json_help)
-    parser.add_argument("--debug", action="store_true", help="show tracebacks and child logs")
-
-
 def _matrix_options(parser: argparse.ArgumentParser) -> None:
     add_repeats_and_timeout(parser)
     parser.add_argument(
         "--cutoff",
-        type=_cutoff,
+        type=cutoff,
         default=DEFAULT_CUTOFF,
         metavar="T",
         help="class cutoff for the flip counts of sigmoid maps: class = p >= T (default "
@@ -76,7 +52,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "64 on every device), each configuration in a child process of its runtime (TensorFlow, "
         "or Keras 3's JAX or PyTorch backend: runtime=jax|torch), and cache every probability "
         "map. Then show how each run differs from the reference (the run nearest the defaults).",
-        epilog=_EPILOG,
+        epilog=EPILOG,
     )
     run.add_argument("model", help=".keras, legacy .h5, or a SavedModel folder")
     run.add_argument(
@@ -103,7 +79,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     _sweep_outputs(sweep)
     run.set_defaults(model_name=None, ref_configuration=None)
-    _common(run, "print the runs and comparisons as JSON on stdout")
+    common(run, "print the runs and comparisons as JSON on stdout")
 
 
 def _sweep_outputs(parser: argparse._ActionsContainer) -> None:
@@ -118,20 +94,6 @@ def _sweep_outputs(parser: argparse._ActionsContainer) -> None:
     )
 
 
-def _two_sides(parser: argparse.ArgumentParser, model: str, base: str, other: str) -> None:
-    """A model and its images, and two sides to compare: specs or cached runs (``explain``,
-    ``layers``)."""
-    parser.add_argument("model", nargs="?", help=model)
-    parser.add_argument("images", nargs="*", help="image files or folders (batch context)")
-    parser.add_argument("--from", dest="from_", required=True, metavar="SPEC|RUN", help=base)
-    parser.add_argument("--to", required=True, metavar="SPEC|RUN", help=other)
-    parser.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
-    parser.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
-    parser.add_argument(
-        "--image", metavar="NAME", help="with cached runs: the image whose runs are named"
-    )
-
-
 def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     explain = sub.add_parser(
         "explain",
@@ -141,9 +103,9 @@ def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "knob contributes (max ULP, differing pixels, flips at the cutoff, at-risk pixels), "
         "with the spread over repeats on lines of their own. With two cached runs (id or "
         "label) instead of specs, only what is cached is measured.",
-        epilog=_EPILOG,
+        epilog=EPILOG,
     )
-    _two_sides(
+    two_sides(
         explain,
         ".keras, legacy .h5, or a SavedModel folder",
         "base: key=value spec (e.g. device=cpu,batch=1) or a cached run's id or label",
@@ -154,7 +116,7 @@ def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     _matrix_options(explain)
     add_model_settings(explain)
-    _common(explain, "print the attribution as JSON")
+    common(explain, "print the attribution as JSON")
 
     diagnose = sub.add_parser(
         "diagnose",
@@ -165,7 +127,7 @@ def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "measurements support, with links to TensorFlow's documentation.",
     )
     _selection(diagnose)
-    _common(diagnose, "print the findings as JSON")
+    common(diagnose, "print the findings as JSON")
 
     sweep = sub.add_parser(
         "sweep",
@@ -190,96 +152,25 @@ def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     sweep.add_argument("--bundle", metavar="FILE", help="read the runs from a bundle")
     sweep.add_argument(
         "--cutoff",
-        type=_cutoff,
+        type=cutoff,
         default=DEFAULT_CUTOFF,
         metavar="T",
         help=f"class cutoff for sigmoid maps (default {DEFAULT_CUTOFF:g}); softmax maps use argmax",
     )
     _sweep_outputs(sweep)
-    _common(sweep, "print the test-set and per-image figures as JSON")
-
-
-def _add_layers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    layers = sub.add_parser(
-        "layers",
-        help="where in the network two configurations part: every layer's output compared",
-        description="Run the model layer by layer under --from and under --to, each in the "
-        "child its settings need, capture every layer's output for the target image (nested "
-        "models flattened, e.g. encoder/block_1), check that the probe's final map equals the "
-        "plain run's bit for bit, and report per layer: max and mean |Δ|, max ULP, relative "
-        "error, SNR, the share of differing elements and NaN/Inf counts; the first layer that "
-        "differs and where the difference grows; and the flips at the output. Served from the "
-        "cache when asked again.",
-        epilog=_EPILOG,
-    )
-    _two_sides(
-        layers,
-        ".keras or legacy .h5 (functional/Sequential)",
-        "reference: key=value spec (e.g. device=cpu,batch=1) or a cached run's id or label "
-        "(its configuration is probed)",
-        "the other side: a spec or a cached run",
-    )
-    layers.add_argument(
-        "--cutoff", type=_cutoff, default=DEFAULT_CUTOFF, help="class cutoff for the output's flips"
-    )
-    add_timeout(layers)
-    add_layer_budgets(layers)
-    add_model_settings(layers)
-    _common(layers, "print every layer's figures as JSON")
-
-
-def _add_repair(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    repair = sub.add_parser(
-        "repair",
-        help="the layers to keep in float32 so that a reduced precision stops flipping pixels",
-        description="Probe --config (a reduced precision: mixed_bfloat16 or mixed_float16) "
-        "against --reference (default: the same configuration in float32) layer by layer, "
-        "order the layers by the error each adds, and search for a small set to keep in "
-        "float32 so that the flips at --cutoff fall to --bound or fewer: the most blamed "
-        "layers first, the smallest such prefix found by rounds of trials, then pruned until no "
-        "single layer can go. Every trial is a cached run (keep_float32=A+B in --config). "
-        "Prints the layers, the flips and max ULP before and after, and the Keras code that "
-        "applies them to your model.",
-        epilog=_EPILOG,
-    )
-    repair.add_argument("model", nargs="?", help=".keras or legacy .h5 (functional/Sequential)")
-    repair.add_argument("images", nargs="*", help="image files or folders (batch context)")
-    repair.add_argument(
-        "--config",
-        metavar="SPEC",
-        default="precision=bf16",
-        help="the reduced-precision configuration to repair (default: precision=bf16)",
-    )
-    repair.add_argument(
-        "--reference",
-        metavar="SPEC",
-        help="what it must agree with (default: --config with precision=float32)",
-    )
-    repair.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
-    repair.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
-    repair.add_argument(
-        "--cutoff", type=_cutoff, default=DEFAULT_CUTOFF, help="class cutoff of the flips"
-    )
-    repair.add_argument(
-        "--bound", type=_bound_int, default=0, help="flips allowed after the repair (default 0)"
-    )
-    repair.add_argument("--code", metavar="FILE", help="write the Keras code that applies it here")
-    add_timeout(repair)
-    add_layer_budgets(repair)
-    add_model_settings(repair)
-    _common(repair, "print the repair as JSON (the code included)")
+    common(sweep, "print the test-set and per-image figures as JSON")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="segdiff",
         description="See which pixels of a segmentation model's probability map change with "
         "the device, batch size, precision or the next run.",
-        epilog=_EPILOG,
+        epilog=EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"segdiff {__version__}")
     parser.add_argument("--cache", metavar="PATH", default=None, help=argparse.SUPPRESS)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     devices = sub.add_parser(
         "devices",
@@ -288,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and report the devices it sees (GPUs with their name, memory, UUID and driver), its "
         "build (CUDA/cuDNN), the CPU, and, where it sees no GPU, why.",
     )
-    _common(devices, "print the probe as JSON on stdout")
+    common(devices, "print the probe as JSON on stdout")
     _add_run(sub)
 
     listing = sub.add_parser(
@@ -297,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="List every cached run: short id, label, model, image, map shape, the "
         "device it really ran on, the runtime and its version, host and time.",
     )
-    _common(listing, "print every run with its configuration and provenance as JSON")
+    common(listing, "print every run with its configuration and provenance as JSON")
 
     demo = sub.add_parser(
         "demo",
@@ -305,10 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the bundled U-Net on synthetic cell images under batch 1 and 64, one "
         "intra-op thread, XLA and bfloat16 (two repeats each), plus every GPU present, and show "
         "how the maps differ. Cached runs are not recomputed.",
-        epilog=_EPILOG,
+        epilog=EPILOG,
     )
     _matrix_options(demo)
-    _common(demo, "print the runs and comparisons as JSON on stdout")
+    common(demo, "print the runs and comparisons as JSON on stdout")
 
     bundle = sub.add_parser(
         "bundle",
@@ -323,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run id prefixes or labels such as 'cpu b64 r0' (a label takes "
         "every run that has it); default: all runs",
     )
-    _common(bundle, "print what was written as JSON")
+    common(bundle, "print what was written as JSON")
 
     merge = sub.add_parser(
         "merge",
@@ -332,11 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
         "for bit; one computed on another machine is kept beside the local one.",
     )
     merge.add_argument("bundles", nargs="+", help="bundle files made by 'segdiff bundle'")
-    _common(merge, "print what was merged as JSON")
+    common(merge, "print what was merged as JSON")
     _add_analysis(sub)
     _add_explanations(sub)
-    _add_layers(sub)
-    _add_repair(sub)
+    add_layers(sub)
+    add_repair(sub)
     return parser
 
 
@@ -354,7 +245,7 @@ def _selection(parser: argparse.ArgumentParser, ref_required: bool = False) -> N
     )
     parser.add_argument(
         "--cutoff",
-        type=_cutoff,
+        type=cutoff,
         default=DEFAULT_CUTOFF,
         metavar="T",
         help=f"class cutoff for sigmoid maps: class = p >= T (default {DEFAULT_CUTOFF:g}); "
@@ -371,7 +262,7 @@ def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         "max and mean |Δ|, class flips at the cutoff, determinism over repeats, at-risk pixels.",
     )
     _selection(compare)
-    _common(compare, "print the comparisons as JSON")
+    common(compare, "print the comparisons as JSON")
 
     export = sub.add_parser(
         "export",
@@ -385,7 +276,7 @@ def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     export.add_argument("--mask", metavar="FILE", help="flip mask: .png, .tif or .npy")
     export.add_argument("--csv", metavar="FILE", help="flipped pixels with every run's values")
     export.add_argument("--at-risk", action="store_true", help="add at-risk pixels to the CSV")
-    _common(export)
+    common(export)
 
     report = sub.add_parser(
         "report",
@@ -396,21 +287,21 @@ def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     _selection(report)
     report.add_argument("--html", metavar="FILE", help="the HTML report to write")
     report.add_argument("--json", dest="json_file", metavar="FILE", help="the JSON report")
-    _common(report)
+    common(report)
 
     check = sub.add_parser(
         "check",
         help="exit 1 when any run exceeds a bound against the reference (CI gate)",
         description="A reproducibility gate: compare every run with its reference and exit 1, "
         "with one line per failure, when any exceeds a bound. With no bound, any flip fails.",
-        epilog=_EPILOG,
+        epilog=EPILOG,
     )
     _selection(check)
-    check.add_argument("--max-flips", type=_bound_int, metavar="N", help="flipped pixels allowed")
+    check.add_argument("--max-flips", type=bound_int, metavar="N", help="flipped pixels allowed")
     check.add_argument(
-        "--max-ulp", type=_bound_int, metavar="U", help="largest ULP distance allowed"
+        "--max-ulp", type=bound_int, metavar="U", help="largest ULP distance allowed"
     )
     check.add_argument(
-        "--max-abs", type=_bound_float, metavar="X", help="largest |difference| allowed"
+        "--max-abs", type=bound_float, metavar="X", help="largest |difference| allowed"
     )
-    _common(check, "print the bounds and failures as JSON")
+    common(check, "print the bounds and failures as JSON")

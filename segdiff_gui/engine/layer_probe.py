@@ -9,7 +9,7 @@ configuration, already cached: a probe that changed what it measures says so.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import keras
 
@@ -19,6 +19,7 @@ from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.protocol import BatchProgress
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
+from segdiff_gui.engine.models import computing_layers
 from segdiff_gui.engine.outputs import to_probabilities
 from segdiff_gui.storage.layers import LayerStore, probe_key
 
@@ -26,14 +27,6 @@ if TYPE_CHECKING:
     from segdiff_gui.engine.worker import JobRunner
 
 __all__ = ["probe_run"]
-
-
-def _layer_count(model: Any) -> int:
-    return sum(
-        1
-        for layer in model._flatten_layers(include_self=False)
-        if not isinstance(layer, (keras.layers.InputLayer, keras.Model))
-    )
 
 
 def probe_run(runner: JobRunner, run: PlannedRun) -> str:
@@ -55,7 +48,7 @@ def probe_run(runner: JobRunner, run: PlannedRun) -> str:
     tappable_graph(model, loaded.path)
     batch = runner.batch_for(run)
     call = backend.layer_call(config)
-    position, total = config.position, max(_layer_count(model), 1)
+    position, total = config.position, max(len(computing_layers(model)), 1)
     store = LayerStore(runner.cache)
     key = probe_key(run.key)
     started = time.perf_counter()

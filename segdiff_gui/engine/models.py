@@ -15,7 +15,7 @@ import keras
 
 from segdiff_gui.core.errors import InputError, first_line
 
-__all__ = ["LoadedModel", "layer_paths", "load_model"]
+__all__ = ["LoadedModel", "computing_layers", "layer_paths", "load_model"]
 
 # A batch in, every output out, as the runtime's own tensors.
 Forward = Callable[[Any], list[Any]]
@@ -120,13 +120,18 @@ def layer_paths(model: keras.Model, prefix: str = "") -> list[tuple[int, str]]:
     return paths
 
 
-def _policies(model: keras.Model) -> set[str]:
-    """Dtype policies of every computing layer, nested models included."""
-    return {
-        layer.dtype_policy.name
+def computing_layers(model: keras.Model) -> list[keras.layers.Layer]:
+    """Every layer that computes, nested models walked into (not inputs, not the models)."""
+    return [
+        layer
         for layer in model._flatten_layers(include_self=False)
         if not isinstance(layer, (keras.layers.InputLayer, keras.Model))
-    }
+    ]
+
+
+def _policies(model: keras.Model) -> set[str]:
+    """Dtype policies of every computing layer, nested models included."""
+    return {layer.dtype_policy.name for layer in computing_layers(model)}
 
 
 def _image_input_shape(path: Path, shape: Any) -> tuple[int | None, int | None, int | None]:

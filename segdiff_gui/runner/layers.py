@@ -34,13 +34,8 @@ from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, jobs_for
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
-from segdiff_gui.storage.layers import (
-    LayerStore,
-    ProbeTensors,
-    StoredComparison,
-    comparison_key,
-    probe_key,
-)
+from segdiff_gui.storage.layers import LayerStore, StoredComparison, comparison_key, probe_key
+from segdiff_gui.storage.probe_files import ProbeTensors
 
 __all__ = ["LayerProbe", "LayerProbeSession", "compare_stored", "final_maps_of"]
 

@@ -1,0 +1,54 @@
+"""What every subcommand's parser is made of: the exit codes' epilogue, one-line usage errors,
+the number types, and the options several commands share."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from segdiff_gui.cli.commands import EXIT_USAGE
+from segdiff_gui.runner.arguments import number
+
+__all__ = ["EPILOG", "Parser", "bound_float", "bound_int", "common", "cutoff", "two_sides"]
+
+EPILOG = (
+    "exit codes: 0 success, 1 some runs failed, 2 usage or input error, 3 internal error, "
+    "130 interrupted"
+)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # One clear line and exit 2, as for every other input error.
+        self.exit(EXIT_USAGE, f"segdiff: {message} (see '{self.prog} --help')\n")
+
+
+cutoff = number(float, lambda v: 0.0 <= v <= 1.0, "a cutoff between 0 and 1")
+bound_int = number(int, lambda v: v >= 0, "a whole number of at least 0")
+bound_float = number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number ≥ 0")
+
+
+def common(parser: argparse.ArgumentParser, json_help: str = "") -> None:
+    parser.add_argument(
+        "--cache",
+        metavar="PATH",
+        default=argparse.SUPPRESS,  # keep a --cache given before the command
+        help="result cache folder (default: $SEGDIFF_CACHE or the user cache folder)",
+    )
+    if json_help:
+        parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and child logs")
+
+
+def two_sides(parser: argparse.ArgumentParser, model: str, base: str, other: str) -> None:
+    """A model and its images, and two sides to compare: specs or cached runs (``explain``,
+    ``layers``)."""
+    parser.add_argument("model", nargs="?", help=model)
+    parser.add_argument("images", nargs="*", help="image files or folders (batch context)")
+    parser.add_argument("--from", dest="from_", required=True, metavar="SPEC|RUN", help=base)
+    parser.add_argument("--to", required=True, metavar="SPEC|RUN", help=other)
+    parser.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
+    parser.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
+    parser.add_argument(
+        "--image", metavar="NAME", help="with cached runs: the image whose runs are named"
+    )
