@@ -16,6 +16,7 @@ fully convolutional net on 32×32×1 inputs), so the formats can be compared wit
 - ``encoder_unet.keras``: a small U-Net whose encoder is a functional model of its own with two
   outputs (the skip and the bottleneck) and whose decoder block is a Sequential model, with
   batch normalisation and activations as layers of their own: the layer probe flattens both.
+- ``erfinv.keras``: an op (erfinv) that LiteRT's builtins and tf2onnx lack: its conversion fails.
 """
 
 from __future__ import annotations
@@ -116,6 +117,11 @@ def build_keras3(out: Path) -> list[np.ndarray]:
     norm.moving_mean.assign(np.full(4, 0.1, np.float32))
     norm.moving_variance.assign(np.full(4, 0.5, np.float32))
     unet.save(out / "encoder_unet.keras")
+
+    # An op that neither LiteRT's builtins nor tf2onnx has: its conversion fails, naming it.
+    inputs = keras.Input((32, 32, 1), name="image")
+    odd = keras.ops.erfinv(layers.Conv2D(1, 3, padding="same", activation="tanh")(inputs) * 0.5)
+    keras.Model(inputs, layers.Activation("sigmoid", name="mask")(odd)).save(out / "erfinv.keras")
     return [np.asarray(w) for w in tiny.get_weights()]
 
 

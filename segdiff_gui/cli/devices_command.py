@@ -44,7 +44,7 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
     its build, and, where it sees no GPU, why."""
     cache = open_cache(args, writing=True)
     probes, failed = {}, {}
-    for runtime in installed_runtimes():
+    for runtime in installed_runtimes(one_per_engine=True):
         try:  # one runtime that cannot start does not hide what the others see
             probes[runtime.name] = _probe(cache, fresh=True, runtime=runtime.name)
         except InputError as error:
@@ -56,7 +56,7 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
     for name, probe in probes.items():
         for device in probe["devices"]:
             table.add_row(
-                RUNTIMES[name].title,
+                RUNTIMES[name].family,
                 device["name"],
                 device["type"],
                 device["description"] + _identity_text(device),
@@ -67,13 +67,19 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
         out.print(f"{build_text(facts)}", markup=False, highlight=False)
         if not any(device["type"] == "GPU" for device in probe["devices"]):
             reasons = "; ".join(facts.get("gpu_absent", [])) or "it reports no reason"
+            if RUNTIMES[name].family == "LiteRT":
+                reasons = "its GPU delegate is built for Android and iOS, not for this package"
+            elif name == "onnxruntime" and "CUDAExecutionProvider" not in facts.get(
+                "onnxruntime_providers", []
+            ):
+                reasons = "this onnxruntime has no CUDA execution provider (onnxruntime-gpu has)"
             hint = (
                 " (pip install 'segdiff[gpu]' for CUDA support)"
                 if name == "tensorflow" and not facts.get("cuda_build")
                 else ""
             )
             out.print(
-                f"  No GPU visible to {RUNTIMES[name].title}{hint}: {reasons}.",
+                f"  No GPU visible to {RUNTIMES[name].family}{hint}: {reasons}.",
                 markup=False,
                 highlight=False,
             )
@@ -94,10 +100,10 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
         )
     for name, problem in failed.items():
         out.print(f"{RUNTIMES[name].title}: {problem}", markup=False, highlight=False)
-    missing = [r for r in RUNTIMES.values() if r.name not in probes and r.name not in failed]
+    missing = {r.family: r for r in RUNTIMES.values() if not r.installed()}
     if missing:
         out.print(
             "Not installed: "
-            + ", ".join(f"{r.title} (pip install 'segdiff[{r.extra}]')" for r in missing)
+            + ", ".join(f"{name} (pip install 'segdiff[{r.extra}]')" for name, r in missing.items())
         )
     return EXIT_OK

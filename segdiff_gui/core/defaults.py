@@ -4,6 +4,7 @@ run request and the analysis all read them here."""
 from __future__ import annotations
 
 __all__ = [
+    "DEFAULT_CALIBRATION_IMAGES",
     "DEFAULT_CUTOFF",
     "DEFAULT_LAYER_DISK_BUDGET",
     "DEFAULT_LAYER_MEMORY_BUDGET",
@@ -21,3 +22,6 @@ DEFAULT_TIMEOUT_S = 600.0
 # of probes' layer tensors a cache keeps (least recently used removed first).
 DEFAULT_LAYER_MEMORY_BUDGET = 512 << 20
 DEFAULT_LAYER_DISK_BUDGET = 2 << 30
+# Full int8 conversion (issue 16): at most this many of the set's images calibrate it
+# (LiteRT's guide suggests about a hundred representative samples).
+DEFAULT_CALIBRATION_IMAGES = 100

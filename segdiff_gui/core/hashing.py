@@ -56,12 +56,15 @@ def run_key(
     config: dict[str, Any],
     repeat: int,
     environment: dict[str, str] | None = None,
+    calibration: list[str] | None = None,
 ) -> str:
     """The cache key of one run.
 
     ``batch_hashes`` lists the hash of every image in the batch in order (the target included at
     its position), so the batch context and the target's position are part of the key.
     ``environment`` holds the numerics-changing variables passed to the child (``XLA_FLAGS`` …).
+    ``calibration``: the images a full-int8 conversion was calibrated on (their hashes), part
+    of the model such a run computes with; absent from the key otherwise, so other keys stay.
     """
     ingredients = {
         "schema": KEY_SCHEMA,
@@ -74,4 +77,6 @@ def run_key(
         "repeat": repeat,
         "environment": environment or {},
     }
+    if calibration:
+        ingredients["calibration"] = list(calibration)
     return hash_bytes(canonical_json(ingredients).encode())

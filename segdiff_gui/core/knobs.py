@@ -54,8 +54,9 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         "runtime",
         RUNTIME_NAMES,
         title="the runtime",
-        tooltip="What runs the Keras model: TensorFlow, or Keras 3's JAX or PyTorch backend "
-        "(the same file, other kernels). Own process.",
+        tooltip="What runs the model: TensorFlow, Keras 3's JAX or PyTorch backend (the same "
+        "file, other kernels), or the model converted for deployment: LiteRT (float32, "
+        "float16 weights, dynamic-range or full int8) or ONNX Runtime. Own process.",
         link=RUNTIMES["jax"].link,
         process_level=True,
         advise_keeping=True,
@@ -66,6 +67,19 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         variants=(
             Variant("JAX", "jax", "Keras 3 on JAX (needs segdiff's jax extra)."),
             Variant("PyTorch", "torch", "Keras 3 on PyTorch (needs segdiff's torch extra)."),
+            Variant("LiteRT", "litert", "Converted to LiteRT, float32 (segdiff's litert extra)."),
+            Variant("LiteRT fp16", "litert-fp16", "Converted to LiteRT with float16 weights."),
+            Variant(
+                "LiteRT int8 (dynamic)",
+                "litert-dynamic-int8",
+                "Converted to LiteRT, dynamic-range int8: int8 weights, float activations.",
+            ),
+            Variant(
+                "LiteRT int8",
+                "litert-int8",
+                "Converted to LiteRT, full int8, calibrated on the run's own images.",
+            ),
+            Variant("ONNX Runtime", "onnxruntime", "Converted to ONNX (segdiff's onnx extra)."),
         ),
     ),
     Knob(

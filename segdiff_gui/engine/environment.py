@@ -14,6 +14,7 @@ from pathlib import Path
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.environment import KEYED_VARIABLES
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.runtimes import RUNTIMES
 
 __all__ = [
     "apply_common_settings",
@@ -56,7 +57,7 @@ def apply_common_settings(runtime: str = "tensorflow") -> None:
     """Quiet C++ logs (they go to stderr anyway) and pin Keras to the run's runtime: a
     user's KERAS_BACKEND would silently change the maths."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ["KERAS_BACKEND"] = runtime
+    os.environ["KERAS_BACKEND"] = RUNTIMES[runtime].keras_backend
     if runtime == "jax":
         # JAX takes 75 % of every GPU's memory at start-up unless told not to (defect 1):
         # a probe or a child beside a running one must not.
@@ -121,7 +122,11 @@ def apply_process_settings(settings: RunConfig, uses_gpu: bool) -> None:
     process-level knobs (``uses_gpu``: whether any of them runs on a GPU)."""
     apply_common_settings(settings.runtime)
     os.environ.pop("TF_DETERMINISTIC_OPS", None)
-    if settings.runtime == "tensorflow":
+    if RUNTIMES[settings.runtime].conversion:
+        # TensorFlow only converts here (on its defaults); the runtime's own settings are
+        # session options (engine/backends/litert.py, onnxruntime.py).
+        values = {"TF_ENABLE_ONEDNN_OPTS": "1"}
+    elif settings.runtime == "tensorflow":
         values = _tensorflow_settings(settings)
     elif settings.runtime == "jax":
         values = _jax_settings(settings, uses_gpu)

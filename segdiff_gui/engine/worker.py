@@ -17,15 +17,17 @@ import numpy as np
 import psutil
 
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.defaults import DEFAULT_CALIBRATION_IMAGES
 from segdiff_gui.core.errors import InputError, first_line
 from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.preprocess import prepare_input
 from segdiff_gui.core.protocol import BatchProgress, ChildFatal, RunFailed, RunFinished, RunStarted
-from segdiff_gui.core.runtimes import RUNTIMES
+from segdiff_gui.core.runtimes import RUNTIMES, calibration_set
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.backends import Backend, load_backend
 from segdiff_gui.engine.backends.base import Outputs, RunError
+from segdiff_gui.engine.backends.converted import ConversionSource, ConvertedBackend
 from segdiff_gui.engine.facts import process_facts
 from segdiff_gui.engine.models import LoadedModel, load_model
 from segdiff_gui.engine.outputs import choose_output, to_probabilities
@@ -93,6 +95,8 @@ class JobRunner:
         first = job.runs[0].config.device if job.runs else "cpu"
         self.model = self.model_on(first if first in self.devices else "cpu")
         self.output_index = choose_output(self.model.path, self.model.output_names, job.output)
+        if isinstance(backend, ConvertedBackend):
+            backend.attach(self._conversion_source())
         self.facts = process_facts(backend)
         self._forwards: dict[tuple[object, ...], Callable[[np.ndarray], Outputs]] = {}
         self._compiled: set[tuple[object, ...]] = set()
@@ -100,6 +104,20 @@ class JobRunner:
         # hold every image: one batch's worth (plus the next target) stays, the rest is redone.
         self._inputs: OrderedDict[int, np.ndarray] = OrderedDict()
         self._input_capacity = max((run.config.batch for run in job.runs), default=1) + 1
+
+    def _conversion_source(self) -> ConversionSource:
+        """The job's side of a conversion: its images calibrate a full-int8 model exactly as
+        the planner keyed the runs (``calibration_set`` of every image of the request)."""
+        job = self.job
+        index_of = {image.hash: index for index, image in enumerate(job.images)}
+        calibration = calibration_set(list(index_of), DEFAULT_CALIBRATION_IMAGES)
+        return ConversionSource(
+            job.cache_root,
+            job.model_hash,
+            job.preprocessing.to_dict(),
+            calibration,
+            lambda image_hash: self._prepare(index_of[image_hash]),
+        )
 
     def model_on(self, device: str) -> LoadedModel:
         if device not in self._models:

@@ -223,8 +223,11 @@ def build_text(facts: dict[str, Any]) -> str:
     if runtime.name == "jax":
         platforms = ", ".join(facts.get("jax_platforms", []))
         build = f"jaxlib {facts.get('jaxlib_version')}, platforms {platforms}"
+    elif runtime.conversion:
+        providers = facts.get("onnxruntime_providers")
+        build = f"providers {', '.join(providers)}" if providers else "CPU, XNNPACK"
     elif facts.get("cuda_build"):
         build = f"built for CUDA {facts.get('cuda_version')}, cuDNN {facts.get('cudnn_version')}"
     else:
         build = "CPU-only build"
-    return f"{runtime.title} {version} ({build}), Keras {facts.get('keras_version')}"
+    return f"{runtime.family} {version} ({build}), Keras {facts.get('keras_version')}"

@@ -30,6 +30,7 @@ from segdiff_gui.core.layer_stats import (
     compare_layer_blocks,
     layer_sentences,
 )
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, jobs_for
 from segdiff_gui.runner.request import MatrixRequest
@@ -170,6 +171,14 @@ class LayerProbeSession:
             raise InputError("layers", f"both sides are {reference.label()}: nothing to compare")
         if memory_budget < 1 << 20:
             raise InputError("memory budget", "must be at least 1 MiB")
+        for config in (reference, other):
+            if RUNTIMES[config.runtime].conversion:
+                raise InputError(
+                    f"runtime={config.runtime}",
+                    f"{RUNTIMES[config.runtime].title} runs a converted model, whose layers the "
+                    "probe does not tap yet (it taps Keras layers); compare its final map with "
+                    "the Keras model's instead",
+                )
         self.request = replace(request, configs=(reference, other), repeats=1, sweep=False)
         self.configs = (reference, other)
         self.memory_budget, self.disk_budget = memory_budget, disk_budget

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
+from segdiff_gui.core.defaults import DEFAULT_CALIBRATION_IMAGES
 from segdiff_gui.core.environment import keyed_environment
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_REPEATS
-from segdiff_gui.core.runtimes import RUNTIMES
+from segdiff_gui.core.runtimes import RUNTIMES, calibration_set
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import is_merged
@@ -201,6 +202,8 @@ def plan_matrix(
     else:
         targets = [_target_index(refs, target)]
     model_hash = hash_path(model)
+    # A full-int8 conversion is calibrated on the set's images (core/runtimes.py).
+    calibration = calibration_set([ref.hash for ref in refs], DEFAULT_CALIBRATION_IMAGES)
 
     runs: list[PlannedRun] = []
     seen: set[str] = set()
@@ -219,6 +222,7 @@ def plan_matrix(
                     config=config.to_dict(),
                     repeat=repeat,
                     environment=keyed_environment(os.environ),
+                    calibration=calibration if _calibrated(config) else None,
                 )
                 if key not in seen:  # the same configuration asked twice runs once
                     seen.add(key)
@@ -272,6 +276,11 @@ def plan_matrix(
         frozenset(merged),
         template,
     )
+
+
+def _calibrated(config: RunConfig) -> bool:
+    conversion = RUNTIMES[config.runtime].conversion
+    return conversion is not None and conversion.calibrated
 
 
 def jobs_for(

@@ -61,7 +61,7 @@ __all__ = [
 MARKER = ".segdiff-cache"
 _MARKER_CONTENT = {"format": "segdiff-cache", "version": 1}
 # What a cache made before caches were marked holds: adopted, never anything else.
-_OWN_ENTRIES = frozenset({"runs", "images", "layers", "probe", "models", MARKER})
+_OWN_ENTRIES = frozenset({"runs", "images", "layers", "converted", "probe", "models", MARKER})
 _TMP_SUFFIX = ".tmp"
 # Keys and content hashes are SHA-256 hex digests; anything else (e.g. "../x" from a crafted
 # bundle) must never become part of a path.
@@ -370,8 +370,11 @@ class ResultCache:
         removed = 0
         cutoff = time.time() - older_than_s
         folders = [self.root / "images"]
-        # Runs, and layer probes and comparisons (storage/layers.py), in folders by key prefix.
-        for parent in ("runs", "layers/tensors", "layers/compared", "layers/repairs"):
+        # Runs, layer probes and comparisons (storage/layers.py) and converted models
+        # (storage/converted.py), in folders by key prefix.
+        for parent in (
+            "runs", "layers/tensors", "layers/compared", "layers/repairs", "converted"
+        ):  # fmt: skip
             keyed = self.root / parent
             if keyed.is_dir() and not keyed.is_symlink() and not keyed.parent.is_symlink():
                 folders += [p for p in keyed.iterdir() if len(p.name) == 2 and not p.is_symlink()]

@@ -143,6 +143,7 @@ def expected_key(record: RunRecord) -> str:
     the child's recorded environment gives them back.
     """
     environment = record.provenance.get("environment", {})
+    calibration = record.provenance.get("calibration_hashes")
     return run_key(
         model_hash=record.model_hash,
         target_hash=record.target_hash,
@@ -152,6 +153,7 @@ def expected_key(record: RunRecord) -> str:
         config=record.config,
         repeat=record.repeat,
         environment=keyed_environment(environment if isinstance(environment, dict) else {}),
+        calibration=[str(h) for h in calibration] if isinstance(calibration, list) else None,
     )
 
 

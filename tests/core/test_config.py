@@ -7,6 +7,7 @@ from segdiff_gui.core.config import (
     parse_config_spec,
     parse_preprocessing,
 )
+from segdiff_gui.core.runtimes import calibration_set
 from segdiff_gui.runner.plan import batch_slots
 
 
@@ -50,11 +51,39 @@ def test_knobs_added_later_leave_older_keys_alone():
         ("runtime=jax,threads=4", "threads=4 cannot be set under JAX"),
         ("runtime=torch,xla=on", "xla=on means nothing under PyTorch"),
         ("runtime=mxnet", "runtime must be one of tensorflow, jax, torch"),
+        ("runtime=litert,xla=on", "xla=on means nothing under LiteRT float32"),
+        ("runtime=onnxruntime,onednn=off", "onednn=off means nothing under ONNX Runtime"),
+        ("runtime=litert-int8,precision=bf16", "the conversion sets the model's precision"),
+        ("runtime=litert,device=gpu:0", "LiteRT's GPU delegate is built for Android and iOS"),
+        ("runtime=litert-fp16,determinism=on", "determinism=on means nothing under LiteRT"),
+        ("runtime=litert-dynamic-int8,tf32=off", "tf32=off means nothing under LiteRT"),
     ],
 )
 def test_knobs_that_mean_nothing_under_a_runtime_are_refused(spec, fragment):
-    with pytest.raises(ConfigError, match=fragment):
+    with pytest.raises(ConfigError, match=fragment) as refused:
         parse_config_spec(spec)
+    assert "\n" not in str(refused.value)
+
+
+def test_onnx_runtime_maps_determinism_tf32_and_threads_and_takes_a_gpu():
+    config = parse_config_spec("runtime=onnxruntime,device=gpu:1,determinism=on,tf32=off,threads=2")
+    assert (config.device, config.determinism, config.tf32, config.threads) == (
+        "gpu:1",
+        True,
+        False,
+        2,
+    )
+    assert parse_config_spec("runtime=litert,threads=1").label() == "litert cpu b1 threads1"
+
+
+def test_full_int8_calibration_is_the_sets_distinct_images_in_hash_order_at_most_a_limit():
+    hashes = [f"{i:064x}" for i in (5, 3, 3, 9, 1)]
+    assert calibration_set(hashes, 10) == sorted(set(hashes))
+    assert calibration_set(list(reversed(hashes)), 10) == calibration_set(hashes, 10)
+    many = [f"{i:064x}" for i in range(1000)]
+    chosen = calibration_set(many, 100)
+    assert len(chosen) == 100 and chosen[0] == many[0] and chosen == sorted(chosen)
+    assert len(set(chosen)) == 100
 
 
 def test_defaults_and_aliases():

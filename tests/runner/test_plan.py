@@ -114,3 +114,22 @@ def test_fresh_repeats_each_get_a_child_of_their_own(demo, cache):
     # Their own keys: a fresh-process repeat is not the in-process one.
     plain = {run.key for run in plan.runs if run.config == RunConfig()}
     assert not plain & {run.key for run in fresh}
+
+
+def test_a_full_int8_runs_key_holds_its_calibration_images_and_no_other_runs_does(
+    models, small_images, cache
+):
+    """Full int8 is calibrated on the set's images: another set is another model (another
+    key); every other runtime's key ignores the set beyond the run's own batch."""
+    configs = [RunConfig(runtime="litert"), RunConfig(runtime="litert-int8")]
+
+    def keys(images):
+        plan = plan_matrix(models / "tiny.keras", images, configs, cache=cache, repeats=1)
+        return {run.config.runtime: run.key for run in plan.runs}
+
+    whole, fewer = keys(small_images), keys(small_images[:2])
+    assert whole["litert"] == fewer["litert"]
+    assert whole["litert-int8"] != fewer["litert-int8"]
+    # The set's order is not part of it (the target stays first, so the run is the same).
+    reordered = [small_images[0], *reversed(small_images[1:])]
+    assert keys(reordered)["litert-int8"] == whole["litert-int8"]

@@ -13,5 +13,7 @@ __all__ = ["Backend", "load_backend"]
 
 def load_backend(runtime: str) -> Backend:
     module = importlib.import_module(RUNTIMES[runtime].engine)
-    backend: Backend = module.BACKEND()  # each backend module names its class BACKEND
+    # Each backend module names its class BACKEND; one converted runtime's class serves all
+    # its conversions (LiteRT float32 … int8), told which by name.
+    backend: Backend = module.BACKEND(runtime) if RUNTIMES[runtime].conversion else module.BACKEND()
     return backend

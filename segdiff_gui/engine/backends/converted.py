@@ -1,0 +1,171 @@
+"""What the converted runtimes (LiteRT, ONNX Runtime) share: the Keras model is loaded under
+TensorFlow on the CPU only to be converted; the artefact comes from the cache or is converted
+once and stored (engine/conversion.py); the runtime's session runs it. Each runtime's module
+says how to open a session and run a batch, and where it runs.
+
+A converted model's outputs are those of the Keras model in order (Keras's export keeps it);
+their number and shapes are checked against the Keras model's before the first run."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.runtimes import RUNTIMES
+from segdiff_gui.engine.backends.base import Backend, Outputs, RunError
+from segdiff_gui.engine.conversion import conversion_key_of, convert
+from segdiff_gui.engine.facts import cpu_model
+from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore
+from segdiff_gui.storage.hdf5_access import UnreadableEntry
+
+__all__ = ["ConversionSource", "ConvertedBackend", "Session"]
+
+# A batch in, the model's outputs out (numpy, in the Keras model's order).
+Session = Callable[[np.ndarray], list[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class ConversionSource:
+    """What a child's job gives a conversion: where the cache is, the model's hash, the
+    calibration images (hashes, as the planner keyed the runs) and how to prepare one."""
+
+    cache_root: str
+    model_hash: str
+    preprocessing: dict[str, Any]
+    calibration: list[str] = field(default_factory=list)
+    prepare: Callable[[str], np.ndarray] | None = None  # image hash → prepared H×W×C input
+
+
+class ConvertedBackend(Backend):
+    """One converted runtime; subclasses open its sessions."""
+
+    def __init__(self, runtime: str) -> None:
+        self.name = runtime
+        self.runtime = RUNTIMES[runtime]
+        self.conversion = self.runtime.conversion
+        assert self.conversion is not None
+        self.settings = RunConfig(runtime=runtime)
+        self.source: ConversionSource | None = None
+        self.converted: ConvertedModel | None = None
+        self.reused = False  # the artefact came from the cache
+        self._sessions: dict[str, Session] = {}
+
+    def attach(self, source: ConversionSource) -> None:
+        self.source = source
+
+    def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:
+        self.settings = settings
+
+    def device_scope(self, device: str) -> contextlib.AbstractContextManager[Any]:
+        import keras
+
+        return keras.device("cpu")  # the Keras model is only converted, on the CPU
+
+    def cpu_device(self) -> dict[str, Any]:
+        return {"name": "cpu", "type": "CPU", "description": cpu_model(), "compute_capability": []}
+
+    # the artefact ---------------------------------------------------------------------------
+    def calibration_batches(self) -> Iterator[list[np.ndarray]]:
+        assert self.source is not None and self.source.prepare is not None
+        for image_hash in self.source.calibration:
+            yield [self.source.prepare(image_hash)[np.newaxis]]
+
+    def artefact(self, model: Any) -> ConvertedModel:
+        """The converted model: from the cache, or converted now and stored."""
+        if self.converted is not None:
+            return self.converted
+        source = self.source
+        assert source is not None, "a converted runtime's backend needs its job (attach)"
+        key = conversion_key_of(
+            self.runtime, source.model_hash, source.calibration, source.preprocessing
+        )
+        store = ConvertedStore(source.cache_root)
+        stored: ConvertedModel | None = None
+        with contextlib.suppress(UnreadableEntry):  # a damaged artefact is made again
+            stored = store.read(key)
+        if stored is None:
+            stored = convert(model, self.runtime, key, self.calibration_batches)
+            store.write(stored)
+        else:
+            self.reused = True
+        self.converted = stored
+        return stored
+
+    # running ---------------------------------------------------------------------------------
+    def open_session(self, data: bytes, config: RunConfig) -> Session:
+        raise NotImplementedError
+
+    def output_device(self, config: RunConfig) -> str:
+        return "cpu:0"
+
+    def compute_dtype(self) -> str:
+        assert self.conversion is not None
+        return {
+            "float32": "float32",
+            "float16": "float32 (float16 weights)",
+            "dynamic-int8": "float32 (int8 weights, dynamic-range int8 kernels)",
+            "int8": "int8 (float input and output)",
+        }[self.conversion.quantization]
+
+    def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
+        converted = self.artefact(model)
+        where = self.output_device(config)
+        if where not in self._sessions:
+            self._sessions[where] = self.open_session(converted.data, config)
+        session = self._sessions[where]
+        expected = [tuple(output.shape[1:]) for output in model.keras_model.outputs]
+
+        def run(batch: np.ndarray) -> Outputs:
+            arrays = session(batch)
+            _check_outputs(model.path, arrays, expected, self.runtime.title)
+            dtype = self.compute_dtype()
+            return Outputs(arrays, (where,) * len(arrays), (dtype,) * len(arrays))
+
+        return run
+
+    def weight_devices(self, model: Any, config: RunConfig) -> set[str]:
+        return {self.output_device(config)}
+
+    def conversion_facts(self) -> dict[str, Any]:
+        """The conversion, for every run's provenance (the key, the converter, its size,
+        time and warnings; the calibration images a full-int8 run's key includes)."""
+        if self.converted is None:
+            return {}
+        facts: dict[str, Any] = {
+            "conversion_key": self.converted.key,
+            "conversion_reused": self.reused,
+            **{f"conversion_{name}": value for name, value in self.converted.facts.items()},
+        }
+        assert self.conversion is not None and self.source is not None
+        if self.conversion.calibrated:
+            facts["calibration_hashes"] = list(self.source.calibration)
+        return facts
+
+
+def _check_outputs(
+    path: Path, arrays: list[np.ndarray], expected: list[tuple[Any, ...]], title: str
+) -> None:
+    """The converted outputs are the Keras model's, in order: their count and shapes agree."""
+    if len(arrays) != len(expected):
+        raise InputError(
+            path,
+            f"converted for {title} gives {len(arrays)} outputs where the Keras model has "
+            f"{len(expected)}",
+        )
+    for index, (array, shape) in enumerate(zip(arrays, expected, strict=True)):
+        fits = array.ndim == len(shape) + 1 and all(
+            want is None or int(want) == got
+            for want, got in zip(shape, array.shape[1:], strict=True)
+        )
+        if not fits:
+            raise RunError(
+                f"{title}'s output {index} has shape {list(array.shape)} where the Keras model's "
+                f"is {['N', *shape]}; the conversion changed the model"
+            )

@@ -1,0 +1,103 @@
+"""ONNX Runtime: the model converted to ONNX (Keras's export, tf2onnx), run by
+``onnxruntime``'s CPU execution provider, or its CUDA provider where installed
+(onnxruntime-gpu) with no fall-back to the CPU for any node. ``threads`` is the intra-op
+thread count, ``determinism`` ONNX Runtime's deterministic compute, ``tf32`` the CUDA
+provider's TF32 switch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.engine.backends.base import RunError
+from segdiff_gui.engine.backends.converted import ConvertedBackend, Session
+from segdiff_gui.engine.gpu_identity import gpu_identities
+
+__all__ = ["OnnxRuntimeBackend"]
+
+_CPU = "CPUExecutionProvider"
+_CUDA = "CUDAExecutionProvider"
+
+
+def _gpu_index(device: str) -> int:
+    return int(device.split(":", 1)[1])
+
+
+class OnnxRuntimeBackend(ConvertedBackend):
+    def devices(self) -> list[dict[str, Any]]:
+        devices = [self.cpu_device()]
+        if _CUDA in ort.get_available_providers():
+            for gpu in gpu_identities():
+                devices.append(
+                    {
+                        "name": f"gpu:{gpu['index']}",
+                        "type": "GPU",
+                        "description": gpu["name"],
+                        "compute_capability": str(gpu["compute_capability"]).split("."),
+                        "identity": gpu,
+                    }
+                )
+        return devices
+
+    def facts(self) -> dict[str, Any]:
+        return {
+            "runtime_version": ort.__version__,
+            "onnxruntime_version": ort.__version__,
+            "onnxruntime_providers": list(ort.get_available_providers()),
+            "intra_op_threads": self.settings.threads,
+            "op_determinism": self.settings.determinism,
+        }
+
+    def output_device(self, config: RunConfig) -> str:
+        return config.device if config.is_gpu else "cpu:0"
+
+    def _options(self, config: RunConfig) -> ort.SessionOptions:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = config.threads  # 0: ONNX Runtime's default
+        options.use_deterministic_compute = config.determinism
+        if config.is_gpu:
+            # A node without a CUDA kernel is an error, never a quiet run on the CPU.
+            options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        return options
+
+    def _providers(self, config: RunConfig) -> list[Any]:
+        if not config.is_gpu:
+            return [_CPU]
+        if _CUDA not in ort.get_available_providers():
+            raise RunError(
+                f"{config.device} requested but this onnxruntime has no CUDA execution provider "
+                "(install onnxruntime-gpu); not falling back"
+            )
+        settings = {"device_id": str(_gpu_index(config.device)), "use_tf32": str(int(config.tf32))}
+        return [(_CUDA, settings)]
+
+    def open_session(self, data: bytes, config: RunConfig) -> Session:
+        session = ort.InferenceSession(
+            data, self._options(config), providers=self._providers(config)
+        )
+        wanted = _CUDA if config.is_gpu else _CPU
+        if session.get_providers()[0] != wanted:
+            raise RunError(f"ONNX Runtime opened {session.get_providers()[0]}, not {wanted}")
+        (model_input,) = session.get_inputs()
+        names = [output.name for output in session.get_outputs()]
+
+        def run(batch: np.ndarray) -> list[np.ndarray]:
+            return [np.asarray(array) for array in session.run(names, {model_input.name: batch})]
+
+        return run
+
+    def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
+        return {
+            **self.conversion_facts(),
+            "onnxruntime_provider": _CUDA if config.is_gpu else _CPU,
+            "onnxruntime_threads": config.threads or "ONNX Runtime's default",
+            "onnxruntime_deterministic_compute": config.determinism,
+            "onnxruntime_tf32": config.tf32 if config.is_gpu else "n/a (CPU)",
+            "placement": f"every node on {config.device}" if config.is_gpu else "cpu",
+        }
+
+
+BACKEND = OnnxRuntimeBackend

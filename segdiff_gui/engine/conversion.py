@@ -1,0 +1,226 @@
+"""Converting the Keras model for a deployment runtime (issue 16), with Keras's own export:
+``model.export(format="litert")`` (TensorFlow's LiteRT converter) and ``format="onnx"``
+(tf2onnx), under the TensorFlow backend.
+
+The converter's options are written here once; with the converters' versions, the model's hash
+and (for full int8) the calibration images they make the conversion's key, so an artefact is
+made once and served from the cache afterwards (storage/converted.py). What the converters
+warn (Python warnings, their loggers, the C++ converter's log) is kept with the artefact. A
+conversion that fails is one line naming the op and the layer it came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import logging
+import re
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.core.errors import InputError, first_line
+from segdiff_gui.core.runtimes import Conversion, Runtime
+from segdiff_gui.engine.models import LoadedModel
+from segdiff_gui.engine.native_log import native_stderr
+from segdiff_gui.storage.converted import ConvertedModel, conversion_key
+
+__all__ = ["conversion_ingredients", "convert"]
+
+# Only LiteRT's builtin ops: ai-edge-litert has no Flex delegate, so a model needing Select TF
+# ops (Keras's export would allow them) converts but cannot run; refusing them names the op.
+_LITERT_OPS = "TFLITE_BUILTINS"
+_KEPT_WARNINGS = 20
+_WARNING_LINE = re.compile(r"warn|deprecat|not supported|fall(s|ing)? back", re.IGNORECASE)
+# The LiteRT converter: "'tf.Erfinv' op is neither a custom op nor a flex op", located at
+# fused["Erfinv:", "functional_1/erfinv/Erfinv@__inference_function_92"].
+_LITERT_UNSUPPORTED = re.compile(r"'tf\.(\w+)' op is neither a custom op nor a flex op")
+_LITERT_LOCATION = re.compile(r'fused\["\w+:", "[^/"]+/([^"@]+)/\w+@')
+# tf2onnx: "Tensorflow op [functional_1/erfinv/Erfinv: Erfinv] is not supported".
+_ONNX_UNSUPPORTED = re.compile(
+    r"Tensorflow op \[[^/\]]+/([^\]]+)/[^/\]]+: (\w+)\] is not supported"
+)
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _converters(conversion: Conversion) -> dict[str, str]:
+    names = ("tensorflow", "keras") + (("tf2onnx", "onnx") if conversion.format == "onnx" else ())
+    return {name: _version(name) for name in names}
+
+
+def _options(conversion: Conversion) -> dict[str, Any]:
+    """The conversion's options as recorded and keyed (what ``_export_arguments`` passes)."""
+    if conversion.format == "onnx":
+        return {"format": "onnx", "exporter": "keras model.export (tf2onnx)"}
+    options: dict[str, Any] = {"format": "litert", "supported_ops": [_LITERT_OPS]}
+    if conversion.quantization != "float32":
+        options["optimizations"] = ["DEFAULT"]
+    if conversion.quantization == "float16":
+        options["supported_types"] = ["float16"]
+    if conversion.calibrated:
+        options["representative_dataset"] = "the run's images (calibration_hashes)"
+        options["inference_io"] = "float32 (integer kernels inside, float fall-back)"
+    return options
+
+
+def conversion_ingredients(
+    runtime: Runtime, model_hash: str, calibration: list[str], preprocessing: dict[str, Any]
+) -> dict[str, Any]:
+    """What a conversion is made from, and how: its key's ingredients."""
+    assert runtime.conversion is not None
+    ingredients: dict[str, Any] = {
+        "model": model_hash,
+        "runtime": runtime.name,
+        "converters": _converters(runtime.conversion),
+        "options": _options(runtime.conversion),
+    }
+    if runtime.conversion.calibrated:
+        ingredients["calibration"] = list(calibration)
+        ingredients["preprocessing"] = preprocessing
+    return ingredients
+
+
+def _export_arguments(
+    conversion: Conversion, representative: Callable[[], Iterator[list[np.ndarray]]]
+) -> dict[str, Any]:
+    import tensorflow as tf
+
+    if conversion.format == "onnx":
+        return {}
+    target_spec: dict[str, Any] = {"supported_ops": [getattr(tf.lite.OpsSet, _LITERT_OPS)]}
+    arguments: dict[str, Any] = {"target_spec": target_spec}
+    if conversion.quantization != "float32":
+        arguments["optimizations"] = [tf.lite.Optimize.DEFAULT]
+    if conversion.quantization == "float16":
+        target_spec["supported_types"] = [tf.float16]
+    if conversion.calibrated:
+        arguments["representative_dataset"] = representative
+    return arguments
+
+
+class _Recorded(logging.Handler):
+    """The converters' log records of WARNING and above (tf2onnx says unsupported ops so)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _listening(handler: logging.Handler) -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in ("tf2onnx", "tensorflow", "absl")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def _failure(path: Path, conversion: Conversion, text: str) -> InputError:
+    target = "LiteRT" if conversion.format == "litert" else "ONNX"
+    if conversion.format == "litert" and (op := _LITERT_UNSUPPORTED.search(text)):
+        where = _LITERT_LOCATION.search(text)
+        layer = f" (layer {where.group(1)})" if where else ""
+        return InputError(
+            path,
+            f"cannot be converted to LiteRT: op {op.group(1)}{layer} has no LiteRT builtin "
+            "kernel, and ai-edge-litert runs no Select TensorFlow ops",
+        )
+    if match := _ONNX_UNSUPPORTED.search(text):
+        return InputError(
+            path,
+            f"cannot be converted to ONNX: op {match.group(2)} (layer {match.group(1)}) is not "
+            f"supported by tf2onnx {_version('tf2onnx')}",
+        )
+    said = [line.strip() for line in text.splitlines() if "error:" in line]
+    reason = said[0].split("error:", 1)[1].strip() if said else first_line(text)
+    return InputError(path, f"cannot be converted to {target}: {reason[:300]}")
+
+
+def _kept(lines: list[str]) -> list[str]:
+    return list(dict.fromkeys(line[:300] for line in lines if _WARNING_LINE.search(line)))[
+        :_KEPT_WARNINGS
+    ]
+
+
+def _call_once(model: LoadedModel) -> None:
+    """tf2onnx converts a model that has been called ("The model provided has never called"):
+    one batch of zeros of its input shape (a free height or width taken as 32)."""
+    shape = [1, *(extent or 32 for extent in model.input_shape)]
+    assert model.keras_model is not None
+    model.keras_model(np.zeros(shape, dtype=np.float32), training=False)
+
+
+def convert(
+    model: LoadedModel,
+    runtime: Runtime,
+    key: str,
+    representative: Callable[[], Iterator[list[np.ndarray]]],
+) -> ConvertedModel:
+    """``model`` converted for ``runtime`` (``representative`` yields calibration batches
+    for full int8); raises InputError naming the op a converter refuses."""
+    conversion = runtime.conversion
+    assert conversion is not None and model.keras_model is not None
+    suffix = ".tflite" if conversion.format == "litert" else ".onnx"
+    native: list[str] = []
+    recorded = _Recorded()
+    started = time.perf_counter()
+    if conversion.format == "onnx":
+        _call_once(model)
+    with tempfile.TemporaryDirectory(prefix="segdiff-convert-") as folder:
+        target = Path(folder) / f"model{suffix}"
+        try:
+            with (
+                warnings.catch_warnings(record=True) as caught,
+                _listening(recorded),
+                native_stderr(native, echo=True),
+            ):
+                warnings.simplefilter("always")
+                model.keras_model.export(
+                    str(target),
+                    format=conversion.format,
+                    verbose=False,
+                    **_export_arguments(conversion, representative),
+                )
+        except InputError:
+            raise
+        except Exception as error:  # noqa: BLE001 - converters raise many types
+            raise _failure(model.path, conversion, f"{error}\n" + "\n".join(native)) from error
+        refused = [m for m in recorded.messages if _ONNX_UNSUPPORTED.search(m)]
+        if refused:
+            raise _failure(model.path, conversion, refused[0])
+        data = target.read_bytes()
+    seconds = time.perf_counter() - started
+    said = [str(w.message) for w in caught] + recorded.messages + native
+    facts = {
+        "runtime": runtime.name,
+        "title": conversion.title,
+        "converters": _converters(conversion),
+        "options": _options(conversion),
+        "bytes": len(data),
+        "seconds": round(seconds, 3),
+        "warnings": _kept(said),
+    }
+    return ConvertedModel(key, data, facts)
+
+
+def conversion_key_of(
+    runtime: Runtime, model_hash: str, calibration: list[str], preprocessing: dict[str, Any]
+) -> str:
+    return conversion_key(conversion_ingredients(runtime, model_hash, calibration, preprocessing))

@@ -1,0 +1,192 @@
+"""The demo models and a legacy tf-keras ``.h5`` converted for deployment and run by LiteRT
+(float32, float16 weights, dynamic-range int8, full int8) and ONNX Runtime on the CPU, through
+the real command line: each runtime in its own child, the converted artefact cached and reused,
+every map cached bit-exactly, and a conversion the converters refuse said in one line."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from segdiff_gui.core.analysis import compare_maps
+from segdiff_gui.core.hashing import hash_path
+from segdiff_gui.storage import ResultCache
+from tests.conftest import segdiff
+
+pytestmark = pytest.mark.slow
+
+CONVERTED = ("litert", "litert-fp16", "litert-dynamic-int8", "litert-int8", "onnxruntime")
+# Keras on TensorFlow, every conversion, and the knobs a converted runtime maps (batch, and
+# threads: each its own child, as for TensorFlow).
+SPECS = {
+    "tensorflow": "batch=1",
+    **{name: f"runtime={name}" for name in CONVERTED},
+    "litert b4": "runtime=litert,batch=4",
+    "litert threads1": "runtime=litert,threads=1",
+    "onnxruntime threads1": "runtime=onnxruntime,threads=1,determinism=on",
+}
+LABELS = {
+    "tensorflow": "cpu b1 r0",
+    **{name: f"{name} cpu b1 r0" for name in CONVERTED},
+    "litert b4": "litert cpu b4 r0",
+    "litert threads1": "litert cpu b1 threads1 r0",
+    "onnxruntime threads1": "onnxruntime cpu b1 det threads1 r0",
+}
+
+
+def _run(model, images, cache, specs):
+    configs = [arg for spec in specs for arg in ("--config", spec)]
+    result = segdiff(
+        "run", model, *images, *configs, "--repeats", "1", "--cache", cache.root, "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["runs"]
+
+
+def _converted_files(cache: ResultCache) -> dict[Path, float]:
+    return {path: path.stat().st_mtime_ns for path in (cache.root / "converted").rglob("*.h5")}
+
+
+@pytest.fixture(scope="module")
+def demo_runs(demo, tmp_path_factory):
+    model, images = demo
+    cache = ResultCache(tmp_path_factory.mktemp("converted"))
+    runs = _run(model, images, cache, SPECS.values())
+    assert all(run["status"] == "finished" for run in runs), runs
+    keys = {run["label"]: run["key"] for run in runs}
+    return cache, {name: cache.read_run(keys[label]) for name, label in LABELS.items()}
+
+
+def test_every_runtime_runs_the_demo_in_its_own_child_on_the_cpu(demo_runs):
+    _, records = demo_runs
+    pids = {records[name].provenance["process_id"] for name in ("tensorflow", *CONVERTED)}
+    assert len(pids) == 1 + len(CONVERTED)
+    for name in CONVERTED:
+        provenance = records[name].provenance
+        assert provenance["runtime"] == name
+        assert provenance["device"] == provenance["weights_device"] == "cpu:0"
+        assert provenance["conversion_runtime"] == name
+        assert provenance["conversion_bytes"] > 10_000
+        assert provenance["conversion_converters"]["tensorflow"]
+        assert records[name].label == f"{name} cpu b1 r0"
+    assert records["onnxruntime"].provenance["conversion_converters"]["tf2onnx"]
+    assert records["litert-int8"].provenance["compute_dtype"].startswith("int8")
+
+
+def test_threads_and_determinism_reach_the_runtimes_sessions(demo_runs):
+    _, records = demo_runs
+    assert records["litert threads1"].provenance["litert_threads"] == 1
+    assert records["litert"].provenance["litert_threads"] == "the interpreter's default"
+    onnx = records["onnxruntime threads1"].provenance
+    assert onnx["onnxruntime_threads"] == 1 and onnx["onnxruntime_deterministic_compute"]
+    # One conversion serves every run of a runtime: batch and threads do not convert again.
+    keys = {records[name].provenance["conversion_key"] for name in ("litert", "litert b4")}
+    assert len(keys) == 1
+    assert records["litert threads1"].provenance["conversion_reused"]
+
+
+def test_conversions_move_the_demo_as_their_precision_says(demo_runs):
+    _, records = demo_runs
+    reference = records["tensorflow"].probabilities
+    effect = {name: compare_maps(reference, records[name].probabilities) for name in CONVERTED}
+    # float32 conversions: every pixel within a few float32 steps of 0.5's, no flip.
+    for name in ("litert", "onnxruntime"):
+        assert 0 < effect[name].max_abs < 1e-6 and effect[name].flips == 0, name
+    assert effect["litert"].max_ulp < 1000
+    # Quantized: visibly apart, and int8 flips pixels at 0.5 on the demo.
+    assert 1e-4 < effect["litert-fp16"].max_abs < 1e-2
+    assert effect["litert-dynamic-int8"].max_abs > 1e-3
+    assert effect["litert-dynamic-int8"].flips > 0 and effect["litert-int8"].flips > 0
+    # The batch does not change LiteRT's map (XNNPACK's kernels are batch-invariant here).
+    assert records["litert b4"].probabilities.tobytes() == records["litert"].probabilities.tobytes()
+
+
+def test_full_int8_is_calibrated_on_the_sets_images_and_keyed_by_them(demo_runs, demo):
+    _, images = demo
+    _, records = demo_runs
+    calibration = records["litert-int8"].provenance["calibration_hashes"]
+    assert calibration == sorted(hash_path(path) for path in images)
+    assert "calibration_hashes" not in records["litert"].provenance
+
+
+def test_a_second_run_is_served_from_the_cache_without_converting_again(demo_runs, demo):
+    cache, records = demo_runs
+    model, images = demo
+    before = _converted_files(cache)
+    assert len(before) == len(CONVERTED)
+    runs = _run(model, images, cache, SPECS.values())
+    assert {run["status"] for run in runs} == {"cached"}
+    for name, record in records.items():
+        again = cache.read_run(record.key)
+        assert again.probabilities.tobytes() == record.probabilities.tobytes(), name
+    # A new run of a converted runtime (batch 2) reuses the stored artefact.
+    (run,) = _run(model, images, cache, ["runtime=litert-int8,batch=2"])
+    assert run["status"] == "finished"
+    provenance = cache.read_run(run["key"]).provenance
+    assert provenance["conversion_reused"]
+    assert provenance["conversion_key"] == records["litert-int8"].provenance["conversion_key"]
+    assert _converted_files(cache) == before
+
+
+def test_a_damaged_artefact_is_converted_again_not_an_error(demo, tmp_path):
+    model, images = demo
+    cache = ResultCache(tmp_path / "cache")
+    (first,) = _run(model, images[:1], cache, ["runtime=litert"])
+    (stored,) = _converted_files(cache)
+    data = bytearray(stored.read_bytes())
+    data[-64] ^= 0xFF  # inside the artefact's bytes, at the file's end
+    stored.write_bytes(bytes(data))
+    (second,) = _run(model, images[:1], cache, ["runtime=litert,threads=1"])
+    provenance = cache.read_run(second["key"]).provenance
+    assert second["status"] == "finished" and not provenance["conversion_reused"]
+    assert (
+        cache.read_run(second["key"]).probabilities.tobytes()
+        == cache.read_run(first["key"]).probabilities.tobytes()
+    )
+
+
+def test_the_softmax_demo_converts_with_its_classes(demo, tmp_path):
+    _, images = demo
+    model = Path(demo[0]).with_name("unet_softmax3.keras")
+    cache = ResultCache(tmp_path / "cache")
+    runs = _run(model, images[:2], cache, ["batch=1", "runtime=litert", "runtime=onnxruntime"])
+    assert all(run["status"] == "finished" for run in runs), runs
+    maps = [cache.read_run(run["key"]) for run in runs]
+    assert {record.kind for record in maps} == {"softmax"}
+    reference = maps[0].probabilities
+    for record in maps[1:]:
+        assert record.probabilities.shape == reference.shape
+        assert np.abs(record.probabilities - reference).max() < 1e-5
+
+
+def test_a_legacy_tf_keras_h5_runs_under_every_converted_runtime(models, small_images, tmp_path):
+    cache = ResultCache(tmp_path / "cache")
+    specs = ["batch=1", *(f"runtime={name}" for name in CONVERTED)]
+    runs = _run(models / "tiny_tfkeras.h5", small_images, cache, specs)
+    assert all(run["status"] == "finished" for run in runs), runs
+    records = [cache.read_run(run["key"]) for run in runs]
+    reference = records[0].probabilities
+    onnx = records[-1].probabilities
+    ulp = np.abs(reference.view(np.int32).astype(np.int64) - onnx.view(np.int32))
+    assert ulp.max() <= 8  # ONNX Runtime float32: within a few ULP of Keras on this model
+    assert {record.provenance["model_format"] for record in records} == {"h5"}
+
+
+def test_an_op_the_converters_refuse_is_one_line_naming_it(models, small_images, tmp_path):
+    cache = ResultCache(tmp_path / "cache")
+    specs = ["batch=1", "runtime=litert", "runtime=onnxruntime"]
+    configs = [arg for spec in specs for arg in ("--config", spec)]
+    result = segdiff(
+        "run", models / "erfinv.keras", *small_images, *configs, "--repeats", "1",
+        "--cache", cache.root, "--json",
+    )  # fmt: skip
+    runs = {run["label"]: run for run in json.loads(result.stdout)["runs"]}
+    assert runs["cpu b1 r0"]["status"] == "finished"
+    litert, onnx = runs["litert cpu b1 r0"], runs["onnxruntime cpu b1 r0"]
+    assert litert["status"] == onnx["status"] == "failed"
+    assert "cannot be converted to LiteRT: op Erfinv (layer erfinv)" in litert["error"]
+    assert "cannot be converted to ONNX: op Erfinv (layer erfinv)" in onnx["error"]
+    for run in (litert, onnx):
+        assert "\n" not in run["error"] and "Traceback" not in run["error"]
+    assert not _converted_files(cache)

@@ -1,0 +1,88 @@
+"""Converted models in the cache: written aside, read back bit for bit, and refused as
+damaged (never parsed by a runtime) when their bytes, digest or layout are not segdiff's."""
+
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore, conversion_key
+from segdiff_gui.storage.hdf5_access import UnreadableEntry
+
+KEY = conversion_key({"model": "0" * 64, "runtime": "litert"})
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = ConvertedStore(tmp_path)
+    store.write(ConvertedModel(KEY, b"TFL3" + bytes(range(256)) * 40, {"bytes": 10244}))
+    return store
+
+
+def test_a_conversion_reads_back_bit_for_bit_with_its_facts(store):
+    stored = store.read(KEY)
+    assert stored.data == b"TFL3" + bytes(range(256)) * 40
+    assert stored.facts == {"bytes": 10244}
+    assert store.read(conversion_key({"model": "1" * 64})) is None
+    assert not [p for p in store.path(KEY).parent.iterdir() if p.name.startswith(".")]
+
+
+def test_keys_are_made_of_every_ingredient():
+    other = conversion_key({"model": "0" * 64, "runtime": "litert-int8"})
+    assert len({KEY, other}) == 2
+
+
+def _rewrite(path, name, data, **options):
+    with h5py.File(path, "a") as handle:
+        del handle[name]
+        handle.create_dataset(name, data=data, **options)
+
+
+@pytest.mark.parametrize(
+    "damage, said",
+    [
+        (
+            lambda p: _rewrite(p, "artefact", np.zeros(10244, np.uint8)),
+            "does not match its checksum",
+        ),
+        (
+            lambda p: _rewrite(
+                p, "artefact", np.zeros(10244, np.uint8), chunks=(1024,), compression="gzip"
+            ),
+            "holds an artefact segdiff did not write",
+        ),
+        (lambda p: _rewrite(p, "artefact", np.zeros(10244, np.float32)), "did not write"),
+        (lambda p: h5py.File(p, "a").attrs.__setitem__("sha256", "x"), "not a SHA-256 digest"),
+        (lambda p: h5py.File(p, "a").attrs.__setitem__("facts", "[1]"), "facts segdiff did not"),
+        (lambda p: p.write_bytes(b"not hdf5"), "is not an HDF5 file"),
+    ],
+)
+def test_a_damaged_conversion_is_refused_naming_the_file(store, damage, said):
+    path = store.path(KEY)
+    damage(path)
+    with pytest.raises(UnreadableEntry, match=said) as refused:
+        store.read(KEY)
+    assert str(path) in str(refused.value)
+
+
+def test_a_symlinked_conversion_is_not_followed(store, tmp_path):
+    path = store.path(KEY)
+    target = tmp_path / "elsewhere.h5"
+    os.replace(path, target)
+    path.symlink_to(target)
+    with pytest.raises(UnreadableEntry):
+        store.read(KEY)
+
+
+def test_stale_temporaries_of_conversions_are_cleaned_and_nothing_else(cache):
+    cache.claim()
+    folder = cache.root / "converted" / KEY[:2]
+    folder.mkdir(parents=True)
+    stale = folder / f".{KEY}.h5.123.0123abcd.tmp"
+    mine = folder / "notes.txt"
+    for path in (stale, mine):
+        path.write_bytes(b"x")
+        os.utime(path, (1, 1))
+    assert cache.remove_stale_temporaries() == 1
+    assert not stale.exists() and mine.exists()
