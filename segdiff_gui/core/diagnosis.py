@@ -7,17 +7,20 @@ a knob that no run changed is listed as not measured, not as harmless.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
 from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.deployment import Conversion, deployment_advice, is_conversion
+from segdiff_gui.core.findings import Finding, plural
 from segdiff_gui.core.knobs import KNOBS
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.core.spread import at_risk_mask
 from segdiff_gui.core.study import Study, StudyRun
 
-__all__ = ["DOCS", "TOPICS", "Finding", "by_topic", "diagnose"]
+__all__ = ["DOCS", "TOPICS", "Finding", "by_topic", "diagnose"]  # Finding: core/findings.py
 
 # The questions a person asks, in the order they ask them: each topic's heading.
 TOPICS = {
@@ -33,47 +36,29 @@ DOCS = {knob.name: knob.link for knob, _ in KNOB_GROUPS}
 _KNOB_NAMES = {knob.name: knob.title for knob, _ in KNOB_GROUPS}
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One sentence. ``topic`` is ``repeatability``, ``knobs``, ``cutoff``, ``advice`` or
-    ``not measured``; ``figure`` the number it rests on; ``link`` the documentation."""
-
-    topic: str
-    sentence: str
-    figure: str = ""
-    link: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def _verb(count: int, one: str, many: str) -> str:
     return one if count == 1 else many
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _effect_text(effect: Effect, cutoff_text: str) -> str:
     if effect.differing_pixels == 0:
         return "leaves every pixel equal in value"
     nans = (
-        f"; {_plural(effect.nan_mismatches, 'value')} NaN in one map only"
+        f"; {plural(effect.nan_mismatches, 'value')} NaN in one map only"
         if effect.nan_mismatches
         else ""
     )
     return (
-        f"changes {_plural(effect.differing_pixels, 'pixel')} by up to "
+        f"changes {plural(effect.differing_pixels, 'pixel')} by up to "
         f"{effect.max_ulp:,} ULP (max |Δ| {effect.max_abs:.3g}{nans}) and flips "
-        f"{_plural(effect.flips, 'pixel')} {cutoff_text}"
+        f"{plural(effect.flips, 'pixel')} {cutoff_text}"
     )
 
 
 def _size_text(effect: Effect) -> str:
     """The figure an advice rests on: ULPs, or NaNs where no ULP distance exists."""
     if effect.nan_mismatches and not effect.max_ulp:
-        return _plural(effect.nan_mismatches, "value") + " NaN in one map only"
+        return plural(effect.nan_mismatches, "value") + " NaN in one map only"
     return f"{effect.max_ulp:,} ULP"
 
 
@@ -155,14 +140,23 @@ def _across_processes(study: Study) -> list[Finding]:
     return findings
 
 
+def _link(knob: str, config: RunConfig) -> str:
+    """Where the setting is documented: a runtime's own page (LiteRT's quantization, ONNX
+    Runtime's threading), else the knob's."""
+    return RUNTIMES[config.runtime].link if knob == "runtime" else DOCS[knob]
+
+
 def _knob_effects(
     study: Study, cutoff_text: str
-) -> tuple[list[Finding], dict[str, Effect], set[str]]:
+) -> tuple[list[Finding], dict[str, Effect], set[str], list[Conversion]]:
     """A sentence per configuration that differs from the reference in exactly one knob (a
-    clean measurement of that knob), and a pointer to ``explain`` for the mixed ones."""
+    clean measurement of that knob), and a pointer to ``explain`` for the mixed ones. A
+    conversion (the Keras model's runtime to LiteRT or ONNX Runtime) is kept apart: advice
+    on it is not to keep the runtime but to measure what ships."""
     reference = study.reference
     findings: list[Finding] = []
     alone: dict[str, Effect] = {}
+    conversions: list[Conversion] = []
     varied: set[str] = set()
     order = [knob.name for knob, _ in KNOB_GROUPS]
 
@@ -193,15 +187,20 @@ def _knob_effects(
         varied.update(step.knob for step in steps)
         if len(steps) == 1:
             step = steps[0]
-            earlier = alone.get(step.knob)
-            alone[step.knob] = Effect.largest([earlier, effect]) if earlier else effect
+            if step.knob == "runtime" and is_conversion(
+                reference.config.runtime, run.config.runtime
+            ):
+                conversions.append(Conversion(run.config.runtime, name, effect))
+            else:
+                earlier = alone.get(step.knob)
+                alone[step.knob] = Effect.largest([earlier, effect]) if earlier else effect
             findings.append(
                 Finding(
                     "knobs",
                     f"Changing {_KNOB_NAMES[step.knob]} alone ({step.change}, {name} against "
                     f"{reference.label}) {_effect_text(effect, cutoff_text)}.",
-                    f"{_size_text(effect)}, {_plural(effect.flips, 'flip')}",
-                    DOCS[step.knob],
+                    f"{_size_text(effect)}, {plural(effect.flips, 'flip')}",
+                    _link(step.knob, run.config),
                 )
             )
         else:
@@ -215,7 +214,7 @@ def _knob_effects(
                     _size_text(effect),
                 )
             )
-    return findings, alone, varied
+    return findings, alone, varied, conversions
 
 
 def _quietest_cutoff(reference: np.ndarray, margin: float, cutoff: float) -> tuple[float, int]:
@@ -239,7 +238,7 @@ def _tie_findings(study: Study) -> list[Finding]:
     return [
         Finding(
             "cutoff",
-            f"{_plural(count, 'pixel')} of {run.label} (against {study.reference.label}) "
+            f"{plural(count, 'pixel')} of {run.label} (against {study.reference.label}) "
             f"{_verb(count, 'has', 'have')} "
             "their most likely classes exactly equal in one of the two maps (a low-precision "
             "map can round them to one value): argmax gives such a pixel the lowest class, which "
@@ -261,9 +260,9 @@ def _cutoff_findings(study: Study, cutoff_text: str) -> list[Finding]:
         *_tie_findings(study),
         Finding(
             "cutoff",
-            f"{cutoff_text.capitalize()}, {_plural(flipped, 'pixel')} "
+            f"{cutoff_text.capitalize()}, {plural(flipped, 'pixel')} "
             f"{_verb(flipped, 'changes', 'change')} class in at least one run{most}; "
-            f"{_plural(at_risk, 'pixel')} {_verb(at_risk, 'is', 'are')} at risk: the largest "
+            f"{plural(at_risk, 'pixel')} {_verb(at_risk, 'is', 'are')} at risk: the largest "
             "observed "
             f"difference ({study.margin:.3g}) could move them across.",
             f"{flipped:,} flips, {at_risk:,} at risk",
@@ -358,9 +357,9 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
         advice.append(
             Finding(
                 "advice",
-                f"Treat the {_plural(at_risk, 'at-risk pixel')} as uncertain, or choose a "
+                f"Treat the {plural(at_risk, 'at-risk pixel')} as uncertain, or choose a "
                 f"cutoff away from dense regions of the map: {cutoff_text}, "
-                f"{_plural(at_risk, 'pixel')} {_verb(at_risk, 'lies', 'lie')} within "
+                f"{plural(at_risk, 'pixel')} {_verb(at_risk, 'lies', 'lie')} within "
                 f"{study.margin:.3g} of it{elsewhere}.",
                 f"{at_risk:,} at risk",
             )
@@ -369,7 +368,7 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
         advice.append(
             Finding(
                 "advice",
-                f"Treat the {_plural(at_risk, 'at-risk pixel')} as uncertain: their two most "
+                f"Treat the {plural(at_risk, 'at-risk pixel')} as uncertain: their two most "
                 f"likely classes are within 2 × {study.margin:.3g} of each other.",
                 f"{at_risk:,} at risk",
             )
@@ -392,9 +391,10 @@ def diagnose(study: Study) -> list[Finding]:
     why (knobs), what it does at the cutoff, how to avoid it, and what was not measured."""
     cutoff_text = "at argmax" if study.multiclass else f"at cutoff {study.cutoff:g}"
     findings = _repeatability(study)
-    knob_findings, alone, varied = _knob_effects(study, cutoff_text)
+    knob_findings, alone, varied, conversions = _knob_effects(study, cutoff_text)
     findings += knob_findings
     findings += _cutoff_findings(study, cutoff_text)
+    findings += deployment_advice(conversions, cutoff_text)
     findings += _advice(study, alone, cutoff_text)
     if not any(run.config.is_gpu for run in study.runs):
         findings.append(

@@ -186,7 +186,9 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
     ),
     _litert("litert", "float32", "float32", "convert_tf"),
     _litert("litert-fp16", "float16", "float16 weights", "post_training_float16_quant"),
-    _litert("litert-dynamic-int8", "dynamic-int8", "dynamic-range int8", "post_training_quant"),
+    _litert(
+        "litert-dynamic-int8", "dynamic-int8", "dynamic-range int8", "post_training_quantization"
+    ),
     _litert("litert-int8", "int8", "full int8", "post_training_integer_quant"),
     Runtime(
         "onnxruntime",

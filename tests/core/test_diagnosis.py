@@ -180,3 +180,34 @@ def test_repeats_in_fresh_processes_say_what_a_rerun_of_the_program_changes() ->
     same += [_run(fresh, r, base.copy()) for r in range(2)]
     sentences = [f.sentence for f in diagnose(Study(same, cutoff=0.5))]
     assert any("and across fresh processes (gpu:0 b1 fresh, 2 processes)" in s for s in sentences)
+
+
+def test_conversions_get_deployment_advice_with_their_runtimes_documentation() -> None:
+    """A conversion is not a knob to keep as in the reference: the converted model is what
+    ships, so the advice names the conversion that moves the map most, the one that moves it
+    least, and links the runtime's page on that conversion."""
+    base = _base()
+    int8 = base.copy()
+    int8.reshape(-1)[195:215] = 0.49  # the pixels at 0.5 and above there cross the cutoff
+    study = Study(
+        [
+            _run(RunConfig(), 0, base),
+            _run(RunConfig(runtime="litert"), 0, base + np.float32(1e-7)),
+            _run(RunConfig(runtime="litert-int8"), 0, int8),
+            _run(RunConfig(batch=4), 0, base + np.float32(1e-6)),
+        ],
+        cutoff=0.5,
+    )
+    findings = diagnose(study)
+    knobs = {f.sentence.split(",")[0]: f for f in findings if f.topic == "knobs"}
+    int8_finding = next(f for s, f in knobs.items() if "LiteRT full int8" in s)
+    assert int8_finding.link.endswith("post_training_integer_quant")
+    advice = [f for f in findings if f.topic == "advice"]
+    (shipping,) = [f for f in advice if "what ships" in f.sentence]
+    assert "converting to LiteRT full int8 alone gives" in shipping.sentence
+    assert "LiteRT float32 0 flips" in shipping.sentence
+    assert "calibrate on more representative images" in shipping.sentence
+    assert shipping.link.endswith("post_training_integer_quant")
+    # The batch is still a knob to keep; the runtime is not (it is the deployment).
+    assert any("Keep the batch" in f.sentence for f in advice)
+    assert not any("Keep the runtime" in f.sentence for f in advice)
