@@ -216,7 +216,12 @@ class MatrixEditor(QGroupBox):
                 for device in devices:
                     if variant.gpu_only and device == "cpu":
                         continue  # e.g. TF32 is a GPU mode: the run would equal the plain one
-                    configs.append(replace(self.base, device=device, **{knob.name: variant.value}))
+                    try:
+                        configs.append(
+                            replace(self.base, device=device, **{knob.name: variant.value})
+                        )
+                    except ConfigError as error:  # LiteRT on a GPU: said, not run
+                        self._problems.append(f"{name}: {error}")
         configs += self.extra_configs(devices)
         self.extra_problem.setText("; ".join(self._problems))
         self.extra_problem.setVisible(bool(self._problems))

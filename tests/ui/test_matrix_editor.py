@@ -21,7 +21,8 @@ def test_every_variant_of_segdiffs_registry_is_a_checkbox_and_load_round_trips(q
     editor = MatrixEditor()
     qtbot.addWidget(editor)
     assert list(editor.knobs) == [
-        "JAX", "PyTorch", "determinism", "TF32 off", "oneDNN off", "1 thread", "XLA",
+        "JAX", "PyTorch", "LiteRT", "LiteRT fp16", "LiteRT int8 (dynamic)", "LiteRT int8",
+        "ONNX Runtime", "determinism", "TF32 off", "oneDNN off", "1 thread", "XLA",
         "bfloat16", "float16", "fresh processes",
     ]  # fmt: skip
     editor.set_devices(["cpu", "gpu:0"])
@@ -35,6 +36,8 @@ def test_every_variant_of_segdiffs_registry_is_a_checkbox_and_load_round_trips(q
         RunConfig(device="gpu:0", xla=True),
         RunConfig(runtime="jax"),
         RunConfig(runtime="jax", device="gpu:0"),
+        RunConfig(runtime="onnxruntime"),
+        RunConfig(runtime="onnxruntime", device="gpu:0"),
         RunConfig(repeat_scope="fresh"),
         RunConfig(device="gpu:0", repeat_scope="fresh"),
         RunConfig(batch=8, position=3, threads=2),  # no checkbox makes it: an extra line
@@ -72,3 +75,20 @@ def test_a_batch_size_that_is_not_one_is_said_not_dropped_silently(qtbot):
     editor.batches.setText("1, 4")
     editor.configs()
     assert editor.extra_problem.isHidden()
+
+
+def test_a_converted_runtime_that_cannot_use_a_chosen_gpu_runs_on_the_cpu_and_says_so(qtbot):
+    editor = MatrixEditor()
+    qtbot.addWidget(editor)
+    editor.set_devices(["cpu", "gpu:0"], ["cpu", "gpu:0"])
+    editor.batches.setText("1")
+    editor.knobs["LiteRT int8"].setChecked(True)
+    editor.knobs["ONNX Runtime"].setChecked(True)
+    configs = editor.configs()
+    assert RunConfig(runtime="litert-int8") in configs
+    assert not any(c.runtime == "litert-int8" and c.is_gpu for c in configs)
+    assert RunConfig(runtime="onnxruntime", device="gpu:0") in configs
+    assert not editor.extra_problem.isHidden()
+    assert editor.extra_problem.text().startswith(
+        "LiteRT int8: gpu:0 cannot run LiteRT full int8 here: LiteRT's GPU delegate"
+    )
