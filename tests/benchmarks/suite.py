@@ -4,7 +4,8 @@ Run: ``python -m tests.benchmarks [--json FILE] [--only NAME ...]`` (not part of
 run). Figures are medians over several runs; a ratio measures both sides in the same run.
 Benchmarks: startup, engine (overhead and cache hit), interaction, bandwidth, scale, matrix,
 runtimes (each runtime's first map, cold and with its compilation cache), layers (the layer
-probe's memory and time on a deep model at 512×512).
+probe's memory and time on a deep model at 512×512), conversions (LiteRT's and ONNX Runtime's
+conversion and inference times on the demo).
 """
 
 from __future__ import annotations
@@ -386,6 +387,8 @@ def runtimes(work: Path) -> list[Figure]:
 
     figures = []
     for runtime in installed_runtimes():
+        if runtime.conversion:
+            continue  # converted runtimes: the conversions benchmark
         cold, warm = [], []
         arguments = [demo_model(), demo_images()[0], "--config", f"runtime={runtime.name}"]
         for attempt in range(3):
@@ -434,6 +437,34 @@ def layers(work: Path) -> list[Figure]:
     ]  # fmt: skip
 
 
+def conversions(work: Path) -> list[Figure]:
+    """Each converted runtime: its conversion's time and size, and its inference time per
+    image against Keras on TensorFlow (see bench_conversions)."""
+    from segdiff_gui.core.runtimes import RUNTIMES, installed_runtimes
+    from tests.benchmarks.bench_conversions import measure
+
+    if not all(RUNTIMES[name].installed() for name in ("litert", "onnxruntime")):
+        missing = [r.title for r in RUNTIMES.values() if r.conversion and not r.installed()]
+        return [Figure("conversions", f"not installed: {', '.join(missing)}", 0, "", "—", True)]
+    found = measure(work)
+    keras = found["tensorflow"]["inference_ms"]
+    figures = [
+        Figure("conversions", f"Keras on TensorFlow: inference per image "
+               f"({found['tensorflow']['images']:.0f} images, batch 1)", keras, "ms", "—", True),
+    ]  # fmt: skip
+    for runtime in installed_runtimes():
+        if not runtime.conversion or runtime.name not in found:
+            continue
+        figure = found[runtime.name]
+        figures += [
+            Figure("conversions", f"{runtime.title}: conversion ({figure['bytes'] / 1024:.0f} "
+                   "KiB artefact)", figure["conversion_s"], "s", "—", True),
+            Figure("conversions", f"{runtime.title}: inference per image ({keras:.1f} ms Keras)",
+                   figure["inference_ms"], "ms", "—", True),
+        ]  # fmt: skip
+    return figures
+
+
 BENCHMARKS = {
     "startup": startup,
     "engine": engine,
@@ -443,6 +474,7 @@ BENCHMARKS = {
     "matrix": matrix,
     "runtimes": runtimes,
     "layers": layers,
+    "conversions": conversions,
 }
 
 
