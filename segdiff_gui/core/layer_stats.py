@@ -203,6 +203,9 @@ class LayerComparison:
     """Every layer's figures in execution order, and what they say together."""
 
     layers: tuple[LayerStats, ...]
+    # Layers of the Keras model a converted runtime has no tensor of its own for (fused into
+    # the next op, folded away): left out of the comparison, and said.
+    unmatched: tuple[str, ...] = ()
 
     @property
     def first_differing(self) -> LayerStats | None:
@@ -229,6 +232,7 @@ class LayerComparison:
             "amplifying": [
                 {"layer": layer.name, "ratio": ratio} for layer, ratio in self.amplification()[:5]
             ],
+            "unmatched": list(self.unmatched),
         }
 
 
@@ -274,15 +278,33 @@ def layer_cells(index: int, layer: LayerStats, first: bool) -> list[str]:
     ]
 
 
+def _unmatched_sentences(unmatched: tuple[str, ...]) -> list[str]:
+    if not unmatched:
+        return []
+    shown = ", ".join(unmatched[:5]) + (
+        f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else ""
+    )
+    noun = "layer has" if len(unmatched) == 1 else "layers have"
+    return [
+        f"{len(unmatched)} {noun} no tensor of their own in the converted model (fused into "
+        f"the next op or folded away), so they are not compared: {shown}."
+    ]
+
+
 def layer_sentences(comparison: LayerComparison) -> list[str]:
     """Where the difference is born and where it grows, in sentences."""
     first = comparison.first_differing
+    lines = _unmatched_sentences(comparison.unmatched)
     if first is None:
-        return ["Every layer's output is bit for bit the same under both configurations."]
+        return [
+            "Every layer's output is bit for bit the same under both configurations.",
+            *lines,
+        ]
     lines = [
+        *lines,
         f"The difference is born in {first.name}: {_percent(first.differing_fraction)} of its "
         f"outputs differ, by up to {_number(first.max_abs)} (relative error "
-        f"{_number(first.relative_error)})."
+        f"{_number(first.relative_error)}).",
     ]
     growing = [(layer, ratio) for layer, ratio in comparison.amplification() if ratio > 1.0]
     if growing:

@@ -18,6 +18,8 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.protocol import BatchProgress
 from segdiff_gui.core.timestamps import local_timestamp
+from segdiff_gui.engine.backends.converted import ConvertedBackend
+from segdiff_gui.engine.converted_probe import converted_probe_run
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
 from segdiff_gui.engine.models import computing_layers
 from segdiff_gui.engine.outputs import to_probabilities
@@ -32,6 +34,8 @@ __all__ = ["probe_run"]
 def probe_run(runner: JobRunner, run: PlannedRun) -> str:
     """Probe ``run`` into the layer store; returns the device it ran on."""
     job, backend, config = runner.job, runner.backend, run.config
+    if isinstance(backend, ConvertedBackend):  # LiteRT, ONNX Runtime: their own tensors
+        return converted_probe_run(runner, run, backend)
     runner.check_device(config)
     loaded = runner.model_on(config.device)
     if loaded.keras_model is None:

@@ -30,7 +30,6 @@ from segdiff_gui.core.layer_stats import (
     compare_layer_blocks,
     layer_sentences,
 )
-from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, jobs_for
 from segdiff_gui.runner.request import MatrixRequest
@@ -135,8 +134,12 @@ def _aligned(
 def compare_stored(
     reference: ProbeTensors, other: ProbeTensors
 ) -> tuple[LayerComparison, dict[int, np.ndarray]]:
-    """Every layer of two stored probes compared, one piece of each at a time."""
-    ours, theirs = reference.layers, other.layers
+    """Every layer of two stored probes compared, one piece of each at a time. A converted
+    runtime's probe lacks the layers it has no tensor for (its ``unmatched``): those are left
+    out, and any other difference in layers means the two do not run the same network."""
+    unmatched = _unmatched(reference) | _unmatched(other)
+    ours = [info for info in reference.layers if info.name not in unmatched]
+    theirs = [info for info in other.layers if info.name not in unmatched]
     if [(i.name, i.shape) for i in ours] != [(i.name, i.shape) for i in theirs]:
         names = {i.name for i in ours} ^ {i.name for i in theirs}
         said = f" ({', '.join(sorted(names)[:3])})" if names else " (their shapes differ)"
@@ -147,13 +150,21 @@ def compare_stored(
         )
     stats: list[LayerStats] = []
     spatial: dict[int, np.ndarray] = {}
-    for info in ours:
-        blocks = _aligned(reference.pieces(info.index), other.pieces(info.index))
+    for position, (info, their_info) in enumerate(zip(ours, theirs, strict=True)):
+        blocks = _aligned(reference.pieces(info.index), other.pieces(their_info.index))
         figures, where = compare_layer_blocks(info.name, info.shape, blocks)
         stats.append(figures)
         if where is not None:
-            spatial[info.index] = where
-    return LayerComparison(tuple(stats)), spatial
+            spatial[position] = where
+    kept = {info.name for info in ours}
+    fuller = max((reference.layers, other.layers), key=len)  # the Keras side, where one is
+    left_out = tuple(info.name for info in fuller if info.name not in kept)
+    return LayerComparison(tuple(stats), left_out), spatial
+
+
+def _unmatched(probe: ProbeTensors) -> set[str]:
+    names = probe.meta.get("unmatched", [])
+    return {name for name in names if isinstance(name, str)} if isinstance(names, list) else set()
 
 
 class LayerProbeSession:
@@ -171,14 +182,6 @@ class LayerProbeSession:
             raise InputError("layers", f"both sides are {reference.label()}: nothing to compare")
         if memory_budget < 1 << 20:
             raise InputError("memory budget", "must be at least 1 MiB")
-        for config in (reference, other):
-            if RUNTIMES[config.runtime].conversion:
-                raise InputError(
-                    f"runtime={config.runtime}",
-                    f"{RUNTIMES[config.runtime].title} runs a converted model, whose layers the "
-                    "probe does not tap yet (it taps Keras layers); compare its final map with "
-                    "the Keras model's instead",
-                )
         self.request = replace(request, configs=(reference, other), repeats=1, sweep=False)
         self.configs = (reference, other)
         self.memory_budget, self.disk_budget = memory_budget, disk_budget

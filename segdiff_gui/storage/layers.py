@@ -132,6 +132,7 @@ class LayerStore:
             attrs["key"] = stored.key
             attrs["sides"] = canonical_json({"reference": stored.reference, "other": stored.other})
             attrs["layers"] = canonical_json([s.to_dict() for s in stored.comparison.layers])
+            attrs["unmatched"] = canonical_json(list(stored.comparison.unmatched))
             attrs["final_source"] = stored.final_source
             spatial = handle.create_group("spatial")
             for index, values in stored.spatial.items():
@@ -159,6 +160,12 @@ class LayerStore:
             if len(layers) > MAX_LAYERS:
                 raise UnreadableEntry(path, f"lists {len(layers):,} layers")
             stats = tuple(_stats_of(item, where) for item in layers)
+            # Comparisons stored before converted runtimes had no unmatched layers.
+            unmatched = attrs.json("unmatched") if "unmatched" in attrs.names() else []
+            if not isinstance(unmatched, list) or not all(isinstance(n, str) for n in unmatched):
+                raise UnreadableEntry(path, "lists unmatched layers segdiff did not write")
+            if len(unmatched) > MAX_LAYERS:
+                raise UnreadableEntry(path, f"lists {len(unmatched):,} unmatched layers")
             spatial_group = plain_group(handle, "spatial", where)
             spatial = {}
             for name in spatial_group:
@@ -172,7 +179,13 @@ class LayerStore:
             if not isinstance(reference, dict) or not isinstance(other, dict):
                 raise UnreadableEntry(path, "holds sides segdiff did not write")
             return StoredComparison(
-                key, reference, other, LayerComparison(stats), spatial, (maps[0], maps[1]), source
+                key,
+                reference,
+                other,
+                LayerComparison(stats, tuple(unmatched)),
+                spatial,
+                (maps[0], maps[1]),
+                source,
             )
 
     # repairs ------------------------------------------------------------------------------

@@ -127,3 +127,23 @@ def test_a_probe_that_changed_its_final_map_is_measured_by_its_own_and_says_so(t
     assert "16 flips at cutoff 0.5" in sentences[-2]
     assert "differs from its run in 5 pixels (up to 3 ULP)" in sentences[-1]
     assert "figures are the probe's own" in sentences[-1]
+
+
+def test_a_converted_comparisons_unmatched_layers_are_kept_and_checked(tmp_path):
+    """A converted runtime's probe leaves out the layers it has no tensor for: the stored
+    comparison keeps their names; a comparison stored before that lists none."""
+    store = LayerStore(ResultCache(tmp_path / "cache"))
+    a, b = _layers(2), _layers(3)
+    stats = LayerComparison(tuple(compare_layer(n, a[n], b[n]) for n in a), ("enc/norm",))
+    key = comparison_key("e" * 64, "f" * 64)
+    maps = (np.full((4, 4), 0.25, np.float32), np.full((4, 4), 0.75, np.float32))
+    store.write_comparison(StoredComparison(key, {}, {}, stats, {}, maps, "plain runs"))
+    assert store.read_comparison(key).comparison.unmatched == ("enc/norm",)
+    path = store.comparison_path(key)
+    with h5py.File(path, "r+") as handle:
+        del handle.attrs["unmatched"]  # as before issue 16
+    assert store.read_comparison(key).comparison.unmatched == ()
+    with h5py.File(path, "r+") as handle:
+        handle.attrs["unmatched"] = '{"not": "a list"}'
+    with pytest.raises(UnreadableEntry, match="unmatched layers segdiff did not write"):
+        store.read_comparison(key)

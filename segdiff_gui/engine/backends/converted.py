@@ -21,6 +21,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.engine.backends.base import Backend, Outputs, RunError
 from segdiff_gui.engine.conversion import conversion_key_of, convert
+from segdiff_gui.engine.converted_probe import RuntimeTensor
 from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
@@ -100,6 +101,19 @@ class ConvertedBackend(Backend):
 
     # running ---------------------------------------------------------------------------------
     def open_session(self, data: bytes, config: RunConfig) -> Session:
+        raise NotImplementedError
+
+    def intermediates(
+        self,
+        data: bytes,
+        batch: np.ndarray,
+        config: RunConfig,
+        choose: Callable[[list[str]], set[str]] = set,
+    ) -> tuple[list[np.ndarray], list[RuntimeTensor]]:
+        """The model's outputs for ``batch`` and its intermediate tensors in execution order
+        (for the layer probe: engine/converted_probe.py). A runtime that returns only the
+        tensors asked for (ONNX Runtime) asks ``choose`` which, given every tensor's name in
+        order; one that keeps them all anyway (LiteRT) gives them all."""
         raise NotImplementedError
 
     def output_device(self, config: RunConfig) -> str:

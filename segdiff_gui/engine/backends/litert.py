@@ -4,8 +4,11 @@ run on the CPU with XNNPACK (the interpreter's default delegate), ``threads`` th
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import re
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,6 +17,7 @@ from ai_edge_litert.interpreter import Interpreter
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.engine.backends.base import RunError
 from segdiff_gui.engine.backends.converted import ConvertedBackend, Session
+from segdiff_gui.engine.converted_probe import RuntimeTensor
 
 __all__ = ["LiteRTBackend"]
 
@@ -42,26 +46,44 @@ class LiteRTBackend(ConvertedBackend):
 
     def open_session(self, data: bytes, config: RunConfig) -> Session:
         # num_threads None: the interpreter's own choice (threads=0, as TensorFlow's default).
-        interpreter = Interpreter(model_content=data, num_threads=config.threads or None)
-        signatures = interpreter.get_signature_list()
-        name = _SIGNATURE if _SIGNATURE in signatures else next(iter(signatures))
-        runner = interpreter.get_signature_runner(name)
-        (input_name,) = signatures[name]["inputs"]
-        outputs = sorted(signatures[name]["outputs"], key=_position)
-        batch_dimension = int(interpreter.get_input_details()[0]["shape_signature"][0])
+        return _session(Interpreter(model_content=data, num_threads=config.threads or None))
 
-        def run(batch: np.ndarray) -> list[np.ndarray]:
-            if batch_dimension > 0 and batch.shape[0] != batch_dimension:
-                raise RunError(
-                    f"the LiteRT model has a fixed batch of {batch_dimension} (the Keras model's "
-                    f"input is fixed so); batch={batch.shape[0]} cannot run it"
+    def intermediates(
+        self,
+        data: bytes,
+        batch: np.ndarray,
+        config: RunConfig,
+        choose: Callable[[list[str]], set[str]] = set,
+    ) -> tuple[list[np.ndarray], list[RuntimeTensor]]:
+        """Every tensor the interpreter computed, kept by ``experimental_preserve_all_tensors``
+        (XNNPACK still runs: the delegate then leaves each op's output in its tensor)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "for debugging purposes only"
+            interpreter = Interpreter(
+                model_content=data,
+                num_threads=config.threads or None,
+                experimental_preserve_all_tensors=True,
+            )
+        outputs = _session(interpreter)(batch)
+        details = {detail["index"]: detail for detail in interpreter.get_tensor_details()}
+        tensors, seen = [], set()
+        for op in interpreter._get_ops_details():  # execution order; no public equivalent
+            for index in op["outputs"]:
+                detail = details.get(index)
+                if index in seen or detail is None or not detail["name"]:
+                    continue
+                seen.add(index)
+                if np.dtype(detail["dtype"]).kind not in "fiu":
+                    continue
+                tensors.append(
+                    RuntimeTensor(
+                        detail["name"],
+                        tuple(int(d) for d in detail["shape"]),
+                        np.dtype(detail["dtype"]).name,
+                        functools.partial(_dequantized, interpreter, detail),
+                    )
                 )
-            result = runner(**{input_name: batch})
-            # Copies: the interpreter reuses its output buffers on the next call.
-            return [np.array(result[output], copy=True) for output in outputs]
-
-        run.interpreter = interpreter  # type: ignore[attr-defined]  # kept alive with run
-        return run
+        return outputs, tensors
 
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
         return {
@@ -69,6 +91,40 @@ class LiteRTBackend(ConvertedBackend):
             "litert_threads": config.threads or "the interpreter's default",
             "placement": "cpu (LiteRT interpreter, XNNPACK)",
         }
+
+
+def _dequantized(interpreter: Interpreter, detail: dict[str, Any]) -> np.ndarray:
+    """A tensor as float32: an int8 one through its scale and zero point."""
+    values = np.array(interpreter.get_tensor(detail["index"]), copy=True)
+    scale, zero_point = detail["quantization"]
+    if scale:
+        return ((values.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)).astype(
+            np.float32
+        )
+    return values.astype(np.float32)
+
+
+def _session(interpreter: Interpreter) -> Session:
+    """The interpreter's serving signature as a batch-in, outputs-out callable."""
+    signatures = interpreter.get_signature_list()
+    name = _SIGNATURE if _SIGNATURE in signatures else next(iter(signatures))
+    runner = interpreter.get_signature_runner(name)
+    (input_name,) = signatures[name]["inputs"]
+    outputs = sorted(signatures[name]["outputs"], key=_position)
+    batch_dimension = int(interpreter.get_input_details()[0]["shape_signature"][0])
+
+    def run(batch: np.ndarray) -> list[np.ndarray]:
+        if batch_dimension > 0 and batch.shape[0] != batch_dimension:
+            raise RunError(
+                f"the LiteRT model has a fixed batch of {batch_dimension} (the Keras model's "
+                f"input is fixed so); batch={batch.shape[0]} cannot run it"
+            )
+        result = runner(**{input_name: batch})
+        # Copies: the interpreter reuses its output buffers on the next call.
+        return [np.array(result[output], copy=True) for output in outputs]
+
+    run.interpreter = interpreter  # type: ignore[attr-defined]  # kept alive with run
+    return run
 
 
 BACKEND = LiteRTBackend

@@ -6,6 +6,8 @@ provider's TF32 switch."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,6 +16,7 @@ import onnxruntime as ort
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.engine.backends.base import RunError
 from segdiff_gui.engine.backends.converted import ConvertedBackend, Session
+from segdiff_gui.engine.converted_probe import RuntimeTensor
 from segdiff_gui.engine.gpu_identity import gpu_identities
 
 __all__ = ["OnnxRuntimeBackend"]
@@ -88,6 +91,44 @@ class OnnxRuntimeBackend(ConvertedBackend):
             return [np.asarray(array) for array in session.run(names, {model_input.name: batch})]
 
         return run
+
+    def intermediates(
+        self,
+        data: bytes,
+        batch: np.ndarray,
+        config: RunConfig,
+        choose: Callable[[list[str]], set[str]] = set,
+    ) -> tuple[list[np.ndarray], list[RuntimeTensor]]:
+        """The tensors ``choose`` picks among the graph's float node outputs (in topological
+        order), added as graph outputs of a copy of the model and returned by one run."""
+        import onnx
+
+        model = onnx.load_from_string(data)
+        typed = {
+            info.name: info
+            for info in onnx.shape_inference.infer_shapes(model).graph.value_info
+            if info.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+        }
+        outputs = [output.name for output in model.graph.output]
+        order = [name for node in model.graph.node for name in node.output if name in typed]
+        extra = [name for name in order if name in choose(order) and name not in outputs]
+        model.graph.output.extend(typed[name] for name in extra)
+        session = ort.InferenceSession(
+            model.SerializeToString(), self._options(config), providers=self._providers(config)
+        )
+        (model_input,) = session.get_inputs()
+        results = session.run([*outputs, *extra], {model_input.name: batch})
+        arrays = [np.asarray(array) for array in results]
+        tensors = [
+            RuntimeTensor(
+                name,
+                tuple(int(d) for d in array.shape),
+                array.dtype.name,
+                functools.partial(np.asarray, array, dtype=np.float32),
+            )
+            for name, array in zip(extra, arrays[len(outputs) :], strict=True)
+        ]
+        return arrays[: len(outputs)], tensors
 
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
         return {

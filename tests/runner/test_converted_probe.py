@@ -1,0 +1,127 @@
+"""The layer probe of converted models (issue 16): LiteRT's and ONNX Runtime's own
+intermediate tensors matched to the Keras model's layers in real children, every figure equal
+to a direct computation from the stored tensors, layers the converter fused away listed and
+left out, and each probe's final map bit for bit its plain run's."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.layer_stats import compare_layer
+from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
+from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.layers import probe_key
+from tests.conftest import segdiff
+
+pytestmark = pytest.mark.slow
+
+CONVERTED = ("litert", "litert-int8", "onnxruntime")
+
+
+def _probe(session: LayerProbeSession) -> LayerProbe:
+    for _ in session.plain_runner().run():
+        pass
+    for _ in session.probe_runner().run():
+        pass
+    return session.compare()
+
+
+@pytest.fixture(scope="module")
+def demo_probes(demo, tmp_path_factory) -> dict[str, tuple[LayerProbeSession, LayerProbe]]:
+    model, images = demo
+    cache = ResultCache(tmp_path_factory.mktemp("converted-layers"))
+    request = MatrixRequest(model, tuple(images), cache, repeats=1)
+    found = {}
+    for name in CONVERTED:
+        session = LayerProbeSession(request, RunConfig(), RunConfig(runtime=name))
+        found[name] = (session, _probe(session))
+    return found
+
+
+def _check_direct(session: LayerProbeSession, probe: LayerProbe) -> list[tuple[str, float]]:
+    """Every layer's figures equal compare_layer on the stored tensors; returns each layer's
+    relative error."""
+    keys = [probe_key(run.key) for run in session.sides]
+    errors = []
+    with session.store.open_probe(keys[0]) as keras, session.store.open_probe(keys[1]) as other:
+        theirs = {info.name: info for info in other.layers}
+        for stats in probe.comparison.layers:
+            ours = next(info for info in keras.layers if info.name == stats.name)
+            expected = compare_layer(
+                stats.name, keras.layer(ours.index), other.layer(theirs[stats.name].index)
+            )
+            assert stats == expected
+            errors.append((stats.name, stats.relative_error))
+    # The probe computed the converted run's final map as its plain run did, bit for bit.
+    assert all(
+        side["final"]["bitwise_equal"] for side in (probe.stored.reference, probe.stored.other)
+    )
+    return errors
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_every_demo_layer_is_matched_and_its_figures_are_direct(demo_probes, name):
+    session, probe = demo_probes[name]
+    names = [stats.name for stats in probe.comparison.layers]
+    assert len(names) == 17 and names[0] == "enc1_1" and names[-1] == "foreground"
+    assert probe.comparison.unmatched == ()
+    errors = _check_direct(session, probe)
+    if name in ("litert", "onnxruntime"):
+        # float32 conversions: a layer matched to the wrong tensor would be far off.
+        assert all(0 <= error < 1e-5 for _, error in errors), errors
+    else:
+        assert all(error > 1e-4 for _, error in errors), errors  # int8 from the first layer on
+    # The output layer is the converted run's map: the last row is compare's of the two runs.
+    cache = session.request.cache
+    maps = [cache.read_run(run.key).probabilities for run in session.sides]
+    last = probe.comparison.layers[-1]
+    assert last.max_abs == pytest.approx(float(np.abs(maps[0] - maps[1]).max()), rel=1e-6)
+
+
+def test_int8_tensors_are_dequantized_and_recorded_as_int8(demo_probes):
+    session, _ = demo_probes["litert-int8"]
+    with session.store.open_probe(probe_key(session.sides[1].key)) as other:
+        dtypes = {info.name: info.dtype for info in other.layers}
+        assert dtypes["enc1_1"] == "int8" and dtypes["foreground"] == "float32"
+        assert other.layer(0).dtype == np.float32
+        assert other.meta["tensors_from"] == "LiteRT full int8"
+
+
+def test_layers_fused_by_the_converter_are_listed_and_left_out(models, small_images, tmp_path):
+    cache = ResultCache(tmp_path / "cache")
+    result = segdiff(
+        "layers", models / "encoder_unet.keras", *small_images, "--from", "runtime=tensorflow",
+        "--to", "runtime=litert", "--cache", cache.root, "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    # Batch normalisation folded into its convolution, each convolution fused with the ReLU
+    # layer after it: LiteRT has no tensor for them.
+    assert shown["unmatched"] == ["encoder/conv", "encoder/norm", "decoder/conv"]
+    names = [layer["name"] for layer in shown["layers"]]
+    assert names == [
+        "encoder/relu",
+        "encoder/pool",
+        "encoder/deep",
+        "up",
+        "join",
+        "decoder/relu",
+        "mask",
+    ]
+    assert all(layer["relative_error"] < 1e-5 for layer in shown["layers"])
+    said = subprocess_text(cache, models, small_images)
+    assert "3 layers have no tensor of their own in the converted model" in said
+
+
+def subprocess_text(cache, models, small_images) -> str:
+    result = segdiff(
+        "layers", models / "encoder_unet.keras", *small_images, "--from", "runtime=tensorflow",
+        "--to", "runtime=litert", "--cache", cache.root,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return " ".join(result.stdout.split())
