@@ -19,6 +19,7 @@ from segdiff_gui.core.defaults import (
 )
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.repair import RepairResult, RepairSearch, Trial, blame_order
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.request import MatrixRequest
@@ -45,6 +46,14 @@ class RepairSession:
         memory_budget: int = DEFAULT_LAYER_MEMORY_BUDGET,
         disk_budget: int = DEFAULT_LAYER_DISK_BUDGET,
     ) -> None:
+        if (runtime := RUNTIMES[target.runtime]).conversion:
+            raise InputError(
+                "repair",
+                f"{target.label()} runs a converted model ({runtime.title}): precision repair "
+                "keeps Keras layers in float32 under a mixed-precision policy, and a "
+                "conversion's own quantization is not repaired; the layer probe shows where "
+                "it moves the map",
+            )
         if target.precision == "float32":
             raise InputError(
                 "repair",
