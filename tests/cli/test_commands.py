@@ -109,7 +109,8 @@ def test_devices_reports_cpu_and_build(tmp_path):
     assert probe["facts"]["tf_version"].startswith("2.")
     assert "onednn_enabled" in probe["facts"]
     # Every installed runtime says what it sees, and where it sees no GPU, why.
-    assert set(probe["runtimes"]) == {"tensorflow", "jax", "torch"}
+    # LiteRT's four conversions share one engine, so one probe answers for them.
+    assert set(probe["runtimes"]) == {"tensorflow", "jax", "torch", "litert", "onnxruntime"}
     for name, seen in probe["runtimes"].items():
         assert seen["facts"]["runtime"] == name
         if not any(d["type"] == "GPU" for d in seen["devices"]):
@@ -117,6 +118,9 @@ def test_devices_reports_cpu_and_build(tmp_path):
     hidden = segdiff("devices", "--cache", tmp_path, env={"CUDA_VISIBLE_DEVICES": ""})
     assert hidden.returncode == 0, hidden.stderr
     assert "CUDA_VISIBLE_DEVICES='' hides every GPU" in hidden.stdout
+    said = " ".join(hidden.stdout.split())
+    assert "No GPU visible to LiteRT: its GPU delegate is built for Android and iOS" in said
+    assert "Not installed" not in said
 
 
 def test_usage_errors_exit_2_with_one_line(tmp_path):
