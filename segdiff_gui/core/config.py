@@ -63,7 +63,7 @@ class RunConfig:
         if self.batch == 1:
             # A batch of one has no context: normalise so equal runs get equal cache keys.
             object.__setattr__(self, "context", "set")
-        if self.keep_float32 and self.precision == "float32":
+        if self.keep_float32 and self.precision == "float32" and not refusal(self):
             raise ConfigError(
                 "keep_float32 keeps layers in float32 under a reduced precision; this "
                 "configuration computes everything in float32 already"

@@ -39,13 +39,20 @@ def deployment_advice(conversions: list[Conversion], cutoff_text: str) -> list[F
         return []
     order = sorted(conversions, key=lambda c: (c.effect.flips, c.effect.max_abs))
     best, worst = order[0], order[-1]
-    worst_title = RUNTIMES[worst.runtime].title
+    # Two runs of one runtime (full int8 calibrated on other images) are told by their labels.
+    same = best.runtime == worst.runtime and best is not worst
+
+    def named(conversion: Conversion) -> str:
+        title = RUNTIMES[conversion.runtime].title
+        return f"{title} ({conversion.label})" if same else title
+
+    worst_title = named(worst)
     sentence = (
         f"The converted model is what ships, so measure it, not the Keras model: converting "
         f"to {worst_title} alone gives {_measured(worst)} {cutoff_text} here"
     )
     if best is not worst:
-        sentence += f", {RUNTIMES[best.runtime].title} {_measured(best)}"
+        sentence += f", {named(best)} {_measured(best)}"
     sentence += (
         ". Check the converted model's accuracy against ground truth on a test set (the "
         "test-set sweep with masks) before shipping it"

@@ -29,10 +29,14 @@ class PlannedRun:
     repeat: int
     target: int
     batch: tuple[int, ...]
+    # What the configuration does not say but the label must: a full-int8 run's calibration
+    # set (core/runtimes.calibration_tag), as the stored record's label will say it.
+    tag: str = ""
 
     @property
     def label(self) -> str:
-        return f"{self.config.label()} r{self.repeat}"
+        tag = f" {self.tag}" if self.tag else ""
+        return f"{self.config.label()}{tag} r{self.repeat}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +45,7 @@ class PlannedRun:
             "repeat": self.repeat,
             "target": self.target,
             "batch": list(self.batch),
+            "tag": self.tag,
         }
 
     @classmethod
@@ -51,6 +56,7 @@ class PlannedRun:
             repeat=int(data["repeat"]),
             target=int(data["target"]),
             batch=tuple(data["batch"]),
+            tag=str(data.get("tag", "")),
         )
 
 

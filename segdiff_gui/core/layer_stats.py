@@ -284,10 +284,12 @@ def _unmatched_sentences(unmatched: tuple[str, ...]) -> list[str]:
     shown = ", ".join(unmatched[:5]) + (
         f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else ""
     )
-    noun = "layer has" if len(unmatched) == 1 else "layers have"
+    one = len(unmatched) == 1
     return [
-        f"{len(unmatched)} {noun} no tensor of their own in the converted model (fused into "
-        f"the next op or folded away), so they are not compared: {shown}."
+        f"{len(unmatched)} {'layer' if one else 'layers'} could not be matched to a tensor of "
+        f"{'its' if one else 'their'} own in the converted model (fused into another op, "
+        f"folded away, or renamed by the converter), so {'it is' if one else 'they are'} not "
+        f"compared: {shown}."
     ]
 
 

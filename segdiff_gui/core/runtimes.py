@@ -11,6 +11,7 @@ imports nothing.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ __all__ = [
     "Conversion",
     "Runtime",
     "calibration_set",
+    "calibration_tag",
     "installed_runtimes",
     "refusal",
 ]
@@ -115,6 +117,11 @@ def _converted_refuses(title: str, on_gpu: bool, switches: bool) -> Callable[[An
                 f"onednn=off means nothing under {title}: oneDNN is TensorFlow's CPU kernel "
                 "switch (keep onednn=on)"
             )
+        if config.keep_float32:
+            return (
+                f"keep_float32 means nothing under {title}: it keeps Keras layers in float32 "
+                "under a mixed-precision policy, and the conversion sets the model's precision"
+            )
         if config.precision != "float32":
             return (
                 f"precision={config.precision} means nothing under {title}: the conversion "
@@ -196,7 +203,7 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         "onnxruntime",
         "onnx",
         "segdiff_gui.engine.backends.onnxruntime",
-        "https://onnxruntime.ai/docs/performance/tune-performance/threading.html",
+        "https://onnxruntime.ai/docs/api/python/api_summary.html",
         _converted_refuses("ONNX Runtime", on_gpu=True, switches=True),
         Conversion("onnx", "float32", "float32"),
         converters=("tensorflow", "tf2onnx"),
@@ -230,3 +237,10 @@ def calibration_set(image_hashes: Sequence[str], limit: int) -> list[str]:
         return distinct
     step = len(distinct) / limit
     return [distinct[int(i * step)] for i in range(limit)]
+
+
+def calibration_tag(image_hashes: Sequence[str]) -> str:
+    """A full-int8 run's calibration set in its label: ``cal16#3fa2`` (16 images, and a digest
+    of which): runs calibrated on other images are other models, never repeats of one."""
+    digest = hashlib.sha256("+".join(image_hashes).encode()).hexdigest()[:4]
+    return f"cal{len(image_hashes)}#{digest}"

@@ -33,12 +33,16 @@ class StudyRun:
     # Where it came from when it was merged from a bundle (a bundle's file name), else "": such
     # a run is never taken as the reference while this machine has one of its own.
     merged_from: str = ""
+    # What makes a run another model than its configuration says: a full-int8 run's
+    # calibration set (its tag). Runs calibrated on other images are never repeats.
+    variant: str = ""
 
     @property
-    def identity(self) -> tuple[RunConfig, str]:
-        """What makes runs repeats of one configuration: the configuration and the machine
-        (a run of another host is never a repeat of a local one). A value, not a label."""
-        return (self.config, self.machine)
+    def identity(self) -> tuple[RunConfig, str, str]:
+        """What makes runs repeats of one configuration: the configuration, the machine (a
+        run of another host is never a repeat of a local one) and the variant. A value, not a
+        label."""
+        return (self.config, self.machine, self.variant)
 
     @property
     def configuration(self) -> str:
@@ -156,7 +160,7 @@ class Study:
     @cached_property
     def verdicts(self) -> dict[str, RepeatVerdict]:
         """Determinism of every configuration that was run more than once (on one machine)."""
-        by_identity: dict[tuple[RunConfig, str], list[StudyRun]] = {}
+        by_identity: dict[tuple[RunConfig, str, str], list[StudyRun]] = {}
         for run in sorted(self.runs, key=lambda run: run.repeat):
             by_identity.setdefault(run.identity, []).append(run)
         return {

@@ -132,11 +132,18 @@ def _listening(handler: logging.Handler) -> Iterator[None]:
             logger.removeHandler(handler)
 
 
+def _layer_name(scope: str) -> str:
+    """The Keras layer of a TensorFlow name scope: ``bicubic_up_1/resize`` → ``bicubic_up``
+    (the scope's first part, without the ``_1`` tracing adds; sub-scopes are the layer's
+    own ops)."""
+    return re.sub(r"_\d+$", "", scope.split("/", 1)[0])
+
+
 def _failure(path: Path, conversion: Conversion, text: str) -> InputError:
     target = "LiteRT" if conversion.format == "litert" else "ONNX"
     if conversion.format == "litert" and (op := _LITERT_UNSUPPORTED.search(text)):
         where = _LITERT_LOCATION.search(text)
-        layer = f" (layer {where.group(1)})" if where else ""
+        layer = f" (layer {_layer_name(where.group(1))})" if where else ""
         return InputError(
             path,
             f"cannot be converted to LiteRT: op {op.group(1)}{layer} has no LiteRT builtin "
@@ -145,7 +152,8 @@ def _failure(path: Path, conversion: Conversion, text: str) -> InputError:
     if match := _ONNX_UNSUPPORTED.search(text):
         return InputError(
             path,
-            f"cannot be converted to ONNX: op {match.group(2)} (layer {match.group(1)}) is not "
+            f"cannot be converted to ONNX: op {match.group(2)} (layer "
+            f"{_layer_name(match.group(1))}) is not "
             f"supported by tf2onnx {_version('tf2onnx')}",
         )
     said = [line.strip() for line in text.splitlines() if "error:" in line]

@@ -217,7 +217,9 @@ def converted_probe_run(runner: JobRunner, run: PlannedRun, backend: ConvertedBa
         wall = time.perf_counter() - started
         name = loaded.output_names[runner.output_index]
         raw = outputs[runner.output_index][position]
-        probabilities, _ = to_probabilities(loaded.path, name, raw, job.output)
+        probabilities, _ = to_probabilities(
+            loaded.path, name, raw, job.output, backend.quantized_output
+        )
         assert plain is not None
         if probabilities.shape != plain.shape:
             raise InputError(run.label, "the probe's final map has another shape than its run's")

@@ -73,7 +73,9 @@ def probe_run(runner: JobRunner, run: PlannedRun) -> str:
             raw = backend.to_numpy(outputs[runner.output_index][position])
         wall = time.perf_counter() - started
         name = loaded.output_names[runner.output_index]
-        probabilities, _ = to_probabilities(loaded.path, name, raw, job.output)
+        probabilities, _ = to_probabilities(
+            loaded.path, name, raw, job.output, backend.quantized_output
+        )
         assert plain is not None
         if probabilities.shape != plain.shape:
             raise InputError(run.label, "the probe's final map has another shape than its run's")

@@ -49,24 +49,28 @@ def _softmax(values: np.ndarray) -> np.ndarray:
     return (shifted / shifted.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
-def _already_probabilities(values: np.ndarray, raw_dtype: np.dtype) -> bool:
+def _already_probabilities(values: np.ndarray, raw_dtype: np.dtype, quantized: bool) -> bool:
     if not np.isfinite(values).all() or values.min() < 0.0 or values.max() > 1.0:
         return False
     if values.shape[-1] == 1:
         return True
     worst = float(np.abs(values.sum(axis=-1, dtype=np.float64) - 1.0).max())
-    return worst <= _sum_tolerance(raw_dtype)
+    return worst <= _sum_tolerance(raw_dtype, quantized)
 
 
-def _sum_tolerance(raw_dtype: np.dtype) -> float:
-    low_precision = raw_dtype != np.float32
+def _sum_tolerance(raw_dtype: np.dtype, quantized: bool) -> float:
+    """How far a softmax's channels may sum from 1: float32's rounding, or a low
+    precision's: bfloat16 or float16 outputs, or int8 ones dequantized to float32 (LiteRT's
+    int8 softmax has steps of 1/256)."""
+    low_precision = raw_dtype != np.float32 or quantized
     return _SUM_TOLERANCE_LOW_PRECISION if low_precision else _SUM_TOLERANCE_FLOAT32
 
 
 def to_probabilities(
-    path: Path, name: str, raw: np.ndarray, selection: OutputSelection
+    path: Path, name: str, raw: np.ndarray, selection: OutputSelection, quantized: bool = False
 ) -> tuple[np.ndarray, str]:
-    """Turn one image's raw output (H×W×C) into a float32 map and its kind.
+    """Turn one image's raw output (H×W×C) into a float32 map and its kind (``quantized``:
+    the runtime computed it in int8, whatever dtype it is handed over in).
 
     Returns ``(H×W, "sigmoid")`` for one channel and ``(H×W×C, "softmax")`` for several.
     """
@@ -77,7 +81,7 @@ def to_probabilities(
         )
     values = raw.astype(np.float32)
     channels = values.shape[-1]
-    if selection.activation != "none" and _already_probabilities(values, raw.dtype):
+    if selection.activation != "none" and _already_probabilities(values, raw.dtype, quantized):
         # A second sigmoid squeezes every value into [0.5, 0.73]: all would "flip" at 0.5.
         raise InputError(
             path,
@@ -102,7 +106,7 @@ def to_probabilities(
             fix=f"activation={activation}",
         )
     if channels > 1:
-        tolerance = _sum_tolerance(raw.dtype)
+        tolerance = _sum_tolerance(raw.dtype, quantized)
         worst = float(np.abs(values.sum(axis=-1, dtype=np.float64) - 1.0).max())
         if worst > tolerance:
             raise InputError(

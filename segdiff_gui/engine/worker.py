@@ -250,7 +250,7 @@ class JobRunner:
         name = self.model.output_names[self.output_index]
         position = config.position
         probabilities, kind = to_probabilities(
-            self.model.path, name, raw[position], self.job.output
+            self.model.path, name, raw[position], self.job.output, self.backend.quantized_output
         )
         images = self.job.images
         provenance = {

@@ -157,14 +157,19 @@ def compare_stored(
         if where is not None:
             spatial[position] = where
     kept = {info.name for info in ours}
-    fuller = max((reference.layers, other.layers), key=len)  # the Keras side, where one is
-    left_out = tuple(info.name for info in fuller if info.name not in kept)
+    named = [*_unmatched_list(reference), *_unmatched_list(other)]
+    left_out = tuple(dict.fromkeys(name for name in named if name not in kept))
     return LayerComparison(tuple(stats), left_out), spatial
 
 
-def _unmatched(probe: ProbeTensors) -> set[str]:
+def _unmatched_list(probe: ProbeTensors) -> list[str]:
+    """The layers a converted runtime's probe has no tensor for, in the model's order."""
     names = probe.meta.get("unmatched", [])
-    return {name for name in names if isinstance(name, str)} if isinstance(names, list) else set()
+    return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
+
+
+def _unmatched(probe: ProbeTensors) -> set[str]:
+    return set(_unmatched_list(probe))
 
 
 class LayerProbeSession:

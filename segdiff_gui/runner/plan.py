@@ -19,7 +19,7 @@ from segdiff_gui.core.hashing import hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_REPEATS
-from segdiff_gui.core.runtimes import RUNTIMES, calibration_set
+from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import is_merged
@@ -226,7 +226,8 @@ def plan_matrix(
                 )
                 if key not in seen:  # the same configuration asked twice runs once
                     seen.add(key)
-                    runs.append(PlannedRun(key, config, repeat, target_index, slots))
+                    tag = calibration_tag(calibration) if _calibrated(config) else ""
+                    runs.append(PlannedRun(key, config, repeat, target_index, slots, tag))
 
     decoded: set[str] = set()
     for target_index in targets:

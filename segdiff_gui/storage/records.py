@@ -24,6 +24,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.environment import keyed_environment
 from segdiff_gui.core.hashing import canonical_json, hash_bytes, run_key
 from segdiff_gui.core.limits import MAX_REPEATS, check_stored_bytes
+from segdiff_gui.core.runtimes import calibration_tag
 from segdiff_gui.core.text import printable
 from segdiff_gui.storage.chunked_read import read_stored_array
 from segdiff_gui.storage.hdf5_access import UnreadableEntry, plain_dataset, plain_group
@@ -168,11 +169,23 @@ def is_merged(record: RunRecord) -> bool:
 
 
 def configuration_label(config: RunConfig, provenance: dict[str, Any]) -> str:
-    """``cpu b64``; a run kept beside this machine's is named with its host."""
+    """``cpu b64``; a run kept beside this machine's is named with its host; a full-int8
+    run with its calibration set (``litert-int8 cpu b1 cal16#3fa2``)."""
+    label = config.label()
+    if tag := calibration_of(provenance):
+        label = f"{label} {tag}"
     if "merged_from_key" in provenance:
         host = provenance.get("hostname") or "elsewhere"
-        return f"{printable(str(host))}: {config.label()}"
-    return config.label()
+        return f"{printable(str(host))}: {label}"
+    return label
+
+
+def calibration_of(provenance: dict[str, Any]) -> str:
+    """The calibration tag of a full-int8 run ("" for every other run)."""
+    hashes = provenance.get("calibration_hashes")
+    if not isinstance(hashes, list) or not hashes:
+        return ""
+    return calibration_tag([str(h) for h in hashes])
 
 
 def derived_label(config: RunConfig, repeat: int, provenance: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from segdiff_gui.core.config import OutputSelection, Preprocessing
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.core.study import Study, StudyRun
-from segdiff_gui.storage.records import RunRecord, is_merged
+from segdiff_gui.storage.records import RunRecord, calibration_of, is_merged
 
 __all__ = [
     "RunStore",
@@ -143,7 +143,14 @@ def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
     merged = is_merged(record)
     merged_from = str(record.provenance.get("merged_from_bundle", "a bundle")) if merged else ""
     return StudyRun(
-        record.key, record.label, record.run_config, record.repeat, probabilities, host, merged_from
+        record.key,
+        record.label,
+        record.run_config,
+        record.repeat,
+        probabilities,
+        host,
+        merged_from,
+        calibration_of(record.provenance),
     )
 
 

@@ -57,6 +57,7 @@ def test_knobs_added_later_leave_older_keys_alone():
         ("runtime=litert,device=gpu:0", "LiteRT's GPU delegate is built for Android and iOS"),
         ("runtime=litert-fp16,determinism=on", "determinism=on means nothing under LiteRT"),
         ("runtime=litert-dynamic-int8,tf32=off", "tf32=off means nothing under LiteRT"),
+        ("runtime=litert-int8,keep_float32=enc1", "keep_float32 means nothing under LiteRT full"),
     ],
 )
 def test_knobs_that_mean_nothing_under_a_runtime_are_refused(spec, fragment):

@@ -211,3 +211,24 @@ def test_conversions_get_deployment_advice_with_their_runtimes_documentation() -
     # The batch is still a knob to keep; the runtime is not (it is the deployment).
     assert any("Keep the batch" in f.sentence for f in advice)
     assert not any("Keep the runtime" in f.sentence for f in advice)
+
+
+def test_full_int8_runs_calibrated_on_other_images_are_not_repeats() -> None:
+    """Two litert-int8 runs of one configuration, calibrated on other image sets, are two
+    models: never "nondeterministic" repeats of one."""
+    base = _base()
+    config = RunConfig(runtime="litert-int8")
+    runs = [
+        _run(RunConfig(), 0, base),
+        StudyRun(
+            "a", "litert-int8 cpu b1 cal2#aaaa r0", config, 0, base + 0.01, variant="cal2#aaaa"
+        ),
+        StudyRun(
+            "b", "litert-int8 cpu b1 cal1#bbbb r0", config, 0, base - 0.01, variant="cal1#bbbb"
+        ),
+    ]
+    study = Study(runs, cutoff=0.5)
+    assert study.verdicts == {}
+    text = " ".join(f.sentence for f in diagnose(study))
+    assert " is nondeterministic" not in text and "Turn on op determinism" not in text
+    assert "cal2#aaaa" in text and "cal1#bbbb" in text

@@ -4,6 +4,7 @@ the real command line: each runtime in its own child, the converted artefact cac
 every map cached bit-exactly, and a conversion the converters refuse said in one line."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.hashing import hash_path
+from segdiff_gui.core.runtimes import calibration_tag
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff
 
@@ -54,7 +56,8 @@ def demo_runs(demo, tmp_path_factory):
     cache = ResultCache(tmp_path_factory.mktemp("converted"))
     runs = _run(model, images, cache, SPECS.values())
     assert all(run["status"] == "finished" for run in runs), runs
-    keys = {run["label"]: run["key"] for run in runs}
+    # A full-int8 label names its calibration set (cal16#…): looked up without it.
+    keys = {re.sub(r" cal\d+#\w+", "", run["label"]): run["key"] for run in runs}
     return cache, {name: cache.read_run(keys[label]) for name, label in LABELS.items()}
 
 
@@ -69,9 +72,10 @@ def test_every_runtime_runs_the_demo_in_its_own_child_on_the_cpu(demo_runs):
         assert provenance["conversion_runtime"] == name
         assert provenance["conversion_bytes"] > 10_000
         assert provenance["conversion_converters"]["tensorflow"]
-        assert records[name].label == f"{name} cpu b1 r0"
+        assert re.sub(r" cal16#\w+", "", records[name].label) == f"{name} cpu b1 r0"
     assert records["onnxruntime"].provenance["conversion_converters"]["tf2onnx"]
     assert records["litert-int8"].provenance["compute_dtype"].startswith("int8")
+    assert records["litert-dynamic-int8"].provenance["conversion_quantized_tensors"] > 0
 
 
 def test_threads_and_determinism_reach_the_runtimes_sessions(demo_runs):
@@ -108,6 +112,8 @@ def test_full_int8_is_calibrated_on_the_sets_images_and_keyed_by_them(demo_runs,
     calibration = records["litert-int8"].provenance["calibration_hashes"]
     assert calibration == sorted(hash_path(path) for path in images)
     assert "calibration_hashes" not in records["litert"].provenance
+    # The label says which images: runs calibrated on others are never its repeats.
+    assert records["litert-int8"].label == f"litert-int8 cpu b1 {calibration_tag(calibration)} r0"
 
 
 def test_a_second_run_is_served_from_the_cache_without_converting_again(demo_runs, demo):
@@ -150,14 +156,18 @@ def test_the_softmax_demo_converts_with_its_classes(demo, tmp_path):
     _, images = demo
     model = Path(demo[0]).with_name("unet_softmax3.keras")
     cache = ResultCache(tmp_path / "cache")
-    runs = _run(model, images[:2], cache, ["batch=1", "runtime=litert", "runtime=onnxruntime"])
+    specs = ["batch=1", "runtime=litert", "runtime=onnxruntime", "runtime=litert-int8"]
+    runs = _run(model, images[:2], cache, specs)
+    # Full int8's softmax sums to 1 only within int8's steps (1/256): still probabilities.
     assert all(run["status"] == "finished" for run in runs), runs
     maps = [cache.read_run(run["key"]) for run in runs]
     assert {record.kind for record in maps} == {"softmax"}
     reference = maps[0].probabilities
-    for record in maps[1:]:
+    for record in maps[1:3]:
         assert record.probabilities.shape == reference.shape
         assert np.abs(record.probabilities - reference).max() < 1e-5
+    int8 = maps[3].probabilities
+    assert 1e-3 < np.abs(int8.sum(axis=-1) - 1).max() <= 2e-2
 
 
 def test_a_legacy_tf_keras_h5_runs_under_every_converted_runtime(models, small_images, tmp_path):
@@ -171,6 +181,12 @@ def test_a_legacy_tf_keras_h5_runs_under_every_converted_runtime(models, small_i
     ulp = np.abs(reference.view(np.int32).astype(np.int64) - onnx.view(np.int32))
     assert ulp.max() <= 8  # ONNX Runtime float32: within a few ULP of Keras on this model
     assert {record.provenance["model_format"] for record in records} == {"h5"}
+    # Its weights are too small for LiteRT to quantize (< 1,024 elements): said, not hidden.
+    dynamic = records[3].provenance
+    assert dynamic["runtime"] == "litert-dynamic-int8"
+    assert dynamic["compute_dtype"] == "float32 (nothing quantized)"
+    assert dynamic["conversion_quantized_tensors"] == 0
+    assert "quantized no tensor of this model" in dynamic["conversion_warnings"][0]
 
 
 def test_an_op_the_converters_refuse_is_one_line_naming_it(models, small_images, tmp_path):

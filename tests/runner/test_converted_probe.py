@@ -115,7 +115,19 @@ def test_layers_fused_by_the_converter_are_listed_and_left_out(models, small_ima
     ]
     assert all(layer["relative_error"] < 1e-5 for layer in shown["layers"])
     said = subprocess_text(cache, models, small_images)
-    assert "3 layers have no tensor of their own in the converted model" in said
+    assert "3 layers could not be matched to a tensor of their own in the converted model" in said
+
+
+def test_two_converted_sides_name_what_neither_could_match(models, small_images, tmp_path):
+    cache = ResultCache(tmp_path / "cache")
+    result = segdiff(
+        "layers", models / "encoder_unet.keras", *small_images, "--from", "runtime=litert",
+        "--to", "runtime=litert-fp16", "--cache", cache.root, "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["unmatched"] == ["encoder/conv", "encoder/norm", "decoder/conv"]
+    assert len(shown["layers"]) == 7
 
 
 def subprocess_text(cache, models, small_images) -> str:

@@ -39,6 +39,9 @@ class Backend(abc.ABC):
     """One runtime (TensorFlow, JAX, PyTorch) as the run loop sees it."""
 
     name: str
+    # Whether outputs are computed in int8 (a full-int8 conversion): a softmax's channels then
+    # sum to 1 only within int8's steps.
+    quantized_output = False
 
     @abc.abstractmethod
     def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:

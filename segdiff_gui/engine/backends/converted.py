@@ -52,6 +52,7 @@ class ConvertedBackend(Backend):
         self.runtime = RUNTIMES[runtime]
         self.conversion = self.runtime.conversion
         assert self.conversion is not None
+        self.quantized_output = self.conversion.quantization == "int8"
         self.settings = RunConfig(runtime=runtime)
         self.source: ConversionSource | None = None
         self.converted: ConvertedModel | None = None
@@ -93,11 +94,32 @@ class ConvertedBackend(Backend):
             stored = store.read(key)
         if stored is None:
             stored = convert(model, self.runtime, key, self.calibration_batches)
+            stored = self._with_quantization_count(stored)
             store.write(stored)
         else:
             self.reused = True
         self.converted = stored
         return stored
+
+    def quantized_tensors(self, data: bytes) -> int | None:
+        """How many of the artefact's tensors the conversion quantized (None: not counted)."""
+        return None
+
+    def _with_quantization_count(self, converted: ConvertedModel) -> ConvertedModel:
+        """A quantizing conversion that quantized nothing says so: LiteRT leaves weights of
+        fewer than 1,024 elements in float32, so a small model's "int8" is its float32."""
+        assert self.conversion is not None
+        count = self.quantized_tensors(converted.data)
+        if count is None or self.conversion.quantization == "float32":
+            return converted
+        facts = {**converted.facts, "quantized_tensors": count}
+        if count == 0:
+            said = (
+                f"{self.runtime.title} quantized no tensor of this model (LiteRT quantizes "
+                "weights of 1,024 elements or more): it computes as the float32 conversion"
+            )
+            facts["warnings"] = [said, *facts.get("warnings", [])]
+        return ConvertedModel(converted.key, converted.data, facts)
 
     # running ---------------------------------------------------------------------------------
     def open_session(self, data: bytes, config: RunConfig) -> Session:
@@ -121,6 +143,8 @@ class ConvertedBackend(Backend):
 
     def compute_dtype(self) -> str:
         assert self.conversion is not None
+        if self.converted is not None and self.converted.facts.get("quantized_tensors") == 0:
+            return "float32 (nothing quantized)"
         return {
             "float32": "float32",
             "float16": "float32 (float16 weights)",

@@ -48,6 +48,12 @@ class LiteRTBackend(ConvertedBackend):
         # num_threads None: the interpreter's own choice (threads=0, as TensorFlow's default).
         return _session(Interpreter(model_content=data, num_threads=config.threads or None))
 
+    def quantized_tensors(self, data: bytes) -> int:
+        """Tensors stored in int8 or float16 (the quantized weights and, for full int8, the
+        activations)."""
+        details = Interpreter(model_content=data).get_tensor_details()
+        return sum(np.dtype(d["dtype"]) in (np.int8, np.float16) for d in details)
+
     def intermediates(
         self,
         data: bytes,
