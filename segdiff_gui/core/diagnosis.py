@@ -84,12 +84,15 @@ def _repeatability(study: Study) -> list[Finding]:
     if repeatable:
         counts = sorted({study.verdicts[name].repeats for name in repeatable})
         repeats = " or ".join(map(str, counts))
-        every = "Every" if len(repeatable) == len(study.verdicts) else "These"
+        which = (
+            "Every configuration run more than once gave bitwise-equal maps over its"
+            if len(repeatable) == len(study.verdicts)
+            else "These configurations gave bitwise-equal maps over their"
+        )
         findings.append(
             Finding(
                 "repeatability",
-                f"{every} configuration run more than once gave bitwise-equal maps over its "
-                f"{repeats} repeats: {', '.join(repeatable)}.",
+                f"{which} {repeats} repeats: {', '.join(repeatable)}.",
                 "bitwise equal",
             )
         )

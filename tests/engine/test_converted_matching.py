@@ -1,10 +1,11 @@
 """Matching a converted model's tensors to the Keras layers they came from, by the names the
 converters give them: nested scopes, the ``_1`` tracing adds, fused chains, ONNX's
-channels-first layout, and what cannot be matched."""
+channels-first layout, and what cannot be matched. (No runtime is imported: the test process
+stays free of TensorFlow, which other tests of this worker check.)"""
 
 import numpy as np
 
-from segdiff_gui.engine.converted_probe import (
+from segdiff_gui.engine.tensor_matching import (
     ExpectedLayer,
     RuntimeTensor,
     last_of_each_layer,

@@ -21,8 +21,8 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.engine.backends.base import Backend, Outputs, RunError
 from segdiff_gui.engine.conversion import conversion_key_of, convert
-from segdiff_gui.engine.converted_probe import RuntimeTensor
 from segdiff_gui.engine.facts import cpu_model
+from segdiff_gui.engine.tensor_matching import RuntimeTensor
 from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
 

@@ -17,7 +17,7 @@ from ai_edge_litert.interpreter import Interpreter
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.engine.backends.base import RunError
 from segdiff_gui.engine.backends.converted import ConvertedBackend, Session
-from segdiff_gui.engine.converted_probe import RuntimeTensor
+from segdiff_gui.engine.tensor_matching import RuntimeTensor
 
 __all__ = ["LiteRTBackend"]
 

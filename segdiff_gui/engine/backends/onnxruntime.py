@@ -16,8 +16,8 @@ import onnxruntime as ort
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.engine.backends.base import RunError
 from segdiff_gui.engine.backends.converted import ConvertedBackend, Session
-from segdiff_gui.engine.converted_probe import RuntimeTensor
 from segdiff_gui.engine.gpu_identity import gpu_identities
+from segdiff_gui.engine.tensor_matching import RuntimeTensor
 
 __all__ = ["OnnxRuntimeBackend"]
 
