@@ -17,18 +17,11 @@ from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.layers import probe_key
 from tests.conftest import segdiff
+from tests.runner.test_layer_probe import _probe
 
 pytestmark = pytest.mark.slow
 
 CONVERTED = ("litert", "litert-int8", "onnxruntime")
-
-
-def _probe(session: LayerProbeSession) -> LayerProbe:
-    for _ in session.plain_runner().run():
-        pass
-    for _ in session.probe_runner().run():
-        pass
-    return session.compare()
 
 
 @pytest.fixture(scope="module")
