@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.cutoff_findings import cutoff_findings, quietest_cutoff
 from segdiff_gui.core.deployment import Conversion, deployment_advice, is_conversion
-from segdiff_gui.core.findings import Finding, plural
+from segdiff_gui.core.findings import Finding, plural, verb
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.runtimes import RUNTIMES
-from segdiff_gui.core.spread import at_risk_mask
 from segdiff_gui.core.study import Study, StudyRun
 
 __all__ = ["DOCS", "TOPICS", "Finding", "by_topic", "diagnose"]  # Finding: core/findings.py
@@ -34,10 +32,6 @@ TOPICS = {
 # Where TensorFlow documents each knob, and how sentences name it: from the knob registry.
 DOCS = {knob.name: knob.link for knob, _ in KNOB_GROUPS}
 _KNOB_NAMES = {knob.name: knob.title for knob, _ in KNOB_GROUPS}
-
-
-def _verb(count: int, one: str, many: str) -> str:
-    return one if count == 1 else many
 
 
 def _effect_text(effect: Effect, cutoff_text: str) -> str:
@@ -220,59 +214,6 @@ def _knob_effects(
     return findings, alone, varied, conversions
 
 
-def _quietest_cutoff(reference: np.ndarray, margin: float, cutoff: float) -> tuple[float, int]:
-    """Among cutoffs within ±0.1 of ``cutoff`` (steps of 0.01), the one with the fewest
-    at-risk pixels, and that count."""
-    candidates = np.round(np.arange(-0.1, 0.1001, 0.01) + cutoff, 2)
-    candidates = candidates[(candidates > 0) & (candidates < 1)]
-    counts = [int(at_risk_mask(reference, margin, float(c)).sum()) for c in candidates]
-    best = int(np.argmin(counts))
-    return float(candidates[best]), counts[best]
-
-
-def _tie_findings(study: Study) -> list[Finding]:
-    """Pixels whose top classes are exactly equal in a run: argmax's lowest class is no class
-    decision, and they are said apart from the flips."""
-    tied = [(run, study.comparisons[run.key].ties) for run in study.others]
-    tied = [(run, count) for run, count in tied if count]
-    if not tied:
-        return []
-    run, count = max(tied, key=lambda pair: pair[1])
-    return [
-        Finding(
-            "cutoff",
-            f"{plural(count, 'pixel')} of {run.label} (against {study.reference.label}) "
-            f"{_verb(count, 'has', 'have')} "
-            "their most likely classes exactly equal in one of the two maps (a low-precision "
-            "map can round them to one value): argmax gives such a pixel the lowest class, which "
-            "is no class decision, so they are counted as ties, not flips.",
-            f"{count:,} tied",
-        )
-    ]
-
-
-def _cutoff_findings(study: Study, cutoff_text: str) -> list[Finding]:
-    flipped = int(study.any_flips().sum())
-    at_risk = int(study.at_risk.sum())
-    if not study.others or (flipped == 0 and at_risk == 0):
-        return _tie_findings(study) if study.others else []
-    worst = max(study.others, key=lambda run: int(study.flips(run).sum()))
-    worst_count = int(study.flips(worst).sum())
-    most = f" (most in {worst.label}: {worst_count:,})" if worst_count else ""
-    return [
-        *_tie_findings(study),
-        Finding(
-            "cutoff",
-            f"{cutoff_text.capitalize()}, {plural(flipped, 'pixel')} "
-            f"{_verb(flipped, 'changes', 'change')} class in at least one run{most}; "
-            f"{plural(at_risk, 'pixel')} {_verb(at_risk, 'is', 'are')} at risk: the largest "
-            "observed "
-            f"difference ({study.margin:.3g}) could move them across.",
-            f"{flipped:,} flips, {at_risk:,} at risk",
-        ),
-    ]
-
-
 def _single_knob(first: StudyRun, second: StudyRun) -> str | None:
     """The knob two runs differ in, when they differ in exactly one."""
     steps = plan_attribution(first.config, second.config).steps
@@ -351,7 +292,7 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
         )
     at_risk = int(study.at_risk.sum())
     if at_risk and not study.multiclass:
-        best, count = _quietest_cutoff(reference.probabilities, study.margin, study.cutoff)
+        best, count = quietest_cutoff(reference.probabilities, study.margin, study.cutoff)
         elsewhere = (
             f"; of the cutoffs within ±0.1, {best:g} has the fewest ({count:,})"
             if count < at_risk
@@ -362,7 +303,7 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
                 "advice",
                 f"Treat the {plural(at_risk, 'at-risk pixel')} as uncertain, or choose a "
                 f"cutoff away from dense regions of the map: {cutoff_text}, "
-                f"{plural(at_risk, 'pixel')} {_verb(at_risk, 'lies', 'lie')} within "
+                f"{plural(at_risk, 'pixel')} {verb(at_risk, 'lies', 'lie')} within "
                 f"{study.margin:.3g} of it{elsewhere}.",
                 f"{at_risk:,} at risk",
             )
@@ -396,7 +337,7 @@ def diagnose(study: Study) -> list[Finding]:
     findings = _repeatability(study)
     knob_findings, alone, varied, conversions = _knob_effects(study, cutoff_text)
     findings += knob_findings
-    findings += _cutoff_findings(study, cutoff_text)
+    findings += cutoff_findings(study, cutoff_text)
     findings += deployment_advice(conversions, cutoff_text)
     findings += _advice(study, alone, cutoff_text)
     if not any(run.config.is_gpu for run in study.runs):

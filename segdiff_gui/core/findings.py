@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Finding", "plural"]
+__all__ = ["Finding", "plural", "verb"]
 
 
 @dataclass(frozen=True)
@@ -25,3 +25,7 @@ class Finding:
 
 def plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def verb(count: int, one: str, many: str) -> str:
+    return one if count == 1 else many

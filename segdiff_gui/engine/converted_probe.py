@@ -23,13 +23,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.protocol import BatchProgress
-from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
-from segdiff_gui.engine.outputs import to_probabilities
+from segdiff_gui.engine.probe_finish import finish_probe
 from segdiff_gui.engine.tensor_matching import (
     ExpectedLayer,
     RuntimeTensor,
@@ -113,33 +111,10 @@ def converted_probe_run(runner: JobRunner, run: PlannedRun, backend: ConvertedBa
             writer.add(layer.name, layer.class_name, tensor.dtype, layer.shape, target)
             step = min(writer.count, total)
             runner.channel.send(BatchProgress(run.key, step, total, f"layer {layer.name}"))
-        wall = time.perf_counter() - started
-        name = loaded.output_names[runner.output_index]
-        raw = outputs[runner.output_index][position]
-        probabilities, _ = to_probabilities(
-            loaded.path, name, raw, job.output, backend.quantized_output
-        )
         assert plain is not None
-        if probabilities.shape != plain.shape:
-            raise InputError(run.label, "the probe's final map has another shape than its run's")
-        check = compare_maps(plain, probabilities)
-        writer.finish(
-            {
-                "run_key": run.key,
-                "probe_key": key,
-                "label": run.label,
-                "config": config.to_dict(),
-                "layers": writer.count,
-                "unmatched": unmatched,
-                "tensors_from": backend.runtime.title,
-                "final": {
-                    "bitwise_equal": check.bitwise_equal,
-                    "differing_pixels": check.differing_pixels,
-                    "max_ulp": check.max_ulp,
-                },
-                "wall_time_s": wall,
-                "timestamp": local_timestamp(),
-            },
-            probabilities,
-        )
+        raw = outputs[runner.output_index][position]
+        finish_probe(
+            runner, run, writer, key, raw, plain, started,
+            unmatched=unmatched, tensors_from=backend.runtime.title,
+        )  # fmt: skip
     return "cpu:0" if not config.is_gpu else config.device

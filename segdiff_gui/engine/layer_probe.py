@@ -13,16 +13,14 @@ from typing import TYPE_CHECKING
 
 import keras
 
-from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.protocol import BatchProgress
-from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.backends.converted import ConvertedBackend
 from segdiff_gui.engine.converted_probe import converted_probe_run
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
 from segdiff_gui.engine.models import computing_layers
-from segdiff_gui.engine.outputs import to_probabilities
+from segdiff_gui.engine.probe_finish import finish_probe
 from segdiff_gui.storage.layers import LayerStore, probe_key
 
 if TYPE_CHECKING:
@@ -71,30 +69,6 @@ def probe_run(runner: JobRunner, run: PlannedRun) -> str:
         with backend.probe_scope(config):
             outputs = run_layer_by_layer(model, [backend.probe_input(batch, config)], call, emit)
             raw = backend.to_numpy(outputs[runner.output_index][position])
-        wall = time.perf_counter() - started
-        name = loaded.output_names[runner.output_index]
-        probabilities, _ = to_probabilities(
-            loaded.path, name, raw, job.output, backend.quantized_output
-        )
         assert plain is not None
-        if probabilities.shape != plain.shape:
-            raise InputError(run.label, "the probe's final map has another shape than its run's")
-        check = compare_maps(plain, probabilities)
-        writer.finish(
-            {
-                "run_key": run.key,
-                "probe_key": key,
-                "label": run.label,
-                "config": config.to_dict(),
-                "layers": writer.count,
-                "final": {
-                    "bitwise_equal": check.bitwise_equal,
-                    "differing_pixels": check.differing_pixels,
-                    "max_ulp": check.max_ulp,
-                },
-                "wall_time_s": wall,
-                "timestamp": local_timestamp(),
-            },
-            probabilities,
-        )
+        finish_probe(runner, run, writer, key, raw, plain, started)
     return config.device
