@@ -4,7 +4,7 @@ bundle, without merging it). No TensorFlow, no children: everything is in the HD
 from __future__ import annotations
 
 import argparse
-from typing import Any, NamedTuple
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,12 +20,12 @@ from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.study import Study
 from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
-from segdiff_gui.runner.reports import report_context, study_report
+from segdiff_gui.runner.reports import comparison_summary, report_context, study_report
+from segdiff_gui.runner.sources import GroupStudy, RunsSource, group_studies, read_source
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_reference, select_run
@@ -34,7 +34,6 @@ from segdiff_gui.storage.studies import (
     comparable_groups,
     group_id,
     group_of,
-    group_titles,
     load_study,
     target_image,
 )
@@ -42,65 +41,24 @@ from segdiff_gui.storage.studies import (
 __all__ = ["command_check", "command_compare", "command_export", "command_report"]
 
 
-class RunsSource(NamedTuple):
-    store: RunStore
-    records: list[RunRecord]
-    where: str
-    damaged: list[InputError]
-
-
 def runs_source(args: argparse.Namespace) -> RunsSource:
     """The runs to analyse: a bundle given with --bundle, else the cache; and every entry that
     could not be read (each command reports them, and then exits 2: it did not see them)."""
-    if getattr(args, "bundle", None):
-        bundle = BundleReader(args.bundle)
-        scan = bundle.scan()
-        where = str(bundle.path)
-        store: RunStore = bundle
-    else:
-        cache = open_cache(args)
-        scan = cache.scan()
-        where, store = str(cache.root), cache
-    if not scan.records:
-        if scan.damaged:
-            report_damaged(err_console(), scan.damaged[1:])
-            raise scan.damaged[0]
-        raise InputError(where, "holds no runs; run 'segdiff run' or 'segdiff demo' first")
-    return RunsSource(store, scan.records, where, list(scan.damaged))
-
-
-class GroupStudy(NamedTuple):
-    """One comparable group's study, a sample record of it, and its title (which names the
-    settings where two groups of one model and image differ in them)."""
-
-    study: Study
-    record: RunRecord
-    title: str
+    store = BundleReader(args.bundle) if getattr(args, "bundle", None) else open_cache(args)
+    return read_source(
+        store,
+        "run 'segdiff run' or 'segdiff demo' first",
+        lambda damaged: report_damaged(err_console(), damaged),
+    )
 
 
 def studies_of(
     args: argparse.Namespace,
 ) -> tuple[RunStore, list[GroupStudy], str, list[InputError]]:
     """One study per comparable group (or just the group of --ref), with a sample record."""
-    store, records, where, damaged = runs_source(args)
-    titles = group_titles(comparable_groups(records))
-    groups = comparable_groups(records, args.model, args.image, args.group)
-    if args.ref:
-        # A label like "cpu b1 r0" exists for every image: --model/--image/--group narrow it.
-        reference = select_reference([r for group in groups for r in group], args.ref)
-        group = group_of(records, reference)
-        study = load_study(store, group, args.cutoff, reference, damaged)
-        studies = [GroupStudy(study, reference, titles[group_id(reference)])]
-    else:
-        studies = []
-        for group in groups:
-            try:
-                study = load_study(store, group, args.cutoff, None, damaged)
-            except InputError as error:  # no run of the group could be read: the others can
-                damaged.append(error)
-                continue
-            studies.append(GroupStudy(study, group[0], titles[group_id(group[0])]))
-    return store, studies, where, damaged
+    source = runs_source(args)
+    studies = group_studies(source, args.cutoff, args.model, args.image, args.group, args.ref)
+    return source.store, studies, source.where, source.damaged
 
 
 def context_of(record: RunRecord, where: str) -> dict[str, Any]:
@@ -111,19 +69,7 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
     _, studies, where, damaged = studies_of(args)
     status = report_damaged(err, damaged)
     if args.json:
-        _json(
-            [
-                {
-                    **context_of(record, where),
-                    "cutoff": study.cutoff,
-                    "reference": study.reference.label,
-                    "comparisons": study.rows(),
-                    "determinism": {k: v.sentence() for k, v in study.verdicts.items()},
-                    "at_risk": {"margin": study.margin, "pixels": int(study.at_risk.sum())},
-                }
-                for study, record, _ in studies
-            ]
-        )
+        _json([comparison_summary(study, context_of(r, where)) for study, r, _ in studies])
         return status
     for study, record, title in studies:
         out.print(f"[bold]{escape(title)}[/]: {_plural(len(study.runs), 'run')}")

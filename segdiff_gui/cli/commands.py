@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.cli.hints import with_flag
-from segdiff_gui.cli.progress_view import MatrixOutcome, drive
+from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
 from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
 from segdiff_gui.cli.text import plural as _plural
@@ -29,6 +29,7 @@ from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
 from segdiff_gui.runner.matrices import demo_configs
+from segdiff_gui.runner.outcome import MatrixOutcome
 from segdiff_gui.runner.plan import MatrixPlan, check_model_path, shard_slice
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import check_bundle, is_bundle, merge_bundle, write_bundle
@@ -79,15 +80,12 @@ def run_matrix(
         for entry in plan.damaged:
             stderr.print(f"recomputing a damaged run: {entry}", markup=False, highlight=False)
     outcome = drive(runner, stderr, quiet=args.json, debug=args.debug)
-    if outcome.fatal is not None:
-        if args.debug and outcome.fatal.detail:
-            stderr.print(outcome.fatal.detail, markup=False, highlight=False)
-        raise InputError(outcome.fatal.path, outcome.fatal.problem, outcome.fatal.fix)
-    reasons = {(run["error"], run["fix"]) for run in outcome.failed if run.get("input_error")}
-    if len(reasons) == 1 and len(outcome.failed) == len(outcome.runs):
-        # Every run failed for the same reason in the input: that is one input error (its
-        # child's log was shown as it happened, with --debug).
-        raise InputError.from_message(*reasons.pop())
+    if outcome.fatal is not None and args.debug and outcome.fatal.detail:
+        stderr.print(outcome.fatal.detail, markup=False, highlight=False)
+    # A child that could not load the model, or one reason every run failed for: that is one
+    # input error (its child's log was shown as it happened, with --debug).
+    if (error := outcome.input_error()) is not None:
+        raise error
     if not args.json:
         for run in outcome.failed:
             if run.get("input_error"):

@@ -29,6 +29,7 @@ from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
 from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.runner.reports import diagnosis_summary
 from segdiff_gui.storage.selection import select_reference
 from segdiff_gui.storage.studies import comparable_groups, group_of
 
@@ -168,17 +169,7 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
     status = report_damaged(err, damaged)
     studies.sort(key=lambda pair: (pair.record.model_name, pair.record.target_name))
     if args.json:
-        _json(
-            [
-                {
-                    **context_of(record, where),
-                    "reference": study.reference.label,
-                    "cutoff": study.cutoff,
-                    "findings": [finding.to_dict() for finding in diagnose(study)],
-                }
-                for study, record, _ in studies
-            ]
-        )
+        _json([diagnosis_summary(study, context_of(r, where)) for study, r, _ in studies])
         return status
     if len(studies) > 1:
         out.print(

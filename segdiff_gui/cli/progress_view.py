@@ -3,38 +3,22 @@ plain line per finished run otherwise (CI logs), nothing on stdout (kept for ``-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from segdiff_gui.core.protocol import (
     BatchProgress,
-    ChildFatal,
+    Message,
     PlanReady,
-    RunCached,
     RunFailed,
     RunFinished,
     RunStarted,
 )
 from segdiff_gui.runner.matrix import MatrixRunner
+from segdiff_gui.runner.outcome import MatrixOutcome, follow
 
-__all__ = ["MatrixOutcome", "drive"]
-
-
-@dataclass
-class MatrixOutcome:
-    """What happened to every run, for the exit code and ``--json``."""
-
-    runs: list[dict[str, Any]] = field(default_factory=list)
-    fatal: ChildFatal | None = None
-    interrupted: bool = False
-
-    @property
-    def failed(self) -> list[dict[str, Any]]:
-        return [run for run in self.runs if run["status"] == "failed"]
+__all__ = ["drive"]
 
 
 def drive(
@@ -51,7 +35,6 @@ def drive(
     are left for the caller, which reports one that every run shares as a single line.
     """
     console = console or Console(stderr=True)
-    outcome = MatrixOutcome()
     live = console.is_terminal and not quiet
     progress = Progress(
         TextColumn("{task.description}"),
@@ -64,67 +47,35 @@ def drive(
     )
     task = progress.add_task("planning", total=None)
     labels: dict[str, str] = {}
-    try:
-        with progress:
-            for message in runner.run():
-                if isinstance(message, PlanReady):
-                    progress.update(
-                        task,
-                        total=message.total - message.cached,
-                        description=f"{message.total} runs, {message.cached} cached",
-                    )
-                elif isinstance(message, RunCached):
-                    outcome.runs.append(
-                        {"key": message.key, "label": message.label, "status": "cached"}
-                    )
-                elif isinstance(message, RunStarted):
-                    labels[message.key] = message.label
-                    progress.update(task, description=message.label)
-                elif isinstance(message, BatchProgress):
-                    progress.update(
-                        task, description=f"{labels.get(message.key, '')}: {message.what}"
-                    )
-                elif isinstance(message, RunFinished):
-                    progress.advance(task)
-                    outcome.runs.append(
-                        {
-                            "key": message.key,
-                            "label": message.label,
-                            "status": "finished",
-                            "seconds": message.seconds,
-                            "device": message.device,
-                        }
-                    )
-                    if not quiet:  # above the bar on a terminal, a log line elsewhere
-                        console.print(
-                            f"{done} {escape(message.label)} on {escape(message.device)} "
-                            f"in {message.seconds:.2f} s",
-                            highlight=False,
-                        )
-                elif isinstance(message, RunFailed):
-                    progress.advance(task)
-                    outcome.runs.append(
-                        {
-                            "key": message.key,
-                            "label": message.label,
-                            "status": "failed",
-                            "error": message.error,
-                            "input_error": message.input_error,
-                            "detail": message.detail,
-                            "fix": message.fix,
-                        }
-                    )
-                    if not quiet and not message.input_error:
-                        console.print(
-                            f"[red]failed[/] {escape(message.label)}: {escape(message.error)}"
-                        )
-                    if not quiet and debug and message.detail:
-                        # The child's log (its traceback, TensorFlow's own lines): --debug
-                        # shows it for every failure, input errors too.
-                        console.print(message.detail, markup=False)
-                elif isinstance(message, ChildFatal):
-                    outcome.fatal = outcome.fatal or message
-    except KeyboardInterrupt:
-        runner.cancel()
-        outcome.interrupted = True
-    return outcome
+
+    def show(message: Message) -> None:
+        if isinstance(message, PlanReady):
+            progress.update(
+                task,
+                total=message.total - message.cached,
+                description=f"{message.total} runs, {message.cached} cached",
+            )
+        elif isinstance(message, RunStarted):
+            labels[message.key] = message.label
+            progress.update(task, description=message.label)
+        elif isinstance(message, BatchProgress):
+            progress.update(task, description=f"{labels.get(message.key, '')}: {message.what}")
+        elif isinstance(message, RunFinished):
+            progress.advance(task)
+            if not quiet:  # above the bar on a terminal, a log line elsewhere
+                console.print(
+                    f"{done} {escape(message.label)} on {escape(message.device)} "
+                    f"in {message.seconds:.2f} s",
+                    highlight=False,
+                )
+        elif isinstance(message, RunFailed):
+            progress.advance(task)
+            if not quiet and not message.input_error:
+                console.print(f"[red]failed[/] {escape(message.label)}: {escape(message.error)}")
+            if not quiet and debug and message.detail:
+                # The child's log (its traceback, TensorFlow's own lines): --debug shows it
+                # for every failure, input errors too.
+                console.print(message.detail, markup=False)
+
+    with progress:
+        return follow(runner, show)

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.cli.text import plural as _plural
-from segdiff_gui.core.sweep import SweepSummary
+from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.io.tables import write_sweep_csv
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
@@ -27,6 +27,10 @@ def _percent(value: float | None) -> str:
 
 def _delta(value: float | None) -> str:
     return "" if value is None else f"{value:+.2e}"
+
+
+# How the command line asks for what a sweep did not measure.
+_HOW = SweepHints(masks="--masks FOLDER", repeats="--repeats 2 or more")
 
 
 def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
@@ -83,56 +87,8 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
                 ],
             )
         out.print(per_image)
-    for line in sweep_sentences(summary):
+    for line in sweep_sentences(summary, _HOW):
         out.print(line, markup=False)
-
-
-def sweep_sentences(summary: SweepSummary) -> list[str]:
-    """The test-set means in words; partial configurations are named, not compared."""
-    rows = summary.rows()
-    lines = []
-    if summary.without_reference:
-        missing = summary.without_reference
-        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        lines.append(
-            f"Left out: {_plural(len(missing), 'image')} without a run of {summary.reference} "
-            f"({', '.join(missing[:5])}{more})."
-        )
-    partial = [r["configuration"] for r in rows if r["partial"]]
-    if partial:
-        lines.append(
-            f"Partial (run on only some of the {len(summary.images)} images, so left out of "
-            f"the sentences below): {', '.join(partial)}."
-        )
-    if not summary.has_truth:
-        return [*lines, "No ground truth given (--masks FOLDER): Dice and IoU not computed."]
-    complete = [r for r in rows if not r["partial"]]
-    with_truth = max((r["truth_images"] for r in complete), default=0)
-    if with_truth < len(summary.images):
-        lines.append(
-            f"Ground truth found for {with_truth} of {len(summary.images)} images: Dice and "
-            "IoU cover those only."
-        )
-    others = [r for r in complete if not r["is_reference"] and r["delta_mean_dice"] is not None]
-    if others:
-        top = max(others, key=lambda r: abs(r["delta_mean_dice"]))
-        lines.append(
-            f"The test-set mean Dice moves by at most {abs(top['delta_mean_dice']):.2e} from the "
-            f"reference ({top['configuration']} against {summary.reference}: "
-            f"{top['mean_dice']:.6f} vs {top['mean_dice'] - top['delta_mean_dice']:.6f})."
-        )
-    ranges = [r for r in complete if r["dice_repeat_range"] is not None]
-    if ranges:
-        top = max(ranges, key=lambda r: r["dice_repeat_range"])
-        unchanged = top["dice_repeat_range"] == 0
-        meaning = ": nondeterminism does not change the reported mean" if unchanged else ""
-        lines.append(
-            f"Over repeats, the mean Dice of one configuration varies by at most "
-            f"{top['dice_repeat_range']:.2e} ({top['configuration']}){meaning}."
-        )
-    else:
-        lines.append("Repeats not measured over the whole set (--repeats 2 or more to see them).")
-    return lines
 
 
 def build_sweep(

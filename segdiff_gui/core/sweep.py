@@ -21,9 +21,18 @@ import numpy as np
 
 from segdiff_gui.core.analysis import class_map
 from segdiff_gui.core.attribution import Effect
+from segdiff_gui.core.findings import plural
 from segdiff_gui.core.study import Study
 
-__all__ = ["ImageSummary", "Overlap", "SweepSummary", "overlap", "summarise_image"]
+__all__ = [
+    "ImageSummary",
+    "Overlap",
+    "SweepHints",
+    "SweepSummary",
+    "overlap",
+    "summarise_image",
+    "sweep_sentences",
+]
 
 
 @dataclass(frozen=True)
@@ -217,3 +226,60 @@ class SweepSummary:
             "configurations": self.rows(),
             "images": [summary.to_dict() for summary in self.images],
         }
+
+
+@dataclass(frozen=True)
+class SweepHints:
+    """How a front end asks for ground truth and for repeats, in its own words."""
+
+    masks: str
+    repeats: str
+
+
+def sweep_sentences(summary: SweepSummary, how: SweepHints) -> list[str]:
+    """The test-set means in words; partial configurations are named, not compared. ``how``
+    says, in the front end's words, how to measure what was not."""
+    rows = summary.rows()
+    lines = []
+    if summary.without_reference:
+        missing = summary.without_reference
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        lines.append(
+            f"Left out: {plural(len(missing), 'image')} without a run of {summary.reference} "
+            f"({', '.join(missing[:5])}{more})."
+        )
+    partial = [r["configuration"] for r in rows if r["partial"]]
+    if partial:
+        lines.append(
+            f"Partial (run on only some of the {len(summary.images)} images, so left out of "
+            f"the sentences below): {', '.join(partial)}."
+        )
+    if not summary.has_truth:
+        return [*lines, f"No ground truth given ({how.masks}): Dice and IoU not computed."]
+    complete = [r for r in rows if not r["partial"]]
+    with_truth = max((r["truth_images"] for r in complete), default=0)
+    if with_truth < len(summary.images):
+        lines.append(
+            f"Ground truth found for {with_truth} of {len(summary.images)} images: Dice and "
+            "IoU cover those only."
+        )
+    others = [r for r in complete if not r["is_reference"] and r["delta_mean_dice"] is not None]
+    if others:
+        top = max(others, key=lambda r: abs(r["delta_mean_dice"]))
+        lines.append(
+            f"The test-set mean Dice moves by at most {abs(top['delta_mean_dice']):.2e} from the "
+            f"reference ({top['configuration']} against {summary.reference}: "
+            f"{top['mean_dice']:.6f} vs {top['mean_dice'] - top['delta_mean_dice']:.6f})."
+        )
+    ranges = [r for r in complete if r["dice_repeat_range"] is not None]
+    if ranges:
+        top = max(ranges, key=lambda r: r["dice_repeat_range"])
+        unchanged = top["dice_repeat_range"] == 0
+        meaning = ": nondeterminism does not change the reported mean" if unchanged else ""
+        lines.append(
+            f"Over repeats, the mean Dice of one configuration varies by at most "
+            f"{top['dice_repeat_range']:.2e} ({top['configuration']}){meaning}."
+        )
+    else:
+        lines.append(f"Repeats not measured over the whole set ({how.repeats} to see them).")
+    return lines

@@ -19,7 +19,7 @@ from segdiff_gui.core.study import Study
 from segdiff_gui.io.colormaps import diverging, viridis
 from segdiff_gui.io.html_layers import layer_probe_sections, repair_sections
 
-__all__ = ["write_html_report"]
+__all__ = ["study_fragment", "write_html_report"]
 
 _CLASS_COLOURS = np.array(
     [[20, 20, 20], [86, 180, 233], [230, 159, 0], [0, 158, 115], [240, 228, 66], [204, 121, 167]],
@@ -64,10 +64,19 @@ def _png(rgb: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def _figure(rgb: np.ndarray, caption: str) -> str:
+def _figure(rgb: np.ndarray, caption: str, width: int | None = None) -> str:
+    """A picture with its caption; ``width`` in pixels, inline (a notebook cell has no style
+    sheet of ours), else the report's style sheet sizes it."""
+    if width is None:
+        return (
+            f'<figure><img alt="{escape(caption)}" src="{_png(rgb)}">'
+            f"<figcaption>{escape(caption)}</figcaption></figure>"
+        )
     return (
-        f'<figure><img alt="{escape(caption)}" src="{_png(rgb)}">'
-        f"<figcaption>{escape(caption)}</figcaption></figure>"
+        f'<figure style="margin:0"><img alt="{escape(caption)}" src="{_png(rgb)}" '
+        f'style="width:{width}px;image-rendering:pixelated;border:1px solid #ccc">'
+        f'<figcaption style="font-size:11px;color:#555;max-width:{width}px">'
+        f"{escape(caption)}</figcaption></figure>"
     )
 
 
@@ -85,17 +94,18 @@ def _gray(image: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
     return np.repeat(gray[..., None], 3, axis=-1)
 
 
-def _pictures(study: Study, image: np.ndarray | None) -> str:
+def _pictures(study: Study, image: np.ndarray | None, width: int | None = None) -> str:
     ref = study.reference.probabilities
     figures = []
     if study.multiclass:
         classes = class_map(ref, study.cutoff) % len(_CLASS_COLOURS)
         figures.append(
-            _figure(_CLASS_COLOURS[classes], f"reference classes ({study.reference.label})")
+            _figure(_CLASS_COLOURS[classes], f"reference classes ({study.reference.label})", width)
         )
     else:
         binary = ref[..., 0] if ref.ndim == 3 else ref
-        figures.append(_figure(viridis(binary), f"reference map {study.reference.label}, 0 → 1"))
+        caption = f"reference map {study.reference.label}, 0 → 1"
+        figures.append(_figure(viridis(binary), caption, width))
     if study.others:
         worst = max(
             study.others,
@@ -110,16 +120,17 @@ def _pictures(study: Study, image: np.ndarray | None) -> str:
             _figure(
                 diverging(diff, limit),
                 f"{worst.label} − reference: blue −{limit:.3g} … red +{limit:.3g}",
+                width,
             )
         )
         overlay = _gray(image, ref.shape[:2])
         amber = np.array([255.0, 200.0, 0.0])
         overlay[study.at_risk] = (overlay[study.at_risk] * 0.4 + amber * 0.6).astype(np.uint8)
         overlay[study.any_flips()] = [255, 0, 40]
-        figures.append(
-            _figure(overlay, "input image; red: pixels that flip in any run, amber: at-risk pixels")
-        )
-    return '<div class="pics">' + "".join(figures) + "</div>"
+        caption = "input image; red: pixels that flip in any run, amber: at-risk pixels"
+        figures.append(_figure(overlay, caption, width))
+    inline = ' style="display:flex;flex-wrap:wrap;gap:12px"' if width is not None else ""
+    return f'<div class="pics"{inline}>' + "".join(figures) + "</div>"
 
 
 def _curve_svg(data: dict[str, Any]) -> str:
@@ -222,10 +233,44 @@ def _summary_table(data: dict[str, Any]) -> str:
     )
 
 
+def _verdict_items(determinism: dict[str, str], at_risk: str) -> str:
+    verdicts = "".join(f"<li>{escape(name)}: {escape(v)}</li>" for name, v in determinism.items())
+    return f"<ul>{verdicts or '<li>no repeats</li>'}<li>{escape(at_risk)}</li></ul>"
+
+
+def study_fragment(
+    study: Study, image: np.ndarray | None, heading: str, picture_width: int = 200
+) -> str:
+    """A study in a notebook cell: its heading, every run against the reference, the repeats'
+    verdicts and the at-risk pixels, and small pictures (the reference, the largest difference,
+    the flips). Self-contained like the report: pictures are PNG data, styles inline, no
+    script and nothing fetched."""
+    data = {
+        "kind": "softmax" if study.multiclass else "sigmoid",
+        "cutoff": study.cutoff,
+        "comparisons": study.rows(),
+    }
+    rule = "argmax" if study.multiclass else f"cutoff {study.cutoff:g}"
+    count = len(study.runs)
+    lead = (
+        f"<p><b>{escape(heading)}</b>: {count} run{'' if count == 1 else 's'} against "
+        f"<b>{escape(study.reference.label)}</b>, class rule {rule}.</p>"
+    )
+    if not study.others:
+        return f"<div>{lead}<p>Only the reference: nothing to compare with.</p></div>"
+    determinism = {name: v.sentence() for name, v in study.verdicts.items()}
+    return (
+        f"<div>{lead}{_summary_table(data)}"
+        f"{_verdict_items(determinism, study.at_risk_sentence())}"
+        f"{_pictures(study, image, picture_width)}</div>"
+    )
+
+
 def _provenance_tables(data: dict[str, Any]) -> str:
     """What all runs share, once; then what differs between them, a row per run."""
     runs = data["runs"]
-    shared, varying = [], []
+    shared: list[tuple[str, list[str]]] = []
+    varying: list[tuple[str, list[str]]] = []
     for name, title in _PROVENANCE_FIELDS:
         values = [_cell(run["provenance"].get(name, "")) for run in runs]
         (shared if len(set(values)) == 1 else varying).append((title, values))
@@ -270,13 +315,7 @@ def write_html_report(
             pairwise["labels"], pairwise["max_ulp"], pairwise["flips"], strict=True
         )
     ]
-    verdicts = (
-        "".join(
-            f"<li>{escape(name)}: {escape(v['verdict'])}</li>"
-            for name, v in data["determinism"].items()
-        )
-        or "<li>no repeats</li>"
-    )
+    determinism = {name: v["verdict"] for name, v in data["determinism"].items()}
     at_risk = data["at_risk"]
     cutoff = "" if data["kind"] == "softmax" else f" at cutoff <b>{data['cutoff']:g}</b>"
     title = f"segdiff report: {data.get('model', '')} on {data.get('image', '')}"
@@ -288,8 +327,7 @@ def write_html_report(
 {escape(data["segdiff_version"])} on {escape(data["created"])}.</p>
 {_settings_paragraph(data)}
 <h2>Every run against the reference</h2>{_summary_table(data)}
-<h2>Determinism and risk</h2><ul>{verdicts}
-<li>{escape(at_risk["sentence"])}</li></ul>
+<h2>Determinism and risk</h2>{_verdict_items(determinism, at_risk["sentence"])}
 <h2>Pictures</h2>{_pictures(study, image)}
 <h2>Flips as a function of the cutoff</h2>{_curve_svg(data)}
 <h2>Every pair of runs (max ULP / flips)</h2>{_table(["", *pairwise["labels"]], pair_rows)}

@@ -13,7 +13,7 @@ from segdiff_gui.core.floatfmt import float32_bits, format_float32
 from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.core.sweep import SweepSummary
 
-__all__ = ["write_pixel_csv", "write_sweep_csv"]
+__all__ = ["pixel_table", "write_pixel_csv", "write_sweep_csv"]
 
 
 def _values_at(
@@ -29,14 +29,13 @@ def _values_at(
     return values
 
 
-def write_pixel_csv(
-    path: str | Path, study: Study, other: StudyRun, include_at_risk: bool = False
-) -> int:
-    """Write one line per pixel that flips between the reference and ``other`` (and, with
-    ``include_at_risk``, per at-risk pixel): row, column, why, then for every run of the study
-    its exact value (shortest round-trip float32), its bits in hex, the ULP distance to the
-    reference and its class.
-    Returns the number of pixels written."""
+def pixel_table(
+    study: Study, other: StudyRun, include_at_risk: bool = False
+) -> tuple[list[str], list[list[object]]]:
+    """The header and rows of one line per pixel that flips between the reference and
+    ``other`` (and, with ``include_at_risk``, per at-risk pixel): row, column, why, then for
+    every run of the study its exact value (shortest round-trip float32), its bits in hex, the
+    ULP distance to the reference and its class."""
     flipped = study.flips(other)
     chosen = flipped | study.at_risk if include_at_risk else flipped
     rows, cols = np.nonzero(chosen)
@@ -62,15 +61,25 @@ def write_pixel_csv(
             [str(c) for c in classes],
         ]
     why = np.where(flipped[rows, cols], "flip", "at-risk")
+    lines: list[list[object]] = []
+    for index in range(len(rows)):
+        leading: list[object] = [int(rows[index]), int(cols[index]), str(why[index])]
+        if multiclass:
+            leading.append(int(ref_classes[index]))
+        lines.append(leading + [column[index] for column in columns])
+    return header, lines
+
+
+def write_pixel_csv(
+    path: str | Path, study: Study, other: StudyRun, include_at_risk: bool = False
+) -> int:
+    """Write :func:`pixel_table` as CSV. Returns the number of pixels written."""
+    header, lines = pixel_table(study, other, include_at_risk)
     with Path(path).open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
-        for index in range(len(rows)):
-            leading = [int(rows[index]), int(cols[index]), str(why[index])]
-            if multiclass:
-                leading.append(int(ref_classes[index]))
-            writer.writerow(leading + [column[index] for column in columns])
-    return len(rows)
+        writer.writerows(lines)
+    return len(lines)
 
 
 _SWEEP_FIGURES = ("flips", "at_risk", "max_ulp", "max_abs", "differing_pixels")

@@ -5,7 +5,7 @@ GUI's worker thread drives the very same generator."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 
 from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
@@ -73,7 +73,7 @@ class MatrixRunner:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
-    def run(self) -> Iterator[Message]:
+    def run(self) -> Generator[Message, None, None]:
         plan = self.plan
         yield PlanReady(total=plan.total, cached=len(plan.cached), children=len(plan.jobs))
         for run in plan.cached:
@@ -121,6 +121,11 @@ class MatrixRunner:
             child = self._start(replace(job, runs=tuple(pending.values())))
             try:
                 yield from self._drive_child(child, pending)
+            except BaseException:
+                # The consumer gave up (Ctrl-C, a notebook's stop button, an abandoned
+                # generator): kill now rather than wait for the child to finish by itself.
+                child.signal_kill()
+                raise
             finally:
                 # Also when the consumer abandons this generator: no child computes unseen.
                 child.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from segdiff_gui.core.diagnosis import diagnose
 from segdiff_gui.core.repair import repair_code
 from segdiff_gui.core.study import Study
 from segdiff_gui.io.reports import report_data
@@ -17,7 +18,7 @@ from segdiff_gui.storage.layers import LayerStore, comparison_key, probe_key
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore, group_id
 
-__all__ = ["report_context", "study_report"]
+__all__ = ["comparison_summary", "diagnosis_summary", "report_context", "study_report"]
 
 
 def report_context(record: RunRecord, source: str = "") -> dict[str, Any]:
@@ -32,6 +33,29 @@ def report_context(record: RunRecord, source: str = "") -> dict[str, Any]:
     if source:
         context["source"] = source
     return context
+
+
+def comparison_summary(study: Study, context: dict[str, Any]) -> dict[str, Any]:
+    """Every run against the reference, the repeats' verdicts and the at-risk pixels: what
+    ``segdiff compare --json`` prints for a group and what the API's comparison holds."""
+    return {
+        **context,
+        "cutoff": study.cutoff,
+        "reference": study.reference.label,
+        "comparisons": study.rows(),
+        "determinism": {name: verdict.sentence() for name, verdict in study.verdicts.items()},
+        "at_risk": {"margin": study.margin, "pixels": int(study.at_risk.sum())},
+    }
+
+
+def diagnosis_summary(study: Study, context: dict[str, Any]) -> dict[str, Any]:
+    """The diagnosis's findings: what ``segdiff diagnose --json`` prints for a group."""
+    return {
+        **context,
+        "reference": study.reference.label,
+        "cutoff": study.cutoff,
+        "findings": [finding.to_dict() for finding in diagnose(study)],
+    }
 
 
 def study_report(store: RunStore, study: Study, context: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,171 @@
+"""``open_cache`` and ``open_bundle``: the runs a cache or a bundle holds, grouped as people
+compare them (model, image, model settings), one :class:`Study` per group. A bundle is read
+in place, never merged; every entry is read as untrusted data, and one that cannot be read is
+named in ``damaged`` while the rest stay readable."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from html import escape
+from pathlib import Path
+
+from segdiff_gui.api.results import html_document
+from segdiff_gui.api.running import PathLike, cache_of
+from segdiff_gui.api.study import Study
+from segdiff_gui.api.tables import Table, make_table
+from segdiff_gui.core.defaults import DEFAULT_CUTOFF
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.runner.sources import RunsSource, read_source
+from segdiff_gui.storage.bundle import BundleReader
+from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.records import RunRecord, is_merged
+from segdiff_gui.storage.selection import select_reference
+from segdiff_gui.storage.studies import (
+    comparable_groups,
+    group_id,
+    group_of,
+    group_titles,
+    settings_text,
+)
+
+__all__ = ["Runs", "open_bundle", "open_cache"]
+
+_EMPTY_HINT = "compute some with segdiff_gui.run(model, images)"
+
+
+class Runs:
+    """Every run of a cache or bundle, in comparable groups. Iterate it, index it (by
+    position or group id), or ask :meth:`study` for the group of a model, image or run."""
+
+    def __init__(self, source: RunsSource, cutoff: float = DEFAULT_CUTOFF) -> None:
+        self._source = source
+        self.where = source.where
+        self.cutoff = float(cutoff)
+        #: The entries that could not be read, one line each (the rest are readable).
+        self.damaged: list[str] = [str(error) for error in source.damaged]
+        self._groups = comparable_groups(source.records)
+        self._titles = group_titles(self._groups)
+
+    @property
+    def studies(self) -> list[Study]:
+        return [self._study(members) for members in self._groups]
+
+    def study(
+        self,
+        model: str | None = None,
+        image: str | None = None,
+        group: str | None = None,
+        ref: str | None = None,
+    ) -> Study:
+        """The one group the names choose (model or image by name or hash prefix, group by
+        id), against ``ref`` (a run's or configuration's label, or an id) if given."""
+        groups = comparable_groups(self._source.records, model, image, group)
+        if ref is not None:
+            members = [record for chosen in groups for record in chosen]
+            reference = select_reference(members, ref)
+            return self._study(group_of(self._source.records, reference), reference)
+        if len(groups) > 1:
+            listed = "; ".join(
+                f"{self._titles[group_id(g[0])]} [{group_id(g[0])}]" for g in groups[:6]
+            )
+            raise InputError(
+                self.where,
+                f"holds {len(groups)} groups ({listed}); choose one with model=, image= or group=",
+            )
+        return self._study(groups[0])
+
+    def table(self) -> Table:
+        """One row per run, grouped: what ``segdiff ls --json`` lists."""
+        rows = []
+        for members in self._groups:
+            for record in members:
+                p = record.provenance
+                rows.append(
+                    {
+                        "group": group_id(record),
+                        "model": record.model_name,
+                        "image": record.target_name,
+                        "settings": settings_text(record) or "defaults",
+                        "label": record.label,
+                        "id": record.short_id,
+                        "shape": "×".join(map(str, record.map_shape)),
+                        "kind": record.kind,
+                        "device": p.get("device", ""),
+                        "runtime": p.get("runtime", "tensorflow"),
+                        "host": p.get("hostname", ""),
+                        "merged": is_merged(record),
+                        "timestamp": p.get("timestamp", ""),
+                        "key": record.key,
+                    }
+                )
+        return make_table(rows)
+
+    def _study(self, members: list[RunRecord], reference: RunRecord | None = None) -> Study:
+        return Study(
+            self._source.store,
+            members,
+            cutoff=self.cutoff,
+            where=self.where,
+            title=self._titles[group_id(members[0])],
+            reference=reference,
+            everything=self._source.records,
+        )
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def __iter__(self) -> Iterator[Study]:
+        return iter(self.studies)
+
+    def __getitem__(self, which: int | str) -> Study:
+        if isinstance(which, int):
+            return self._study(self._groups[which])
+        return self.study(group=which)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{escape(group_id(g[0]))}</td><td>{escape(self._titles[group_id(g[0])])}"
+            f"</td><td>{len(g)}</td><td>{escape(', '.join(r.label for r in g[:8]))}"
+            f"{' …' if len(g) > 8 else ''}</td></tr>"
+            for g in self._groups
+        )
+        damaged = "".join(f"<li>{escape(line)}</li>" for line in self.damaged)
+        return html_document(
+            f"<p><b>{escape(self.where)}</b>: {len(self._source.records)} runs in "
+            f"{len(self._groups)} groups</p><table><tr><th>group</th><th>model on image</th>"
+            f"<th>runs</th><th>labels</th></tr>{rows}</table>"
+            + (f"<p>Could not be read:</p><ul>{damaged}</ul>" if damaged else "")
+        )
+
+    def __repr__(self) -> str:
+        lines = [f"<Runs {self.where}: {len(self._source.records)} runs in {len(self)} groups>"]
+        for members in self._groups:
+            title = self._titles[group_id(members[0])]
+            labels = ", ".join(r.label for r in members[:6]) + (" …" if len(members) > 6 else "")
+            lines.append(f"  [{group_id(members[0])}] {title}: {len(members)} runs ({labels})")
+        lines += [f"  unreadable: {line}" for line in self.damaged]
+        return "\n".join(lines)
+
+
+def _warn_damaged(damaged: Sequence[InputError]) -> None:
+    """The other unreadable entries of a store none of whose runs could be read."""
+    for entry in damaged:
+        warnings.warn(f"unreadable: {entry}", stacklevel=4)
+
+
+def open_cache(path: PathLike | ResultCache | None = None, cutoff: float = DEFAULT_CUTOFF) -> Runs:
+    """The runs of a cache folder (default: ``$SEGDIFF_CACHE`` or the user cache folder).
+
+    Raises :class:`InputError` for a folder that is not a segdiff cache or holds no runs."""
+    cache = cache_of(path)
+    cache.check_usable()
+    return Runs(read_source(cache, _EMPTY_HINT, _warn_damaged), cutoff)
+
+
+def open_bundle(path: PathLike, cutoff: float = DEFAULT_CUTOFF) -> Runs:
+    """The runs of a bundle file (``segdiff bundle``), read in place: nothing is merged into
+    any cache. Every entry is checked as it is read; a damaged one is named in ``damaged``."""
+    bundle = BundleReader(Path(path))
+    hint = "make one with 'segdiff bundle' on the machine that ran them"
+    return Runs(read_source(bundle, hint, _warn_damaged), cutoff)

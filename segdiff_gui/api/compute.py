@@ -1,0 +1,49 @@
+"""Computing a run request from Python: the same :class:`MatrixRequest` and runner as the CLI
+and the window, with a progress bar, and the cached records of every run it planned."""
+
+from __future__ import annotations
+
+import warnings
+
+from segdiff_gui.api.progress import ProgressBar
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.runner.outcome import MatrixOutcome, follow
+from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.storage.records import RunRecord
+
+__all__ = ["compute"]
+
+
+def compute(
+    request: MatrixRequest, progress: bool = True, what: str = "runs"
+) -> tuple[list[RunRecord], MatrixOutcome]:
+    """Run ``request`` (what is cached is served from the cache) and return the records of
+    its planned runs that are in the cache afterwards, with the outcome.
+
+    An error in the input (a model that does not load, an image every run refuses) raises
+    :class:`InputError`; a cancelled cell (KeyboardInterrupt) kills the child in flight and
+    raises again; other failures are in the outcome, and each is written under the bar.
+    """
+    cache = request.cache
+    cache.check_usable()
+    cache.claim()
+    runner = request.start()
+    for entry in runner.plan.damaged:
+        warnings.warn(f"recomputing a damaged run: {entry}", stacklevel=3)
+    bar = ProgressBar(progress, what)
+    try:
+        outcome = follow(runner, bar)
+    finally:
+        bar.close()
+    if outcome.interrupted:
+        raise KeyboardInterrupt("the matrix was interrupted; the runs that finished are cached")
+    if (error := outcome.input_error()) is not None:
+        raise error
+    records = []
+    for run in runner.plan.runs:
+        if cache.has(run.key):
+            try:
+                records.append(cache.read_run(run.key, with_map=False))
+            except InputError as error:  # damaged, and computing it again failed too
+                warnings.warn(str(error), stacklevel=3)
+    return records, outcome

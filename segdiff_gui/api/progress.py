@@ -1,0 +1,64 @@
+"""A progress bar while a matrix computes: tqdm's notebook bar in Jupyter (with ipywidgets),
+its text bar on a terminal, nothing when asked for none. Failures are written under it as
+they happen, one line each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from segdiff_gui.core.protocol import (
+    BatchProgress,
+    Message,
+    PlanReady,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+)
+
+__all__ = ["ProgressBar"]
+
+
+class ProgressBar:
+    """Shows the messages of :meth:`MatrixRunner.run`; call it with each, then :meth:`close`.
+    A matrix served wholly from the cache shows no bar (there is nothing to wait for)."""
+
+    def __init__(self, enabled: bool = True, what: str = "runs") -> None:
+        self.enabled = enabled
+        self.what = what
+        self._bar: Any = None
+        self._labels: dict[str, str] = {}
+
+    def __call__(self, message: Message) -> None:
+        if not self.enabled:
+            return
+        if isinstance(message, PlanReady):
+            self._open(message.total - message.cached, message.cached)
+        elif self._bar is None:
+            return
+        elif isinstance(message, RunStarted):
+            self._labels[message.key] = message.label
+            self._bar.set_description_str(message.label, refresh=True)
+        elif isinstance(message, BatchProgress):
+            label = self._labels.get(message.key, "")
+            self._bar.set_description_str(f"{label}: {message.what}", refresh=False)
+        elif isinstance(message, RunFinished):
+            self._bar.set_postfix_str(f"{message.label} on {message.device}", refresh=False)
+            self._bar.update(1)
+        elif isinstance(message, RunFailed):
+            self._bar.update(1)
+            self._bar.write(f"failed {message.label}: {message.error}")
+
+    def _open(self, to_compute: int, cached: int) -> None:
+        if to_compute <= 0:
+            return
+        # tqdm.auto picks the notebook bar in Jupyter when ipywidgets is there, else text.
+        from tqdm.auto import tqdm
+
+        from_cache = f" ({cached} cached)" if cached else ""
+        self._bar = tqdm(total=to_compute, unit="run", desc=f"{self.what}{from_cache}")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.set_description_str(self.what, refresh=False)
+            self._bar.close()
+            self._bar = None

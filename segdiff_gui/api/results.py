@@ -1,0 +1,269 @@
+"""What a study's questions return in a notebook: a comparison, a diagnosis, an explanation
+and a sweep. Each holds its figures (``to_dict()``, the JSON of the matching ``segdiff``
+command; ``table`` as a DataFrame or records), renders itself in Jupyter as self-contained HTML
+(no script, nothing fetched) and reads plainly in a terminal."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.api.tables import Table, make_table
+from segdiff_gui.core.attribution import Attribution
+from segdiff_gui.core.diagnosis import by_topic, diagnose
+from segdiff_gui.core.findings import Finding
+from segdiff_gui.core.study import Study
+from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
+from segdiff_gui.io.html_report import study_fragment
+from segdiff_gui.runner.reports import comparison_summary, diagnosis_summary
+
+__all__ = ["Comparison", "Diagnosis", "Explanation", "Sweep", "html_document"]
+
+# How the API asks for what a sweep did not measure.
+_HOW = SweepHints(masks="masks=FOLDER", repeats="repeats=2 or more")
+
+
+def html_document(body: str) -> str:
+    """A fragment for a notebook cell, marked as segdiff's (nothing in it runs or loads)."""
+    return f'<div class="segdiff-output">{body}</div>'
+
+
+def _list(items: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{escape(item)}</li>" for item in items) + "</ul>"
+
+
+def _count(value: int) -> str:
+    return f"{value:,}"
+
+
+class Comparison:
+    """Every run of a study against its reference at a cutoff: ``rows`` (one dict per run,
+    the figures of ``segdiff compare --json``), ``table``, ``verdicts`` (determinism of
+    repeated configurations), ``at_risk_pixels`` and ``margin``."""
+
+    def __init__(
+        self, study: Study, context: dict[str, Any], title: str, image: np.ndarray | None
+    ) -> None:
+        self._study = study
+        self._summary = comparison_summary(study, context)
+        self._title = title
+        self._image = image
+        self.cutoff: float = study.cutoff
+        self.reference: str = study.reference.label
+        self.rows: list[dict[str, Any]] = self._summary["comparisons"]
+        self.verdicts: dict[str, str] = self._summary["determinism"]
+        self.at_risk_pixels: int = self._summary["at_risk"]["pixels"]
+        self.margin: float = self._summary["at_risk"]["margin"]
+
+    @property
+    def table(self) -> Table:
+        """One row per run against the reference, indexed by the run's label."""
+        return make_table(self.rows, index="label")
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``segdiff compare --json`` prints for this study's group."""
+        return dict(self._summary)
+
+    def text_lines(self) -> list[str]:
+        rule = "argmax" if self._study.multiclass else f"flips @ {self.cutoff:g}"
+        lines = []
+        for row in self.rows:
+            state = "bitwise equal" if row["bitwise_equal"] else "differs"
+            lines.append(
+                f"  {row['label']}: {state}, {_count(row['differing_pixels'])} differing px, "
+                f"max {_count(row['max_ulp'])} ULP, max |Δ| {row['max_abs']:.3g}, "
+                f"{_count(row['flips'])} {rule}"
+            )
+        lines += [f"  {name}: {verdict}" for name, verdict in self.verdicts.items()]
+        lines.append(f"  {self._study.at_risk_sentence()}")
+        return lines
+
+    def _repr_html_(self) -> str:
+        return html_document(study_fragment(self._study, self._image, self._title))
+
+    def __repr__(self) -> str:
+        head = f"<Comparison {self._title} against {self.reference}, cutoff {self.cutoff:g}>"
+        return "\n".join([head, *self.text_lines()])
+
+
+class Diagnosis:
+    """The findings about a study, by the question they answer: is it repeatable, what
+    changes the maps, what it does at the cutoff, how to avoid it (``segdiff diagnose``)."""
+
+    def __init__(self, study: Study, context: dict[str, Any], title: str) -> None:
+        self._summary = diagnosis_summary(study, context)
+        self._title = title
+        self.findings: list[Finding] = diagnose(study)
+        self.reference: str = study.reference.label
+        self.cutoff: float = study.cutoff
+
+    def topics(self) -> list[tuple[str, list[str]]]:
+        """(the question, its sentences) for every question with findings, in order."""
+        grouped = by_topic(self.findings)
+        return [(heading, [finding.sentence for finding in found]) for heading, found in grouped]
+
+    @property
+    def table(self) -> Table:
+        return make_table([finding.to_dict() for finding in self.findings])
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``segdiff diagnose --json`` prints for this study's group."""
+        return dict(self._summary)
+
+    def _repr_html_(self) -> str:
+        parts = [f"<p><b>{escape(self._title)}</b>, against <b>{escape(self.reference)}</b></p>"]
+        for heading, found in by_topic(self.findings):
+            items = "".join(
+                f"<li>{escape(f.sentence)}"
+                + (f' (<a href="{escape(f.link)}">docs</a>)' if f.link else "")
+                + "</li>"
+                for f in found
+            )
+            parts.append(f"<p><b>{escape(heading)}</b></p><ul>{items}</ul>")
+        return html_document("".join(parts))
+
+    def __repr__(self) -> str:
+        lines = [f"<Diagnosis {self._title} against {self.reference}>"]
+        for heading, sentences in self.topics():
+            lines.append(heading)
+            lines += [f"  • {sentence}" for sentence in sentences]
+        return "\n".join(lines)
+
+
+class Explanation:
+    """What moves one configuration to another: each knob alone from the first, knob after
+    knob towards the second, the total, and the spread over repeats (``segdiff explain``)."""
+
+    def __init__(
+        self, attribution: Attribution, title: str, compared: str, failed: bool = False
+    ) -> None:
+        self.attribution = attribution
+        self._title = title
+        self._compared = compared
+        self.sentences: list[str] = attribution.sentences(failed)
+
+    @property
+    def table(self) -> Table:
+        """One row per step: kind (alone, cumulative, total, repeats), knob, change, the two
+        configurations compared, and the effect (ULPs, |Δ|, differing pixels, flips)."""
+        return make_table(self.to_dict()["rows"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.attribution.to_dict()
+
+    def _rows(self) -> list[list[str]]:
+        rows = []
+        for row in self.attribution.rows:
+            effect = row.effect.cells() if row.effect else ["not measured", "", "", "", ""]
+            rows.append([row.kind, row.knob, row.change, f"{row.compared[0]} → {row.compared[1]}"])
+            rows[-1] += effect
+        return rows
+
+    def _repr_html_(self) -> str:
+        flips = (
+            "class flips (argmax)"
+            if self.attribution.multiclass
+            else f"flips @ {self.attribution.cutoff:g}"
+        )
+        header = ["step", "knob", "change", "compared", "max ULP", "max |Δ|", "differing px"]
+        header += [flips, "at risk"]
+        head = "".join(f"<th>{escape(h)}</th>" for h in header)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>"
+            for row in self._rows()
+        )
+        plan = self.attribution.plan
+        base, target = escape(plan.base.label()), escape(plan.target.label())
+        lead = f"What moves <b>{base}</b> to <b>{target}</b>"
+        lead += f" ({escape(self._compared)})" if self._compared else ""
+        return html_document(
+            f"<p><b>{escape(self._title)}</b>: {lead}</p><table><tr>{head}</tr>{body}</table>"
+            + _list(self.sentences)
+        )
+
+    def __repr__(self) -> str:
+        plan = self.attribution.plan
+        lines = [f"<Explanation {self._title}: {plan.base.label()} → {plan.target.label()}>"]
+        for row in self._rows():
+            step, knob, change, compared, *figures = row
+            shown = ", ".join(f for f in figures if f) or "not measured"
+            lines.append(f"  {step:<10} {knob:<12} {change:<22} {compared}: {shown}")
+        lines += [f"  {sentence}" for sentence in self.sentences]
+        return "\n".join(lines)
+
+
+class Sweep:
+    """A test set: per configuration the images with flips, the flips, at-risk pixels and max
+    ULP over every image, and with ground truth the mean Dice and IoU and how far they move
+    (``segdiff sweep``); ``images`` has one row per image and configuration."""
+
+    def __init__(self, summary: SweepSummary) -> None:
+        self.summary = summary
+        self.sentences: list[str] = sweep_sentences(summary, _HOW)
+
+    @property
+    def table(self) -> Table:
+        return make_table(self.summary.rows(), index="configuration")
+
+    @property
+    def images(self) -> Table:
+        rows = [
+            {"image": image.image, "configuration": name, **entry.effect.to_dict()}
+            for image in self.summary.images
+            for name, entry in image.configurations.items()
+        ]
+        return make_table(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``segdiff sweep --json`` prints."""
+        return self.summary.to_dict()
+
+    def _cells(self, row: dict[str, Any]) -> list[str]:
+        cells = [
+            row["configuration"] + (" (reference)" if row["is_reference"] else ""),
+            _count(row["images"]),
+            _count(row["images_with_flips"]),
+            _count(row["flips"]),
+            _count(row["at_risk"]),
+            _count(row["max_ulp"]),
+        ]
+        if self.summary.has_truth:
+            dice = row["mean_dice"]
+            delta = row["delta_mean_dice"]
+            cells += [
+                "" if dice is None else f"{dice:.6f}",
+                "" if delta is None or row["is_reference"] else f"{delta:+.2e}",
+            ]
+        return cells
+
+    def _header(self) -> list[str]:
+        header = ["configuration", "images", "with flips", "flips", "at risk", "max ULP"]
+        return header + (["mean Dice", "Δ Dice"] if self.summary.has_truth else [])
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{escape(h)}</th>" for h in self._header())
+        body = "".join(
+            "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in self._cells(row)) + "</tr>"
+            for row in self.summary.rows()
+        )
+        rule = "argmax" if self.summary.multiclass else f"cutoff {self.summary.cutoff:g}"
+        lead = (
+            f"<p><b>Test set</b>: {len(self.summary.images):,} images of "
+            f"{escape(self.summary.model)} against {escape(self.summary.reference)}, {rule}</p>"
+        )
+        return html_document(f"{lead}<table><tr>{head}</tr>{body}</table>" + _list(self.sentences))
+
+    def __repr__(self) -> str:
+        lines = [
+            f"<Sweep {self.summary.model}: {len(self.summary.images):,} images against "
+            f"{self.summary.reference}>"
+        ]
+        header = self._header()
+        for row in self.summary.rows():
+            cells = self._cells(row)
+            figures = zip(header[1:], cells[1:], strict=True)
+            lines.append(f"  {cells[0]}: " + ", ".join(f"{h} {c}" for h, c in figures))
+        lines += [f"  {sentence}" for sentence in self.sentences]
+        return "\n".join(lines)

@@ -1,0 +1,237 @@
+"""``segdiff_gui.run``: a model on images under a matrix of configurations, from Python. The
+arguments become the one :class:`MatrixRequest` every front end builds (the same runs and
+cache entries as ``segdiff run`` with the same options); TensorFlow runs only in the children,
+so a notebook's kernel never imports it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from segdiff_gui.api.compute import compute
+from segdiff_gui.api.study import Study
+from segdiff_gui.core.config import (
+    ModelSettings,
+    OutputSelection,
+    Preprocessing,
+    RunConfig,
+    parse_config_spec,
+    parse_preprocessing,
+)
+from segdiff_gui.core.defaults import DEFAULT_CUTOFF, DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
+from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.io.images import collect_images
+from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
+from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.studies import natural_order
+
+__all__ = ["ConfigLike", "cache_of", "devices", "run"]
+
+# A configuration: a ``key=value`` spec ("device=cpu,batch=64"), a mapping of knobs
+# ({"device": "cpu", "batch": 64}) or a RunConfig.
+ConfigLike = str | Mapping[str, Any] | RunConfig
+PathLike = str | Path
+
+_PREPROCESS_KEYS = ("scale", "mean", "std", "color", "resize")
+
+
+def cache_of(cache: PathLike | ResultCache | None) -> ResultCache:
+    """A cache: the one given, the folder given, or the default (``$SEGDIFF_CACHE``, else the
+    platform's user cache folder), as the CLI's ``--cache``."""
+    if isinstance(cache, ResultCache):
+        return cache
+    return ResultCache(cache) if cache is not None else ResultCache()
+
+
+def devices(cache: PathLike | ResultCache | None = None) -> list[str]:
+    """The devices a run can name: ``cpu`` and every GPU TensorFlow sees (asked of a child
+    process once per machine, then remembered in the cache)."""
+    try:
+        return ["cpu", *gpu_names(probe_devices(cache_of(cache).root))]
+    except ProbeError as error:
+        raise InputError("tensorflow", str(error)) from None
+
+
+def _config(value: ConfigLike) -> RunConfig:
+    if isinstance(value, RunConfig):
+        return value
+    if isinstance(value, Mapping):
+        spec = ",".join(f"{key}={_spec_value(item)}" for key, item in value.items())
+        return _parsed(spec)
+    if isinstance(value, str):
+        return _parsed(value)
+    raise InputError(
+        repr(value), "is not a configuration: give a key=value spec, a dict or a RunConfig"
+    )
+
+
+def _spec_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list | tuple):
+        return "+".join(map(str, value))
+    return str(value)
+
+
+def _parsed(spec: str) -> RunConfig:
+    try:
+        return parse_config_spec(spec)
+    except ConfigError as error:
+        raise InputError(spec, str(error)) from None
+
+
+def _configs(configs: ConfigLike | Sequence[ConfigLike] | None) -> tuple[RunConfig, ...]:
+    if configs is None:
+        return ()
+    if isinstance(configs, str | Mapping | RunConfig):
+        return (_config(configs),)
+    return tuple(_config(value) for value in configs)
+
+
+def _text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        return ",".join(repr(float(v)) for v in value)
+    if isinstance(value, float):
+        return str(Fraction(value))  # exact: 1/255 stays 1/255's float
+    return str(value)
+
+
+def _preprocessing(value: Preprocessing | Mapping[str, Any] | None) -> Preprocessing:
+    if value is None:
+        return Preprocessing()
+    if isinstance(value, Preprocessing):
+        return value
+    unknown = sorted(set(value) - set(_PREPROCESS_KEYS))
+    if unknown:
+        raise InputError(
+            "preprocess", f"has no setting {unknown[0]!r} (settings: {', '.join(_PREPROCESS_KEYS)})"
+        )
+    try:
+        return parse_preprocessing(
+            _text(value.get("scale")),
+            _text(value.get("mean")),
+            _text(value.get("std")),
+            str(value.get("color", "keep")),
+            str(value.get("resize", "refuse")),
+        )
+    except ConfigError as error:
+        raise InputError("preprocess", str(error)) from None
+
+
+def _images(images: PathLike | Sequence[PathLike]) -> list[Path]:
+    paths = [images] if isinstance(images, str | Path) else list(images)
+    found = collect_images(list(paths))
+    if not found:
+        raise InputError("images", "name at least one image or folder of images")
+    return found
+
+
+def run(
+    model: PathLike,
+    images: PathLike | Sequence[PathLike],
+    configs: ConfigLike | Sequence[ConfigLike] | None = None,
+    *,
+    repeats: int = DEFAULT_REPEATS,
+    preprocess: Preprocessing | Mapping[str, Any] | None = None,
+    output: str | int | None = None,
+    activation: str = "none",
+    trust_model: bool = False,
+    target: str | None = None,
+    cache: PathLike | ResultCache | None = None,
+    cutoff: float = DEFAULT_CUTOFF,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    progress: bool = True,
+) -> Study:
+    """Run ``model`` on ``images`` under every configuration, ``repeats`` times each, in
+    isolated TensorFlow processes, and return the study of the target image.
+
+    Parameters
+    ----------
+    model : str or Path
+        A Keras model file (``.keras``, ``.h5``) or SavedModel folder.
+    images : str, Path or a sequence of them
+        Image files (PNG, JPEG, TIFF, NPY) and folders of them. Batches of more than one are
+        filled from these images, in order (the batch's context changes results too).
+    configs : spec, dict, RunConfig, or a list of them, optional
+        The configurations: ``"device=cpu,batch=64"``, ``{"device": "gpu:0", "tf32": False}``.
+        Unnamed knobs keep their defaults. Default: batch 1 and 64 on every device present.
+    repeats : int
+        Runs of each configuration (on a GPU, repeats show nondeterminism).
+    preprocess : dict or Preprocessing, optional
+        How an image becomes the model's input: ``scale`` (a number, or text like
+        ``"1/255"``; default by dtype), ``mean`` and ``std`` (per channel, after scaling),
+        ``color`` (``keep``, ``gray``, ``rgb``), ``resize`` (``refuse``, ``bilinear``).
+    output : str or int, optional
+        Which output of a multi-output model is the map (its name or index).
+    activation : {"none", "sigmoid", "softmax"}
+        Applied to raw logits; ``none`` when the model outputs probabilities.
+    trust_model : bool
+        Let code in the model (Lambda layers) run: Keras safe mode off. Trust only models
+        whose source you trust.
+    target : str, optional
+        The image studied, by file name (default: the first).
+    cache : str, Path or ResultCache, optional
+        Where maps are cached (default: ``$SEGDIFF_CACHE`` or the user cache folder). A run
+        already there is not computed again.
+    cutoff : float
+        The class cutoff the study's questions use unless given one.
+    timeout : float
+        Seconds a child may stay silent before it is killed (its run fails).
+    progress : bool
+        Show a progress bar (in Jupyter, tqdm's notebook bar) while runs compute.
+
+    Returns
+    -------
+    Study
+        The runs of the target image; ``study.failures`` lists runs that failed.
+
+    Raises
+    ------
+    InputError
+        A file, setting or configuration that cannot be used, named in one line.
+    KeyboardInterrupt
+        When the cell is interrupted: the child in flight is killed first; finished runs stay
+        cached.
+    """
+    try:
+        selection = OutputSelection(
+            output=None if output is None else str(output),
+            activation=activation,  # type: ignore[arg-type]  # checked here
+        )
+    except ConfigError as error:
+        raise InputError("activation", str(error)) from None
+    settings = ModelSettings(_preprocessing(preprocess), selection, bool(trust_model))
+    if int(repeats) < 1:
+        raise InputError("repeats", f"is {repeats}: give at least 1")
+    request = MatrixRequest(
+        check_model_path(model),
+        tuple(_images(images)),
+        cache_of(cache),
+        configs=_configs(configs),
+        repeats=int(repeats),
+        target=target,
+        settings=settings,
+        timeout_s=float(timeout),
+    )
+    records, outcome = compute(request, progress)
+    if not records:
+        reasons = "; ".join(f"{f['label']}: {f['error']}" for f in outcome.failed[:3])
+        raise InputError(request.model, f"no run finished ({reasons})")
+    return Study(
+        request.cache,
+        sorted(records, key=natural_order),
+        cutoff=cutoff,
+        where=str(request.cache.root),
+        request=request,
+        failures=[
+            {"label": f["label"], "error": f["error"], "fix": f.get("fix", "")}
+            for f in outcome.failed
+        ],
+        progress=progress,
+    )

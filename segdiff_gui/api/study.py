@@ -1,0 +1,444 @@
+"""A study for notebooks: the runs of one model on one image (one comparable group) read from
+a cache or a bundle, with their maps as numpy arrays, the comparison, flips, at-risk pixels,
+cutoff curve, attribution, diagnosis, test-set sweep, exports and report. Maps are read once,
+on first use, bit-exactly from the store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.api.compute import compute
+from segdiff_gui.api.results import Comparison, Diagnosis, Explanation, Sweep, html_document
+from segdiff_gui.api.tables import Table, make_table
+from segdiff_gui.core.attribution import plan_attribution
+from segdiff_gui.core.config import RunConfig, parse_config_spec
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.study import Study as AnalysedStudy
+from segdiff_gui.core.study import StudyRun
+from segdiff_gui.core.sweep import SweepSummary
+from segdiff_gui.io.html_report import study_fragment, write_html_report
+from segdiff_gui.io.masks import write_mask
+from segdiff_gui.io.reports import write_json_report
+from segdiff_gui.io.tables import pixel_table, write_pixel_csv
+from segdiff_gui.io.truth import TruthFolder
+from segdiff_gui.runner.explain import measure_attribution
+from segdiff_gui.runner.reports import report_context, study_report
+from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
+from segdiff_gui.storage.records import RunRecord, is_merged
+from segdiff_gui.storage.selection import select_reference
+from segdiff_gui.storage.studies import (
+    RunStore,
+    group_id,
+    load_study,
+    target_image,
+)
+
+__all__ = ["Run", "Study"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One stored run: what it is (``label``, ``configuration``, ``repeat``, ``config``), where
+    it is (``key``, ``id``) and where it ran (``provenance``: device, versions, host, time)."""
+
+    key: str
+    label: str
+    configuration: str
+    repeat: int
+    config: RunConfig
+    provenance: dict[str, Any] = field(repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.key[:8]
+
+    @property
+    def spec(self) -> str:
+        """The ``key=value`` spec that runs this configuration again."""
+        return self.config.to_spec()
+
+    @property
+    def device(self) -> str:
+        return str(self.provenance.get("device", ""))
+
+    @classmethod
+    def of(cls, record: RunRecord) -> Run:
+        return cls(
+            record.key,
+            record.label,
+            record.configuration,
+            record.repeat,
+            record.run_config,
+            dict(record.provenance),
+        )
+
+
+RunName = str | Run  # a run's label, id prefix or key, a configuration's label, or a Run
+
+
+class Study:
+    """All runs of one model on one image under one set of model settings, against a
+    reference run (by default this machine's batch-1 CPU run), at a cutoff.
+
+    Made by :func:`segdiff_gui.run`, or taken from :func:`segdiff_gui.open_cache` and
+    :func:`segdiff_gui.open_bundle`. Runs are named by label (``"cpu b64 r0"``), by
+    configuration (``"cpu b64"``: its first repeat), by id prefix, or by a :class:`Run`.
+    Every method that takes ``cutoff`` uses the study's own when it is left out.
+    """
+
+    def __init__(
+        self,
+        store: RunStore,
+        records: Sequence[RunRecord],
+        *,
+        cutoff: float,
+        where: str,
+        title: str = "",
+        reference: RunRecord | None = None,
+        everything: Sequence[RunRecord] = (),
+        request: MatrixRequest | None = None,
+        failures: Sequence[dict[str, Any]] = (),
+        progress: bool = True,
+    ) -> None:
+        if not records:
+            raise InputError(where, "holds no run of this study")
+        self._store = store
+        self._records = list(records)
+        self._reference = reference
+        self._everything = list(everything) or self._records
+        self._request = request
+        self._progress = progress
+        self._analysed: dict[float, AnalysedStudy] = {}
+        self.cutoff = float(cutoff)
+        self.where = where
+        record = self._records[0]
+        self.model = record.model_name
+        self.image = record.target_name
+        self.group = group_id(record)
+        self.title = title or f"{self.model} on {self.image}"
+        #: The runs of the matrix that failed: label, error and, where a setting mends it, fix.
+        self.failures = [dict(failure) for failure in failures]
+
+    # -- the runs ---------------------------------------------------------------------------
+
+    @property
+    def runs(self) -> list[Run]:
+        """Every run of the study, in the order people read a matrix (device, batch, knobs,
+        repeat)."""
+        return [Run.of(record) for record in self._records]
+
+    @property
+    def reference(self) -> Run:
+        analysed = self._study()
+        return Run.of(self._record(analysed.reference.key))
+
+    def with_reference(self, run: RunName) -> Study:
+        """The same runs against another reference run."""
+        chosen = self._select(run)
+        return self._derived(reference=chosen)
+
+    def at_cutoff(self, cutoff: float) -> Study:
+        """The same runs at another cutoff."""
+        study = self._derived(reference=self._reference)
+        study.cutoff = float(cutoff)
+        return study
+
+    def runs_table(self) -> Table:
+        """One row per run: id, label, configuration, repeat, device, runtime, host, time."""
+        rows = []
+        for record in self._records:
+            p = record.provenance
+            rows.append(
+                {
+                    "label": record.label,
+                    "id": record.short_id,
+                    "configuration": record.configuration,
+                    "repeat": record.repeat,
+                    "spec": record.run_config.to_spec(),
+                    "device": p.get("device", ""),
+                    "runtime": p.get("runtime", "tensorflow"),
+                    "runtime_version": p.get("runtime_version") or p.get("tf_version", ""),
+                    "host": p.get("hostname", ""),
+                    "merged_from": p.get("merged_from_bundle", "") if is_merged(record) else "",
+                    "timestamp": p.get("timestamp", ""),
+                    "key": record.key,
+                }
+            )
+        return make_table(rows, index="label")
+
+    def map(self, run: RunName) -> np.ndarray:
+        """The run's probability map, float32 (height × width, or × classes), bit for bit as
+        the cache stores it."""
+        return self._analysed_run(run).probabilities.copy()
+
+    # -- at the cutoff ----------------------------------------------------------------------
+
+    def compare(self, cutoff: float | None = None) -> Comparison:
+        """Every run against the reference: bitwise equality, differing pixels, max ULP, max
+        and mean |Δ|, class flips at the cutoff; the repeats' verdicts; the at-risk pixels.
+        The figures of ``segdiff compare --json``."""
+        study = self._study(cutoff)
+        return Comparison(study, self._context(), self.title, self._image())
+
+    def flips(self, run: RunName | None = None, cutoff: float | None = None) -> np.ndarray:
+        """Pixels whose class differs from the reference's in ``run`` (boolean, height ×
+        width); with no run, the pixels that flip in any run."""
+        study = self._study(cutoff)
+        if run is None:
+            return study.any_flips()
+        return study.flips(self._analysed_run(run, study)).copy()
+
+    def at_risk(self, cutoff: float | None = None) -> np.ndarray:
+        """Pixels whose reference value lies closer to the cutoff than the largest difference
+        any run showed (for multi-class maps: whose two likeliest classes are that close)."""
+        return self._study(cutoff).at_risk.copy()
+
+    def pixels(self, run: RunName, cutoff: float | None = None, at_risk: bool = False) -> Table:
+        """One row per pixel that flips in ``run`` (and, with ``at_risk``, per at-risk
+        pixel): row, column, why, and for every run its float32 value, bits, ULPs to the
+        reference and class. The rows of ``segdiff export --csv``, values as float32."""
+        study = self._study(cutoff)
+        header, lines = pixel_table(study, self._analysed_run(run, study), at_risk)
+        rows = [dict(zip(header, _typed(header, line), strict=True)) for line in lines]
+        return make_table(rows, columns=header)
+
+    def curve(self, run: RunName | None = None, cutoffs: Sequence[float] | None = None) -> Table:
+        """Flipped pixels as a function of the cutoff (1001 cutoffs over [0, 1] unless
+        given), a column per run (or only ``run``'s)."""
+        study = self._study()
+        if study.multiclass:
+            raise InputError(self.title, "multi-class maps flip on argmax: no cutoff curve")
+        chosen = study.others if run is None else [self._analysed_run(run, study)]
+        grid = None if cutoffs is None else np.asarray(cutoffs, dtype=np.float64)
+        curves = {other.label: study.curve(other) for other in chosen}
+        if not curves:
+            raise InputError(self.title, "has only the reference: no curve to draw")
+        points = next(iter(curves.values())).cutoffs if grid is None else grid
+        rows = [
+            {"cutoff": float(t), **{label: int(c.at(t)) for label, c in curves.items()}}
+            for t in points
+        ]
+        return make_table(rows, index="cutoff")
+
+    # -- why, and what it means -------------------------------------------------------------
+
+    def diagnose(self, cutoff: float | None = None) -> Diagnosis:
+        """Is it repeatable, what changes the maps, what it does at the cutoff, how to avoid
+        it: the findings of ``segdiff diagnose``."""
+        return Diagnosis(self._study(cutoff), self._context(), self.title)
+
+    def explain(
+        self,
+        first: RunName | None = None,
+        second: RunName | None = None,
+        cutoff: float | None = None,
+    ) -> Explanation:
+        """What moves ``first`` to ``second``: each knob alone and knob after knob, and the
+        spread over repeats (``segdiff explain``).
+
+        Two runs of the study (default: the reference and the run that differs most) are
+        measured from what is cached. Two ``key=value`` specs (``"device=cpu,batch=1"``) run
+        the configurations the attribution needs first; that takes a study made by
+        :func:`segdiff_gui.run`, which knows its model and images.
+        """
+        cutoff = self.cutoff if cutoff is None else float(cutoff)
+        specs = [isinstance(name, str) and "=" in name for name in (first, second)]
+        if any(specs):
+            if not all(specs):
+                raise InputError("explain", "give two key=value specs, or name two runs")
+            return self._explain_specs(str(first), str(second), cutoff)
+        study = self._study(cutoff)
+        one = self._select(first) if first is not None else self._record(study.reference.key)
+        if second is not None:
+            other = self._select(second)
+        elif study.others:
+            worst = max(study.others, key=lambda r: _size(study, r))
+            other = self._record(worst.key)
+        else:
+            raise InputError(self.title, "has only one run: nothing to explain")
+        plan = plan_attribution(one.run_config, other.run_config)
+        attribution = measure_attribution(
+            self._store, self._records, plan, cutoff, (one.key, other.key)
+        )
+        compared = f"{one.label} ({one.short_id}) against {other.label} ({other.short_id})"
+        return Explanation(attribution, self.title, compared)
+
+    def _explain_specs(self, first: str, second: str, cutoff: float) -> Explanation:
+        if self._request is None:
+            raise InputError(
+                self.where,
+                "holds stored runs only: run key=value specs on a study made by "
+                "segdiff_gui.run(model, images), or name two of its runs",
+            )
+        plan = plan_attribution(parse_config_spec(first), parse_config_spec(second))
+        if not plan.steps:
+            same = plan.base.label()
+            raise InputError("explain", f"the two specs are one configuration ({same})")
+        request = self._request.with_configs(plan.configs())
+        records, outcome = compute(request, self._progress, what="attribution")
+        if not records:
+            raise InputError(request.model, "no run of the attribution finished")
+        attribution = measure_attribution(self._store, records, plan, cutoff)
+        return Explanation(attribution, self.title, "", failed=bool(outcome.failed))
+
+    def sweep(
+        self,
+        masks: str | Path | None = None,
+        cutoff: float | None = None,
+        ref: str | None = None,
+    ) -> Sweep:
+        """The study's configurations over the whole test set: per configuration, how many
+        images flip and by how much, and with ground-truth ``masks`` (a folder of masks named
+        as the images) the mean Dice and IoU and how far they move.
+
+        A study made by :func:`segdiff_gui.run` first computes every image that is not
+        cached yet; one opened from a cache or bundle summarises the runs stored there.
+        """
+        cutoff = self.cutoff if cutoff is None else float(cutoff)
+        truth = TruthFolder(masks) if masks is not None else None
+        records = self._everything
+        if self._request is not None:
+            request = replace(self._request, sweep=True, target=None)
+            if truth is not None and request.settings.preprocessing.resize == "refuse":
+                truth.check_images(list(request.images))
+            records, _ = compute(request, self._progress, what="test set")
+        groups = sweep_groups(
+            [r for r in records if r.model_hash == self._records[0].model_hash], group=self.group
+        )
+        reference = None
+        if ref is not None:
+            everything = [record for members in groups for record in members]
+            reference = select_reference(everything, ref).configuration
+        summary: SweepSummary = summarise_sweep(self._store, groups, cutoff, reference, truth)
+        return Sweep(summary)
+
+    # -- files ------------------------------------------------------------------------------
+
+    def export_mask(self, path: str | Path, run: RunName, cutoff: float | None = None) -> Path:
+        """Write the run's flip mask against the reference as a PNG (white: flipped)."""
+        mask = self.flips(run, cutoff)
+        write_mask(path, mask)
+        return Path(path)
+
+    def export_pixels(
+        self, path: str | Path, run: RunName, cutoff: float | None = None, at_risk: bool = False
+    ) -> Path:
+        """Write :meth:`pixels` as CSV, values as shortest round-trip float32 text."""
+        study = self._study(cutoff)
+        write_pixel_csv(path, study, self._analysed_run(run, study), include_at_risk=at_risk)
+        return Path(path)
+
+    def report(
+        self,
+        html: str | Path | None = None,
+        json: str | Path | None = None,
+        cutoff: float | None = None,
+    ) -> list[Path]:
+        """Write the report to attach to a bug report: a self-contained HTML file and/or the
+        JSON of ``segdiff report``. Returns the paths written, HTML first."""
+        if html is None and json is None:
+            raise InputError("report", "name what to write: html=FILE and/or json=FILE")
+        study = self._study(cutoff)
+        data = study_report(self._store, study, self._context())
+        written = []
+        if html is not None:
+            written.append(write_html_report(html, data, study, self._image()))
+        if json is not None:
+            written.append(write_json_report(json, data))
+        return [Path(path) for path in written]
+
+    # -- display ----------------------------------------------------------------------------
+
+    def _repr_html_(self) -> str:
+        study = self._study()
+        failed = "".join(
+            f"<li>failed {escape(str(f['label']))}: {escape(str(f['error']))}</li>"
+            for f in self.failures
+        )
+        extra = f"<ul>{failed}</ul>" if failed else ""
+        return html_document(study_fragment(study, self._image(), self.title) + extra)
+
+    def __repr__(self) -> str:
+        study = self._study()
+        lines = [
+            f"<Study {self.title}: {len(self._records)} runs against "
+            f"{study.reference.label}, cutoff {self.cutoff:g}, group {self.group}>"
+        ]
+        lines += Comparison(study, self._context(), self.title, None).text_lines()
+        lines += [f"  failed {f['label']}: {f['error']}" for f in self.failures]
+        return "\n".join(lines)
+
+    # -- inside -----------------------------------------------------------------------------
+
+    def _derived(self, reference: RunRecord | None) -> Study:
+        study = Study(
+            self._store,
+            self._records,
+            cutoff=self.cutoff,
+            where=self.where,
+            title=self.title,
+            reference=reference,
+            everything=self._everything,
+            request=self._request,
+            failures=self.failures,
+            progress=self._progress,
+        )
+        return study
+
+    def _study(self, cutoff: float | None = None) -> AnalysedStudy:
+        """The analysis at ``cutoff``: maps read on first use; another cutoff redoes only
+        what depends on it."""
+        cutoff = self.cutoff if cutoff is None else float(cutoff)
+        if cutoff not in self._analysed:
+            if self._analysed:
+                first = next(iter(self._analysed.values()))
+                self._analysed[cutoff] = first.at_cutoff(cutoff)
+            else:
+                self._analysed[cutoff] = load_study(
+                    self._store, self._records, cutoff, self._reference
+                )
+        return self._analysed[cutoff]
+
+    def _select(self, run: RunName) -> RunRecord:
+        if isinstance(run, Run):
+            return self._record(run.key)
+        return select_reference(self._records, run)
+
+    def _record(self, key: str) -> RunRecord:
+        return next(record for record in self._records if record.key == key)
+
+    def _analysed_run(self, run: RunName, study: AnalysedStudy | None = None) -> StudyRun:
+        key = self._select(run).key
+        return next(r for r in (study or self._study()).runs if r.key == key)
+
+    def _context(self) -> dict[str, Any]:
+        return report_context(self._records[0], self.where)
+
+    def _image(self) -> np.ndarray | None:
+        return target_image(self._store, self._records[0].target_hash)
+
+
+def _size(study: AnalysedStudy, run: StudyRun) -> tuple[int, int, float]:
+    comparison = study.comparisons[run.key]
+    return (comparison.flips, comparison.max_ulp, comparison.max_abs)
+
+
+def _typed(header: Sequence[str], line: Sequence[object]) -> list[object]:
+    """The pixel table's cells for a DataFrame: values as float32 (they were written as
+    their shortest round-trip text, so this is exact), ULPs and classes as integers."""
+    cells: list[object] = []
+    for name, cell in zip(header, line, strict=True):
+        if name.endswith((" value", " p(reference class)")):
+            cells.append(np.float32(str(cell)))
+        elif name.endswith((" ulp", " class")):
+            cells.append(int(str(cell)))
+        else:
+            cells.append(cell)
+    return cells

@@ -1,0 +1,86 @@
+"""What happened to every run of a matrix, folded from the runner's messages: the same for
+every front end that drives a :class:`MatrixRunner` to the end (the CLI, the Python API),
+whatever each shows while it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.protocol import ChildFatal, Message, RunCached, RunFailed, RunFinished
+from segdiff_gui.runner.matrix import MatrixRunner
+
+__all__ = ["MatrixOutcome", "follow"]
+
+
+@dataclass
+class MatrixOutcome:
+    """Every run's status (``cached``, ``finished``, ``failed``), for exit codes, ``--json``
+    and the API's list of failures."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    fatal: ChildFatal | None = None
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [run for run in self.runs if run["status"] == "failed"]
+
+    def record(self, message: Message) -> None:
+        """Fold one message of :meth:`MatrixRunner.run` into the outcome."""
+        if isinstance(message, RunCached):
+            self.runs.append({"key": message.key, "label": message.label, "status": "cached"})
+        elif isinstance(message, RunFinished):
+            self.runs.append(
+                {
+                    "key": message.key,
+                    "label": message.label,
+                    "status": "finished",
+                    "seconds": message.seconds,
+                    "device": message.device,
+                }
+            )
+        elif isinstance(message, RunFailed):
+            self.runs.append(
+                {
+                    "key": message.key,
+                    "label": message.label,
+                    "status": "failed",
+                    "error": message.error,
+                    "input_error": message.input_error,
+                    "detail": message.detail,
+                    "fix": message.fix,
+                }
+            )
+        elif isinstance(message, ChildFatal):
+            self.fatal = self.fatal or message
+
+    def input_error(self) -> InputError | None:
+        """The error in the input that stopped the matrix, if one did: a child that could not
+        load the model or an image, or one reason every run failed for."""
+        if self.fatal is not None:
+            return InputError(self.fatal.path, self.fatal.problem, self.fatal.fix)
+        reasons = {(run["error"], run["fix"]) for run in self.failed if run.get("input_error")}
+        if len(reasons) == 1 and len(self.failed) == len(self.runs):
+            return InputError.from_message(*reasons.pop())
+        return None
+
+
+def follow(runner: MatrixRunner, show: Callable[[Message], None]) -> MatrixOutcome:
+    """Drive ``runner`` to the end, folding every message into the outcome and then giving it
+    to ``show``. An interrupt (Ctrl-C, a notebook's stop button) kills the child in flight and
+    reaps it, and the outcome says it was interrupted: no child computes unseen after its
+    caller gave up, and what finished before is in the cache and the outcome."""
+    outcome = MatrixOutcome()
+    messages = runner.run()
+    try:
+        for message in messages:
+            outcome.record(message)
+            show(message)
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        runner.cancel()
+        messages.close()  # its ``finally`` reaps the killed child
+    return outcome

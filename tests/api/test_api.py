@@ -1,0 +1,359 @@
+"""The Python API on real runs of the demo: the same figures as the CLI, maps bit for bit from
+HDF5, bundles read in place, HTML that loads nothing, and tables with or without pandas."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import h5py
+import numpy as np
+import pytest
+from PIL import Image
+
+import segdiff_gui
+from segdiff_gui import api
+from segdiff_gui.api.running import _config, _preprocessing
+from segdiff_gui.core.config import parse_config_spec, parse_preprocessing
+from segdiff_gui.storage import ResultCache
+from tests.conftest import segdiff
+
+pytestmark = pytest.mark.slow
+
+SEED = ["device=cpu,batch=1", "device=cpu,batch=64"]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, demo):
+    """The seed's CPU half on the demo (batch 1 and 64, two repeats), run through the API,
+    with what it printed on stderr."""
+    root = tmp_path_factory.mktemp("api-cache")
+    model, images = demo
+    study = api.run(model, images, SEED, repeats=2, cache=root, progress=False)
+    return study, ResultCache(root)
+
+
+def cli_json(*args):
+    result = segdiff(*args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def as_json(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+def test_run_then_compare_is_segdiff_compare_json_figure_for_figure(made):
+    study, cache = made
+    assert [run.label for run in study.runs] == [
+        "cpu b1 r0",
+        "cpu b1 r1",
+        "cpu b64 r0",
+        "cpu b64 r1",
+    ]
+    for cutoff in (0.5, 0.3):  # the second is the study's analysis moved to another cutoff
+        (group,) = cli_json("compare", "--json", "--cache", cache.root, "--cutoff", cutoff)
+        assert group["image"] == "cell_00.png"
+        mine = study.compare(cutoff)
+        assert as_json(mine.to_dict()) == group
+        rows = {row["label"]: row for row in group["comparisons"]}
+        assert rows["cpu b64 r0"]["differing_pixels"] > 0  # the demo's batch changes its maps
+        table = mine.table  # pandas is installed in the test environment
+        for label, row in rows.items():
+            for figure in ("differing_pixels", "max_ulp", "max_abs", "flips", "bitwise_equal"):
+                assert table.loc[label, figure] == row[figure]
+
+
+def test_map_is_bit_identical_to_the_hdf5_dataset(made):
+    study, cache = made
+    for run in study.runs:
+        with h5py.File(cache.run_path(run.key), "r") as handle:
+            stored = handle["probabilities"][()]
+        mine = study.map(run.label)
+        assert mine.dtype == np.float32 and mine.shape == stored.shape
+        assert mine.tobytes() == stored.astype("<f4").tobytes()
+    # A configuration names its first repeat, a Run and an id prefix name themselves.
+    first = study.runs[2]
+    assert study.map("cpu b64").tobytes() == study.map(first).tobytes()
+    assert study.map(first.id).tobytes() == study.map(first.key).tobytes()
+
+
+def test_flips_at_risk_and_pixels_agree_with_the_maps(made):
+    study, _ = made
+    reference, other = study.map("cpu b1 r0"), study.map("cpu b64 r0")
+    # The seed's situation, made exact: a cutoff between the two values of the pixel that
+    # moved most flips that pixel, and the table gives both float32 values.
+    row, col = np.unravel_index(np.argmax(np.abs(reference - other)), reference.shape)
+    low, high = sorted((reference[row, col], other[row, col]))
+    cutoff = float(np.float32((float(low) + float(high)) / 2))
+    assert low < cutoff <= high
+    flips = study.flips("cpu b64 r0", cutoff=cutoff)
+    assert flips.dtype == bool and flips[row, col]
+    assert np.array_equal(flips, (reference >= cutoff) != (other >= cutoff))
+    pixels = study.pixels("cpu b64 r0", cutoff=cutoff)
+    hit = pixels[(pixels["row"] == row) & (pixels["column"] == col)].iloc[0]
+    assert hit["cpu b1 r0 value"] == reference[row, col]
+    assert hit["cpu b64 r0 value"] == other[row, col]
+    assert hit["why"] == "flip" and len(pixels) == int(flips.sum())
+    assert study.at_risk(cutoff)[row, col]
+    # No run flips at 0.5 on the demo, and the empty table keeps its columns.
+    empty = study.pixels("cpu b64 r0", cutoff=0.5)
+    assert len(empty) == 0 and "cpu b64 r0 ulp" in empty.columns
+    curve = study.curve("cpu b64 r0", cutoffs=[cutoff, 0.5])
+    assert list(curve["cpu b64 r0"]) == [int(flips.sum()), 0]
+
+
+def test_diagnose_and_explain_are_the_cli_s(made):
+    study, cache = made
+    (group,) = cli_json("diagnose", "--json", "--cache", cache.root)
+    diagnosis = study.diagnose()
+    assert as_json(diagnosis.to_dict()) == group
+    assert [heading for heading, _ in diagnosis.topics()][0] == "Is it repeatable?"
+    explanation = study.explain()  # the reference against the run that differs most
+    expected = cli_json(
+        "explain", "--from", "cpu b1 r0", "--to", "cpu b64 r0", "--json", "--cache", cache.root
+    )
+    assert as_json(explanation.to_dict())["rows"] == expected["rows"]
+    assert "batch" in repr(explanation)
+
+
+def test_open_cache_groups_and_open_bundle_reads_without_merging(made, tmp_path, monkeypatch):
+    study, cache = made
+    runs = api.open_cache(cache.root)
+    assert len(runs) >= 1 and runs.damaged == []
+    bundle = tmp_path / "results.h5"
+    assert segdiff("bundle", bundle, "--cache", cache.root).returncode == 0
+    before = bundle.read_bytes()
+    empty = tmp_path / "default-cache"
+    monkeypatch.setenv("SEGDIFF_CACHE", str(empty))
+    opened = api.open_bundle(bundle)
+    from_bundle = opened.study(image="cell_00.png", ref="cpu b1 r0")
+    assert from_bundle.compare().rows == runs.study(image="cell_00.png").compare().rows
+    assert from_bundle.map("cpu b64 r0").tobytes() == study.map("cpu b64 r0").tobytes()
+    assert bundle.read_bytes() == before
+    assert not empty.exists()  # nothing merged, no cache made
+
+
+def test_html_has_no_script_and_loads_nothing(made):
+    study, cache = made
+
+    class Tags(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags, self.sources = [], []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+            for name, value in attrs:
+                assert not name.startswith("on"), (tag, name)  # no event handler
+                if name in ("src", "href") and tag != "a":
+                    self.sources.append(value)
+
+    outputs = [
+        study._repr_html_(),
+        study.compare()._repr_html_(),
+        study.diagnose()._repr_html_(),
+        study.explain()._repr_html_(),
+        api.open_cache(cache.root)._repr_html_(),
+    ]
+    for html in outputs:
+        parser = Tags()
+        parser.feed(html)
+        assert not {"script", "link", "iframe", "object", "embed", "style"} & set(parser.tags)
+        assert all(source.startswith("data:image/png;base64,") for source in parser.sources)
+        assert "url(" not in html and "@import" not in html
+    assert outputs[0].count("<img") == 3  # the reference, the largest difference, the flips
+
+
+def test_reprs_read_plainly(made):
+    study, cache = made
+    text = repr(study)
+    assert text.startswith("<Study unet_sigmoid.keras on cell_00.png: 4 runs against cpu b1 r0")
+    assert "cpu b64: bitwise deterministic over 2 repeats" in text
+    assert "Is it repeatable?" in repr(study.diagnose())
+    assert "unet_sigmoid.keras" in repr(api.open_cache(cache.root))
+
+
+def test_exports_and_report_write_the_cli_s_files(made, tmp_path):
+    study, _ = made
+    mask = study.export_mask(tmp_path / "flips.png", "cpu b64 r0", cutoff=0.3)
+    assert np.array_equal(np.asarray(Image.open(mask)) > 0, study.flips("cpu b64 r0", 0.3))
+    csv = study.export_pixels(tmp_path / "flips.csv", "cpu b64 r0", cutoff=0.3, at_risk=True)
+    assert csv.read_text().splitlines()[0].startswith("row,column,why")
+    html, report = study.report(html=tmp_path / "r.html", json=tmp_path / "r.json")
+    data = json.loads(report.read_text())
+    assert data["comparisons"] == as_json(study.compare().rows)
+    assert "<script" not in html.read_text()
+
+
+def test_a_run_served_from_the_cache_shows_no_bar_and_starts_no_child(made, demo, capsys):
+    study, cache = made
+    again = api.run(*demo, SEED, repeats=2, cache=cache.root)
+    assert capsys.readouterr().err == ""  # nothing to wait for: no bar
+    assert [run.key for run in again.runs] == [run.key for run in study.runs]
+    assert "tensorflow" not in sys.modules and "keras" not in sys.modules
+
+
+def test_bad_input_is_one_line_naming_what_is_wrong(made, tmp_path):
+    study, cache = made
+    with pytest.raises(api.InputError, match="missing.keras: no such model file"):
+        api.run(tmp_path / "missing.keras", cache.root, progress=False)
+    with pytest.raises(api.InputError, match="names no run"):
+        study.map("gpu:0 b1 r0")
+    with pytest.raises(api.InputError, match="has no setting 'scales'"):
+        api.run("model.keras", "images", preprocess={"scales": 2})
+    (tmp_path / "mine.txt").write_text("the user's file")
+    with pytest.raises(api.InputError):
+        api.open_cache(tmp_path)
+    assert (tmp_path / "mine.txt").read_text() == "the user's file"
+    with pytest.raises(api.InputError, match="stored runs only"):
+        api.open_cache(cache.root).study(image="cell_00.png").explain(*SEED)
+
+
+def test_configurations_and_preprocessing_mean_what_the_cli_s_do():
+    spec = parse_config_spec("device=cpu,batch=64,xla=on,threads=1")
+    assert _config({"device": "cpu", "batch": 64, "xla": True, "threads": 1}) == spec
+    assert _config("device=cpu,batch=64,xla=on,threads=1") == spec and _config(spec) == spec
+    assert _preprocessing({"scale": 1 / 255, "mean": [0.5, 0.25], "color": "rgb"}) == (
+        parse_preprocessing("1/255", "0.5,0.25", None, "rgb")
+    )
+    with pytest.raises(api.InputError, match="batch"):
+        _config({"batch": 0})
+
+
+def test_the_package_re_exports_the_api_lazily():
+    assert all(getattr(api, name) is getattr(segdiff_gui, name) for name in api.__all__)
+    assert segdiff_gui.run is api.run and "run" in dir(segdiff_gui)
+    code = "import sys, segdiff_gui; assert 'segdiff_gui.api' not in sys.modules; print('ok')"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "ok", result.stderr
+
+
+NO_PANDAS = """
+import sys
+sys.modules["pandas"] = None  # importing it now raises ImportError, as where it is missing
+import segdiff_gui as segdiff
+runs = segdiff.open_cache(sys.argv[1])
+study = runs.study(image="cell_00.png")
+table = study.compare(0.3).table
+assert isinstance(table, list) and table[0]["label"] == "cpu b1 r1", table
+assert isinstance(study.pixels("cpu b64 r0", cutoff=0.3), list)
+assert isinstance(runs.table(), list) and isinstance(study.curve(), list)
+assert "<img" in study._repr_html_()
+loaded = {"tensorflow", "keras", "PySide6", "pyqtgraph", "matplotlib"} & set(sys.modules)
+assert not loaded, loaded
+print("ok")
+"""
+
+
+def test_the_api_works_without_pandas_and_without_a_display(made):
+    _, cache = made
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.pop("QT_QPA_PLATFORM", None)
+    result = subprocess.run(
+        [sys.executable, "-c", NO_PANDAS, str(cache.root)], capture_output=True, text=True, env=env
+    )
+    assert result.stdout.strip() == "ok", result.stderr
+
+
+KERNEL = """
+import json, os, sys
+import tensorflow  # the kernel has its own TensorFlow, set up its own way
+os.environ.update(
+    TF_ENABLE_ONEDNN_OPTS="0", TF_DETERMINISTIC_OPS="1", OMP_NUM_THREADS="1",
+    TF_NUM_INTRAOP_THREADS="1", KERAS_BACKEND="jax", TF_USE_LEGACY_KERAS="1",
+)
+import segdiff_gui as segdiff
+study = segdiff.run(segdiff.demo_model(), segdiff.demo_images(), "device=cpu,batch=1",
+                    repeats=1, cache=sys.argv[1], progress=False)
+(run,) = study.runs
+p = run.provenance
+print(json.dumps(p["environment"]))
+print(run.key, p["runtime"], p["onednn_enabled"], p["intra_op_threads"], p["op_determinism"])
+"""
+
+
+def test_a_kernel_s_tensorflow_and_environment_do_not_reach_the_runs(made, tmp_path):
+    """The runs of a kernel that imported TensorFlow and set every variable that changes
+    numerics are the runs of a clean shell, bit for bit (oneDNN off or one thread would change
+    the demo's maps; KERAS_BACKEND would change the runtime)."""
+    study, _ = made
+    clean = study.runs[0]
+    result = subprocess.run(
+        [sys.executable, "-c", KERNEL, str(tmp_path / "kernel-cache")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    *_, environment, figures = result.stdout.splitlines()
+    key, runtime, onednn, threads, determinism = figures.split()
+    # What the child ran with, as it recorded it: none of the kernel's variables.
+    assert json.loads(environment) == clean.provenance["environment"]
+    assert key == clean.key
+    assert (runtime, onednn, determinism) == (
+        "tensorflow",
+        str(clean.provenance["onednn_enabled"]),
+        "False",
+    )
+    assert threads == str(clean.provenance["intra_op_threads"])
+    kernel_map = ResultCache(tmp_path / "kernel-cache").read_run(key).probabilities
+    assert kernel_map.tobytes() == study.map(clean).tobytes()
+
+
+INTERRUPTED = """
+import sys
+import segdiff_gui as segdiff
+try:
+    segdiff.run(segdiff.demo_model(), segdiff.demo_images(), "device=cpu,batch=1",
+                repeats=1, cache=sys.argv[1], progress=False)
+except KeyboardInterrupt as stop:
+    print("interrupted:", stop)
+"""
+
+
+def test_an_interrupted_cell_kills_the_children(demo, tmp_path):
+    import signal
+    import time
+
+    import psutil
+
+    from tests.conftest import engine_children
+
+    script = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED, str(tmp_path / "cache")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SEGDIFF_TEST_HANG_ON": "cpu b1 r0"},  # the child hangs in its run
+    )
+    deadline = time.monotonic() + 120
+    while not (children := engine_children(script.pid)):
+        assert time.monotonic() < deadline, "no engine child started"
+        time.sleep(0.1)
+    time.sleep(1.0)
+    script.send_signal(signal.SIGINT)  # what a notebook's stop button sends its kernel
+    out, err = script.communicate(timeout=60)
+    assert "interrupted: the matrix was interrupted" in out, err
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert alive == []
+    assert ResultCache(tmp_path / "cache").keys() == []  # the hung run never finished
+
+
+def test_sweep_and_explain_specs_compute_what_they_need(made, demo):
+    """Last in the module: they add runs to the shared cache."""
+    study, cache = made
+    masks = demo[1][0].parent.parent / "masks"
+    sweep = study.sweep(masks=masks)
+    assert len(sweep.summary.images) == len(demo[1])
+    expected = cli_json("sweep", "--json", "--cache", cache.root, "--masks", masks)
+    assert as_json(sweep.to_dict()) == expected
+    assert sweep.table.loc["cpu b1", "is_reference"]
+    assert sweep.table.loc["cpu b64", "mean_dice"] is not None
+    before = set(cache.keys())
+    explanation = study.explain("device=cpu,batch=1", "device=cpu,batch=1,threads=1")
+    assert len(set(cache.keys()) - before) == 2  # threads=1, two repeats, in one child
+    assert explanation.to_dict()["target"] == "cpu b1 threads1"
