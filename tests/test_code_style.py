@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
 BIN = Path(sys.executable).parent
-CHECKED = ("segdiff_gui", "tests", "resources", "packaging")
+CHECKED = ("segdiff_gui", "tests", "resources", "packaging", "examples")
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:

@@ -201,13 +201,31 @@ class Study:
         return self._study(cutoff).at_risk.copy()
 
     def pixels(self, run: RunName, cutoff: float | None = None, at_risk: bool = False) -> Table:
-        """One row per pixel that flips in ``run`` (and, with ``at_risk``, per at-risk
-        pixel): row, column, why, and for every run its float32 value, bits, ULPs to the
-        reference and class. The rows of ``segdiff export --csv``, values as float32."""
+        """The pixels that flip in ``run`` (and, with ``at_risk``, the at-risk pixels), one
+        row per pixel and run of the study: row, column, why, run, its float32 ``value``,
+        the same ``exact`` (shortest text that reads back to it), ``bits``, ``ulp`` (to the
+        reference) and ``class``. ``segdiff export --csv`` writes these, a line per pixel."""
         study = self._study(cutoff)
         header, lines = pixel_table(study, self._analysed_run(run, study), at_risk)
-        rows = [dict(zip(header, _typed(header, line), strict=True)) for line in lines]
-        return make_table(rows, columns=header)
+        lead = len(header) - 4 * len(study.runs)  # row, column, why[, reference class]
+        rows = []
+        for line in lines:
+            where = dict(zip(header[:lead], line[:lead], strict=True))
+            for index, other in enumerate(study.runs):
+                value, bits, ulp, klass = line[lead + 4 * index : lead + 4 * index + 4]
+                rows.append(
+                    {
+                        **where,
+                        "run": other.label,
+                        "value": np.float32(str(value)),
+                        "exact": value,
+                        "bits": bits,
+                        "ulp": int(str(ulp)),
+                        "class": int(str(klass)),
+                    }
+                )
+        columns = [*header[:lead], "run", "value", "exact", "bits", "ulp", "class"]
+        return make_table(rows, columns=columns)
 
     def curve(self, run: RunName | None = None, cutoffs: Sequence[float] | None = None) -> Table:
         """Flipped pixels as a function of the cutoff (1001 cutoffs over [0, 1] unless
@@ -428,17 +446,3 @@ class Study:
 def _size(study: AnalysedStudy, run: StudyRun) -> tuple[int, int, float]:
     comparison = study.comparisons[run.key]
     return (comparison.flips, comparison.max_ulp, comparison.max_abs)
-
-
-def _typed(header: Sequence[str], line: Sequence[object]) -> list[object]:
-    """The pixel table's cells for a DataFrame: values as float32 (they were written as
-    their shortest round-trip text, so this is exact), ULPs and classes as integers."""
-    cells: list[object] = []
-    for name, cell in zip(header, line, strict=True):
-        if name.endswith((" value", " p(reference class)")):
-            cells.append(np.float32(str(cell)))
-        elif name.endswith((" ulp", " class")):
-            cells.append(int(str(cell)))
-        else:
-            cells.append(cell)
-    return cells

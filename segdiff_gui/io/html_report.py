@@ -58,9 +58,11 @@ figcaption{font-size:12px;color:#555;max-width:360px}.small{font-size:12px;color
 """
 
 
-def _png(rgb: np.ndarray) -> str:
+def _png(rgb: np.ndarray, optimize: bool = True) -> str:
+    """PNG data for an ``<img>``; ``optimize`` (a report kept with a bug report) makes the
+    file smaller at several times the encoding time, which a notebook cell does not spend."""
     buffer = io.BytesIO()
-    Image.fromarray(rgb).save(buffer, format="PNG", optimize=True)
+    Image.fromarray(rgb).save(buffer, format="PNG", optimize=optimize)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
@@ -73,7 +75,7 @@ def _figure(rgb: np.ndarray, caption: str, width: int | None = None) -> str:
             f"<figcaption>{escape(caption)}</figcaption></figure>"
         )
     return (
-        f'<figure style="margin:0"><img alt="{escape(caption)}" src="{_png(rgb)}" '
+        f'<figure style="margin:0"><img alt="{escape(caption)}" src="{_png(rgb, False)}" '
         f'style="width:{width}px;image-rendering:pixelated;border:1px solid #ccc">'
         f'<figcaption style="font-size:11px;color:#555;max-width:{width}px">'
         f"{escape(caption)}</figcaption></figure>"
@@ -94,16 +96,42 @@ def _gray(image: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
     return np.repeat(gray[..., None], 3, axis=-1)
 
 
+def _shrink(data: np.ndarray, factor: int, how: str) -> np.ndarray:
+    """``data`` (height × width) smaller by ``factor`` in blocks: their ``mean``, the value of
+    largest size (``absmax``, NaN-free), ``any`` (one flipped pixel keeps its block red) or a
+    ``sample`` of each. A thumbnail must not hide the one pixel that matters."""
+    if factor <= 1:
+        return data
+    if how == "sample":
+        return data[::factor, ::factor]
+    pad = ((0, -data.shape[0] % factor), (0, -data.shape[1] % factor))
+    padded = np.pad(data, pad, mode="edge")
+    blocks = padded.reshape(
+        padded.shape[0] // factor, factor, padded.shape[1] // factor, factor
+    ).swapaxes(1, 2)
+    flat = blocks.reshape(*blocks.shape[:2], -1)
+    if how == "any":
+        return np.asarray(flat.any(axis=-1))
+    if how == "mean":
+        return np.asarray(flat.mean(axis=-1), dtype=data.dtype)
+    values = np.nan_to_num(flat)
+    largest = np.abs(values).argmax(axis=-1)[..., None]
+    return np.take_along_axis(values, largest, axis=-1)[..., 0]
+
+
 def _pictures(study: Study, image: np.ndarray | None, width: int | None = None) -> str:
+    """The reference, the largest difference and the flips; with ``width`` (a notebook's
+    small pictures) each at most twice that many pixels across, reduced in blocks."""
     ref = study.reference.probabilities
+    factor = 1 if width is None else max(1, math.ceil(max(ref.shape[:2]) / (2 * width)))
     figures = []
     if study.multiclass:
-        classes = class_map(ref, study.cutoff) % len(_CLASS_COLOURS)
+        classes = _shrink(class_map(ref, study.cutoff), factor, "sample") % len(_CLASS_COLOURS)
         figures.append(
             _figure(_CLASS_COLOURS[classes], f"reference classes ({study.reference.label})", width)
         )
     else:
-        binary = ref[..., 0] if ref.ndim == 3 else ref
+        binary = _shrink(ref[..., 0] if ref.ndim == 3 else ref, factor, "mean")
         caption = f"reference map {study.reference.label}, 0 → 1"
         figures.append(_figure(viridis(binary), caption, width))
     if study.others:
@@ -116,6 +144,7 @@ def _pictures(study: Study, image: np.ndarray | None, width: int | None = None) 
             largest = np.nanargmax(np.abs(np.nan_to_num(diff)), axis=-1)[..., None]
             diff = np.take_along_axis(diff, largest, axis=-1)[..., 0]
         limit = float(np.nanmax(np.abs(diff), initial=0.0))
+        diff = _shrink(diff, factor, "absmax")
         figures.append(
             _figure(
                 diverging(diff, limit),
@@ -123,10 +152,11 @@ def _pictures(study: Study, image: np.ndarray | None, width: int | None = None) 
                 width,
             )
         )
-        overlay = _gray(image, ref.shape[:2])
+        overlay = _gray(image, ref.shape[:2])[::factor, ::factor]
         amber = np.array([255.0, 200.0, 0.0])
-        overlay[study.at_risk] = (overlay[study.at_risk] * 0.4 + amber * 0.6).astype(np.uint8)
-        overlay[study.any_flips()] = [255, 0, 40]
+        risky = _shrink(study.at_risk, factor, "any")
+        overlay[risky] = (overlay[risky] * 0.4 + amber * 0.6).astype(np.uint8)
+        overlay[_shrink(study.any_flips(), factor, "any")] = [255, 0, 40]
         caption = "input image; red: pixels that flip in any run, amber: at-risk pixels"
         figures.append(_figure(overlay, caption, width))
     inline = ' style="display:flex;flex-wrap:wrap;gap:12px"' if width is not None else ""

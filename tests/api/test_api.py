@@ -94,14 +94,18 @@ def test_flips_at_risk_and_pixels_agree_with_the_maps(made):
     assert flips.dtype == bool and flips[row, col]
     assert np.array_equal(flips, (reference >= cutoff) != (other >= cutoff))
     pixels = study.pixels("cpu b64 r0", cutoff=cutoff)
-    hit = pixels[(pixels["row"] == row) & (pixels["column"] == col)].iloc[0]
-    assert hit["cpu b1 r0 value"] == reference[row, col]
-    assert hit["cpu b64 r0 value"] == other[row, col]
-    assert hit["why"] == "flip" and len(pixels) == int(flips.sum())
+    assert len(pixels) == int(flips.sum()) * len(study.runs)  # a row per pixel and run
+    hit = pixels[(pixels["row"] == row) & (pixels["column"] == col)].set_index("run")
+    assert hit.loc["cpu b1 r0", "value"] == reference[row, col]
+    assert hit.loc["cpu b64 r0", "value"] == other[row, col]
+    assert np.float32(hit.loc["cpu b64 r0", "exact"]) == other[row, col]
+    assert hit.loc["cpu b64 r0", "bits"] == f"0x{other[row, col].view(np.uint32):08x}"
+    assert hit.loc["cpu b1 r0", "ulp"] == 0 and hit.loc["cpu b64 r0", "ulp"] > 0
+    assert set(hit["why"]) == {"flip"}
     assert study.at_risk(cutoff)[row, col]
     # No run flips at 0.5 on the demo, and the empty table keeps its columns.
     empty = study.pixels("cpu b64 r0", cutoff=0.5)
-    assert len(empty) == 0 and "cpu b64 r0 ulp" in empty.columns
+    assert len(empty) == 0 and "ulp" in empty.columns
     curve = study.curve("cpu b64 r0", cutoffs=[cutoff, 0.5])
     assert list(curve["cpu b64 r0"]) == [int(flips.sum()), 0]
 

@@ -5,7 +5,7 @@ run). Figures are medians over several runs; a ratio measures both sides in the 
 Benchmarks: startup, engine (overhead and cache hit), interaction, bandwidth, scale, matrix,
 runtimes (each runtime's first map, cold and with its compilation cache), layers (the layer
 probe's memory and time on a deep model at 512×512), conversions (LiteRT's and ONNX Runtime's
-conversion and inference times on the demo).
+conversion and inference times on the demo), api (the Python API's cache hit and answers).
 """
 
 from __future__ import annotations
@@ -465,6 +465,66 @@ def conversions(work: Path) -> list[Figure]:
     return figures
 
 
+_API_HIT = """
+import sys, time
+started = time.perf_counter()
+import segdiff_gui as segdiff
+study = segdiff.run(segdiff.demo_model(), segdiff.demo_images(), sys.argv[2:], repeats=1,
+                    cache=sys.argv[1])
+hit = time.perf_counter() - started
+started = time.perf_counter()
+comparison = study.compare()
+compared = time.perf_counter() - started
+started = time.perf_counter()
+table = comparison.table
+tabled = time.perf_counter() - started
+started = time.perf_counter()
+html = study._repr_html_()
+shown = time.perf_counter() - started
+started = time.perf_counter()
+runs = segdiff.open_cache(sys.argv[1]).study(image=study.image)
+opened = time.perf_counter() - started
+print(hit, compared, tabled, shown, opened)
+"""
+
+
+def api(work: Path) -> list[Figure]:
+    """The Python API in a fresh interpreter (a notebook's first cell): a matrix served from
+    the cache (imports included), its comparison as a DataFrame, the study's HTML, and a
+    cache opened and grouped; against the CLI's computing the same matrix."""
+    from segdiff_gui.resources import demo_images, demo_model
+
+    configs = ["batch=1", "batch=64", "xla=on", "precision=bf16"]
+    arguments = [demo_model(), *demo_images()]
+    for spec in configs:
+        arguments += ["--config", spec]
+    cache = work / "api-cache"
+    first = segdiff("run", *arguments, "--repeats", "1", "--cache", cache)
+    found = []
+    for _ in range(5):
+        result = subprocess.run(
+            [PYTHON, "-c", _API_HIT, str(cache), *configs],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        found.append([float(value) for value in result.stdout.split()])
+    columns = zip(*found, strict=True)
+    hit, compared, tabled, shown, opened = (statistics.median(c) for c in columns)
+    return [
+        Figure("api", "segdiff.run served from the cache, imports included (s)", hit, "s",
+               "≤ 0.5 s", hit <= 0.5),
+        Figure("api", "cache hit: segdiff run computing it / segdiff.run", first / hit, "×",
+               "≥ 20", first / hit >= 20),
+        Figure("api", "study.compare(): 4 maps of 256² read and compared (ms)",
+               compared * 1000, "ms", "≤ 100 ms", compared <= 0.1),
+        Figure("api", "its first .table (pandas imported: most of it) (ms)", tabled * 1000,
+               "ms", "—", True),
+        Figure("api", "a study's HTML with its pictures (ms)", shown * 1000, "ms",
+               "≤ 200 ms", shown <= 0.2),
+        Figure("api", "open_cache → one group's Study (ms)", opened * 1000, "ms",
+               "≤ 200 ms", opened <= 0.2),
+    ]  # fmt: skip
+
+
 BENCHMARKS = {
     "startup": startup,
     "engine": engine,
@@ -475,6 +535,7 @@ BENCHMARKS = {
     "runtimes": runtimes,
     "layers": layers,
     "conversions": conversions,
+    "api": api,
 }
 
 

@@ -76,3 +76,35 @@ def test_json_and_html_reports(tmp_path):
     text = html.read_text()
     assert text.count("data:image/png;base64,") == 3 and "<svg" in text
     assert "gpu:0 b1 r0" in text and "http" not in text.replace("http://www.w3.org", "")
+
+
+def test_a_notebook_s_pictures_are_small_and_keep_a_single_flipped_pixel():
+    """A 2048² study shown in a notebook cell: thumbnails of at most twice the shown width,
+    and the one flipped pixel still red in the reduced flip picture."""
+    import base64
+    import io
+    import re
+
+    from PIL import Image
+
+    from segdiff_gui.io.html_report import study_fragment
+
+    reference = np.full((2048, 2048), 0.2, dtype=np.float32)
+    other = reference.copy()
+    reference[1001, 7], other[1001, 7] = 0.4999999, 0.5000001  # flips at 0.5
+    study = Study(
+        [
+            StudyRun("a" * 64, "cpu b1 r0", RunConfig(), 0, reference),
+            StudyRun("b" * 64, "cpu b64 r0", RunConfig(batch=64), 0, other),
+        ],
+        cutoff=0.5,
+    )
+    html = study_fragment(study, None, "big", picture_width=200)
+    pictures = [
+        np.asarray(Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB"))
+        for data in re.findall(r'src="data:image/png;base64,([^"]+)"', html)
+    ]
+    assert [p.shape[:2] for p in pictures] == [(342, 342)] * 3  # 2048 in blocks of 6 ≤ 400
+    flipped = np.all(pictures[2] == [255, 0, 40], axis=-1)
+    assert flipped.sum() == 1 and flipped[1001 // 6, 7 // 6]
+    assert len(html) < 200_000
