@@ -14,9 +14,14 @@ __all__ = ["cutoff_findings", "quietest_cutoff"]
 
 def quietest_cutoff(reference: np.ndarray, margin: float, cutoff: float) -> tuple[float, int]:
     """Among cutoffs within ±0.1 of ``cutoff`` (steps of 0.01), the one with the fewest
-    at-risk pixels, and that count."""
+    at-risk pixels, and that count. Only cutoffs that leave pixels in both classes count: one
+    above every value of the map has no pixel at risk because it has no foreground."""
     candidates = np.round(np.arange(-0.1, 0.1001, 0.01) + cutoff, 2)
+    low, high = float(np.nanmin(reference)), float(np.nanmax(reference))
     candidates = candidates[(candidates > 0) & (candidates < 1)]
+    candidates = candidates[(candidates > low) & (candidates <= high)]
+    if not len(candidates):
+        return cutoff, int(at_risk_mask(reference, margin, cutoff).sum())
     counts = [int(at_risk_mask(reference, margin, float(c)).sum()) for c in candidates]
     best = int(np.argmin(counts))
     return float(candidates[best]), counts[best]

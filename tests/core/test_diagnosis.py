@@ -232,3 +232,14 @@ def test_full_int8_runs_calibrated_on_other_images_are_not_repeats() -> None:
     text = " ".join(f.sentence for f in diagnose(study))
     assert " is nondeterministic" not in text and "Turn on op determinism" not in text
     assert "cal2#aaaa" in text and "cal1#bbbb" in text
+
+
+def test_the_quietest_cutoff_keeps_pixels_in_both_classes() -> None:
+    """A map spanning 0.39–0.59 (a weak model's): cutoffs above its largest value have no
+    pixel at risk because they have no foreground; they are never the advice."""
+    from segdiff_gui.core.cutoff_findings import quietest_cutoff
+
+    reference = np.linspace(0.388, 0.587, 64 * 64, dtype=np.float32).reshape(64, 64)
+    best, count = quietest_cutoff(reference, margin=0.004, cutoff=0.55)
+    assert 0.388 < best <= 0.587 and count > 0
+    assert quietest_cutoff(reference, 0.004, 0.99) == (0.99, 0)  # none in range: the cutoff
