@@ -12,7 +12,7 @@ from pathlib import Path
 
 from segdiff_gui.api.results import html_document
 from segdiff_gui.api.running import PathLike, cache_of
-from segdiff_gui.api.study import Study
+from segdiff_gui.api.study import Study, checked_cutoff
 from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
@@ -41,7 +41,7 @@ class Runs:
     def __init__(self, source: RunsSource, cutoff: float = DEFAULT_CUTOFF) -> None:
         self._source = source
         self.where = source.where
-        self.cutoff = float(cutoff)
+        self.cutoff = checked_cutoff(cutoff)
         #: The entries that could not be read, one line each (the rest are readable).
         self.damaged: list[str] = [str(error) for error in source.damaged]
         self._groups = comparable_groups(source.records)
@@ -58,8 +58,23 @@ class Runs:
         group: str | None = None,
         ref: str | None = None,
     ) -> Study:
-        """The one group the names choose (model or image by name or hash prefix, group by
-        id), against ``ref`` (a run's or configuration's label, or an id) if given."""
+        """One group's study.
+
+        Parameters
+        ----------
+        model, image : str, optional
+            A model's or image's file name (or hash prefix), as ``segdiff ls`` shows them.
+        group : str, optional
+            A group id (``table()`` and ``segdiff ls`` show them).
+        ref : str, optional
+            The reference: a run's or configuration's label, or an id. It also chooses the
+            group when the other names leave several.
+
+        Raises
+        ------
+        InputError
+            When nothing matches, or several groups do and none is chosen (they are listed).
+        """
         groups = comparable_groups(self._source.records, model, image, group)
         if ref is not None:
             members = [record for chosen in groups for record in chosen]
@@ -155,17 +170,47 @@ def _warn_damaged(damaged: Sequence[InputError]) -> None:
 
 
 def open_cache(path: PathLike | ResultCache | None = None, cutoff: float = DEFAULT_CUTOFF) -> Runs:
-    """The runs of a cache folder (default: ``$SEGDIFF_CACHE`` or the user cache folder).
+    """The runs of a cache, grouped.
 
-    Raises :class:`InputError` for a folder that is not a segdiff cache or holds no runs."""
+    Parameters
+    ----------
+    path : str or Path, optional
+        The cache folder (default: ``$SEGDIFF_CACHE``, else the user cache folder).
+    cutoff : float
+        The cutoff its studies use unless given one.
+
+    Returns
+    -------
+    Runs
+        One :class:`Study` per model, image and settings; ``damaged`` names the entries
+        that could not be read.
+
+    Raises
+    ------
+    InputError
+        For a folder that is not a segdiff cache, or one that holds no runs.
+    """
     cache = cache_of(path)
     cache.check_usable()
     return Runs(read_source(cache, _EMPTY_HINT, _warn_damaged), cutoff)
 
 
 def open_bundle(path: PathLike, cutoff: float = DEFAULT_CUTOFF) -> Runs:
-    """The runs of a bundle file (``segdiff bundle``), read in place: nothing is merged into
-    any cache. Every entry is checked as it is read; a damaged one is named in ``damaged``."""
+    """The runs of a bundle file (``segdiff bundle``), grouped, read in place: nothing is
+    merged into any cache.
+
+    Parameters
+    ----------
+    path : str or Path
+        The bundle. It is untrusted data: every entry is checked as it is read, and a
+        damaged one is named in ``damaged`` while the others stay readable.
+    cutoff : float
+        The cutoff its studies use unless given one.
+
+    Returns
+    -------
+    Runs
+    """
     bundle = BundleReader(Path(path))
     hint = "make one with 'segdiff bundle' on the machine that ran them"
     return Runs(read_source(bundle, hint, _warn_damaged), cutoff)

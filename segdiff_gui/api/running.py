@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from segdiff_gui.api.compute import compute
-from segdiff_gui.api.study import Study
+from segdiff_gui.api.study import Study, checked_cutoff
 from segdiff_gui.core.config import (
     ModelSettings,
     OutputSelection,
@@ -48,8 +48,14 @@ def cache_of(cache: PathLike | ResultCache | None) -> ResultCache:
 
 
 def devices(cache: PathLike | ResultCache | None = None) -> list[str]:
-    """The devices a run can name: ``cpu`` and every GPU TensorFlow sees (asked of a child
-    process once per machine, then remembered in the cache)."""
+    """The devices a configuration can name.
+
+    Returns
+    -------
+    list of str
+        ``"cpu"`` and every GPU TensorFlow sees (``"gpu:0"``, …), asked of a child process
+        once per machine and then remembered in the cache.
+    """
     try:
         return ["cpu", *gpu_names(probe_devices(cache_of(cache).root))]
     except ProbeError as error:
@@ -180,7 +186,7 @@ def run(
         Where maps are cached (default: ``$SEGDIFF_CACHE`` or the user cache folder). A run
         already there is not computed again.
     cutoff : float
-        The class cutoff the study's questions use unless given one.
+        The class cutoff (between 0 and 1) the study's questions use unless given one.
     timeout : float
         Seconds a child may stay silent before it is killed (its run fails).
     progress : bool
@@ -207,6 +213,7 @@ def run(
     except ConfigError as error:
         raise InputError("activation", str(error)) from None
     settings = ModelSettings(_preprocessing(preprocess), selection, bool(trust_model))
+    checked_cutoff(cutoff)  # before any run: a typo must not cost a matrix
     if int(repeats) < 1:
         raise InputError("repeats", f"is {repeats}: give at least 1")
     request = MatrixRequest(

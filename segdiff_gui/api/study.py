@@ -40,7 +40,7 @@ from segdiff_gui.storage.studies import (
     target_image,
 )
 
-__all__ = ["Run", "Study"]
+__all__ = ["Run", "Study", "checked_cutoff"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,14 @@ class Run:
         )
 
 
+def checked_cutoff(value: float) -> float:
+    """A class cutoff, between 0 and 1 (``p >= cutoff`` is the foreground)."""
+    cutoff = float(value)
+    if not 0.0 <= cutoff <= 1.0:
+        raise InputError("cutoff", f"is {value!r}: give a cutoff between 0 and 1")
+    return cutoff
+
+
 RunName = str | Run  # a run's label, id prefix or key, a configuration's label, or a Run
 
 
@@ -116,7 +124,7 @@ class Study:
         self._request = request
         self._progress = progress
         self._analysed: dict[float, AnalysedStudy] = {}
-        self.cutoff = float(cutoff)
+        self.cutoff = checked_cutoff(cutoff)
         self.where = where
         record = self._records[0]
         self.model = record.model_name
@@ -140,14 +148,20 @@ class Study:
         return Run.of(self._record(analysed.reference.key))
 
     def with_reference(self, run: RunName) -> Study:
-        """The same runs against another reference run."""
+        """The same runs against another reference.
+
+        Parameters
+        ----------
+        run : str or Run
+            The new reference: a run's label or id, or a configuration (its first repeat).
+        """
         chosen = self._select(run)
         return self._derived(reference=chosen)
 
     def at_cutoff(self, cutoff: float) -> Study:
-        """The same runs at another cutoff."""
+        """The same runs with another default cutoff (between 0 and 1)."""
         study = self._derived(reference=self._reference)
-        study.cutoff = float(cutoff)
+        study.cutoff = checked_cutoff(cutoff)
         return study
 
     def runs_table(self) -> Table:
@@ -174,37 +188,87 @@ class Study:
         return make_table(rows, index="label")
 
     def map(self, run: RunName) -> np.ndarray:
-        """The run's probability map, float32 (height × width, or × classes), bit for bit as
-        the cache stores it."""
+        """A run's probability map, bit for bit as the cache stores it.
+
+        Parameters
+        ----------
+        run : str or Run
+            A run's label (``"cpu b64 r0"``), id prefix or key, a configuration's label
+            (``"cpu b64"``: its first repeat), or a :class:`Run`.
+
+        Returns
+        -------
+        numpy.ndarray
+            float32, height × width (sigmoid) or height × width × classes (softmax); a copy.
+        """
         return self._analysed_run(run).probabilities.copy()
 
     # -- at the cutoff ----------------------------------------------------------------------
 
     def compare(self, cutoff: float | None = None) -> Comparison:
-        """Every run against the reference: bitwise equality, differing pixels, max ULP, max
-        and mean |Δ|, class flips at the cutoff; the repeats' verdicts; the at-risk pixels.
-        The figures of ``segdiff compare --json``."""
+        """Every run against the reference.
+
+        Parameters
+        ----------
+        cutoff : float, optional
+            The class cutoff for the flips (``p >= cutoff``); default: the study's.
+
+        Returns
+        -------
+        Comparison
+            Per run: bitwise equality, differing pixels, max ULP, max and mean |Δ|, where
+            the largest is, class flips; the repeats' verdicts; the at-risk pixels. Its
+            ``to_dict()`` is what ``segdiff compare --json`` prints for the group.
+        """
         study = self._study(cutoff)
         return Comparison(study, self._context(), self.title, self._image())
 
     def flips(self, run: RunName | None = None, cutoff: float | None = None) -> np.ndarray:
-        """Pixels whose class differs from the reference's in ``run`` (boolean, height ×
-        width); with no run, the pixels that flip in any run."""
+        """Pixels whose class differs from the reference's.
+
+        Parameters
+        ----------
+        run : str or Run, optional
+            The run compared; default: every run (a pixel that flips in any of them).
+        cutoff : float, optional
+            Default: the study's. Multi-class maps flip on argmax, whatever the cutoff.
+
+        Returns
+        -------
+        numpy.ndarray
+            Boolean, height × width.
+        """
         study = self._study(cutoff)
         if run is None:
             return study.any_flips()
         return study.flips(self._analysed_run(run, study)).copy()
 
     def at_risk(self, cutoff: float | None = None) -> np.ndarray:
-        """Pixels whose reference value lies closer to the cutoff than the largest difference
-        any run showed (for multi-class maps: whose two likeliest classes are that close)."""
+        """Pixels that the differences seen could flip: their reference value lies closer to
+        the cutoff than the largest difference any run showed (multi-class maps: their two
+        likeliest classes are within twice that). Boolean, height × width."""
         return self._study(cutoff).at_risk.copy()
 
     def pixels(self, run: RunName, cutoff: float | None = None, at_risk: bool = False) -> Table:
-        """The pixels that flip in ``run`` (and, with ``at_risk``, the at-risk pixels), one
-        row per pixel and run of the study: row, column, why, run, its float32 ``value``,
-        the same ``exact`` (shortest text that reads back to it), ``bits``, ``ulp`` (to the
-        reference) and ``class``. ``segdiff export --csv`` writes these, a line per pixel."""
+        """The flipped pixels of ``run`` with every run's exact value there.
+
+        Parameters
+        ----------
+        run : str or Run
+            The run whose flips (against the reference) are listed.
+        cutoff : float, optional
+            Default: the study's.
+        at_risk : bool
+            Also list the at-risk pixels (``why`` says which).
+
+        Returns
+        -------
+        Table
+            A row per pixel and run of the study: ``row``, ``column``, ``why``, ``run``, its
+            ``value`` (float32), ``exact`` (the shortest text that reads back to it),
+            ``bits``, ``ulp`` (to the reference) and ``class``. ``export_pixels`` and
+            ``segdiff export --csv`` write the same, a line per pixel.
+        """
         study = self._study(cutoff)
         header, lines = pixel_table(study, self._analysed_run(run, study), at_risk)
         lead = len(header) - 4 * len(study.runs)  # row, column, why[, reference class]
@@ -228,8 +292,20 @@ class Study:
         return make_table(rows, columns=columns)
 
     def curve(self, run: RunName | None = None, cutoffs: Sequence[float] | None = None) -> Table:
-        """Flipped pixels as a function of the cutoff (1001 cutoffs over [0, 1] unless
-        given), a column per run (or only ``run``'s)."""
+        """Flipped pixels as a function of the cutoff (binary maps).
+
+        Parameters
+        ----------
+        run : str or Run, optional
+            Only this run's column; default: every run's.
+        cutoffs : sequence of float, optional
+            Where to count; default: 1001 cutoffs over [0, 1]. Counts are exact at any cutoff.
+
+        Returns
+        -------
+        Table
+            Indexed by cutoff, a column of flip counts per run.
+        """
         study = self._study()
         if study.multiclass:
             raise InputError(self.title, "multi-class maps flip on argmax: no cutoff curve")
@@ -249,7 +325,13 @@ class Study:
 
     def diagnose(self, cutoff: float | None = None) -> Diagnosis:
         """Is it repeatable, what changes the maps, what it does at the cutoff, how to avoid
-        it: the findings of ``segdiff diagnose``."""
+        it: the findings of ``segdiff diagnose``, each resting on a measured figure.
+
+        Parameters
+        ----------
+        cutoff : float, optional
+            Default: the study's.
+        """
         return Diagnosis(self._study(cutoff), self._context(), self.title)
 
     def explain(
@@ -258,15 +340,25 @@ class Study:
         second: RunName | None = None,
         cutoff: float | None = None,
     ) -> Explanation:
-        """What moves ``first`` to ``second``: each knob alone and knob after knob, and the
-        spread over repeats (``segdiff explain``).
+        """What moves one configuration to another, knob by knob (``segdiff explain``).
 
-        Two runs of the study (default: the reference and the run that differs most) are
-        measured from what is cached. Two ``key=value`` specs (``"device=cpu,batch=1"``) run
-        the configurations the attribution needs first; that takes a study made by
-        :func:`segdiff_gui.run`, which knows its model and images.
+        Parameters
+        ----------
+        first, second : str or Run, optional
+            Two runs of the study (default: the reference and the run that differs most),
+            measured from what is cached; or two ``key=value`` specs
+            (``"device=cpu,batch=1"``), whose attribution runs what is missing first (a study
+            made by :func:`segdiff_gui.run`, which knows its model and images).
+        cutoff : float, optional
+            Default: the study's.
+
+        Returns
+        -------
+        Explanation
+            Each knob alone from ``first``, knob after knob towards ``second``, the total,
+            and the spread over repeats, with sentences.
         """
-        cutoff = self.cutoff if cutoff is None else float(cutoff)
+        cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
         specs = [isinstance(name, str) and "=" in name for name in (first, second)]
         if any(specs):
             if not all(specs):
@@ -312,14 +404,28 @@ class Study:
         cutoff: float | None = None,
         ref: str | None = None,
     ) -> Sweep:
-        """The study's configurations over the whole test set: per configuration, how many
-        images flip and by how much, and with ground-truth ``masks`` (a folder of masks named
-        as the images) the mean Dice and IoU and how far they move.
+        """The study's configurations over the whole test set (``segdiff sweep``).
 
         A study made by :func:`segdiff_gui.run` first computes every image that is not
         cached yet; one opened from a cache or bundle summarises the runs stored there.
+
+        Parameters
+        ----------
+        masks : str or Path, optional
+            A folder of ground-truth masks named as the images (``cell_07.png``,
+            ``cell_07_mask.png``): adds mean Dice and IoU and how far they move.
+        cutoff : float, optional
+            Default: the study's.
+        ref : str, optional
+            The reference configuration (default: ``cpu b1``, else the first).
+
+        Returns
+        -------
+        Sweep
+            Per configuration: images with flips, flips, at-risk pixels, max ULP, and with
+            masks the mean Dice and IoU, their change and their range over repeats.
         """
-        cutoff = self.cutoff if cutoff is None else float(cutoff)
+        cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
         truth = TruthFolder(masks) if masks is not None else None
         records = self._everything
         if self._request is not None:
@@ -340,7 +446,8 @@ class Study:
     # -- files ------------------------------------------------------------------------------
 
     def export_mask(self, path: str | Path, run: RunName, cutoff: float | None = None) -> Path:
-        """Write the run's flip mask against the reference as a PNG (white: flipped)."""
+        """Write the run's flip mask against the reference as an image (white: flipped; PNG
+        or TIFF by the name). Returns the path."""
         mask = self.flips(run, cutoff)
         write_mask(path, mask)
         return Path(path)
@@ -348,7 +455,8 @@ class Study:
     def export_pixels(
         self, path: str | Path, run: RunName, cutoff: float | None = None, at_risk: bool = False
     ) -> Path:
-        """Write :meth:`pixels` as CSV, values as shortest round-trip float32 text."""
+        """Write the flipped (and at-risk) pixels as CSV, a line per pixel with every run's
+        exact value, bits, ULPs and class: ``segdiff export --csv``. Returns the path."""
         study = self._study(cutoff)
         write_pixel_csv(path, study, self._analysed_run(run, study), include_at_risk=at_risk)
         return Path(path)
@@ -359,8 +467,20 @@ class Study:
         json: str | Path | None = None,
         cutoff: float | None = None,
     ) -> list[Path]:
-        """Write the report to attach to a bug report: a self-contained HTML file and/or the
-        JSON of ``segdiff report``. Returns the paths written, HTML first."""
+        """Write the report to attach to a bug report (``segdiff report``).
+
+        Parameters
+        ----------
+        html, json : str or Path, optional
+            A self-contained HTML file (pictures embedded, no script) and/or the JSON.
+        cutoff : float, optional
+            Default: the study's.
+
+        Returns
+        -------
+        list of Path
+            The files written, HTML first.
+        """
         if html is None and json is None:
             raise InputError("report", "name what to write: html=FILE and/or json=FILE")
         study = self._study(cutoff)
@@ -413,7 +533,7 @@ class Study:
     def _study(self, cutoff: float | None = None) -> AnalysedStudy:
         """The analysis at ``cutoff``: maps read on first use; another cutoff redoes only
         what depends on it."""
-        cutoff = self.cutoff if cutoff is None else float(cutoff)
+        cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
         if cutoff not in self._analysed:
             if self._analysed:
                 first = next(iter(self._analysed.values()))

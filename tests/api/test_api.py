@@ -207,6 +207,8 @@ def test_bad_input_is_one_line_naming_what_is_wrong(made, tmp_path):
         api.run(tmp_path / "missing.keras", cache.root, progress=False)
     with pytest.raises(api.InputError, match="names no run"):
         study.map("gpu:0 b1 r0")
+    with pytest.raises(api.InputError, match="cutoff: is 55: give a cutoff between 0 and 1"):
+        study.compare(55)
     with pytest.raises(api.InputError, match="has no setting 'scales'"):
         api.run("model.keras", "images", preprocess={"scales": 2})
     (tmp_path / "mine.txt").write_text("the user's file")
