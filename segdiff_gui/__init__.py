@@ -25,4 +25,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_api().__all__])
+    return sorted([*(name for name in globals() if name.startswith("__")), *_api().__all__])

@@ -8,11 +8,11 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator, Sequence
 from html import escape
-from pathlib import Path
 
+from segdiff_gui.api.arguments import PathLike, checked_cutoff, checked_path
 from segdiff_gui.api.results import html_document
-from segdiff_gui.api.running import PathLike, cache_of
-from segdiff_gui.api.study import Study, checked_cutoff
+from segdiff_gui.api.running import cache_of
+from segdiff_gui.api.study import Study
 from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
@@ -78,17 +78,28 @@ class Runs:
         groups = comparable_groups(self._source.records, model, image, group)
         if ref is not None:
             members = [record for chosen in groups for record in chosen]
-            reference = select_reference(members, ref)
+            try:
+                reference = select_reference(members, ref)
+            except InputError as error:
+                if error.fix != "group":
+                    raise
+                raise InputError(ref, f"is a run of {self._several(groups)}") from None
             return self._study(group_of(self._source.records, reference), reference)
         if len(groups) > 1:
-            listed = "; ".join(
-                f"{self._titles[group_id(g[0])]} [{group_id(g[0])}]" for g in groups[:6]
-            )
-            raise InputError(
-                self.where,
-                f"holds {len(groups)} groups ({listed}); choose one with model=, image= or group=",
-            )
+            raise InputError(self.where, f"holds {self._several(groups)}")
         return self._study(groups[0])
+
+    def _several(self, groups: Sequence[Sequence[RunRecord]]) -> str:
+        """``3 groups (a.png [1f2e3d], …); choose one with image=``: images name the groups
+        where each has its own, titles (with their settings) where they share one."""
+        by_image = len({g[0].target_name for g in groups}) == len(groups)
+        listed = ", ".join(
+            f"{g[0].target_name if by_image else self._titles[group_id(g[0])]} [{group_id(g[0])}]"
+            for g in groups[:6]
+        )
+        more = f", and {len(groups) - 6} more" if len(groups) > 6 else ""
+        choose = "image=" if by_image else "group="
+        return f"{len(groups)} groups ({listed}{more}); choose one with {choose}"
 
     def table(self) -> Table:
         """One row per run, grouped: what ``segdiff ls --json`` lists."""
@@ -183,7 +194,8 @@ def open_cache(path: PathLike | ResultCache | None = None, cutoff: float = DEFAU
     -------
     Runs
         One :class:`Study` per model, image and settings; ``damaged`` names the entries
-        that could not be read.
+        that could not be read. A run whose map turns out damaged when a study reads it is
+        left out of that study, and named in its ``damaged``.
 
     Raises
     ------
@@ -192,6 +204,10 @@ def open_cache(path: PathLike | ResultCache | None = None, cutoff: float = DEFAU
     """
     cache = cache_of(path)
     cache.check_usable()
+    if not cache.root.exists():
+        raise InputError(cache.root, "no such cache folder")
+    if not cache.is_marked and not cache.keys() and any(cache.root.iterdir()):
+        raise InputError(cache.root, "is not a segdiff cache (it holds other files)")
     return Runs(read_source(cache, _EMPTY_HINT, _warn_damaged), cutoff)
 
 
@@ -202,8 +218,9 @@ def open_bundle(path: PathLike, cutoff: float = DEFAULT_CUTOFF) -> Runs:
     Parameters
     ----------
     path : str or Path
-        The bundle. It is untrusted data: every entry is checked as it is read, and a
-        damaged one is named in ``damaged`` while the others stay readable.
+        The bundle. It is untrusted data: every entry is checked as it is read; one whose
+        metadata is damaged is named in ``Runs.damaged``, one whose map is damaged in its
+        study's ``damaged``, and the others stay readable.
     cutoff : float
         The cutoff its studies use unless given one.
 
@@ -211,6 +228,6 @@ def open_bundle(path: PathLike, cutoff: float = DEFAULT_CUTOFF) -> Runs:
     -------
     Runs
     """
-    bundle = BundleReader(Path(path))
+    bundle = BundleReader(checked_path(path, "bundle"))
     hint = "make one with 'segdiff bundle' on the machine that ran them"
     return Runs(read_source(bundle, hint, _warn_damaged), cutoff)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+from segdiff_gui.api.hints import hinted, with_argument
 from segdiff_gui.api.progress import ProgressBar
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.runner.outcome import MatrixOutcome, follow
@@ -25,9 +26,12 @@ def compute(
     raises again; other failures are in the outcome, and each is written under the bar.
     """
     cache = request.cache
-    cache.check_usable()
-    cache.claim()
-    runner = request.start()
+    try:
+        cache.check_usable()
+        cache.claim()
+        runner = request.start()
+    except InputError as error:
+        raise with_argument(error) from None
     for entry in runner.plan.damaged:
         warnings.warn(f"recomputing a damaged run: {entry}", stacklevel=3)
     bar = ProgressBar(progress, what)
@@ -37,8 +41,12 @@ def compute(
         bar.close()
     if outcome.interrupted:
         raise KeyboardInterrupt("the matrix was interrupted; the runs that finished are cached")
-    if (error := outcome.input_error()) is not None:
-        raise error
+    if (stopped := outcome.input_error()) is not None:
+        raise with_argument(stopped)
+    for failure in outcome.failed:
+        failure["error"] = hinted(failure["error"], failure.get("fix") or "")
+        if not progress:  # the bar wrote it as it happened
+            warnings.warn(f"failed {failure['label']}: {failure['error']}", stacklevel=3)
     records = []
     for run in runner.plan.runs:
         if cache.has(run.key):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from segdiff_gui.api.hints import hinted
 from segdiff_gui.core.protocol import (
     BatchProgress,
     Message,
@@ -27,6 +28,7 @@ class ProgressBar:
         self.what = what
         self._bar: Any = None
         self._labels: dict[str, str] = {}
+        self._failed = 0
 
     def __call__(self, message: Message) -> None:
         if not self.enabled:
@@ -45,8 +47,9 @@ class ProgressBar:
             self._bar.set_postfix_str(f"{message.label} on {message.device}", refresh=False)
             self._bar.update(1)
         elif isinstance(message, RunFailed):
+            self._failed += 1
             self._bar.update(1)
-            self._bar.write(f"failed {message.label}: {message.error}")
+            self._bar.write(f"failed {message.label}: {hinted(message.error, message.fix)}")
 
     def _open(self, to_compute: int, cached: int) -> None:
         if to_compute <= 0:
@@ -59,6 +62,8 @@ class ProgressBar:
 
     def close(self) -> None:
         if self._bar is not None:
-            self._bar.set_description_str(self.what, refresh=False)
+            # A full bar is not a success when runs failed: the description says how many.
+            failed = f" ({self._failed} failed)" if self._failed else ""
+            self._bar.set_description_str(f"{self.what}{failed}", refresh=False)
             self._bar.close()
             self._bar = None

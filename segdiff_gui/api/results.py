@@ -5,6 +5,7 @@ command; ``table`` as a DataFrame or records), renders itself in Jupyter as self
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.attribution import Attribution
 from segdiff_gui.core.diagnosis import by_topic, diagnose
-from segdiff_gui.core.findings import Finding
+from segdiff_gui.core.findings import Finding, plural
 from segdiff_gui.core.study import Study
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.io.html_report import study_fragment
@@ -137,12 +138,19 @@ class Explanation:
     knob towards the second, the total, and the spread over repeats (``segdiff explain``)."""
 
     def __init__(
-        self, attribution: Attribution, title: str, compared: str, failed: bool = False
+        self,
+        attribution: Attribution,
+        title: str,
+        compared: str,
+        failures: Sequence[dict[str, Any]] = (),
     ) -> None:
         self.attribution = attribution
         self._title = title
         self._compared = compared
-        self.sentences: list[str] = attribution.sentences(failed)
+        #: The attribution's runs that failed (label, error): why a step is not measured.
+        self.failures = [dict(failure) for failure in failures]
+        self.sentences: list[str] = attribution.sentences(bool(self.failures))
+        self.sentences += [f"Failed {f['label']}: {f['error']}" for f in self.failures]
 
     @property
     def table(self) -> Table:
@@ -186,10 +194,15 @@ class Explanation:
     def __repr__(self) -> str:
         plan = self.attribution.plan
         lines = [f"<Explanation {self._title}: {plan.base.label()} → {plan.target.label()}>"]
+        names = ("max ULP", "max |Δ|", "differing px", "flips", "at risk")
         for row in self._rows():
             step, knob, change, compared, *figures = row
-            shown = ", ".join(f for f in figures if f) or "not measured"
-            lines.append(f"  {step:<10} {knob:<12} {change:<22} {compared}: {shown}")
+            measured = figures[0] != "not measured"
+            shown = ", ".join(f"{n} {f}" for n, f in zip(names, figures, strict=True))
+            lines.append(
+                f"  {step:<10} {knob:<12} {change:<22} {compared}: "
+                + (shown if measured else "not measured")
+            )
         lines += [f"  {sentence}" for sentence in self.sentences]
         return "\n".join(lines)
 
@@ -199,9 +212,18 @@ class Sweep:
     ULP over every image, and with ground truth the mean Dice and IoU and how far they move
     (``segdiff sweep``); ``images`` has one row per image and configuration."""
 
-    def __init__(self, summary: SweepSummary) -> None:
+    def __init__(self, summary: SweepSummary, failures: Sequence[dict[str, Any]] = ()) -> None:
         self.summary = summary
+        #: The runs of the sweep that failed (label · image, error): images left out.
+        self.failures = [dict(failure) for failure in failures]
         self.sentences: list[str] = sweep_sentences(summary, _HOW)
+        if self.failures:
+            shown = "; ".join(f"{f['label']}: {f['error']}" for f in self.failures[:5])
+            more = f"; and {len(self.failures) - 5} more" if len(self.failures) > 5 else ""
+            self.sentences.append(
+                f"{plural(len(self.failures), 'run')} failed, so their images are left out "
+                f"of their configuration ({shown}{more})."
+            )
 
     @property
     def table(self) -> Table:
@@ -264,6 +286,6 @@ class Sweep:
         for row in self.summary.rows():
             cells = self._cells(row)
             figures = zip(header[1:], cells[1:], strict=True)
-            lines.append(f"  {cells[0]}: " + ", ".join(f"{h} {c}" for h, c in figures))
+            lines.append(f"  {cells[0]}: " + ", ".join(f"{h} {c}" for h, c in figures if c))
         lines += [f"  {sentence}" for sentence in self.sentences]
         return "\n".join(lines)

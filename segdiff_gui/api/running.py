@@ -6,37 +6,31 @@ so a notebook's kernel never imports it."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
-from segdiff_gui.api.compute import compute
-from segdiff_gui.api.study import Study, checked_cutoff
-from segdiff_gui.core.config import (
-    ModelSettings,
-    OutputSelection,
-    Preprocessing,
-    RunConfig,
-    parse_config_spec,
-    parse_preprocessing,
+from segdiff_gui.api.arguments import (
+    ConfigLike,
+    PathLike,
+    checked_cutoff,
+    checked_path,
+    configurations,
+    image_paths,
+    positive,
+    preprocessing,
+    whole_number,
 )
+from segdiff_gui.api.compute import compute
+from segdiff_gui.api.study import Study
+from segdiff_gui.core.config import ModelSettings, OutputSelection, Preprocessing
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF, DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import ConfigError, InputError
-from segdiff_gui.io.images import collect_images
 from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.studies import natural_order
 
-__all__ = ["ConfigLike", "cache_of", "devices", "run"]
-
-# A configuration: a ``key=value`` spec ("device=cpu,batch=64"), a mapping of knobs
-# ({"device": "cpu", "batch": 64}) or a RunConfig.
-ConfigLike = str | Mapping[str, Any] | RunConfig
-PathLike = str | Path
-
-_PREPROCESS_KEYS = ("scale", "mean", "std", "color", "resize")
+__all__ = ["cache_of", "devices", "run"]
 
 
 def cache_of(cache: PathLike | ResultCache | None) -> ResultCache:
@@ -44,7 +38,7 @@ def cache_of(cache: PathLike | ResultCache | None) -> ResultCache:
     platform's user cache folder), as the CLI's ``--cache``."""
     if isinstance(cache, ResultCache):
         return cache
-    return ResultCache(cache) if cache is not None else ResultCache()
+    return ResultCache(checked_path(cache, "cache")) if cache is not None else ResultCache()
 
 
 def devices(cache: PathLike | ResultCache | None = None) -> list[str]:
@@ -60,82 +54,6 @@ def devices(cache: PathLike | ResultCache | None = None) -> list[str]:
         return ["cpu", *gpu_names(probe_devices(cache_of(cache).root))]
     except ProbeError as error:
         raise InputError("tensorflow", str(error)) from None
-
-
-def _config(value: ConfigLike) -> RunConfig:
-    if isinstance(value, RunConfig):
-        return value
-    if isinstance(value, Mapping):
-        spec = ",".join(f"{key}={_spec_value(item)}" for key, item in value.items())
-        return _parsed(spec)
-    if isinstance(value, str):
-        return _parsed(value)
-    raise InputError(
-        repr(value), "is not a configuration: give a key=value spec, a dict or a RunConfig"
-    )
-
-
-def _spec_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, list | tuple):
-        return "+".join(map(str, value))
-    return str(value)
-
-
-def _parsed(spec: str) -> RunConfig:
-    try:
-        return parse_config_spec(spec)
-    except ConfigError as error:
-        raise InputError(spec, str(error)) from None
-
-
-def _configs(configs: ConfigLike | Sequence[ConfigLike] | None) -> tuple[RunConfig, ...]:
-    if configs is None:
-        return ()
-    if isinstance(configs, str | Mapping | RunConfig):
-        return (_config(configs),)
-    return tuple(_config(value) for value in configs)
-
-
-def _text(value: object) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, list | tuple):
-        return ",".join(repr(float(v)) for v in value)
-    if isinstance(value, float):
-        return str(Fraction(value))  # exact: 1/255 stays 1/255's float
-    return str(value)
-
-
-def _preprocessing(value: Preprocessing | Mapping[str, Any] | None) -> Preprocessing:
-    if value is None:
-        return Preprocessing()
-    if isinstance(value, Preprocessing):
-        return value
-    unknown = sorted(set(value) - set(_PREPROCESS_KEYS))
-    if unknown:
-        raise InputError(
-            "preprocess", f"has no setting {unknown[0]!r} (settings: {', '.join(_PREPROCESS_KEYS)})"
-        )
-    try:
-        return parse_preprocessing(
-            _text(value.get("scale")),
-            _text(value.get("mean")),
-            _text(value.get("std")),
-            str(value.get("color", "keep")),
-            str(value.get("resize", "refuse")),
-        )
-    except ConfigError as error:
-        raise InputError("preprocess", str(error)) from None
-
-
-def _images(images: PathLike | Sequence[PathLike]) -> list[Path]:
-    paths = [images] if isinstance(images, str | Path) else list(images)
-    found = collect_images(list(paths))
-    if not found:
-        raise InputError("images", "name at least one image or folder of images")
-    return found
 
 
 def run(
@@ -205,6 +123,7 @@ def run(
         When the cell is interrupted: the child in flight is killed first; finished runs stay
         cached.
     """
+    checked_cutoff(cutoff)  # before any run: a typo must not cost a matrix
     try:
         selection = OutputSelection(
             output=None if output is None else str(output),
@@ -212,19 +131,19 @@ def run(
         )
     except ConfigError as error:
         raise InputError("activation", str(error)) from None
-    settings = ModelSettings(_preprocessing(preprocess), selection, bool(trust_model))
-    checked_cutoff(cutoff)  # before any run: a typo must not cost a matrix
-    if int(repeats) < 1:
-        raise InputError("repeats", f"is {repeats}: give at least 1")
+    # Cheap checks first (arguments), then files, as the CLI: then the device probe, then runs.
+    settings = ModelSettings(preprocessing(preprocess), selection, bool(trust_model))
+    chosen = configurations(configs)
+    count, seconds = whole_number(repeats, "repeats"), positive(timeout, "timeout")
     request = MatrixRequest(
-        check_model_path(model),
-        tuple(_images(images)),
+        check_model_path(checked_path(model, "model")),
+        tuple(image_paths(images)),
         cache_of(cache),
-        configs=_configs(configs),
-        repeats=int(repeats),
+        configs=chosen,
+        repeats=count,
         target=target,
         settings=settings,
-        timeout_s=float(timeout),
+        timeout_s=seconds,
     )
     records, outcome = compute(request, progress)
     if not records:
@@ -236,9 +155,6 @@ def run(
         cutoff=cutoff,
         where=str(request.cache.root),
         request=request,
-        failures=[
-            {"label": f["label"], "error": f["error"], "fix": f.get("fix", "")}
-            for f in outcome.failed
-        ],
+        failures=outcome.failed,
         progress=progress,
     )

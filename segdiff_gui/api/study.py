@@ -5,6 +5,7 @@ on first use, bit-exactly from the store."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from html import escape
@@ -13,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from segdiff_gui.api.arguments import checked_cutoff, configuration, output_path
 from segdiff_gui.api.compute import compute
 from segdiff_gui.api.results import Comparison, Diagnosis, Explanation, Sweep, html_document
 from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.attribution import plan_attribution
-from segdiff_gui.core.config import RunConfig, parse_config_spec
+from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.findings import plural
 from segdiff_gui.core.study import Study as AnalysedStudy
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.core.sweep import SweepSummary
@@ -30,7 +33,7 @@ from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.reports import report_context, study_report
 from segdiff_gui.runner.request import MatrixRequest
-from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
+from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups, sweep_reference
 from segdiff_gui.storage.records import RunRecord, is_merged
 from segdiff_gui.storage.selection import select_reference
 from segdiff_gui.storage.studies import (
@@ -40,7 +43,7 @@ from segdiff_gui.storage.studies import (
     target_image,
 )
 
-__all__ = ["Run", "Study", "checked_cutoff"]
+__all__ = ["Run", "Study"]
 
 
 @dataclass(frozen=True)
@@ -78,14 +81,6 @@ class Run:
             record.run_config,
             dict(record.provenance),
         )
-
-
-def checked_cutoff(value: float) -> float:
-    """A class cutoff, between 0 and 1 (``p >= cutoff`` is the foreground)."""
-    cutoff = float(value)
-    if not 0.0 <= cutoff <= 1.0:
-        raise InputError("cutoff", f"is {value!r}: give a cutoff between 0 and 1")
-    return cutoff
 
 
 RunName = str | Run  # a run's label, id prefix or key, a configuration's label, or a Run
@@ -133,6 +128,8 @@ class Study:
         self.title = title or f"{self.model} on {self.image}"
         #: The runs of the matrix that failed: label, error and, where a setting mends it, fix.
         self.failures = [dict(failure) for failure in failures]
+        #: The runs left out because their stored map could not be read, one line each.
+        self.damaged: list[str] = []
 
     # -- the runs ---------------------------------------------------------------------------
 
@@ -310,7 +307,7 @@ class Study:
         if study.multiclass:
             raise InputError(self.title, "multi-class maps flip on argmax: no cutoff curve")
         chosen = study.others if run is None else [self._analysed_run(run, study)]
-        grid = None if cutoffs is None else np.asarray(cutoffs, dtype=np.float64)
+        grid = None if cutoffs is None else np.array([checked_cutoff(c) for c in cutoffs])
         curves = {other.label: study.curve(other) for other in chosen}
         if not curves:
             raise InputError(self.title, "has only the reference: no curve to draw")
@@ -387,7 +384,7 @@ class Study:
                 "holds stored runs only: run key=value specs on a study made by "
                 "segdiff_gui.run(model, images), or name two of its runs",
             )
-        plan = plan_attribution(parse_config_spec(first), parse_config_spec(second))
+        plan = plan_attribution(configuration(first), configuration(second))
         if not plan.steps:
             same = plan.base.label()
             raise InputError("explain", f"the two specs are one configuration ({same})")
@@ -396,7 +393,7 @@ class Study:
         if not records:
             raise InputError(request.model, "no run of the attribution finished")
         attribution = measure_attribution(self._store, records, plan, cutoff)
-        return Explanation(attribution, self.title, "", failed=bool(outcome.failed))
+        return Explanation(attribution, self.title, "", failures=outcome.failed)
 
     def sweep(
         self,
@@ -427,39 +424,38 @@ class Study:
         """
         cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
         truth = TruthFolder(masks) if masks is not None else None
-        records = self._everything
+        records, failures = self._everything, []
         if self._request is not None:
             request = replace(self._request, sweep=True, target=None)
             if truth is not None and request.settings.preprocessing.resize == "refuse":
                 truth.check_images(list(request.images))
-            records, _ = compute(request, self._progress, what="test set")
+            records, outcome = compute(request, self._progress, what="test set")
+            failures = outcome.failed
         groups = sweep_groups(
             [r for r in records if r.model_hash == self._records[0].model_hash], group=self.group
         )
-        reference = None
-        if ref is not None:
-            everything = [record for members in groups for record in members]
-            reference = select_reference(everything, ref).configuration
+        reference = sweep_reference(groups, ref) if ref is not None else None
         summary: SweepSummary = summarise_sweep(self._store, groups, cutoff, reference, truth)
-        return Sweep(summary)
+        return Sweep(summary, failures)
 
     # -- files ------------------------------------------------------------------------------
 
     def export_mask(self, path: str | Path, run: RunName, cutoff: float | None = None) -> Path:
         """Write the run's flip mask against the reference as an image (white: flipped; PNG
         or TIFF by the name). Returns the path."""
-        mask = self.flips(run, cutoff)
-        write_mask(path, mask)
-        return Path(path)
+        target = output_path(path, "mask")
+        write_mask(target, self.flips(run, cutoff))
+        return target
 
     def export_pixels(
         self, path: str | Path, run: RunName, cutoff: float | None = None, at_risk: bool = False
     ) -> Path:
         """Write the flipped (and at-risk) pixels as CSV, a line per pixel with every run's
         exact value, bits, ULPs and class: ``segdiff export --csv``. Returns the path."""
+        target = output_path(path, "table")
         study = self._study(cutoff)
-        write_pixel_csv(path, study, self._analysed_run(run, study), include_at_risk=at_risk)
-        return Path(path)
+        write_pixel_csv(target, study, self._analysed_run(run, study), include_at_risk=at_risk)
+        return target
 
     def report(
         self,
@@ -487,9 +483,10 @@ class Study:
         data = study_report(self._store, study, self._context())
         written = []
         if html is not None:
-            written.append(write_html_report(html, data, study, self._image()))
+            page = output_path(html, "report")
+            written.append(write_html_report(page, data, study, self._image()))
         if json is not None:
-            written.append(write_json_report(json, data))
+            written.append(write_json_report(output_path(json, "report"), data))
         return [Path(path) for path in written]
 
     # -- display ----------------------------------------------------------------------------
@@ -506,7 +503,7 @@ class Study:
     def __repr__(self) -> str:
         study = self._study()
         lines = [
-            f"<Study {self.title}: {len(self._records)} runs against "
+            f"<Study {self.title}: {plural(len(self._records), 'run')} against "
             f"{study.reference.label}, cutoff {self.cutoff:g}, group {self.group}>"
         ]
         lines += Comparison(study, self._context(), self.title, None).text_lines()
@@ -539,14 +536,41 @@ class Study:
                 first = next(iter(self._analysed.values()))
                 self._analysed[cutoff] = first.at_cutoff(cutoff)
             else:
-                self._analysed[cutoff] = load_study(
-                    self._store, self._records, cutoff, self._reference
-                )
+                self._analysed[cutoff] = self._load(cutoff)
         return self._analysed[cutoff]
+
+    def _load(self, cutoff: float) -> AnalysedStudy:
+        """Read the maps. A run whose map is damaged (a chunk that does not inflate, a
+        checksum that does not match) costs only itself: it leaves the study, named in
+        ``damaged`` and in a warning, and the others are studied."""
+        damaged: list[InputError] = []
+        study = load_study(self._store, self._records, cutoff, self._reference, damaged)
+        if damaged:
+            loaded = {run.key for run in study.runs}
+            for record in self._records:
+                if record.key not in loaded:
+                    error = next((e for e in damaged if record.key in str(e)), damaged[0])
+                    self.damaged.append(f"{record.label}: {error}")
+                    warnings.warn(f"left out {record.label}: {error}", stacklevel=4)
+            self._records = [record for record in self._records if record.key in loaded]
+        return study
 
     def _select(self, run: RunName) -> RunRecord:
         if isinstance(run, Run):
+            if all(record.key != run.key for record in self._records):
+                raise InputError(run.label, "is a run of another study")
             return self._record(run.key)
+        if not isinstance(run, str):
+            raise InputError(repr(run), "is no run: give a label, an id or a Run")
+        if not run or not any(
+            run in (r.label, r.configuration) or r.key.startswith(run.lower())
+            for r in self._records
+        ):
+            labels = ", ".join(record.label for record in self._records[:12])
+            more = ", …" if len(self._records) > 12 else ""
+            raise InputError(
+                run, f"names no run of this study (runs: {labels}{more}; see study.runs_table())"
+            )
         return select_reference(self._records, run)
 
     def _record(self, key: str) -> RunRecord:

@@ -13,9 +13,8 @@ from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.io.tables import write_sweep_csv
 from segdiff_gui.io.truth import TruthFolder
-from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
+from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups, sweep_reference
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.selection import select_reference
 from segdiff_gui.storage.studies import RunStore
 
 __all__ = ["build_sweep", "parse_shard", "print_sweep"]
@@ -99,8 +98,7 @@ def build_sweep(
     groups = sweep_groups(records, args.model_name, getattr(args, "group", None))
     reference = None
     if args.ref_configuration:  # --ref names a run or a configuration, as in every command
-        everything = [record for group in groups for record in group]
-        reference = select_reference(everything, args.ref_configuration).configuration
+        reference = sweep_reference(groups, args.ref_configuration)
     summary = summarise_sweep(store, groups, args.cutoff, reference, truth)
     if args.csv:
         count = write_sweep_csv(args.csv, summary)

@@ -25,6 +25,7 @@ _CLASS_COLOURS = np.array(
     [[20, 20, 20], [86, 180, 233], [230, 159, 0], [0, 158, 115], [240, 228, 66], [204, 121, 167]],
     dtype=np.uint8,
 )
+_CLASS_NAMES = ("black", "sky blue", "orange", "green", "yellow", "pink")
 _LINE_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
 _PROVENANCE_FIELDS = (
     ("device", "device"),
@@ -127,9 +128,10 @@ def _pictures(study: Study, image: np.ndarray | None, width: int | None = None) 
     figures = []
     if study.multiclass:
         classes = _shrink(class_map(ref, study.cutoff), factor, "sample") % len(_CLASS_COLOURS)
-        figures.append(
-            _figure(_CLASS_COLOURS[classes], f"reference classes ({study.reference.label})", width)
-        )
+        count = min(ref.shape[-1], len(_CLASS_COLOURS))
+        legend = ", ".join(f"{i} {_CLASS_NAMES[i]}" for i in range(count))
+        caption = f"reference classes ({study.reference.label}): {legend}"
+        figures.append(_figure(_CLASS_COLOURS[classes], caption, width))
     else:
         binary = _shrink(ref[..., 0] if ref.ndim == 3 else ref, factor, "mean")
         caption = f"reference map {study.reference.label}, 0 → 1"

@@ -10,6 +10,7 @@ from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.sweep import ImageSummary, SweepSummary, summarise_image
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.storage.records import RunRecord, is_merged
+from segdiff_gui.storage.selection import select_run
 from segdiff_gui.storage.studies import (
     RunStore,
     comparable_groups,
@@ -18,7 +19,7 @@ from segdiff_gui.storage.studies import (
     settings_text,
 )
 
-__all__ = ["default_configuration", "summarise_sweep", "sweep_groups"]
+__all__ = ["default_configuration", "summarise_sweep", "sweep_groups", "sweep_reference"]
 
 
 def _version(record: RunRecord) -> str:
@@ -71,6 +72,19 @@ def default_configuration(records: Sequence[RunRecord]) -> str:
     local = [r for r in records if not is_merged(r)] or list(records)
     chosen = next((r for r in local if r.run_config == plain), local[0])
     return chosen.configuration
+
+
+def sweep_reference(groups: Sequence[Sequence[RunRecord]], name: str) -> str:
+    """The configuration a sweep's ``--ref`` (or ``ref=``) names: a configuration's label
+    (``cpu b8``, on every image), a run's label (``cpu b8 r0``: its configuration), or an id
+    prefix. Every image has the same labels, so a label is never ambiguous here."""
+    everything = [record for members in groups for record in members]
+    if any(record.configuration == name for record in everything):
+        return name
+    by_label = {record.configuration for record in everything if record.label == name}
+    if len(by_label) == 1:
+        return by_label.pop()
+    return select_run(everything, name).configuration
 
 
 def summarise_sweep(

@@ -16,7 +16,7 @@ from PIL import Image
 
 import segdiff_gui
 from segdiff_gui import api
-from segdiff_gui.api.running import _config, _preprocessing
+from segdiff_gui.api.arguments import configuration, preprocessing
 from segdiff_gui.core.config import parse_config_spec, parse_preprocessing
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff
@@ -141,6 +141,23 @@ def test_open_cache_groups_and_open_bundle_reads_without_merging(made, tmp_path,
     assert not empty.exists()  # nothing merged, no cache made
 
 
+def test_a_damaged_map_in_a_bundle_costs_only_its_run(made, tmp_path):
+    _, cache = made
+    bundle = tmp_path / "results.h5"
+    assert segdiff("bundle", bundle, "--cache", cache.root).returncode == 0
+    runs = api.open_bundle(bundle)
+    victim = runs.study(image="cell_00.png").runs[2]
+    with h5py.File(bundle, "r+") as handle:  # one value changed: the checksum no longer holds
+        dataset = handle[f"runs/{victim.key}/probabilities"]
+        dataset[0, 0] = dataset[0, 0] + 1
+    study = api.open_bundle(bundle).study(image="cell_00.png")
+    with pytest.warns(UserWarning, match=f"left out {victim.label}"):
+        rows = study.compare().rows
+    assert victim.label not in {row["label"] for row in rows} and len(rows) == 2
+    assert study.damaged[0].startswith(f"{victim.label}: ") and "checksum" in study.damaged[0]
+    assert victim.label not in [run.label for run in study.runs]
+
+
 def test_html_has_no_script_and_loads_nothing(made):
     study, cache = made
 
@@ -201,12 +218,16 @@ def test_a_run_served_from_the_cache_shows_no_bar_and_starts_no_child(made, demo
     assert "tensorflow" not in sys.modules and "keras" not in sys.modules
 
 
-def test_bad_input_is_one_line_naming_what_is_wrong(made, tmp_path):
+def test_bad_input_is_one_line_naming_what_is_wrong(made, demo, tmp_path):
     study, cache = made
     with pytest.raises(api.InputError, match="missing.keras: no such model file"):
         api.run(tmp_path / "missing.keras", cache.root, progress=False)
-    with pytest.raises(api.InputError, match="names no run"):
+    with pytest.raises(api.InputError) as error:
         study.map("gpu:0 b1 r0")
+    assert str(error.value) == (
+        "gpu:0 b1 r0: names no run of this study (runs: cpu b1 r0, cpu b1 r1, cpu b64 r0, "
+        "cpu b64 r1; see study.runs_table())"
+    )
     with pytest.raises(api.InputError, match="cutoff: is 55: give a cutoff between 0 and 1"):
         study.compare(55)
     with pytest.raises(api.InputError, match="has no setting 'scales'"):
@@ -217,17 +238,63 @@ def test_bad_input_is_one_line_naming_what_is_wrong(made, tmp_path):
     assert (tmp_path / "mine.txt").read_text() == "the user's file"
     with pytest.raises(api.InputError, match="stored runs only"):
         api.open_cache(cache.root).study(image="cell_00.png").explain(*SEED)
+    with pytest.raises(api.InputError, match="bacth=2: unknown config key 'bacth'"):
+        study.explain("batch=1", "bacth=2")
+    with pytest.raises(api.InputError, match="no such cache folder"):
+        api.open_cache(tmp_path / "nowhere")
+    with pytest.raises(api.InputError, match="is not a segdiff cache"):
+        api.open_cache(tmp_path)
+    with pytest.raises(api.InputError, match="cutoff: is 2"):
+        study.curve(cutoffs=[0.5, 2])
+    model, images = demo
+    for wrong, message in [
+        (dict(configs=[]), "configs: is empty"),
+        (dict(images=np.zeros((256, 256), np.uint8)), "images: is an array"),
+        (dict(repeats="two"), "repeats: is 'two': give a whole number of at least 1"),
+        (dict(timeout=-5), "timeout: is -5: give a positive number of seconds"),
+        (dict(configs=8), "8: is not a configuration"),
+    ]:
+        arguments = {"model": model, "images": images, "cache": cache.root, **wrong}
+        with pytest.raises(api.InputError, match=message):
+            api.run(**arguments)
+    assert "segdiff_gui.engine" not in str(sys.modules)  # nothing ran for any of them
+
+
+def test_a_setting_that_mends_an_error_is_named_as_the_api_s_argument(demo, tmp_path):
+    """The lower rooms name the setting; the API adds its argument (the CLI its flag)."""
+    from segdiff_gui.api.hints import with_argument
+
+    small = tmp_path / "small.png"
+    Image.fromarray(np.zeros((40, 40), np.uint8)).save(small)
+    with pytest.raises(api.InputError) as error:
+        api.run(demo[0], small, "batch=1", repeats=1, cache=tmp_path / "cache", progress=False)
+    assert str(error.value).endswith(
+        'it needs resizing (bilinear) (pass preprocess={"resize": "bilinear"})'
+    )
+    assert error.value.fix == "resize=bilinear"
+    for fix, argument in [
+        ("activation=sigmoid", 'activation="sigmoid"'),
+        ("color=rgb", 'preprocess={"color": "rgb"}'),
+        ("trust_model=on", "trust_model=True"),
+        ("output", "output=NAME or INDEX"),
+    ]:
+        assert str(with_argument(api.InputError("m.keras", "…", fix))).endswith(
+            f"(pass {argument})"
+        )
 
 
 def test_configurations_and_preprocessing_mean_what_the_cli_s_do():
     spec = parse_config_spec("device=cpu,batch=64,xla=on,threads=1")
-    assert _config({"device": "cpu", "batch": 64, "xla": True, "threads": 1}) == spec
-    assert _config("device=cpu,batch=64,xla=on,threads=1") == spec and _config(spec) == spec
-    assert _preprocessing({"scale": 1 / 255, "mean": [0.5, 0.25], "color": "rgb"}) == (
+    assert configuration({"device": "cpu", "batch": 64, "xla": True, "threads": 1}) == spec
+    assert (
+        configuration("device=cpu,batch=64,xla=on,threads=1") == spec
+        and configuration(spec) == spec
+    )
+    assert preprocessing({"scale": 1 / 255, "mean": [0.5, 0.25], "color": "rgb"}) == (
         parse_preprocessing("1/255", "0.5,0.25", None, "rgb")
     )
     with pytest.raises(api.InputError, match="batch"):
-        _config({"batch": 0})
+        configuration({"batch": 0})
 
 
 def test_the_package_re_exports_the_api_lazily():
@@ -357,6 +424,11 @@ def test_sweep_and_explain_specs_compute_what_they_need(made, demo):
     assert len(sweep.summary.images) == len(demo[1])
     expected = cli_json("sweep", "--json", "--cache", cache.root, "--masks", masks)
     assert as_json(sweep.to_dict()) == expected
+    # A configuration's label names it on every image, here and on the command line.
+    against = study.sweep(ref="cpu b64")
+    assert against.summary.reference == "cpu b64" and against.failures == []
+    expected = cli_json("sweep", "--json", "--cache", cache.root, "--ref", "cpu b64")
+    assert as_json(against.to_dict()) == expected
     assert sweep.table.loc["cpu b1", "is_reference"]
     assert sweep.table.loc["cpu b64", "mean_dice"] is not None
     before = set(cache.keys())

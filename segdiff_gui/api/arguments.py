@@ -1,0 +1,183 @@
+"""The API's arguments checked and turned into the run request's parts: configurations
+(specs, dicts, RunConfigs), preprocessing, file paths, counts, cutoffs. A wrong argument is an
+:class:`InputError` that names it, raised before anything runs: a typo must not cost a matrix."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.core.config import Preprocessing, RunConfig, parse_config_spec, parse_preprocessing
+from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.io.images import collect_images
+
+__all__ = [
+    "ConfigLike",
+    "PathLike",
+    "checked_cutoff",
+    "checked_path",
+    "configurations",
+    "configuration",
+    "image_paths",
+    "output_path",
+    "positive",
+    "preprocessing",
+    "whole_number",
+]
+
+# A configuration: a ``key=value`` spec ("device=cpu,batch=64"), a mapping of knobs
+# ({"device": "cpu", "batch": 64}) or a RunConfig.
+ConfigLike = str | Mapping[str, Any] | RunConfig
+PathLike = str | Path
+
+_PREPROCESS_KEYS = ("scale", "mean", "std", "color", "resize")
+
+
+def checked_cutoff(value: object, name: str = "cutoff") -> float:
+    """A class cutoff, between 0 and 1 (``p >= cutoff`` is the foreground)."""
+    try:
+        cutoff = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(name, f"is {value!r}: give a number between 0 and 1") from None
+    if not 0.0 <= cutoff <= 1.0:
+        raise InputError(name, f"is {value!r}: give a cutoff between 0 and 1")
+    return cutoff
+
+
+def whole_number(value: object, name: str, least: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
+        raise InputError(name, f"is {value!r}: give a whole number of at least {least}")
+    return int(value)
+
+
+def positive(value: object, name: str) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not number > 0 or math.isinf(number):
+        raise InputError(name, f"is {value!r}: give a positive number of seconds")
+    return number
+
+
+def checked_path(value: object, what: str) -> Path:
+    """A file or folder path; an array or a model object is said to be none."""
+    if isinstance(value, str | Path):
+        return Path(value)
+    if isinstance(value, np.ndarray):
+        raise InputError(
+            what,
+            "is an array: segdiff reads files (the cache keys their bytes); save it with "
+            "numpy.save('image.npy', array) and give the file",
+        )
+    raise InputError(what, f"is a {type(value).__name__}: give a file or folder path")
+
+
+def image_paths(images: object) -> list[Path]:
+    """Image files and folders of them, as ``segdiff run`` takes them."""
+    if isinstance(images, str | Path | np.ndarray):
+        entries = [checked_path(images, "images")]
+    elif isinstance(images, Sequence):
+        entries = [checked_path(entry, "images") for entry in images]
+    else:
+        entries = [checked_path(images, "images")]
+    found = collect_images(list(entries))
+    if not found:
+        raise InputError("images", "name at least one image or folder of images")
+    return found
+
+
+def output_path(value: object, what: str) -> Path:
+    """A file to write, in a folder that exists."""
+    path = checked_path(value, what)
+    if path.is_dir():
+        raise InputError(path, "is a folder; give the file to write")
+    if not path.parent.is_dir():
+        raise InputError(path.parent, f"no such folder for the {what}")
+    return path
+
+
+def _spec_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list | tuple):
+        return "+".join(map(str, value))
+    return str(value)
+
+
+def _parsed(spec: str, shown: str) -> RunConfig:
+    try:
+        return parse_config_spec(spec)
+    except ConfigError as error:
+        raise InputError(shown, str(error)) from None
+
+
+def configuration(value: object) -> RunConfig:
+    """One configuration from a spec, a mapping of knobs or a RunConfig."""
+    if isinstance(value, RunConfig):
+        return value
+    if isinstance(value, Mapping):
+        spec = ",".join(f"{key}={_spec_value(item)}" for key, item in value.items())
+        return _parsed(spec, repr(dict(value)))
+    if isinstance(value, str):
+        return _parsed(value, value)
+    raise InputError(
+        repr(value), "is not a configuration: give a key=value spec, a dict or a RunConfig"
+    )
+
+
+def configurations(configs: object) -> tuple[RunConfig, ...]:
+    """``None``: none given (the default matrix); one configuration or a sequence of them."""
+    if configs is None:
+        return ()
+    if isinstance(configs, str | Mapping | RunConfig):
+        return (configuration(configs),)
+    if not isinstance(configs, Sequence):
+        return (configuration(configs),)  # says what it is not
+    if not configs:
+        raise InputError(
+            "configs",
+            "is empty: give at least one configuration, or leave it out for batch 1 and 64 "
+            "on every device",
+        )
+    return tuple(configuration(value) for value in configs)
+
+
+def _text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list | tuple | np.ndarray):
+        return ",".join(repr(float(v)) for v in value)
+    if isinstance(value, float):
+        return str(Fraction(value))  # exact: 1/255 stays 1/255's float
+    return str(value)
+
+
+def preprocessing(value: Preprocessing | Mapping[str, Any] | None) -> Preprocessing:
+    """How an image becomes the model's input, from a mapping of the CLI's settings."""
+    if value is None:
+        return Preprocessing()
+    if isinstance(value, Preprocessing):
+        return value
+    if not isinstance(value, Mapping):
+        raise InputError("preprocess", f"is a {type(value).__name__}: give a dict")
+    unknown = sorted(set(value) - set(_PREPROCESS_KEYS))
+    if unknown:
+        raise InputError(
+            "preprocess", f"has no setting {unknown[0]!r} (settings: {', '.join(_PREPROCESS_KEYS)})"
+        )
+    try:
+        return parse_preprocessing(
+            _text(value.get("scale")),
+            _text(value.get("mean")),
+            _text(value.get("std")),
+            str(value.get("color", "keep")),
+            str(value.get("resize", "refuse")),
+        )
+    except (ConfigError, ValueError) as error:
+        raise InputError("preprocess", str(error)) from None

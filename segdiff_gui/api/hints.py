@@ -1,0 +1,44 @@
+"""The API's argument for each setting an error names (``InputError.fix``): the lower rooms
+say what to change in words, the CLI adds its flag, the window its field, and the API the
+argument of ``segdiff_gui.run`` that changes it."""
+
+from __future__ import annotations
+
+from segdiff_gui.core.errors import InputError
+
+__all__ = ["argument_for", "hinted", "with_argument"]
+
+# setting → how a call of segdiff_gui.run (or a Runs/Study method) sets it; {} is the value.
+_ARGUMENTS = {
+    "color": 'preprocess={{"color": "{}"}}',
+    "resize": 'preprocess={{"resize": "{}"}}',
+    "scale": 'preprocess={{"scale": ...}}',
+    "mean": 'preprocess={{"mean": [...]}}',
+    "std": 'preprocess={{"std": [...]}}',
+    "output": "output=NAME or INDEX",
+    "activation": 'activation="{}"',
+    "trust_model": "trust_model=True",
+    "repeats": "repeats={}",
+    "group": "group=ID (see runs.table())",
+    "model": "model=NAME",
+}
+
+
+def argument_for(fix: str) -> str:
+    """``color=rgb`` → ``preprocess={"color": "rgb"}``; ``""`` where the API has none."""
+    setting, _, value = fix.partition("=")
+    pattern = _ARGUMENTS.get(setting)
+    return pattern.format(value) if pattern else ""
+
+
+def with_argument(error: InputError) -> InputError:
+    """``error`` with the argument that mends it added: ``… (pass activation="sigmoid")``."""
+    if not argument_for(error.fix):
+        return error
+    return InputError(error.path, hinted(error.problem, error.fix), error.fix)
+
+
+def hinted(message: str, fix: str) -> str:
+    """A failure's one line with the argument that mends it, where one does."""
+    argument = argument_for(fix)
+    return f"{message} (pass {argument})" if argument else message
