@@ -20,6 +20,7 @@ import numpy as np
 from segdiff_gui.core.analysis import MapComparison, compare_maps, is_multiclass
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import ConfigError
+from segdiff_gui.core.findings import plural
 from segdiff_gui.core.knobs import KNOBS, Knob, KnobRegistry
 from segdiff_gui.core.spread import at_risk_mask
 
@@ -241,7 +242,8 @@ class Attribution:
             if effect.differing_pixels:
                 lines.append(
                     f"Largest single knob: {top.knob} ({top.change}) — up to {effect.max_ulp:,} "
-                    f"ULP, {effect.differing_pixels:,} differing pixels, {effect.flips:,} flips."
+                    f"ULP, {plural(effect.differing_pixels, 'differing pixel')}, "
+                    f"{plural(effect.flips, 'flip')}."
                 )
             else:
                 lines.append("No measured knob changes the map on its own.")
