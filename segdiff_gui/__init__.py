@@ -5,24 +5,41 @@ The Python API (``segdiff_gui.run``, ``open_cache``, ``open_bundle``, ``Study`` 
 import this package first, and their start-up must not pay for the API's imports.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+import importlib as _importlib
+from typing import Any as _Any
 
 __version__ = "0.1.0"
 
+# segdiff_gui.api's __all__, known here without importing it (a test holds the two equal):
+# any other name is an AttributeError at once, never an import of the whole API.
+_API_NAMES = frozenset(
+    {
+        "Comparison",
+        "Diagnosis",
+        "Explanation",
+        "InputError",
+        "Preprocessing",
+        "Run",
+        "RunConfig",
+        "Runs",
+        "Study",
+        "Sweep",
+        "demo_images",
+        "demo_model",
+        "devices",
+        "open_bundle",
+        "open_cache",
+        "run",
+    }
+)
 
-def _api() -> Any:
-    return importlib.import_module("segdiff_gui.api")
 
-
-def __getattr__(name: str) -> Any:
-    # A name of the API's __all__ (its one list): imported now, on first use.
-    if not name.startswith("_") and name in _api().__all__:
-        return getattr(_api(), name)
+def __getattr__(name: str) -> _Any:
+    if name == "api" or name in _API_NAMES:
+        api = _importlib.import_module("segdiff_gui.api")
+        return api if name == "api" else getattr(api, name)
     raise AttributeError(f"module 'segdiff_gui' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*(name for name in globals() if name.startswith("__")), *_api().__all__])
+    return sorted([*(name for name in globals() if name.startswith("__")), *_API_NAMES])

@@ -23,6 +23,7 @@ __all__ = [
     "checked_path",
     "configurations",
     "configuration",
+    "flag",
     "image_paths",
     "output_path",
     "positive",
@@ -47,6 +48,13 @@ def checked_cutoff(value: object, name: str = "cutoff") -> float:
     if not 0.0 <= cutoff <= 1.0:
         raise InputError(name, f"is {value!r}: give a cutoff between 0 and 1")
     return cutoff
+
+
+def flag(value: object, name: str) -> bool:
+    """A real bool: ``trust_model="false"`` must not turn Keras safe mode off."""
+    if not isinstance(value, bool | np.bool_):
+        raise InputError(name, f"is {value!r}: give True or False")
+    return bool(value)
 
 
 def whole_number(value: object, name: str, least: int = 1) -> int:
@@ -148,14 +156,24 @@ def configurations(configs: object) -> tuple[RunConfig, ...]:
     return tuple(configuration(value) for value in configs)
 
 
-def _text(value: object) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, list | tuple | np.ndarray):
-        return ",".join(repr(float(v)) for v in value)
-    if isinstance(value, float):
-        return str(Fraction(value))  # exact: 1/255 stays 1/255's float
-    return str(value)
+def _scale_text(value: object) -> str | None:
+    """A scale as the CLI's text: a number exactly (1/255 stays 1/255's float), or text."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise InputError("preprocess", f"scale is {value!r}: give a number or text like '1/255'")
+    return str(Fraction(float(value)))
+
+
+def _channels_text(name: str, value: object) -> str | None:
+    """A mean or std as the CLI's text: one value, or one per channel."""
+    if value is None or isinstance(value, str):
+        return value
+    values = value if isinstance(value, list | tuple | np.ndarray) else [value]
+    try:
+        return ",".join(repr(float(v)) for v in values)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError("preprocess", f"{name} is {value!r}: give numbers") from None
 
 
 def preprocessing(value: Preprocessing | Mapping[str, Any] | None) -> Preprocessing:
@@ -173,9 +191,9 @@ def preprocessing(value: Preprocessing | Mapping[str, Any] | None) -> Preprocess
         )
     try:
         return parse_preprocessing(
-            _text(value.get("scale")),
-            _text(value.get("mean")),
-            _text(value.get("std")),
+            _scale_text(value.get("scale")),
+            _channels_text("mean", value.get("mean")),
+            _channels_text("std", value.get("std")),
             str(value.get("color", "keep")),
             str(value.get("resize", "refuse")),
         )

@@ -1,7 +1,7 @@
 """What a study's questions return in a notebook: a comparison, a diagnosis, an explanation
-and a sweep. Each holds its figures (``to_dict()``, the JSON of the matching ``segdiff``
-command; ``table`` as a DataFrame or records), renders itself in Jupyter as self-contained HTML
-(no script, nothing fetched) and reads plainly in a terminal."""
+and a sweep. Each holds its figures (``to_dict()``: what the matching ``segdiff`` command
+prints with ``--json``; ``table`` as a DataFrame or records), renders itself in Jupyter as
+self-contained HTML (no script, nothing fetched) and reads plainly in a terminal."""
 
 from __future__ import annotations
 
@@ -142,9 +142,11 @@ class Explanation:
         attribution: Attribution,
         title: str,
         compared: str,
+        context: dict[str, Any],
         failures: Sequence[dict[str, Any]] = (),
     ) -> None:
         self.attribution = attribution
+        self._context = context
         self._title = title
         self._compared = compared
         #: The attribution's runs that failed (label, error): why a step is not measured.
@@ -159,7 +161,9 @@ class Explanation:
         return make_table(self.to_dict()["rows"])
 
     def to_dict(self) -> dict[str, Any]:
-        return self.attribution.to_dict()
+        """What ``segdiff explain --json`` prints: the attribution, the model, the image and
+        the runs it was measured on (label → key)."""
+        return {**self.attribution.to_dict(), **self._context}
 
     def _rows(self) -> list[list[str]]:
         rows = []
@@ -212,11 +216,24 @@ class Sweep:
     ULP over every image, and with ground truth the mean Dice and IoU and how far they move
     (``segdiff sweep``); ``images`` has one row per image and configuration."""
 
-    def __init__(self, summary: SweepSummary, failures: Sequence[dict[str, Any]] = ()) -> None:
+    def __init__(
+        self,
+        summary: SweepSummary,
+        failures: Sequence[dict[str, Any]] = (),
+        damaged: Sequence[str] = (),
+    ) -> None:
         self.summary = summary
         #: The runs of the sweep that failed (label · image, error): images left out.
         self.failures = [dict(failure) for failure in failures]
+        #: The runs left out because their stored map could not be read, one line each.
+        self.damaged = list(damaged)
         self.sentences: list[str] = sweep_sentences(summary, _HOW)
+        if self.damaged:
+            self.sentences.append(
+                f"{plural(len(self.damaged), 'stored run')} could not be read and "
+                f"{'is' if len(self.damaged) == 1 else 'are'} left out: {self.damaged[0]}"
+                + (f" (and {len(self.damaged) - 1} more)" if len(self.damaged) > 1 else "")
+            )
         if self.failures:
             shown = "; ".join(f"{f['label']}: {f['error']}" for f in self.failures[:5])
             more = f"; and {len(self.failures) - 5} more" if len(self.failures) > 5 else ""

@@ -14,6 +14,7 @@ from segdiff_gui.api.arguments import (
     checked_cutoff,
     checked_path,
     configurations,
+    flag,
     image_paths,
     positive,
     preprocessing,
@@ -132,7 +133,7 @@ def run(
     except ConfigError as error:
         raise InputError("activation", str(error)) from None
     # Cheap checks first (arguments), then files, as the CLI: then the device probe, then runs.
-    settings = ModelSettings(preprocessing(preprocess), selection, bool(trust_model))
+    settings = ModelSettings(preprocessing(preprocess), selection, flag(trust_model, "trust_model"))
     chosen = configurations(configs)
     count, seconds = whole_number(repeats, "repeats"), positive(timeout, "timeout")
     request = MatrixRequest(

@@ -136,7 +136,8 @@ class Study:
     @property
     def runs(self) -> list[Run]:
         """Every run of the study, in the order people read a matrix (device, batch, knobs,
-        repeat)."""
+        repeat); a run whose map cannot be read is not one (see ``damaged``)."""
+        self._study()  # reading the maps finds the damaged ones
         return [Run.of(record) for record in self._records]
 
     @property
@@ -163,6 +164,7 @@ class Study:
 
     def runs_table(self) -> Table:
         """One row per run: id, label, configuration, repeat, device, runtime, host, time."""
+        self._study()
         rows = []
         for record in self._records:
             p = record.provenance
@@ -307,6 +309,8 @@ class Study:
         if study.multiclass:
             raise InputError(self.title, "multi-class maps flip on argmax: no cutoff curve")
         chosen = study.others if run is None else [self._analysed_run(run, study)]
+        if cutoffs is not None and not isinstance(cutoffs, Sequence | np.ndarray):
+            raise InputError("cutoffs", f"is {cutoffs!r}: give a list of cutoffs")
         grid = None if cutoffs is None else np.array([checked_cutoff(c) for c in cutoffs])
         curves = {other.label: study.curve(other) for other in chosen}
         if not curves:
@@ -375,7 +379,7 @@ class Study:
             self._store, self._records, plan, cutoff, (one.key, other.key)
         )
         compared = f"{one.label} ({one.short_id}) against {other.label} ({other.short_id})"
-        return Explanation(attribution, self.title, compared)
+        return Explanation(attribution, self.title, compared, _measured_on(self._records))
 
     def _explain_specs(self, first: str, second: str, cutoff: float) -> Explanation:
         if self._request is None:
@@ -393,7 +397,8 @@ class Study:
         if not records:
             raise InputError(request.model, "no run of the attribution finished")
         attribution = measure_attribution(self._store, records, plan, cutoff)
-        return Explanation(attribution, self.title, "", failures=outcome.failed)
+        context = _measured_on(records)
+        return Explanation(attribution, self.title, "", context, failures=outcome.failed)
 
     def sweep(
         self,
@@ -434,9 +439,14 @@ class Study:
         groups = sweep_groups(
             [r for r in records if r.model_hash == self._records[0].model_hash], group=self.group
         )
+        if ref is not None and not isinstance(ref, str):
+            raise InputError(repr(ref), "is no configuration: give its label, e.g. 'cpu b1'")
         reference = sweep_reference(groups, ref) if ref is not None else None
-        summary: SweepSummary = summarise_sweep(self._store, groups, cutoff, reference, truth)
-        return Sweep(summary, failures)
+        damaged: list[InputError] = []
+        summary: SweepSummary = summarise_sweep(
+            self._store, groups, cutoff, reference, truth, damaged=damaged
+        )
+        return Sweep(summary, failures, [str(error) for error in damaged])
 
     # -- files ------------------------------------------------------------------------------
 
@@ -525,6 +535,7 @@ class Study:
             failures=self.failures,
             progress=self._progress,
         )
+        study.damaged = list(self.damaged)
         return study
 
     def _study(self, cutoff: float | None = None) -> AnalysedStudy:
@@ -547,6 +558,12 @@ class Study:
         study = load_study(self._store, self._records, cutoff, self._reference, damaged)
         if damaged:
             loaded = {run.key for run in study.runs}
+            if self._reference is not None and self._reference.key not in loaded:
+                raise InputError(
+                    self._reference.label,
+                    f"is the reference, and its map cannot be read: "
+                    f"{next((e for e in damaged if self._reference.key in str(e)), damaged[0])}",
+                )
             for record in self._records:
                 if record.key not in loaded:
                     error = next((e for e in damaged if record.key in str(e)), damaged[0])
@@ -566,6 +583,8 @@ class Study:
             run in (r.label, r.configuration) or r.key.startswith(run.lower())
             for r in self._records
         ):
+            if any(line.startswith(f"{run}: ") for line in self.damaged):
+                raise InputError(run, "is left out: its stored map cannot be read (study.damaged)")
             labels = ", ".join(record.label for record in self._records[:12])
             more = ", …" if len(self._records) > 12 else ""
             raise InputError(
@@ -577,14 +596,24 @@ class Study:
         return next(record for record in self._records if record.key == key)
 
     def _analysed_run(self, run: RunName, study: AnalysedStudy | None = None) -> StudyRun:
+        study = study or self._study()  # first: it leaves damaged runs out of the records
         key = self._select(run).key
-        return next(r for r in (study or self._study()).runs if r.key == key)
+        return next(r for r in study.runs if r.key == key)
 
     def _context(self) -> dict[str, Any]:
         return report_context(self._records[0], self.where)
 
     def _image(self) -> np.ndarray | None:
         return target_image(self._store, self._records[0].target_hash)
+
+
+def _measured_on(records: Sequence[RunRecord]) -> dict[str, Any]:
+    """What ``segdiff explain --json`` adds to an attribution: model, image and runs."""
+    return {
+        "model": records[0].model_name,
+        "image": records[0].target_name,
+        "runs": {record.label: record.key for record in records},
+    }
 
 
 def _size(study: AnalysedStudy, run: StudyRun) -> tuple[int, int, float]:

@@ -94,9 +94,12 @@ def summarise_sweep(
     reference: str | None = None,
     truth: TruthFolder | None = None,
     on_image: Callable[[ImageSummary], None] | None = None,
+    damaged: list[InputError] | None = None,
 ) -> SweepSummary:
     """Every image's runs against the ``reference`` configuration (default: ``cpu b1``, else
-    the first configuration) and against its ground truth."""
+    the first configuration) and against its ground truth. With a ``damaged`` list, a run
+    whose map cannot be read is left out and its error added there (an image whose reference
+    run it was is left out, as one without a reference run); without one, it raises."""
     if not groups:
         raise InputError("sweep", "no runs to summarise")
     if reference is None:
@@ -108,7 +111,16 @@ def summarise_sweep(
         if chosen is None:  # an interrupted or partly failed sweep: say so, go on
             without_reference.append(group[0].target_name)
             continue
-        study = load_study(store, group, cutoff, chosen)
+        try:
+            study = load_study(store, group, cutoff, chosen, damaged)
+        except InputError as error:  # none of the image's maps could be read
+            if damaged is None:
+                raise
+            damaged.append(error)
+            study = None
+        if study is None or study.reference.key != chosen.key:  # its reference is unreadable
+            without_reference.append(group[0].target_name)
+            continue
         if summary is None:
             summary = SweepSummary(reference, cutoff, study.multiclass, group[0].model_name)
         shape = study.reference.probabilities.shape

@@ -120,7 +120,7 @@ def test_diagnose_and_explain_are_the_cli_s(made):
     expected = cli_json(
         "explain", "--from", "cpu b1 r0", "--to", "cpu b64 r0", "--json", "--cache", cache.root
     )
-    assert as_json(explanation.to_dict())["rows"] == expected["rows"]
+    assert as_json(explanation.to_dict()) == expected
     assert "batch" in repr(explanation)
 
 
@@ -156,10 +156,30 @@ def test_a_damaged_map_in_a_bundle_costs_only_its_run(made, tmp_path):
     assert victim.label not in {row["label"] for row in rows} and len(rows) == 2
     assert study.damaged[0].startswith(f"{victim.label}: ") and "checksum" in study.damaged[0]
     assert victim.label not in [run.label for run in study.runs]
+    with pytest.raises(api.InputError, match="is left out: its stored map cannot be read"):
+        study.map(victim.label)
+    assert study.at_cutoff(0.3).damaged == study.damaged  # a copy knows it too
+    fresh = api.open_bundle(bundle).study(image="cell_00.png")
+    with pytest.raises(api.InputError, match="is the reference, and its map cannot be read"):
+        fresh.with_reference(victim.label).compare()
+    # Listing the runs reads the maps first: the damaged run is never listed.
+    with pytest.warns(UserWarning):
+        listed = [run.label for run in api.open_bundle(bundle).study(image="cell_00.png").runs]
+    assert victim.label not in listed and len(listed) == 3
+    swept = api.open_bundle(bundle).study(image="cell_00.png").sweep()  # the others, summed
+    assert swept.damaged and "could not be read" in swept.sentences[-1]
 
 
-def test_html_has_no_script_and_loads_nothing(made):
+def test_html_has_no_script_and_loads_nothing(made, demo, tmp_path):
     study, cache = made
+    # Names are the user's (or a crafted bundle's) text: markup in them must stay text.
+    hostile = tmp_path / "<img src=x onerror=alert(1)>"
+    hostile.mkdir()
+    model = hostile / "<b onmouseover=alert(2)>.keras"
+    model.write_bytes(demo[0].read_bytes())
+    image = hostile / "<svg onload=alert(3)>.png"
+    image.write_bytes(demo[1][0].read_bytes())
+    named = api.run(model, image, SEED, repeats=1, cache=tmp_path / "c", progress=False)
 
     class Tags(HTMLParser):
         def __init__(self):
@@ -179,6 +199,11 @@ def test_html_has_no_script_and_loads_nothing(made):
         study.diagnose()._repr_html_(),
         study.explain()._repr_html_(),
         api.open_cache(cache.root)._repr_html_(),
+        named._repr_html_(),
+        named.compare()._repr_html_(),
+        named.diagnose()._repr_html_(),
+        named.explain()._repr_html_(),
+        api.open_cache(tmp_path / "c")._repr_html_(),
     ]
     for html in outputs:
         parser = Tags()
@@ -199,14 +224,20 @@ def test_reprs_read_plainly(made):
 
 
 def test_exports_and_report_write_the_cli_s_files(made, tmp_path):
-    study, _ = made
+    study, cache = made
     mask = study.export_mask(tmp_path / "flips.png", "cpu b64 r0", cutoff=0.3)
     assert np.array_equal(np.asarray(Image.open(mask)) > 0, study.flips("cpu b64 r0", 0.3))
     csv = study.export_pixels(tmp_path / "flips.csv", "cpu b64 r0", cutoff=0.3, at_risk=True)
     assert csv.read_text().splitlines()[0].startswith("row,column,why")
     html, report = study.report(html=tmp_path / "r.html", json=tmp_path / "r.json")
     data = json.loads(report.read_text())
-    assert data["comparisons"] == as_json(study.compare().rows)
+    cli = tmp_path / "cli.json"
+    result = segdiff("report", "--json", cli, "--cache", cache.root, "--image", "cell_00.png")
+    assert result.returncode == 0, result.stderr
+    expected = json.loads(cli.read_text())
+    for made_at in (data, expected):
+        made_at.pop("created")
+    assert data == expected  # the same report as segdiff report's, but for when it was made
     assert "<script" not in html.read_text()
 
 
@@ -294,14 +325,26 @@ def test_configurations_and_preprocessing_mean_what_the_cli_s_do():
     assert preprocessing({"scale": 1 / 255, "mean": [0.5, 0.25], "color": "rgb"}) == (
         parse_preprocessing("1/255", "0.5,0.25", None, "rgb")
     )
+    # One value for every channel, as --mean 0.5 --std 0.1 take it.
+    assert preprocessing({"mean": 0.5, "std": 0.1}) == parse_preprocessing(None, "0.5", "0.1")
+    for wrong in ("false", 1, None):  # a string must never turn safe mode off
+        with pytest.raises(api.InputError, match="trust_model: is .*: give True or False"):
+            api.run("m.keras", "images", trust_model=wrong)
     with pytest.raises(api.InputError, match="batch"):
         configuration({"batch": 0})
 
 
 def test_the_package_re_exports_the_api_lazily():
+    assert set(api.__all__) == segdiff_gui._API_NAMES
     assert all(getattr(api, name) is getattr(segdiff_gui, name) for name in api.__all__)
     assert segdiff_gui.run is api.run and "run" in dir(segdiff_gui)
-    code = "import sys, segdiff_gui; assert 'segdiff_gui.api' not in sys.modules; print('ok')"
+    code = (
+        "import sys, segdiff_gui\n"
+        "assert not hasattr(segdiff_gui, 'nothing') and not hasattr(segdiff_gui, 'resources')\n"
+        "assert 'segdiff_gui.api' not in sys.modules  # an unknown name imports nothing\n"
+        "assert segdiff_gui.api.run is segdiff_gui.run  # the module itself, on first access\n"
+        "print('ok')"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "ok", result.stderr
 
@@ -410,16 +453,24 @@ def test_an_interrupted_cell_kills_the_children(demo, tmp_path):
         time.sleep(0.1)
     time.sleep(1.0)
     script.send_signal(signal.SIGINT)  # what a notebook's stop button sends its kernel
+    interrupted = time.monotonic()
     out, err = script.communicate(timeout=60)
+    # The hung child is killed at once, not after close()'s 5 s grace for a child to finish.
+    assert time.monotonic() - interrupted < 4.0
     assert "interrupted: the matrix was interrupted" in out, err
     gone, alive = psutil.wait_procs(children, timeout=10)
     assert alive == []
     assert ResultCache(tmp_path / "cache").keys() == []  # the hung run never finished
 
 
-def test_sweep_and_explain_specs_compute_what_they_need(made, demo):
-    """Last in the module: they add runs to the shared cache."""
-    study, cache = made
+def test_sweep_and_explain_specs_compute_what_they_need(made, demo, tmp_path):
+    """On a copy of the module's cache: they add runs, which the other tests must not see."""
+    import shutil
+
+    _, shared = made
+    shutil.copytree(shared.root, tmp_path / "cache")
+    cache = ResultCache(tmp_path / "cache")
+    study = api.run(*demo, SEED, repeats=2, cache=cache.root, progress=False)
     masks = demo[1][0].parent.parent / "masks"
     sweep = study.sweep(masks=masks)
     assert len(sweep.summary.images) == len(demo[1])
