@@ -5,85 +5,37 @@ on first use, bit-exactly from the store."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from segdiff_gui.api.arguments import checked_cutoff, configuration, output_path
-from segdiff_gui.api.compute import compute
+from segdiff_gui.api.arguments import checked_cutoff, output_path
+from segdiff_gui.api.recompute import attribution_of_specs, measured_on, test_set
 from segdiff_gui.api.results import Comparison, Diagnosis, Explanation, Sweep, html_document
-from segdiff_gui.api.tables import Table, make_table
+from segdiff_gui.api.stored import Run, RunName, StoredGroup
+from segdiff_gui.api.tables import Table, make_table, pixel_rows
 from segdiff_gui.core.attribution import plan_attribution
-from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.findings import plural
 from segdiff_gui.core.study import Study as AnalysedStudy
 from segdiff_gui.core.study import StudyRun
-from segdiff_gui.core.sweep import SweepSummary
 from segdiff_gui.io.html_report import study_fragment, write_html_report
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import write_json_report
 from segdiff_gui.io.tables import pixel_table, write_pixel_csv
-from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.reports import report_context, study_report
 from segdiff_gui.runner.request import MatrixRequest
-from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups, sweep_reference
-from segdiff_gui.storage.records import RunRecord, is_merged
-from segdiff_gui.storage.selection import select_reference
+from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import (
     RunStore,
     group_id,
-    load_study,
-    target_image,
 )
 
-__all__ = ["Run", "Study"]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One stored run: what it is (``label``, ``configuration``, ``repeat``, ``config``), where
-    it is (``key``, ``id``) and where it ran (``provenance``: device, versions, host, time)."""
-
-    key: str
-    label: str
-    configuration: str
-    repeat: int
-    config: RunConfig
-    provenance: dict[str, Any] = field(repr=False)
-
-    @property
-    def id(self) -> str:
-        return self.key[:8]
-
-    @property
-    def spec(self) -> str:
-        """The ``key=value`` spec that runs this configuration again."""
-        return self.config.to_spec()
-
-    @property
-    def device(self) -> str:
-        return str(self.provenance.get("device", ""))
-
-    @classmethod
-    def of(cls, record: RunRecord) -> Run:
-        return cls(
-            record.key,
-            record.label,
-            record.configuration,
-            record.repeat,
-            record.run_config,
-            dict(record.provenance),
-        )
-
-
-RunName = str | Run  # a run's label, id prefix or key, a configuration's label, or a Run
+__all__ = ["Run", "Study"]  # Run: api/stored.py
 
 
 class Study:
@@ -112,24 +64,24 @@ class Study:
     ) -> None:
         if not records:
             raise InputError(where, "holds no run of this study")
-        self._store = store
-        self._records = list(records)
-        self._reference = reference
-        self._everything = list(everything) or self._records
+        self._group = StoredGroup(store, records, reference)
+        self._everything = list(everything) or list(records)
         self._request = request
         self._progress = progress
-        self._analysed: dict[float, AnalysedStudy] = {}
         self.cutoff = checked_cutoff(cutoff)
         self.where = where
-        record = self._records[0]
+        record = records[0]
         self.model = record.model_name
         self.image = record.target_name
         self.group = group_id(record)
         self.title = title or f"{self.model} on {self.image}"
         #: The runs of the matrix that failed: label, error and, where a setting mends it, fix.
         self.failures = [dict(failure) for failure in failures]
-        #: The runs left out because their stored map could not be read, one line each.
-        self.damaged: list[str] = []
+
+    @property
+    def damaged(self) -> list[str]:
+        """The runs left out because their stored map could not be read, one line each."""
+        return self._group.damaged
 
     # -- the runs ---------------------------------------------------------------------------
 
@@ -138,12 +90,12 @@ class Study:
         """Every run of the study, in the order people read a matrix (device, batch, knobs,
         repeat); a run whose map cannot be read is not one (see ``damaged``)."""
         self._study()  # reading the maps finds the damaged ones
-        return [Run.of(record) for record in self._records]
+        return self._group.runs()
 
     @property
     def reference(self) -> Run:
         analysed = self._study()
-        return Run.of(self._record(analysed.reference.key))
+        return Run.of(self._group.record(analysed.reference.key))
 
     def with_reference(self, run: RunName) -> Study:
         """The same runs against another reference.
@@ -153,37 +105,18 @@ class Study:
         run : str or Run
             The new reference: a run's label or id, or a configuration (its first repeat).
         """
-        chosen = self._select(run)
-        return self._derived(reference=chosen)
+        return self._derived(self._group.with_reference(self._group.select(run)))
 
     def at_cutoff(self, cutoff: float) -> Study:
         """The same runs with another default cutoff (between 0 and 1)."""
-        study = self._derived(reference=self._reference)
+        study = self._derived(self._group)  # the same maps, read once
         study.cutoff = checked_cutoff(cutoff)
         return study
 
     def runs_table(self) -> Table:
         """One row per run: id, label, configuration, repeat, device, runtime, host, time."""
         self._study()
-        rows = []
-        for record in self._records:
-            p = record.provenance
-            rows.append(
-                {
-                    "label": record.label,
-                    "id": record.short_id,
-                    "configuration": record.configuration,
-                    "repeat": record.repeat,
-                    "spec": record.run_config.to_spec(),
-                    "device": p.get("device", ""),
-                    "runtime": p.get("runtime", "tensorflow"),
-                    "runtime_version": p.get("runtime_version") or p.get("tf_version", ""),
-                    "host": p.get("hostname", ""),
-                    "merged_from": p.get("merged_from_bundle", "") if is_merged(record) else "",
-                    "timestamp": p.get("timestamp", ""),
-                    "key": record.key,
-                }
-            )
+        rows = self._group.rows()
         return make_table(rows, index="label")
 
     def map(self, run: RunName) -> np.ndarray:
@@ -220,7 +153,7 @@ class Study:
             ``to_dict()`` is what ``segdiff compare --json`` prints for the group.
         """
         study = self._study(cutoff)
-        return Comparison(study, self._context(), self.title, self._image())
+        return Comparison(study, self._context(), self.title, self._group.image)
 
     def flips(self, run: RunName | None = None, cutoff: float | None = None) -> np.ndarray:
         """Pixels whose class differs from the reference's.
@@ -270,24 +203,7 @@ class Study:
         """
         study = self._study(cutoff)
         header, lines = pixel_table(study, self._analysed_run(run, study), at_risk)
-        lead = len(header) - 4 * len(study.runs)  # row, column, why[, reference class]
-        rows = []
-        for line in lines:
-            where = dict(zip(header[:lead], line[:lead], strict=True))
-            for index, other in enumerate(study.runs):
-                value, bits, ulp, klass = line[lead + 4 * index : lead + 4 * index + 4]
-                rows.append(
-                    {
-                        **where,
-                        "run": other.label,
-                        "value": np.float32(str(value)),
-                        "exact": value,
-                        "bits": bits,
-                        "ulp": int(str(ulp)),
-                        "class": int(str(klass)),
-                    }
-                )
-        columns = [*header[:lead], "run", "value", "exact", "bits", "ulp", "class"]
+        rows, columns = pixel_rows(header, lines, [r.label for r in study.runs])
         return make_table(rows, columns=columns)
 
     def curve(self, run: RunName | None = None, cutoffs: Sequence[float] | None = None) -> Table:
@@ -366,12 +282,12 @@ class Study:
                 raise InputError("explain", "give two key=value specs, or name two runs")
             return self._explain_specs(str(first), str(second), cutoff)
         study = self._study(cutoff)
-        one = self._select(first) if first is not None else self._record(study.reference.key)
+        one = self._select(first) if first is not None else self._group.record(study.reference.key)
         if second is not None:
             other = self._select(second)
         elif study.others:
             worst = max(study.others, key=lambda r: _size(study, r))
-            other = self._record(worst.key)
+            other = self._group.record(worst.key)
         else:
             raise InputError(self.title, "has only one run: nothing to explain")
         plan = plan_attribution(one.run_config, other.run_config)
@@ -379,7 +295,7 @@ class Study:
             self._store, self._records, plan, cutoff, (one.key, other.key)
         )
         compared = f"{one.label} ({one.short_id}) against {other.label} ({other.short_id})"
-        return Explanation(attribution, self.title, compared, _measured_on(self._records))
+        return Explanation(attribution, self.title, compared, measured_on(self._records))
 
     def _explain_specs(self, first: str, second: str, cutoff: float) -> Explanation:
         if self._request is None:
@@ -388,17 +304,10 @@ class Study:
                 "holds stored runs only: run key=value specs on a study made by "
                 "segdiff_gui.run(model, images), or name two of its runs",
             )
-        plan = plan_attribution(configuration(first), configuration(second))
-        if not plan.steps:
-            same = plan.base.label()
-            raise InputError("explain", f"the two specs are one configuration ({same})")
-        request = self._request.with_configs(plan.configs())
-        records, outcome = compute(request, self._progress, what="attribution")
-        if not records:
-            raise InputError(request.model, "no run of the attribution finished")
-        attribution = measure_attribution(self._store, records, plan, cutoff)
-        context = _measured_on(records)
-        return Explanation(attribution, self.title, "", context, failures=outcome.failed)
+        attribution, records, failures = attribution_of_specs(
+            self._request, self._store, first, second, cutoff, self._progress
+        )
+        return Explanation(attribution, self.title, "", measured_on(records), failures)
 
     def sweep(
         self,
@@ -428,25 +337,17 @@ class Study:
             masks the mean Dice and IoU, their change and their range over repeats.
         """
         cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
-        truth = TruthFolder(masks) if masks is not None else None
-        records, failures = self._everything, []
-        if self._request is not None:
-            request = replace(self._request, sweep=True, target=None)
-            if truth is not None and request.settings.preprocessing.resize == "refuse":
-                truth.check_images(list(request.images))
-            records, outcome = compute(request, self._progress, what="test set")
-            failures = outcome.failed
-        groups = sweep_groups(
-            [r for r in records if r.model_hash == self._records[0].model_hash], group=self.group
+        return test_set(
+            self._store,
+            self._everything,
+            self._records[0],
+            self.group,
+            self._request,
+            masks,
+            cutoff,
+            ref,
+            self._progress,
         )
-        if ref is not None and not isinstance(ref, str):
-            raise InputError(repr(ref), "is no configuration: give its label, e.g. 'cpu b1'")
-        reference = sweep_reference(groups, ref) if ref is not None else None
-        damaged: list[InputError] = []
-        summary: SweepSummary = summarise_sweep(
-            self._store, groups, cutoff, reference, truth, damaged=damaged
-        )
-        return Sweep(summary, failures, [str(error) for error in damaged])
 
     # -- files ------------------------------------------------------------------------------
 
@@ -494,7 +395,7 @@ class Study:
         written = []
         if html is not None:
             page = output_path(html, "report")
-            written.append(write_html_report(page, data, study, self._image()))
+            written.append(write_html_report(page, data, study, self._group.image))
         if json is not None:
             written.append(write_json_report(output_path(json, "report"), data))
         return [Path(path) for path in written]
@@ -508,7 +409,7 @@ class Study:
             for f in self.failures
         )
         extra = f"<ul>{failed}</ul>" if failed else ""
-        return html_document(study_fragment(study, self._image(), self.title) + extra)
+        return html_document(study_fragment(study, self._group.image, self.title) + extra)
 
     def __repr__(self) -> str:
         study = self._study()
@@ -522,98 +423,41 @@ class Study:
 
     # -- inside -----------------------------------------------------------------------------
 
-    def _derived(self, reference: RunRecord | None) -> Study:
+    def _derived(self, group: StoredGroup) -> Study:
         study = Study(
-            self._store,
-            self._records,
+            group.store,
+            group.records,
             cutoff=self.cutoff,
             where=self.where,
             title=self.title,
-            reference=reference,
             everything=self._everything,
             request=self._request,
             failures=self.failures,
             progress=self._progress,
         )
-        study.damaged = list(self.damaged)
+        study._group = group
         return study
 
     def _study(self, cutoff: float | None = None) -> AnalysedStudy:
-        """The analysis at ``cutoff``: maps read on first use; another cutoff redoes only
-        what depends on it."""
-        cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
-        if cutoff not in self._analysed:
-            if self._analysed:
-                first = next(iter(self._analysed.values()))
-                self._analysed[cutoff] = first.at_cutoff(cutoff)
-            else:
-                self._analysed[cutoff] = self._load(cutoff)
-        return self._analysed[cutoff]
-
-    def _load(self, cutoff: float) -> AnalysedStudy:
-        """Read the maps. A run whose map is damaged (a chunk that does not inflate, a
-        checksum that does not match) costs only itself: it leaves the study, named in
-        ``damaged`` and in a warning, and the others are studied."""
-        damaged: list[InputError] = []
-        study = load_study(self._store, self._records, cutoff, self._reference, damaged)
-        if damaged:
-            loaded = {run.key for run in study.runs}
-            if self._reference is not None and self._reference.key not in loaded:
-                raise InputError(
-                    self._reference.label,
-                    f"is the reference, and its map cannot be read: "
-                    f"{next((e for e in damaged if self._reference.key in str(e)), damaged[0])}",
-                )
-            for record in self._records:
-                if record.key not in loaded:
-                    error = next((e for e in damaged if record.key in str(e)), damaged[0])
-                    self.damaged.append(f"{record.label}: {error}")
-                    warnings.warn(f"left out {record.label}: {error}", stacklevel=4)
-            self._records = [record for record in self._records if record.key in loaded]
-        return study
+        return self._group.analysed(self.cutoff if cutoff is None else checked_cutoff(cutoff))
 
     def _select(self, run: RunName) -> RunRecord:
-        if isinstance(run, Run):
-            if all(record.key != run.key for record in self._records):
-                raise InputError(run.label, "is a run of another study")
-            return self._record(run.key)
-        if not isinstance(run, str):
-            raise InputError(repr(run), "is no run: give a label, an id or a Run")
-        if not run or not any(
-            run in (r.label, r.configuration) or r.key.startswith(run.lower())
-            for r in self._records
-        ):
-            if any(line.startswith(f"{run}: ") for line in self.damaged):
-                raise InputError(run, "is left out: its stored map cannot be read (study.damaged)")
-            labels = ", ".join(record.label for record in self._records[:12])
-            more = ", …" if len(self._records) > 12 else ""
-            raise InputError(
-                run, f"names no run of this study (runs: {labels}{more}; see study.runs_table())"
-            )
-        return select_reference(self._records, run)
-
-    def _record(self, key: str) -> RunRecord:
-        return next(record for record in self._records if record.key == key)
+        return self._group.select(run)
 
     def _analysed_run(self, run: RunName, study: AnalysedStudy | None = None) -> StudyRun:
-        study = study or self._study()  # first: it leaves damaged runs out of the records
-        key = self._select(run).key
-        return next(r for r in study.runs if r.key == key)
+        # The analysis first: reading the maps leaves the damaged runs out of the records.
+        return self._group.analysed_run(run, study or self._study())
+
+    @property
+    def _records(self) -> list[RunRecord]:
+        return self._group.records
+
+    @property
+    def _store(self) -> RunStore:
+        return self._group.store
 
     def _context(self) -> dict[str, Any]:
         return report_context(self._records[0], self.where)
-
-    def _image(self) -> np.ndarray | None:
-        return target_image(self._store, self._records[0].target_hash)
-
-
-def _measured_on(records: Sequence[RunRecord]) -> dict[str, Any]:
-    """What ``segdiff explain --json`` adds to an attribution: model, image and runs."""
-    return {
-        "model": records[0].model_name,
-        "image": records[0].target_name,
-        "runs": {record.label: record.key for record in records},
-    }
 
 
 def _size(study: AnalysedStudy, run: StudyRun) -> tuple[int, int, float]:

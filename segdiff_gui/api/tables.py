@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Table", "make_table"]
+__all__ = ["Table", "make_table", "pixel_rows"]
 
 # A pandas.DataFrame where pandas is installed, else a list of records (dicts).
 Table = Any
@@ -28,3 +28,31 @@ def make_table(
     if index is not None and index in frame.columns:
         frame = frame.set_index(index)
     return frame
+
+
+def pixel_rows(
+    header: Sequence[str], lines: Sequence[Sequence[object]], labels: Sequence[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """``io.tables.pixel_table``'s lines (a pixel each, four cells per run) as tidy rows, a
+    row per pixel and run: value as float32 (the cells are its shortest round-trip text,
+    so this is exact) beside that text, bits, ULPs and class; and the columns' names."""
+    import numpy as np
+
+    lead = len(header) - 4 * len(labels)  # row, column, why[, reference class]
+    rows = []
+    for line in lines:
+        where = dict(zip(header[:lead], line[:lead], strict=True))
+        for index, label in enumerate(labels):
+            value, bits, ulp, klass = line[lead + 4 * index : lead + 4 * index + 4]
+            rows.append(
+                {
+                    **where,
+                    "run": label,
+                    "value": np.float32(str(value)),
+                    "exact": value,
+                    "bits": bits,
+                    "ulp": int(str(ulp)),
+                    "class": int(str(klass)),
+                }
+            )
+    return rows, [*header[:lead], "run", "value", "exact", "bits", "ulp", "class"]

@@ -1,0 +1,79 @@
+"""The study's questions that run what is missing first, through the study's own run
+request: an attribution between two ``key=value`` specs, and the test-set sweep. A study
+opened from a cache or a bundle has no request: it sums what is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from segdiff_gui.api.arguments import configuration
+from segdiff_gui.api.compute import compute
+from segdiff_gui.api.results import Sweep
+from segdiff_gui.core.attribution import Attribution, plan_attribution
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.io.truth import TruthFolder
+from segdiff_gui.runner.explain import measure_attribution
+from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups, sweep_reference
+from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.storage.studies import RunStore
+
+__all__ = ["attribution_of_specs", "measured_on", "test_set"]
+
+
+def measured_on(records: Sequence[RunRecord]) -> dict[str, Any]:
+    """What ``segdiff explain --json`` adds to an attribution: model, image and runs."""
+    return {
+        "model": records[0].model_name,
+        "image": records[0].target_name,
+        "runs": {record.label: record.key for record in records},
+    }
+
+
+def attribution_of_specs(
+    request: MatrixRequest, store: RunStore, first: str, second: str, cutoff: float, progress: bool
+) -> tuple[Attribution, list[RunRecord], list[dict[str, Any]]]:
+    """What moves spec ``first`` to spec ``second``, the configurations it needs run first;
+    with the runs it was measured on and the failures."""
+    plan = plan_attribution(configuration(first), configuration(second))
+    if not plan.steps:
+        same = plan.base.label()
+        raise InputError("explain", f"the two specs are one configuration ({same})")
+    request = request.with_configs(plan.configs())
+    records, outcome = compute(request, progress, what="attribution")
+    if not records:
+        raise InputError(request.model, "no run of the attribution finished")
+    return measure_attribution(store, records, plan, cutoff), records, outcome.failed
+
+
+def test_set(
+    store: RunStore,
+    stored: Sequence[RunRecord],
+    sample: RunRecord,
+    group: str,
+    request: MatrixRequest | None,
+    masks: str | Path | None,
+    cutoff: float,
+    ref: str | None,
+    progress: bool,
+) -> Sweep:
+    """The sweep of ``sample``'s model version (its ``group``) over every image: computed
+    through ``request`` where there is one, else from the ``stored`` runs."""
+    if ref is not None and not isinstance(ref, str):
+        raise InputError(repr(ref), "is no configuration: give its label, e.g. 'cpu b1'")
+    truth = TruthFolder(masks) if masks is not None else None
+    records, failures = list(stored), []
+    if request is not None:
+        request = replace(request, sweep=True, target=None)
+        if truth is not None and request.settings.preprocessing.resize == "refuse":
+            truth.check_images(list(request.images))
+        records, outcome = compute(request, progress, what="test set")
+        failures = outcome.failed
+    groups = sweep_groups([r for r in records if r.model_hash == sample.model_hash], group=group)
+    reference = sweep_reference(groups, ref) if ref is not None else None
+    damaged: list[InputError] = []
+    summary = summarise_sweep(store, groups, cutoff, reference, truth, damaged=damaged)
+    return Sweep(summary, failures, [str(error) for error in damaged])

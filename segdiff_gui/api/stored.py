@@ -1,0 +1,184 @@
+"""The runs behind a :class:`~segdiff_gui.api.study.Study`: one comparable group in a cache or
+a bundle, its maps read once (bit-exactly, a damaged one left out and named), its analysis per
+cutoff, and runs named the way every front end names them."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.study import Study as AnalysedStudy
+from segdiff_gui.core.study import StudyRun
+from segdiff_gui.storage.records import RunRecord, is_merged
+from segdiff_gui.storage.selection import select_reference
+from segdiff_gui.storage.studies import RunStore, load_study, target_image
+
+__all__ = ["Run", "RunName", "StoredGroup"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One stored run: what it is (``label``, ``configuration``, ``repeat``, ``config``), where
+    it is (``key``, ``id``) and where it ran (``provenance``: device, versions, host, time)."""
+
+    key: str
+    label: str
+    configuration: str
+    repeat: int
+    config: RunConfig
+    provenance: dict[str, Any] = field(repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.key[:8]
+
+    @property
+    def spec(self) -> str:
+        """The ``key=value`` spec that runs this configuration again."""
+        return self.config.to_spec()
+
+    @property
+    def device(self) -> str:
+        return str(self.provenance.get("device", ""))
+
+    @classmethod
+    def of(cls, record: RunRecord) -> Run:
+        return cls(
+            record.key,
+            record.label,
+            record.configuration,
+            record.repeat,
+            record.run_config,
+            dict(record.provenance),
+        )
+
+    def row(self, merged: bool) -> dict[str, Any]:
+        """The run as a row of ``Study.runs_table()``."""
+        p = self.provenance
+        return {
+            "label": self.label,
+            "id": self.id,
+            "configuration": self.configuration,
+            "repeat": self.repeat,
+            "spec": self.spec,
+            "device": self.device,
+            "runtime": p.get("runtime", "tensorflow"),
+            "runtime_version": p.get("runtime_version") or p.get("tf_version", ""),
+            "host": p.get("hostname", ""),
+            "merged_from": p.get("merged_from_bundle", "") if merged else "",
+            "timestamp": p.get("timestamp", ""),
+            "key": self.key,
+        }
+
+
+RunName = str | Run  # a run's label, id prefix or key, a configuration's label, or a Run
+
+
+class StoredGroup:
+    """``records`` (one comparable group) of ``store`` against ``reference`` (default: this
+    machine's batch-1 CPU run). The maps are read on the first question; a run whose map is
+    damaged (a chunk that does not inflate, a checksum that does not match) then leaves
+    ``records``, named in ``damaged`` and in a warning, and the others are studied."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        records: Sequence[RunRecord],
+        reference: RunRecord | None = None,
+    ) -> None:
+        self.store = store
+        self.records = list(records)
+        self.reference = reference
+        #: The runs left out because their stored map could not be read, one line each.
+        self.damaged: list[str] = []
+        self._analysed: dict[float, AnalysedStudy] = {}
+
+    def with_reference(self, reference: RunRecord | None) -> StoredGroup:
+        """The same runs against another reference; maps already read are not read again."""
+        group = StoredGroup(self.store, self.records, reference)
+        group.damaged = list(self.damaged)
+        if self._analysed:
+            cutoff, analysed = next(iter(self._analysed.items()))
+            chosen = None if reference is None else self.analysed_run(reference.key, analysed)
+            group._analysed[cutoff] = AnalysedStudy(analysed.runs, cutoff, chosen)
+        return group
+
+    def analysed(self, cutoff: float) -> AnalysedStudy:
+        """The analysis at ``cutoff``: maps read on first use; another cutoff redoes only
+        what depends on it."""
+        if cutoff not in self._analysed:
+            if self._analysed:
+                first = next(iter(self._analysed.values()))
+                self._analysed[cutoff] = first.at_cutoff(cutoff)
+            else:
+                self._analysed[cutoff] = self._load(cutoff)
+        return self._analysed[cutoff]
+
+    def _load(self, cutoff: float) -> AnalysedStudy:
+        damaged: list[InputError] = []
+        study = load_study(self.store, self.records, cutoff, self.reference, damaged)
+        if not damaged:
+            return study
+        loaded = {run.key for run in study.runs}
+
+        def error_of(record: RunRecord) -> InputError:
+            return next((e for e in damaged if record.key in str(e)), damaged[0])
+
+        if self.reference is not None and self.reference.key not in loaded:
+            raise InputError(
+                self.reference.label,
+                f"is the reference, and its map cannot be read: {error_of(self.reference)}",
+            )
+        for record in self.records:
+            if record.key not in loaded:
+                self.damaged.append(f"{record.label}: {error_of(record)}")
+                warnings.warn(f"left out {record.label}: {error_of(record)}", stacklevel=5)
+        self.records = [record for record in self.records if record.key in loaded]
+        return study
+
+    def select(self, run: RunName) -> RunRecord:
+        """The run ``run`` names, as ``--ref`` does in every command; a name that matches no
+        run lists the group's labels."""
+        if isinstance(run, Run):
+            if all(record.key != run.key for record in self.records):
+                raise InputError(run.label, "is a run of another study")
+            return self.record(run.key)
+        if not isinstance(run, str):
+            raise InputError(repr(run), "is no run: give a label, an id or a Run")
+        if not run or not any(
+            run in (r.label, r.configuration) or r.key.startswith(run.lower()) for r in self.records
+        ):
+            if any(line.startswith(f"{run}: ") for line in self.damaged):
+                raise InputError(run, "is left out: its stored map cannot be read (study.damaged)")
+            labels = ", ".join(record.label for record in self.records[:12])
+            more = ", …" if len(self.records) > 12 else ""
+            raise InputError(
+                run, f"names no run of this study (runs: {labels}{more}; see study.runs_table())"
+            )
+        return select_reference(self.records, run)
+
+    def record(self, key: str) -> RunRecord:
+        return next(record for record in self.records if record.key == key)
+
+    def analysed_run(self, run: RunName, analysed: AnalysedStudy) -> StudyRun:
+        """``run`` in ``analysed`` (whose loading has left the damaged runs out)."""
+        key = self.select(run).key
+        return next(r for r in analysed.runs if r.key == key)
+
+    def runs(self) -> list[Run]:
+        return [Run.of(record) for record in self.records]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [Run.of(record).row(is_merged(record)) for record in self.records]
+
+    @cached_property
+    def image(self) -> np.ndarray | None:
+        """The target image, for pictures (read once; a damaged one is left out)."""
+        return target_image(self.store, self.records[0].target_hash)
