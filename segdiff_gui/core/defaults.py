@@ -8,6 +8,7 @@ __all__ = [
     "DEFAULT_CUTOFF",
     "DEFAULT_LAYER_DISK_BUDGET",
     "DEFAULT_LAYER_MEMORY_BUDGET",
+    "DEFAULT_PARALLEL_CHILDREN",
     "DEFAULT_REPEATS",
     "DEFAULT_TIMEOUT_S",
 ]
@@ -18,6 +19,9 @@ DEFAULT_CUTOFF = 0.5
 DEFAULT_REPEATS = 2
 # A child that reports nothing for this long (import, model load, one run) is killed.
 DEFAULT_TIMEOUT_S = 600.0
+# Engine children at once (issue 18): a second group's child starts its runtime's import
+# (seconds, mostly one core) while the first computes; never two on one GPU.
+DEFAULT_PARALLEL_CHILDREN = 2
 # The layer probe (issue 15): bytes of layer tensors one comparison holds at once, and bytes
 # of probes' layer tensors a cache keeps (least recently used removed first).
 DEFAULT_LAYER_MEMORY_BUDGET = 512 << 20

@@ -4,17 +4,25 @@ why it cannot be loaded (a ChildFatal: e.g. Keras safe mode refused it)."""
 from __future__ import annotations
 
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import ChildFatal, ModelAnswer
 from segdiff_gui.engine.protocol import Channel
 
+if TYPE_CHECKING:
+    from segdiff_gui.engine.models import LoadedModel
+
 
 def describe(path: str, trust: bool) -> ModelAnswer:
     from segdiff_gui.engine.models import load_model
 
-    model = load_model(path, trust)
+    return describe_loaded(load_model(path, trust))
+
+
+def describe_loaded(model: LoadedModel) -> ModelAnswer:
+    """What a loaded model takes and gives: a run child says it of the model it loaded, so
+    that a window on a model never seen needs no inspection child of its own."""
     outputs = []
     if model.keras_model is not None:
         for name, tensor in zip(model.output_names, model.keras_model.outputs, strict=True):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 from segdiff_gui.core.protocol import ProbeAnswer
 from segdiff_gui.engine.native_log import native_stderr
@@ -17,8 +18,6 @@ _MAX_LOG_LINES = 3
 
 
 def main(channel: Channel, runtime: str) -> int:
-    from segdiff_gui.engine.gpu_identity import absent_gpu_reasons
-
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"  # the probe's log is read, not shown
     lines: list[str] = []
     with native_stderr(lines):
@@ -29,10 +28,21 @@ def main(channel: Channel, runtime: str) -> int:
         devices = backend.devices()
         facts = process_facts(backend)
     log = list(dict.fromkeys(line.rstrip(".") for line in lines if _TELLING.search(line)))
+    channel.send(probe_answer(devices, facts, log[-_MAX_LOG_LINES:]))
+    return 0
+
+
+def probe_answer(
+    devices: list[dict[str, Any]], facts: dict[str, Any], log: list[str]
+) -> ProbeAnswer:
+    """The devices and facts, and where no GPU is seen, why (the machine's reasons, then the
+    runtime's ``log`` lines that tell)."""
+    from segdiff_gui.engine.gpu_identity import absent_gpu_reasons
+
+    facts = dict(facts)
     if not any(device["type"] == "GPU" for device in devices):
         reasons = absent_gpu_reasons()
         if facts.get("cuda_build") is False:
-            reasons.append(f"this {runtime} is a CPU-only build")
-        facts["gpu_absent"] = reasons + log[-_MAX_LOG_LINES:]
-    channel.send(ProbeAnswer(devices, facts))
-    return 0
+            reasons.append(f"this {facts.get('runtime', 'runtime')} is a CPU-only build")
+        facts["gpu_absent"] = reasons + log
+    return ProbeAnswer(devices, facts)

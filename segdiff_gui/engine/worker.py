@@ -29,8 +29,10 @@ from segdiff_gui.engine.backends import Backend, load_backend
 from segdiff_gui.engine.backends.base import Outputs, RunError
 from segdiff_gui.engine.backends.converted import ConversionSource, ConvertedBackend
 from segdiff_gui.engine.facts import process_facts
+from segdiff_gui.engine.inspect_model import describe_loaded
 from segdiff_gui.engine.models import LoadedModel, load_model
 from segdiff_gui.engine.outputs import choose_output, to_probabilities
+from segdiff_gui.engine.probe import probe_answer
 from segdiff_gui.engine.protocol import Channel
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, compilation_cache_dir
@@ -378,7 +380,14 @@ def run_job(job: EngineJob, channel: Channel) -> int:
     backend = load_backend(settings.runtime)
     try:
         backend.configure(settings, _gpus_of(job), compilation_cache_dir(settings.runtime))
-        return JobRunner(job, channel, backend).run_all()
+        runner = JobRunner(job, channel, backend)
+        if settings.runtime == "tensorflow":
+            # What an inspection child and a device probe would say, said here: a model or
+            # a machine seen the first time then costs no TensorFlow child of its own.
+            channel.send(describe_loaded(runner.model))
+            if settings.process_settings() == RunConfig().process_settings():
+                channel.send(probe_answer(list(runner.devices.values()), runner.facts, []))
+        return runner.run_all()
     except InputError as error:
         detail = traceback.format_exc()[-4000:]
         channel.send(ChildFatal(error.path, error.problem, detail, fix=error.fix))

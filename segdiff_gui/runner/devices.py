@@ -25,7 +25,10 @@ __all__ = [
     "build_text",
     "gpu_names",
     "inspect_model",
+    "no_gpu_possible",
     "probe_devices",
+    "remember_inspection",
+    "remember_probe",
     "remembered_probe",
 ]
 
@@ -120,6 +123,18 @@ def _run_probe(timeout_s: float, runtime: str) -> dict[str, Any]:
     return {"devices": answer.devices, "facts": answer.facts}
 
 
+def remember_probe(state_dir: Path, answer: ProbeAnswer) -> None:
+    """Keep what a run child of default settings said of the devices it sees, where no
+    probe is remembered: the window's device list and About box then need no probe child."""
+    remembered = state_dir / "probe" / f"{_fingerprint()}.json"
+    if not _is_recent(remembered):
+        _remember(remembered, {"devices": answer.devices, "facts": answer.facts})
+
+
+def _is_recent(remembered: Path) -> bool:
+    return remembered.is_file() and time.time() - remembered.stat().st_mtime < _MAX_AGE_S
+
+
 def remembered_probe(state_dir: Path) -> dict[str, Any] | None:
     """The last probe of this machine, if one was made; never starts TensorFlow."""
     return _recall(state_dir / "probe" / f"{_fingerprint()}.json")
@@ -134,14 +149,7 @@ def probe_devices(
     """``{"devices": [...], "facts": {...}}`` of ``runtime``, from a child; remembered in
     ``state_dir``."""
     remembered = state_dir / "probe" / f"{_fingerprint(runtime)}.json" if state_dir else None
-    recent = (
-        remembered is not None
-        and not fresh
-        and remembered.is_file()
-        and time.time() - remembered.stat().st_mtime < _MAX_AGE_S
-    )
-    if recent:
-        assert remembered is not None
+    if remembered is not None and not fresh and _is_recent(remembered):
         data = _recall(remembered)
         if data is not None:
             return data
@@ -165,7 +173,7 @@ def inspect_model(
     child, which would take a core from the window while it starts. Refusals are not
     remembered (the user may come to trust the model)."""
     remembered = (
-        state_dir / "models" / f"{_inspection_key(Path(model_path), model_hash, trust)}.json"
+        _inspection_file(state_dir, Path(model_path), model_hash, trust)
         if state_dir and model_hash
         else None
     )
@@ -179,6 +187,18 @@ def inspect_model(
     if remembered and isinstance(answer, ModelAnswer):
         _remember(remembered, answer.to_dict())
     return answer
+
+
+def remember_inspection(
+    state_dir: Path, model_path: Path, model_hash: str, trust: bool, answer: ModelAnswer
+) -> None:
+    """Keep what a run child said of the model it loaded, as an inspection's answer: the
+    window then shows the model's facts without a TensorFlow child of its own."""
+    _remember(_inspection_file(state_dir, model_path, model_hash, trust), answer.to_dict())
+
+
+def _inspection_file(state_dir: Path, model_path: Path, model_hash: str, trust: bool) -> Path:
+    return state_dir / "models" / f"{_inspection_key(model_path, model_hash, trust)}.json"
 
 
 def _inspection_key(model_path: Path, model_hash: str, trust: bool) -> str:
@@ -209,6 +229,17 @@ def _remember(path: Path, data: dict[str, Any]) -> None:
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps(data))
         os.replace(temporary, path)
+
+
+def no_gpu_possible() -> bool:
+    """Whether no runtime can see a GPU here, by the device files alone: on Linux, CUDA needs
+    ``/dev/nvidia0``… (``/dev/dxg`` under WSL 2) and ROCm ``/dev/kfd``. A default matrix is
+    then planned without asking a child, whose start-up (seconds of TensorFlow's import)
+    would stand before the first map. Elsewhere (macOS's Metal plug-in) only a child can say."""
+    if not sys.platform.startswith("linux"):
+        return False
+    dev = Path("/dev")
+    return not (any(dev.glob("nvidia[0-9]*")) or (dev / "dxg").exists() or (dev / "kfd").exists())
 
 
 def gpu_names(probe: dict[str, Any]) -> list[str]:

@@ -234,6 +234,7 @@ class LayerProbeSession:
             self.request.cache,
             timeout_s=self.request.timeout_s,
             finished=lambda key: self.store.has_probe(probe_key(key)),
+            parallel=1,  # each probe's child holds the memory budget: one at a time
         )
 
     def _plain_maps(self) -> tuple[np.ndarray, np.ndarray]:

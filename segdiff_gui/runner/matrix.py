@@ -4,34 +4,66 @@ GUI's worker thread drives the very same generator."""
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
-from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
+from segdiff_gui.core.defaults import DEFAULT_PARALLEL_CHILDREN, DEFAULT_TIMEOUT_S
 from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.protocol import (
     AllDone,
     ChildFatal,
     Message,
+    ModelAnswer,
     PlanReady,
+    ProbeAnswer,
     RunCached,
     RunFailed,
     RunFinished,
     RunStarted,
 )
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
+from segdiff_gui.runner.devices import remember_inspection, remember_probe
 from segdiff_gui.runner.plan import MatrixPlan
 from segdiff_gui.storage.cache import ResultCache
 
 __all__ = ["MatrixRunner"]
 
 
+@dataclass(frozen=True)
+class _JobEvent:
+    """From a job's thread: its child ended its first run, or the job ended (with the error
+    that ended it, if one did)."""
+
+    index: int
+    begun: bool = False
+    error: Exception | None = None
+
+
+def _gpus(job: EngineJob) -> set[str]:
+    return {run.config.device for run in job.runs if run.config.is_gpu}
+
+
+def _next_job(
+    waiting: dict[int, EngineJob], running: dict[int, EngineJob], limit: int
+) -> int | None:
+    """The first waiting job that may start beside those running (``limit`` children at
+    most; none on a GPU another child uses)."""
+    if len(running) >= limit:
+        return None
+    busy = set().union(*map(_gpus, running.values()))
+    return next((index for index, job in waiting.items() if not _gpus(job) & busy), None)
+
+
 class MatrixRunner:
     """Run a :class:`MatrixPlan`, yielding progress messages; :meth:`cancel` from any thread.
 
     ``timeout_s`` bounds the silence of a child (no message at all): TensorFlow's import, a model
-    load or one run's inference must each finish within it.
+    load or one run's inference must each finish within it. Up to ``parallel`` children (one
+    per group of process-level settings) compute at once.
     """
 
     def __init__(
@@ -41,6 +73,7 @@ class MatrixRunner:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         child_env: dict[str, str] | None = None,
         finished: Callable[[str], bool] | None = None,
+        parallel: int = DEFAULT_PARALLEL_CHILDREN,
     ) -> None:
         self.plan = plan
         self.cache = cache
@@ -49,9 +82,11 @@ class MatrixRunner:
         self.timeout_s = timeout_s
         self.child_env = child_env
         self._cancel = threading.Event()
-        self._child: ChildProcess | None = None
+        self._stop = threading.Event()  # an input error, or the consumer gave up
+        self._children: list[ChildProcess] = []
         self._lock = threading.Lock()
-        self._fruitless = 0
+        # Children at once: not more than there are cores.
+        self._parallel = max(1, min(parallel, os.cpu_count() or 1))
         self._image_of = (
             {run.key: plan.images[run.target].name for run in plan.runs}
             if len(plan.targets) > 1
@@ -59,19 +94,31 @@ class MatrixRunner:
         )
 
     def cancel(self) -> None:
-        """Ask the run to stop: the child in flight is killed, no new child starts.
+        """Ask the run to stop: the children in flight are killed, no new child starts.
 
-        Only signals: the thread driving :meth:`run` reaps the child, so a GUI thread calling
+        Only signals: the threads driving the children reap them, so a GUI thread calling
         this never blocks on a process that is slow to die.
         """
         self._cancel.set()
-        with self._lock:
-            if self._child is not None:
-                self._child.signal_kill()
+        self._kill_children()
 
     @property
     def cancelled(self) -> bool:
         return self._cancel.is_set()
+
+    @property
+    def _child(self) -> ChildProcess | None:
+        """The child started last (tests look at it)."""
+        with self._lock:
+            return self._children[-1] if self._children else None
+
+    def _halted(self) -> bool:
+        return self._cancel.is_set() or self._stop.is_set()
+
+    def _kill_children(self) -> None:
+        with self._lock:
+            for child in self._children:
+                child.signal_kill()
 
     def run(self) -> Generator[Message, None, None]:
         plan = self.plan
@@ -80,17 +127,14 @@ class MatrixRunner:
             yield self._named(RunCached(run.key, run.label))
         finished = failed = 0
         errors: list[str] = []
-        for job in plan.jobs:
-            for message in map(self._named, self._run_job(job)):
-                if isinstance(message, RunFinished):
-                    finished += 1
-                elif isinstance(message, RunFailed):
-                    failed += 1
-                elif isinstance(message, ChildFatal):
-                    errors.append(message.error)
-                yield message
-            if self.cancelled or errors:
-                break  # an input error (bad model, bad image) holds for every other job too
+        for message in self._run_jobs(list(plan.jobs)):
+            if isinstance(message, RunFinished):
+                finished += 1
+            elif isinstance(message, RunFailed):
+                failed += 1
+            elif isinstance(message, ChildFatal):
+                errors.append(message.error)
+            yield message
         yield AllDone(
             finished=finished,
             cached=len(plan.cached),
@@ -99,6 +143,73 @@ class MatrixRunner:
             errors=errors,
         )
 
+    def _run_jobs(self, jobs: list[EngineJob]) -> Iterator[Message]:
+        """Every job's messages as they come, each job driven by a thread of its own.
+
+        A further child starts only once every child in flight has ended a run: the first
+        map is not delayed by a second runtime's import on the same cores, and a model that
+        cannot load fails one child, not two. Jobs that share a GPU never overlap."""
+        inbox: queue.Queue[tuple[int, Message] | _JobEvent] = queue.Queue()
+        failing: int | None = None  # the job whose child met an input error
+        waiting = dict(enumerate(jobs))
+        running: dict[int, EngineJob] = {}
+        begun: set[int] = set()
+        threads: list[threading.Thread] = []
+        try:
+            while waiting or running:
+                if not self._halted() and set(running) <= begun:
+                    index = _next_job(waiting, running, self._parallel)
+                    if index is not None:
+                        running[index] = waiting.pop(index)
+                        thread = threading.Thread(
+                            target=self._drive_job, args=(index, running[index], inbox),
+                            name=f"segdiff-job-{index}", daemon=True,
+                        )  # fmt: skip
+                        threads.append(thread)
+                        thread.start()
+                        continue
+                if not running:
+                    break  # halted: the jobs left never start
+                item = inbox.get()
+                if isinstance(item, _JobEvent):
+                    if item.begun:
+                        begun.add(item.index)
+                        continue
+                    running.pop(item.index)
+                    if item.error is not None:
+                        raise item.error
+                    continue
+                index, message = item
+                if failing not in (None, index) and isinstance(message, ChildFatal | RunFailed):
+                    continue  # another child's share of the input error, said already
+                if isinstance(message, ChildFatal) and failing is None:
+                    # An input error (bad model, bad image) holds for every other job too.
+                    failing = index
+                    self._stop.set()
+                    self._kill_children()
+                yield message
+        finally:
+            if any(thread.is_alive() for thread in threads):
+                # The consumer gave up (Ctrl-C, a notebook's stop button, an abandoned
+                # generator), or a job failed: no child computes unseen.
+                self._stop.set()
+                self._kill_children()
+                for thread in threads:
+                    thread.join()
+
+    def _drive_job(self, index: int, job: EngineJob, inbox: queue.Queue[Any]) -> None:
+        begun = False
+        try:
+            for message in map(self._named, self._run_job(job)):
+                if not begun and isinstance(message, RunFinished | RunFailed):
+                    begun = True
+                    inbox.put(_JobEvent(index, begun=True))
+                inbox.put((index, message))
+        except Exception as error:  # handed to the thread that drives the matrix
+            inbox.put(_JobEvent(index, error=error))
+        else:
+            inbox.put(_JobEvent(index))
+
     def _named(self, message: Message) -> Message:
         """In a sweep every image has a ``cpu b1 r0``: progress names the image too."""
         key, label = getattr(message, "key", None), getattr(message, "label", None)
@@ -106,41 +217,51 @@ class MatrixRunner:
             return message
         return replace(message, label=f"{label} · {self._image_of[key]}")  # type: ignore[call-arg]
 
+    def _remember_model(self, answer: ModelAnswer) -> None:
+        """What the child said of the model it loaded serves as the model's inspection."""
+        template = self.plan.template
+        if template is not None:
+            remember_inspection(
+                self.cache.root,
+                self.plan.model_path,
+                self.plan.model_hash,
+                template.trust_model,
+                answer,
+            )
+
     def _start(self, job: EngineJob) -> ChildProcess:
         with self._lock:
-            self._child = ChildProcess("run", job.to_dict(), env=self.child_env)
-            return self._child
+            child = ChildProcess("run", job.to_dict(), env=self.child_env)
+            self._children.append(child)
+            return child
 
     def _run_job(self, job: EngineJob) -> Iterator[Message]:
         """Run a job's runs, starting a fresh child for the rest after each crash or hang."""
         pending: dict[str, PlannedRun] = {run.key: run for run in job.runs}
         # Children in a row that died before starting any run (the OOM killer during the
         # model's load, a kill from outside): the first is retried, the second fails the rest.
-        self._fruitless = 0
-        while pending and not self.cancelled:
+        fruitless = [0]
+        while pending and not self._halted():
             child = self._start(replace(job, runs=tuple(pending.values())))
             try:
-                yield from self._drive_child(child, pending)
+                yield from self._drive_child(child, pending, fruitless)
             except BaseException:
-                # The consumer gave up (Ctrl-C, a notebook's stop button, an abandoned
-                # generator): kill now rather than wait for the child to finish by itself.
-                child.signal_kill()
+                child.signal_kill()  # the consumer gave up: kill now, don't wait for it
                 raise
             finally:
-                # Also when the consumer abandons this generator: no child computes unseen.
                 child.close()
                 with self._lock:
-                    self._child = None
+                    self._children.remove(child)
 
     def _drive_child(
-        self, child: ChildProcess, pending: dict[str, PlannedRun]
+        self, child: ChildProcess, pending: dict[str, PlannedRun], fruitless: list[int]
     ) -> Iterator[Message]:
         """Relay one child's messages; afterwards fail the run it died on, if it died."""
         in_flight: PlannedRun | None = None
         progressed = False
         problem = ""
         try:
-            for message in child.messages(self.timeout_s, should_stop=self._cancel.is_set):
+            for message in child.messages(self.timeout_s, should_stop=self._halted):
                 if isinstance(message, RunStarted):
                     in_flight = pending.get(message.key)
                 elif isinstance(message, RunFinished | RunFailed):
@@ -152,6 +273,11 @@ class MatrixRunner:
                         )
                     pending.pop(message.key, None)
                     in_flight, progressed = None, True
+                elif isinstance(message, ModelAnswer):
+                    self._remember_model(message)
+                elif isinstance(message, ProbeAnswer):
+                    remember_probe(self.cache.root, message)
+                    continue  # for the next planning, not for the front ends
                 elif isinstance(message, ChildFatal):
                     yield message
                     for run in pending.values():
@@ -171,7 +297,7 @@ class MatrixRunner:
         except ChildTimeout as timeout:
             problem = f"{timeout} (timed out; the child was killed)"
             child.signal_kill()
-        if self.cancelled:
+        if self._halted():
             return
         child.close()
         if in_flight is not None and self._finished(in_flight.key):
@@ -184,12 +310,12 @@ class MatrixRunner:
         tail = child.stderr_tail()
         lost = [in_flight] if in_flight is not None else []
         if not lost and not progressed:
-            self._fruitless += 1
-            if self._fruitless < 2:
+            fruitless[0] += 1
+            if fruitless[0] < 2:
                 return  # died before any run: a fresh child gets them all once more
             lost = list(pending.values())  # twice in a row: retrying would loop
         else:
-            self._fruitless = 0
+            fruitless[0] = 0
         for run in lost:
             pending.pop(run.key, None)
             yield RunFailed(run.key, run.label, problem, tail)

@@ -13,7 +13,7 @@ from segdiff_gui.core.config import ModelSettings, RunConfig
 from segdiff_gui.core.defaults import DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
-from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
+from segdiff_gui.runner.devices import ProbeError, gpu_names, no_gpu_possible, probe_devices
 from segdiff_gui.runner.matrices import default_configs
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, plan_matrix
@@ -54,7 +54,10 @@ class MatrixRequest:
         return list(self.configs) if self.configs else self.matrix(list(gpus))
 
     def devices(self) -> list[str]:
-        """The GPUs TensorFlow sees (asked of a child, remembered per machine)."""
+        """The GPUs TensorFlow sees (asked of a child, remembered per machine; none without
+        a child where the machine has no GPU device files)."""
+        if no_gpu_possible():
+            return []
         try:
             return gpu_names(probe_devices(self.cache.root))
         except ProbeError as error:

@@ -1,0 +1,85 @@
+"""Issue 18: a second group's child computes while the first is busy, never two on one GPU,
+and the first child of default settings says what the model and the machine are, so that a
+fresh cache needs no inspection or probe child."""
+
+import threading
+import time
+
+import psutil
+import pytest
+
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.protocol import AllDone, ModelAnswer, RunFinished
+from segdiff_gui.runner import MatrixRunner, plan_matrix
+from segdiff_gui.runner import devices as devices_module
+from segdiff_gui.runner.devices import inspect_model, no_gpu_possible, remembered_probe
+from segdiff_gui.runner.matrix import _next_job
+from segdiff_gui.runner.request import MatrixRequest
+
+
+def _no_child(*args, **kwargs):
+    raise AssertionError(f"a TensorFlow child was started: {args[:1]}")
+
+
+def test_jobs_that_share_a_gpu_never_run_at_once(models, small_images, cache):
+    configs = [RunConfig(device="gpu:0"), RunConfig(device="gpu:0", threads=1),
+               RunConfig(threads=1), RunConfig(device="gpu:1", determinism=True)]  # fmt: skip
+    plan = plan_matrix(models / "tiny.keras", small_images, configs, cache=cache, repeats=1)
+    jobs = dict(enumerate(plan.jobs))
+    devices = {index: {run.config.device for run in job.runs} for index, job in jobs.items()}
+    on_gpu0 = next(i for i, used in devices.items() if used == {"gpu:0"})
+    running = {on_gpu0: jobs.pop(on_gpu0)}
+    chosen = _next_job(jobs, running, limit=2)
+    assert chosen is not None and "gpu:0" not in devices[chosen]
+    assert _next_job(jobs, running, limit=1) is None  # one child at a time when told so
+
+
+@pytest.mark.slow
+def test_a_second_group_computes_while_the_first_child_hangs(models, small_images, cache):
+    # threads=1 is a process-level knob: its run has a child of its own. The default group's
+    # second run hangs; run one after the other, the threads=1 run would never start.
+    other = RunConfig(threads=1)
+    configs = [RunConfig(batch=1), RunConfig(batch=2), other]
+    plan = plan_matrix(models / "tiny.keras", small_images, configs, cache=cache, repeats=1)
+    assert len(plan.jobs) == 2
+    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b2 r0"})
+    messages = []
+    consumer = threading.Thread(target=lambda: messages.extend(runner.run()))
+    consumer.start()
+    deadline = time.monotonic() + 180
+    finished = set()
+    while f"{other.label()} r0" not in finished:
+        assert time.monotonic() < deadline, messages
+        time.sleep(0.1)
+        finished = {m.label for m in list(messages) if isinstance(m, RunFinished)}
+    assert finished == {"cpu b1 r0", f"{other.label()} r0"}
+    runner.cancel()
+    consumer.join(30)
+    assert not consumer.is_alive()
+    assert isinstance(messages[-1], AllDone) and messages[-1].cancelled
+    assert psutil.Process().children(recursive=True) == []
+
+
+@pytest.mark.slow
+def test_the_run_child_answers_for_the_model_and_the_devices(
+    models, small_images, cache, monkeypatch
+):
+    plan = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache, repeats=1)
+    messages = list(MatrixRunner(plan, cache).run())
+    said = [m for m in messages if isinstance(m, ModelAnswer)]
+    assert len(said) == 1 and said[0].input_shape == [32, 32, 1]
+    probe = remembered_probe(cache.root)
+    assert probe is not None and "cpu" in [d["name"] for d in probe["devices"]]
+    assert probe["facts"]["runtime_version"].startswith("2.")
+    monkeypatch.setattr(devices_module, "ask_child", _no_child)
+    answer = inspect_model(plan.model_path, state_dir=cache.root, model_hash=plan.model_hash)
+    assert answer == said[0]
+
+
+@pytest.mark.skipif(not no_gpu_possible(), reason="this machine has GPU device files")
+def test_a_default_matrix_on_a_machine_without_gpus_asks_no_child(
+    models, small_images, cache, monkeypatch
+):
+    monkeypatch.setattr(devices_module, "ask_child", _no_child)
+    runner = MatrixRequest(models / "tiny.keras", tuple(small_images), cache).start()
+    assert {run.config.device for run in runner.plan.runs} == {"cpu"}
