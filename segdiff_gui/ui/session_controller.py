@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 from superqt.utils import thread_worker
 
 from segdiff_gui.core.errors import ConfigError, InputError
@@ -60,6 +60,7 @@ class SessionController(QObject):
         self.unreadable_reported = False
         self._background: list[Any] = []  # inspection and probe workers, kept alive
         self._thumbnails: tuple[list[Any], list[str]] = ([], [])
+        self._inspect_after_runs = False
         panel.run_requested.connect(self.start_runs)
         panel.cancel_requested.connect(self.cancel)
         panel.editor.changed.connect(self._matrix_edited)
@@ -73,6 +74,7 @@ class SessionController(QObject):
         """Look at a matrix (cached runs at once, the rest on request) or at a bundle."""
         self.cancel_and_wait()
         self.session = session
+        self._inspect_after_runs = False
         self.model.selected_pixel = None
         self.model.focus_key = None
         self.panel.show_problem("")
@@ -119,7 +121,9 @@ class SessionController(QObject):
         if self.recent is not None:
             self.recent.remember([request.model, *request.images])
         if self.replan():
-            self._inspect_model(session)
+            # Next turn of the event loop: runs started right after this (a new window, an
+            # opened model) load the model anyway and say what it is; no child of its own.
+            QTimer.singleShot(0, lambda: self._inspect_model(session))
 
     def open_paths(self, paths: Sequence[str]) -> None:
         """Open dropped or chosen files: a bundle, or a model followed by images."""
@@ -240,7 +244,13 @@ class SessionController(QObject):
 
     def _inspect_model(self, session: MatrixSession) -> None:
         """Ask a child what the model takes and gives (unless this model file was asked about
-        before); the answer arrives on the GUI thread."""
+        before); the answer arrives on the GUI thread. While runs are computing, their child
+        says it (a ModelAnswer) and remembers it; what it did not say is asked afterwards."""
+        if session is not self.session:
+            return
+        if self.worker is not None:
+            self._inspect_after_runs = True
+            return
         self.panel.model_info.setText("inspecting the model (TensorFlow in a child)…")
         request = session.request
         model_hash = session.plan.model_hash if session.plan else None
@@ -276,6 +286,10 @@ class SessionController(QObject):
         self.worker.start()
 
     def _on_message(self, message: Message) -> None:
+        if isinstance(message, ModelAnswer):
+            self._model_inspected(message)
+            self._inspect_after_runs = False
+            return
         self.panel.show_message(message)
         if isinstance(self.session, MatrixSession):
             self.session.absorb(self.model, message)
@@ -296,6 +310,9 @@ class SessionController(QObject):
     def _worker_done(self) -> None:
         self.panel.set_running(False)
         self.worker = None
+        if self._inspect_after_runs and isinstance(self.session, MatrixSession):
+            self._inspect_after_runs = False
+            self._inspect_model(self.session)  # no child of the runs said what the model is
         self.worker_finished.emit()
 
     def cancel(self) -> None:

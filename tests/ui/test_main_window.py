@@ -475,3 +475,29 @@ def test_a_single_flip_in_a_large_map_stays_visible_zoomed_out(qtbot, tmp_path):
     window.grid._screen_factor = lambda: 1
     window.grid._repool_if_zoomed()
     assert panel.overlay.image.shape == (2048, 2048) and panel.overlay.image[1001, 1502] == 1
+
+
+def test_a_new_window_that_runs_asks_no_inspection_child(qtbot, tmp_path, monkeypatch):
+    # Issue 18: on a fresh cache the run child says what the model is; a child of its own
+    # would take a core from the first map.
+    from segdiff_gui.runner import devices
+    from segdiff_gui.ui.app import build_window
+
+    asked = []
+    real = devices.ask_child
+    monkeypatch.setattr(devices, "ask_child", lambda *a, **k: asked.append(a[0]) or real(*a, **k))
+    cache = str(tmp_path / "fresh")
+    window, _ = build_window(["--cache", cache, "--config", "batch=1", "--repeats", "1"])
+    qtbot.addWidget(window)
+    window.show()
+    window.start_runs()  # as segdiff-gui does right after showing the window
+    qtbot.waitUntil(lambda: window.worker is None, timeout=180_000)
+    assert "input 256×256×1" in window.run_panel.model_info.text()
+    assert asked == []
+    # The answer is remembered for the model file, as an inspection's would be.
+    again, _ = build_window(["--cache", cache, "--no-run"])
+    qtbot.addWidget(again)
+    qtbot.waitUntil(lambda: "input 256×256×1" in again.run_panel.model_info.text(), timeout=10_000)
+    assert asked == []
+    window.close()
+    again.close()
