@@ -10,7 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui.core.analysis import MapComparison, compare_maps, flip_mask, is_multiclass
+from segdiff_gui.core.analysis import (
+    MapComparison,
+    class_map,
+    compare_maps,
+    flip_mask,
+    is_multiclass,
+)
 from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
@@ -95,6 +101,10 @@ class Study:
         for name in ("verdicts", "margin"):
             if name in self.__dict__:
                 moved.__dict__[name] = self.__dict__[name]
+        if self.multiclass:  # argmax ignores the cutoff: classes and flips stay
+            moved._flips = self._flips
+            if "reference_classes" in self.__dict__:
+                moved.__dict__["reference_classes"] = self.__dict__["reference_classes"]
         if "comparisons" in self.__dict__:
             if not self.multiclass:
                 moved.flips_of(moved.others)  # all at once, side by side
@@ -199,10 +209,34 @@ class Study:
     def flips_of(self, runs: Sequence[StudyRun]) -> list[np.ndarray]:
         """The flip masks of ``runs``, those not made yet made side by side."""
         missing = [run for run in runs if run.key not in self._flips]
-        ref = self.reference.probabilities
-        masks = thread_map(lambda run: flip_mask(ref, run.probabilities, self.cutoff), missing)
+        if self.multiclass:
+            ref = self.reference.probabilities
+            masks = thread_map(lambda run: flip_mask(ref, run.probabilities, self.cutoff), missing)
+        else:
+            # The reference's classes once for every run: one threshold per run, not two.
+            classes = self.reference_classes
+            masks = thread_map(
+                lambda run: np.not_equal(class_map(run.probabilities, self.cutoff), classes),
+                missing,
+            )
         self._flips.update((run.key, mask) for run, mask in zip(missing, masks, strict=True))
         return [self._flips[run.key] for run in runs]
+
+    @cached_property
+    def reference_classes(self) -> np.ndarray:
+        """The reference's class of every pixel at the cutoff (bytes, 0 and 1 for a binary
+        map; the argmax of a multi-class one)."""
+        return class_map(self.reference.probabilities, self.cutoff).astype(np.uint8, copy=False)
+
+    def classes(self, run: StudyRun) -> np.ndarray:
+        """``run``'s class of every pixel at the cutoff, as bytes. A binary run's is the
+        reference's with its flips toggled: no threshold of its own once its flips are made."""
+        if run.key == self.reference.key:
+            return self.reference_classes
+        if self.multiclass:
+            return class_map(run.probabilities, self.cutoff).astype(np.uint8, copy=False)
+        toggled: np.ndarray = np.bitwise_xor(self.reference_classes, self.flips(run).view(np.uint8))
+        return toggled
 
     def flip_count(self, other: StudyRun) -> int:
         """How many pixels flip: from the comparison where it is made, else from the mask (a

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from segdiff_gui.core.analysis import class_map, difference_map, ulp_distance
+from segdiff_gui.core.analysis import difference_map, ulp_distance
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.ui.inspection import InspectionModel
 
@@ -43,10 +43,10 @@ def view_planes(model: InspectionModel, reference: StudyRun) -> ViewPlanes:
         return ViewPlanes(planes, dict.fromkeys(planes, (0.0, 1.0)), (0.0, 1.0), None, {})
     if model.mode == "flips":
         # Class indices as bytes (the lookup table colours them); no float copy of each map.
-        classes = {
-            run.key: class_map(run.probabilities, model.cutoff).astype(np.uint8, copy=False)
-            for run in runs
-        }
+        study = model.study
+        assert study is not None  # a reference exists, so a study does
+        study.flips_of(study.others)  # the masks side by side; each view's classes from them
+        classes = {run.key: study.classes(run) for run in runs}
         levels = (0.0, float(max(1, model.class_count - 1)))
         return ViewPlanes(classes, dict.fromkeys(classes, levels), levels, None, {})
     if model.mode == "difference":

@@ -144,3 +144,29 @@ def test_a_merged_run_never_becomes_the_reference_while_a_local_one_exists():
     local = StudyRun("k2", "cpu b64 r0", RunConfig(batch=64), 0, a, "laptop")
     assert Study([forged, local]).reference.key == "k2"
     assert Study([forged]).reference.key == "k1"  # a bundle's own runs: one of them it is
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_a_studys_flips_and_classes_at_each_cutoff_match_the_plain_threshold(channels):
+    # Issue 18: the reference's classes are made once per cutoff and a binary run's classes
+    # are the reference's with its flips toggled; both must equal thresholding each map.
+    from segdiff_gui.core.analysis import class_map
+
+    rng = np.random.default_rng(7)
+    shape = (40, 30, channels) if channels > 1 else (40, 30)
+    ref = rng.random(shape, dtype=np.float32)
+    if channels > 1:
+        ref[0, 0] = [0.5, 0.5, 0.0]  # a tie: not a flip
+    others = [np.nextafter(ref, np.float32(1)), (ref + rng.normal(0, 0.05, shape)).astype("f4")]
+    runs = [StudyRun("r", "cpu b1 r0", RunConfig(), 0, ref)] + [
+        StudyRun(f"k{i}", f"cpu b{i + 2} r0", RunConfig(batch=i + 2), 0, m)
+        for i, m in enumerate(others)
+    ]
+    study = Study(runs, cutoff=0.5)
+    for cutoff in (0.5, 0.25, float(ref.flat[17]), 0.9):
+        study = study.at_cutoff(cutoff)
+        for run in runs:
+            expected = class_map(run.probabilities, cutoff).astype(np.uint8)
+            assert np.array_equal(study.classes(run), expected)
+        for run in study.others:
+            assert np.array_equal(study.flips(run), flip_mask(ref, run.probabilities, cutoff))
