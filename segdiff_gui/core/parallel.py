@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
+from functools import cache
 from typing import TypeVar
 
 __all__ = ["thread_map"]
@@ -26,7 +27,7 @@ _pool_lock = threading.Lock()
 def thread_map(function: Callable[[_Item], _Result], items: Iterable[_Item]) -> list[_Result]:
     """``[function(item) for item in items]``, run side by side where there are cores for it."""
     work = list(items)
-    cores = os.cpu_count() or 1
+    cores = _cores()
     if len(work) < 2 or cores < 2:
         return [function(item) for item in work]
     # The caller does the first item itself, and every item the pool has not started by the
@@ -49,6 +50,13 @@ def thread_map(function: Callable[[_Item], _Result], items: Iterable[_Item]) -> 
         wait(futures)
         raise
     return results  # type: ignore[return-value]  # every None was replaced
+
+
+@cache
+def _cores() -> int:
+    """The cores, asked once: a cutoff dragged over 2048² maps calls this a dozen times a
+    frame, at tens of microseconds a call."""
+    return os.cpu_count() or 1
 
 
 def _shared_pool(cores: int) -> ThreadPoolExecutor:

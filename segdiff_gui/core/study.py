@@ -92,6 +92,7 @@ class Study:
         self.cutoff = cutoff
         self.reference = reference or default_reference(self.runs)
         self._flips: dict[str, np.ndarray] = {}
+        self._flip_counts: dict[str, int] = {}
 
     def at_cutoff(self, cutoff: float) -> Study:
         """The same runs at another cutoff. Differences, ULPs, verdicts and the margin do not
@@ -102,7 +103,7 @@ class Study:
             if name in self.__dict__:
                 moved.__dict__[name] = self.__dict__[name]
         if self.multiclass:  # argmax ignores the cutoff: classes and flips stay
-            moved._flips = self._flips
+            moved._flips, moved._flip_counts = self._flips, self._flip_counts
             if "reference_classes" in self.__dict__:
                 moved.__dict__["reference_classes"] = self.__dict__["reference_classes"]
         if "comparisons" in self.__dict__:
@@ -113,7 +114,7 @@ class Study:
                     comparison,
                     flips=comparison.flips
                     if self.multiclass  # argmax ignores the cutoff
-                    else int(np.count_nonzero(moved.flips(self._run(key)))),
+                    else moved.flip_count(self._run(key)),
                     cutoff=cutoff,
                 )
                 for key, comparison in self.__dict__["comparisons"].items()
@@ -209,24 +210,35 @@ class Study:
     def flips_of(self, runs: Sequence[StudyRun]) -> list[np.ndarray]:
         """The flip masks of ``runs``, those not made yet made side by side."""
         missing = [run for run in runs if run.key not in self._flips]
+        if not missing:
+            return [self._flips[run.key] for run in runs]
+        ref = self.reference.probabilities
         if self.multiclass:
-            ref = self.reference.probabilities
             masks = thread_map(lambda run: flip_mask(ref, run.probabilities, self.cutoff), missing)
         else:
-            # The reference's classes once for every run: one threshold per run, not two.
+            # Every map thresholded once, the reference's too, side by side; then each run's
+            # classes against the reference's.
+            if "reference_classes" not in self.__dict__:
+                missing = [self.reference, *missing]
+            thresholded = thread_map(lambda run: self._threshold(run), missing)
+            if missing[0] is self.reference:
+                self.__dict__["reference_classes"] = thresholded.pop(0)
+                missing.pop(0)
             classes = self.reference_classes
-            masks = thread_map(
-                lambda run: np.not_equal(class_map(run.probabilities, self.cutoff), classes),
-                missing,
-            )
-        self._flips.update((run.key, mask) for run, mask in zip(missing, masks, strict=True))
+            masks = thread_map(lambda own: np.not_equal(own, classes), thresholded)
+        counts = thread_map(lambda mask: int(np.count_nonzero(mask)), masks)
+        for run, mask, count in zip(missing, masks, counts, strict=True):
+            self._flips[run.key], self._flip_counts[run.key] = mask, count
         return [self._flips[run.key] for run in runs]
+
+    def _threshold(self, run: StudyRun) -> np.ndarray:
+        return class_map(run.probabilities, self.cutoff).astype(np.uint8, copy=False)
 
     @cached_property
     def reference_classes(self) -> np.ndarray:
         """The reference's class of every pixel at the cutoff (bytes, 0 and 1 for a binary
         map; the argmax of a multi-class one)."""
-        return class_map(self.reference.probabilities, self.cutoff).astype(np.uint8, copy=False)
+        return self._threshold(self.reference)
 
     def classes(self, run: StudyRun) -> np.ndarray:
         """``run``'s class of every pixel at the cutoff, as bytes. A binary run's is the
@@ -234,7 +246,7 @@ class Study:
         if run.key == self.reference.key:
             return self.reference_classes
         if self.multiclass:
-            return class_map(run.probabilities, self.cutoff).astype(np.uint8, copy=False)
+            return self._threshold(run)
         toggled: np.ndarray = np.bitwise_xor(self.reference_classes, self.flips(run).view(np.uint8))
         return toggled
 
@@ -243,7 +255,8 @@ class Study:
         cutoff change needs only this, not a whole comparison)."""
         if "comparisons" in self.__dict__:
             return self.comparisons[other.key].flips
-        return int(np.count_nonzero(self.flips(other)))
+        self.flips(other)
+        return self._flip_counts[other.key]
 
     def any_flips(self) -> np.ndarray:
         """Pixels that flip in at least one run."""

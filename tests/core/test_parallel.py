@@ -26,7 +26,7 @@ def test_an_exception_reaches_the_caller():
 
 
 def test_a_call_does_not_wait_behind_work_queued_by_another(monkeypatch):
-    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel, "_cores", lambda: 2)
     # A background worker (a diagnosis, say) fills the shared pool with tasks that hold on
     # until released...
     release = threading.Event()
@@ -47,7 +47,7 @@ def test_a_call_does_not_wait_behind_work_queued_by_another(monkeypatch):
 
 
 def test_nothing_of_a_call_still_runs_once_it_has_raised(monkeypatch):
-    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(parallel, "_cores", lambda: 3)
     running = []
 
     def slow_unless_first(n):
