@@ -16,6 +16,7 @@ from segdiff_gui.core.analysis import (
     compare_maps,
     flip_mask,
     is_multiclass,
+    row_blocks,
 )
 from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.config import RunConfig
@@ -210,35 +211,44 @@ class Study:
     def flips_of(self, runs: Sequence[StudyRun]) -> list[np.ndarray]:
         """The flip masks of ``runs``, those not made yet made side by side."""
         missing = [run for run in runs if run.key not in self._flips]
-        if not missing:
-            return [self._flips[run.key] for run in runs]
-        ref = self.reference.probabilities
-        if self.multiclass:
-            masks = thread_map(lambda run: flip_mask(ref, run.probabilities, self.cutoff), missing)
-        else:
-            # Every map thresholded once, the reference's too, side by side; then each run's
-            # classes against the reference's.
-            if "reference_classes" not in self.__dict__:
-                missing = [self.reference, *missing]
-            thresholded = thread_map(lambda run: self._threshold(run), missing)
-            if missing[0] is self.reference:
-                self.__dict__["reference_classes"] = thresholded.pop(0)
-                missing.pop(0)
-            classes = self.reference_classes
-            masks = thread_map(lambda own: np.not_equal(own, classes), thresholded)
-        counts = thread_map(lambda mask: int(np.count_nonzero(mask)), masks)
-        for run, mask, count in zip(missing, masks, counts, strict=True):
-            self._flips[run.key], self._flip_counts[run.key] = mask, count
+        if missing:
+            if not self.multiclass:
+                _ = self.reference_classes  # once, before the runs compare with it in threads
+            for run, (mask, count) in zip(
+                missing, thread_map(self._flip_mask, missing), strict=True
+            ):
+                self._flips[run.key], self._flip_counts[run.key] = mask, count
         return [self._flips[run.key] for run in runs]
 
-    def _threshold(self, run: StudyRun) -> np.ndarray:
-        return class_map(run.probabilities, self.cutoff).astype(np.uint8, copy=False)
+    def _flip_mask(self, run: StudyRun) -> tuple[np.ndarray, int]:
+        """``run``'s flip mask and its count. A binary run is thresholded in row blocks
+        against the reference's classes, made once for all runs: one threshold per run, and
+        no temporary the size of the map."""
+        values, cutoff = run.probabilities, self.cutoff
+        if self.multiclass:
+            mask = flip_mask(self.reference.probabilities, values, cutoff)
+        else:
+            classes = self.reference_classes
+            mask = np.empty(classes.shape, dtype=bool)
+            for block in row_blocks(values):
+                np.not_equal(class_map(values[block], cutoff), classes[block], out=mask[block])
+        return mask, int(np.count_nonzero(mask))  # counted while its last rows are in cache
 
     @cached_property
     def reference_classes(self) -> np.ndarray:
         """The reference's class of every pixel at the cutoff (bytes, 0 and 1 for a binary
-        map; the argmax of a multi-class one)."""
-        return self._threshold(self.reference)
+        map; the argmax of a multi-class one), its two halves side by side."""
+        values = self.reference.probabilities
+        if self.multiclass:
+            return class_map(values, self.cutoff).astype(np.uint8, copy=False)
+        classes = np.empty(values.shape[:2], dtype=np.uint8)
+        middle = len(values) // 2
+
+        def fill(rows: slice) -> None:
+            classes[rows] = class_map(values[rows], self.cutoff)
+
+        thread_map(fill, [slice(0, middle), slice(middle, None)])
+        return classes
 
     def classes(self, run: StudyRun) -> np.ndarray:
         """``run``'s class of every pixel at the cutoff, as bytes. A binary run's is the
@@ -246,7 +256,7 @@ class Study:
         if run.key == self.reference.key:
             return self.reference_classes
         if self.multiclass:
-            return self._threshold(run)
+            return class_map(run.probabilities, self.cutoff).astype(np.uint8, copy=False)
         toggled: np.ndarray = np.bitwise_xor(self.reference_classes, self.flips(run).view(np.uint8))
         return toggled
 

@@ -374,6 +374,18 @@ def _gpus_of(job: EngineJob) -> list[str]:
     return sorted({run.config.device for run in job.runs if run.config.is_gpu})
 
 
+def _answer_for_model_and_devices(runner: JobRunner, settings: RunConfig, channel: Channel) -> None:
+    """What an inspection child and a device probe would say, said here: a model or a machine
+    seen the first time then costs no TensorFlow child of its own. Only a shortcut: a model
+    it cannot describe is still run."""
+    try:
+        channel.send(describe_loaded(runner.model))
+        if settings.process_settings() == RunConfig().process_settings():
+            channel.send(probe_answer(list(runner.devices.values()), runner.facts, []))
+    except Exception:  # the inspection child will say it instead
+        pass
+
+
 def run_job(job: EngineJob, channel: Channel) -> int:
     _test_death_at_start()
     settings = job.process_config()
@@ -382,11 +394,7 @@ def run_job(job: EngineJob, channel: Channel) -> int:
         backend.configure(settings, _gpus_of(job), compilation_cache_dir(settings.runtime))
         runner = JobRunner(job, channel, backend)
         if settings.runtime == "tensorflow":
-            # What an inspection child and a device probe would say, said here: a model or
-            # a machine seen the first time then costs no TensorFlow child of its own.
-            channel.send(describe_loaded(runner.model))
-            if settings.process_settings() == RunConfig().process_settings():
-                channel.send(probe_answer(list(runner.devices.values()), runner.facts, []))
+            _answer_for_model_and_devices(runner, settings, channel)
         return runner.run_all()
     except InputError as error:
         detail = traceback.format_exc()[-4000:]

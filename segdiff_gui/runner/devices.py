@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -226,20 +227,27 @@ def _remember(path: Path, data: dict[str, Any]) -> None:
     """Write atomically: another window may be reading the same answer."""
     with contextlib.suppress(OSError):  # only a shortcut: failing to write it costs nothing
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        # Per thread too: two children of one matrix may say the same answer at once.
+        temporary = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         temporary.write_text(json.dumps(data))
         os.replace(temporary, path)
 
 
 def no_gpu_possible() -> bool:
-    """Whether no runtime can see a GPU here, by the device files alone: on Linux, CUDA needs
-    ``/dev/nvidia0``… (``/dev/dxg`` under WSL 2) and ROCm ``/dev/kfd``. A default matrix is
-    then planned without asking a child, whose start-up (seconds of TensorFlow's import)
-    would stand before the first map. Elsewhere (macOS's Metal plug-in) only a child can say."""
+    """Whether no runtime can see a GPU here, by the device files and drivers alone: on
+    Linux, CUDA needs ``/dev/nvidia0``… or a loaded driver (``/dev/dxg`` under WSL 2) and
+    ROCm ``/dev/kfd``. A default matrix is then planned without asking a child, whose
+    start-up (seconds of TensorFlow's import) would stand before the first map. Elsewhere
+    (macOS's Metal plug-in) only a child can say."""
     if not sys.platform.startswith("linux"):
         return False
     dev = Path("/dev")
-    return not (any(dev.glob("nvidia[0-9]*")) or (dev / "dxg").exists() or (dev / "kfd").exists())
+    # A loaded driver counts too: without udev, /dev/nvidia0 appears only when CUDA starts.
+    drivers = ("/sys/module/nvidia", "/proc/driver/nvidia", "/sys/module/amdgpu")
+    return not (
+        any(dev.glob("nvidia[0-9]*"))
+        or any(Path(path).exists() for path in (dev / "dxg", dev / "kfd", *drivers))
+    )
 
 
 def gpu_names(probe: dict[str, Any]) -> list[str]:

@@ -43,6 +43,13 @@ class _JobEvent:
     error: Exception | None = None
 
 
+def _said_already(message: Message) -> bool:
+    """After one child's input error, what another child says of the same error."""
+    return isinstance(message, ChildFatal) or (
+        isinstance(message, RunFailed) and message.input_error
+    )
+
+
 def _gpus(job: EngineJob) -> set[str]:
     return {run.config.device for run in job.runs if run.config.is_gpu}
 
@@ -87,6 +94,8 @@ class MatrixRunner:
         self._lock = threading.Lock()
         # Children at once: not more than there are cores.
         self._parallel = max(1, min(parallel, os.cpu_count() or 1))
+        # What an input error about which holds for every child (see _run_jobs).
+        self._inputs = {str(plan.model_path), *(image.path for image in plan.images)}
         self._image_of = (
             {run.key: plan.images[run.target].name for run in plan.runs}
             if len(plan.targets) > 1
@@ -150,14 +159,15 @@ class MatrixRunner:
         map is not delayed by a second runtime's import on the same cores, and a model that
         cannot load fails one child, not two. Jobs that share a GPU never overlap."""
         inbox: queue.Queue[tuple[int, Message] | _JobEvent] = queue.Queue()
-        failing: int | None = None  # the job whose child met an input error
+        failing: int | None = None  # the job whose child met an input error first
         waiting = dict(enumerate(jobs))
         running: dict[int, EngineJob] = {}
         begun: set[int] = set()
         threads: list[threading.Thread] = []
+        completed = False
         try:
             while waiting or running:
-                if not self._halted() and set(running) <= begun:
+                if not self._halted() and failing is None and set(running) <= begun:
                     index = _next_job(waiting, running, self._parallel)
                     if index is not None:
                         running[index] = waiting.pop(index)
@@ -169,7 +179,7 @@ class MatrixRunner:
                         thread.start()
                         continue
                 if not running:
-                    break  # halted: the jobs left never start
+                    break  # stopped: the jobs left never start
                 item = inbox.get()
                 if isinstance(item, _JobEvent):
                     if item.begun:
@@ -180,35 +190,39 @@ class MatrixRunner:
                         raise item.error
                     continue
                 index, message = item
-                if failing not in (None, index) and isinstance(message, ChildFatal | RunFailed):
-                    continue  # another child's share of the input error, said already
+                if failing not in (None, index) and _said_already(message):
+                    continue  # another child's share of the input error
                 if isinstance(message, ChildFatal) and failing is None:
-                    # An input error (bad model, bad image) holds for every other job too.
+                    # An input error holds for every job after it (none starts). One about the
+                    # model or an image holds for the children running too: they are stopped.
                     failing = index
-                    self._stop.set()
-                    self._kill_children()
+                    if message.path in self._inputs:
+                        self._stop.set()
+                        self._kill_children()
                 yield message
+            completed = True
         finally:
-            if any(thread.is_alive() for thread in threads):
+            if not completed:
                 # The consumer gave up (Ctrl-C, a notebook's stop button, an abandoned
-                # generator), or a job failed: no child computes unseen.
+                # generator), or a job's thread failed: no child computes unseen.
                 self._stop.set()
                 self._kill_children()
-                for thread in threads:
-                    thread.join()
+            for thread in threads:
+                thread.join()
 
     def _drive_job(self, index: int, job: EngineJob, inbox: queue.Queue[Any]) -> None:
         begun = False
+        error: Exception | None = None
         try:
             for message in map(self._named, self._run_job(job)):
                 if not begun and isinstance(message, RunFinished | RunFailed):
                     begun = True
                     inbox.put(_JobEvent(index, begun=True))
                 inbox.put((index, message))
-        except Exception as error:  # handed to the thread that drives the matrix
-            inbox.put(_JobEvent(index, error=error))
-        else:
-            inbox.put(_JobEvent(index))
+        except Exception as raised:  # handed to the thread that drives the matrix
+            error = raised
+        finally:
+            inbox.put(_JobEvent(index, error=error))  # whatever ended it: never waited for
 
     def _named(self, message: Message) -> Message:
         """In a sweep every image has a ``cpu b1 r0``: progress names the image too."""
@@ -230,10 +244,14 @@ class MatrixRunner:
             )
 
     def _start(self, job: EngineJob) -> ChildProcess:
+        # Started outside the lock (writing a sweep's job to the child may wait for it to
+        # read): cancel() never waits on it. A child started as the run stops is killed.
+        child = ChildProcess("run", job.to_dict(), env=self.child_env)
         with self._lock:
-            child = ChildProcess("run", job.to_dict(), env=self.child_env)
             self._children.append(child)
-            return child
+            if self._halted():
+                child.signal_kill()
+        return child
 
     def _run_job(self, job: EngineJob) -> Iterator[Message]:
         """Run a job's runs, starting a fresh child for the rest after each crash or hang."""
@@ -298,6 +316,12 @@ class MatrixRunner:
             problem = f"{timeout} (timed out; the child was killed)"
             child.signal_kill()
         if self._halted():
+            if in_flight is not None and not self.cancelled:
+                yield RunFailed(
+                    in_flight.key,
+                    in_flight.label,
+                    "stopped: another engine child met an input error that holds for it too",
+                )
             return
         child.close()
         if in_flight is not None and self._finished(in_flight.key):

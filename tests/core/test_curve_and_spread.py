@@ -170,3 +170,4 @@ def test_a_studys_flips_and_classes_at_each_cutoff_match_the_plain_threshold(cha
             assert np.array_equal(study.classes(run), expected)
         for run in study.others:
             assert np.array_equal(study.flips(run), flip_mask(ref, run.probabilities, cutoff))
+        assert not study.flips(runs[0]).any()  # the reference, asked after the others
