@@ -210,6 +210,16 @@ class ResultCache:
         except (OSError, ValueError, KeyError, TypeError):
             return False
 
+    def _compilation_entry(self) -> frozenset[str]:
+        """``compiled`` where this folder is the one that holds the runtimes' compilation
+        cache (the default cache is: both live in the user's cache folder, so a JAX run with
+        any result cache would otherwise make the default one refuse itself)."""
+        home = compilation_cache_dir("jax").parent
+        with contextlib.suppress(OSError):
+            if home.parent.resolve() == self.root.resolve():
+                return frozenset({home.name})
+        return frozenset()
+
     def claim(self) -> None:
         """Make sure the folder is a segdiff cache before anything is written into it: a new or
         empty folder becomes one; a folder with files of its own is refused."""
@@ -217,7 +227,8 @@ class ResultCache:
         if self.is_marked:
             return
         if self.root.is_dir():
-            foreign = sorted(p.name for p in self.root.iterdir() if p.name not in _OWN_ENTRIES)
+            own = _OWN_ENTRIES | self._compilation_entry()
+            foreign = sorted(p.name for p in self.root.iterdir() if p.name not in own)
             if foreign:
                 shown = ", ".join(foreign[:5]) + (" …" if len(foreign) > 5 else "")
                 raise InputError(
