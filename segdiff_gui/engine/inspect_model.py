@@ -6,6 +6,7 @@ from __future__ import annotations
 import traceback
 from typing import TYPE_CHECKING, Any
 
+from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import ChildFatal, ModelAnswer
 from segdiff_gui.engine.protocol import Channel
@@ -42,6 +43,26 @@ def describe_loaded(model: LoadedModel) -> ModelAnswer:
         kinds=["sigmoid" if c == 1 else "softmax" for c in channels],
         dtype_policies=policies,
     )
+
+
+def answer_for_model_and_devices(
+    model: LoadedModel,
+    devices: list[dict[str, Any]],
+    facts: dict[str, Any],
+    settings: RunConfig,
+    channel: Channel,
+) -> None:
+    """A run child's shortcut: what an inspection child and (for a child of default process
+    settings) a device probe would say, so that a model or a machine seen the first time
+    costs no TensorFlow child of its own. A model it cannot describe is still run."""
+    from segdiff_gui.engine.probe import probe_answer
+
+    try:
+        channel.send(describe_loaded(model))
+        if settings.process_settings() == RunConfig().process_settings():
+            channel.send(probe_answer(devices, facts, []))
+    except Exception:  # the inspection child will say it instead
+        pass
 
 
 def main(channel: Channel, job: dict[str, Any]) -> int:

@@ -29,10 +29,9 @@ from segdiff_gui.engine.backends import Backend, load_backend
 from segdiff_gui.engine.backends.base import Outputs, RunError
 from segdiff_gui.engine.backends.converted import ConversionSource, ConvertedBackend
 from segdiff_gui.engine.facts import process_facts
-from segdiff_gui.engine.inspect_model import describe_loaded
+from segdiff_gui.engine.inspect_model import answer_for_model_and_devices
 from segdiff_gui.engine.models import LoadedModel, load_model
 from segdiff_gui.engine.outputs import choose_output, to_probabilities
-from segdiff_gui.engine.probe import probe_answer
 from segdiff_gui.engine.protocol import Channel
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, compilation_cache_dir
@@ -374,18 +373,6 @@ def _gpus_of(job: EngineJob) -> list[str]:
     return sorted({run.config.device for run in job.runs if run.config.is_gpu})
 
 
-def _answer_for_model_and_devices(runner: JobRunner, settings: RunConfig, channel: Channel) -> None:
-    """What an inspection child and a device probe would say, said here: a model or a machine
-    seen the first time then costs no TensorFlow child of its own. Only a shortcut: a model
-    it cannot describe is still run."""
-    try:
-        channel.send(describe_loaded(runner.model))
-        if settings.process_settings() == RunConfig().process_settings():
-            channel.send(probe_answer(list(runner.devices.values()), runner.facts, []))
-    except Exception:  # the inspection child will say it instead
-        pass
-
-
 def run_job(job: EngineJob, channel: Channel) -> int:
     _test_death_at_start()
     settings = job.process_config()
@@ -394,7 +381,9 @@ def run_job(job: EngineJob, channel: Channel) -> int:
         backend.configure(settings, _gpus_of(job), compilation_cache_dir(settings.runtime))
         runner = JobRunner(job, channel, backend)
         if settings.runtime == "tensorflow":
-            _answer_for_model_and_devices(runner, settings, channel)
+            answer_for_model_and_devices(
+                runner.model, list(runner.devices.values()), runner.facts, settings, channel
+            )
         return runner.run_all()
     except InputError as error:
         detail = traceback.format_exc()[-4000:]

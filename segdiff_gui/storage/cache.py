@@ -27,7 +27,6 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from platformdirs import user_cache_dir
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.limits import check_stored_bytes
@@ -37,6 +36,11 @@ from segdiff_gui.storage.hdf5_access import (
     detached,
     open_h5_for_reading,
     plain_dataset,
+)
+from segdiff_gui.storage.locations import (
+    compilation_cache_dir,
+    compilation_entry,
+    default_cache_dir,
 )
 from segdiff_gui.storage.records import (
     RunRecord,
@@ -79,22 +83,6 @@ def checked_digest(value: str, what: str = "key") -> str:
     if not _DIGEST.match(value):
         raise InputError(value[:80], f"is not a valid run {what} (64 hex digits expected)")
     return value
-
-
-def default_cache_dir() -> Path:
-    """``$SEGDIFF_CACHE`` if set, else the platform's user cache folder (``~/.cache/segdiff``)."""
-    override = os.environ.get("SEGDIFF_CACHE")
-    return Path(override) if override else Path(user_cache_dir("segdiff", appauthor=False))
-
-
-def compilation_cache_dir(runtime: str) -> Path:
-    """Where a runtime keeps its persistent compilation cache: one per user, shared by every
-    result cache (``$SEGDIFF_COMPILATION_CACHE`` overrides it). Not inside a result cache:
-    JAX's entries are keyed with the folder's own path (measured with jax 0.10.2: a copy in
-    another folder was missed entry by entry), so each new cache would compile again."""
-    override = os.environ.get("SEGDIFF_COMPILATION_CACHE")
-    base = Path(override) if override else Path(user_cache_dir("segdiff", appauthor=False))
-    return base / "compiled" / runtime
 
 
 def no_space(folder: Path, error: OSError | None = None, needed: int = 0) -> InputError:
@@ -210,16 +198,6 @@ class ResultCache:
         except (OSError, ValueError, KeyError, TypeError):
             return False
 
-    def _compilation_entry(self) -> frozenset[str]:
-        """``compiled`` where this folder is the one that holds the runtimes' compilation
-        cache (the default cache is: both live in the user's cache folder, so a JAX run with
-        any result cache would otherwise make the default one refuse itself)."""
-        home = compilation_cache_dir("jax").parent
-        with contextlib.suppress(OSError):
-            if home.parent.resolve() == self.root.resolve():
-                return frozenset({home.name})
-        return frozenset()
-
     def claim(self) -> None:
         """Make sure the folder is a segdiff cache before anything is written into it: a new or
         empty folder becomes one; a folder with files of its own is refused."""
@@ -227,7 +205,8 @@ class ResultCache:
         if self.is_marked:
             return
         if self.root.is_dir():
-            own = _OWN_ENTRIES | self._compilation_entry()
+            # The user's cache folder also holds the runtimes' compilation cache.
+            own = _OWN_ENTRIES | compilation_entry(self.root)
             foreign = sorted(p.name for p in self.root.iterdir() if p.name not in own)
             if foreign:
                 shown = ", ".join(foreign[:5]) + (" …" if len(foreign) > 5 else "")
