@@ -261,11 +261,23 @@ class SessionController(QObject):
             state_dir=request.cache.root,
             model_hash=model_hash,
         )
-        worker.returned.connect(self._model_inspected)
+        asked = (session, request.model, request.settings.trust_model)
+        worker.returned.connect(lambda answer: self._model_inspected(answer, asked))
         worker.errored.connect(lambda error: self.panel.model_info.setText(str(error)))
         worker.start()
 
-    def _model_inspected(self, answer: ModelAnswer | ChildFatal) -> None:
+    def _model_inspected(
+        self, answer: ModelAnswer | ChildFatal, asked: tuple[object, ...] | None = None
+    ) -> None:
+        """Show what an inspection said, unless it answered a request that has changed since
+        (another model, or trust given while a refusal was on its way): a stale refusal would
+        stand in the window over runs that succeeded."""
+        session = self.session
+        if asked is not None and (
+            not isinstance(session, MatrixSession)
+            or asked != (session, session.request.model, session.request.settings.trust_model)
+        ):
+            return
         self.panel.show_model(answer)
         if isinstance(answer, ChildFatal):
             self.panel.show_problem(with_control(answer.error, answer.fix), answer.fix)
@@ -300,6 +312,11 @@ class SessionController(QObject):
             )
         elif isinstance(message, ChildFatal):
             self.panel.show_problem(with_control(message.error, message.fix), message.fix)
+            session = self.session
+            if isinstance(session, MatrixSession) and message.path == str(session.request.model):
+                # The model's refusal is what an inspection would say: no child to ask again.
+                self.panel.show_model(message)
+                self._inspect_after_runs = False
         elif isinstance(message, AllDone):
             self.notify(self.panel.status.text(), 8000)
 

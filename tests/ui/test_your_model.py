@@ -98,6 +98,8 @@ def test_a_savedmodel_opens_once_the_user_trusts_it_in_the_window(
     _wait_idle(qtbot, window)
     assert "TensorFlow SavedModel" in panel.problem.text()
     assert "tick “trust this model”" in panel.problem.text()
+    # The runs' refusal is the model's facts: no TensorFlow child is asked the same again.
+    assert panel.model_info.text() == "model refused (see below)"
     assert panel.fix_button.text() == "Trust this model and run again"
     assert panel.settings.trust_warning.isHidden()
     panel.fix_button.click()
@@ -105,7 +107,7 @@ def test_a_savedmodel_opens_once_the_user_trusts_it_in_the_window(
     assert "can read, change or send any of your files" in panel.settings.trust_warning.text()
     _wait_idle(qtbot, window)
     qtbot.waitUntil(lambda: len(window.model.runs) == 4, timeout=60_000)
-    assert panel.problem.isHidden()
+    assert panel.problem.isHidden(), panel.problem.text()
 
 
 def test_gui_flags_name_the_same_settings_and_cache_entries_as_segdiff_run(
