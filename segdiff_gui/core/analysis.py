@@ -26,6 +26,7 @@ from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 __all__ = [
     "NAN_ULP",
     "MapComparison",
+    "binary_classes_into",
     "class_map",
     "compare_maps",
     "difference_map",
@@ -90,10 +91,20 @@ def class_map(probabilities: np.ndarray, cutoff: float) -> np.ndarray:
     if is_multiclass(probabilities):
         classes: np.ndarray = np.argmax(probabilities, axis=-1)
         return classes
+    classes = np.empty(probabilities.shape[:2], dtype=np.uint8)
+    binary_classes_into(probabilities, cutoff, classes)
+    return classes
+
+
+def binary_classes_into(probabilities: np.ndarray, cutoff: float, out: np.ndarray) -> None:
+    """Write a binary map's classes (``p >= cutoff``: 0 and 1, NaN as 0) into the bytes
+    ``out``, of the map's height and width (or a block's rows of both)."""
     binary = probabilities[..., 0] if probabilities.ndim == 3 else probabilities
-    # float32 on both sides, as the maps are stored and as flip_curve compares.
-    # The bool result reinterpreted as bytes: 0 and 1 already, and no copy of a large map.
-    return (np.asarray(binary, dtype=np.float32) >= np.float32(cutoff)).view(np.uint8)
+    # float32 on both sides, as the maps are stored and as flip_curve compares; the bool
+    # result written straight into the bytes (0 and 1 already), no temporary.
+    np.greater_equal(
+        np.asarray(binary, dtype=np.float32), np.float32(cutoff), out=out.view(np.bool_)
+    )
 
 
 def tie_mask(probabilities: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ import numpy as np
 
 from segdiff_gui.core.analysis import (
     MapComparison,
+    binary_classes_into,
     class_map,
     compare_maps,
     flip_mask,
@@ -23,7 +24,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.knobs import KNOBS
-from segdiff_gui.core.parallel import thread_map
+from segdiff_gui.core.parallel import for_each_core, thread_map
 from segdiff_gui.core.spread import RepeatVerdict, at_risk_mask, observed_margin, repeat_verdict
 
 __all__ = ["Study", "StudyRun", "default_reference"]
@@ -94,6 +95,7 @@ class Study:
         self.reference = reference or default_reference(self.runs)
         self._flips: dict[str, np.ndarray] = {}
         self._flip_counts: dict[str, int] = {}
+        self._classes: dict[str, np.ndarray] = {}  # a binary run's classes, made with its flips
 
     def at_cutoff(self, cutoff: float) -> Study:
         """The same runs at another cutoff. Differences, ULPs, verdicts and the margin do not
@@ -211,28 +213,46 @@ class Study:
     def flips_of(self, runs: Sequence[StudyRun]) -> list[np.ndarray]:
         """The flip masks of ``runs``, those not made yet made side by side."""
         missing = [run for run in runs if run.key not in self._flips]
-        if missing:
-            if not self.multiclass:
-                _ = self.reference_classes  # once, before the runs compare with it in threads
-            for run, (mask, count) in zip(
-                missing, thread_map(self._flip_mask, missing), strict=True
-            ):
-                self._flips[run.key], self._flip_counts[run.key] = mask, count
+        if missing and self.multiclass:
+            reference, cutoff = self.reference.probabilities, self.cutoff
+            masks = thread_map(lambda run: flip_mask(reference, run.probabilities, cutoff), missing)
+            for run, mask in zip(missing, masks, strict=True):
+                self._flips[run.key], self._flip_counts[run.key] = mask, int(np.count_nonzero(mask))
+        elif missing:
+            self._binary_flips(missing)
         return [self._flips[run.key] for run in runs]
 
-    def _flip_mask(self, run: StudyRun) -> tuple[np.ndarray, int]:
-        """``run``'s flip mask and its count. A binary run is thresholded in row blocks
-        against the reference's classes, made once for all runs: one threshold per run, and
-        no temporary the size of the map."""
-        values, cutoff = run.probabilities, self.cutoff
-        if self.multiclass:
-            mask = flip_mask(self.reference.probabilities, values, cutoff)
-        else:
-            classes = self.reference_classes
-            mask = np.empty(classes.shape, dtype=bool)
-            for block in row_blocks(values):
-                np.not_equal(class_map(values[block], cutoff), classes[block], out=mask[block])
-        return mask, int(np.count_nonzero(mask))  # counted while its last rows are in cache
+    def _binary_flips(self, runs: Sequence[StudyRun]) -> None:
+        """Binary ``runs``' classes, flip masks and counts in one pass over the rows, the row
+        blocks dealt out to the cores: each block of the reference is thresholded once (unless
+        its classes are made), then each run's block is thresholded and compared with it while
+        both are in cache. A run's classes are kept: its view draws them at this cutoff."""
+        shape = self.reference.probabilities.shape[:2]
+        made = self.__dict__.get("reference_classes")
+        reference = np.empty(shape, dtype=np.uint8) if made is None else made
+        classes = [np.empty(shape, dtype=np.uint8) for _ in runs]
+        masks = [np.empty(shape, dtype=bool) for _ in runs]
+        cutoff = self.cutoff
+
+        def fill(blocks: list[slice]) -> list[int]:
+            counts = [0] * len(runs)
+            for block in blocks:
+                if made is None:
+                    binary_classes_into(
+                        self.reference.probabilities[block], cutoff, reference[block]
+                    )
+                for index, run in enumerate(runs):
+                    own, mask = classes[index][block], masks[index][block]
+                    binary_classes_into(run.probabilities[block], cutoff, own)
+                    np.not_equal(own, reference[block], out=mask)
+                    counts[index] += int(np.count_nonzero(mask))
+            return counts
+
+        shares = thread_map(fill, for_each_core(row_blocks(self.reference.probabilities)))
+        self.__dict__["reference_classes"] = reference
+        for index, run in enumerate(runs):
+            self._flips[run.key], self._classes[run.key] = masks[index], classes[index]
+            self._flip_counts[run.key] = sum(share[index] for share in shares)
 
     @cached_property
     def reference_classes(self) -> np.ndarray:
@@ -251,14 +271,14 @@ class Study:
         return classes
 
     def classes(self, run: StudyRun) -> np.ndarray:
-        """``run``'s class of every pixel at the cutoff, as bytes. A binary run's is the
-        reference's with its flips toggled: no threshold of its own once its flips are made."""
+        """``run``'s class of every pixel at the cutoff, as bytes (a binary run's are made with
+        its flips, in the same pass)."""
         if run.key == self.reference.key:
             return self.reference_classes
         if self.multiclass:
             return class_map(run.probabilities, self.cutoff).astype(np.uint8, copy=False)
-        toggled: np.ndarray = np.bitwise_xor(self.reference_classes, self.flips(run).view(np.uint8))
-        return toggled
+        self.flips(run)
+        return self._classes[run.key]
 
     def flip_count(self, other: StudyRun) -> int:
         """How many pixels flip: from the comparison where it is made, else from the mask (a

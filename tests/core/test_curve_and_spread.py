@@ -146,15 +146,24 @@ def test_a_merged_run_never_becomes_the_reference_while_a_local_one_exists():
     assert Study([forged]).reference.key == "k1"  # a bundle's own runs: one of them it is
 
 
-@pytest.mark.parametrize("channels", [1, 3])
-def test_a_studys_flips_and_classes_at_each_cutoff_match_the_plain_threshold(channels):
-    # Issue 18: the reference's classes are made once per cutoff and a binary run's classes
-    # are the reference's with its flips toggled; both must equal thresholding each map.
+@pytest.mark.parametrize("small_blocks", [False, True])
+@pytest.mark.parametrize("shape", [(40, 30), (40, 30, 1), (40, 30, 3)])
+def test_a_studys_flips_and_classes_at_each_cutoff_match_the_plain_threshold(
+    shape, small_blocks, monkeypatch
+):
+    # Issue 18: a binary study makes the reference's classes, each run's classes, flips and
+    # counts in one pass of row blocks dealt out to the cores; all must equal thresholding
+    # each map on its own, whichever core got which block.
+    from segdiff_gui.core import analysis, parallel
     from segdiff_gui.core.analysis import class_map
 
+    channels = shape[2] if len(shape) == 3 else 1
     rng = np.random.default_rng(7)
-    shape = (40, 30, channels) if channels > 1 else (40, 30)
     ref = rng.random(shape, dtype=np.float32)
+    if small_blocks:  # blocks of 3 rows: 14 of them, dealt out to 3 "cores"
+        monkeypatch.setattr(analysis, "_BLOCK_BYTES", 3 * ref[:1].nbytes)
+        monkeypatch.setattr(parallel, "_cores", lambda: 3)
+    ref[5, 5] = np.nan  # below every cutoff, as class_map has it
     if channels > 1:
         ref[0, 0] = [0.5, 0.5, 0.0]  # a tie: not a flip
     others = [np.nextafter(ref, np.float32(1)), (ref + rng.normal(0, 0.05, shape)).astype("f4")]
@@ -169,5 +178,7 @@ def test_a_studys_flips_and_classes_at_each_cutoff_match_the_plain_threshold(cha
             expected = class_map(run.probabilities, cutoff).astype(np.uint8)
             assert np.array_equal(study.classes(run), expected)
         for run in study.others:
-            assert np.array_equal(study.flips(run), flip_mask(ref, run.probabilities, cutoff))
+            expected = flip_mask(ref, run.probabilities, cutoff)
+            assert np.array_equal(study.flips(run), expected)
+            assert study.flip_count(run) == np.count_nonzero(expected)
         assert not study.flips(runs[0]).any()  # the reference, asked after the others

@@ -38,8 +38,10 @@ def test_a_plane_with_nan_is_left_to_pyqtgraph():
 
 
 @pytest.mark.parametrize(
-    ("shape", "factor"), [((64, 64), 1), ((64, 64), 2), ((64, 64), 8), ((37, 50), 4), ((37, 50), 2)]
-)
+    ("shape", "factor"),
+    [((64, 64), 1), ((64, 64), 2), ((64, 64), 8), ((37, 50), 4), ((37, 50), 2), ((37, 50), 8),
+     ((37, 50), 16), ((70, 130), 32), ((40, 50), 64)],
+)  # fmt: skip
 def test_pooling_marks_every_block_that_holds_a_set_pixel(shape, factor):
     from segdiff_gui.ui.level_indices import pooled_any
 
