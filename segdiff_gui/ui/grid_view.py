@@ -79,7 +79,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         return [*self.panels.values(), *extra]
 
     def rebuild(self) -> None:
-        self.clear()
+        self._remove_all()
         self.panels = {}
         self.layer_panel = None
         self._columns = 0
@@ -97,14 +97,15 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         keys = [run.key for run in runs] + ([""] if layer is not None else [])
         for index, (key, title) in enumerate(zip(keys, titles, strict=True)):
             row, column = cell(index, columns)
-            self.addItem(title, row=row, col=column)
+            # Placed without pyqtgraph's addItem, which lays the whole grid out again after
+            # every item (ten runs: 21 layouts, a fifth of the window's start-up); laid out once
+            # below. No context menu: pyqtgraph builds one per view otherwise.
+            view = pg.ViewBox(enableMenu=False, lockAspect=True, invertY=True)
+            self._place(title, row, column)
             title.setMaximumHeight(title.preferredHeight())  # the view takes the rest
             self.ci.layout.setRowStretchFactor(row, 0)
-            view = self.addViewBox(row=row + 1, col=column)
+            self._place(view, row + 1, column)
             self.ci.layout.setRowStretchFactor(row + 1, 1)
-            view.setAspectLocked(True)
-            view.invertY(True)
-            view.setMenuEnabled(False)
             # Zoom out no further than the image is small in its cell, and in no further than a
             # few pixels fill it.
             height, width = self._shape
@@ -125,9 +126,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.colour_bar = pg.ColorBarItem(
             values=(0.0, 1.0), colorMap="viridis", interactive=False, width=14
         )
-        self.addItem(
-            self.colour_bar, row=0, col=columns, rowspan=2 * math.ceil(len(titles) / columns)
-        )
+        self._place(self.colour_bar, 0, columns, rowspan=2 * math.ceil(len(titles) / columns))
+        self.ci.layout.activate()  # once, for every item: sizes are known before the first paint
         self._draw_layer()
         self._user_moved_view = False
         self.refresh()
@@ -196,6 +196,16 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             layout.setRowStretchFactor(row + 1, 1)
         self._place(self.colour_bar, 0, columns, rowspan=2 * math.ceil(len(every) / columns))
         self._columns = columns
+
+    def _remove_all(self) -> None:
+        """Take every item out of the grid and the scene (pyqtgraph's clear() expects each to
+        have been added through its addItem, with a border of its own)."""
+        layout, scene = self.ci.layout, self.scene()
+        for item in list(self.ci.items):
+            layout.removeItem(item)
+            scene.removeItem(item)
+        self.ci.rows, self.ci.items = {}, {}
+        self.ci.currentRow = self.ci.currentCol = 0
 
     def _place(self, item: object, row: int, column: int, rowspan: int = 1) -> None:
         self.ci.layout.addItem(item, row, column, rowspan, 1)
