@@ -8,8 +8,6 @@ from collections.abc import Callable
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
-from segdiff_gui.io.html_report import write_html_report
-from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
 from segdiff_gui.runner.reports import report_context, study_report
@@ -49,6 +47,8 @@ class ExportActions:
             "Export flip mask", "flips.png", "Images (*.png *.tif);;NumPy (*.npy)"
         )
         if path:
+            from segdiff_gui.io.masks import write_mask  # tifffile: not for the window's start
+
             write_mask(path, study.any_flips())
             self.notify(f"wrote {path}", 6000)
 
@@ -79,6 +79,8 @@ class ExportActions:
         if path.lower().endswith(".json"):
             write_json_report(path, data)
         else:
+            from segdiff_gui.io.html_report import write_html_report  # not for the start either
+
             write_html_report(path, data, study, self.model.image)
         self.notify(f"wrote {path}", 6000)
 
