@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from segdiff_gui import __version__
 from segdiff_gui.core.errors import ConfigError, InputError
@@ -43,8 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
-    """Make the model, session and window for ``argv`` (QApplication must exist)."""
+def open_session(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The cache and the session that ``args`` open, without Qt (bad input raises)."""
     from segdiff_gui.core.config import parse_config_spec
     from segdiff_gui.io.images import collect_images
     from segdiff_gui.resources import demo_dir, demo_images, demo_model
@@ -54,21 +55,16 @@ def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
     from segdiff_gui.runner.request import MatrixRequest
     from segdiff_gui.storage.bundle import BundleReader
     from segdiff_gui.storage.cache import ResultCache
-    from segdiff_gui.ui.inspection import InspectionModel
-    from segdiff_gui.ui.main_window import MainWindow
     from segdiff_gui.ui.session import BundleSession, MatrixSession
 
-    args = _parser().parse_args(list(argv))
     # The request the flags make, as `segdiff run` makes it: the same runs, the same cache keys.
     configs = tuple(parse_config_spec(spec) for spec in args.config)
     settings = model_settings(args)
     cache = ResultCache(args.cache) if args.cache else ResultCache()
-    if not args.open:
-        cache.claim()  # before anything is written into it; a folder of other files is refused
-    window = MainWindow(InspectionModel(), cache)
     if args.open:
-        window.set_session(BundleSession(BundleReader(args.open)))
-    elif args.model:
+        return cache, BundleSession(BundleReader(args.open))
+    cache.claim()  # before anything is written into it; a folder of other files is refused
+    if args.model:
         if not args.images:
             raise InputError(args.model, "give the images to run it on after the model")
         model, images = check_model_path(args.model), tuple(collect_images(args.images))
@@ -76,15 +72,37 @@ def build_window(argv: Sequence[str]):  # type: ignore[no-untyped-def]
             model, images, cache, configs, repeats=args.repeats, target=args.target,
             settings=settings, timeout_s=args.timeout,
         )  # fmt: skip
-        window.set_session(MatrixSession(request))
-    else:
-        request = MatrixRequest(
-            demo_model(), tuple(demo_images()), cache, configs, demo_configs,
-            repeats=args.repeats, settings=settings, timeout_s=args.timeout,
-        )  # fmt: skip
-        # The demo's ground truth: Dice in the sweep at once.
-        window.set_session(MatrixSession(request, truth=demo_dir() / "masks"))
+        return cache, MatrixSession(request)
+    request = MatrixRequest(
+        demo_model(), tuple(demo_images()), cache, configs, demo_configs,
+        repeats=args.repeats, settings=settings, timeout_s=args.timeout,
+    )  # fmt: skip
+    # The demo's ground truth: Dice in the sweep at once.
+    return cache, MatrixSession(request, truth=demo_dir() / "masks")
+
+
+def build_window(argv: Sequence[str], opened: tuple[Any, Any] | None = None):  # type: ignore[no-untyped-def]
+    """Make the model, session and window for ``argv`` (QApplication must exist); ``opened``:
+    what :func:`open_session` gave for them already."""
+    from segdiff_gui.ui.inspection import InspectionModel
+    from segdiff_gui.ui.main_window import MainWindow
+
+    args = _parser().parse_args(list(argv))
+    cache, session = opened or open_session(args)
+    window = MainWindow(InspectionModel(), cache)
+    window.set_session(session)
     return window, args
+
+
+def _start_runs_early(args: argparse.Namespace, session: object):  # type: ignore[no-untyped-def]
+    """The runs the window will start, started now (before Qt): their first children import
+    TensorFlow while the window builds. None where the window starts none."""
+    from segdiff_gui.runner.early import RunsStartedEarly
+    from segdiff_gui.ui.session import MatrixSession
+
+    if args.no_run or not isinstance(session, MatrixSession):
+        return None
+    return RunsStartedEarly(session.runner)
 
 
 def configure_application(app) -> None:  # type: ignore[no-untyped-def]
@@ -102,19 +120,35 @@ def configure_application(app) -> None:  # type: ignore[no-untyped-def]
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     # --help, --version and mistyped options answer before Qt starts (no display needed).
-    if _parser().parse_args(arguments).smoke_test:
+    args = _parser().parse_args(arguments)
+    if args.smoke_test:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # read when Qt starts
+    # The session, and the runs it starts, before Qt: the engine children import TensorFlow
+    # while Qt and the window's modules import (a fresh demo's first map comes that much
+    # sooner); bad input is said once Qt is up, as before.
+    opened, runs, problem = None, None, None
+    if not args.smoke_test:
+        try:
+            opened = open_session(args)
+        except (InputError, ConfigError) as error:
+            problem = error
+        else:
+            runs = _start_runs_early(args, opened[1])
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     configure_application(app)
-    if "--smoke-test" in arguments:
+    if args.smoke_test:
         from segdiff_gui.ui.smoke import run_smoke_test
 
         return run_smoke_test(app)
     try:
-        window, args = build_window(arguments)
+        if problem is not None:
+            raise problem
+        window, args = build_window(arguments, opened)
     except (InputError, ConfigError) as error:
+        if runs is not None:
+            runs.cancel()
         print(f"segdiff-gui: {error}", file=sys.stderr)
         if app.platformName() != "offscreen":  # no screen, no one to close a dialog
             QMessageBox.critical(None, "segdiff", str(error))
@@ -124,8 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         quit_when_painted(app, window)
     window.show()
-    if not args.no_run and not args.open and window.run_panel.run_button.isEnabled():
-        window.start_runs()  # missing runs fill in as they finish
+    if runs is not None and window.run_panel.run_button.isEnabled():
+        window.start_runs(lambda: runs)  # missing runs fill in as they finish
+    elif runs is not None:
+        runs.cancel()  # the window found a problem with the input: it says which
     status = int(app.exec())
     return status or (2 if window.unreadable_reported else 0)
 

@@ -39,7 +39,7 @@ from segdiff_gui.ui.inspection import VIEW_MODES, InspectionModel
 from segdiff_gui.ui.inspector import PixelInspector
 from segdiff_gui.ui.recent import RecentFiles
 from segdiff_gui.ui.run_panel import RunPanel
-from segdiff_gui.ui.session import BundleSession, MatrixSession
+from segdiff_gui.ui.session import BundleSession, MatrixSession, Planner
 from segdiff_gui.ui.session_controller import SessionController
 from segdiff_gui.ui.stats_panel import StatsPanel
 from segdiff_gui.ui.view_toolbar import ViewToolbar
@@ -115,8 +115,8 @@ class MainWindow(QMainWindow):
     def open_paths(self, paths: list[str]) -> None:
         self.sessions.open_paths(paths)
 
-    def start_runs(self) -> None:
-        self.sessions.start_runs()
+    def start_runs(self, planner: Planner | None = None) -> None:
+        self.sessions.start_runs(planner)
 
     def notify(self, text: str, milliseconds: int = 8000) -> None:
         self.statusBar().showMessage(text, milliseconds)

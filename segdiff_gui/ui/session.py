@@ -10,6 +10,7 @@ from pathlib import Path
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.protocol import Message, RunCached, RunFinished
+from segdiff_gui.runner.early import RunsStartedEarly
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan
 from segdiff_gui.runner.request import MatrixRequest
@@ -22,8 +23,8 @@ from segdiff_gui.ui.inspection import InspectionModel
 __all__ = ["BundleSession", "MatrixSession", "Planner"]
 
 # Plans on the worker thread and gives the runner: the window's matrix, a sweep over every
-# image, or the configurations an attribution lacks.
-Planner = Callable[[], MatrixRunner]
+# image, or the configurations an attribution lacks (or the runs started before the window).
+Planner = Callable[[], MatrixRunner | RunsStartedEarly]
 
 
 @dataclass

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QThread, Signal
 
+from segdiff_gui.runner.early import RunsStartedEarly
 from segdiff_gui.runner.matrix import MatrixRunner
 
 __all__ = ["MatrixWorker"]
@@ -19,10 +20,10 @@ class MatrixWorker(QThread):
     message = Signal(object)
     failed = Signal(object)  # the exception planning or running raised
 
-    def __init__(self, start: Callable[[], MatrixRunner]) -> None:
+    def __init__(self, start: Callable[[], MatrixRunner | RunsStartedEarly]) -> None:
         super().__init__()
         self._start = start
-        self.runner: MatrixRunner | None = None
+        self.runner: MatrixRunner | RunsStartedEarly | None = None
         self._cancelled = False
 
     def run(self) -> None:
