@@ -107,6 +107,26 @@ class InspectionModel:
             self.image = target_image(store, record.target_hash)
         self._refresh()
 
+    def add_read_runs(
+        self, store: RunStore, read: list[tuple[RunRecord, np.ndarray | None, InputError | None]]
+    ) -> None:
+        """Runs read elsewhere (a large bundle's, in the background) join the grid, with one
+        refresh for all of them; each is a record with its map, or with why it is unreadable."""
+        shape = self.runs[0].probabilities.shape if self.runs else None
+        for record, probabilities, error in read:
+            if error is not None:
+                self.unreadable.append(error)
+            elif (
+                probabilities is not None
+                and record.key not in self.records
+                and (shape is None or probabilities.shape == shape)
+            ):
+                self._take(record, probabilities)
+        self.runs.sort(key=lambda run: natural_order(self.records[run.key]))
+        if self.image is None and self.runs:
+            self.image = target_image(store, self.records[self.runs[0].key].target_hash)
+        self._refresh()
+
     def _append(self, store: RunStore, record: RunRecord) -> None:
         try:
             full = store.read_run(record.key)
@@ -114,8 +134,11 @@ class InspectionModel:
             self.unreadable.append(error)
             return
         assert full.probabilities is not None
+        self._take(record, full.probabilities)
+
+    def _take(self, record: RunRecord, probabilities: np.ndarray) -> None:
         self.records[record.key] = record
-        self.runs.append(study_run(record, full.probabilities))
+        self.runs.append(study_run(record, probabilities))
 
     def _refresh(self) -> None:
         self._study = None

@@ -4,11 +4,15 @@ Qt-free: the session controller drives these."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import Message, RunCached, RunFinished
 from segdiff_gui.runner.early import RunsStartedEarly
 from segdiff_gui.runner.matrix import MatrixRunner
@@ -17,10 +21,10 @@ from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import RunStore, comparable_groups, group_titles
+from segdiff_gui.storage.studies import RunStore, comparable_groups, group_titles, natural_order
 from segdiff_gui.ui.inspection import InspectionModel
 
-__all__ = ["BundleSession", "MatrixSession", "Planner"]
+__all__ = ["BundleSession", "MatrixSession", "Planner", "read_runs"]
 
 # Plans on the worker thread and gives the runner: the window's matrix, a sweep over every
 # image, or the configurations an attribution lacks (or the runs started before the window).
@@ -98,6 +102,24 @@ class MatrixSession:
             model.add_run(self.cache, self.cache.read_run(message.key, with_map=False))
 
 
+# A bundle's group whose maps hold more than this opens progressively (four 8192² float32 maps
+# are 1 GiB and take seconds to read; four 2048² maps, 64 MiB, a fraction of one).
+PROGRESSIVE_FROM_BYTES = 256 * 2**20
+MAP_ITEM_BYTES = 4  # maps are stored as float32
+
+
+def read_runs(
+    store: RunStore, records: Sequence[RunRecord]
+) -> Iterator[tuple[RunRecord, np.ndarray | None, InputError | None]]:
+    """Each record with its map, or with why it cannot be read, one after another (on a
+    worker thread: nothing here touches the model or Qt)."""
+    for record in records:
+        try:
+            yield record, store.read_run(record.key).probabilities, None
+        except InputError as error:
+            yield record, None, error
+
+
 @dataclass
 class BundleSession:
     """Results made elsewhere: inspect them without the model (read-only). A bundle may hold
@@ -121,12 +143,22 @@ class BundleSession:
     def titles(self) -> list[str]:
         return list(group_titles(self.groups).values())
 
-    def show(self, model: InspectionModel, index: int = 0) -> None:
+    def show(self, model: InspectionModel, index: int = 0) -> list[RunRecord]:
+        """Show group ``index``. Of a large group only the first run is read now, and the
+        runs still to read are returned (:func:`read_runs` reads them, in the background, for
+        :meth:`InspectionModel.add_read_runs`): its first map shows seconds before the last."""
         if not self.groups:
             self.read()
-        if 0 <= index < len(self.groups):
-            self.shown = index
-            model.set_runs(self.bundle, self.groups[index])
+        if not 0 <= index < len(self.groups):
+            return []
+        self.shown = index
+        group = sorted(self.groups[index], key=natural_order)
+        mapped = sum(math.prod(record.map_shape) * MAP_ITEM_BYTES for record in group)
+        if len(group) < 2 or mapped < PROGRESSIVE_FROM_BYTES:
+            model.set_runs(self.bundle, group)
+            return []
+        model.set_runs(self.bundle, group[:1])
+        return group[1:]
 
     @property
     def records(self) -> list[RunRecord]:

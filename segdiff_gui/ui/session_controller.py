@@ -22,6 +22,8 @@ from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import BundleReader, is_bundle
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.ui.group_reader import GroupReader
 from segdiff_gui.ui.hints import with_control
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.recent import RecentFiles
@@ -38,6 +40,7 @@ Notify = Callable[[str, int], None]
 class SessionController(QObject):
     session_changed = Signal()
     worker_finished = Signal()
+    reading_finished = Signal()  # a large bundle group's last run has been read
 
     def __init__(
         self,
@@ -61,6 +64,7 @@ class SessionController(QObject):
         self._background: list[Any] = []  # inspection and probe workers, kept alive
         self._thumbnails: tuple[list[Any], list[str]] = ([], [])
         self._inspect_after_runs = False
+        self._reader: GroupReader | None = None  # a large bundle group's other runs
         panel.run_requested.connect(self.start_runs)
         panel.cancel_requested.connect(self.cancel)
         panel.editor.changed.connect(self._matrix_edited)
@@ -73,6 +77,7 @@ class SessionController(QObject):
     def set_session(self, session: MatrixSession | BundleSession) -> None:
         """Look at a matrix (cached runs at once, the rest on request) or at a bundle."""
         self.cancel_and_wait()
+        self._stop_reading()
         self.session = session
         self._inspect_after_runs = False
         self.model.selected_pixel = None
@@ -102,11 +107,40 @@ class SessionController(QObject):
         if not isinstance(session, BundleSession):
             return
         self.model.selected_pixel = None
-        session.show(self.model, index)
+        self._stop_reading()
+        still_to_read = session.show(self.model, index)
+        self._show_read_runs()
+        self.panel.set_read_only(True)
+        if still_to_read:
+            self._read_in_background(session, still_to_read)
+        else:
+            self.report_unreadable(self.model.unreadable)
+
+    def _show_read_runs(self) -> None:
         shown = {run.key: run.label for run in self.model.runs}
         self.panel.set_planned(shown, set(shown))
-        self.panel.set_read_only(True)
-        self.report_unreadable(self.model.unreadable)
+
+    @property
+    def reading(self) -> bool:
+        """Whether runs of the bundle on show are still being read (a large group's)."""
+        return self._reader is not None
+
+    def _read_in_background(self, session: BundleSession, records: list[RunRecord]) -> None:
+        reader = GroupReader(self.model, session.bundle, records, self._show_read_runs)
+        reader.finished.connect(lambda: self._read_all(reader))
+        self._reader = reader
+        reader.start()
+
+    def _read_all(self, reader: GroupReader) -> None:
+        if self._reader is reader:
+            self._reader = None
+            self.report_unreadable(self.model.unreadable)
+            self.reading_finished.emit()
+
+    def _stop_reading(self) -> None:
+        if self._reader is not None:
+            self._reader.stop()
+            self._reader = None
 
     def _show_matrix(self, session: MatrixSession) -> None:
         request = session.request

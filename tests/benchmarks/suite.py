@@ -342,26 +342,34 @@ def scale(work: Path) -> list[Figure]:
     raw = 4 * 8192 * 8192 * 4
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
     # A wrapper process reports the GUI's peak resident memory (ru_maxrss of its child).
+    # It also times the window's "first paint" line: the first map, on screen while the
+    # others are still read.
     wrapper = (
-        "import resource, subprocess, sys, time; started = time.perf_counter(); "
-        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
-        "print(time.perf_counter() - started, "
+        "import resource, subprocess, sys, time; started = time.perf_counter(); first = 0.0\n"
+        "gui = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, text=True)\n"
+        "for line in gui.stdout:\n"
+        "    first = first or (time.perf_counter() - started) * line.startswith('first paint')\n"
+        "assert gui.wait() == 0\n"
+        "print(time.perf_counter() - started, first or time.perf_counter() - started, "
         "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)"
     )
-    timings, peaks = [], []
+    timings, firsts, peaks = [], [], []
     for _ in range(3):
         result = subprocess.run(
             [PYTHON, "-c", wrapper, BIN / "segdiff-gui", "--open", bundle, "--quit-when-painted"],
             capture_output=True, text=True, env=env, check=True,
         )  # fmt: skip
-        seconds, peak = result.stdout.split()
+        seconds, first, peak = result.stdout.split()
         timings.append(float(seconds))
+        firsts.append(float(first))
         peaks.append(int(peak))
     seconds, peak = statistics.median(timings), statistics.median(peaks)
+    first = statistics.median(firsts)
     moving = _scale_interaction(root)
     cutoff_limit = 16 * 0.020  # the 2048² target for 16 times the pixels
     return [
-        Figure("scale", "4 runs of 8192²: open → painted → quit", seconds, "s", "≤ 3 s",
+        Figure("scale", "4 runs of 8192²: open → first map painted", first, "s", "—", True),
+        Figure("scale", "4 runs of 8192²: open → all painted → quit", seconds, "s", "≤ 3 s",
                seconds <= 3),
         Figure("scale", "peak resident memory / raw float32 data", peak / raw, "×", "≤ 2.5",
                peak / raw <= 2.5),

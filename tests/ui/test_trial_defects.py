@@ -204,3 +204,37 @@ def test_readme_names_the_views_as_the_window_does():
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     (listed,) = re.findall(r"switch the view \(([^;)]*)", readme)
     assert tuple(name.strip() for name in listed.split(",")) == VIEW_MODES
+
+
+def test_a_large_bundle_shows_its_first_run_then_the_others_read_meanwhile(
+    window, qtbot, tmp_path, monkeypatch
+):
+    """Issue 18: a bundle of large maps opens progressively; here every group is "large"."""
+    from segdiff_gui.ui import session
+
+    monkeypatch.setattr(session, "PROGRESSIVE_FROM_BYTES", 0)
+    first = _runs("m", "a.png", ["cpu b1 r0", "cpu b64 r0", "cpu b64 r1"])
+    second = [
+        sealed(r, target_hash="cd" * 32)
+        for r in _runs("m", "b.png", ["cpu b1 r0", "cpu b64 r0"], seed=1)
+    ]
+    bundle = bundle_of([*first, *second], tmp_path / "two.h5", ResultCache(tmp_path / "source"))
+    with qtbot.waitSignal(window.sessions.reading_finished, timeout=30_000):
+        window.open_paths([str(bundle)])
+        assert [run.label for run in window.model.runs] == ["cpu b1 r0"]
+        assert window.sessions.reading
+    assert not window.sessions.reading
+    assert [run.label for run in window.model.runs] == ["cpu b1 r0", "cpu b64 r0", "cpu b64 r1"]
+    for run, record in zip(window.model.runs, first, strict=True):
+        assert run.probabilities.tobytes() == record.probabilities.tobytes()
+    assert window.model.study is not None and len(window.model.study.others) == 2
+    # Another group chosen while one is read: what the first reader still sends is dropped.
+    panel = window.run_panel
+    panel.groups.setCurrentIndex(0)
+    window.open_paths([str(bundle)])
+    assert window.sessions.reading
+    with qtbot.waitSignal(window.sessions.reading_finished, timeout=30_000):
+        panel.groups.setCurrentIndex(1)
+    qtbot.wait(200)  # the first reader's last messages, had it not been stopped
+    assert {r.target_name for r in window.model.records.values()} == {"b.png"}
+    assert len(window.model.runs) == 2
