@@ -96,7 +96,7 @@ def startup(work: Path) -> list[Figure]:
     seconds = median_of(launch, 7)
     return [
         Figure("startup", "launch → window painted with the demo's results", seconds, "s",
-               "≤ 1.0 s", seconds <= 1.0),
+               "≤ 0.8 s", seconds <= 0.8),
         Figure("startup", "GUI processes that imported TensorFlow", sum(seen_tensorflow), "",
                "0", not any(seen_tensorflow)),
     ]  # fmt: skip
@@ -195,6 +195,8 @@ def engine(work: Path) -> list[Figure]:
                "≤ 1.15", first / baseline <= 1.15),
         Figure("engine", "cache hit: first run / the same run again", first / hit, "×",
                "≥ 20", first / hit >= 20),
+        Figure("engine", "cache hit: the same run again, wall (s)", hit, "s", "≤ 0.2 s",
+               hit <= 0.2),
     ]  # fmt: skip
 
 
