@@ -130,10 +130,14 @@ class SessionController(QObject):
         reader.finished.connect(lambda: self._read_all(reader))
         self._reader = reader
         reader.start()
+        # Until they join the grid, the window says that more runs are on their way.
+        count = len(records)
+        self.notify(f"reading {count} more run{'' if count == 1 else 's'} of the bundle…", 0)
 
     def _read_all(self, reader: GroupReader) -> None:
         if self._reader is reader:
             self._reader = None
+            self.notify(f"showing {len(self.model.runs)} runs of the bundle", 5000)
             self.report_unreadable(self.model.unreadable)
             self.reading_finished.emit()
 

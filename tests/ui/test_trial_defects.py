@@ -223,7 +223,9 @@ def test_a_large_bundle_shows_its_first_run_then_the_others_read_meanwhile(
         window.open_paths([str(bundle)])
         assert [run.label for run in window.model.runs] == ["cpu b1 r0"]
         assert window.sessions.reading
+        assert window.statusBar().currentMessage() == "reading 2 more runs of the bundle…"
     assert not window.sessions.reading
+    assert window.statusBar().currentMessage() == "showing 3 runs of the bundle"
     assert [run.label for run in window.model.runs] == ["cpu b1 r0", "cpu b64 r0", "cpu b64 r1"]
     for run, record in zip(window.model.runs, first, strict=True):
         assert run.probabilities.tobytes() == record.probabilities.tobytes()
