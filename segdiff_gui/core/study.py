@@ -257,17 +257,11 @@ class Study:
     @cached_property
     def reference_classes(self) -> np.ndarray:
         """The reference's class of every pixel at the cutoff (bytes, 0 and 1 for a binary
-        map; the argmax of a multi-class one), its two halves side by side."""
-        values = self.reference.probabilities
+        map, made by the binary pass of no other run; the argmax of a multi-class one)."""
         if self.multiclass:
-            return class_map(values, self.cutoff).astype(np.uint8, copy=False)
-        classes = np.empty(values.shape[:2], dtype=np.uint8)
-        middle = len(values) // 2
-
-        def fill(rows: slice) -> None:
-            classes[rows] = class_map(values[rows], self.cutoff)
-
-        thread_map(fill, [slice(0, middle), slice(middle, None)])
+            return class_map(self.reference.probabilities, self.cutoff).astype(np.uint8, copy=False)
+        self._binary_flips([])
+        classes: np.ndarray = self.__dict__["reference_classes"]
         return classes
 
     def classes(self, run: StudyRun) -> np.ndarray:

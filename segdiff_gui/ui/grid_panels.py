@@ -19,6 +19,8 @@ __all__ = [
     "best_columns",
     "cell",
     "crosshair_segments",
+    "place",
+    "remove_all",
 ]
 
 TITLE_SIZE = "9pt"
@@ -64,6 +66,27 @@ def crosshair_segments(
     points = np.array([point for segment in kept for point in segment], dtype=float)
     points = points.reshape(-1, 2)
     return points[:, 0], points[:, 1]
+
+
+def place(grid: pg.GraphicsLayout, item: object, row: int, column: int, rowspan: int = 1) -> None:
+    """Put ``item`` in ``grid`` at ``row``, ``column``, without pyqtgraph's addItem, which lays
+    the whole grid out again after every item (ten runs: 21 layouts, a fifth of the window's
+    start-up); the caller lays out once. pyqtgraph's record of what is where is kept true."""
+    grid.layout.addItem(item, row, column, rowspan, 1)
+    grid.items[item] = [(row + i, column) for i in range(rowspan)]
+    for r, c in grid.items[item]:
+        grid.rows.setdefault(r, {})[c] = item
+
+
+def remove_all(grid: pg.GraphicsLayout) -> None:
+    """Take every item out of ``grid`` and its scene (pyqtgraph's clear() expects each to have
+    been added through its addItem, with a border of its own)."""
+    scene = grid.scene()
+    for item in list(grid.items):
+        grid.layout.removeItem(item)
+        scene.removeItem(item)
+    grid.rows, grid.items = {}, {}
+    grid.currentRow = grid.currentCol = 0
 
 
 def cell(index: int, columns: int) -> tuple[int, int]:

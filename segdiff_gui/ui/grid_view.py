@@ -20,6 +20,8 @@ from segdiff_gui.ui.grid_panels import (
     best_columns,
     cell,
     crosshair_segments,
+    place,
+    remove_all,
 )
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.level_indices import COLOURS, level_indices, pooled_any
@@ -79,7 +81,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         return [*self.panels.values(), *extra]
 
     def rebuild(self) -> None:
-        self._remove_all()
+        remove_all(self.ci)
         self.panels = {}
         self.layer_panel = None
         self._columns = 0
@@ -97,14 +99,13 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         keys = [run.key for run in runs] + ([""] if layer is not None else [])
         for index, (key, title) in enumerate(zip(keys, titles, strict=True)):
             row, column = cell(index, columns)
-            # Placed without pyqtgraph's addItem, which lays the whole grid out again after
-            # every item (ten runs: 21 layouts, a fifth of the window's start-up); laid out once
-            # below. No context menu: pyqtgraph builds one per view otherwise.
+            # Placed (see place) and laid out once below. No context menu: pyqtgraph builds
+            # one per view otherwise.
             view = pg.ViewBox(enableMenu=False, lockAspect=True, invertY=True)
-            self._place(title, row, column)
+            place(self.ci, title, row, column)
             title.setMaximumHeight(title.preferredHeight())  # the view takes the rest
             self.ci.layout.setRowStretchFactor(row, 0)
-            self._place(view, row + 1, column)
+            place(self.ci, view, row + 1, column)
             self.ci.layout.setRowStretchFactor(row + 1, 1)
             # Zoom out no further than the image is small in its cell, and in no further than a
             # few pixels fill it.
@@ -126,7 +127,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.colour_bar = pg.ColorBarItem(
             values=(0.0, 1.0), colorMap="viridis", interactive=False, width=14
         )
-        self._place(self.colour_bar, 0, columns, rowspan=2 * math.ceil(len(titles) / columns))
+        place(self.ci, self.colour_bar, 0, columns, rowspan=2 * math.ceil(len(titles) / columns))
         self.ci.layout.activate()  # once, for every item: sizes are known before the first paint
         self._draw_layer()
         self._user_moved_view = False
@@ -191,27 +192,11 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.ci.rows, self.ci.items = {}, {}
         for index, panel in enumerate(every):
             row, column = cell(index, columns)
-            self._place(panel.title, row, column)
-            self._place(panel.view, row + 1, column)
+            place(self.ci, panel.title, row, column)
+            place(self.ci, panel.view, row + 1, column)
             layout.setRowStretchFactor(row + 1, 1)
-        self._place(self.colour_bar, 0, columns, rowspan=2 * math.ceil(len(every) / columns))
+        place(self.ci, self.colour_bar, 0, columns, rowspan=2 * math.ceil(len(every) / columns))
         self._columns = columns
-
-    def _remove_all(self) -> None:
-        """Take every item out of the grid and the scene (pyqtgraph's clear() expects each to
-        have been added through its addItem, with a border of its own)."""
-        layout, scene = self.ci.layout, self.scene()
-        for item in list(self.ci.items):
-            layout.removeItem(item)
-            scene.removeItem(item)
-        self.ci.rows, self.ci.items = {}, {}
-        self.ci.currentRow = self.ci.currentCol = 0
-
-    def _place(self, item: object, row: int, column: int, rowspan: int = 1) -> None:
-        self.ci.layout.addItem(item, row, column, rowspan, 1)
-        self.ci.items[item] = [(row + i, column) for i in range(rowspan)]
-        for r, c in self.ci.items[item]:
-            self.ci.rows.setdefault(r, {})[c] = item
 
     def resizeEvent(self, event: object) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)

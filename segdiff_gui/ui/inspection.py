@@ -102,10 +102,7 @@ class InspectionModel:
         if self.runs and record.map_shape != self.runs[0].probabilities.shape:
             return  # not comparable with what is shown
         self._append(store, record)
-        self.runs.sort(key=lambda run: natural_order(self.records[run.key]))
-        if self.image is None:
-            self.image = target_image(store, record.target_hash)
-        self._refresh()
+        self._joined(store, record)
 
     def add_read_runs(
         self, store: RunStore, read: list[tuple[RunRecord, np.ndarray | None, InputError | None]]
@@ -122,9 +119,17 @@ class InspectionModel:
                 and (shape is None or probabilities.shape == shape)
             ):
                 self._take(record, probabilities)
+        if self.runs:
+            self._joined(store, self.records[self.runs[0].key])
+        else:
+            self._refresh()
+
+    def _joined(self, store: RunStore, record: RunRecord) -> None:
+        """Runs joined the grid: each in its place, the target image read once (``record``'s,
+        the group's), the views redrawn."""
         self.runs.sort(key=lambda run: natural_order(self.records[run.key]))
-        if self.image is None and self.runs:
-            self.image = target_image(store, self.records[self.runs[0].key].target_hash)
+        if self.image is None:
+            self.image = target_image(store, record.target_hash)
         self._refresh()
 
     def _append(self, store: RunStore, record: RunRecord) -> None:
