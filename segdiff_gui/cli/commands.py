@@ -242,7 +242,7 @@ def _report(
             {
                 "cache": str(cache.root),
                 "seconds": round(seconds, 3),
-                "runs": outcome.runs,
+                "runs": outcome.in_plan_order(plan),
                 "comparisons": study.rows() if study else [],
             }
         )
@@ -297,7 +297,7 @@ def _report_sweep(
             {
                 "cache": str(cache.root),
                 "seconds": round(seconds, 3),
-                "runs": outcome.runs,
+                "runs": outcome.in_plan_order(plan),
                 "sweep": summary.to_dict() if summary else None,
             }
         )

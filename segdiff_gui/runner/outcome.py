@@ -11,6 +11,7 @@ from typing import Any
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import ChildFatal, Message, RunCached, RunFailed, RunFinished
 from segdiff_gui.runner.matrix import MatrixRunner
+from segdiff_gui.runner.plan import MatrixPlan
 
 __all__ = ["MatrixOutcome", "follow"]
 
@@ -23,6 +24,12 @@ class MatrixOutcome:
     runs: list[dict[str, Any]] = field(default_factory=list)
     fatal: ChildFatal | None = None
     interrupted: bool = False
+
+    def in_plan_order(self, plan: MatrixPlan) -> list[dict[str, Any]]:
+        """The runs in the order the plan lists them (as asked), not the order they ended in:
+        two children at once finish in either order."""
+        order = {run.key: index for index, run in enumerate(plan.runs)}
+        return sorted(self.runs, key=lambda run: order.get(run["key"], len(order)))
 
     @property
     def failed(self) -> list[dict[str, Any]]:
