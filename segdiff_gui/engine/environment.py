@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import mmap
 import os
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from segdiff_gui.core.runtimes import RUNTIMES
 __all__ = [
     "apply_common_settings",
     "apply_process_settings",
+    "skip_unused_imports",
     "inherited_keyed",
     "recorded_environment",
 ]
@@ -53,9 +55,25 @@ def inherited_keyed() -> dict[str, str]:
     return dict(_INHERITED)
 
 
+def skip_unused_imports(runtime: str) -> None:
+    """Mark as absent the packages a runtime's import pulls in that no child of segdiff uses:
+    TensorFlow imports JAX (for TFLite's JAX converter, ``tensorflow/lite/python/util.py``) and
+    Keras imports pandas (to slice DataFrames in ``fit``), each in a ``try`` that already
+    handles a machine without them. Both cost about 1.2 s of every TensorFlow child's start-up
+    on the 2-core reference machine (a fresh demo's first map waits for it). A name set to
+    ``None`` in ``sys.modules`` makes ``import`` raise ImportError and ``find_spec`` say None,
+    as where the package is not installed; nothing of the maths changes."""
+    unused = ["pandas"]
+    if RUNTIMES[runtime].keras_backend != "jax":
+        unused.append("jax")
+    for name in unused:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type] # one already imported stays
+
+
 def apply_common_settings(runtime: str = "tensorflow") -> None:
-    """Quiet C++ logs (they go to stderr anyway) and pin Keras to the run's runtime: a
-    user's KERAS_BACKEND would silently change the maths."""
+    """Quiet C++ logs (they go to stderr anyway), pin Keras to the run's runtime (a user's
+    KERAS_BACKEND would silently change the maths) and skip the imports it never uses."""
+    skip_unused_imports(runtime)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["KERAS_BACKEND"] = RUNTIMES[runtime].keras_backend
     if runtime == "jax":
