@@ -52,12 +52,13 @@ def test_a_second_group_computes_while_the_first_child_hangs(models, small_image
     consumer.start()
     try:
         deadline = time.monotonic() + 180
-        finished = set()
-        while f"{other.label()} r0" not in finished:
+        finished: set[str] = set()
+        expected = {"cpu b1 r0", f"{other.label()} r0"}  # the other group's child starts early
+        while not expected <= finished:
             assert time.monotonic() < deadline, messages
             time.sleep(0.1)
             finished = {m.label for m in list(messages) if isinstance(m, RunFinished)}
-        assert finished == {"cpu b1 r0", f"{other.label()} r0"}
+        assert finished == expected
     finally:
         runner.cancel()  # the hung child too, whatever was asserted
         consumer.join(30)
@@ -91,17 +92,69 @@ def test_a_default_matrix_on_a_machine_without_gpus_asks_no_child(
     assert {run.config.device for run in runner.plan.runs} == {"cpu"}
 
 
+def _recording_starts(runner: MatrixRunner) -> list[tuple[bool, int]]:
+    """Every child ``runner`` starts, as (started early, its CPU priority just after)."""
+    started: list[tuple[bool, int]] = []
+    real_start = runner._start
+
+    def start(job, early=False):  # type: ignore[no-untyped-def]
+        child = real_start(job, early)
+        try:
+            started.append((early, psutil.Process(child.process.pid).nice()))
+        except psutil.NoSuchProcess:  # it was killed already
+            started.append((early, -1))
+        return child
+
+    runner._start = start  # type: ignore[method-assign]
+    return started
+
+
 @pytest.mark.slow
-def test_a_model_that_cannot_load_costs_one_child_and_is_said_once(models, small_images, cache):
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: one child at a time")
+def test_the_second_child_starts_beside_the_first_at_a_lower_priority(models, small_images, cache):
+    # The default group's first run hangs: its child never ends a run. The threads=1 group's
+    # child started beside it all the same, at once and niced, and computes its run.
+    other = RunConfig(threads=1)
+    plan = plan_matrix(models / "tiny.keras", small_images, [RunConfig(), other], cache=cache,
+                       repeats=1)  # fmt: skip
+    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b1 r0"})
+    started = _recording_starts(runner)
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    messages: list = []
+    consumer = threading.Thread(target=lambda: messages.extend(runner.run()), daemon=True)
+    consumer.start()
+    try:
+        deadline = time.monotonic() + 180
+        while not any(isinstance(m, RunFinished) for m in list(messages)):
+            assert time.monotonic() < deadline, messages
+            time.sleep(0.1)
+        finished = [m.label for m in messages if isinstance(m, RunFinished)]
+        assert finished == [f"{other.label()} r0"]
+    finally:
+        runner.cancel()
+        consumer.join(30)
+    assert not consumer.is_alive()
+    # The two jobs' threads start their children side by side: in either order.
+    own = psutil.Process().nice()
+    assert sorted(started) == [(False, own), (True, min(19, own + 10))]
+    assert [c for c in psutil.Process().children(recursive=True) if c.pid not in before] == []
+
+
+@pytest.mark.slow
+def test_a_model_that_cannot_load_is_said_once_and_starts_no_further_child(
+    models, small_images, cache
+):
     configs = [RunConfig(), RunConfig(threads=1), RunConfig(onednn=False)]
     plan = plan_matrix(models / "lambda.keras", small_images, configs, cache=cache, repeats=1)
     assert len(plan.jobs) == 3
     runner = MatrixRunner(plan, cache)
-    started = []
-    real_start = runner._start
-    runner._start = lambda job: started.append(job) or real_start(job)  # type: ignore[method-assign]
+    started = _recording_starts(runner)
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
     messages = list(runner.run())
-    assert len(started) == 1
+    # The first child and the one started beside it; the third job never starts, and the
+    # second's child is stopped with the first's error about the model.
+    assert sorted(early for early, _ in started) == [False, True]
+    assert [c for c in psutil.Process().children(recursive=True) if c.pid not in before] == []
     assert sum(isinstance(m, ChildFatal) for m in messages) == 1
     failed = [m for m in messages if isinstance(m, RunFailed)]
     assert [m.input_error for m in failed] == [True]  # the later jobs never started
