@@ -15,7 +15,15 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from superqt.utils import thread_worker
 
 from segdiff_gui.core.errors import ConfigError, InputError
-from segdiff_gui.core.protocol import AllDone, ChildFatal, Message, ModelAnswer, RunFailed
+from segdiff_gui.core.protocol import (
+    AllDone,
+    ChildFatal,
+    Message,
+    ModelAnswer,
+    PlanReady,
+    RunFailed,
+    RunFinished,
+)
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.runner.devices import gpu_names, inspect_model, probe_devices, remembered_probe
 from segdiff_gui.runner.plan import check_model_path
@@ -341,6 +349,7 @@ class SessionController(QObject):
             self._inspect_after_runs = False
             return
         self.panel.show_message(message)
+        self._say_progress(message)
         if isinstance(self.session, MatrixSession):
             self.session.absorb(self.model, message)
         if isinstance(message, RunFailed) and message.input_error:
@@ -357,6 +366,21 @@ class SessionController(QObject):
                 self._inspect_after_runs = False
         elif isinstance(message, AllDone):
             self.notify(self.panel.status.text(), 8000)
+
+    def _say_progress(self, message: Message) -> None:
+        """The status bar says what is computing until the matrix is done: on a new cache the
+        views stay empty for the seconds an engine child takes to start its runtime, and the
+        Runs tab, where the progress bars are, may be out of sight."""
+        bar = self.panel.matrix_bar  # show_message has counted the message already
+        if isinstance(message, PlanReady) and message.total > message.cached:
+            missing = message.total - message.cached
+            self.notify(
+                f"computing {missing} run{'' if missing == 1 else 's'} (each engine process "
+                "first starts its runtime: a few seconds)…",
+                0,
+            )
+        elif isinstance(message, RunFinished | RunFailed) and bar.value() < bar.maximum():
+            self.notify(f"computed {bar.value()} of {bar.maximum()} runs…", 0)
 
     def _worker_failed(self, error: Exception) -> None:
         text = str(error) if isinstance(error, InputError) else f"{type(error).__name__}: {error}"
