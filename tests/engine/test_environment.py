@@ -1,0 +1,38 @@
+"""A child's start-up skips what its runtime would import unused (issue 18): TensorFlow's import
+of JAX and Keras's of pandas, about a second of every TensorFlow child's start-up."""
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+_CHILD = """
+import sys
+from segdiff_gui.engine.environment import apply_common_settings
+apply_common_settings(sys.argv[1])
+import keras, tensorflow
+print(sorted(name for name in ("jax", "pandas") if sys.modules.get(name) is not None))
+print(keras.backend.backend())
+"""
+
+
+def _loaded_in_child(runtime: str) -> tuple[str, str]:
+    result = subprocess.run(
+        [sys.executable, "-c", _CHILD, runtime], capture_output=True, text=True, check=True
+    )
+    loaded, backend = result.stdout.strip().splitlines()[-2:]
+    return loaded, backend
+
+
+def test_a_tensorflow_child_imports_neither_jax_nor_pandas():
+    # Both are installed here (the test extras): without the skip, TensorFlow and Keras
+    # import them at ``import tensorflow``.
+    assert _loaded_in_child("tensorflow") == ("[]", "tensorflow")
+
+
+def test_a_jax_child_still_has_jax():
+    pytest.importorskip("jax")
+    loaded, backend = _loaded_in_child("jax")
+    assert backend == "jax" and "jax" in loaded and "pandas" not in loaded
