@@ -172,11 +172,10 @@ class MatrixRunner:
         completed = False
         try:
             while waiting or running:
-                # Before any child has ended a run, one child may be in flight at normal
-                # priority and the next at a lower one (never more than one early).
-                early = bool(running) and not begun
-                at_once = set(running) <= begun or (early and len(running) == 1)
-                if not self._halted() and failing is None and at_once:
+                # Before any child has ended a run, the first child in flight may have one
+                # beside it, at a lower priority.
+                early = len(running) == 1 and not begun
+                if not self._halted() and failing is None and (early or set(running) <= begun):
                     index = _next_job(waiting, running, self._parallel)
                     if index is not None:
                         running[index] = waiting.pop(index)

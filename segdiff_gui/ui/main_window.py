@@ -171,7 +171,7 @@ class MainWindow(QMainWindow):
         run_menu = self.menuBar().addMenu("&Run")
         self._action(run_menu, "&Run missing", lambda: self.sessions.start_runs(), "Ctrl+R")
         self._action(run_menu, "&Cancel", self.sessions.cancel, "Ctrl+.")
-        self._action(run_menu, "&Probe devices", self.sessions.probe_devices)
+        self._action(run_menu, "&Probe devices", self.sessions.questions.probe_devices)
         run_menu.addSeparator()
         self._action(run_menu, "&Sweep every image", self._sweep_from_menu)
         analysis_menu = self.menuBar().addMenu("&Analysis")

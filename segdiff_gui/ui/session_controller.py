@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from superqt.utils import thread_worker
 
 from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.core.findings import plural
 from segdiff_gui.core.protocol import (
     AllDone,
     ChildFatal,
@@ -25,12 +25,13 @@ from segdiff_gui.core.protocol import (
     RunFinished,
 )
 from segdiff_gui.io.images import collect_images
-from segdiff_gui.runner.devices import gpu_names, inspect_model, probe_devices, remembered_probe
+from segdiff_gui.runner.devices import gpu_names, remembered_probe
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import BundleReader, is_bundle
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.ui.child_questions import ChildQuestions
 from segdiff_gui.ui.group_reader import GroupReader
 from segdiff_gui.ui.hints import with_control
 from segdiff_gui.ui.inspection import InspectionModel
@@ -69,9 +70,8 @@ class SessionController(QObject):
         self.worker: MatrixWorker | None = None
         # Some run could not be read (and was said so): the app then exits with code 2.
         self.unreadable_reported = False
-        self._background: list[Any] = []  # inspection and probe workers, kept alive
         self._thumbnails: tuple[list[Any], list[str]] = ([], [])
-        self._inspect_after_runs = False
+        self.questions = ChildQuestions(panel, cache, notify, lambda: self.session)
         self._reader: GroupReader | None = None  # a large bundle group's other runs
         panel.run_requested.connect(self.start_runs)
         panel.cancel_requested.connect(self.cancel)
@@ -87,7 +87,7 @@ class SessionController(QObject):
         self.cancel_and_wait()
         self._stop_reading()
         self.session = session
-        self._inspect_after_runs = False
+        self.questions.forget()
         self.model.selected_pixel = None
         self.model.focus_key = None
         self.panel.show_problem("")
@@ -139,8 +139,7 @@ class SessionController(QObject):
         self._reader = reader
         reader.start()
         # Until they join the grid, the window says that more runs are on their way.
-        count = len(records)
-        self.notify(f"reading {count} more run{'' if count == 1 else 's'} of the bundle…", 0)
+        self.notify(f"reading {plural(len(records), 'more run')} of the bundle…", 0)
 
     def _read_all(self, reader: GroupReader) -> None:
         if self._reader is reader:
@@ -267,68 +266,8 @@ class SessionController(QObject):
         if self.panel.settings.apply_fix(fix) and isinstance(self.session, MatrixSession):
             self.start_runs()
 
-    # asking TensorFlow ----------------------------------------------------------------------
-    def _in_background(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        worker = thread_worker(work, start_thread=False)(*args, **kwargs)
-        self._background = [w for w in self._background if w.is_running] + [worker]
-        return worker
-
-    def probe_devices(self) -> None:
-        """Ask a TensorFlow child which devices it sees; the matrix editor offers them."""
-        self.notify("probing devices (TensorFlow in a child)…", 0)
-        worker = self._in_background(probe_devices, self.cache.root, fresh=True)
-        worker.returned.connect(self._devices_probed)
-        worker.errored.connect(lambda error: self.notify(str(error), 10000))
-        worker.start()
-
-    def _devices_probed(self, probe: dict[str, Any]) -> None:
-        names = ["cpu", *gpu_names(probe)]
-        editor = self.panel.editor
-        chosen = [name for name, box in editor.devices.items() if box.isChecked()]
-        editor.set_devices(names, chosen)
-        self.notify(f"devices TensorFlow sees: {', '.join(names)}", 10000)
-
     def _inspect_model(self, session: MatrixSession) -> None:
-        """Ask a child what the model takes and gives (unless this model file was asked about
-        before); the answer arrives on the GUI thread. While runs are computing, their child
-        says it (a ModelAnswer) and remembers it; what it did not say is asked afterwards."""
-        if session is not self.session:
-            return
-        if self.worker is not None:
-            self._inspect_after_runs = True
-            return
-        self.panel.model_info.setText("inspecting the model (TensorFlow in a child)…")
-        request = session.request
-        model_hash = session.plan.model_hash if session.plan else None
-        worker = self._in_background(
-            inspect_model,
-            request.model,
-            request.settings.trust_model,
-            state_dir=request.cache.root,
-            model_hash=model_hash,
-        )
-        asked = (session, request.model, request.settings.trust_model)
-        worker.returned.connect(lambda answer: self._model_inspected(answer, asked))
-        worker.errored.connect(lambda error: self.panel.model_info.setText(str(error)))
-        worker.start()
-
-    def _model_inspected(
-        self, answer: ModelAnswer | ChildFatal, asked: tuple[object, ...] | None = None
-    ) -> None:
-        """Show what an inspection said, unless it answered a request that has changed since
-        (another model, or trust given while a refusal was on its way): a stale refusal would
-        stand in the window over runs that succeeded."""
-        session = self.session
-        if asked is not None and (
-            not isinstance(session, MatrixSession)
-            or asked != (session, session.request.model, session.request.settings.trust_model)
-        ):
-            return
-        self.panel.show_model(answer)
-        if isinstance(answer, ChildFatal):
-            self.panel.show_problem(with_control(answer.error, answer.fix), answer.fix)
-        else:
-            self.panel.settings.set_outputs([output["name"] for output in answer.outputs])
+        self.questions.inspect_model(session, running=self.worker is not None)
 
     # running --------------------------------------------------------------------------------
     def start_runs(self, planner: Planner | None = None) -> None:
@@ -345,8 +284,7 @@ class SessionController(QObject):
 
     def _on_message(self, message: Message) -> None:
         if isinstance(message, ModelAnswer):
-            self._model_inspected(message)
-            self._inspect_after_runs = False
+            self.questions.answered(message)
             return
         self.panel.show_message(message)
         self._say_progress(message)
@@ -362,8 +300,7 @@ class SessionController(QObject):
             session = self.session
             if isinstance(session, MatrixSession) and message.path == str(session.request.model):
                 # The model's refusal is what an inspection would say: no child to ask again.
-                self.panel.show_model(message)
-                self._inspect_after_runs = False
+                self.questions.answered(message)
         elif isinstance(message, AllDone):
             self.notify(self.panel.status.text(), 8000)
 
@@ -373,10 +310,10 @@ class SessionController(QObject):
         Runs tab, where the progress bars are, may be out of sight."""
         bar = self.panel.matrix_bar  # show_message has counted the message already
         if isinstance(message, PlanReady) and message.total > message.cached:
-            missing = message.total - message.cached
+            missing = plural(message.total - message.cached, "run")
             self.notify(
-                f"computing {missing} run{'' if missing == 1 else 's'} (each engine process "
-                "first starts its runtime: a few seconds)…",
+                f"computing {missing} (each engine process first starts its runtime: a few "
+                "seconds)…",
                 0,
             )
         elif isinstance(message, RunFinished | RunFailed) and bar.value() < bar.maximum():
@@ -389,9 +326,7 @@ class SessionController(QObject):
     def _worker_done(self) -> None:
         self.panel.set_running(False)
         self.worker = None
-        if self._inspect_after_runs and isinstance(self.session, MatrixSession):
-            self._inspect_after_runs = False
-            self._inspect_model(self.session)  # no child of the runs said what the model is
+        self.questions.runs_ended(self.session)
         self.worker_finished.emit()
 
     def cancel(self) -> None:

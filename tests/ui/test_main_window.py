@@ -402,7 +402,7 @@ def test_choosing_another_target_replans_on_that_image(window_for, demo_cache, q
 
 def test_probing_devices_offers_them_in_the_matrix(window_for, demo_cache, qtbot):
     window = window_for("--cache", demo_cache.root, "--no-run")
-    window.sessions.probe_devices()
+    window.sessions.questions.probe_devices()
     qtbot.waitUntil(
         lambda: "devices TensorFlow sees" in window.statusBar().currentMessage(), timeout=120_000
     )
