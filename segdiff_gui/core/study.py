@@ -95,7 +95,7 @@ class Study:
         self.reference = reference or default_reference(self.runs)
         self._flips: dict[str, np.ndarray] = {}
         self._flip_counts: dict[str, int] = {}
-        self._classes: dict[str, np.ndarray] = {}  # a binary run's classes, made with its flips
+        self._classes: dict[str, np.ndarray] = {}  # a binary run's classes, once asked for
 
     def at_cutoff(self, cutoff: float) -> Study:
         """The same runs at another cutoff. Differences, ULPs, verdicts and the margin do not
@@ -223,35 +223,40 @@ class Study:
         return [self._flips[run.key] for run in runs]
 
     def _binary_flips(self, runs: Sequence[StudyRun]) -> None:
-        """Binary ``runs``' classes, flip masks and counts in one pass over the rows, the row
-        blocks dealt out to the cores: each block of the reference is thresholded once (unless
-        its classes are made), then each run's block is thresholded and compared with it while
-        both are in cache. A run's classes are kept: its view draws them at this cutoff."""
+        """Binary ``runs``' flip masks and counts in one pass over the rows, the row blocks
+        dealt out to the cores: each block of the reference is thresholded once (unless its
+        classes are made), then each run's block is thresholded into a scratch block and
+        compared with it while both are in cache. A run's classes are not kept: they are the
+        reference's where its mask is clear (:meth:`classes`), and the bytes of a map this
+        size, fresh from the system, cost as much as the pass itself (4 × 8192²)."""
         shape = self.reference.probabilities.shape[:2]
         made = self.__dict__.get("reference_classes")
         reference = np.empty(shape, dtype=np.uint8) if made is None else made
-        classes = [np.empty(shape, dtype=np.uint8) for _ in runs]
         masks = [np.empty(shape, dtype=bool) for _ in runs]
         cutoff = self.cutoff
+        blocks = row_blocks(self.reference.probabilities)
 
-        def fill(blocks: list[slice]) -> list[int]:
+        def fill(share: list[slice]) -> list[int]:
             counts = [0] * len(runs)
-            for block in blocks:
+            rows = max((block.stop - block.start for block in share), default=0)
+            scratch = np.empty((rows, *shape[1:]), dtype=np.uint8)
+            for block in share:
                 if made is None:
                     binary_classes_into(
                         self.reference.probabilities[block], cutoff, reference[block]
                     )
+                own = scratch[: len(reference[block])]
                 for index, run in enumerate(runs):
-                    own, mask = classes[index][block], masks[index][block]
+                    mask = masks[index][block]
                     binary_classes_into(run.probabilities[block], cutoff, own)
                     np.not_equal(own, reference[block], out=mask)
                     counts[index] += int(np.count_nonzero(mask))
             return counts
 
-        shares = thread_map(fill, for_each_core(row_blocks(self.reference.probabilities)))
+        shares = thread_map(fill, for_each_core(blocks))
         self.__dict__["reference_classes"] = reference
         for index, run in enumerate(runs):
-            self._flips[run.key], self._classes[run.key] = masks[index], classes[index]
+            self._flips[run.key] = masks[index]
             self._flip_counts[run.key] = sum(share[index] for share in shares)
 
     @cached_property
@@ -265,13 +270,15 @@ class Study:
         return classes
 
     def classes(self, run: StudyRun) -> np.ndarray:
-        """``run``'s class of every pixel at the cutoff, as bytes (a binary run's are made with
-        its flips, in the same pass)."""
+        """``run``'s class of every pixel at the cutoff, as bytes (a binary run's from its
+        flips: the reference's class, the other one where it flips)."""
         if run.key == self.reference.key:
             return self.reference_classes
         if self.multiclass:
             return class_map(run.probabilities, self.cutoff).astype(np.uint8, copy=False)
-        self.flips(run)
+        if run.key not in self._classes:
+            flips = self.flips(run)
+            self._classes[run.key] = np.bitwise_xor(self.reference_classes, flips.view(np.uint8))
         return self._classes[run.key]
 
     def flip_count(self, other: StudyRun) -> int:
