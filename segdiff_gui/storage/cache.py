@@ -77,6 +77,9 @@ _SPARE_BYTES = 256 << 10
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NO_BLOCK = getattr(os, "O_NONBLOCK", 0)
 _REMEMBERED = 1 << 14
+# Maps that a check read whole, kept (up to this many bytes) for the read that usually follows
+# it: planning checks every cached map, then the window or `segdiff run`'s report reads them.
+_HANDED_ON_BYTES = 64 << 20
 
 
 def checked_digest(value: str, what: str = "key") -> str:
@@ -170,6 +173,8 @@ class ResultCache:
         self.root = Path(root) if root is not None else default_cache_dir()
         # key → (file identity, checked metadata, map checksum): see read_run.
         self._checked: dict[str, tuple[tuple[int, int, int], RunRecord, int | None]] = {}
+        # key → (file identity, map): read by checked(), handed to the next read_run (once).
+        self._handed_on: dict[str, tuple[tuple[int, int, int], np.ndarray]] = {}
 
     def __repr__(self) -> str:
         return f"ResultCache({str(self.root)!r})"
@@ -265,6 +270,9 @@ class ResultCache:
         known = self._checked.get(key)
         if known is not None and known[0] == identity and not with_map:
             return known[1]
+        kept = self._handed_on.pop(key, None)
+        if known is not None and known[0] == identity and kept is not None and kept[0] == identity:
+            return replace(known[1], probabilities=kept[1])
         with open_h5_for_reading(path, follow_symlinks=False) as handle:
             if known is not None and known[0] == identity:
                 record, map_crc32 = known[1], known[2]
@@ -282,13 +290,20 @@ class ResultCache:
             return replace(record, probabilities=read_checked_map(handle, str(path), map_crc32))
 
     def checked(self, key: str) -> tuple[RunRecord | None, UnreadableEntry | None]:
-        """The stored run ``key`` read whole (map and checksum included, then dropped) and
-        ``None``; or ``None`` and why it cannot be used."""
+        """The stored run ``key`` read whole (map and checksum included) and ``None``; or
+        ``None`` and why it cannot be used. The record comes without its map, which is kept
+        (a small one) for the next :meth:`read_run` of ``key``: it need not be read twice."""
         try:
             record = self.read_run(key)
         except InputError as error:
             damage = error if isinstance(error, UnreadableEntry) else None
             return None, detached(damage or UnreadableEntry("", str(error)))
+        probabilities = record.probabilities
+        known = self._checked.get(key)
+        kept = sum(entry[1].nbytes for entry in self._handed_on.values())
+        small = probabilities is not None and kept + probabilities.nbytes <= _HANDED_ON_BYTES
+        if probabilities is not None and known is not None and small:
+            self._handed_on[key] = (known[0], probabilities)
         return replace(record, probabilities=None), None
 
     def damage(self, key: str) -> UnreadableEntry | None:

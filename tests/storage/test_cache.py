@@ -218,3 +218,32 @@ def test_a_crafted_bundle_cannot_write_outside_the_cache(tmp_path):
     with pytest.raises(InputError, match="not a valid run key"):
         ResultCache(tmp_path / "target").run_path("../../../victim/model")
     assert not (tmp_path / "victim").exists()
+
+
+def test_a_checked_map_is_handed_to_the_next_read_once(cache, monkeypatch):
+    """Planning checks every cached map whole, then the window or the report reads it: the
+    map the check read is handed on (once), and a file replaced in between is read anew."""
+    import segdiff_gui.storage.cache as cache_module
+
+    values = awkward_values()
+    record = make_record("m", values)
+    cache.write_run(record)
+    reads = []
+    real = cache_module.read_checked_map
+    monkeypatch.setattr(
+        cache_module, "read_checked_map", lambda *a: reads.append(a[1]) or real(*a)
+    )
+    kept, problem = cache.checked(record.key)
+    assert problem is None and kept is not None and kept.probabilities is None
+    assert len(reads) == 1
+    handed = cache.read_run(record.key)
+    assert len(reads) == 1  # not read again
+    assert handed.probabilities.tobytes() == values.tobytes()
+    cache.read_run(record.key)
+    assert len(reads) == 2  # handed on once only: the next read reads the file
+
+    cache.checked(record.key)
+    other = values.copy()
+    other[0, 0] = np.float32(0.25)
+    cache.write_run(replace(record, probabilities=other))  # a new file (renamed into place)
+    assert cache.read_run(record.key).probabilities[0, 0] == np.float32(0.25)
