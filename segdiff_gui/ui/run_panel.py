@@ -191,6 +191,12 @@ class RunPanel(QWidget):
             self.images.addItem(item)
         self.images.scrollToItem(self.images.item(target))
 
+    def set_thumbnail(self, index: int, icon: QIcon) -> None:
+        """Image ``index``'s picture, read after its name was listed."""
+        item = self.images.item(index)
+        if item is not None:
+            item.setIcon(icon)
+
     def show_model(self, answer: ModelAnswer | ChildFatal) -> None:
         """What the model takes and gives, or why safe mode (or anything else) refused it."""
         if isinstance(answer, ChildFatal):

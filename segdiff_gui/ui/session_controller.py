@@ -9,7 +9,6 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -38,7 +37,7 @@ from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.recent import RecentFiles
 from segdiff_gui.ui.run_panel import RunPanel
 from segdiff_gui.ui.session import BundleSession, MatrixSession, Planner
-from segdiff_gui.ui.widgets import thumbnail
+from segdiff_gui.ui.thumbnails import Thumbnails
 from segdiff_gui.ui.worker import MatrixWorker
 
 __all__ = ["SessionController"]
@@ -70,7 +69,8 @@ class SessionController(QObject):
         self.worker: MatrixWorker | None = None
         # Some run could not be read (and was said so): the app then exits with code 2.
         self.unreadable_reported = False
-        self._thumbnails: tuple[list[Any], list[str]] = ([], [])
+        # The image list's pictures, read in the background.
+        self.thumbnails = Thumbnails(panel.set_thumbnail)
         self.questions = ChildQuestions(panel, cache, notify, lambda: self.session)
         self._reader: GroupReader | None = None  # a large bundle group's other runs
         panel.run_requested.connect(self.start_runs)
@@ -238,10 +238,8 @@ class SessionController(QObject):
         self.panel.set_planned(
             {run.key: run.label for run in plan.runs}, {run.key for run in plan.cached}
         )
-        names = [image.name for image in plan.images]
-        if self._thumbnails[1] != names:
-            self._thumbnails = ([thumbnail(Path(image.path)) for image in plan.images], names)
-        self.panel.set_images(names, self._thumbnails[0], plan.target)
+        icons = self.thumbnails.read([Path(image.path) for image in plan.images])
+        self.panel.set_images([image.name for image in plan.images], icons, plan.target)
         cached = [session.cache.read_run(run.key, with_map=False) for run in plan.cached]
         self.report_unreadable(plan.damaged, " (to be computed again)")
         self.model.selected_pixel = None

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.images import read_image
 
-__all__ = ["fill_row", "read_only_table", "thumbnail"]
+__all__ = ["fill_row", "read_only_table", "thumbnail", "thumbnail_image"]
 
 
 def read_only_table(headers: Sequence[str]) -> QTableWidget:
@@ -37,21 +37,28 @@ def fill_row(table: QTableWidget, row: int, cells: Sequence[str]) -> None:
             item.setText(text)
 
 
-def thumbnail(path: Path, size: int = 56) -> QIcon:
-    """A small gray picture of an image of any dtype (stretched to its own range)."""
+def thumbnail_image(path: Path, size: int = 56) -> QImage:
+    """A small gray picture of an image of any dtype (stretched to its own range), fitted into
+    a ``size`` square; a null image where the file cannot be read. Safe off the GUI thread
+    (a QImage, not yet a pixmap)."""
     try:
         data = read_image(path).astype(np.float64)
     except InputError:
-        return QIcon()
+        return QImage()
     if data.ndim == 3:
         data = data[..., :3].mean(axis=-1)
     span = float(data.max() - data.min()) or 1.0
     gray = np.ascontiguousarray(((data - data.min()) / span * 255).astype(np.uint8))
     image = QImage(
         gray.data, gray.shape[1], gray.shape[0], gray.shape[1], QImage.Format.Format_Grayscale8
-    ).copy()
+    )
     # Its own shape, fitted into the square: a 80×100 photo must not look like a 100×100 one.
-    fitted = QPixmap.fromImage(image).scaled(
+    # (scaled() copies, so the picture outlives ``gray``.)
+    return image.scaled(
         size, size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation
     )
-    return QIcon(fitted)
+
+
+def thumbnail(path: Path, size: int = 56) -> QIcon:
+    """:func:`thumbnail_image` as an icon (on the GUI thread)."""
+    return QIcon(QPixmap.fromImage(thumbnail_image(path, size)))

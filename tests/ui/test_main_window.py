@@ -389,10 +389,12 @@ def test_choosing_another_target_replans_on_that_image(window_for, demo_cache, q
     window = window_for("--cache", demo_cache.root, "--no-run")
     images = window.run_panel.images
     assert images.count() == 16 and images.item(0).text() == "◎ cell_00.png"
-    assert not images.item(0).icon().isNull()
+    # The pictures follow the names, decoded in the background.
+    qtbot.waitUntil(lambda: not any(images.item(i).icon().isNull() for i in range(16)))
     window.run_panel.target_chosen.emit(3)
     assert window.session.plan.images[window.session.plan.target].name == "cell_03.png"
     assert images.item(3).text() == "◎ cell_03.png"
+    assert not images.item(3).icon().isNull()  # the same list: its pictures are kept
     assert window.model.runs == []  # nothing cached for cell_03 yet: the views are empty
     assert window.run_panel.run_button.isEnabled()
     window.run_panel.editor.context.setCurrentText("copies")

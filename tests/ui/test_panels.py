@@ -74,3 +74,29 @@ def test_a_thumbnail_keeps_its_images_shape(qtbot, tmp_path):  # qtbot: a QAppli
     Image.fromarray(np.zeros((100, 80), dtype=np.uint8)).save(path)
     size = thumbnail(path).availableSizes()[0]
     assert size.height() == 56 and size.width() in (44, 45)  # 56 × 80/100, rounded
+
+
+def test_thumbnails_arrive_after_the_names_and_a_new_list_drops_the_old(qtbot, tmp_path):
+    """The image list's pictures are decoded on a worker thread (the launch no longer waits
+    for them); a file that cannot be read keeps its name without a picture."""
+    from PIL import Image
+
+    from segdiff_gui.ui.thumbnails import Thumbnails
+
+    paths = [tmp_path / "a.png", tmp_path / "broken.png", tmp_path / "c.png"]
+    for path in (paths[0], paths[2]):
+        Image.fromarray(np.full((20, 30), 7, dtype=np.uint8)).save(path)
+    paths[1].write_bytes(b"not an image")
+    shown: list[int] = []
+    thumbnails = Thumbnails(lambda index, icon: shown.append(index))
+    icons = thumbnails.read(paths)
+    assert len(icons) == 3 and all(icon.isNull() for icon in icons)  # names first
+    qtbot.waitUntil(lambda: sorted(shown) == [0, 2])
+    assert not thumbnails.icons[0].isNull() and thumbnails.icons[1].isNull()
+    assert thumbnails.read(paths) is not thumbnails.icons and not thumbnails.read(paths)[2].isNull()
+
+    shown.clear()
+    thumbnails.read(paths[:1])  # another list: the first one's reader is dropped
+    qtbot.waitUntil(lambda: shown == [0])
+    qtbot.wait(50)
+    assert shown == [0] and len(thumbnails.icons) == 1
