@@ -24,6 +24,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.knobs import KNOBS
+from segdiff_gui.core.pages import empty_in_ordinary_pages
 from segdiff_gui.core.parallel import for_each_core, thread_map
 from segdiff_gui.core.spread import RepeatVerdict, at_risk_mask, observed_margin, repeat_verdict
 
@@ -96,12 +97,16 @@ class Study:
         self._flips: dict[str, np.ndarray] = {}
         self._flip_counts: dict[str, int] = {}
         self._classes: dict[str, np.ndarray] = {}  # a binary run's classes, once asked for
+        # A new group's masks grow the process: ordinary pages (core/pages.py). A study at
+        # another cutoff makes masks in place of its predecessor's: numpy's reused pages.
+        self._masks_grow = True
 
     def at_cutoff(self, cutoff: float) -> Study:
         """The same runs at another cutoff. Differences, ULPs, verdicts and the margin do not
         depend on the cutoff and are carried over; only flips (and at-risk pixels) are redone,
         so dragging a cutoff costs one threshold per run, not a whole comparison."""
         moved = Study(self.runs, cutoff, self.reference)
+        moved._masks_grow = False
         for name in ("verdicts", "margin"):
             if name in self.__dict__:
                 moved.__dict__[name] = self.__dict__[name]
@@ -232,7 +237,8 @@ class Study:
         shape = self.reference.probabilities.shape[:2]
         made = self.__dict__.get("reference_classes")
         reference = np.empty(shape, dtype=np.uint8) if made is None else made
-        masks = [np.empty(shape, dtype=bool) for _ in runs]
+        empty = empty_in_ordinary_pages if self._masks_grow else np.empty
+        masks = [empty(shape, bool) for _ in runs]
         cutoff = self.cutoff
         blocks = row_blocks(self.reference.probabilities)
 

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import h5py
 import numpy as np
 
+from segdiff_gui.core.pages import empty_in_ordinary_pages
 from segdiff_gui.core.parallel import thread_map
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
 
@@ -73,7 +74,8 @@ def read_stored_array(dataset: h5py.Dataset, where: str) -> np.ndarray:
     _check_layout(dataset, where)
     chunks = _locate_chunks(dataset, where)
     if dataset.size * dataset.dtype.itemsize >= PARALLEL_FROM_BYTES and _file_is_plain(dataset):
-        out = _in_ordinary_pages(dataset.shape, dataset.dtype)
+        # Written once, right away: ordinary pages (core/pages.py).
+        out = empty_in_ordinary_pages(dataset.shape, dataset.dtype, from_bytes=0)
         _inflate_mapped(dataset, chunks, out, where)
     else:
         out = np.empty(dataset.shape, dtype=dataset.dtype)
@@ -82,21 +84,6 @@ def read_stored_array(dataset: h5py.Dataset, where: str) -> np.ndarray:
             _mask, stored = dataset.id.read_direct_chunk(chunk.offset)
             _place(memoryview(stored), chunk, dataset.chunks, out, where, name)
     return out
-
-
-def _in_ordinary_pages(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
-    """A zeroed array in an anonymous mapping of ordinary pages, for a large map.
-
-    numpy asks Linux for transparent huge pages for every array of 4 MiB and more; where the
-    kernel then compacts memory on the first touch of each 2 MiB (its ``defrag`` default,
-    ``madvise``), a fresh process filling four 8192² maps from threads spent 3 s of system time
-    on it on the reference VM, against 1.3 s with ordinary pages, and opened the maps about
-    0.5 s later. Scans of the maps afterwards (thresholds, differences) are as fast either way
-    (measured); the arrays made from them keep numpy's huge pages. The mapping lives as long
-    as the array (the array holds the buffer)."""
-    count = int(np.prod(shape))
-    buffer = mmap.mmap(-1, max(1, count * dtype.itemsize))
-    return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
 
 
 def _check_layout(dataset: h5py.Dataset, where: str) -> None:

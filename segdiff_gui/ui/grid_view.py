@@ -131,7 +131,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.ci.layout.activate()  # once, for every item: sizes are known before the first paint
         self._draw_layer()
         self._user_moved_view = False
-        self.refresh()
+        self.refresh(grows=True)
         self.show_whole_image()
         self.move_crosshair(self.model.selected_pixel)
 
@@ -204,8 +204,9 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             self._arrange()
 
     # drawing --------------------------------------------------------------------------------
-    def refresh(self) -> None:
-        """Redraw every image for the current mode, reference and class."""
+    def refresh(self, grows: bool = False) -> None:
+        """Redraw every image for the current mode, reference and class (``grows``: into
+        views just made, whose images replace none: see level_indices)."""
         model = self.model
         reference = model.reference
         if reference is None or not self.panels:
@@ -221,7 +222,9 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
 
         def indices_of(run: StudyRun) -> np.ndarray | None:
             plane = planes[run.key]
-            return level_indices(plane, drawn.levels[run.key]) if plane.dtype.kind == "f" else None
+            if plane.dtype.kind != "f":
+                return None
+            return level_indices(plane, drawn.levels[run.key], grows)
 
         all_indices = thread_map(indices_of, shown)
         for run, indices in zip(shown, all_indices, strict=True):

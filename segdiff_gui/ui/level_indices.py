@@ -15,20 +15,25 @@ from __future__ import annotations
 import numpy as np
 
 from segdiff_gui.core.analysis import row_blocks
+from segdiff_gui.core.pages import empty_in_ordinary_pages
 
 __all__ = ["COLOURS", "level_indices", "pooled_any"]
 
 COLOURS = 256
 
 
-def level_indices(plane: np.ndarray, levels: tuple[float, float]) -> np.ndarray | None:
+def level_indices(
+    plane: np.ndarray, levels: tuple[float, float], grows: bool = False
+) -> np.ndarray | None:
     """``plane`` as uint8 indices into a :data:`COLOURS`-entry table spanning ``levels``, or
-    None when it holds NaN (pyqtgraph then draws those pixels transparent from the floats)."""
+    None when it holds NaN (pyqtgraph then draws those pixels transparent from the floats).
+    ``grows``: the views are new (runs joined), not redrawn in place of others; a large
+    result then comes in ordinary pages (core/pages.py)."""
     low, high = levels
     span = (high - low) or 1.0
     # Python floats keep the arithmetic in float32, as pyqtgraph's own rescaling does.
     offset, scale = float(low), float(COLOURS / span)
-    indices = np.empty(plane.shape, dtype=np.uint8)
+    indices = (empty_in_ordinary_pages if grows else np.empty)(plane.shape, np.uint8)
     for block in row_blocks(plane):
         scaled = np.subtract(plane[block], offset, dtype=np.float32)
         scaled *= scale
