@@ -16,7 +16,6 @@ from rich.table import Table
 from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
-from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.config import (
@@ -291,6 +290,8 @@ def _report_sweep(
     seconds: float,
 ) -> int:
     """A sweep's report covers the images it ran (a shard reports on its own slice)."""
+    from segdiff_gui.cli.sweep_view import build_sweep, print_sweep  # a sweep's only (5 ms)
+
     summary = build_sweep(args, out, cache, records) if records else None
     if args.json:
         _json(

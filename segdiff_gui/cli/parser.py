@@ -13,9 +13,9 @@ from segdiff_gui.cli.parser_parts import (
     bound_int,
     common,
     cutoff,
+    parse_shard,
     two_sides,
 )
-from segdiff_gui.cli.sweep_view import parse_shard
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.runner.arguments import (
     add_configs,

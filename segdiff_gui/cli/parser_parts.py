@@ -9,7 +9,16 @@ import math
 from segdiff_gui.cli.commands import EXIT_USAGE
 from segdiff_gui.runner.arguments import number
 
-__all__ = ["EPILOG", "Parser", "bound_float", "bound_int", "common", "cutoff", "two_sides"]
+__all__ = [
+    "EPILOG",
+    "Parser",
+    "bound_float",
+    "bound_int",
+    "common",
+    "cutoff",
+    "parse_shard",
+    "two_sides",
+]
 
 EPILOG = (
     "exit codes: 0 success, 1 some runs failed, 2 usage or input error, 3 internal error, "
@@ -52,3 +61,14 @@ def two_sides(parser: argparse.ArgumentParser, model: str, base: str, other: str
     parser.add_argument(
         "--image", metavar="NAME", help="with cached runs: the image whose runs are named"
     )
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """``K/N`` with 1 ≤ K ≤ N."""
+    try:
+        number, total = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not K/N, e.g. 2/8") from None
+    if not 1 <= number <= total:
+        raise argparse.ArgumentTypeError(f"{value!r}: K must be between 1 and N")
+    return number, total

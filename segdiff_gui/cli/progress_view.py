@@ -3,9 +3,10 @@ plain line per finished run otherwise (CI logs), nothing on stdout (kept for ``-
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from segdiff_gui.core.protocol import (
     BatchProgress,
@@ -35,16 +36,10 @@ def drive(
     are left for the caller, which reports one that every run shares as a single line.
     """
     console = console or Console(stderr=True)
-    live = console.is_terminal and not quiet
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not live,
-    )
+    # A bar only on a terminal, and only for runs to compute: a cache hit (or a log file)
+    # does without it and without importing rich's progress machinery.
+    live = console.is_terminal and not quiet and len(runner.plan.jobs) > 0
+    progress = _bar(console) if live else _NoBar()
     task = progress.add_task("planning", total=None)
     labels: dict[str, str] = {}
 
@@ -79,3 +74,41 @@ def drive(
 
     with progress:
         return follow(runner, show)
+
+
+def _bar(console: Console) -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+class _NoBar:
+    """What ``drive`` asks of a progress bar, doing nothing."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+    def add_task(self, *_args: object, **_kwargs: object) -> int:
+        return 0
+
+    def update(self, *_args: object, **_kwargs: object) -> None:
+        return None
+
+    def advance(self, *_args: object, **_kwargs: object) -> None:
+        return None

@@ -17,7 +17,7 @@ from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups, sweep_refer
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore
 
-__all__ = ["build_sweep", "parse_shard", "print_sweep"]
+__all__ = ["build_sweep", "print_sweep"]
 
 
 def _percent(value: float | None) -> str:
@@ -105,14 +105,3 @@ def build_sweep(
         if not args.json:
             out.print(f"wrote {_plural(count, 'line')} (image × configuration) to {args.csv}")
     return summary
-
-
-def parse_shard(value: str) -> tuple[int, int]:
-    """``K/N`` with 1 ≤ K ≤ N."""
-    try:
-        number, total = (int(part) for part in value.split("/"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not K/N, e.g. 2/8") from None
-    if not 1 <= number <= total:
-        raise argparse.ArgumentTypeError(f"{value!r}: K must be between 1 and N")
-    return number, total

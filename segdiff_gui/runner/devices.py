@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -80,7 +79,7 @@ def _fingerprint(runtime: str = "tensorflow") -> str:
     return hash_bytes(
         canonical_json(
             {
-                "host": socket.gethostname(),
+                "host": _host(),
                 "python": sys.executable,
                 "tf": tf_version,
                 **({"runtime": runtime} if runtime != "tensorflow" else {}),
@@ -270,3 +269,9 @@ def build_text(facts: dict[str, Any]) -> str:
     else:
         build = "CPU-only build"
     return f"{runtime.family} {version} ({build}), Keras {facts.get('keras_version')}"
+
+
+def _host() -> str:
+    import socket  # here: only a device probe's state asks (2 ms of every start otherwise)
+
+    return socket.gethostname()

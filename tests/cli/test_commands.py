@@ -1,6 +1,7 @@
 """The segdiff command line on real runs: cache hits, listing, bundles, devices, exit codes."""
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -40,6 +41,18 @@ def test_second_identical_run_is_served_from_cache_without_tensorflow(
     second = json.loads(capsys.readouterr().out)
     assert [r["status"] for r in second["runs"]] == ["cached"] * 4
     assert "tensorflow" not in sys.modules and "keras" not in sys.modules
+
+    # A hit in a fresh process imports only what it needs: no progress bar to draw, no sweep,
+    # no device probe (each a few milliseconds of a hit that takes a few tenths).
+    script = (
+        "import sys; from segdiff_gui.cli.main import main; main(sys.argv[1:]); "
+        "print([m for m in ('rich.progress', 'socket', 'segdiff_gui.cli.sweep_view', "
+        "'tensorflow') if m in sys.modules], file=sys.stderr)"
+    )
+    fresh = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, check=True
+    )
+    assert fresh.stderr.strip().splitlines()[-1] == "[]"
 
 
 def test_ls_lists_runs_with_labels_and_provenance(models, small_images, cache):
