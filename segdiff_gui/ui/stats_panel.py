@@ -26,6 +26,31 @@ class StatsPanel(QWidget):
         self.table = read_only_table(COLUMNS)
         self.verdicts = QLabel()
         self.verdicts.setWordWrap(True)
+        self._layout = QVBoxLayout(self)
+        self._layout.addWidget(self.table, 2)
+        self._layout.addWidget(self.verdicts)
+        # The plots are made when the tab is first shown: two pyqtgraph plots cost about
+        # 20 ms of every launch, and the Inspector is the tab on show.
+        self.curve_plot: pg.PlotWidget | None = None
+        self.histogram: pg.PlotWidget | None = None
+        self.marker: pg.InfiniteLine | None = None
+        self._stale: set[str] = set()
+        model.runs_changed.connect(self.refresh)
+        model.reference_changed.connect(self.refresh)
+        model.cutoff_changed.connect(self.refresh_table)
+
+    def _hidden(self, part: str) -> bool:
+        """While the tab is hidden nothing is computed (dragging the cutoff stays fast); what
+        went stale is redone when it is shown."""
+        if self.isVisible():
+            self._make_plots()
+            return False
+        self._stale.add(part)
+        return True
+
+    def _make_plots(self) -> None:
+        if self.curve_plot is not None:
+            return
         self.curve_plot = pg.PlotWidget(background="w")
         self.curve_plot.setLabel("bottom", "cutoff")
         self.curve_plot.setLabel("left", "flipped pixels")
@@ -38,26 +63,12 @@ class StatsPanel(QWidget):
         self.histogram.setLabel("bottom", "difference to the reference")
         self.histogram.setLabel("left", "pixels (log10 of 1 + count)")
         self.histogram.setMinimumHeight(140)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.table, 2)
-        layout.addWidget(self.verdicts)
-        layout.addWidget(self.curve_plot, 1)
-        layout.addWidget(self.histogram, 1)
-        self._stale: set[str] = set()
-        model.runs_changed.connect(self.refresh)
-        model.reference_changed.connect(self.refresh)
-        model.cutoff_changed.connect(self.refresh_table)
-
-    def _hidden(self, part: str) -> bool:
-        """While the tab is hidden nothing is computed (dragging the cutoff stays fast); what
-        went stale is redone when it is shown."""
-        if self.isVisible():
-            return False
-        self._stale.add(part)
-        return True
+        self._layout.addWidget(self.curve_plot, 1)
+        self._layout.addWidget(self.histogram, 1)
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)
+        self._make_plots()
         stale, self._stale = self._stale, set()
         for part in ("table", "curves", "histogram"):
             if part in stale:
@@ -94,12 +105,14 @@ class StatsPanel(QWidget):
                 "so they are not counted as flips."
             )
         self.verdicts.setText("\n".join(lines))
+        assert self.marker is not None  # made when shown
         self.marker.setPos(self.model.cutoff)
 
     def refresh_curves(self) -> None:
         if self._hidden("curves"):
             return
         study = self.model.study
+        assert self.curve_plot is not None and self.marker is not None  # made when shown
         self.curve_plot.clear()
         if study is None or study.multiclass:
             self.curve_plot.setTitle("argmax: no cutoff curve" if study else "")
@@ -123,6 +136,7 @@ class StatsPanel(QWidget):
         if self._hidden("histogram"):
             return
         study = self.model.study
+        assert self.histogram is not None  # made when shown
         self.histogram.clear()
         if study is None or not study.others:
             return

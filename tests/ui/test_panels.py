@@ -100,3 +100,29 @@ def test_thumbnails_arrive_after_the_names_and_a_new_list_drops_the_old(qtbot, t
     qtbot.waitUntil(lambda: shown == [0])
     qtbot.wait(50)
     assert shown == [0] and len(thumbnails.icons) == 1
+
+
+def test_the_statistics_plots_are_made_and_filled_when_the_tab_is_shown(qtbot, tmp_path):
+    """Hidden at launch, the Statistics tab makes no plots (two pyqtgraph plots cost ~20 ms of
+    every launch); shown, it makes them and draws what went stale: one curve per other run,
+    the cutoff's marker, one outline per run in the histogram."""
+    from segdiff_gui.ui.stats_panel import StatsPanel
+
+    model = InspectionModel()
+    panel = StatsPanel(model)
+    qtbot.addWidget(panel)
+    cache = ResultCache(tmp_path / "cache")
+    rng = np.random.default_rng(1)
+    values = rng.random((16, 16), dtype=np.float32)
+    records = [make_record("m", values), make_record("m", values + 0.01, "cpu b64 r0")]
+    for record in records:
+        cache.write_run(record)
+    model.set_runs(cache, records)
+    assert panel.curve_plot is None and panel.histogram is None  # hidden: nothing made
+    panel.show()
+    qtbot.waitExposed(panel)
+    assert panel.table.rowCount() == 1 and panel.table.item(0, 0).text() == "cpu b64 r0"
+    assert panel.curve_plot is not None and panel.histogram is not None
+    assert len(panel.curve_plot.getPlotItem().listDataItems()) == 1
+    assert panel.marker.value() == model.cutoff
+    assert len(panel.histogram.getPlotItem().listDataItems()) == 1
