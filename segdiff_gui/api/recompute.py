@@ -1,6 +1,7 @@
-"""The study's questions that run what is missing first, through the study's own run
-request: an attribution between two ``key=value`` specs, and the test-set sweep. A study
-opened from a cache or a bundle has no request: it sums what is stored."""
+"""The study's questions that measure more than its maps: an explanation between two of its
+runs, or between two ``key=value`` specs, and the test-set sweep. Specs and a sweep run what
+is missing first, through the study's own run request; a study opened from a cache or a
+bundle has no request: it sums what is stored."""
 
 from __future__ import annotations
 
@@ -11,17 +12,20 @@ from typing import Any
 
 from segdiff_gui.api.arguments import configuration
 from segdiff_gui.api.compute import compute
-from segdiff_gui.api.results import Sweep
-from segdiff_gui.core.attribution import Attribution, plan_attribution
+from segdiff_gui.api.results import Explanation, Sweep
+from segdiff_gui.api.stored import RunName, StoredGroup
+from segdiff_gui.core.attribution import plan_attribution
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.study import Study as AnalysedStudy
+from segdiff_gui.core.study import StudyRun
 from segdiff_gui.io.truth import TruthFolder
-from segdiff_gui.runner.explain import measure_attribution
+from segdiff_gui.runner.explain import compared_runs, measure_attribution, measure_between
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups, sweep_reference
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore
 
-__all__ = ["attribution_of_specs", "measured_on", "test_set"]
+__all__ = ["explanation_of_runs", "explanation_of_specs", "measured_on", "test_set"]
 
 
 def measured_on(records: Sequence[RunRecord]) -> dict[str, Any]:
@@ -33,12 +37,46 @@ def measured_on(records: Sequence[RunRecord]) -> dict[str, Any]:
     }
 
 
-def attribution_of_specs(
-    request: MatrixRequest, store: RunStore, first: str, second: str, cutoff: float, progress: bool
-) -> tuple[Attribution, list[RunRecord], list[dict[str, Any]]]:
-    """What moves spec ``first`` to spec ``second``, the configurations it needs run first;
-    with the runs it was measured on and the failures."""
-    plan = plan_attribution(configuration(first), configuration(second))
+def explanation_of_runs(
+    group: StoredGroup, first: RunName | None, second: RunName | None, cutoff: float, title: str
+) -> Explanation:
+    """What moves run ``first`` to run ``second`` of ``group``, measured from what is stored;
+    by default its reference and the run that differs most."""
+    study = group.analysed(cutoff)
+    one = group.select(first) if first is not None else group.record(study.reference.key)
+    if second is not None:
+        other = group.select(second)
+    elif study.others:
+        other = group.record(max(study.others, key=lambda run: _size(study, run)).key)
+    else:
+        raise InputError(title, "has only one run: nothing to explain")
+    attribution = measure_between(group.store, group.records, one, other, cutoff)
+    return Explanation(attribution, title, compared_runs(one, other), measured_on(group.records))
+
+
+def _size(study: AnalysedStudy, run: StudyRun) -> tuple[int, int, float]:
+    comparison = study.comparisons[run.key]
+    return (comparison.flips, comparison.max_ulp, comparison.max_abs)
+
+
+def explanation_of_specs(
+    request: MatrixRequest | None,
+    store: RunStore,
+    specs: tuple[str, str],
+    cutoff: float,
+    progress: bool,
+    where: str,
+    title: str,
+) -> Explanation:
+    """What moves spec ``first`` to spec ``second``: the configurations it needs are run
+    first through ``request`` (a study opened from a store has none)."""
+    if request is None:
+        raise InputError(
+            where,
+            "holds stored runs only: run key=value specs on a study made by "
+            "segdiff_gui.run(model, images), or name two of its runs",
+        )
+    plan = plan_attribution(configuration(specs[0]), configuration(specs[1]))
     if not plan.steps:
         same = plan.base.label()
         raise InputError("explain", f"the two specs are one configuration ({same})")
@@ -46,7 +84,8 @@ def attribution_of_specs(
     records, outcome = compute(request, progress, what="attribution")
     if not records:
         raise InputError(request.model, "no run of the attribution finished")
-    return measure_attribution(store, records, plan, cutoff), records, outcome.failed
+    attribution = measure_attribution(store, records, plan, cutoff)
+    return Explanation(attribution, title, "", measured_on(records), outcome.failed)
 
 
 def test_set(

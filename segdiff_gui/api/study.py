@@ -13,11 +13,10 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui.api.arguments import checked_cutoff, output_path
-from segdiff_gui.api.recompute import attribution_of_specs, measured_on, test_set
+from segdiff_gui.api.recompute import explanation_of_runs, explanation_of_specs, test_set
 from segdiff_gui.api.results import Comparison, Diagnosis, Explanation, Sweep, html_document
 from segdiff_gui.api.stored import Run, RunName, StoredGroup
 from segdiff_gui.api.tables import Table, make_table, pixel_rows
-from segdiff_gui.core.attribution import plan_attribution
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.findings import plural
 from segdiff_gui.core.study import Study as AnalysedStudy
@@ -26,7 +25,6 @@ from segdiff_gui.io.html_report import study_fragment, write_html_report
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import write_json_report
 from segdiff_gui.io.tables import pixel_table, write_pixel_csv
-from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.reports import report_context, study_report
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.records import RunRecord
@@ -277,37 +275,14 @@ class Study:
         """
         cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
         specs = [isinstance(name, str) and "=" in name for name in (first, second)]
-        if any(specs):
-            if not all(specs):
-                raise InputError("explain", "give two key=value specs, or name two runs")
-            return self._explain_specs(str(first), str(second), cutoff)
-        study = self._study(cutoff)
-        one = self._select(first) if first is not None else self._group.record(study.reference.key)
-        if second is not None:
-            other = self._select(second)
-        elif study.others:
-            worst = max(study.others, key=lambda r: _size(study, r))
-            other = self._group.record(worst.key)
-        else:
-            raise InputError(self.title, "has only one run: nothing to explain")
-        plan = plan_attribution(one.run_config, other.run_config)
-        attribution = measure_attribution(
-            self._store, self._records, plan, cutoff, (one.key, other.key)
+        if not any(specs):
+            return explanation_of_runs(self._group, first, second, cutoff, self.title)
+        if not all(specs):
+            raise InputError("explain", "give two key=value specs, or name two runs")
+        pair = (str(first), str(second))
+        return explanation_of_specs(
+            self._request, self._store, pair, cutoff, self._progress, self.where, self.title
         )
-        compared = f"{one.label} ({one.short_id}) against {other.label} ({other.short_id})"
-        return Explanation(attribution, self.title, compared, measured_on(self._records))
-
-    def _explain_specs(self, first: str, second: str, cutoff: float) -> Explanation:
-        if self._request is None:
-            raise InputError(
-                self.where,
-                "holds stored runs only: run key=value specs on a study made by "
-                "segdiff_gui.run(model, images), or name two of its runs",
-            )
-        attribution, records, failures = attribution_of_specs(
-            self._request, self._store, first, second, cutoff, self._progress
-        )
-        return Explanation(attribution, self.title, "", measured_on(records), failures)
 
     def sweep(
         self,
@@ -458,8 +433,3 @@ class Study:
 
     def _context(self) -> dict[str, Any]:
         return report_context(self._records[0], self.where)
-
-
-def _size(study: AnalysedStudy, run: StudyRun) -> tuple[int, int, float]:
-    comparison = study.comparisons[run.key]
-    return (comparison.flips, comparison.max_ulp, comparison.max_abs)

@@ -27,7 +27,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
-from segdiff_gui.runner.explain import measure_attribution
+from segdiff_gui.runner.explain import compared_runs, measure_attribution, measure_between
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.reports import diagnosis_summary
 from segdiff_gui.storage.selection import select_reference
@@ -87,7 +87,6 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         )
     cache = open_cache(args)
     status, failed, compared = EXIT_OK, False, ""
-    chosen: tuple[str, ...] = ()
     if "=" in args.from_:
         if args.demo:
             model, images = demo_model(), demo_images()
@@ -116,6 +115,7 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         records = [cache.read_run(r.key, with_map=False) for r in matrix.runs if cache.has(r.key)]
         if not records:
             raise InputError(model, "no run of the attribution finished")
+        attribution = measure_attribution(cache, records, plan, args.cutoff)
     else:
         if args.model or args.demo:
             raise InputError("explain", "give --from and --to as key=value specs to run a model")
@@ -134,15 +134,8 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         records = group_of(every, first)
         if second.key not in {r.key for r in records}:
             raise InputError(args.to, f"is not comparable with {first.label} (another image?)")
-        plan = plan_attribution(first.run_config, second.run_config)
-        chosen = (first.key, second.key)
-        hosts = [str(r.provenance.get("hostname", "?")) for r in (first, second)]
-        where = [f" on {h}" if hosts[0] != hosts[1] else "" for h in hosts]
-        compared = (
-            f"{first.label} ({first.short_id}{where[0]}) against "
-            f"{second.label} ({second.short_id}{where[1]})"
-        )
-    attribution = measure_attribution(cache, records, plan, args.cutoff, chosen)
+        compared = compared_runs(first, second)
+        attribution = measure_between(cache, records, first, second, args.cutoff)
     if args.json:
         _json(
             {

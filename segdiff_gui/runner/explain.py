@@ -6,12 +6,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from segdiff_gui.core.attribution import Attribution, AttributionPlan, attribute
+from segdiff_gui.core.attribution import Attribution, AttributionPlan, attribute, plan_attribution
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore
 
-__all__ = ["measure_attribution"]
+__all__ = ["compared_runs", "measure_attribution", "measure_between"]
 
 
 def _host(record: RunRecord) -> object:
@@ -55,3 +55,26 @@ def measure_attribution(
 
     chosen = (read(ends[0]), read(ends[1])) if len(named) == 2 else None
     return attribute(plan, maps_of, cutoff, chosen)
+
+
+def measure_between(
+    store: RunStore,
+    records: Sequence[RunRecord],
+    first: RunRecord,
+    second: RunRecord,
+    cutoff: float,
+) -> Attribution:
+    """What moves stored run ``first`` to ``second`` (two runs of ``records``, their group):
+    their knobs one by one, and the total between exactly these two runs."""
+    plan = plan_attribution(first.run_config, second.run_config)
+    return measure_attribution(store, records, plan, cutoff, (first.key, second.key))
+
+
+def compared_runs(first: RunRecord, second: RunRecord) -> str:
+    """``"label (id) against label (id)"``; each run's host is named where the two differ."""
+    hosts = [str(_host(record) or "?") for record in (first, second)]
+    where = [f" on {host}" if hosts[0] != hosts[1] else "" for host in hosts]
+    return (
+        f"{first.label} ({first.short_id}{where[0]}) against "
+        f"{second.label} ({second.short_id}{where[1]})"
+    )
