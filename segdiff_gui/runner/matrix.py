@@ -91,9 +91,6 @@ class MatrixRunner:
         self._cancel = threading.Event()
         self._stop = threading.Event()  # an input error, or the consumer gave up
         self._children: list[ChildProcess] = []
-        # Set when the first engine child has started, or when the run ends without one:
-        # segdiff-gui lets the runs plan alone before it imports Qt (runner/early.py).
-        self.first_child_started = threading.Event()
         self._lock = threading.Lock()
         # Children at once: not more than there are cores.
         self._parallel = max(1, min(parallel, os.cpu_count() or 1))
@@ -133,12 +130,6 @@ class MatrixRunner:
                 child.signal_kill()
 
     def run(self) -> Generator[Message, None, None]:
-        try:
-            yield from self._messages()
-        finally:
-            self.first_child_started.set()  # no child starts after the run: none to wait for
-
-    def _messages(self) -> Generator[Message, None, None]:
         plan = self.plan
         yield PlanReady(total=plan.total, cached=len(plan.cached), children=len(plan.jobs))
         for run in plan.cached:
@@ -274,7 +265,6 @@ class MatrixRunner:
             self._children.append(child)
             if self._halted():
                 child.signal_kill()
-        self.first_child_started.set()
         return child
 
     def _run_job(self, job: EngineJob, early: bool = False) -> Iterator[Message]:

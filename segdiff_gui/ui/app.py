@@ -134,8 +134,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             problem = error
         else:
             runs = _start_runs_early(args, opened[1])
-            if runs is not None:  # planning has the interpreter to itself (runner/early.py)
-                runs.wait_until_under_way()
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     app = QApplication.instance() or QApplication(sys.argv[:1])

@@ -51,37 +51,3 @@ def test_runs_cancelled_while_they_plan_start_no_child(models, small_images, cac
     assert isinstance(messages[-1], AllDone) and messages[-1].cancelled
     assert not any(isinstance(m, RunFinished) for m in messages)
     assert not cache.records()
-
-
-def test_the_wait_ends_with_the_first_child_started(models, small_images, cache):
-    request = MatrixRequest(
-        models / "tiny.keras", tuple(small_images[:1]), cache, (RunConfig(),), repeats=1
-    )
-    runs = RunsStartedEarly(request.start)
-    runs.wait_until_under_way(120)  # far longer than it takes: the child, not the time, ends it
-    runner = runs._runner
-    assert runner is not None and runner._child is not None
-    assert not cache.records()  # it ended as the child started, seconds before its map
-    messages = list(runs.run())
-    assert isinstance(messages[-1], AllDone) and messages[-1].finished == 1
-
-
-@pytest.mark.parametrize("cause", ["nothing to compute", "planning failed"])
-def test_the_wait_ends_when_no_child_will_start(models, small_images, cache, tmp_path, cause):
-    request = MatrixRequest(
-        models / "tiny.keras", tuple(small_images[:1]), cache, (RunConfig(),), repeats=1
-    )
-    if cause == "nothing to compute":
-        list(RunsStartedEarly(request.start).run())  # the run is cached now
-        start = request.start
-    else:
-
-        def start():
-            raise InputError(str(tmp_path / "gone.keras"), "no such file")
-
-    runs = RunsStartedEarly(start)
-    waited = threading.Thread(target=runs.wait_until_under_way, args=(600,), daemon=True)
-    waited.start()
-    waited.join(120)  # a wait that missed the end would last the whole 600 s
-    assert not waited.is_alive()
-    assert runs._runner is None or runs._runner._child is None
