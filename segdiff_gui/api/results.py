@@ -20,7 +20,15 @@ from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.io.html_report import study_fragment
 from segdiff_gui.runner.reports import comparison_summary, diagnosis_summary
 
-__all__ = ["Comparison", "Diagnosis", "Explanation", "Sweep", "html_document"]
+__all__ = [
+    "Comparison",
+    "Diagnosis",
+    "Explanation",
+    "Sweep",
+    "html_document",
+    "study_html",
+    "study_text",
+]
 
 # How the API asks for what a sweep did not measure.
 _HOW = SweepHints(masks="masks=FOLDER", repeats="repeats=2 or more")
@@ -306,3 +314,27 @@ class Sweep:
             lines.append(f"  {cells[0]}: " + ", ".join(f"{h} {c}" for h, c in figures if c))
         lines += [f"  {sentence}" for sentence in self.sentences]
         return "\n".join(lines)
+
+
+def study_html(
+    study: Study, image: np.ndarray | None, title: str, failures: Sequence[dict[str, Any]]
+) -> str:
+    """A notebook study as a page: its comparison and pictures, then the runs that failed."""
+    failed = "".join(
+        f"<li>failed {escape(str(f['label']))}: {escape(str(f['error']))}</li>" for f in failures
+    )
+    extra = f"<ul>{failed}</ul>" if failed else ""
+    return html_document(study_fragment(study, image, title) + extra)
+
+
+def study_text(
+    head: str,
+    study: Study,
+    context: dict[str, Any],
+    title: str,
+    failures: Sequence[dict[str, Any]],
+) -> str:
+    """A notebook study as text: ``head``, its comparison, then the runs that failed."""
+    lines = [head, *Comparison(study, context, title, None).text_lines()]
+    lines += [f"  failed {f['label']}: {f['error']}" for f in failures]
+    return "\n".join(lines)

@@ -6,26 +6,30 @@ on first use, bit-exactly from the store."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from segdiff_gui.api.arguments import checked_cutoff, output_path
+from segdiff_gui.api.arguments import checked_cutoff
+from segdiff_gui.api.files import write_flip_mask, write_flipped_pixels, write_study_report
 from segdiff_gui.api.recompute import explanation_of_runs, explanation_of_specs, test_set
-from segdiff_gui.api.results import Comparison, Diagnosis, Explanation, Sweep, html_document
+from segdiff_gui.api.results import (
+    Comparison,
+    Diagnosis,
+    Explanation,
+    Sweep,
+    study_html,
+    study_text,
+)
 from segdiff_gui.api.stored import Run, RunName, StoredGroup
-from segdiff_gui.api.tables import Table, make_table, pixel_rows
+from segdiff_gui.api.tables import Table, flip_curve_table, make_table, pixel_rows
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.findings import plural
 from segdiff_gui.core.study import Study as AnalysedStudy
 from segdiff_gui.core.study import StudyRun
-from segdiff_gui.io.html_report import study_fragment, write_html_report
-from segdiff_gui.io.masks import write_mask
-from segdiff_gui.io.reports import write_json_report
-from segdiff_gui.io.tables import pixel_table, write_pixel_csv
-from segdiff_gui.runner.reports import report_context, study_report
+from segdiff_gui.io.tables import pixel_table
+from segdiff_gui.runner.reports import report_context
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import (
@@ -223,18 +227,7 @@ class Study:
         if study.multiclass:
             raise InputError(self.title, "multi-class maps flip on argmax: no cutoff curve")
         chosen = study.others if run is None else [self._analysed_run(run, study)]
-        if cutoffs is not None and not isinstance(cutoffs, Sequence | np.ndarray):
-            raise InputError("cutoffs", f"is {cutoffs!r}: give a list of cutoffs")
-        grid = None if cutoffs is None else np.array([checked_cutoff(c) for c in cutoffs])
-        curves = {other.label: study.curve(other) for other in chosen}
-        if not curves:
-            raise InputError(self.title, "has only the reference: no curve to draw")
-        points = next(iter(curves.values())).cutoffs if grid is None else grid
-        rows = [
-            {"cutoff": float(t), **{label: int(c.at(t)) for label, c in curves.items()}}
-            for t in points
-        ]
-        return make_table(rows, index="cutoff")
+        return flip_curve_table(study, chosen, cutoffs, self.title)
 
     # -- why, and what it means -------------------------------------------------------------
 
@@ -329,19 +322,15 @@ class Study:
     def export_mask(self, path: str | Path, run: RunName, cutoff: float | None = None) -> Path:
         """Write the run's flip mask against the reference as an image (white: flipped; PNG
         or TIFF by the name). Returns the path."""
-        target = output_path(path, "mask")
-        write_mask(target, self.flips(run, cutoff))
-        return target
+        return write_flip_mask(path, self.flips(run, cutoff))
 
     def export_pixels(
         self, path: str | Path, run: RunName, cutoff: float | None = None, at_risk: bool = False
     ) -> Path:
         """Write the flipped (and at-risk) pixels as CSV, a line per pixel with every run's
         exact value, bits, ULPs and class: ``segdiff export --csv``. Returns the path."""
-        target = output_path(path, "table")
         study = self._study(cutoff)
-        write_pixel_csv(target, study, self._analysed_run(run, study), include_at_risk=at_risk)
-        return target
+        return write_flipped_pixels(path, study, self._analysed_run(run, study), at_risk)
 
     def report(
         self,
@@ -363,38 +352,20 @@ class Study:
         list of Path
             The files written, HTML first.
         """
-        if html is None and json is None:
-            raise InputError("report", "name what to write: html=FILE and/or json=FILE")
         study = self._study(cutoff)
-        data = study_report(self._store, study, self._context())
-        written = []
-        if html is not None:
-            page = output_path(html, "report")
-            written.append(write_html_report(page, data, study, self._group.image))
-        if json is not None:
-            written.append(write_json_report(output_path(json, "report"), data))
-        return [Path(path) for path in written]
+        image = self._group.image
+        return write_study_report(self._store, study, self._context(), image, html, json)
 
     # -- display ----------------------------------------------------------------------------
 
     def _repr_html_(self) -> str:
-        study = self._study()
-        failed = "".join(
-            f"<li>failed {escape(str(f['label']))}: {escape(str(f['error']))}</li>"
-            for f in self.failures
-        )
-        extra = f"<ul>{failed}</ul>" if failed else ""
-        return html_document(study_fragment(study, self._group.image, self.title) + extra)
+        return study_html(self._study(), self._group.image, self.title, self.failures)
 
     def __repr__(self) -> str:
+        head = f"<Study {self.title}: {plural(len(self._records), 'run')} against "
         study = self._study()
-        lines = [
-            f"<Study {self.title}: {plural(len(self._records), 'run')} against "
-            f"{study.reference.label}, cutoff {self.cutoff:g}, group {self.group}>"
-        ]
-        lines += Comparison(study, self._context(), self.title, None).text_lines()
-        lines += [f"  failed {f['label']}: {f['error']}" for f in self.failures]
-        return "\n".join(lines)
+        head += f"{study.reference.label}, cutoff {self.cutoff:g}, group {self.group}>"
+        return study_text(head, study, self._context(), self.title, self.failures)
 
     # -- inside -----------------------------------------------------------------------------
 

@@ -5,9 +5,16 @@ API works, and imports fast, without it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Table", "make_table", "pixel_rows"]
+from segdiff_gui.api.arguments import checked_cutoff
+from segdiff_gui.core.errors import InputError
+
+if TYPE_CHECKING:
+    from segdiff_gui.core.study import Study as AnalysedStudy
+    from segdiff_gui.core.study import StudyRun
+
+__all__ = ["Table", "flip_curve_table", "make_table", "pixel_rows"]
 
 # A pandas.DataFrame where pandas is installed, else a list of records (dicts).
 Table = Any
@@ -56,3 +63,23 @@ def pixel_rows(
                 }
             )
     return rows, [*header[:lead], "run", "value", "exact", "bits", "ulp", "class"]
+
+
+def flip_curve_table(
+    study: AnalysedStudy, runs: Sequence[StudyRun], cutoffs: Sequence[float] | None, title: str
+) -> Table:
+    """Flip counts of ``runs`` (binary maps) at ``cutoffs`` (default: their curves' own
+    points), indexed by cutoff; ``title`` names the study in an error."""
+    import numpy as np
+
+    if cutoffs is not None and not isinstance(cutoffs, Sequence | np.ndarray):
+        raise InputError("cutoffs", f"is {cutoffs!r}: give a list of cutoffs")
+    grid = None if cutoffs is None else np.array([checked_cutoff(c) for c in cutoffs])
+    curves = {run.label: study.curve(run) for run in runs}
+    if not curves:
+        raise InputError(title, "has only the reference: no curve to draw")
+    points = next(iter(curves.values())).cutoffs if grid is None else grid
+    rows = [
+        {"cutoff": float(t), **{label: int(c.at(t)) for label, c in curves.items()}} for t in points
+    ]
+    return make_table(rows, index="cutoff")
