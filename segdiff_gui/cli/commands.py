@@ -104,7 +104,11 @@ def _runtime_text(provenance: dict[str, Any]) -> str:
     of TensorFlow versions it replaces (a table must fit a terminal of 80 columns)."""
     runtime = str(provenance.get("runtime", "tensorflow"))
     version = provenance.get("runtime_version") or provenance.get("tf_version") or ""
-    return f"{'TF' if runtime == 'tensorflow' else runtime} {version}".strip()
+    text = f"{'TF' if runtime == 'tensorflow' else runtime} {version}".strip()
+    onednn = provenance.get("onednn_enabled")
+    if runtime == "tensorflow" and isinstance(onednn, bool):  # the default depends on the CPU
+        text += f", oneDNN {'on' if onednn else 'off'}"
+    return text
 
 
 def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -95,8 +95,8 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
         facts = probes["tensorflow"]["facts"]
         out.print(
             f"TensorFlow's own defaults here: oneDNN {'on' if facts['onednn_enabled'] else 'off'}, "
-            f"intra-op threads {facts['intra_op_threads'] or 'default'} (runs set both from "
-            "their knobs: onednn=on and the default thread count unless asked)"
+            f"intra-op threads {facts['intra_op_threads'] or 'default'} (runs keep both unless "
+            "asked: onednn=on|off, threads=N)"
         )
     for name, problem in failed.items():
         out.print(f"{RUNTIMES[name].title}: {problem}", markup=False, highlight=False)

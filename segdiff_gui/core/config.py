@@ -48,7 +48,7 @@ class RunConfig:
     position: int = _default("position")
     determinism: bool = _default("determinism")
     tf32: bool = _default("tf32")
-    onednn: bool = _default("onednn")
+    onednn: bool | None = _default("onednn")  # None: the runtime's default, not forced
     threads: int = _default("threads")
     xla: bool = _default("xla")
     precision: str = _default("precision")

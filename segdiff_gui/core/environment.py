@@ -3,6 +3,9 @@
 segdiff sets the knob-controlled ones itself from a :class:`RunConfig`, so a value inherited
 from the user's shell must not reach a child and silently override a knob. The others are
 passed through, and because they change results they are part of the cache key.
+``TF_ENABLE_ONEDNN_OPTS`` is the user's where the onednn knob is left at its default (their
+script would see it): the child sets it only for onednn=on|off, and the planner keys the
+value it gives (core/runtime_defaults.py).
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from collections.abc import Mapping
 __all__ = ["CONTROLLED_VARIABLES", "KEYED_VARIABLES", "child_environment", "keyed_environment"]
 
 CONTROLLED_VARIABLES = (
-    "TF_ENABLE_ONEDNN_OPTS",  # onednn knob
     "TF_DETERMINISTIC_OPS",  # determinism knob
     "TF_CUDNN_DETERMINISTIC",  # older spelling of the same
     "NVIDIA_TF32_OVERRIDE",  # would override the tf32 knob inside cuDNN/cuBLAS

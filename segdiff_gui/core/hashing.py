@@ -57,6 +57,7 @@ def run_key(
     repeat: int,
     environment: dict[str, str] | None = None,
     calibration: list[str] | None = None,
+    defaults_in_effect: dict[str, Any] | None = None,
 ) -> str:
     """The cache key of one run.
 
@@ -65,6 +66,8 @@ def run_key(
     ``environment`` holds the numerics-changing variables passed to the child (``XLA_FLAGS`` …).
     ``calibration``: the images a full-int8 conversion was calibrated on (their hashes), part
     of the model such a run computes with; absent from the key otherwise, so other keys stay.
+    ``defaults_in_effect``: what the knobs left at their default are on this machine where that
+    depends on it (core/runtime_defaults.py: oneDNN under TensorFlow); absent when empty.
     """
     ingredients = {
         "schema": KEY_SCHEMA,
@@ -79,4 +82,6 @@ def run_key(
     }
     if calibration:
         ingredients["calibration"] = list(calibration)
+    if defaults_in_effect:
+        ingredients["defaults_in_effect"] = dict(defaults_in_effect)
     return hash_bytes(canonical_json(ingredients).encode())

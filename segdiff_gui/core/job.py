@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
+from segdiff_gui.core.runtime_defaults import DefaultsInEffect
 
 __all__ = ["EngineJob", "ImageRef", "PlannedRun"]
 
@@ -32,6 +33,8 @@ class PlannedRun:
     # What the configuration does not say but the label must: a full-int8 run's calibration
     # set (core/runtimes.calibration_tag), as the stored record's label will say it.
     tag: str = ""
+    # What the configuration's unset knobs are on this machine (keyed): the child checks it.
+    in_effect: DefaultsInEffect = field(default_factory=DefaultsInEffect)
 
     @property
     def label(self) -> str:
@@ -46,6 +49,7 @@ class PlannedRun:
             "target": self.target,
             "batch": list(self.batch),
             "tag": self.tag,
+            "in_effect": self.in_effect.to_dict(),
         }
 
     @classmethod
@@ -57,6 +61,7 @@ class PlannedRun:
             target=int(data["target"]),
             batch=tuple(data["batch"]),
             tag=str(data.get("tag", "")),
+            in_effect=DefaultsInEffect.from_dict(data.get("in_effect", {})),
         )
 
 

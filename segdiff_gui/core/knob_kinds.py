@@ -21,6 +21,7 @@ __all__ = [
     "parse_count",
     "parse_layer_names",
     "switch",
+    "unforced_switch",
 ]
 
 _TRUE = {"on", "true", "1", "yes"}
@@ -103,6 +104,45 @@ def switch(name: str, default: bool, *, on: str = "", off: str = "", **rest: Any
         fragment=lambda value: on if value else off,
         shown=_on_off,
         spec=_on_off,
+        **rest,
+    )
+
+
+def _parse_unforced(name: str, text: str) -> bool | None:
+    if text.strip().lower() == "default":
+        return None
+    try:
+        return _parse_switch(name, text)
+    except ConfigError:
+        raise ConfigError(f"{name} must be default, on or off, not {text!r}") from None
+
+
+def _check_unforced(name: str, value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ConfigError(f"{name} must be default, on or off, not {value!r}")
+
+
+def unforced_switch(name: str, *, on: str, off: str, runtime_default: str, **rest: Any) -> Knob:
+    """An on/off knob whose default is not a value but the runtime's own choice (``None``),
+    left unset in the child and read back there: ``on``/``off`` are its label fragments when
+    set; ``runtime_default`` says in words whose choice the default is ("TensorFlow's
+    default"). It is left out of the keyed form at its default (its value in effect is keyed
+    instead: core/runtime_defaults.py), so a run stored with it set keeps its key."""
+
+    def shown(value: object) -> str:
+        return runtime_default if value is None else _on_off(value)
+
+    return Knob(
+        name,
+        None,
+        "default|on|off",
+        parse=_parse_unforced,
+        check=_check_unforced,
+        fragment=lambda value: "" if value is None else on if value else off,
+        shown=shown,
+        spec=lambda value: "default" if value is None else _on_off(value),
+        keyed_at_default=False,
         **rest,
     )
 

@@ -30,6 +30,7 @@ from segdiff_gui.core.knob_kinds import (
     parse_count,
     parse_layer_names,
     switch,
+    unforced_switch,
 )
 from segdiff_gui.core.limits import MAX_BATCH
 from segdiff_gui.core.runtimes import RUNTIME_NAMES, RUNTIMES
@@ -161,17 +162,23 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
             ),
         ),
     ),
-    switch(
+    unforced_switch(
         "onednn",
-        True,
+        on="onednn",
         off="onednn-off",
+        runtime_default="TensorFlow's default",
         title="oneDNN",
         tooltip="oneDNN's CPU kernels (TF_ENABLE_ONEDNN_OPTS); they reorder the arithmetic. "
+        "Default: not set, as in your own script: TensorFlow turns it on for CPUs with "
+        "AVX-512 VNNI/BF16, AVX-VNNI or AMX and off elsewhere, and segdiff records which. "
         "Own process.",
         link=_DOCS + "install/pip#hardware_requirements",
         process_level=True,
         advise_keeping=True,
-        variants=(Variant("oneDNN off", False, "Off: CPU kernels without oneDNN."),),
+        variants=(
+            Variant("oneDNN on", True, "On: TensorFlow's oneDNN CPU kernels, whatever the CPU."),
+            Variant("oneDNN off", False, "Off: CPU kernels without oneDNN."),
+        ),
     ),
     Knob(
         "threads",

@@ -79,10 +79,10 @@ def _refuses_nothing(_config: Any) -> str:
 
 
 def _jax_refuses(config: Any) -> str:
-    if not config.onednn:
+    if config.onednn is False:
         return (
             "onednn=off means nothing under JAX: oneDNN is TensorFlow's CPU kernel switch and "
-            "XLA's CPU backend has none (keep onednn=on)"
+            "XLA's CPU backend has none (leave onednn at its default)"
         )
     if config.threads > 1:
         return (
@@ -112,10 +112,10 @@ def _converted_refuses(title: str, on_gpu: bool, switches: bool) -> Callable[[An
                 f"xla=on means nothing under {title}: the converted model runs in its own "
                 "kernels, not TensorFlow's (keep xla=off)"
             )
-        if not config.onednn:
+        if config.onednn is False:
             return (
                 f"onednn=off means nothing under {title}: oneDNN is TensorFlow's CPU kernel "
-                "switch (keep onednn=on)"
+                "switch (leave onednn at its default)"
             )
         if config.keep_float32:
             return (

@@ -121,7 +121,11 @@ def _jax_settings(settings: RunConfig, uses_gpu: bool) -> dict[str, str]:
 
 
 def _tensorflow_settings(settings: RunConfig) -> dict[str, str]:
-    values = {"TF_ENABLE_ONEDNN_OPTS": "1" if settings.onednn else "0"}
+    # oneDNN at its default is left as the user's environment has it (TensorFlow then
+    # decides by the CPU): the child reads back what it got (core/runtime_defaults.py).
+    values = {}
+    if settings.onednn is not None:
+        values["TF_ENABLE_ONEDNN_OPTS"] = "1" if settings.onednn else "0"
     if settings.determinism:
         values["TF_DETERMINISTIC_OPS"] = "1"
     if settings.threads:

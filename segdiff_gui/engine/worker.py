@@ -230,6 +230,8 @@ class JobRunner:
 
     def execute(self, run: PlannedRun) -> RunRecord:
         config = run.config
+        if wrong := run.in_effect.mismatch(self.facts):
+            raise RunError(wrong)
         device_name = self.check_device(config)
         self.step(run, 1)
         batch = self.batch_for(run)
@@ -272,6 +274,8 @@ class JobRunner:
             "wall_time_s": wall,
             "timestamp": local_timestamp(),
         }
+        if in_effect := run.in_effect.to_dict():  # keyed: a stored run's key is made from it
+            provenance["defaults_in_effect"] = in_effect
         return RunRecord(
             key=run.key,
             label=run.label,

@@ -34,7 +34,7 @@ _PROVENANCE_FIELDS = (
     ("keras_version", "Keras"),
     ("cuda_version", "CUDA (build)"),
     ("cudnn_version", "cuDNN (build)"),
-    ("onednn_enabled", "oneDNN"),
+    ("onednn_in_effect", "oneDNN"),
     ("op_determinism", "op determinism"),
     ("tf32_enabled", "TF32"),
     ("intra_op_threads", "intra-op threads"),

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui import __version__
+from segdiff_gui.core.runtime_defaults import onednn_in_effect
 from segdiff_gui.core.study import Study
 from segdiff_gui.core.timestamps import local_timestamp
 
@@ -60,7 +61,10 @@ def report_data(
                 "configuration": run.configuration,
                 "repeat": run.repeat,
                 "config": run.config.to_dict(),
-                "provenance": provenance.get(run.key, {}),
+                "provenance": {
+                    **provenance.get(run.key, {}),
+                    "onednn_in_effect": onednn_in_effect(run.config, provenance.get(run.key, {})),
+                },
             }
             for run in study.runs
         ],

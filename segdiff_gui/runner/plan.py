@@ -18,6 +18,7 @@ from segdiff_gui.core.hashing import hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_REPEATS
+from segdiff_gui.core.runtime_defaults import defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
@@ -217,6 +218,7 @@ def plan_matrix(
     for target_index in targets:
         for config in configs:
             slots = batch_slots(config, target_index, len(refs))
+            in_effect = defaults_in_effect(config, os.environ)
             for repeat in range(repeats):
                 key = run_key(
                     model_hash=model_hash,
@@ -228,11 +230,14 @@ def plan_matrix(
                     repeat=repeat,
                     environment=keyed_environment(os.environ),
                     calibration=calibration if _calibrated(config) else None,
+                    defaults_in_effect=in_effect.to_dict(),
                 )
                 if key not in seen:  # the same configuration asked twice runs once
                     seen.add(key)
                     tag = calibration_tag(calibration) if _calibrated(config) else ""
-                    runs.append(PlannedRun(key, config, repeat, target_index, slots, tag))
+                    runs.append(
+                        PlannedRun(key, config, repeat, target_index, slots, tag, in_effect)
+                    )
 
     decoded: set[str] = set()
     for target_index in targets:

@@ -24,6 +24,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.environment import keyed_environment
 from segdiff_gui.core.hashing import canonical_json, hash_bytes, run_key
 from segdiff_gui.core.limits import MAX_REPEATS, check_stored_bytes
+from segdiff_gui.core.runtime_defaults import DefaultsInEffect
 from segdiff_gui.core.runtimes import calibration_tag
 from segdiff_gui.core.text import printable
 from segdiff_gui.storage.chunked_read import read_stored_array
@@ -155,7 +156,14 @@ def expected_key(record: RunRecord) -> str:
         repeat=record.repeat,
         environment=keyed_environment(environment if isinstance(environment, dict) else {}),
         calibration=[str(h) for h in calibration] if isinstance(calibration, list) else None,
+        defaults_in_effect=in_effect_of(record.provenance).to_dict(),
     )
+
+
+def in_effect_of(provenance: dict[str, Any]) -> DefaultsInEffect:
+    """What the run's unset knobs were on the machine that computed it (keyed with it)."""
+    recorded = provenance.get("defaults_in_effect")
+    return DefaultsInEffect.from_dict(recorded if isinstance(recorded, dict) else {})
 
 
 def elsewhere_key(key: str, record: RunRecord) -> str:

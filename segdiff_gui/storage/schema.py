@@ -151,7 +151,8 @@ def check_config(data: object, fail: Any) -> RunConfig:
     """A stored configuration: a dict of known knobs, each of its knob's type."""
     if not isinstance(data, dict):
         raise fail(f"is {_kind(data)}, not a configuration")
-    types = {f.name: type(f.default) for f in fields(RunConfig)}
+    # A knob whose default is the runtime's own (None) is stored only when set: on or off.
+    types = {f.name: bool if f.default is None else type(f.default) for f in fields(RunConfig)}
     for name, value in data.items():
         if name not in types:
             raise fail(f"names an unknown knob {str(name)[:40]!r}")

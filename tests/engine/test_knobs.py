@@ -2,12 +2,14 @@
 setting TensorFlow reports inside the child, and, where the CPU shows it, by the map itself."""
 
 import json
+import os
 
 import numpy as np
 import pytest
 
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.config import parse_config_spec
+from segdiff_gui.core.runtime_defaults import tensorflow_onednn_default
 from segdiff_gui.runner import MatrixRunner, plan_matrix
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff
@@ -25,6 +27,7 @@ SPECS = {
     "tf32": "tf32=off",
     "threads": "threads=1",
     "onednn": "onednn=off",
+    "onednn_on": "onednn=on",
     "determinism": "determinism=on",
 }
 
@@ -36,8 +39,9 @@ def runs(demo, tmp_path_factory):
     cache = ResultCache(tmp_path_factory.mktemp("knobs"))
     configs = {name: parse_config_spec(spec) for name, spec in SPECS.items()}
     plan = plan_matrix(model, images, list(configs.values()), cache=cache, repeats=2)
-    # default, threads=1, oneDNN off, determinism, TF32 off (issue 14, defect 5): own processes
-    assert len(plan.jobs) == 5
+    # default, threads=1, oneDNN off, oneDNN on, determinism, TF32 off (issue 14, defect 5):
+    # own processes
+    assert len(plan.jobs) == 6
     messages = list(MatrixRunner(plan, cache).run())
     assert messages[-1].failed == 0, messages
     by_config = {}
@@ -98,11 +102,28 @@ def test_tf32_switch_is_applied_and_leaves_cpu_maths_alone(runs):
 def test_process_level_knobs_take_effect_in_their_own_child(runs):
     base = runs["base", 0].provenance
     assert base["intra_op_threads"] == 0 and runs["threads", 0].provenance["intra_op_threads"] == 1
-    assert base["onednn_enabled"] is True
     assert runs["onednn", 0].provenance["onednn_enabled"] is False
     assert runs["onednn", 0].provenance["environment"]["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    assert runs["onednn_on", 0].provenance["onednn_enabled"] is True
+    assert runs["onednn_on", 0].provenance["environment"]["TF_ENABLE_ONEDNN_OPTS"] == "1"
     assert base["op_determinism"] is False
     assert runs["determinism", 0].provenance["op_determinism"] is True
+
+
+def test_onednn_left_at_its_default_is_tensorflows_own_choice_and_keyed(runs):
+    """Not forced (issue 32): the child leaves TF_ENABLE_ONEDNN_OPTS as the user's
+    environment has it, reads back what TensorFlow chose, and the key holds that value."""
+    expected = tensorflow_onednn_default(os.environ)
+    base = runs["base", 0]
+    assert "TF_ENABLE_ONEDNN_OPTS" not in base.provenance["environment"]
+    assert base.provenance["onednn_enabled"] is expected
+    assert base.provenance["defaults_in_effect"] == {"onednn": expected}
+    assert base.label == "cpu b1 r0" and "onednn" not in base.config
+    # The default computes what the explicit setting of the same value computes.
+    same, other = ("onednn_on", "onednn") if expected else ("onednn", "onednn_on")
+    assert differs(runs, same).bitwise_equal
+    assert base.key != runs[same, 0].key  # asked differently: its own entry
+    assert runs[other, 0].provenance["onednn_enabled"] is not expected
 
 
 def test_provenance_names_versions_device_and_host(runs):

@@ -15,6 +15,7 @@ from segdiff_gui.core.protocol import (
     RunFinished,
     RunStarted,
 )
+from segdiff_gui.core.runtime_defaults import tensorflow_onednn_default
 from segdiff_gui.runner import MatrixRunner, plan_matrix
 
 pytestmark = pytest.mark.slow
@@ -144,12 +145,23 @@ def test_abandoning_the_generator_leaves_no_child(models, small_images, cache):
 def test_inherited_knob_variables_do_not_override_the_knobs(
     models, small_images, cache, monkeypatch
 ):
-    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    """A set knob wins over the user's variable; oneDNN left at its default is the user's
+    TF_ENABLE_ONEDNN_OPTS, as their own script would see it, and keyed by what it gives."""
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    plain = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache, repeats=1)
+    users = "0" if tensorflow_onednn_default({}) else "1"  # the other way from this CPU's
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", users)
     monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "1")
-    plan = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache, repeats=1)
-    list(MatrixRunner(plan, cache).run())
-    provenance = cache.read_run(plan.runs[0].key).provenance
-    assert provenance["onednn_enabled"] is True
+    configs = [RunConfig(), RunConfig(onednn=users == "0")]
+    plan = plan_matrix(models / "tiny.keras", small_images, configs, cache=cache, repeats=1)
+    assert plan.runs[0].key != plain.runs[0].key  # another oneDNN in effect: another key
+    messages = list(MatrixRunner(plan, cache).run())
+    assert messages[-1].failed == 0, messages
+    default, forced = (cache.read_run(run.key).provenance for run in plan.runs)
+    assert default["onednn_enabled"] is (users == "1")
+    assert default["environment"]["TF_ENABLE_ONEDNN_OPTS"] == users
+    assert forced["onednn_enabled"] is (users == "0")  # the knob, not the variable
+    provenance = default
     assert "TF_NUM_INTRAOP_THREADS" not in provenance["environment"]
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
     again = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache, repeats=1)

@@ -51,7 +51,8 @@ class TorchBackend(Backend):
         torch.backends.cudnn.benchmark = False  # no per-process autotuning unless asked
         torch.backends.cuda.matmul.allow_tf32 = settings.tf32
         torch.backends.cudnn.allow_tf32 = settings.tf32
-        torch.backends.mkldnn.enabled = settings.onednn
+        if settings.onednn is not None:  # else PyTorch's own default (on)
+            torch.backends.mkldnn.enabled = settings.onednn
 
     def _check_device(self, name: str) -> None:
         if name.startswith("gpu"):
