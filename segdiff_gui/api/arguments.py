@@ -36,7 +36,7 @@ __all__ = [
 ConfigLike = str | Mapping[str, Any] | RunConfig
 PathLike = str | Path
 
-_PREPROCESS_KEYS = ("scale", "mean", "std", "color", "resize")
+_PREPROCESS_KEYS = ("divide", "scale", "mean", "std", "color", "resize")
 
 
 def checked_cutoff(value: object, name: str = "cutoff") -> float:
@@ -156,12 +156,13 @@ def configurations(configs: object) -> tuple[RunConfig, ...]:
     return tuple(configuration(value) for value in configs)
 
 
-def _scale_text(value: object) -> str | None:
-    """A scale as the CLI's text: a number exactly (1/255 stays 1/255's float), or text."""
+def _scale_text(name: str, value: object) -> str | None:
+    """A scale or divisor as the CLI's text: a number exactly (1/255 stays 1/255's float), or
+    text."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-        raise InputError("preprocess", f"scale is {value!r}: give a number or text like '1/255'")
+        raise InputError("preprocess", f"{name} is {value!r}: give a number or text like '1/255'")
     return str(Fraction(float(value)))
 
 
@@ -191,11 +192,12 @@ def preprocessing(value: Preprocessing | Mapping[str, Any] | None) -> Preprocess
         )
     try:
         return parse_preprocessing(
-            _scale_text(value.get("scale")),
+            _scale_text("scale", value.get("scale")),
             _channels_text("mean", value.get("mean")),
             _channels_text("std", value.get("std")),
             str(value.get("color", "keep")),
             str(value.get("resize", "refuse")),
+            _scale_text("divide", value.get("divide")),
         )
     except (ConfigError, ValueError) as error:
         raise InputError("preprocess", str(error)) from None

@@ -116,12 +116,20 @@ def parse_config_spec(spec: str, base: _C | None = None, knobs: KnobRegistry = K
 
 @dataclass(frozen=True)
 class Preprocessing:
-    """How an image file becomes the model's input; part of the cache key.
+    """How an image file becomes the model's input; part of the cache key. In float32, in
+    this order (core/preprocess.py):
 
-    ``scale=None`` means: by the image's dtype (1/255 for 8-bit, 1/65535 for 16-bit, 1 for float).
-    ``mean``/``std`` are per channel (one value applies to all), applied after scaling.
-    ``color`` converts only when asked: ``keep``, ``gray`` or ``rgb``.
-    ``resize`` is ``refuse`` (a size mismatch is an error) or ``bilinear``.
+    1. the pixels as float32 (``x = image.astype(np.float32)``);
+    2. scaled: ``x / float32(divisor)`` or ``x * float32(scale)``, whichever is given; neither:
+       by the image's dtype, dividing (``x / 255`` for 8-bit, ``x / 65535`` for 16-bit, float
+       images unchanged), as ``img.astype(np.float32) / 255.0`` does. Dividing and multiplying
+       by the reciprocal round differently (Keras's ``Rescaling(1/255)`` multiplies);
+    3. colour converted, only when asked: ``keep``, ``gray`` or ``rgb``;
+    4. resized: ``refuse`` (a size mismatch is an error) or ``bilinear``;
+    5. ``x - mean``, then ``x / std``, per channel (one value applies to all).
+
+    ``by_dtype`` is the arithmetic of step 2 when neither number is given: ``divide``, or
+    ``multiply`` (by 1/255 or 1/65535), which runs stored before issue 32 did.
     """
 
     scale: float | None = None
@@ -129,22 +137,43 @@ class Preprocessing:
     std: tuple[float, ...] = ()
     color: Literal["keep", "gray", "rgb"] = "keep"
     resize: Literal["refuse", "bilinear"] = "refuse"
+    divisor: float | None = None
+    by_dtype: Literal["divide", "multiply"] = "divide"
 
     def __post_init__(self) -> None:
         if self.color not in ("keep", "gray", "rgb"):
             raise ConfigError(f"color must be keep, gray or rgb, not {self.color!r}")
         if self.resize not in ("refuse", "bilinear"):
             raise ConfigError(f"resize must be refuse or bilinear, not {self.resize!r}")
-        if self.scale is not None and not (math.isfinite(self.scale) and self.scale > 0):
-            raise ConfigError(f"scale must be a positive finite number, not {self.scale}")
+        if self.by_dtype not in ("divide", "multiply"):
+            raise ConfigError(f"by_dtype must be divide or multiply, not {self.by_dtype!r}")
+        for name in ("scale", "divisor"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a positive finite number, not {value}")
+        if self.scale is not None and self.divisor is not None:
+            raise ConfigError("give a scale (x * scale) or a divisor (x / divisor), not both")
+        if self.scale is not None or self.divisor is not None:
+            object.__setattr__(self, "by_dtype", "divide")  # unused: equal settings, equal keys
         if not all(math.isfinite(v) for v in (*self.mean, *self.std)):
             raise ConfigError("mean and std must be finite numbers (not nan or inf)")
         if any(s == 0 for s in self.std):
             raise ConfigError("std must not contain 0")
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["mean"], data["std"] = list(self.mean), list(self.std)
+        """The stored and keyed form. A divisor, and dividing by the dtype, came after caches
+        existed: they are written only when used, so every run stored before keeps its key."""
+        data: dict[str, Any] = {
+            "scale": self.scale,
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "color": self.color,
+            "resize": self.resize,
+        }
+        if self.divisor is not None:
+            data["divisor"] = self.divisor
+        elif self.scale is None and self.by_dtype == "divide":
+            data["by_dtype"] = "divide"
         return data
 
     @classmethod
@@ -155,7 +184,17 @@ class Preprocessing:
             std=tuple(data.get("std", ())),
             color=data.get("color", "keep"),
             resize=data.get("resize", "refuse"),
+            divisor=data.get("divisor"),
+            by_dtype=data.get("by_dtype", "multiply"),  # absent: stored before issue 32
         )
+
+    def scaling_text(self) -> str:
+        """Step 2 in words: ``x / 255``, ``x * 0.00392157``, ``x / dtype max``."""
+        if self.divisor is not None:
+            return f"x / {self.divisor:g}"
+        if self.scale is not None:
+            return f"x * {self.scale:.6g}"
+        return "x / dtype max" if self.by_dtype == "divide" else "x * (1 / dtype max)"
 
 
 def _parse_floats(key: str, value: str) -> tuple[float, ...]:
@@ -165,30 +204,41 @@ def _parse_floats(key: str, value: str) -> tuple[float, ...]:
         raise ConfigError(f"{key} must be numbers separated by commas, not {value!r}") from None
 
 
+def _positive(name: str, text: str, example: str) -> float:
+    try:
+        value = float(Fraction(text))
+        if value <= 0:
+            raise ValueError
+    except (ValueError, ZeroDivisionError):
+        raise ConfigError(
+            f"{name} must be a positive number or fraction like {example}, not {text!r}"
+        ) from None
+    return value
+
+
 def parse_preprocessing(
     scale: str | None = None,
     mean: str | None = None,
     std: str | None = None,
     color: str = "keep",
     resize: str = "refuse",
+    divide: str | None = None,
 ) -> Preprocessing:
-    """Build :class:`Preprocessing` from command-line strings (``--scale 1/255 --mean 0.5``)."""
+    """Build :class:`Preprocessing` from command-line strings (``--divide 255 --mean 0.5``,
+    ``--scale 1/255``)."""
     scale_value = None
     if scale is not None and scale.lower() != "auto":
-        try:
-            scale_value = float(Fraction(scale))
-            if scale_value <= 0:
-                raise ValueError
-        except (ValueError, ZeroDivisionError):
-            raise ConfigError(
-                f"scale must be a positive number or fraction like 1/255, not {scale!r}"
-            ) from None
+        scale_value = _positive("scale", scale, "1/255")
+    divisor = None
+    if divide is not None and divide.lower() != "auto":
+        divisor = _positive("divide", divide, "255")
     return Preprocessing(
         scale=scale_value,
         mean=_parse_floats("mean", mean) if mean else (),
         std=_parse_floats("std", std) if std else (),
         color=color,  # type: ignore[arg-type]
         resize=resize,  # type: ignore[arg-type]
+        divisor=divisor,
     )
 
 

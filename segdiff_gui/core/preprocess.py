@@ -1,4 +1,5 @@
-"""Image → model input: dtype scaling, colour conversion on request, resizing, normalisation.
+"""Image → model input: scaling (dividing, or multiplying), colour conversion on request,
+resizing, normalisation; the steps and their order are :class:`Preprocessing`'s.
 
 Pure numpy so that the same arithmetic runs wherever the engine runs, and is part of the key.
 """
@@ -10,19 +11,35 @@ import numpy as np
 from segdiff_gui.core.config import Preprocessing
 from segdiff_gui.core.errors import InputError
 
-__all__ = ["default_scale", "prepare_input", "resize_bilinear"]
+__all__ = ["dtype_divisor", "prepare_input", "resize_bilinear", "scaled"]
 
 # ITU-R BT.601 luma, the weights Pillow and tf.image.rgb_to_grayscale use.
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
 
-def default_scale(dtype: np.dtype) -> float:
-    """1/255 for 8-bit, 1/65535 for 16-bit, 1 for float images (and other integer widths: 1)."""
+def dtype_divisor(dtype: np.dtype) -> float | None:
+    """255 for 8-bit, 65535 for 16-bit images; ``None`` (left as they are) for the others."""
     if dtype == np.uint8:
-        return 1.0 / 255.0
+        return 255.0
     if dtype == np.uint16:
-        return 1.0 / 65535.0
-    return 1.0
+        return 65535.0
+    return None
+
+
+def scaled(image: np.ndarray, preprocessing: Preprocessing) -> np.ndarray:
+    """Step 2 of :class:`Preprocessing`, in float32: ``x / divisor`` or ``x * scale``, or by
+    the image's dtype (the arithmetic ``by_dtype`` says)."""
+    data = image.astype(np.float32)
+    if preprocessing.divisor is not None:
+        return data / np.float32(preprocessing.divisor)
+    if preprocessing.scale is not None:
+        return data * np.float32(preprocessing.scale)
+    divisor = dtype_divisor(image.dtype)
+    if divisor is None:
+        return data
+    if preprocessing.by_dtype == "divide":
+        return data / np.float32(divisor)
+    return data * np.float32(1.0 / divisor)
 
 
 def resize_bilinear(image: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -79,9 +96,7 @@ def prepare_input(
     ``height``/``width``/``channels`` are the model's expectations (``None`` where free).
     Raises :class:`InputError` naming ``name`` and both shapes on a mismatch.
     """
-    scale = preprocessing.scale if preprocessing.scale is not None else default_scale(image.dtype)
-    data = image[..., None] if image.ndim == 2 else image
-    data = data.astype(np.float32) * np.float32(scale)
+    data = scaled(image[..., None] if image.ndim == 2 else image, preprocessing)
     data = _convert_channels(data, channels or 0, preprocessing.color, name)
     want_h, want_w = height or data.shape[0], width or data.shape[1]
     if (want_h, want_w) != data.shape[:2]:

@@ -95,7 +95,19 @@ TRUST_WARNING = (
 def add_model_settings(parser: argparse.ArgumentParser) -> None:
     """How images become the model's input, which output is the map, and trust."""
     group = parser.add_argument_group("model settings (part of the cache key)")
-    group.add_argument("--scale", metavar="X", help="input scale, e.g. 1/255 (default: by dtype)")
+    scaling = group.add_mutually_exclusive_group()
+    scaling.add_argument(
+        "--divide",
+        metavar="D",
+        help="divide the pixels by D in float32, as img.astype(np.float32) / 255.0 does (the "
+        "default: by the image's dtype, 255 for 8-bit and 65535 for 16-bit images)",
+    )
+    scaling.add_argument(
+        "--scale",
+        metavar="X",
+        help="multiply the pixels by float32(X) instead, e.g. 1/255, as Keras's Rescaling "
+        "layer does (it rounds differently from dividing)",
+    )
     group.add_argument(
         "--mean", metavar="M[,M,M]", help="per-channel mean subtracted after scaling"
     )
@@ -127,7 +139,9 @@ def add_model_settings(parser: argparse.ArgumentParser) -> None:
 def model_settings(args: argparse.Namespace) -> ModelSettings:
     """The settings the options of :func:`add_model_settings` name (a ConfigError if not)."""
     return ModelSettings(
-        preprocessing=parse_preprocessing(args.scale, args.mean, args.std, args.color, args.resize),
+        preprocessing=parse_preprocessing(
+            args.scale, args.mean, args.std, args.color, args.resize, args.divide
+        ),
         output=OutputSelection(output=args.output, activation=args.activation),
         trust_model=args.trust_model,
     )

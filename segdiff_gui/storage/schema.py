@@ -187,18 +187,20 @@ def _finite_numbers(value: object, most: int) -> bool:
 
 
 def check_preprocessing(data: object, fail: Any) -> Preprocessing:
-    if not isinstance(data, dict) or set(data) - {"scale", "mean", "std", "color", "resize"}:
-        raise fail("is not a preprocessing (scale, mean, std, color, resize)")
-    scale = data.get("scale")
-    if scale is not None and not (
-        type(scale) in (int, float) and math.isfinite(scale) and scale > 0  # noqa: E721
-    ):
-        raise fail("gives a scale that is not a positive finite number")
+    known = {"scale", "mean", "std", "color", "resize", "divisor", "by_dtype"}
+    if not isinstance(data, dict) or set(data) - known:
+        raise fail(f"is not a preprocessing ({', '.join(sorted(known))})")
+    for name in ("scale", "divisor"):
+        value = data.get(name)
+        if value is not None and not (
+            type(value) in (int, float) and math.isfinite(value) and value > 0  # noqa: E721
+        ):
+            raise fail(f"gives a {name} that is not a positive finite number")
     for name in ("mean", "std"):
         if not _finite_numbers(data.get(name, []), 4):
             raise fail(f"gives a {name} that is not up to four finite numbers")
-    if not all(isinstance(data.get(name, ""), str) for name in ("color", "resize")):
-        raise fail("gives a color or resize that is not text")
+    if not all(isinstance(data.get(name, ""), str) for name in ("color", "resize", "by_dtype")):
+        raise fail("gives a color, resize or by_dtype that is not text")
     return _built(Preprocessing.from_dict, data, "preprocessing", fail)
 
 

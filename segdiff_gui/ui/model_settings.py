@@ -1,6 +1,6 @@
-"""The model's settings in the window: how images become its input (scale, mean/std, colour,
-resize), which output is the map and its activation, and trust. The same settings as
-``segdiff run``'s options (part of the cache key in the same way), and the control each
+"""The model's settings in the window: how images become its input (divide or multiply,
+mean/std, colour, resize), which output is the map and its activation, and trust. The same
+settings as ``segdiff run``'s options (part of the cache key in the same way), and the control each
 error's fix points at."""
 
 from __future__ import annotations
@@ -42,9 +42,19 @@ class ModelSettingsEditor(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.divide = QLineEdit()
+        self.divide.setPlaceholderText("by dtype (255 for 8-bit)")
+        self.divide.setToolTip(
+            "Divide the pixels by this in float32, as img.astype(np.float32) / 255.0 does; "
+            "empty: by the image's dtype (255 for 8-bit, 65535 for 16-bit, float images as "
+            "they are)"
+        )
         self.scale = QLineEdit()
-        self.scale.setPlaceholderText("by dtype (1/255 for 8-bit)")
-        self.scale.setToolTip("Input scale, e.g. 1/255; empty: by the image's dtype")
+        self.scale.setPlaceholderText("none")
+        self.scale.setToolTip(
+            "Multiply the pixels by float32(this) instead, e.g. 1/255, as Keras's Rescaling "
+            "layer does: it rounds differently from dividing (leave 'divide by' empty)"
+        )
         self.mean = QLineEdit()
         self.mean.setPlaceholderText("none")
         self.mean.setToolTip("Per-channel mean subtracted after scaling: one value or one each")
@@ -88,7 +98,8 @@ class ModelSettingsEditor(QWidget):
         self.problem.setVisible(False)
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
-        form.addRow("scale", self.scale)
+        form.addRow("divide by", self.divide)
+        form.addRow("or multiply by", self.scale)
         form.addRow("mean", self.mean)
         form.addRow("std", self.std)
         form.addRow("colour", self.color)
@@ -98,7 +109,7 @@ class ModelSettingsEditor(QWidget):
         form.addRow(self.trust)
         form.addRow(self.trust_warning)
         form.addRow(self.problem)
-        for line in (self.scale, self.mean, self.std):
+        for line in (self.divide, self.scale, self.mean, self.std):
             line.editingFinished.connect(self._edited)
         for box in (self.color, self.resize, self.activation):
             box.currentIndexChanged.connect(self._edited)
@@ -116,6 +127,7 @@ class ModelSettingsEditor(QWidget):
             self.std.text().strip() or None,
             self.color.currentText(),
             self.resize.currentText(),
+            self.divide.text().strip() or None,
         )
         output = self.output.currentText().strip()
         return ModelSettings(
@@ -130,11 +142,12 @@ class ModelSettingsEditor(QWidget):
     def load(self, settings: ModelSettings) -> None:
         """Show ``settings`` (a request's), emitting nothing."""
         self._shown = settings
-        widgets = (self.scale, self.mean, self.std, self.color, self.resize, self.output,
-                   self.activation, self.trust)  # fmt: skip
+        widgets = (self.divide, self.scale, self.mean, self.std, self.color, self.resize,
+                   self.output, self.activation, self.trust)  # fmt: skip
         for widget in widgets:
             widget.blockSignals(True)
         p: Preprocessing = settings.preprocessing
+        self.divide.setText("" if p.divisor is None else f"{p.divisor:.10g}")
         self.scale.setText("" if p.scale is None else f"{p.scale:.10g}")
         self.mean.setText(_numbers(p.mean))
         self.std.setText(_numbers(p.std))
@@ -151,7 +164,12 @@ class ModelSettingsEditor(QWidget):
     def summary(self) -> str:
         """The settings that are not the defaults, in the controls' words ("defaults")."""
         parts = []
-        for name, widget in (("scale", self.scale), ("mean", self.mean), ("std", self.std)):
+        for name, widget in (
+            ("divide by", self.divide),
+            ("multiply by", self.scale),
+            ("mean", self.mean),
+            ("std", self.std),
+        ):
             if widget.text().strip():
                 parts.append(f"{name} {widget.text().strip()}")
         for name, box, default in (

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.storage import RunRecord
 from segdiff_gui.storage.records import expected_key
 
@@ -46,7 +46,7 @@ def record(image: str, config: RunConfig, repeat: int, values: np.ndarray) -> Ru
         target_hash=digest(image),
         batch_hashes=[digest(image)] * config.batch,
         batch_names=[image] * config.batch,
-        preprocessing={},
+        preprocessing=Preprocessing().to_dict(),
         output={"output": None, "activation": "none"},
         output_name="mask",
         kind="sigmoid",

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from segdiff_gui.core.config import Preprocessing
-from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.config import Preprocessing, parse_preprocessing
+from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.preprocess import prepare_input, resize_bilinear
 
 
@@ -55,3 +55,39 @@ def test_first_line_skips_tensorflows_header():
     traced = ValueError("in user code:\n\n  File x, line 3\n\n  ValueError: shapes differ")
     assert first_line(traced) == "ValueError: shapes differ"
     assert first_line(RuntimeError("boom\nmore")) == "boom"
+
+
+def test_the_default_divides_as_a_users_script_does_and_scale_multiplies():
+    """Issue 32: ``img.astype(np.float32) / 255.0`` is what users write; multiplying by
+    float32(1/255) (Keras's Rescaling) rounds 126 of the 256 byte values differently."""
+    pixels = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    divided = prepare_input(pixels, Preprocessing(), None, None, None, "x.png")[..., 0]
+    assert divided.tobytes() == (pixels.astype(np.float32) / 255.0).tobytes()
+    explicit = prepare_input(pixels, parse_preprocessing(divide="255"), None, None, None, "x")
+    assert explicit.tobytes() == divided[..., None].tobytes()
+    multiplied = prepare_input(pixels, parse_preprocessing("1/255"), None, None, None, "x")[..., 0]
+    assert multiplied.tobytes() == (pixels.astype(np.float32) * np.float32(1 / 255)).tobytes()
+    assert np.count_nonzero(multiplied != divided) == 126
+    wide = np.array([[0, 1, 40000, 65535]], dtype=np.uint16)
+    by_dtype = prepare_input(wide, Preprocessing(), None, None, None, "x.tif")[..., 0]
+    assert by_dtype.tobytes() == (wide.astype(np.float32) / 65535.0).tobytes()
+
+
+def test_runs_stored_before_the_divisor_keep_their_key_and_their_multiplication():
+    stored = {"scale": None, "mean": [], "std": [], "color": "keep", "resize": "refuse"}
+    old = Preprocessing.from_dict(stored)
+    assert old.by_dtype == "multiply" and old.to_dict() == stored
+    assert Preprocessing().to_dict() == {**stored, "by_dtype": "divide"}  # another key
+    assert Preprocessing(scale=0.5).to_dict() == {**stored, "scale": 0.5}  # unchanged keys
+    pixels = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    back = prepare_input(pixels, old, None, None, None, "x")[..., 0]
+    assert back.tobytes() == (pixels.astype(np.float32) * np.float32(1 / 255)).tobytes()
+    assert old.scaling_text() == "x * (1 / dtype max)"
+    assert Preprocessing().scaling_text() == "x / dtype max"
+
+
+def test_a_scale_and_a_divisor_together_are_refused():
+    with pytest.raises(ConfigError, match="not both"):
+        parse_preprocessing("1/255", divide="255")
+    with pytest.raises(ConfigError, match="divide must be a positive number"):
+        parse_preprocessing(divide="0")

@@ -7,7 +7,7 @@ import h5py
 import numpy as np
 import pytest
 
-from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.storage import ResultCache, RunRecord, merge_bundle, write_bundle
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import atomic_h5
@@ -54,7 +54,7 @@ def make_record(name: str, values: np.ndarray, label: str = "cpu b1 r0", **chang
         target_hash=IMAGE_HASH,
         batch_hashes=[],
         batch_names=[],
-        preprocessing={"scale": None},
+        preprocessing=Preprocessing().to_dict(),
         output={"output": None},
         output_name="mask",
         kind="sigmoid",
