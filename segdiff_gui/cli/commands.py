@@ -35,7 +35,12 @@ from segdiff_gui.storage.bundle import check_bundle, is_bundle, merge_bundle, wr
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord, is_merged
 from segdiff_gui.storage.selection import select_runs
-from segdiff_gui.storage.studies import group_id, load_study, settings_text
+from segdiff_gui.storage.studies import (
+    distinguish_batches,
+    group_id,
+    load_study,
+    settings_text,
+)
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -151,9 +156,12 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
     scan = cache.scan(with_maps=True)  # every map's checksum too: ls tells what is damaged
     # Grouped as people compare them: model, image, settings group, then the runs in order.
     groups = {r.key: group_id(r) for r in scan.records}
-    records = sorted(
-        scan.records, key=lambda r: (r.model_name, r.target_name, groups[r.key], r.label)
-    )
+    by_group: dict[str, list[RunRecord]] = {}
+    for record in scan.records:
+        by_group.setdefault(groups[record.key], []).append(record)
+    # A configuration run with two batches (another image set) is named with each.
+    named = [r for group in by_group.values() for r in distinguish_batches(group)]
+    records = sorted(named, key=lambda r: (r.model_name, r.target_name, groups[r.key], r.label))
     status = report_damaged(err, scan.damaged)
     if args.json:
         _json(

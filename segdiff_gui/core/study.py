@@ -45,13 +45,16 @@ class StudyRun:
     # What makes a run another model than its configuration says: a full-int8 run's
     # calibration set (its tag). Runs calibrated on other images are never repeats.
     variant: str = ""
+    # What its batch held (storage/records.batch_id): runs whose batches held other images,
+    # or the same in another order, are never repeats (issue 32). "" where unknown.
+    batch: str = ""
 
     @property
-    def identity(self) -> tuple[RunConfig, str, str]:
+    def identity(self) -> tuple[RunConfig, str, str, str]:
         """What makes runs repeats of one configuration: the configuration, the machine (a
-        run of another host is never a repeat of a local one) and the variant. A value, not a
-        label."""
-        return (self.config, self.machine, self.variant)
+        run of another host is never a repeat of a local one), the variant and the batch's
+        content. A value, not a label."""
+        return (self.config, self.machine, self.variant, self.batch)
 
     @property
     def configuration(self) -> str:
@@ -179,7 +182,7 @@ class Study:
     @cached_property
     def verdicts(self) -> dict[str, RepeatVerdict]:
         """Determinism of every configuration that was run more than once (on one machine)."""
-        by_identity: dict[tuple[RunConfig, str, str], list[StudyRun]] = {}
+        by_identity: dict[tuple[RunConfig, str, str, str], list[StudyRun]] = {}
         for run in sorted(self.runs, key=lambda run: run.repeat):
             by_identity.setdefault(run.identity, []).append(run)
         return {

@@ -196,6 +196,19 @@ def calibration_of(provenance: dict[str, Any]) -> str:
     return calibration_tag([str(h) for h in hashes])
 
 
+def batch_id(record: RunRecord) -> str:
+    """What the run's batch held, as a value: the digest of its images' hashes in order (the
+    target's position included). Runs whose batches differ are never repeats of one
+    another, whatever their configuration says (issue 32)."""
+    return hash_bytes(canonical_json(list(record.batch_hashes)).encode())
+
+
+def batch_tag(record: RunRecord) -> str:
+    """``6img#a3f2``: how many distinct images the batch held and a digest of which, in
+    order; what tells apart in a label two runs of one configuration with other batches."""
+    return f"{len(set(record.batch_hashes))}img#{batch_id(record)[:4]}"
+
+
 def derived_label(config: RunConfig, repeat: int, provenance: dict[str, Any]) -> str:
     """``cpu b64 r1``: the configuration's label and the repeat."""
     return f"{configuration_label(config, provenance)} r{repeat}"

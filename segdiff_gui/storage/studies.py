@@ -5,19 +5,27 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
 
 from segdiff_gui.core.config import OutputSelection, Preprocessing
-from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.core.study import Study, StudyRun
-from segdiff_gui.storage.records import RunRecord, calibration_of, is_merged
+from segdiff_gui.storage.records import (
+    RunRecord,
+    batch_id,
+    batch_tag,
+    calibration_of,
+    is_merged,
+)
 
 __all__ = [
     "RunStore",
     "comparable_groups",
+    "distinguish_batches",
     "group_id",
     "group_of",
     "group_titles",
@@ -65,15 +73,23 @@ def group_id(record: RunRecord) -> str:
 
 
 _SETTING_DEFAULTS = {**Preprocessing().to_dict(), **OutputSelection().to_dict()}
+_SCALING = ("scale", "divisor", "by_dtype")  # said together, as the arithmetic
 
 
 def settings_text(record: RunRecord) -> str:
     """The record's model settings that are not the defaults, as the options name them:
-    ``color rgb, resize bilinear, scale 0.00392``; ``""`` when all are defaults."""
+    ``x * 0.00392157, color rgb, resize bilinear``; ``""`` when all are defaults. The scaling
+    is said as its arithmetic (dividing and multiplying round differently)."""
     parts = []
+    try:
+        scaling = Preprocessing.from_dict(record.preprocessing).scaling_text()
+    except ConfigError:  # checked when read; a record built in memory may still be odd
+        scaling = ""
+    if scaling and scaling != Preprocessing().scaling_text():
+        parts.append(scaling)
     for name, value in (*record.preprocessing.items(), *record.output.items()):
         default = _SETTING_DEFAULTS.get(name)
-        if value in (default, None) or value == []:
+        if name in _SCALING or value in (default, None) or value == []:
             continue
         shown = ",".join(f"{v:g}" for v in value) if isinstance(value, list) else value
         shown = f"{shown:.6g}" if isinstance(shown, float) else shown
@@ -123,7 +139,29 @@ def comparable_groups(
     groups: dict[str, list[RunRecord]] = {}
     for record in sorted(chosen, key=natural_order):
         groups.setdefault(_group_key(record), []).append(record)
-    return list(groups.values())
+    return [distinguish_batches(group) for group in groups.values()]
+
+
+def distinguish_batches(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """``records`` with the batch named in the label of every run whose configuration was
+    also run with another batch (images of another set, another order): ``cpu b64 6img#a3f2
+    r0``. Such runs are no repeats of one another (:attr:`StudyRun.identity`), and must not
+    look alike; every other label stays short."""
+    batches: dict[str, set[str]] = {}
+    for record in records:
+        batches.setdefault(_configuration_key(record), set()).add(batch_id(record))
+    distinguished = []
+    for record in records:
+        if len(batches[_configuration_key(record)]) > 1:
+            label = f"{record.label.removesuffix(f' r{record.repeat}')} {batch_tag(record)}"
+            record = replace(record, label=f"{label} r{record.repeat}")
+        distinguished.append(record)
+    return distinguished
+
+
+def _configuration_key(record: RunRecord) -> str:
+    """A configuration as a repeat of it is one: its label (with its host and calibration)."""
+    return canonical_json([record.configuration, record.provenance.get("hostname", "")])
 
 
 def natural_order(record: RunRecord) -> tuple[object, ...]:
@@ -151,6 +189,7 @@ def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
         host,
         merged_from,
         calibration_of(record.provenance),
+        batch_id(record),
     )
 
 

@@ -4,7 +4,9 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+from PIL import Image
 
 import segdiff_gui.runner.child as child_module
 from segdiff_gui.cli.main import main
@@ -182,3 +184,35 @@ def test_demo_shows_how_batch_64_differs_from_batch_1(tmp_path):
     b64 = next(row for row in comparisons if row["label"] == "cpu b64 r0")
     sentence = "bitwise equal." if b64["bitwise_equal"] else f"{b64['differing_pixels']:,} of"
     assert sentence in result.stdout
+
+
+def test_runs_whose_batches_held_other_images_are_never_repeats(models, small_images, tmp_path):
+    """Issue 32: a cache of 6 images and one of 4, both ``cpu b8``, merged. Their batches
+    differ, so they are two configurations with two repeats each, named apart, never one
+    configuration 'deterministic over 4 repeats'."""
+    more = []
+    for index in (4, 5):
+        extra = tmp_path / f"small_{index}.png"
+        pixels = np.random.default_rng(index).integers(0, 256, (32, 32), dtype=np.uint8)
+        Image.fromarray(pixels).save(extra)
+        more.append(extra)
+    six, four = ResultCache(tmp_path / "six"), ResultCache(tmp_path / "four")
+    for cache, images in ((six, [*small_images, *more]), (four, small_images)):
+        ran = segdiff("run", models / "tiny.keras", *images, "--cache", cache.root,
+                      "--config", "batch=8", "--repeats", "2")  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+    bundle = tmp_path / "four.h5"
+    assert segdiff("bundle", bundle, "--cache", four.root).returncode == 0
+    merged = segdiff("merge", bundle, "--cache", six.root)
+    assert merged.returncode == 0 and "2 added" in merged.stdout, merged.stdout + merged.stderr
+    compared = segdiff("compare", "--cache", six.root, "--json")
+    assert compared.returncode == 0, compared.stderr
+    (report,) = json.loads(compared.stdout)
+    determinism = report["determinism"]
+    assert len(determinism) == 2, determinism
+    assert all("over 2 repeats" in str(v) for v in determinism.values()), determinism
+    names = sorted(determinism)
+    assert names[0].startswith("cpu b8 ") and names[0] != names[1]
+    assert {name.split()[-1].split("#")[0] for name in names} == {"6img", "4img"}
+    listed = segdiff("ls", "--cache", six.root)
+    assert "6img#" in listed.stdout and "4img#" in listed.stdout
