@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "explain_commands",
     "devices_command",
     "layers_command",
+    "pipeline_commands",
 )
 
 

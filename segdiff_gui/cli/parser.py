@@ -21,6 +21,7 @@ from segdiff_gui.runner.arguments import (
     add_configs,
     add_model_settings,
     add_repeats_and_timeout,
+    add_timeout,
 )
 
 __all__ = ["build_parser"]
@@ -224,11 +225,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     merge.add_argument("bundles", nargs="+", help="bundle files made by 'segdiff bundle'")
     common(merge, "print what was merged as JSON")
+    _add_your_pipeline(sub)
     _add_analysis(sub)
     _add_explanations(sub)
     add_layers(sub)
     add_repair(sub)
     return parser
+
+
+def _add_your_pipeline(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    imports = sub.add_parser(
+        "import",
+        help="bring maps from your own pipeline into the cache",
+        description="Check MAPS (.npy, .npz, float TIFF; one map, or a batch N×H×W[×C] of the "
+        "images in order) against the map MODEL gives, and store each as a run marked "
+        "imported: compare, diagnose, the window and reports then show it beside segdiff's "
+        "runs. What you state (--label, --note) is shown as stated, never as measured.",
+        epilog=EPILOG,
+    )
+    imports.add_argument("maps", help="the map file")
+    imports.add_argument("--model", required=True, help="the model that made the maps")
+    imports.add_argument(
+        "--image", action="append", required=True, metavar="IMAGE",
+        help="the image a map was made of (repeat, in the order of a batch's maps)",
+    )  # fmt: skip
+    imports.add_argument("--label", metavar="TEXT", help="what to call it (default: file name)")
+    imports.add_argument(
+        "--note", action="append", default=[], metavar="KEY=VALUE",
+        help="what you know of where it came from (device=A100 …); repeatable",
+    )  # fmt: skip
+    add_model_settings(imports)
+    common(imports, "print what was imported as JSON")
+
+    again = sub.add_parser(
+        "reproduce",
+        help="find the configuration that computes your own map bit for bit",
+        description="Run MODEL on the images under the configurations your pipeline may "
+        "differ in (oneDNN, model.predict's batch, XLA, threads, dividing or multiplying by "
+        "255): the defaults first, then one knob at a time, then pairs, each an ordinary "
+        "cached run, until one equals MAP bit for bit. Exit 0 when one does, 1 when none does.",
+        epilog=EPILOG,
+    )
+    again.add_argument("map", help="your map of the target (.npy, .npz, float TIFF)")
+    again.add_argument("model", help="the model that made it")
+    again.add_argument("images", nargs="+", help="the images, in your pipeline's order")
+    again.add_argument("--target", metavar="NAME", help="the image MAP is of (default: first)")
+    add_model_settings(again)
+    add_timeout(again)
+    common(again, "print every configuration tried and the answer as JSON")
 
 
 def _selection(parser: argparse.ArgumentParser, ref_required: bool = False) -> None:

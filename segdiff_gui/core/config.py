@@ -9,11 +9,12 @@ switched between runs inside one child.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
-from segdiff_gui.core.errors import ConfigError
+from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.runtimes import refusal
 
@@ -266,6 +267,27 @@ class OutputSelection:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OutputSelection:
         return cls(output=data.get("output"), activation=data.get("activation", "none"))
+
+    def index_in(self, names: Sequence[str], where: object) -> int:
+        """The index of the chosen output among a model's ``names`` (an InputError naming
+        ``where`` if none fits: several outputs need one named)."""
+        wanted = self.output
+        if wanted is None:
+            if len(names) == 1:
+                return 0
+            raise InputError(
+                where,
+                f"model has {len(names)} outputs ({', '.join(names)}); choose one (output: a "
+                "name or an index)",
+                fix="output",
+            )
+        if wanted in names:
+            return list(names).index(wanted)
+        if wanted.lstrip("-").isdigit() and -len(names) <= int(wanted) < len(names):
+            return int(wanted) % len(names)
+        raise InputError(
+            where, f"model has no output {wanted!r} (outputs: {', '.join(names)})", fix="output"
+        )
 
 
 @dataclass(frozen=True)

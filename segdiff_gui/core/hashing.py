@@ -58,6 +58,7 @@ def run_key(
     environment: dict[str, str] | None = None,
     calibration: list[str] | None = None,
     defaults_in_effect: dict[str, Any] | None = None,
+    imported: str | None = None,
 ) -> str:
     """The cache key of one run.
 
@@ -68,6 +69,8 @@ def run_key(
     of the model such a run computes with; absent from the key otherwise, so other keys stay.
     ``defaults_in_effect``: what the knobs left at their default are on this machine where that
     depends on it (core/runtime_defaults.py: oneDNN under TensorFlow); absent when empty.
+    ``imported``: the SHA-256 of a map brought in from the user's own pipeline (``segdiff
+    import``), which no configuration computed: the same map imported twice is one entry.
     """
     ingredients = {
         "schema": KEY_SCHEMA,
@@ -84,4 +87,6 @@ def run_key(
         ingredients["calibration"] = list(calibration)
     if defaults_in_effect:
         ingredients["defaults_in_effect"] = dict(defaults_in_effect)
+    if imported:
+        ingredients["imported"] = imported
     return hash_bytes(canonical_json(ingredients).encode())

@@ -48,6 +48,9 @@ class StudyRun:
     # What its batch held (storage/records.batch_id): runs whose batches held other images,
     # or the same in another order, are never repeats (issue 32). "" where unknown.
     batch: str = ""
+    # A map brought in from the user's own pipeline (segdiff import): compared like any run,
+    # never a repeat (its variant is its map's digest) and never the default reference.
+    imported: bool = False
 
     @property
     def identity(self) -> tuple[RunConfig, str, str, str]:
@@ -67,15 +70,16 @@ def default_reference(runs: Sequence[StudyRun]) -> StudyRun:
     """This machine's first run with every knob at its default (batch 1 on the CPU), else the
     one with the fewest knobs away from the defaults (of those, the first: a TensorFlow run,
     in one process, on the CPU before a GPU run); a run merged from a bundle only when every
-    run was (a bundle cannot name its own reference)."""
+    run was (a bundle cannot name its own reference); an imported map only when nothing else
+    is there (it is what segdiff is asked to explain, not its reference)."""
     plain = RunConfig()
 
     def away(config: RunConfig) -> int:
         return sum(getattr(config, name) != getattr(plain, name) for name in KNOBS.names)
 
-    def rank(item: tuple[int, StudyRun]) -> tuple[bool, int, int, int]:
+    def rank(item: tuple[int, StudyRun]) -> tuple[bool, bool, int, int, int]:
         order, run = item
-        return (bool(run.merged_from), away(run.config), run.repeat, order)
+        return (run.imported, bool(run.merged_from), away(run.config), run.repeat, order)
 
     return min(enumerate(runs), key=rank)[1]
 

@@ -21,23 +21,7 @@ _SUM_TOLERANCE_LOW_PRECISION = 2e-2
 
 def choose_output(path: Path, names: list[str], selection: OutputSelection) -> int:
     """Index of the output to use; several outputs need ``--output NAME|INDEX``."""
-    wanted = selection.output
-    if wanted is None:
-        if len(names) == 1:
-            return 0
-        raise InputError(
-            path,
-            f"model has {len(names)} outputs ({', '.join(names)}); choose one (output: a "
-            "name or an index)",
-            fix="output",
-        )
-    if wanted in names:
-        return names.index(wanted)
-    if wanted.lstrip("-").isdigit() and -len(names) <= int(wanted) < len(names):
-        return int(wanted) % len(names)
-    raise InputError(
-        path, f"model has no output {wanted!r} (outputs: {', '.join(names)})", fix="output"
-    )
+    return selection.index_in(names, path)
 
 
 def _sigmoid(values: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import is_merged
 
-__all__ = ["MatrixPlan", "batch_slots", "jobs_for", "plan_matrix", "shard_slice"]
+__all__ = ["MatrixPlan", "batch_slots", "image_refs", "jobs_for", "plan_matrix", "shard_slice"]
 
 
 def batch_slots(config: RunConfig, target: int, image_count: int) -> tuple[int, ...]:
@@ -73,7 +73,7 @@ def _is_zip(path: Path) -> bool:
     return zipfile.is_zipfile(path)
 
 
-def _image_refs(paths: Sequence[Path]) -> list[ImageRef]:
+def image_refs(paths: Sequence[Path]) -> list[ImageRef]:
     """Hash every image (the cache keys are made from its bytes)."""
     refs = []
     names = [p.name for p in paths]
@@ -196,7 +196,7 @@ def plan_matrix(
     cache.claim()  # before anything is written into the folder
     preprocessing = preprocessing or Preprocessing()
     output = output or OutputSelection()
-    refs = _image_refs([Path(p) for p in image_paths])
+    refs = image_refs([Path(p) for p in image_paths])
     if shard is not None:
         targets = list(shard_slice(len(refs), shard))
         if not targets:

@@ -157,7 +157,22 @@ def expected_key(record: RunRecord) -> str:
         environment=keyed_environment(environment if isinstance(environment, dict) else {}),
         calibration=[str(h) for h in calibration] if isinstance(calibration, list) else None,
         defaults_in_effect=in_effect_of(record.provenance).to_dict(),
+        imported=imported_digest(record.provenance) or None,
     )
+
+
+def imported_of(provenance: dict[str, Any]) -> dict[str, Any] | None:
+    """What was stated of a map imported from the user's own pipeline (``segdiff import``),
+    or ``None`` for a run segdiff computed. Stated, never measured: shown as such."""
+    stated = provenance.get("imported")
+    return stated if isinstance(stated, dict) else None
+
+
+def imported_digest(provenance: dict[str, Any]) -> str:
+    """An imported map's SHA-256 as its key holds it ("" for a run segdiff computed)."""
+    stated = imported_of(provenance)
+    digest = stated.get("map_sha256") if stated else None
+    return digest if isinstance(digest, str) else ""
 
 
 def in_effect_of(provenance: dict[str, Any]) -> DefaultsInEffect:
@@ -179,6 +194,8 @@ def is_merged(record: RunRecord) -> bool:
 def configuration_label(config: RunConfig, provenance: dict[str, Any]) -> str:
     """``cpu b64``; a run kept beside this machine's is named with its host; a full-int8
     run with its calibration set (``litert-int8 cpu b1 cal16#3fa2``)."""
+    if (stated := imported_of(provenance)) is not None:
+        return f"imported: {printable(str(stated.get('label', 'map')))[:80]}"
     label = config.label()
     if tag := calibration_of(provenance):
         label = f"{label} {tag}"

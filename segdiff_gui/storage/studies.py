@@ -19,6 +19,7 @@ from segdiff_gui.storage.records import (
     batch_id,
     batch_tag,
     calibration_of,
+    imported_digest,
     is_merged,
 )
 
@@ -180,6 +181,7 @@ def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
     host = str(record.provenance.get("hostname", ""))
     merged = is_merged(record)
     merged_from = str(record.provenance.get("merged_from_bundle", "a bundle")) if merged else ""
+    imported = imported_digest(record.provenance)
     return StudyRun(
         record.key,
         record.label,
@@ -188,8 +190,9 @@ def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
         probabilities,
         host,
         merged_from,
-        calibration_of(record.provenance),
+        f"imported#{imported}" if imported else calibration_of(record.provenance),
         batch_id(record),
+        bool(imported),
     )
 
 

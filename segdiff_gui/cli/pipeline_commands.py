@@ -1,0 +1,182 @@
+"""Your own pipeline's maps: ``segdiff import`` brings them into the cache as runs marked
+imported; ``segdiff reproduce`` finds the configuration that computes one bit for bit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from fractions import Fraction
+from pathlib import Path
+
+from rich.console import Console
+
+from segdiff_gui.cli.commands import EXIT_OK, open_cache, request_of
+from segdiff_gui.cli.progress_view import drive
+from segdiff_gui.core.config import Preprocessing, RunConfig
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.knobs import KNOBS
+from segdiff_gui.core.reproduce import Candidate, Reproduction
+from segdiff_gui.io.images import collect_images
+from segdiff_gui.io.maps import fit_to_map_shape, read_maps
+from segdiff_gui.runner.arguments import model_settings
+from segdiff_gui.runner.imports import ImportRequest, import_maps
+from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.runner.reproduce import ReproduceSearch, reproduce
+
+__all__ = ["command_import", "command_reproduce", "run_command_of"]
+
+EXIT_NOT_REPRODUCED = 1
+
+
+def _notes(texts: list[str]) -> tuple[tuple[str, str], ...]:
+    notes = []
+    for text in texts:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise InputError("--note", f"{text[:40]!r} is not KEY=VALUE")
+        notes.append((key.strip(), value.strip()))
+    return tuple(notes)
+
+
+def command_import(args: argparse.Namespace, out: Console, err: Console) -> int:
+    cache = open_cache(args, writing=True)
+    request = ImportRequest(
+        maps=Path(args.maps),
+        model=check_model_path(args.model),
+        images=tuple(collect_images(args.image)),
+        cache=cache,
+        settings=model_settings(args),
+        label=args.label or "",
+        notes=_notes(args.note),
+    )
+    done = import_maps(request)
+    if args.json:
+        rows = [
+            {"id": d.record.short_id, "key": d.record.key, "label": d.record.label,
+             "image": d.record.target_name, "added": d.added, "rounded": d.rounded}
+            for d in done
+        ]  # fmt: skip
+        out.print_json(json.dumps(rows))
+        return EXIT_OK
+    for item in done:
+        record = item.record
+        what = "imported" if item.added else "already in the cache"
+        out.print(
+            f"{what}: {record.short_id} {record.label} on {record.target_name} "
+            f"({'×'.join(map(str, record.map_shape))} {record.kind})",
+            markup=False,
+        )
+        if item.rounded:
+            out.print("  its float64 values were rounded to float32", markup=False)
+    return EXIT_OK
+
+
+def _scaling_flags(preprocessing: Preprocessing) -> list[str]:
+    if preprocessing.divisor is not None:
+        return ["--divide", f"{Fraction(preprocessing.divisor).limit_denominator(1 << 20)}"]
+    if preprocessing.scale is not None:
+        text = str(Fraction(preprocessing.scale).limit_denominator(1 << 20))
+        exact = float(Fraction(text)) == preprocessing.scale
+        return ["--scale", text if exact else repr(preprocessing.scale)]
+    return []
+
+
+def run_command_of(
+    candidate: Candidate, model: Path, images: tuple[Path, ...], base: Preprocessing
+) -> str:
+    """The ``segdiff run`` that computes ``candidate`` again: served from the cache."""
+    plain = RunConfig()
+    changed = [
+        f"{knob.name}={knob.spec(getattr(candidate.config, knob.name))}"
+        for knob in KNOBS
+        if getattr(candidate.config, knob.name) != getattr(plain, knob.name)
+    ]
+    words = ["segdiff", "run", str(model), *map(str, images), "--target", str(images[0])]
+    if changed:
+        words += ["--config", ",".join(changed)]
+    if candidate.preprocessing != base:
+        words += _scaling_flags(candidate.preprocessing)
+    return shlex.join([*words, "--repeats", "1"])
+
+
+def _user_map(args: argparse.Namespace, images: list[Path]) -> tuple[str, object]:
+    """The map of the target in ``MAP``: its only map, or the target's of a batch or .npz."""
+    maps = read_maps(args.map)
+    where = str(args.map)
+    if len(maps) == 1 and maps[0].values.ndim in (2, 3) and not maps[0].name:
+        values = maps[0].values
+        if values.ndim == 3 and values.shape[0] == len(images) and len(images) > 1:
+            target = _index_of(args.target, images)
+            return where, values[target]
+        return where, values
+    target = _index_of(args.target, images)
+    for item in maps:
+        if item.name and item.name in (images[target].name, images[target].stem):
+            return f"{where} [{item.name}]", item.values
+    flat = [v for item in maps for v in fit_to_map_shape(where, item.values, item.values.shape[1:])]
+    if len(flat) == len(images):
+        return where, flat[target]
+    raise InputError(args.map, f"holds {len(flat)} maps for {len(images)} images; give one map")
+
+
+def _index_of(target: str | None, images: list[Path]) -> int:
+    if target is None:
+        return 0
+    for index, path in enumerate(images):
+        if target in (path.name, str(path), path.stem):
+            return index
+    raise InputError(target, "is not one of the images given")
+
+
+def command_reproduce(args: argparse.Namespace, out: Console, err: Console) -> int:
+    cache = open_cache(args, writing=True)
+    model = check_model_path(args.model)
+    images = collect_images(args.images)
+    where, values = _user_map(args, images)
+    settings = model_settings(args)
+    request = request_of(args, model, images, cache, target=args.target, settings=settings)
+    search = ReproduceSearch(values, request, where)  # type: ignore[arg-type]
+
+    def say(text: str) -> None:
+        if not args.json:
+            err.print(text, markup=False, highlight=False)
+
+    answer = reproduce(search, lambda runner: drive(runner, err, quiet=args.json), say)
+    return _report(args, out, answer, search)
+
+
+def _report(args: argparse.Namespace, out: Console, answer: Reproduction,
+            search: ReproduceSearch) -> int:  # fmt: skip
+    base = search.request.settings.preprocessing
+    images = search.ordered_images()
+    match = answer.match
+    again = run_command_of(match.candidate, search.request.model, images, base) if match else ""
+    if args.json:
+        out.print_json(
+            json.dumps(
+                {
+                    "sentence": answer.sentence(),
+                    "match": match.label if match else None,
+                    "command": again or None,
+                    "varied": list(answer.varied),
+                    "not_varied": list(answer.not_varied),
+                    "failed": list(answer.failed),
+                    "trials": [
+                        {"label": t.label, "changes": list(t.candidate.changes), "key": t.key,
+                         "differing_pixels": t.differing, "max_ulp": t.max_ulp}
+                        for t in answer.trials
+                    ],
+                }
+            )
+        )  # fmt: skip
+        return EXIT_OK if match else EXIT_NOT_REPRODUCED
+    out.print(answer.sentence() + ".", markup=False)
+    if match:
+        out.print(f"The same run again (from the cache): {again}", markup=False)
+        return EXIT_OK
+    out.print(f"Varied: {'; '.join(answer.varied)}.", markup=False)
+    out.print(f"Not varied: {'; '.join(answer.not_varied)}.", markup=False)
+    for failure in answer.failed:
+        out.print(f"could not run {failure}", markup=False)
+    return EXIT_NOT_REPRODUCED

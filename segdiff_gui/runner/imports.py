@@ -1,0 +1,223 @@
+"""Maps from the user's own pipeline, brought into the cache (``segdiff import``, File › Import
+maps…, ``segdiff_gui.import_maps``): each is checked against the map the model gives, stored as
+a run of its model and image marked imported, and compared like any run from then on.
+
+An imported run holds what the user stated (a label, notes, the file it came from), shown as
+stated, never as measured. Its key is made from its model, image, model settings and the
+SHA-256 of its float32 values, so the same map imported twice is one entry; it is never a
+repeat of another run and never the default reference (core/study.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui import __version__
+from segdiff_gui.core.config import ModelSettings, RunConfig
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.hashing import hash_path, run_key
+from segdiff_gui.core.job import ImageRef
+from segdiff_gui.core.limits import MAX_TEXT_BYTES
+from segdiff_gui.core.protocol import ChildFatal, ModelAnswer
+from segdiff_gui.core.text import printable
+from segdiff_gui.core.timestamps import local_timestamp
+from segdiff_gui.io.images import read_image
+from segdiff_gui.io.maps import UserMap, fit_to_map_shape, read_maps
+from segdiff_gui.runner.devices import inspect_model
+from segdiff_gui.runner.plan import check_model_path, image_refs
+from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.records import RunRecord
+
+__all__ = ["ImportRequest", "Imported", "import_maps", "map_shape_of"]
+
+_MAX_NOTES = 64
+
+
+@dataclass(frozen=True)
+class ImportRequest:
+    """Maps of ``model`` on ``images`` (in the order of a batch's maps, or matched to an
+    ``.npz``'s member names), made with ``settings``, into ``cache``."""
+
+    maps: Path
+    model: Path
+    images: tuple[Path, ...]
+    cache: ResultCache
+    settings: ModelSettings = ModelSettings()
+    label: str = ""
+    notes: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One map stored: its run (read back as the cache has it) and whether it was new."""
+
+    record: RunRecord
+    added: bool
+    rounded: bool  # a float64 map, rounded to float32
+
+
+Inspect = Callable[..., ModelAnswer | ChildFatal]
+
+
+def map_shape_of(
+    answer: ModelAnswer, settings: ModelSettings, image: np.ndarray, model: Path
+) -> tuple[int, ...]:
+    """The map the model gives for ``image``: H×W for one channel, H×W×C for several; a free
+    height or width is the image's."""
+    index = settings.output.index_in([str(o["name"]) for o in answer.outputs], model)
+    shape = list(answer.outputs[index]["shape"])
+    if len(shape) != 4:
+        raise InputError(model, f"output has shape {shape}; segdiff needs a per-pixel map")
+    height = shape[1] or int(image.shape[0])
+    width = shape[2] or int(image.shape[1])
+    channels = shape[3] or 1
+    return (height, width) if channels == 1 else (height, width, channels)
+
+
+def _pairs(
+    maps: Sequence[UserMap], refs: Sequence[ImageRef], expected: tuple[int, ...], where: Path
+) -> list[tuple[ImageRef, np.ndarray, UserMap]]:
+    """Each map with its image: an ``.npz``'s members by the images' names (or stems), else
+    in order; a batch's maps in the images' order."""
+    by_name = {}
+    for ref in refs:
+        by_name[ref.name] = by_name[Path(ref.name).stem] = ref
+    named = len(maps) > 1 and all(m.name in by_name for m in maps)
+    pairs = []
+    flat: list[tuple[np.ndarray, UserMap]] = []
+    for user_map in maps:
+        label = f"{where} [{user_map.name}]" if user_map.name else str(where)
+        fitted = fit_to_map_shape(label, user_map.values, expected)
+        if named:
+            if len(fitted) != 1:
+                raise InputError(
+                    label, "is a batch; an .npz member named after an image is one map"
+                )
+            pairs.append((by_name[user_map.name], fitted[0], user_map))
+        else:
+            flat += [(values, user_map) for values in fitted]
+    if named:
+        return pairs
+    if len(flat) != len(refs):
+        names = ", ".join(ref.name for ref in refs[:5])
+        raise InputError(
+            where,
+            f"holds {len(flat)} map(s) but {len(refs)} image(s) were given ({names}); give the "
+            "images in the order of the maps",
+        )
+    return [(ref, values, user_map) for ref, (values, user_map) in zip(refs, flat, strict=True)]
+
+
+def _notes(notes: Sequence[tuple[str, str]]) -> dict[str, str]:
+    if len(notes) > _MAX_NOTES:
+        raise InputError("--note", f"{len(notes)} notes, over {_MAX_NOTES}")
+    checked = {}
+    for key, value in notes:
+        if not key or len(key.encode()) + len(value.encode()) > MAX_TEXT_BYTES // _MAX_NOTES:
+            raise InputError("--note", f"{printable(key)[:40]!r} is not a short KEY=VALUE")
+        checked[printable(key)] = printable(value)
+    return checked
+
+
+def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> list[Imported]:
+    """Check and store every map of ``request``; nothing is stored unless all are fine."""
+    model = check_model_path(request.model)
+    if not request.images:
+        raise InputError(request.maps, "no image given: name the image(s) the map was made of")
+    maps = read_maps(request.maps)
+    request.cache.claim()
+    model_hash = hash_path(model)
+    refs = image_refs(list(request.images))
+    first = read_image(refs[0].path)
+    answer = inspect(
+        model, request.settings.trust_model, state_dir=request.cache.root, model_hash=model_hash
+    )
+    if isinstance(answer, ChildFatal):
+        raise InputError(answer.path, answer.problem, answer.fix)
+    expected = map_shape_of(answer, request.settings, first, model)
+    pairs = _pairs(maps, refs, expected, request.maps)
+    notes = _notes(request.notes)
+    label = printable(request.label.strip()) or request.maps.stem
+    records = []
+    for ref, values, user_map in pairs:
+        records.append(
+            _record(request, model, model_hash, ref, values, user_map, label, notes, len(pairs))
+        )
+    done = []
+    for ref, record in zip((pair[0] for pair in pairs), records, strict=True):
+        if not request.cache.has_image(ref.hash):
+            request.cache.write_image(ref.hash, ref.name, read_image(ref.path))
+        added = not request.cache.has(record.key)
+        if added:
+            request.cache.write_run(record)
+        stored = request.cache.read_run(record.key, with_map=False)
+        rounded = record.provenance["imported"]["source_dtype"] == "float64"
+        done.append(Imported(stored, added, rounded))
+    return done
+
+
+def _record(
+    request: ImportRequest,
+    model: Path,
+    model_hash: str,
+    ref: ImageRef,
+    values: np.ndarray,
+    user_map: UserMap,
+    label: str,
+    notes: dict[str, str],
+    count: int,
+) -> RunRecord:
+    values = np.ascontiguousarray(values, dtype="<f4")
+    digest = hashlib.sha256(f"{list(values.shape)}".encode() + values.tobytes()).hexdigest()
+    settings = request.settings
+    config = RunConfig()
+    key = run_key(
+        model_hash=model_hash,
+        target_hash=ref.hash,
+        batch_hashes=[ref.hash],
+        preprocessing=settings.preprocessing.to_dict(),
+        output=settings.output.to_dict(),
+        config=config.to_dict(),
+        repeat=0,
+        imported=digest,
+    )
+    stated: dict[str, Any] = {
+        "map_sha256": digest,
+        "label": label if count == 1 else f"{label} ({ref.name})"[:200],
+        "file": printable(request.maps.name),
+        "member": user_map.name,
+        "source_dtype": user_map.source_dtype,
+        "notes": notes,
+    }
+    kind = "sigmoid" if values.ndim == 2 else "softmax"
+    channels = 1 if values.ndim == 2 else int(values.shape[2])
+    return RunRecord(
+        key=key,
+        label="",
+        config=config.to_dict(),
+        repeat=0,
+        model_name=model.name,
+        model_hash=model_hash,
+        target_name=ref.name,
+        target_hash=ref.hash,
+        batch_hashes=[ref.hash],
+        batch_names=[ref.name],
+        preprocessing=settings.preprocessing.to_dict(),
+        output=settings.output.to_dict(),
+        output_name="imported",
+        kind=kind,
+        raw_output_shape=[1, int(values.shape[0]), int(values.shape[1]), channels],
+        map_shape=tuple(int(n) for n in values.shape),
+        provenance={
+            "imported": stated,
+            "segdiff_version": __version__,
+            "timestamp": local_timestamp(),
+        },
+        probabilities=values,
+    )
