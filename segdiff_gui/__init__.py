@@ -19,6 +19,7 @@ _API_NAMES = frozenset(
         "Explanation",
         "InputError",
         "Preprocessing",
+        "Reproduced",
         "Run",
         "RunConfig",
         "Runs",
@@ -27,8 +28,10 @@ _API_NAMES = frozenset(
         "demo_images",
         "demo_model",
         "devices",
+        "import_maps",
         "open_bundle",
         "open_cache",
+        "reproduce",
         "run",
     }
 )

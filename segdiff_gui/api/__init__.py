@@ -14,6 +14,7 @@ TensorFlow, and a kernel's own TensorFlow or environment does not reach the runs
 """
 
 from segdiff_gui.api.collection import Runs, open_bundle, open_cache
+from segdiff_gui.api.pipeline import Reproduced, import_maps, reproduce
 from segdiff_gui.api.results import Comparison, Diagnosis, Explanation, Sweep
 from segdiff_gui.api.running import devices, run
 from segdiff_gui.api.study import Run, Study
@@ -27,6 +28,7 @@ __all__ = [
     "Explanation",
     "InputError",
     "Preprocessing",
+    "Reproduced",
     "Run",
     "RunConfig",
     "Runs",
@@ -35,7 +37,9 @@ __all__ = [
     "demo_images",
     "demo_model",
     "devices",
+    "import_maps",
     "open_bundle",
     "open_cache",
+    "reproduce",
     "run",
 ]

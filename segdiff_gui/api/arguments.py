@@ -15,10 +15,12 @@ import numpy as np
 from segdiff_gui.core.config import Preprocessing, RunConfig, parse_config_spec, parse_preprocessing
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.io.images import collect_images
+from segdiff_gui.storage.cache import ResultCache
 
 __all__ = [
     "ConfigLike",
     "PathLike",
+    "cache_of",
     "checked_cutoff",
     "checked_path",
     "configurations",
@@ -201,3 +203,11 @@ def preprocessing(value: Preprocessing | Mapping[str, Any] | None) -> Preprocess
         )
     except (ConfigError, ValueError) as error:
         raise InputError("preprocess", str(error)) from None
+
+
+def cache_of(cache: PathLike | ResultCache | None) -> ResultCache:
+    """A cache: the one given, the folder given, or the default (``$SEGDIFF_CACHE``, else the
+    platform's user cache folder), as the CLI's ``--cache``."""
+    if isinstance(cache, ResultCache):
+        return cache
+    return ResultCache(checked_path(cache, "cache")) if cache is not None else ResultCache()

@@ -9,9 +9,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from html import escape
 
-from segdiff_gui.api.arguments import PathLike, checked_cutoff, checked_path
+from segdiff_gui.api.arguments import PathLike, cache_of, checked_cutoff, checked_path
 from segdiff_gui.api.results import html_document
-from segdiff_gui.api.running import cache_of
 from segdiff_gui.api.study import Study
 from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF

@@ -11,6 +11,7 @@ from typing import Any
 from segdiff_gui.api.arguments import (
     ConfigLike,
     PathLike,
+    cache_of,
     checked_cutoff,
     checked_path,
     configurations,
@@ -31,15 +32,7 @@ from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.studies import natural_order
 
-__all__ = ["cache_of", "devices", "run"]
-
-
-def cache_of(cache: PathLike | ResultCache | None) -> ResultCache:
-    """A cache: the one given, the folder given, or the default (``$SEGDIFF_CACHE``, else the
-    platform's user cache folder), as the CLI's ``--cache``."""
-    if isinstance(cache, ResultCache):
-        return cache
-    return ResultCache(checked_path(cache, "cache")) if cache is not None else ResultCache()
+__all__ = ["devices", "run"]
 
 
 def devices(cache: PathLike | ResultCache | None = None) -> list[str]:

@@ -13,6 +13,7 @@ import numpy as np
 
 from segdiff_gui.api.arguments import checked_cutoff
 from segdiff_gui.api.files import write_flip_mask, write_flipped_pixels, write_study_report
+from segdiff_gui.api.pipeline import Reproduced, reproduce_in
 from segdiff_gui.api.recompute import explanation_of_runs, explanation_of_specs, test_set
 from segdiff_gui.api.results import (
     Comparison,
@@ -318,6 +319,27 @@ class Study:
         )
 
     # -- files ------------------------------------------------------------------------------
+
+    def reproduce(self, user_map: object) -> Reproduced:
+        """Which configuration computes ``user_map`` (your own pipeline's map of this
+        study's image, an array) bit for bit: the defaults, then one knob at a time (oneDNN,
+        ``model.predict``'s batch, XLA, threads, dividing or multiplying by 255), then pairs,
+        each run with this study's model, images and settings and cached.
+
+        Returns
+        -------
+        Reproduced
+            ``.sentence`` answers; ``.run_arguments`` runs the match again; ``.table`` lists
+            every configuration tried. A study opened from a cache or a bundle has no model
+            and images to run: use :func:`segdiff_gui.reproduce`.
+        """
+        if self._request is None:
+            raise InputError(
+                self.where,
+                "holds stored runs only: call segdiff_gui.reproduce(map, model, images), or "
+                "reproduce on a study made by segdiff_gui.run",
+            )
+        return reproduce_in(self._request, user_map, self._progress)
 
     def export_mask(self, path: str | Path, run: RunName, cutoff: float | None = None) -> Path:
         """Write the run's flip mask against the reference as an image (white: flipped; PNG

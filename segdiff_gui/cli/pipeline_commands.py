@@ -6,16 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from fractions import Fraction
 from pathlib import Path
 
 from rich.console import Console
 
 from segdiff_gui.cli.commands import EXIT_OK, open_cache, request_of
 from segdiff_gui.cli.progress_view import drive
-from segdiff_gui.core.config import Preprocessing, RunConfig
+from segdiff_gui.core.config import Preprocessing
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.reproduce import Candidate, Reproduction
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.maps import fit_to_map_shape, read_maps
@@ -72,31 +70,14 @@ def command_import(args: argparse.Namespace, out: Console, err: Console) -> int:
     return EXIT_OK
 
 
-def _scaling_flags(preprocessing: Preprocessing) -> list[str]:
-    if preprocessing.divisor is not None:
-        return ["--divide", f"{Fraction(preprocessing.divisor).limit_denominator(1 << 20)}"]
-    if preprocessing.scale is not None:
-        text = str(Fraction(preprocessing.scale).limit_denominator(1 << 20))
-        exact = float(Fraction(text)) == preprocessing.scale
-        return ["--scale", text if exact else repr(preprocessing.scale)]
-    return []
-
-
 def run_command_of(
     candidate: Candidate, model: Path, images: tuple[Path, ...], base: Preprocessing
 ) -> str:
     """The ``segdiff run`` that computes ``candidate`` again: served from the cache."""
-    plain = RunConfig()
-    changed = [
-        f"{knob.name}={knob.spec(getattr(candidate.config, knob.name))}"
-        for knob in KNOBS
-        if getattr(candidate.config, knob.name) != getattr(plain, knob.name)
-    ]
     words = ["segdiff", "run", str(model), *map(str, images), "--target", str(images[0])]
-    if changed:
-        words += ["--config", ",".join(changed)]
-    if candidate.preprocessing != base:
-        words += _scaling_flags(candidate.preprocessing)
+    words += ["--config", candidate.spec()]
+    for name, text in candidate.scaling(base).items():
+        words += [f"--{name}", text]
     return shlex.join([*words, "--repeats", "1"])
 
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from itertools import combinations
 
 import numpy as np
 
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.config import Preprocessing, RunConfig
+from segdiff_gui.core.knobs import KNOBS
 
 __all__ = [
     "Candidate",
@@ -49,6 +51,28 @@ class Candidate:
     @property
     def name(self) -> str:
         return " + ".join(self.changes) or "the defaults"
+
+    def spec(self) -> str:
+        """The ``--config`` of its configuration: the knobs it sets (``batch=1`` for none,
+        so that a run of it is this one configuration, not the default matrix)."""
+        plain = RunConfig()
+        changed = [
+            f"{knob.name}={knob.spec(getattr(self.config, knob.name))}"
+            for knob in KNOBS
+            if getattr(self.config, knob.name) != getattr(plain, knob.name)
+        ]
+        return ",".join(changed) or "batch=1"
+
+    def scaling(self, base: Preprocessing) -> dict[str, str]:
+        """Its arithmetic where it is not ``base``'s, as ``--divide``/``--scale`` text:
+        ``{"scale": "1/255"}``; ``{}`` when it keeps the base's."""
+        if self.preprocessing == base:
+            return {}
+        if self.preprocessing.divisor is not None:
+            return {"divide": _exact_text(self.preprocessing.divisor)}
+        if self.preprocessing.scale is not None:
+            return {"scale": _exact_text(self.preprocessing.scale)}
+        return {}
 
 
 @dataclass(frozen=True)
@@ -132,6 +156,12 @@ def search_stages(
         singles.append(Candidate(RunConfig(), arithmetic[0], (arithmetic[1],)))
     pairs = [_joined(one, two, preprocessing) for one, two in combinations(singles, 2)]
     return [[base], singles, pairs]
+
+
+def _exact_text(value: float) -> str:
+    """``1/255`` where that fraction is the float exactly, else the float's shortest text."""
+    fraction = Fraction(value).limit_denominator(1 << 20)
+    return str(fraction) if float(fraction) == value else repr(value)
 
 
 def _on(value: bool) -> str:

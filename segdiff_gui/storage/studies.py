@@ -173,7 +173,9 @@ def natural_order(record: RunRecord) -> tuple[object, ...]:
 
 def group_of(records: Sequence[RunRecord], member: RunRecord) -> list[RunRecord]:
     key = _group_key(member)
-    return sorted((r for r in records if _group_key(r) == key), key=natural_order)
+    return distinguish_batches(
+        sorted((r for r in records if _group_key(r) == key), key=natural_order)
+    )
 
 
 def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:

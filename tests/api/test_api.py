@@ -488,3 +488,34 @@ def test_sweep_and_explain_specs_compute_what_they_need(made, demo, tmp_path):
     explanation = study.explain("device=cpu,batch=1", "device=cpu,batch=1,threads=1")
     assert len(set(cache.keys()) - before) == 2  # threads=1, two repeats, in one child
     assert explanation.to_dict()["target"] == "cpu b1 threads1"
+
+
+def test_your_own_map_is_imported_and_reproduced_from_python(made, tmp_path):
+    """Issue 32: ``import_maps``, ``reproduce`` and ``Study.reproduce`` over the runner's
+    workflows. The demo's own cpu b1 map is found at once; the same map one ULP off in one
+    pixel is found by no configuration, and the nearest is named."""
+    study, cache = made
+    model, images = segdiff_gui.demo_model(), segdiff_gui.demo_images()
+    mine = study.map("cpu b1 r0").copy()
+    found = study.reproduce(mine)
+    assert found.match == "cpu b1" and "bit for bit (the defaults)" in found.sentence
+    assert found.run_arguments["configs"] == "batch=1"
+    again = segdiff_gui.run(model, **found.run_arguments, cache=cache, progress=False)
+    assert again.map(again.runs[0].label).tobytes() == mine.tobytes()
+    off = mine.copy()
+    off[5, 7] = np.nextafter(off[5, 7], np.float32(1))
+    np.save(tmp_path / "off.npy", off)
+    missed = segdiff_gui.reproduce(tmp_path / "off.npy", model, images[:1], cache=cache,
+                                   progress=False)  # fmt: skip
+    assert missed.match is None and missed.run_arguments is None
+    assert missed.sentence.startswith("no configuration reproduces it: the nearest is cpu b1")
+    assert "at 1 ULP (1 of 65,536 pixels)" in missed.sentence
+    assert len(missed.to_dict()["trials"]) > 1  # the singles were tried as well
+    keys = segdiff_gui.import_maps(tmp_path / "off.npy", model, images[0], label="one off",
+                                   notes={"device": "colab T4"}, cache=cache)  # fmt: skip
+    runs = segdiff_gui.open_cache(cache.root)
+    mine_group = next(s for s in runs.studies if keys[0] in {run.key for run in s.runs})
+    (imported,) = [run for run in mine_group.runs if run.key == keys[0]]
+    assert imported.label == "imported: one off r0"
+    assert mine_group.reference.label == "cpu b1 r0"  # an imported map is never the reference
+    assert imported.provenance["imported"]["notes"] == {"device": "colab T4"}

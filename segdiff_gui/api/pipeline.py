@@ -1,0 +1,253 @@
+"""Your own pipeline's maps from Python: :func:`import_maps` brings them into the cache as runs
+marked imported, :func:`reproduce` (and ``Study.reproduce``) finds the configuration that
+computes one bit for bit. The same workflows as ``segdiff import`` and ``segdiff reproduce``
+(runner/imports.py, runner/reproduce.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segdiff_gui.api.arguments import (
+    PathLike,
+    cache_of,
+    checked_path,
+    flag,
+    image_paths,
+    positive,
+    preprocessing,
+)
+from segdiff_gui.api.hints import with_argument
+from segdiff_gui.api.progress import ProgressBar
+from segdiff_gui.api.results import html_document
+from segdiff_gui.api.tables import Table, make_table
+from segdiff_gui.core.config import ModelSettings, OutputSelection, Preprocessing
+from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
+from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.core.reproduce import Reproduction
+from segdiff_gui.io.maps import read_maps
+from segdiff_gui.runner.imports import ImportRequest
+from segdiff_gui.runner.imports import import_maps as import_request
+from segdiff_gui.runner.matrix import MatrixRunner
+from segdiff_gui.runner.outcome import MatrixOutcome, follow
+from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.runner.reproduce import ReproduceSearch
+from segdiff_gui.runner.reproduce import reproduce as search_for
+from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.storage.cache import ResultCache
+
+__all__ = ["Reproduced", "import_maps", "reproduce", "reproduce_in"]
+
+
+def _settings(
+    preprocess: Preprocessing | Mapping[str, Any] | None,
+    output: str | int | None,
+    activation: str,
+    trust_model: bool,
+) -> ModelSettings:
+    try:
+        selection = OutputSelection(
+            output=None if output is None else str(output),
+            activation=activation,  # type: ignore[arg-type]  # checked here
+        )
+    except ConfigError as error:
+        raise InputError("activation", str(error)) from None
+    return ModelSettings(preprocessing(preprocess), selection, flag(trust_model, "trust_model"))
+
+
+def import_maps(
+    maps: PathLike,
+    model: PathLike,
+    images: PathLike | Sequence[PathLike],
+    *,
+    label: str = "",
+    notes: Mapping[str, str] | None = None,
+    preprocess: Preprocessing | Mapping[str, Any] | None = None,
+    output: str | int | None = None,
+    activation: str = "none",
+    trust_model: bool = False,
+    cache: PathLike | ResultCache | None = None,
+) -> list[str]:
+    """Bring maps made by your own pipeline into the cache, as ``segdiff import`` does.
+
+    Parameters
+    ----------
+    maps : str or Path
+        ``.npy``, ``.npz`` (one map per member, named after its image or in the images'
+        order) or float TIFF: a map H×W (H×W×C for softmax), or a batch N×H×W[×C] of the
+        images in order. float64 is rounded to float32; integers, NaN and object arrays are
+        refused.
+    model, images
+        The model that made the maps and the images they were made of.
+    label, notes
+        What you call it and what you know of where it came from: shown as stated.
+    preprocess, output, activation, trust_model, cache
+        As :func:`segdiff_gui.run`: the model settings the maps are to be compared under.
+
+    Returns
+    -------
+    list of str
+        The keys of the imported runs (in the images' order); open them with
+        ``open_cache(cache)``, where each is labelled ``imported: LABEL``.
+    """
+    settings = _settings(preprocess, output, activation, trust_model)
+    stated = notes or {}
+    if not isinstance(stated, Mapping):
+        raise InputError("notes", f"is a {type(stated).__name__}: give a dict of text")
+    request = ImportRequest(
+        maps=checked_path(maps, "maps"),
+        model=check_model_path(checked_path(model, "model")),
+        images=tuple(image_paths(images)),
+        cache=cache_of(cache),
+        settings=settings,
+        label=str(label),
+        notes=tuple((str(k), str(v)) for k, v in stated.items()),
+    )
+    try:
+        done = import_request(request)
+    except InputError as error:
+        raise with_argument(error) from None
+    return [item.record.key for item in done]
+
+
+class Reproduced:
+    """Which configuration computes your map: the answer, and every configuration tried
+    (``segdiff reproduce --json``)."""
+
+    def __init__(self, answer: Reproduction, search: ReproduceSearch) -> None:
+        self.answer = answer
+        self.sentence: str = answer.sentence()
+        match = answer.match
+        #: The matching run's label (``"cpu b1 onednn-off"``), or None.
+        self.match: str | None = match.label if match else None
+        base = search.request.settings.preprocessing
+        images = search.ordered_images()
+        #: ``segdiff_gui.run(model, **run_arguments)`` computes the match again: a cache hit.
+        self.run_arguments: dict[str, Any] | None = (
+            {
+                "images": [str(path) for path in images],
+                "configs": match.candidate.spec(),
+                "target": str(images[0]),
+                "repeats": 1,
+                **(
+                    {"preprocess": {**_preprocess_of(base), **match.candidate.scaling(base)}}
+                    if match.candidate.scaling(base)
+                    else {}
+                ),
+            }
+            if match
+            else None
+        )
+
+    @property
+    def table(self) -> Table:
+        """One row per configuration tried: its label, what it changes, and how far its map
+        is from yours (differing pixels, max ULP)."""
+        return make_table(self.to_dict()["trials"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sentence": self.sentence,
+            "match": self.match,
+            "run_arguments": self.run_arguments,
+            "varied": list(self.answer.varied),
+            "not_varied": list(self.answer.not_varied),
+            "failed": list(self.answer.failed),
+            "trials": [
+                {"label": t.label, "changes": " + ".join(t.candidate.changes) or "none",
+                 "differing_pixels": t.differing, "max_ulp": t.max_ulp, "key": t.key}
+                for t in self.answer.trials
+            ],
+        }  # fmt: skip
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{escape(t['label'])}</td><td>{escape(t['changes'])}</td>"
+            f"<td>{t['differing_pixels']:,}</td><td>{t['max_ulp']:,}</td></tr>"
+            for t in self.to_dict()["trials"]
+        )
+        return html_document(
+            f"<p><b>{escape(self.sentence)}</b></p><table><tr><th>run</th><th>changes</th>"
+            f"<th>differing pixels</th><th>max ULP</th></tr>{rows}</table>"
+        )
+
+    def __repr__(self) -> str:
+        return f"<Reproduced: {self.sentence}>"
+
+
+def _preprocess_of(base: Preprocessing) -> dict[str, Any]:
+    """``base`` as :func:`segdiff_gui.run`'s ``preprocess`` takes it, less the scaling."""
+    return {
+        key: value
+        for key, value in {"mean": list(base.mean), "std": list(base.std),
+                           "color": base.color, "resize": base.resize}.items()
+        if value not in ([], "keep", "refuse")
+    }  # fmt: skip
+
+
+def _follow(progress: bool) -> Any:
+    def drive(runner: MatrixRunner) -> MatrixOutcome:
+        bar = ProgressBar(progress, "runs")
+        try:
+            return follow(runner, bar)
+        finally:
+            bar.close()
+
+    return drive
+
+
+def reproduce_in(request: MatrixRequest, user_map: object, progress: bool = True) -> Reproduced:
+    """Search ``request``'s model, images and settings for ``user_map`` (an array)."""
+    values = np.asarray(user_map)
+    if values.dtype.kind != "f" or values.ndim not in (2, 3):
+        raise InputError("map", f"is {values.dtype} of shape {values.shape}: give a float map")
+    search = ReproduceSearch(np.ascontiguousarray(values, dtype=np.float32), request, "map")
+    try:
+        answer = search_for(search, _follow(progress))
+    except InputError as error:
+        raise with_argument(error) from None
+    return Reproduced(answer, search)
+
+
+def reproduce(
+    user_map: PathLike | np.ndarray,
+    model: PathLike,
+    images: PathLike | Sequence[PathLike],
+    *,
+    target: str | None = None,
+    preprocess: Preprocessing | Mapping[str, Any] | None = None,
+    output: str | int | None = None,
+    activation: str = "none",
+    trust_model: bool = False,
+    cache: PathLike | ResultCache | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    progress: bool = True,
+) -> Reproduced:
+    """Find the configuration that computes your map bit for bit, as ``segdiff reproduce``.
+
+    ``user_map`` is the target's map (an array, or a ``.npy``/``.npz``/TIFF file of it);
+    ``images`` are in your pipeline's order (``model.predict`` batches them by 32). The
+    defaults are tried first, then one knob at a time (oneDNN, the batch, XLA, threads, the
+    arithmetic of the scaling), then pairs; every run is cached like any other.
+    """
+    if isinstance(user_map, str | Path):
+        maps = read_maps(checked_path(user_map, "map"))
+        if len(maps) != 1:
+            raise InputError(user_map, f"holds {len(maps)} maps; give the target's alone")
+        values: object = maps[0].values
+    else:
+        values = user_map
+    request = MatrixRequest(
+        check_model_path(checked_path(model, "model")),
+        tuple(image_paths(images)),
+        cache_of(cache),
+        target=target,
+        settings=_settings(preprocess, output, activation, trust_model),
+        timeout_s=positive(timeout, "timeout"),
+    )
+    return reproduce_in(replace(request, repeats=1), values, progress)

@@ -1,0 +1,126 @@
+"""Issue 32: the user's own maps. A plain Keras script in a fresh process makes a map;
+``segdiff import`` brings it in, ``segdiff reproduce`` finds the configuration that equals it,
+and ``segdiff run`` of that configuration is served from the cache. Bad maps are refused in
+one line each."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from segdiff_gui.storage import ResultCache
+from tests.conftest import segdiff
+
+pytestmark = pytest.mark.slow
+
+USER_SCRIPT = """
+import sys
+import numpy as np
+from PIL import Image
+import tf_keras  # TensorFlow's defaults: nothing set, as a user's script has it
+
+model_path, out, arithmetic, *images = sys.argv[1:]
+model = tf_keras.models.load_model(model_path, compile=False)
+batch = []
+for path in images:
+    img = np.asarray(Image.open(path))
+    if arithmetic == "divide":
+        x = img.astype(np.float32) / 255.0
+    else:
+        x = img.astype(np.float32) * np.float32(1 / 255)
+    batch.append(x[..., None])
+np.save(out, model.predict(np.stack(batch), verbose=0)[0, ..., 0])
+"""
+
+
+def _users_map(model: Path, images: list[Path], arithmetic: str, out: Path) -> Path:
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TF_")}
+    done = subprocess.run(
+        [sys.executable, "-c", USER_SCRIPT, str(model), str(out), arithmetic, *map(str, images)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("arithmetic", "found"),
+    [("divide", "your map is cpu b1 bit for bit (the defaults)"),
+     ("multiply", "your map is cpu b1 bit for bit (x * float32(1/255))")],
+)  # fmt: skip
+def test_a_plain_keras_scripts_map_is_imported_reproduced_and_served_from_the_cache(
+    models, small_images, tmp_path, arithmetic, found
+):
+    model = models / "tiny_tfkeras.h5"
+    mine = _users_map(model, small_images[:1], arithmetic, tmp_path / "mine.npy")
+    cache = tmp_path / "cache"
+    imported = segdiff("import", mine, "--model", model, "--image", small_images[0], "--label",
+                       "my script", "--note", "device=laptop", "--cache", cache)  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    assert "imported: " in imported.stdout and "imported: my script" in imported.stdout
+    again = segdiff("import", mine, "--model", model, "--image", small_images[0],
+                    "--label", "my script", "--cache", cache)  # fmt: skip
+    assert "already in the cache" in again.stdout  # the same map is one entry
+    answer = segdiff("reproduce", mine, model, small_images[0], "--cache", cache)
+    assert answer.returncode == 0, answer.stderr
+    assert found in answer.stdout
+    command = answer.stdout.split("(from the cache): ", 1)[1].strip()
+    words = command.split()[2:]  # after "segdiff run"
+    served = segdiff("run", *words, "--cache", cache, "--json")
+    assert served.returncode == 0, served.stderr
+    (run,) = json.loads(served.stdout)["runs"]
+    assert run["status"] == "cached"
+    compared = segdiff("compare", "--cache", cache, "--json")
+    rows = [row for group in json.loads(compared.stdout) for row in group["comparisons"]]
+    mine_row = next(row for row in rows if row["label"] == "imported: my script r0")
+    # Against the group's reference, cpu b1 r0, which divides: equal when the script did.
+    assert mine_row["bitwise_equal"] is (arithmetic == "divide")
+    stored = ResultCache(cache).read_run(mine_row["key"])
+    assert stored.provenance["imported"]["notes"] == {"device": "laptop"}
+    assert stored.probabilities.tobytes() == np.load(mine).astype(np.float32).tobytes()
+
+
+def test_import_refuses_bad_maps_in_one_line_each(models, small_images, tmp_path):
+    model = models / "tiny_tfkeras.h5"
+    good = np.full((32, 32), 0.5, dtype=np.float32)
+    cases = {
+        "nan.npy": (np.where(np.eye(32, dtype=bool), np.nan, good), "NaN or infinite values"),
+        "int8.npy": (np.zeros((32, 32), dtype=np.int8), "is int8; a probability map is float32"),
+        "shape.npy": (np.zeros((16, 32), dtype=np.float32), "the model's map is 32×32"),
+        "logits.npy": (good * 40 - 10, "not probabilities"),
+    }
+    for name, (values, _) in cases.items():
+        np.save(tmp_path / name, values)
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    cases["objects.npy"] = (None, "holds Python objects (object dtype); segdiff never unpickles")
+    for name, (_, said) in cases.items():
+        result = segdiff("import", tmp_path / name, "--model", model, "--image",
+                         small_images[0], "--cache", tmp_path / "cache")  # fmt: skip
+        assert result.returncode == 2, (name, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0] and name in lines[0], (name, lines)
+        assert "Traceback" not in result.stderr
+    assert not list(ResultCache(tmp_path / "cache").keys())
+    wide = tmp_path / "wide.npy"
+    np.save(wide, good.astype(np.float64))
+    rounded = segdiff("import", wide, "--model", model, "--image", small_images[0],
+                      "--cache", tmp_path / "cache")  # fmt: skip
+    assert rounded.returncode == 0 and "rounded to float32" in rounded.stdout
+
+
+def test_a_batch_of_maps_is_imported_image_by_image(models, small_images, tmp_path):
+    model = models / "tiny_tfkeras.h5"
+    batch = np.random.default_rng(0).random((4, 32, 32, 1), dtype=np.float32)
+    np.save(tmp_path / "batch.npy", batch)
+    result = segdiff("import", tmp_path / "batch.npy", "--model", model,
+                     *[a for image in small_images for a in ("--image", image)],
+                     "--cache", tmp_path / "cache", "--json")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [row["image"] for row in rows] == [path.name for path in small_images]
+    cache = ResultCache(tmp_path / "cache")
+    for row, values in zip(rows, batch, strict=True):
+        assert cache.read_run(row["key"]).probabilities.tobytes() == values[..., 0].tobytes()
