@@ -44,6 +44,7 @@ from segdiff_gui.ui.session_controller import SessionController
 from segdiff_gui.ui.stats_panel import StatsPanel
 from segdiff_gui.ui.view_toolbar import ViewToolbar
 from segdiff_gui.ui.window_layout import GRID_MINIMUM_WIDTH, WindowLayout
+from segdiff_gui.ui.your_maps import YourMaps
 
 __all__ = ["MainWindow"]
 
@@ -82,6 +83,7 @@ class MainWindow(QMainWindow):
         self.exports = ExportActions(
             self, model, self.grid, self._store, self.toolbar.at_risk_box.isChecked, self.notify
         )
+        self.your_maps = YourMaps(self, model, self.sessions, self.notify)
         self._build_docks()
         self._build_menus(recent_menu)
         self.grid.pixel_hovered.connect(self._show_hover)
@@ -152,6 +154,8 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "Open &bundle…", self.open_bundle_dialog, "Ctrl+Shift+O")
         file_menu.addMenu(recent_menu)
         file_menu.addSeparator()
+        self._action(file_menu, "&Import your maps…", self.your_maps.import_dialog, "Ctrl+I")
+        file_menu.addSeparator()
         exports = self.exports
         self._action(file_menu, "Export flip &mask (any run)…", exports.export_mask, "Ctrl+E")
         self._action(file_menu, "Export flipped pixels as &CSV…", exports.export_csv)
@@ -182,6 +186,7 @@ class MainWindow(QMainWindow):
         diagnosis = self.analysis.diagnosis
         self._action(analysis_menu, "&Diagnosis", lambda: self.tabs.setCurrentWidget(diagnosis))
         self._action(analysis_menu, "&Layers: probe reference vs run", self._probe_layers, "Ctrl+L")
+        self._action(analysis_menu, "&Reproduce your map…", self.your_maps.reproduce_dialog)
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&About segdiff", self.about)
 

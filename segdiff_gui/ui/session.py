@@ -40,6 +40,9 @@ class MatrixSession:
     plan: MatrixPlan | None = field(default=None, init=False)
     sweep_plan: MatrixPlan | None = field(default=None, init=False)
     _shown: frozenset[str] = field(default=frozenset(), init=False)
+    # Maps imported in this window (File › Import maps…): shown beside the plan's runs of
+    # their image and settings.
+    imported: frozenset[str] = field(default=frozenset(), init=False)
 
     @property
     def cache(self) -> ResultCache:

@@ -25,7 +25,7 @@ from segdiff_gui.core.protocol import (
 )
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.runner.devices import gpu_names, remembered_probe
-from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.runner.plan import MatrixPlan, check_model_path
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import BundleReader, is_bundle
 from segdiff_gui.storage.cache import ResultCache
@@ -241,6 +241,7 @@ class SessionController(QObject):
         icons = self.thumbnails.read([Path(image.path) for image in plan.images])
         self.panel.set_images([image.name for image in plan.images], icons, plan.target)
         cached = [session.cache.read_run(run.key, with_map=False) for run in plan.cached]
+        cached += imported_beside(session, plan)
         self.report_unreadable(plan.damaged, " (to be computed again)")
         self.model.selected_pixel = None
         self.model.set_runs(session.cache, cached)
@@ -352,3 +353,24 @@ class SessionController(QObject):
             print(f"segdiff-gui: {entry}{outcome}", file=sys.stderr)
         more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
         self.notify(f"Unreadable: {damaged[0]}{more}{outcome}", 30000)
+
+
+def imported_beside(session: MatrixSession, plan: MatrixPlan) -> list[RunRecord]:
+    """The maps imported in this window that belong beside the plan's runs: of its model
+    and target image, under its settings (a damaged one is left out, as the plan's are)."""
+    target = plan.images[plan.target].hash
+    settings = session.request.settings
+    beside = []
+    for key in sorted(session.imported):
+        try:
+            record = session.cache.read_run(key, with_map=False)
+        except InputError:
+            continue
+        if (
+            record.model_hash == plan.model_hash
+            and record.target_hash == target
+            and record.preprocessing == settings.preprocessing.to_dict()
+            and record.output == settings.output.to_dict()
+        ):
+            beside.append(record)
+    return beside

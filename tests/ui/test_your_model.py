@@ -152,3 +152,28 @@ def test_a_sweeps_footer_counts_what_was_computed_and_what_was_cached(
     cached = sum(isinstance(m, RunCached) for m in messages)
     assert (computed, cached) == (6, 2) and len(cache.records()) == 8
     assert window.run_panel.status.text() == "done: 6 computed, 2 cached, 0 failed"
+
+
+def test_your_own_map_is_imported_and_reproduced_in_the_window(
+    window, qtbot, models, small_images, tmp_path
+):
+    """Issue 32: File › Import maps… shows the map beside segdiff's runs, labelled imported
+    and never the reference; Analysis › Reproduce your map… names the configuration."""
+    model = models / "tiny_tfkeras.h5"
+    window.open_paths([str(model), *map(str, small_images)])
+    _wait_idle(qtbot, window)
+    assert window.model.study.reference.label == "cpu b1 r0"
+    mine_b1 = next(run for run in window.model.study.runs if run.label == "cpu b1 r0")
+    np.save(tmp_path / "mine.npy", mine_b1.probabilities)
+    window.your_maps.import_file(tmp_path / "mine.npy", "my script")
+    qtbot.waitUntil(lambda: window.your_maps._worker is None, timeout=180_000)
+    labels = [run.label for run in window.model.study.runs]
+    assert "imported: my script r0" in labels, labels
+    assert window.model.study.reference.label == "cpu b1 r0"  # never the imported map
+    shown = [panel.title.whole for panel in window.grid.panels.values()]
+    assert any(title.startswith("imported: my script") for title in shown), shown
+    window.your_maps.reproduce_file(tmp_path / "mine.npy")
+    qtbot.waitUntil(lambda: window.your_maps._worker is None, timeout=180_000)
+    assert "Your map is cpu b1 bit for bit (the defaults)." in window.statusBar().currentMessage()
+    window.your_maps.add_to_matrix("xla=on")  # the dialog's "Show it beside the others"
+    assert any(config.xla for config in window.run_panel.editor.configs())
