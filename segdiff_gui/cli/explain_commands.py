@@ -176,6 +176,9 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
             for finding in chosen:
                 link = f" ({finding.link})" if finding.link else ""
                 out.print(f"  • {escape(finding.sentence)}{link}")
+                if finding.measure:
+                    configs = " ".join(f"--config {spec}" for spec in finding.measure)
+                    out.print(f"    measure it: segdiff run MODEL IMAGES {escape(configs)}")
     return status
 
 

@@ -237,7 +237,20 @@ class Attribution:
                 "machine that computed them (see the total)."
             )
         measured = [(row, row.effect) for row in self.of("alone") if row.effect]
-        if measured:
+        total = next((row.effect for row in self.of("total") if row.effect), None)
+        if measured and total is not None and not total.differing_pixels:
+            # Nothing to explain: a knob that moves the map alone is undone on the way.
+            top, effect = max(measured, key=lambda p: (p[1].max_ulp, p[1].differing_pixels))
+            undone = (
+                f" ({top.knob} alone moves it by up to {effect.max_ulp:,} ULP; the other "
+                "knobs' settings undo that)"
+                if effect.differing_pixels
+                else ""
+            )
+            lines.append(
+                f"The two are bitwise equal in total: no knob explains a difference{undone}."
+            )
+        elif measured:
             top, effect = max(measured, key=lambda p: (p[1].max_ulp, p[1].differing_pixels))
             if effect.differing_pixels:
                 lines.append(

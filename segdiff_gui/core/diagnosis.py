@@ -15,6 +15,7 @@ from segdiff_gui.core.cutoff_findings import cutoff_findings, quietest_cutoff
 from segdiff_gui.core.deployment import Conversion, deployment_advice, is_conversion
 from segdiff_gui.core.findings import Finding, plural, verb
 from segdiff_gui.core.knobs import KNOBS
+from segdiff_gui.core.remedies import remedy_findings
 from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.core.study import Study, StudyRun
 
@@ -340,6 +341,7 @@ def diagnose(study: Study) -> list[Finding]:
     findings += cutoff_findings(study, cutoff_text)
     findings += deployment_advice(conversions, cutoff_text)
     findings += _advice(study, alone, cutoff_text)
+    findings += remedy_findings(study, _first_repeats(study), alone)
     if not any(run.config.is_gpu for run in study.runs):
         findings.append(
             Finding(

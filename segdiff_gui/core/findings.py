@@ -12,15 +12,20 @@ __all__ = ["Finding", "plural", "verb"]
 @dataclass(frozen=True)
 class Finding:
     """One sentence. ``topic`` is ``repeatability``, ``knobs``, ``cutoff``, ``advice`` or
-    ``not measured``; ``figure`` the number it rests on; ``link`` the documentation."""
+    ``not measured``; ``figure`` the number it rests on; ``link`` the documentation;
+    ``measure`` the configurations (``key=value`` specs) whose runs would answer what it says
+    was not measured (core/remedies.py)."""
 
     topic: str
     sentence: str
     figure: str = ""
     link: str = ""
+    measure: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["measure"] = list(self.measure)
+        return data
 
 
 def plural(count: int, noun: str) -> str:

@@ -333,6 +333,16 @@ class KnobRegistry:
         """The ``key=value`` spec :meth:`parse` turns back into ``config``."""
         return ",".join(f"{k.name}={k.spec(getattr(config, k.name))}" for k in self.knobs)
 
+    def changed_spec(self, config: Any) -> str:
+        """The ``key=value`` spec of only the knobs away from their defaults (``batch=1``
+        when none is: a spec must name something)."""
+        changed = [
+            f"{k.name}={k.spec(getattr(config, k.name))}"
+            for k in self.knobs
+            if getattr(config, k.name) != k.default
+        ]
+        return ",".join(changed) or "batch=1"
+
     def help(self) -> str:
         """What ``--config`` accepts, for help texts."""
         return ", ".join(f"{knob.name}={knob.values}" for knob in self.knobs)

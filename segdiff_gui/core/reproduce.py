@@ -55,13 +55,7 @@ class Candidate:
     def spec(self) -> str:
         """The ``--config`` of its configuration: the knobs it sets (``batch=1`` for none,
         so that a run of it is this one configuration, not the default matrix)."""
-        plain = RunConfig()
-        changed = [
-            f"{knob.name}={knob.spec(getattr(self.config, knob.name))}"
-            for knob in KNOBS
-            if getattr(self.config, knob.name) != getattr(plain, knob.name)
-        ]
-        return ",".join(changed) or "batch=1"
+        return KNOBS.changed_spec(self.config)
 
     def scaling(self, base: Preprocessing) -> dict[str, str]:
         """Its arithmetic where it is not ``base``'s, as ``--divide``/``--scale`` text:

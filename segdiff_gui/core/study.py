@@ -51,6 +51,8 @@ class StudyRun:
     # A map brought in from the user's own pipeline (segdiff import): compared like any run,
     # never a repeat (its variant is its map's digest) and never the default reference.
     imported: bool = False
+    # oneDNN as it was in effect in the run's process (its provenance), where recorded.
+    onednn: bool | None = None
 
     @property
     def identity(self) -> tuple[RunConfig, str, str, str]:

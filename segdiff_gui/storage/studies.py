@@ -195,6 +195,7 @@ def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
         f"imported#{imported}" if imported else calibration_of(record.provenance),
         batch_id(record),
         bool(imported),
+        onednn if isinstance(onednn := record.provenance.get("onednn_enabled"), bool) else None,
     )
 
 

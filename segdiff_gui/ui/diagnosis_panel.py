@@ -6,7 +6,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from PySide6.QtGui import QShowEvent
+from PySide6.QtCore import QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QShowEvent
 from PySide6.QtWidgets import QTextBrowser, QWidget
 from superqt.utils import qdebounced, thread_worker
 
@@ -16,6 +17,10 @@ from segdiff_gui.ui.inspection import InspectionModel
 __all__ = ["DiagnosisPanel"]
 
 
+# A finding's configurations to run (Finding.measure), as a link the panel handles itself.
+MEASURE_SCHEME = "segdiff-measure"
+
+
 def findings_html(findings: list[Finding]) -> str:
     parts = []
     for title, chosen in by_topic(findings):
@@ -23,6 +28,11 @@ def findings_html(findings: list[Finding]) -> str:
         for finding in chosen:
             link = f' <a href="{escape(finding.link)}">docs</a>' if finding.link else ""
             figure = f" <i>[{escape(finding.figure)}]</i>" if finding.figure else ""
+            if finding.measure:
+                target = QUrl()
+                target.setScheme(MEASURE_SCHEME)
+                target.setPath(";".join(finding.measure))
+                link += f' <a href="{escape(target.toString())}">run them</a>'
             parts.append(f"<li>{escape(finding.sentence)}{figure}{link}</li>")
         parts.append("</ul>")
     return "".join(parts)
@@ -32,10 +42,14 @@ class DiagnosisPanel(QTextBrowser):
     """Diagnoses off the GUI thread, and only while it is shown: one worker at a time, and a
     request that arrives while it runs is served once it ends (only the latest state counts)."""
 
+    # The configurations a finding's "run them" link names (key=value specs).
+    measure_requested = Signal(list)
+
     def __init__(self, model: InspectionModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
-        self.setOpenExternalLinks(True)
+        self.setOpenLinks(False)  # documentation opens outside; "run them" is ours
+        self.anchorClicked.connect(self._link_clicked)
         self.findings: list[Finding] = []
         self._worker: Any = None
         self._again = False
@@ -72,6 +86,12 @@ class DiagnosisPanel(QTextBrowser):
         worker.finished.connect(self._finished)
         self._worker = worker
         worker.start()
+
+    def _link_clicked(self, url: QUrl) -> None:
+        if url.scheme() == MEASURE_SCHEME:
+            self.measure_requested.emit([spec for spec in url.path().split(";") if spec])
+        else:
+            QDesktopServices.openUrl(url)
 
     def _show(self, findings: list[Finding]) -> None:
         self.findings = findings

@@ -79,6 +79,9 @@ class MainWindow(QMainWindow):
             model, self.sessions, self.stats.table, self.notify, self
         )
         self.sessions.session_changed.connect(self.analysis.session_changed)
+        self.analysis.diagnosis.measure_requested.connect(
+            lambda specs: self.sessions.add_configs(specs, run=True)
+        )
         self.sessions.worker_finished.connect(self.analysis.worker_done)
         self.exports = ExportActions(
             self, model, self.grid, self._store, self.toolbar.at_risk_box.isChecked, self.notify

@@ -201,6 +201,19 @@ class SessionController(QObject):
         )
         self.replan()
 
+    def add_configs(self, specs: Sequence[str], run: bool = False) -> None:
+        """Add configurations (``key=value`` specs) to the matrix's extra lines, plan, and
+        with ``run`` compute what is missing (a diagnosis's "run them", a reproduction's
+        match shown beside the others)."""
+        if not isinstance(self.session, MatrixSession) or self.worker is not None:
+            return
+        editor = self.panel.editor
+        lines = editor.extra.toPlainText().splitlines()
+        editor.extra.setPlainText("\n".join([*lines, *(s for s in specs if s not in lines)]))
+        self._matrix_edited()
+        if run:
+            self.start_runs()
+
     def _settings_edited(self) -> None:
         """The model's settings changed: they are part of every run's key; plan again."""
         session = self.session

@@ -197,10 +197,7 @@ class YourMaps(QObject):
 
     def add_to_matrix(self, spec: str) -> None:
         """Add the found configuration to the matrix: cached, it shows at once."""
-        editor = self.sessions.panel.editor
-        lines = editor.extra.toPlainText().splitlines()
-        if spec not in lines:
-            editor.extra.setPlainText("\n".join([*lines, spec]).strip())
+        self.sessions.add_configs([spec])
 
     # the worker -------------------------------------------------------------------------------
     def _start(self, work: Callable[[], Any], done: Callable[[Any], None], busy: str) -> None:

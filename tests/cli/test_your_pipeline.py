@@ -124,3 +124,31 @@ def test_a_batch_of_maps_is_imported_image_by_image(models, small_images, tmp_pa
     cache = ResultCache(tmp_path / "cache")
     for row, values in zip(rows, batch, strict=True):
         assert cache.read_run(row["key"]).probabilities.tobytes() == values[..., 0].tobytes()
+
+
+def test_a_batch_effect_that_vanishes_with_onednn_off_is_offered_as_its_remedy(
+    models, small_images, tmp_path
+):
+    """Issue 32, on real children: with oneDNN on, batch 4 moves the tiny model's map; with it
+    off, it moves nothing. diagnose offers oneDNN off with its figure; explain between two runs
+    that are bitwise equal headlines no knob."""
+    cache = tmp_path / "cache"
+    ran = segdiff("run", models / "tiny.keras", *small_images, "--cache", cache, "--repeats", "1",
+                  "--config", "onednn=on", "--config", "batch=4,onednn=on",
+                  "--config", "onednn=off", "--config", "batch=4,onednn=off")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    diagnosed = segdiff("diagnose", "--cache", cache, "--ref", "cpu b1 onednn", "--json")
+    assert diagnosed.returncode == 0, diagnosed.stderr
+    (group,) = json.loads(diagnosed.stdout)
+    findings = group["findings"]
+    moved = next(f for f in findings if f["sentence"].startswith("Changing the batch"))
+    assert "cpu b4 onednn against cpu b1 onednn r0" in moved["sentence"]
+    remedy = [f for f in findings if f["sentence"].startswith("With oneDNN off, the batch")]
+    assert len(remedy) == 1 and remedy[0]["topic"] == "advice", findings
+    assert "cpu b4 onednn-off equals cpu b1 onednn-off bit for bit" in remedy[0]["sentence"]
+    assert remedy[0]["figure"].startswith("0 vs ")
+    explained = segdiff("explain", "--cache", cache, "--from", "cpu b1 onednn-off r0",
+                        "--to", "cpu b4 onednn-off r0")  # fmt: skip
+    assert explained.returncode == 0, explained.stderr
+    assert "Largest single knob" not in explained.stdout
+    assert "The two are bitwise equal in total: no knob explains a difference" in explained.stdout

@@ -148,3 +148,25 @@ def test_without_a_default_run_the_reference_is_the_one_nearest_the_defaults() -
     batch = run(RunConfig(batch=2))
     assert default_reference([fresh_jax, batch]) is batch
     assert default_reference([batch, run(RunConfig())]).config == RunConfig()
+
+
+def test_a_total_of_zero_headlines_no_knob() -> None:
+    """Issue 32: batch 64 moves the map with oneDNN on; with oneDNN off nothing does, and
+    explain from the first to the last must not name batch as the largest single knob."""
+    base, target = RunConfig(onednn=True), RunConfig(batch=64, onednn=False)
+    plan = plan_attribution(base, target)
+    plain = np.full((8, 8), 0.25, dtype=np.float32)
+    moved = plain.copy()
+    moved[2, 3] = np.nextafter(moved[2, 3], np.float32(1))
+    maps = {
+        base: [plain],
+        RunConfig(batch=64, onednn=True): [moved],
+        RunConfig(onednn=False): [plain],
+        target: [plain],
+    }
+    sentences = attribute(plan, lambda config: maps.get(config, []), 0.5).sentences()
+    assert not any(line.startswith("Largest single knob") for line in sentences), sentences
+    assert sentences[0] == (
+        "The two are bitwise equal in total: no knob explains a difference (batch alone moves "
+        "it by up to 1 ULP; the other knobs' settings undo that)."
+    )

@@ -243,3 +243,28 @@ def test_the_quietest_cutoff_keeps_pixels_in_both_classes() -> None:
     best, count = quietest_cutoff(reference, margin=0.004, cutoff=0.55)
     assert 0.388 < best <= 0.587 and count > 0
     assert quietest_cutoff(reference, 0.004, 0.99) == (0.99, 0)  # none in range: the cutoff
+
+
+def test_a_remedy_is_offered_where_it_was_measured_and_named_where_it_was_not() -> None:
+    """Issue 32: batch 64 moves the map with oneDNN on and nothing with it off: diagnosis
+    offers oneDNN off with its figure. Without the oneDNN-off runs it names the two runs that
+    would measure it."""
+    base = _base()
+    batched = base + np.float32(1e-3)
+    on, on64 = RunConfig(onednn=True), RunConfig(onednn=True, batch=64)
+    off, off64 = RunConfig(onednn=False), RunConfig(onednn=False, batch=64)
+    measured = Study(
+        [_run(on, 0, base), _run(on64, 0, batched), _run(off, 0, base + np.float32(2e-3)),
+         _run(off64, 0, base + np.float32(2e-3))],
+        cutoff=0.5,
+    )  # fmt: skip
+    remedy = [f for f in diagnose(measured) if f.sentence.startswith("With oneDNN off")]
+    assert len(remedy) == 1 and remedy[0].topic == "advice"
+    assert "cpu b64 onednn-off equals cpu b1 onednn-off bit for bit" in remedy[0].sentence
+    assert "with the reference's oneDNN on it moved 400 pixels" in remedy[0].sentence
+    assert "Set oneDNN off (onednn=off)" in remedy[0].sentence
+    unmeasured = Study([_run(on, 0, base), _run(on64, 0, batched)], cutoff=0.5)
+    (suggestion,) = [f for f in diagnose(unmeasured) if f.measure]
+    assert suggestion.topic == "not measured"
+    assert suggestion.measure == ("onednn=off", "batch=64,onednn=off")
+    assert "Whether oneDNN off removes the batch" in suggestion.sentence

@@ -126,3 +126,22 @@ def test_the_statistics_plots_are_made_and_filled_when_the_tab_is_shown(qtbot, t
     assert len(panel.curve_plot.getPlotItem().listDataItems()) == 1
     assert panel.marker.value() == model.cutoff
     assert len(panel.histogram.getPlotItem().listDataItems()) == 1
+
+
+def test_a_findings_run_them_link_asks_for_its_configurations(qtbot):
+    """Issue 32: a remedy not measured is offered as a link that runs its configurations."""
+    from PySide6.QtCore import QUrl
+
+    from segdiff_gui.core.findings import Finding
+    from segdiff_gui.ui.diagnosis_panel import DiagnosisPanel, findings_html
+    from segdiff_gui.ui.inspection import InspectionModel
+
+    finding = Finding("not measured", "Whether oneDNN off removes it…",
+                      measure=("onednn=off", "batch=64,onednn=off"))  # fmt: skip
+    html = findings_html([finding])
+    assert 'href="segdiff-measure:onednn=off;batch=64,onednn=off">run them</a>' in html
+    panel = DiagnosisPanel(InspectionModel())
+    qtbot.addWidget(panel)
+    with qtbot.waitSignal(panel.measure_requested) as asked:
+        panel.anchorClicked.emit(QUrl("segdiff-measure:onednn=off;batch=64,onednn=off"))
+    assert asked.args == [["onednn=off", "batch=64,onednn=off"]]
