@@ -15,6 +15,7 @@ import numpy as np
 from segdiff_gui.core.config import Preprocessing, RunConfig, parse_config_spec, parse_preprocessing
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.io.images import collect_images
+from segdiff_gui.runner.arguments import preprocessing_function
 from segdiff_gui.storage.cache import ResultCache
 
 __all__ = [
@@ -179,12 +180,14 @@ def _channels_text(name: str, value: object) -> str | None:
         raise InputError("preprocess", f"{name} is {value!r}: give numbers") from None
 
 
-def preprocessing(value: Preprocessing | Mapping[str, Any] | None) -> Preprocessing:
+def preprocessing(value: Preprocessing | Mapping[str, Any] | str | None) -> Preprocessing:
     """How an image becomes the model's input, from a mapping of the CLI's settings."""
     if value is None:
         return Preprocessing()
     if isinstance(value, Preprocessing):
         return value
+    if isinstance(value, str):  # your own function: "prepare.py:prepare"
+        return preprocessing_function(value)
     if not isinstance(value, Mapping):
         raise InputError("preprocess", f"is a {type(value).__name__}: give a dict")
     unknown = sorted(set(value) - set(_PREPROCESS_KEYS))

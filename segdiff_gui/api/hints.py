@@ -18,6 +18,7 @@ _ARGUMENTS = {
     "output": "output=NAME or INDEX",
     "activation": 'activation="{}"',
     "trust_model": "trust_model=True",
+    "trust_preprocess": "trust_preprocess=True",
     "repeats": "repeats={}",
     "group": "group=ID (see runs.table())",
     "model": "model=NAME",

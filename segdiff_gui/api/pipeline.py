@@ -45,10 +45,11 @@ __all__ = ["Reproduced", "import_maps", "reproduce", "reproduce_in"]
 
 
 def _settings(
-    preprocess: Preprocessing | Mapping[str, Any] | None,
+    preprocess: Preprocessing | Mapping[str, Any] | str | None,
     output: str | int | None,
     activation: str,
     trust_model: bool,
+    trust_preprocess: bool = False,
 ) -> ModelSettings:
     try:
         selection = OutputSelection(
@@ -57,7 +58,12 @@ def _settings(
         )
     except ConfigError as error:
         raise InputError("activation", str(error)) from None
-    return ModelSettings(preprocessing(preprocess), selection, flag(trust_model, "trust_model"))
+    return ModelSettings(
+        preprocessing(preprocess),
+        selection,
+        flag(trust_model, "trust_model"),
+        flag(trust_preprocess, "trust_preprocess"),
+    )
 
 
 def import_maps(
@@ -220,10 +226,11 @@ def reproduce(
     images: PathLike | Sequence[PathLike],
     *,
     target: str | None = None,
-    preprocess: Preprocessing | Mapping[str, Any] | None = None,
+    preprocess: Preprocessing | Mapping[str, Any] | str | None = None,
     output: str | int | None = None,
     activation: str = "none",
     trust_model: bool = False,
+    trust_preprocess: bool = False,
     cache: PathLike | ResultCache | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     progress: bool = True,
@@ -247,7 +254,7 @@ def reproduce(
         tuple(image_paths(images)),
         cache_of(cache),
         target=target,
-        settings=_settings(preprocess, output, activation, trust_model),
+        settings=_settings(preprocess, output, activation, trust_model, trust_preprocess),
         timeout_s=positive(timeout, "timeout"),
     )
     return reproduce_in(replace(request, repeats=1), values, progress)

@@ -56,10 +56,11 @@ def run(
     configs: ConfigLike | Sequence[ConfigLike] | None = None,
     *,
     repeats: int = DEFAULT_REPEATS,
-    preprocess: Preprocessing | Mapping[str, Any] | None = None,
+    preprocess: Preprocessing | Mapping[str, Any] | str | None = None,
     output: str | int | None = None,
     activation: str = "none",
     trust_model: bool = False,
+    trust_preprocess: bool = False,
     target: str | None = None,
     cache: PathLike | ResultCache | None = None,
     cutoff: float = DEFAULT_CUTOFF,
@@ -81,10 +82,13 @@ def run(
         Unnamed knobs keep their defaults. Default: batch 1 and 64 on every device present.
     repeats : int
         Runs of each configuration (on a GPU, repeats show nondeterminism).
-    preprocess : dict or Preprocessing, optional
-        How an image becomes the model's input: ``scale`` (a number, or text like
-        ``"1/255"``; default by dtype), ``mean`` and ``std`` (per channel, after scaling),
-        ``color`` (``keep``, ``gray``, ``rgb``), ``resize`` (``refuse``, ``bilinear``).
+    preprocess : dict, Preprocessing or str, optional
+        How an image becomes the model's input: ``divide`` (x / D in float32; default 255
+        for 8-bit images, 65535 for 16-bit) or ``scale`` (x * float32(X), a number or text
+        like ``"1/255"``), ``mean`` and ``std`` (per channel, after scaling), ``color``
+        (``keep``, ``gray``, ``rgb``), ``resize`` (``refuse``, ``bilinear``). Or your own
+        function as ``"prepare.py:prepare"`` (image array → model input), which runs in the
+        child only with ``trust_preprocess=True``.
     output : str or int, optional
         Which output of a multi-output model is the map (its name or index).
     activation : {"none", "sigmoid", "softmax"}
@@ -92,6 +96,8 @@ def run(
     trust_model : bool
         Let code in the model (Lambda layers) run: Keras safe mode off. Trust only models
         whose source you trust.
+    trust_preprocess : bool
+        Let your preprocessing function run (in the child): it can do anything your user can.
     target : str, optional
         The image studied, by file name (default: the first).
     cache : str, Path or ResultCache, optional
@@ -126,7 +132,12 @@ def run(
     except ConfigError as error:
         raise InputError("activation", str(error)) from None
     # Cheap checks first (arguments), then files, as the CLI: then the device probe, then runs.
-    settings = ModelSettings(preprocessing(preprocess), selection, flag(trust_model, "trust_model"))
+    settings = ModelSettings(
+        preprocessing(preprocess),
+        selection,
+        flag(trust_model, "trust_model"),
+        flag(trust_preprocess, "trust_preprocess"),
+    )
     chosen = configurations(configs)
     count, seconds = whole_number(repeats, "repeats"), positive(timeout, "timeout")
     request = MatrixRequest(

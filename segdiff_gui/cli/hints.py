@@ -15,6 +15,7 @@ _FLAGS = {
     "output": "--output NAME|INDEX",
     "activation": "--activation {}",
     "trust_model": "--trust-model",
+    "trust_preprocess": "--trust-preprocess",
     "repeats": "--repeats {}",
     "group": "--group ID",
     "model": "--model NAME",

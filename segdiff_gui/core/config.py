@@ -104,6 +104,7 @@ class RunConfig:
 
 
 _C = TypeVar("_C")
+_HEX = "0123456789abcdef"
 
 
 def parse_config_spec(spec: str, base: _C | None = None, knobs: KnobRegistry = KNOBS) -> _C:
@@ -131,6 +132,11 @@ class Preprocessing:
 
     ``by_dtype`` is the arithmetic of step 2 when neither number is given: ``divide``, or
     ``multiply`` (by 1/255 or 1/65535), which runs stored before issue 32 did.
+
+    Or the user's own function replaces all five (``function``: ``prepare.py:prepare``, from
+    the image array to the model's input; ``function_sha256``: its file's bytes, keyed;
+    ``function_file``: where the child loads it from, not keyed). It runs only in the child,
+    and only when trusted (:attr:`ModelSettings.trust_preprocess`).
     """
 
     scale: float | None = None
@@ -140,8 +146,13 @@ class Preprocessing:
     resize: Literal["refuse", "bilinear"] = "refuse"
     divisor: float | None = None
     by_dtype: Literal["divide", "multiply"] = "divide"
+    function: str | None = None
+    function_sha256: str | None = None
+    function_file: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        if self.function is not None:
+            self._check_function()
         if self.color not in ("keep", "gray", "rgb"):
             raise ConfigError(f"color must be keep, gray or rgb, not {self.color!r}")
         if self.resize not in ("refuse", "bilinear"):
@@ -171,14 +182,52 @@ class Preprocessing:
             "color": self.color,
             "resize": self.resize,
         }
+        if self.function is not None:
+            return {"function": self.function, "function_sha256": self.function_sha256}
         if self.divisor is not None:
             data["divisor"] = self.divisor
         elif self.scale is None and self.by_dtype == "divide":
             data["by_dtype"] = "divide"
         return data
 
+    def to_job_dict(self) -> dict[str, Any]:
+        """What a child needs: the keyed form and where the function's file is."""
+        data = self.to_dict()
+        if self.function_file is not None:
+            data["function_file"] = self.function_file
+        return data
+
+    def _check_function(self) -> None:
+        name, sep, function = str(self.function).rpartition(":")
+        if not sep or not name.endswith(".py") or not function.isidentifier():
+            raise ConfigError(
+                f"preprocess must be FILE.py:function, not {str(self.function)[:80]!r}"
+            )
+        digest = self.function_sha256
+        if not (isinstance(digest, str) and len(digest) == 64 and set(digest) <= set(_HEX)):
+            raise ConfigError("a preprocessing function needs its file's SHA-256")
+        others = Preprocessing(by_dtype=self.by_dtype)
+        if (self.scale, self.divisor, self.mean, self.std, self.color, self.resize) != (
+            others.scale,
+            others.divisor,
+            others.mean,
+            others.std,
+            others.color,
+            others.resize,
+        ):
+            raise ConfigError(
+                "a preprocessing function replaces divide, scale, mean, std, colour and resize: "
+                "leave them at their defaults"
+            )
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Preprocessing:
+        if "function" in data:
+            return cls(
+                function=data.get("function"),
+                function_sha256=data.get("function_sha256"),
+                function_file=data.get("function_file"),
+            )
         return cls(
             scale=data.get("scale"),
             mean=tuple(data.get("mean", ())),
@@ -190,7 +239,10 @@ class Preprocessing:
         )
 
     def scaling_text(self) -> str:
-        """Step 2 in words: ``x / 255``, ``x * 0.00392157``, ``x / dtype max``."""
+        """Step 2 in words: ``x / 255``, ``x * 0.00392157``, ``x / dtype max``; the user's
+        function by its name (``prepare.py:prepare #3fa2``)."""
+        if self.function is not None:
+            return f"{self.function} #{str(self.function_sha256)[:4]}"
         if self.divisor is not None:
             return f"x / {self.divisor:g}"
         if self.scale is not None:
@@ -300,3 +352,5 @@ class ModelSettings:
     preprocessing: Preprocessing = field(default_factory=Preprocessing)
     output: OutputSelection = field(default_factory=OutputSelection)
     trust_model: bool = False
+    # The user's preprocessing function may run in the child (it can run any code).
+    trust_preprocess: bool = False

@@ -75,6 +75,8 @@ class EngineJob:
     images: tuple[ImageRef, ...]
     cache_root: str
     runs: tuple[PlannedRun, ...] = field(default=())
+    # The user's preprocessing function may run (ModelSettings.trust_preprocess).
+    trust_preprocess: bool = False
     # A layer probe (issue 15): each run's configuration is probed layer by layer into the
     # cache's layer store (its plain run must be cached already), pieces of at most a share
     # of this many bytes; 0: plain runs.
@@ -96,7 +98,8 @@ class EngineJob:
             "model_path": self.model_path,
             "model_hash": self.model_hash,
             "trust_model": self.trust_model,
-            "preprocessing": self.preprocessing.to_dict(),
+            "preprocessing": self.preprocessing.to_job_dict(),
+            "trust_preprocess": self.trust_preprocess,
             "output": self.output.to_dict(),
             "images": [asdict(image) for image in self.images],
             "cache_root": self.cache_root,
@@ -116,4 +119,5 @@ class EngineJob:
             cache_root=data["cache_root"],
             runs=tuple(PlannedRun.from_dict(run) for run in data["runs"]),
             probe_memory_budget=int(data.get("probe_memory_budget", 0)),
+            trust_preprocess=bool(data.get("trust_preprocess", False)),
         )

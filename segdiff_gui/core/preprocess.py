@@ -11,7 +11,14 @@ import numpy as np
 from segdiff_gui.core.config import Preprocessing
 from segdiff_gui.core.errors import InputError
 
-__all__ = ["dtype_divisor", "prepare_input", "resize_bilinear", "scaled"]
+__all__ = [
+    "dtype_divisor",
+    "is_tensor",
+    "prepare_input",
+    "resize_bilinear",
+    "scaled",
+    "tensor_input",
+]
 
 # ITU-R BT.601 luma, the weights Pillow and tf.image.rgb_to_grayscale use.
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
@@ -122,3 +129,42 @@ def prepare_input(
     if preprocessing.std:
         data = data / np.asarray(preprocessing.std, dtype=np.float32)
     return np.ascontiguousarray(data, dtype=np.float32)
+
+
+def is_tensor(path: str, array: np.ndarray) -> bool:
+    """A ``.npy`` of floats is the model's input already (a tensor), used as it is."""
+    return path.lower().endswith(".npy") and array.dtype.kind == "f"
+
+
+def tensor_input(
+    array: np.ndarray,
+    preprocessing: Preprocessing,
+    height: int | None,
+    width: int | None,
+    channels: int | None,
+    name: str,
+) -> np.ndarray:
+    """A tensor (:func:`is_tensor`) as the model's input: as it is, no scaling and no colour
+    change; refused, naming the file, where it cannot be the model's input."""
+    plain = Preprocessing(by_dtype=preprocessing.by_dtype)
+    if preprocessing != plain:
+        raise InputError(
+            name,
+            "is a tensor (a .npy of floats is the model's input as it is): it takes no "
+            "divide, scale, mean, std, colour, resize or preprocessing function; drop them",
+        )
+    if array.dtype != np.float32:
+        raise InputError(
+            name, f"is a {array.dtype} tensor; the model's input is float32 (save it as float32)"
+        )
+    data = array[..., None] if array.ndim == 2 else array
+    wanted = (height or data.shape[0], width or data.shape[1], channels or data.shape[-1])
+    if data.shape != wanted:
+        raise InputError(
+            name,
+            f"is a tensor of shape {'×'.join(map(str, data.shape))}; the model takes "
+            f"{'×'.join(map(str, wanted))} (a .npy of floats is used as it is: not resized)",
+        )
+    if not np.isfinite(data).all():
+        raise InputError(name, "is a tensor with NaN or infinite values")
+    return np.ascontiguousarray(data)

@@ -98,6 +98,8 @@ def other_arithmetic(
     """The same scaling with the other arithmetic (dividing ↔ multiplying by the
     reciprocal), and its words; ``None`` where there is no scaling to vary (a float image
     left as it is). ``dtype_max``: what the image's dtype divides by (255, 65535)."""
+    if preprocessing.function is not None:
+        return None  # your own function's arithmetic is yours
     if preprocessing.divisor is not None:
         other = replace(preprocessing, divisor=None, scale=1.0 / preprocessing.divisor)
         return other, f"x * float32(1/{preprocessing.divisor:g})"

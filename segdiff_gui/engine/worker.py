@@ -21,7 +21,7 @@ from segdiff_gui.core.defaults import DEFAULT_CALIBRATION_IMAGES
 from segdiff_gui.core.errors import InputError, first_line
 from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.job import EngineJob, PlannedRun
-from segdiff_gui.core.preprocess import prepare_input
+from segdiff_gui.core.preprocess import is_tensor, prepare_input, tensor_input
 from segdiff_gui.core.protocol import BatchProgress, ChildFatal, RunFailed, RunFinished, RunStarted
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set
 from segdiff_gui.core.timestamps import local_timestamp
@@ -33,6 +33,7 @@ from segdiff_gui.engine.inspect_model import answer_for_model_and_devices
 from segdiff_gui.engine.models import LoadedModel, load_model
 from segdiff_gui.engine.outputs import choose_output, to_probabilities
 from segdiff_gui.engine.protocol import Channel
+from segdiff_gui.engine.user_code import UserPreprocessing
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, compilation_cache_dir
 from segdiff_gui.storage.records import RunRecord
@@ -100,6 +101,8 @@ class JobRunner:
             backend.attach(self._conversion_source())
         self.facts = process_facts(backend)
         self._forwards: dict[tuple[object, ...], Callable[[np.ndarray], Outputs]] = {}
+        self._user_function: UserPreprocessing | None = None
+        self._tensors: set[int] = set()  # images that are tensors, used as they are
         self._compiled: set[tuple[object, ...]] = set()
         # Prepared inputs, least recently used first. A sweep over a whole test set must not
         # hold every image: one batch's worth (plus the next target) stays, the rest is redone.
@@ -139,9 +142,24 @@ class JobRunner:
         image = self.job.images[index]
         _check_unchanged(image.path, image.hash)
         height, width, channels = self.model.input_shape
-        return prepare_input(
-            read_image(image.path), self.job.preprocessing, height, width, channels, image.path
-        )
+        decoded = read_image(image.path)
+        preprocessing = self.job.preprocessing
+        if preprocessing.function is not None:
+            if self._user_function is None:
+                self._user_function = UserPreprocessing(preprocessing, self.job.trust_preprocess)
+            return self._user_function(decoded, height, width, channels, image.path)
+        if is_tensor(image.path, decoded):
+            self._tensors.add(index)
+            return tensor_input(decoded, preprocessing, height, width, channels, image.path)
+        return prepare_input(decoded, preprocessing, height, width, channels, image.path)
+
+    def input_kind(self, index: int) -> str:
+        """How the image at ``index`` became the model's input, for provenance."""
+        if self.job.preprocessing.function is not None:
+            return f"your function {self.job.preprocessing.function}"
+        if index in self._tensors:
+            return "a tensor, as it is (a .npy of floats)"
+        return "an image, preprocessed"
 
     def batch_for(self, run: PlannedRun) -> np.ndarray:
         target = self._input(run.target)
@@ -270,6 +288,7 @@ class JobRunner:
             "model_path": str(Path(self.job.model_path).resolve()),
             "model_format": self.model.format,
             "target_path": str(Path(images[run.target].path).resolve()),
+            "target_input": self.input_kind(run.target),
             "trust_model": self.job.trust_model,
             "wall_time_s": wall,
             "timestamp": local_timestamp(),

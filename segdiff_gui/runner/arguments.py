@@ -6,18 +6,28 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
-from segdiff_gui.core.config import ModelSettings, OutputSelection, parse_preprocessing
+from segdiff_gui.core.config import (
+    ConfigError,
+    ModelSettings,
+    OutputSelection,
+    Preprocessing,
+    parse_preprocessing,
+)
 from segdiff_gui.core.defaults import (
     DEFAULT_LAYER_DISK_BUDGET,
     DEFAULT_LAYER_MEMORY_BUDGET,
     DEFAULT_REPEATS,
     DEFAULT_TIMEOUT_S,
 )
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.text import format_size, parse_size
 
 __all__ = [
+    "TRUST_PREPROCESS_WARNING",
     "TRUST_WARNING",
     "add_configs",
     "add_layer_budgets",
@@ -26,6 +36,7 @@ __all__ = [
     "add_timeout",
     "model_settings",
     "number",
+    "preprocessing_function",
 ]
 
 
@@ -84,6 +95,12 @@ def add_timeout(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# What trusting a preprocessing function means (--trust-preprocess, the window's checkbox).
+TRUST_PREPROCESS_WARNING = (
+    "allow your preprocessing function (--preprocess) to run in segdiff's child: it is Python "
+    "code with your permissions and can read, write or send any of your files; trust only code "
+    "you wrote or whose source you trust"
+)
 # What trusting a model means, for the --trust-model help and the window's checkbox.
 TRUST_WARNING = (
     "allow code in the model (Lambda layers, SavedModel graphs) to run: Keras safe mode off. "
@@ -134,16 +151,48 @@ def add_model_settings(parser: argparse.ArgumentParser) -> None:
         help="apply to raw logits (default none: outputs must already be probabilities)",
     )
     group.add_argument("--trust-model", action="store_true", help=TRUST_WARNING)
+    group.add_argument(
+        "--preprocess",
+        metavar="FILE.py:FUNCTION",
+        help="your own preprocessing: FUNCTION(image array) gives the model's input, in place "
+        "of divide/scale/mean/std/colour/resize (the file's bytes are part of the key; it runs "
+        "only with --trust-preprocess)",
+    )
+    group.add_argument("--trust-preprocess", action="store_true", help=TRUST_PREPROCESS_WARNING)
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
     """The settings the options of :func:`add_model_settings` name (a ConfigError if not)."""
+    preprocessing = parse_preprocessing(
+        args.scale, args.mean, args.std, args.color, args.resize, args.divide
+    )
+    if args.preprocess:
+        if preprocessing != Preprocessing():
+            raise ConfigError(
+                "--preprocess replaces --divide, --scale, --mean, --std, --color and --resize"
+            )
+        preprocessing = preprocessing_function(args.preprocess)
     return ModelSettings(
-        preprocessing=parse_preprocessing(
-            args.scale, args.mean, args.std, args.color, args.resize, args.divide
-        ),
+        preprocessing=preprocessing,
         output=OutputSelection(output=args.output, activation=args.activation),
         trust_model=args.trust_model,
+        trust_preprocess=args.trust_preprocess,
+    )
+
+
+def preprocessing_function(spec: str) -> Preprocessing:
+    """``prepare.py:prepare`` as a preprocessing: the file's bytes hashed now (its key),
+    checked again in the child before the function runs there."""
+    file, sep, name = spec.rpartition(":")
+    path = Path(file)
+    if not sep or path.suffix != ".py" or not name.isidentifier():
+        raise InputError(spec, "is not FILE.py:FUNCTION (a Python file and a function's name)")
+    if not path.is_file():
+        raise InputError(path, "no such Python file")
+    return Preprocessing(
+        function=f"{path.name}:{name}",
+        function_sha256=hash_path(path),
+        function_file=str(path.resolve()),
     )
 
 

@@ -181,6 +181,7 @@ def plan_matrix(
     preprocessing: Preprocessing | None = None,
     output: OutputSelection | None = None,
     trust_model: bool = False,
+    trust_preprocess: bool = False,
     sweep: bool = False,
     shard: tuple[int, int] | None = None,
     knobs: KnobRegistry = KNOBS,
@@ -195,6 +196,13 @@ def plan_matrix(
         raise InputError("repeats", f"must be between 1 and {MAX_REPEATS:,}, not {repeats:,}")
     cache.claim()  # before anything is written into the folder
     preprocessing = preprocessing or Preprocessing()
+    if preprocessing.function is not None and not trust_preprocess:
+        raise InputError(
+            preprocessing.function_file or preprocessing.function,
+            "is your own code: it runs in segdiff's child only when you trust it "
+            "(trust the preprocessing function)",
+            fix="trust_preprocess=on",
+        )
     output = output or OutputSelection()
     refs = image_refs([Path(p) for p in image_paths])
     if shard is not None:
@@ -269,6 +277,7 @@ def plan_matrix(
         model_path=str(model),
         model_hash=model_hash,
         trust_model=trust_model,
+        trust_preprocess=trust_preprocess,
         preprocessing=preprocessing,
         output=output,
         images=tuple(refs),

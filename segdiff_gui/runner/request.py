@@ -80,6 +80,7 @@ class MatrixRequest:
             preprocessing=self.settings.preprocessing,
             output=self.settings.output,
             trust_model=self.settings.trust_model,
+            trust_preprocess=self.settings.trust_preprocess,
             sweep=self.sweep,
             shard=self.shard,
             knobs=self.knobs,

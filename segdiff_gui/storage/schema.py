@@ -187,6 +187,12 @@ def _finite_numbers(value: object, most: int) -> bool:
 
 
 def check_preprocessing(data: object, fail: Any) -> Preprocessing:
+    if isinstance(data, dict) and "function" in data:  # the user's own function
+        if set(data) != {"function", "function_sha256"} or not all(
+            isinstance(value, str) and len(value) <= 512 for value in data.values()
+        ):
+            raise fail("is not a preprocessing function (function, function_sha256)")
+        return _built(Preprocessing.from_dict, data, "preprocessing", fail)
     known = {"scale", "mean", "std", "color", "resize", "divisor", "by_dtype"}
     if not isinstance(data, dict) or set(data) - known:
         raise fail(f"is not a preprocessing ({', '.join(sorted(known))})")

@@ -74,7 +74,8 @@ def group_id(record: RunRecord) -> str:
 
 
 _SETTING_DEFAULTS = {**Preprocessing().to_dict(), **OutputSelection().to_dict()}
-_SCALING = ("scale", "divisor", "by_dtype")  # said together, as the arithmetic
+# Said together, as the arithmetic (or as the user's function, which replaces it).
+_SCALING = ("scale", "divisor", "by_dtype", "function", "function_sha256")
 
 
 def settings_text(record: RunRecord) -> str:

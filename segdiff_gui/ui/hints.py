@@ -15,6 +15,7 @@ _CONTROLS = {
     "output": "output",
     "activation": "activation",
     "trust_model": "trust this model",
+    "trust_preprocess": "trust this function",
     "repeats": "repeats",
 }
 
@@ -30,7 +31,7 @@ def with_control(message: str, fix: str) -> str:
     if not control:
         return message
     where = "the Matrix" if control == "repeats" else "Model settings"
-    setting = "tick “trust this model”" if control.startswith("trust") else control
+    setting = f"tick “{control}”" if control.startswith("trust") else control
     return f"{message} — in {where}, {setting}" + (f": {value}" if value and value != "on" else "")
 
 

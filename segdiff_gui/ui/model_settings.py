@@ -23,8 +23,12 @@ from segdiff_gui.core.config import (
     Preprocessing,
     parse_preprocessing,
 )
-from segdiff_gui.core.errors import ConfigError
-from segdiff_gui.runner.arguments import TRUST_WARNING
+from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.runner.arguments import (
+    TRUST_PREPROCESS_WARNING,
+    TRUST_WARNING,
+    preprocessing_function,
+)
 
 __all__ = ["ModelSettingsEditor"]
 
@@ -83,6 +87,17 @@ class ModelSettingsEditor(QWidget):
             "none: the outputs are probabilities already; sigmoid or softmax: segdiff applies "
             "it to raw logits"
         )
+        self.function = QLineEdit()
+        self.function.setPlaceholderText("none: the steps above")
+        self.function.setToolTip(
+            "Your own preprocessing, FILE.py:FUNCTION: FUNCTION(image array) gives the model's "
+            "input, in place of the steps above. The file's bytes are part of every run's key; "
+            "it runs in segdiff's child only when trusted."
+        )
+        self.trust_function = QCheckBox("trust this function")
+        self.trust_function.setToolTip(
+            TRUST_PREPROCESS_WARNING[0].upper() + TRUST_PREPROCESS_WARNING[1:] + "."
+        )
         self.trust = QCheckBox("trust this model (safe mode off)")
         self.trust.setToolTip(TRUST_WARNING[0].upper() + TRUST_WARNING[1:] + ".")
         self.trust_warning = QLabel(
@@ -106,11 +121,14 @@ class ModelSettingsEditor(QWidget):
         form.addRow("resize", self.resize)
         form.addRow("output", self.output)
         form.addRow("activation", self.activation)
+        form.addRow("or your function", self.function)
+        form.addRow(self.trust_function)
         form.addRow(self.trust)
         form.addRow(self.trust_warning)
         form.addRow(self.problem)
-        for line in (self.divide, self.scale, self.mean, self.std):
+        for line in (self.divide, self.scale, self.mean, self.std, self.function):
             line.editingFinished.connect(self._edited)
+        self.trust_function.toggled.connect(self._edited)
         for box in (self.color, self.resize, self.activation):
             box.currentIndexChanged.connect(self._edited)
         self.output.activated.connect(self._edited)
@@ -129,6 +147,16 @@ class ModelSettingsEditor(QWidget):
             self.resize.currentText(),
             self.divide.text().strip() or None,
         )
+        if function := self.function.text().strip():
+            if preprocessing != Preprocessing():
+                raise ConfigError(
+                    "your function replaces divide, multiply, mean, std, colour and resize: "
+                    "clear them, or the function"
+                )
+            try:
+                preprocessing = preprocessing_function(function)
+            except InputError as error:
+                raise ConfigError(str(error)) from None
         output = self.output.currentText().strip()
         return ModelSettings(
             preprocessing,
@@ -137,16 +165,21 @@ class ModelSettingsEditor(QWidget):
                 activation=self.activation.currentText(),  # type: ignore[arg-type]
             ),
             self.trust.isChecked(),
+            self.trust_function.isChecked(),
         )
 
     def load(self, settings: ModelSettings) -> None:
         """Show ``settings`` (a request's), emitting nothing."""
         self._shown = settings
         widgets = (self.divide, self.scale, self.mean, self.std, self.color, self.resize,
-                   self.output, self.activation, self.trust)  # fmt: skip
+                   self.output, self.activation, self.trust, self.function,
+                   self.trust_function)  # fmt: skip
         for widget in widgets:
             widget.blockSignals(True)
         p: Preprocessing = settings.preprocessing
+        named = p.function.rpartition(":")[2] if p.function else ""
+        self.function.setText(f"{p.function_file}:{named}" if p.function_file else "")
+        self.trust_function.setChecked(settings.trust_preprocess)
         self.divide.setText("" if p.divisor is None else f"{p.divisor:.10g}")
         self.scale.setText("" if p.scale is None else f"{p.scale:.10g}")
         self.mean.setText(_numbers(p.mean))
@@ -211,8 +244,9 @@ class ModelSettingsEditor(QWidget):
         if setting in boxes and value and boxes[setting].findText(value) >= 0:
             boxes[setting].setCurrentText(value)  # emits changed
             return True
-        if setting == "trust_model" and value == "on":
-            self.trust.setChecked(True)
+        trusts = {"trust_model": self.trust, "trust_preprocess": self.trust_function}
+        if setting in trusts and value == "on":
+            trusts[setting].setChecked(True)
             return True
         field = {"output": self.output, "mean": self.mean, "std": self.std, "scale": self.scale}
         if setting in field:

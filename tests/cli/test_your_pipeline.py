@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.slow
 USER_SCRIPT = """
 import sys
 import numpy as np
+from PIL import Image
 from PIL import Image
 import tf_keras  # TensorFlow's defaults: nothing set, as a user's script has it
 
@@ -152,3 +154,91 @@ def test_a_batch_effect_that_vanishes_with_onednn_off_is_offered_as_its_remedy(
     assert explained.returncode == 0, explained.stderr
     assert "Largest single knob" not in explained.stdout
     assert "The two are bitwise equal in total: no knob explains a difference" in explained.stdout
+
+
+PREPARE = """
+import numpy as np
+from PIL import Image
+
+
+def prepare(image):
+    x = image.astype(np.float32) / 255.0
+    return (x - 0.5) / 0.25
+"""
+
+
+def test_your_preprocessing_function_runs_only_trusted_and_is_keyed_by_its_bytes(
+    models, small_images, tmp_path
+):
+    """Issue 32: ``--preprocess FILE.py:function`` gives the model's input; it runs in the
+    child only with --trust-preprocess, its map equals the same function applied by hand, and
+    another file's bytes are another key."""
+    code = tmp_path / "prepare.py"
+    code.write_text(PREPARE)
+    model, cache = models / "tiny.keras", tmp_path / "cache"
+    common = [model, small_images[0], "--cache", cache, "--config", "batch=1",
+              "--repeats", "1", "--preprocess", f"{code}:prepare"]  # fmt: skip
+    refused = segdiff("run", *common)
+    assert refused.returncode == 2
+    assert "is your own code" in refused.stderr and "--trust-preprocess" in refused.stderr
+    ran = segdiff("run", *common, "--trust-preprocess", "--json")
+    assert ran.returncode == 0, ran.stderr
+    (run,) = json.loads(ran.stdout)["runs"]
+    stored = ResultCache(cache).read_run(run["key"])
+    assert stored.preprocessing["function"] == "prepare.py:prepare"
+    assert stored.provenance["target_input"] == "your function prepare.py:prepare"
+    by_hand = subprocess.run(
+        [sys.executable, "-c", BY_HAND, str(model), str(small_images[0])],
+        capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert by_hand.returncode == 0, by_hand.stderr[-2000:]
+    assert stored.probabilities.tobytes() == by_hand.stdout
+    code.write_text(PREPARE.replace("0.25", "0.5"))
+    again = segdiff("run", *common, "--trust-preprocess", "--json")
+    (other,) = json.loads(again.stdout)["runs"]
+    assert other["key"] != run["key"] and other["status"] == "finished"
+    (tmp_path / "boom.py").write_text("def prepare(image):\n    raise ValueError('my bug')\n")
+    boom = segdiff("run", *common[:-1], f"{tmp_path / 'boom.py'}:prepare", "--trust-preprocess")
+    assert boom.returncode == 2 and "prepare() in boom.py raised ValueError: my bug" in boom.stderr
+
+
+BY_HAND = """
+import sys
+import numpy as np
+from PIL import Image
+from PIL import Image
+import keras
+model = keras.saving.load_model(sys.argv[1])
+x = np.asarray(Image.open(sys.argv[2])).astype(np.float32) / 255.0
+x = ((x - 0.5) / 0.25)[None, ..., None]
+sys.stdout.buffer.write(np.ascontiguousarray(model.predict(x, verbose=0)[0, ..., 0]).tobytes())
+"""
+
+
+def test_a_float_npy_is_the_models_input_as_it_is(models, small_images, tmp_path):
+    """Issue 32: a .npy of float32 is used as it is (no scaling, no colour change); a float64
+    one, one of the wrong shape, or one given with scaling, is refused in one line."""
+    pixels = np.asarray(Image.open(small_images[0]))
+    tensor = tmp_path / "input.npy"
+    np.save(tensor, pixels.astype(np.float32) / 255.0)
+    model, cache = models / "tiny.keras", tmp_path / "cache"
+    as_tensor = segdiff("run", model, tensor, "--cache", cache, "--config", "batch=1",
+                        "--repeats", "1", "--json")  # fmt: skip
+    assert as_tensor.returncode == 0, as_tensor.stderr
+    as_image = segdiff("run", model, small_images[0], "--cache", cache, "--config", "batch=1",
+                       "--repeats", "1", "--json")  # fmt: skip
+    store = ResultCache(cache)
+    tensor_run = store.read_run(json.loads(as_tensor.stdout)["runs"][0]["key"])
+    image_run = store.read_run(json.loads(as_image.stdout)["runs"][0]["key"])
+    assert tensor_run.provenance["target_input"] == "a tensor, as it is (a .npy of floats)"
+    assert tensor_run.probabilities.tobytes() == image_run.probabilities.tobytes()
+    for name, values, extra, said in (
+        ("wide.npy", pixels.astype(np.float64) / 255.0, [], "is a float64 tensor"),
+        ("small.npy", np.zeros((16, 32), np.float32), [], "the model takes 32×32×1"),
+        ("scaled.npy", pixels.astype(np.float32), ["--divide", "255"], "takes no divide"),
+    ):
+        np.save(tmp_path / name, values)
+        refused = segdiff("run", model, tmp_path / name, "--cache", cache, "--config",
+                          "batch=1", "--repeats", "1", *extra)  # fmt: skip
+        assert refused.returncode == 2, (name, refused.stdout, refused.stderr)
+        assert said in refused.stderr and name in refused.stderr, (name, refused.stderr)

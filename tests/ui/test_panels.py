@@ -145,3 +145,30 @@ def test_a_findings_run_them_link_asks_for_its_configurations(qtbot):
     with qtbot.waitSignal(panel.measure_requested) as asked:
         panel.anchorClicked.emit(QUrl("segdiff-measure:onednn=off;batch=64,onednn=off"))
     assert asked.args == [["onednn=off", "batch=64,onednn=off"]]
+
+
+def test_model_settings_take_your_own_preprocessing_function(qtbot, tmp_path):
+    """Issue 32: the window's Model settings offer --preprocess and --trust-preprocess."""
+    import pytest
+
+    from segdiff_gui.core.errors import ConfigError
+
+    code = tmp_path / "prepare.py"
+    code.write_text("def prepare(image):\n    return image / 255.0\n")
+    editor = ModelSettingsEditor()
+    qtbot.addWidget(editor)
+    editor.function.setText(f"{code}:prepare")
+    settings = editor.settings()
+    assert settings.preprocessing.function == "prepare.py:prepare"
+    assert settings.preprocessing.function_file == str(code.resolve())
+    assert not settings.trust_preprocess
+    assert editor.apply_fix("trust_preprocess=on") and editor.settings().trust_preprocess
+    editor.load(editor.settings())
+    assert editor.function.text() == f"{code.resolve()}:prepare"
+    editor.divide.setText("255")
+    with pytest.raises(ConfigError, match="your function replaces divide"):
+        editor.settings()
+    editor.divide.setText("")
+    editor.function.setText(f"{tmp_path / 'none.py'}:prepare")
+    with pytest.raises(ConfigError, match="no such Python file"):
+        editor.settings()
