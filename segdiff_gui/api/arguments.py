@@ -12,7 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui.core.config import Preprocessing, RunConfig, parse_config_spec, parse_preprocessing
+from segdiff_gui.core.config import (
+    ModelSettings,
+    OutputSelection,
+    Preprocessing,
+    RunConfig,
+    parse_config_spec,
+    parse_preprocessing,
+)
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.runner.arguments import preprocessing_function
@@ -28,6 +35,7 @@ __all__ = [
     "configuration",
     "flag",
     "image_paths",
+    "model_settings",
     "output_path",
     "positive",
     "preprocessing",
@@ -214,3 +222,26 @@ def cache_of(cache: PathLike | ResultCache | None) -> ResultCache:
     if isinstance(cache, ResultCache):
         return cache
     return ResultCache(checked_path(cache, "cache")) if cache is not None else ResultCache()
+
+
+def model_settings(
+    preprocess: Preprocessing | Mapping[str, Any] | str | None,
+    output: str | int | None,
+    activation: str,
+    trust_model: bool,
+    trust_preprocess: bool = False,
+) -> ModelSettings:
+    """The model's settings ``run``, ``reproduce`` and ``import_maps`` take, checked."""
+    try:
+        selection = OutputSelection(
+            output=None if output is None else str(output),
+            activation=activation,  # type: ignore[arg-type]  # checked here
+        )
+    except ConfigError as error:
+        raise InputError("activation", str(error)) from None
+    return ModelSettings(
+        preprocessing(preprocess),
+        selection,
+        flag(trust_model, "trust_model"),
+        flag(trust_preprocess, "trust_preprocess"),
+    )

@@ -17,18 +17,17 @@ from segdiff_gui.api.arguments import (
     PathLike,
     cache_of,
     checked_path,
-    flag,
     image_paths,
+    model_settings,
     positive,
-    preprocessing,
 )
 from segdiff_gui.api.hints import with_argument
 from segdiff_gui.api.progress import ProgressBar
 from segdiff_gui.api.results import html_document
 from segdiff_gui.api.tables import Table, make_table
-from segdiff_gui.core.config import ModelSettings, OutputSelection, Preprocessing
+from segdiff_gui.core.config import Preprocessing
 from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
-from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Reproduction
 from segdiff_gui.io.maps import read_maps
 from segdiff_gui.runner.imports import ImportRequest
@@ -42,28 +41,6 @@ from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
 
 __all__ = ["Reproduced", "import_maps", "reproduce", "reproduce_in"]
-
-
-def _settings(
-    preprocess: Preprocessing | Mapping[str, Any] | str | None,
-    output: str | int | None,
-    activation: str,
-    trust_model: bool,
-    trust_preprocess: bool = False,
-) -> ModelSettings:
-    try:
-        selection = OutputSelection(
-            output=None if output is None else str(output),
-            activation=activation,  # type: ignore[arg-type]  # checked here
-        )
-    except ConfigError as error:
-        raise InputError("activation", str(error)) from None
-    return ModelSettings(
-        preprocessing(preprocess),
-        selection,
-        flag(trust_model, "trust_model"),
-        flag(trust_preprocess, "trust_preprocess"),
-    )
 
 
 def import_maps(
@@ -101,7 +78,7 @@ def import_maps(
         The keys of the imported runs (in the images' order); open them with
         ``open_cache(cache)``, where each is labelled ``imported: LABEL``.
     """
-    settings = _settings(preprocess, output, activation, trust_model)
+    settings = model_settings(preprocess, output, activation, trust_model)
     stated = notes or {}
     if not isinstance(stated, Mapping):
         raise InputError("notes", f"is a {type(stated).__name__}: give a dict of text")
@@ -254,7 +231,7 @@ def reproduce(
         tuple(image_paths(images)),
         cache_of(cache),
         target=target,
-        settings=_settings(preprocess, output, activation, trust_model, trust_preprocess),
+        settings=model_settings(preprocess, output, activation, trust_model, trust_preprocess),
         timeout_s=positive(timeout, "timeout"),
     )
     return reproduce_in(replace(request, repeats=1), values, progress)

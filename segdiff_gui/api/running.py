@@ -15,17 +15,16 @@ from segdiff_gui.api.arguments import (
     checked_cutoff,
     checked_path,
     configurations,
-    flag,
     image_paths,
+    model_settings,
     positive,
-    preprocessing,
     whole_number,
 )
 from segdiff_gui.api.compute import compute
 from segdiff_gui.api.study import Study
-from segdiff_gui.core.config import ModelSettings, OutputSelection, Preprocessing
+from segdiff_gui.core.config import Preprocessing
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF, DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
-from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.request import MatrixRequest
@@ -124,20 +123,8 @@ def run(
         cached.
     """
     checked_cutoff(cutoff)  # before any run: a typo must not cost a matrix
-    try:
-        selection = OutputSelection(
-            output=None if output is None else str(output),
-            activation=activation,  # type: ignore[arg-type]  # checked here
-        )
-    except ConfigError as error:
-        raise InputError("activation", str(error)) from None
     # Cheap checks first (arguments), then files, as the CLI: then the device probe, then runs.
-    settings = ModelSettings(
-        preprocessing(preprocess),
-        selection,
-        flag(trust_model, "trust_model"),
-        flag(trust_preprocess, "trust_preprocess"),
-    )
+    settings = model_settings(preprocess, output, activation, trust_model, trust_preprocess)
     chosen = configurations(configs)
     count, seconds = whole_number(repeats, "repeats"), positive(timeout, "timeout")
     request = MatrixRequest(
