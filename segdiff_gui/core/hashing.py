@@ -90,3 +90,12 @@ def run_key(
     if imported:
         ingredients["imported"] = imported
     return hash_bytes(canonical_json(ingredients).encode())
+
+
+def imported_map_digest(values: Any) -> str:
+    """The SHA-256 an imported map is keyed by: its shape and its little-endian float32
+    bytes (the same map imported twice is one entry)."""
+    import numpy as np  # here: hashing's other callers need no numpy
+
+    data = np.ascontiguousarray(values, dtype="<f4")
+    return hashlib.sha256(f"{list(data.shape)}".encode() + data.tobytes()).hexdigest()

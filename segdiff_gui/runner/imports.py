@@ -10,7 +10,6 @@ repeat of another run and never the default reference (core/study.py).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 from segdiff_gui import __version__
 from segdiff_gui.core.config import ModelSettings, RunConfig
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.hashing import hash_path, run_key
+from segdiff_gui.core.hashing import hash_path, imported_map_digest, run_key
 from segdiff_gui.core.job import ImageRef
 from segdiff_gui.core.limits import MAX_TEXT_BYTES
 from segdiff_gui.core.protocol import ChildFatal, ModelAnswer
@@ -174,7 +173,7 @@ def _record(
     count: int,
 ) -> RunRecord:
     values = np.ascontiguousarray(values, dtype="<f4")
-    digest = hashlib.sha256(f"{list(values.shape)}".encode() + values.tobytes()).hexdigest()
+    digest = imported_map_digest(values)
     settings = request.settings
     config = RunConfig()
     key = run_key(

@@ -39,8 +39,8 @@ from segdiff_gui.storage.records import (
     RunRecord,
     elsewhere_key,
     machine_of,
-    read_checked_map,
     read_metadata,
+    with_checked_map,
     write_record,
 )
 from segdiff_gui.storage.schema import AttributeReader, is_digest
@@ -139,7 +139,7 @@ class BundleReader:
             raise UnreadableEntry(where, f"run {key[:16]} claims to be run {record.key[:16]}")
         if not with_map:
             return record
-        return replace(record, probabilities=read_checked_map(group, where, map_crc32))
+        return with_checked_map(record, group, where, map_crc32)
 
     def scan(self, with_maps: bool = False) -> CacheScan:
         """Every run that reads back whole (metadata only, unless ``with_maps``: then maps and

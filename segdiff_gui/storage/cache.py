@@ -44,8 +44,8 @@ from segdiff_gui.storage.locations import (
 )
 from segdiff_gui.storage.records import (
     RunRecord,
-    read_checked_map,
     read_metadata,
+    with_checked_map,
     write_record,
 )
 
@@ -287,7 +287,7 @@ class ResultCache:
                 self._checked[key] = (identity, record, map_crc32)
             if not with_map:
                 return record
-            return replace(record, probabilities=read_checked_map(handle, str(path), map_crc32))
+            return with_checked_map(record, handle, str(path), map_crc32)
 
     def checked(self, key: str) -> tuple[RunRecord | None, UnreadableEntry | None]:
         """The stored run ``key`` read whole (map and checksum included) and ``None``; or

@@ -22,7 +22,7 @@ import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.environment import keyed_environment
-from segdiff_gui.core.hashing import canonical_json, hash_bytes, run_key
+from segdiff_gui.core.hashing import canonical_json, hash_bytes, imported_map_digest, run_key
 from segdiff_gui.core.limits import MAX_REPEATS, check_stored_bytes
 from segdiff_gui.core.runtime_defaults import DefaultsInEffect
 from segdiff_gui.core.runtimes import calibration_tag
@@ -55,6 +55,7 @@ __all__ = [
     "is_merged",
     "machine_of",
     "read_checked_map",
+    "with_checked_map",
     "read_metadata",
     "read_record",
     "write_record",
@@ -290,7 +291,21 @@ def read_record(group: h5py.Group, where: str, with_map: bool = True) -> RunReco
     record, map_crc32 = read_metadata(group, where)
     if not with_map:
         return record
-    return replace(record, probabilities=read_checked_map(group, where, map_crc32))
+    return with_checked_map(record, group, where, map_crc32)
+
+
+def with_checked_map(
+    record: RunRecord, group: h5py.Group, where: str, map_crc32: int | None
+) -> RunRecord:
+    """``record`` with its map, checked against its checksum and, for an imported map,
+    against the digest its key was made from."""
+    probabilities = read_checked_map(group, where, map_crc32)
+    digest = imported_digest(record.provenance)
+    if digest and imported_map_digest(probabilities) != digest:
+        raise UnreadableEntry(
+            where, f"run {record.key[:16]}'s imported map does not match its recorded digest"
+        )
+    return replace(record, probabilities=probabilities)
 
 
 def read_checked_map(group: h5py.Group, where: str, map_crc32: int | None) -> np.ndarray:

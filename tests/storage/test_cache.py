@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from segdiff_gui.core.config import Preprocessing, RunConfig
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.storage import ResultCache, RunRecord, merge_bundle, write_bundle
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import atomic_h5
@@ -245,3 +246,22 @@ def test_a_checked_map_is_handed_to_the_next_read_once(cache, monkeypatch):
     other[0, 0] = np.float32(0.25)
     cache.write_run(replace(record, probabilities=other))  # a new file (renamed into place)
     assert cache.read_run(record.key).probabilities[0, 0] == np.float32(0.25)
+
+
+def test_an_imported_map_must_be_the_map_its_key_was_made_from(tmp_path):
+    """Issue 32: an imported run is keyed by its map's digest; a file whose map was swapped
+    for another (checksum and key made consistent again) is refused, naming the file."""
+    from segdiff_gui.core.hashing import imported_map_digest
+
+    cache = ResultCache(tmp_path / "cache")
+    mine = np.full((6, 5), 0.25, dtype=np.float32)
+    stated = {"map_sha256": imported_map_digest(mine), "label": "colab", "notes": {}}
+    record = sealed(make_record("m", mine), provenance={"imported": stated})
+    cache.write_run(record)
+    back = cache.read_run(record.key)
+    assert back.label == "imported: colab r0" and back.probabilities.tobytes() == mine.tobytes()
+    swapped = sealed(make_record("m", mine + np.float32(0.5)), provenance={"imported": stated})
+    assert swapped.key == record.key  # the same stated digest: the same key
+    cache.write_run(swapped)
+    with pytest.raises(InputError, match="imported map does not match its recorded digest"):
+        cache.read_run(record.key)
