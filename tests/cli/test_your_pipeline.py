@@ -83,6 +83,14 @@ def test_a_plain_keras_scripts_map_is_imported_reproduced_and_served_from_the_ca
     stored = ResultCache(cache).read_run(mine_row["key"])
     assert stored.provenance["imported"]["notes"] == {"device": "laptop"}
     assert stored.probabilities.tobytes() == np.load(mine).astype(np.float32).tobytes()
+    # It travels in bundles, marked imported there too.
+    bundle = tmp_path / "mine.h5"
+    made = segdiff("bundle", bundle, mine_row["id"], "--cache", cache)
+    assert made.returncode == 0, made.stderr
+    elsewhere = tmp_path / "elsewhere"
+    assert segdiff("merge", bundle, "--cache", elsewhere).returncode == 0
+    listed = segdiff("ls", "--cache", elsewhere)
+    assert "imported: my script r0" in listed.stdout
 
 
 def test_import_refuses_bad_maps_in_one_line_each(models, small_images, tmp_path):
