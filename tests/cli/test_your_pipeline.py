@@ -83,6 +83,11 @@ def test_a_plain_keras_scripts_map_is_imported_reproduced_and_served_from_the_ca
     stored = ResultCache(cache).read_run(mine_row["key"])
     assert stored.provenance["imported"]["notes"] == {"device": "laptop"}
     assert stored.probabilities.tobytes() == np.load(mine).astype(np.float32).tobytes()
+    group = next(g["group"] for g in json.loads(compared.stdout) if mine_row in g["comparisons"])
+    report = tmp_path / "report.html"
+    written = segdiff("report", "--cache", cache, "--group", group, "--html", report)
+    assert written.returncode == 0, written.stderr
+    assert "imported: my script r0" in report.read_text()
     # It travels in bundles, marked imported there too.
     bundle = tmp_path / "mine.h5"
     made = segdiff("bundle", bundle, mine_row["id"], "--cache", cache)
