@@ -24,6 +24,8 @@ from typing import Any
 
 __all__ = [
     "DefaultsInEffect",
+    "in_effect_lines",
+    "onednn_in_effect",
     "ONEDNN_CPU_FLAGS",
     "cpu_flags",
     "defaults_in_effect",
@@ -128,3 +130,31 @@ def onednn_in_effect(config: Any, provenance: Mapping[str, Any]) -> str:
     if config.onednn is None:
         return f"{state}: {_DEFAULT_OF[runtime]}"
     return f"{state}: set (onednn={'on' if config.onednn else 'off'})"
+
+
+def in_effect_lines(config: Any, provenance: Mapping[str, Any]) -> list[str]:
+    """What a stored run computed with, as its child read it back (an imported map: what was
+    stated of it), a line each: for the window's inspector and the like."""
+    stated = provenance.get("imported")
+    if isinstance(stated, Mapping):
+        notes = stated.get("notes")
+        said = ", ".join(f"{k}={v}" for k, v in notes.items()) if isinstance(notes, Mapping) else ""
+        return [
+            f"imported from {stated.get('file', '?')} (stated, not measured)",
+            *([f"notes: {said}"] if said else []),
+        ]
+    runtime = str(provenance.get("runtime", "tensorflow"))
+    version = provenance.get("runtime_version") or provenance.get("tf_version") or ""
+    lines = [f"on {provenance.get('device', '?')}, {runtime} {version}".rstrip()]
+    if onednn := onednn_in_effect(config, provenance):
+        lines.append(f"oneDNN {onednn}")
+    threads = provenance.get("intra_op_threads")
+    if isinstance(threads, int):
+        lines.append(f"intra-op threads: {threads or 'the runtime default'}")
+    for name, title in (("xla", "XLA"), ("op_determinism", "op determinism"),
+                        ("tf32_enabled", "TF32")):  # fmt: skip
+        if isinstance(provenance.get(name), bool):
+            lines.append(f"{title} {'on' if provenance[name] else 'off'}")
+    if host := provenance.get("hostname"):
+        lines.append(f"host {host}")
+    return lines

@@ -51,6 +51,7 @@ class PixelValue:
     ulps: int
     class_index: int
     is_reference: bool
+    key: str = ""
 
 
 class InspectionModel:
@@ -293,6 +294,7 @@ class InspectionModel:
                     ulps=int(ulp_distance(np.float32(ref_value), value)),
                     class_index=int(classes[0, 0]),
                     is_reference=run.key == reference.key,
+                    key=run.key,
                 )
             )
         return values

@@ -7,6 +7,7 @@ from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import QHeaderView, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from segdiff_gui.core.runtime_defaults import in_effect_lines
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.widgets import fill_row, read_only_table
 
@@ -96,7 +97,7 @@ class PixelInspector(QWidget):
                 str(value.class_index),
             )
             fill_row(self.table, index, cells)
-            self.table.item(index, 0).setToolTip(cells[0])
+            self.table.item(index, 0).setToolTip(self._run_tip(value.key, cells[0]))
         labels = tuple(value.label for value in values)
         if labels != self._fitted_for:  # sizing asks every cell: only when the runs change
             self._fitted_for = labels
@@ -104,6 +105,13 @@ class PixelInspector(QWidget):
             needed = self.needed_width()
             if needed > self.width():
                 self.widened.emit(needed)
+
+    def _run_tip(self, key: str, label: str) -> str:
+        """The run's label and what it computed with (plain text: names come from files)."""
+        record = self.model.records.get(key)
+        if record is None:
+            return label
+        return "\n".join([label, *in_effect_lines(record.run_config, record.provenance)])
 
     def _column_width(self, column: int) -> int:
         """What ``column`` needs, asked of its contents (columns resize at the next layout)."""

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from segdiff_gui.core.runtime_defaults import tensorflow_onednn_default
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.ui.inspection import InspectionModel
 from tests.conftest import segdiff
@@ -172,6 +174,13 @@ def test_your_own_map_is_imported_and_reproduced_in_the_window(
     assert window.model.study.reference.label == "cpu b1 r0"  # never the imported map
     shown = [panel.title.whole for panel in window.grid.panels.values()]
     assert any(title.startswith("imported: my script") for title in shown), shown
+    # The inspector says what each run computed with: read back, or stated for an import.
+    window.model.select_pixel(3, 4)
+    table = window.inspector.table
+    tips = {table.item(i, 0).text(): table.item(i, 0).toolTip() for i in range(table.rowCount())}
+    assert "imported from mine.npy (stated, not measured)" in tips["imported: my script r0"]
+    onednn = "on" if tensorflow_onednn_default(os.environ) else "off"
+    assert f"oneDNN {onednn}: TensorFlow's default on this CPU" in tips["cpu b1 r0 (reference)"]
     window.your_maps.reproduce_file(tmp_path / "mine.npy")
     qtbot.waitUntil(lambda: window.your_maps._worker is None, timeout=180_000)
     assert "Your map is cpu b1 bit for bit (the defaults)." in window.statusBar().currentMessage()
