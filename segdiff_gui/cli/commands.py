@@ -194,7 +194,8 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
     with_settings = any(settings_text(r) for r in records)
     columns = ("id", "label", "group", "model", "image", *(("settings",) * with_settings))
     for column in (*columns, "map", "device", "runtime", "host"):
-        table.add_column(column, no_wrap=column in ("id", "label", "group"))
+        # The host says where a merged run came from: kept whole, the runtime wraps instead.
+        table.add_column(column, no_wrap=column in ("id", "label", "group", "host"))
     table.add_column("when")
     for r in records:
         p = r.provenance

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.slow
 
 
 def _apply(model, image, code: str) -> np.ndarray:
-    """The printed code run on a fresh model in a fresh process (oneDNN on and the input
-    prepared as the engine's runs have them); its map of ``image``."""
+    """The printed code run on a fresh model in a fresh process (TensorFlow's defaults and
+    the input prepared as the engine's runs have them); its map of ``image``."""
     seen = engine_script(
         code
         + f"""
@@ -36,8 +36,7 @@ from segdiff_gui.io.images import read_image
 one = prepare_input(read_image({str(image)!r}), Preprocessing(), 256, 256, 1, "image")
 out = tf.function(lambda b: model(b, training=False))(tf.constant(one[None])).numpy()[0, ..., 0]
 print(json.dumps(out.astype(np.float32).view(np.uint32).ravel().tolist()))
-""",
-        TF_ENABLE_ONEDNN_OPTS="1",
+"""
     )
     return np.asarray(seen, dtype=np.uint32).view(np.float32).reshape(256, 256)
 
