@@ -14,9 +14,11 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui.api.arguments import (
+    ConfigLike,
     PathLike,
     cache_of,
     checked_path,
+    configuration,
     image_paths,
     model_settings,
     positive,
@@ -25,7 +27,7 @@ from segdiff_gui.api.hints import with_argument
 from segdiff_gui.api.progress import ProgressBar
 from segdiff_gui.api.results import html_document
 from segdiff_gui.api.tables import Table, make_table
-from segdiff_gui.core.config import Preprocessing
+from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Reproduction
@@ -184,12 +186,19 @@ def _follow(progress: bool) -> Any:
     return drive
 
 
-def reproduce_in(request: MatrixRequest, user_map: object, progress: bool = True) -> Reproduced:
-    """Search ``request``'s model, images and settings for ``user_map`` (an array)."""
+def reproduce_in(
+    request: MatrixRequest,
+    user_map: object,
+    progress: bool = True,
+    config: ConfigLike | None = None,
+) -> Reproduced:
+    """Search ``request``'s model, images and settings for ``user_map`` (an array), from
+    ``config`` (default: the defaults)."""
     values = np.asarray(user_map)
     if values.dtype.kind != "f" or values.ndim not in (2, 3):
         raise InputError("map", f"is {values.dtype} of shape {values.shape}: give a float map")
-    search = ReproduceSearch(np.ascontiguousarray(values, dtype=np.float32), request, "map")
+    base = configuration(config) if config is not None else RunConfig()
+    search = ReproduceSearch(np.ascontiguousarray(values, dtype=np.float32), request, "map", base)
     try:
         answer = search_for(search, _follow(progress))
     except InputError as error:
@@ -203,6 +212,7 @@ def reproduce(
     images: PathLike | Sequence[PathLike],
     *,
     target: str | None = None,
+    config: ConfigLike | None = None,
     preprocess: Preprocessing | Mapping[str, Any] | str | None = None,
     output: str | int | None = None,
     activation: str = "none",
@@ -216,8 +226,9 @@ def reproduce(
 
     ``user_map`` is the target's map (an array, or a ``.npy``/``.npz``/TIFF file of it);
     ``images`` are in your pipeline's order (``model.predict`` batches them by 32). The
-    defaults are tried first, then one knob at a time (oneDNN, the batch, XLA, threads, the
-    arithmetic of the scaling), then pairs; every run is cached like any other.
+    defaults (or ``config``: ``"runtime=jax"`` for a pipeline on Keras's JAX backend) are
+    tried first, then one knob at a time (oneDNN, the batch, XLA, threads, the arithmetic of
+    the scaling), then pairs; every run is cached like any other.
     """
     if isinstance(user_map, str | Path):
         maps = read_maps(checked_path(user_map, "map"))
@@ -234,4 +245,4 @@ def reproduce(
         settings=model_settings(preprocess, output, activation, trust_model, trust_preprocess),
         timeout_s=positive(timeout, "timeout"),
     )
-    return reproduce_in(replace(request, repeats=1), values, progress)
+    return reproduce_in(replace(request, repeats=1), values, progress, config)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui.api.arguments import checked_cutoff
+from segdiff_gui.api.arguments import ConfigLike, checked_cutoff
 from segdiff_gui.api.files import write_flip_mask, write_flipped_pixels, write_study_report
 from segdiff_gui.api.pipeline import Reproduced, reproduce_in
 from segdiff_gui.api.recompute import explanation_of_runs, explanation_of_specs, test_set
@@ -318,9 +318,7 @@ class Study:
             self._progress,
         )
 
-    # -- files ------------------------------------------------------------------------------
-
-    def reproduce(self, user_map: object) -> Reproduced:
+    def reproduce(self, user_map: object, config: ConfigLike | None = None) -> Reproduced:
         """Which configuration computes ``user_map`` (your own pipeline's map of this
         study's image, an array) bit for bit: the defaults, then one knob at a time (oneDNN,
         ``model.predict``'s batch, XLA, threads, dividing or multiplying by 255), then pairs,
@@ -339,7 +337,9 @@ class Study:
                 "holds stored runs only: call segdiff_gui.reproduce(map, model, images), or "
                 "reproduce on a study made by segdiff_gui.run",
             )
-        return reproduce_in(self._request, user_map, self._progress)
+        return reproduce_in(self._request, user_map, self._progress, config)
+
+    # -- files ------------------------------------------------------------------------------
 
     def export_mask(self, path: str | Path, run: RunName, cutoff: float | None = None) -> Path:
         """Write the run's flip mask against the reference as an image (white: flipped; PNG

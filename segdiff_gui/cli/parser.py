@@ -270,6 +270,12 @@ def _add_your_pipeline(sub: argparse._SubParsersAction) -> None:  # type: ignore
     again.add_argument("model", help="the model that made it")
     again.add_argument("images", nargs="+", help="the images, in your pipeline's order")
     again.add_argument("--target", metavar="NAME", help="the image MAP is of (default: first)")
+    again.add_argument(
+        "--config",
+        metavar="SPEC",
+        help="where the search starts (default: the defaults), e.g. runtime=jax for a "
+        "pipeline on Keras's JAX backend",
+    )
     add_model_settings(again)
     add_timeout(again)
     common(again, "print every configuration tried and the answer as JSON")

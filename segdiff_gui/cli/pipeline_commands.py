@@ -12,7 +12,7 @@ from rich.console import Console
 
 from segdiff_gui.cli.commands import EXIT_OK, open_cache, request_of
 from segdiff_gui.cli.progress_view import drive
-from segdiff_gui.core.config import Preprocessing
+from segdiff_gui.core.config import Preprocessing, RunConfig, parse_config_spec
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Candidate, Reproduction
 from segdiff_gui.io.images import collect_images
@@ -117,7 +117,8 @@ def command_reproduce(args: argparse.Namespace, out: Console, err: Console) -> i
     where, values = _user_map(args, images)
     settings = model_settings(args)
     request = request_of(args, model, images, cache, target=args.target, settings=settings)
-    search = ReproduceSearch(values, request, where)  # type: ignore[arg-type]
+    base = parse_config_spec(args.config) if args.config else RunConfig()
+    search = ReproduceSearch(values, request, where, base)  # type: ignore[arg-type]
 
     def say(text: str) -> None:
         if not args.json:

@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.config import Preprocessing, RunConfig
+from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS
 
 __all__ = [
@@ -127,31 +129,55 @@ def search_stages(
     target: int,
     onednn_default: bool | None,
     dtype_max: float | None,
+    base: RunConfig | None = None,
 ) -> list[list[Candidate]]:
-    """The candidates, in stages: the defaults; each knob alone; each pair of knobs. A stage
-    is run only when the one before found no match."""
-    base = Candidate(RunConfig(), preprocessing)
-    singles: list[Candidate] = []
-    if onednn_default is not None:
-        flipped = not onednn_default
-        singles.append(
-            Candidate(RunConfig(onednn=flipped), preprocessing, (f"oneDNN {_on(flipped)}",))
-        )
+    """The candidates, in stages: ``base`` (default: the defaults; ``runtime=jax`` for a JAX
+    pipeline); each knob alone from it; each pair of knobs. A stage is run only when the one
+    before found no match; a candidate the runtime refuses is left out."""
+    start = base or RunConfig()
     size, position, _ = predict_batch(image_count, target)
-    if size > 1:
-        singles.append(
-            Candidate(
-                RunConfig(batch=size, position=position),
-                preprocessing,
-                (f"batch {size} (model.predict's batch of these images)",),
+    wanted: list[tuple[dict[str, Any], Preprocessing, str]] = []
+    if onednn_default is not None and start.onednn is None:
+        wanted.append(({"onednn": not onednn_default}, preprocessing,
+                       f"oneDNN {_on(not onednn_default)}"))  # fmt: skip
+    if size > 1 and start.batch == 1:
+        wanted.append(({"batch": size, "position": position}, preprocessing,
+                       f"batch {size} (model.predict's batch of these images)"))  # fmt: skip
+    if not start.xla:
+        wanted.append(({"xla": True}, preprocessing, "XLA"))
+    if start.threads != 1:
+        wanted.append(({"threads": 1}, preprocessing, "1 intra-op thread"))
+    if (arithmetic := other_arithmetic(preprocessing, dtype_max)) is not None:
+        wanted.append(({}, arithmetic[0], arithmetic[1]))
+    singles = [
+        candidate
+        for changes, chosen, words in wanted
+        if (candidate := _candidate(start, changes, chosen, (words,))) is not None
+    ]
+    pairs = [
+        candidate
+        for (one, first, said), (two, second, told) in combinations(wanted, 2)
+        if (
+            candidate := _candidate(
+                start, {**one, **two}, first if first != preprocessing else second, (said, told)
             )
         )
-    singles.append(Candidate(RunConfig(xla=True), preprocessing, ("XLA",)))
-    singles.append(Candidate(RunConfig(threads=1), preprocessing, ("1 intra-op thread",)))
-    if (arithmetic := other_arithmetic(preprocessing, dtype_max)) is not None:
-        singles.append(Candidate(RunConfig(), arithmetic[0], (arithmetic[1],)))
-    pairs = [_joined(one, two, preprocessing) for one, two in combinations(singles, 2)]
-    return [[base], singles, pairs]
+        is not None
+    ]
+    given = () if start == RunConfig() else (f"{KNOBS.changed_spec(start)}, as given",)
+    return [[Candidate(start, preprocessing, given)], singles, pairs]
+
+
+def _candidate(
+    start: RunConfig, changes: dict[str, Any], preprocessing: Preprocessing,
+    words: tuple[str, ...],
+) -> Candidate | None:  # fmt: skip
+    """``start`` with ``changes``, or ``None`` where its runtime refuses that configuration
+    (oneDNN off under JAX, XLA under PyTorch)."""
+    try:
+        return Candidate(replace(start, **changes), preprocessing, words)
+    except ConfigError:
+        return None
 
 
 def _exact_text(value: float) -> str:
@@ -162,19 +188,6 @@ def _exact_text(value: float) -> str:
 
 def _on(value: bool) -> str:
     return "on" if value else "off"
-
-
-def _joined(one: Candidate, two: Candidate, base: Preprocessing) -> Candidate:
-    """Two single changes at once: the knobs each sets, and the preprocessing one changes."""
-    plain = RunConfig()
-    changed = {
-        name: getattr(candidate.config, name)
-        for candidate in (one, two)
-        for name in plain.__dataclass_fields__
-        if getattr(candidate.config, name) != getattr(plain, name)
-    }
-    preprocessing = one.preprocessing if one.preprocessing != base else two.preprocessing
-    return Candidate(replace(plain, **changed), preprocessing, (*one.changes, *two.changes))
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,8 @@ class ReproduceSearch:
     user_map: np.ndarray
     request: MatrixRequest
     map_name: str = "your map"
+    # Where the search starts: the defaults, or a runtime's (runtime=jax for a JAX pipeline).
+    base: RunConfig = RunConfig()
 
     def target_index(self) -> int:
         if self.request.target is None:
@@ -69,8 +71,7 @@ class ReproduceSearch:
         return tuple(images[i] for i in (target, *chunk, *rest))
 
     def stages(self) -> list[list[Candidate]]:
-        config = RunConfig()
-        in_effect = defaults_in_effect(config, os.environ).onednn
+        in_effect = defaults_in_effect(self.base, os.environ).onednn
         image = read_image(self.request.images[self.target_index()])
         return search_stages(
             self.request.settings.preprocessing,
@@ -78,6 +79,7 @@ class ReproduceSearch:
             self.target_index(),
             in_effect,
             dtype_divisor(image.dtype),
+            self.base,
         )
 
     def request_for(self, candidates: Sequence[Candidate]) -> MatrixRequest:
