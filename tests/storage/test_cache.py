@@ -230,8 +230,8 @@ def test_a_checked_map_is_handed_to_the_next_read_once(cache, monkeypatch):
     record = make_record("m", values)
     cache.write_run(record)
     reads = []
-    real = cache_module.read_checked_map
-    monkeypatch.setattr(cache_module, "read_checked_map", lambda *a: reads.append(a[1]) or real(*a))
+    real = cache_module.with_checked_map
+    monkeypatch.setattr(cache_module, "with_checked_map", lambda *a: reads.append(a[2]) or real(*a))
     kept, problem = cache.checked(record.key)
     assert problem is None and kept is not None and kept.probabilities is None
     assert len(reads) == 1
