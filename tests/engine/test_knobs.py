@@ -68,7 +68,9 @@ def test_batch_size_reaches_the_model_and_changes_the_map(runs):
     assert record.provenance["input_batch_shape"] == [64, 256, 256, 1]
     assert record.raw_output_shape == [64, 256, 256, 1]
     assert record.batch_names[0] == "cell_00.png" and len(set(record.batch_names)) == 16
-    assert not differs(runs, "b64").bitwise_equal  # measured: ~35k pixels by up to 76 ULP
+    # Measured with TensorFlow's default oneDNN off: 336 pixels by up to 26 ULP (oneDNN on:
+    # about 41k by up to 113).
+    assert not differs(runs, "b64").bitwise_equal
 
 
 def test_batch_context_and_position(runs):
