@@ -31,7 +31,7 @@ from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Reproduction
-from segdiff_gui.io.maps import read_maps
+from segdiff_gui.io.maps import read_maps, target_map
 from segdiff_gui.runner.imports import ImportRequest
 from segdiff_gui.runner.imports import import_maps as import_request
 from segdiff_gui.runner.matrix import MatrixRunner
@@ -195,6 +195,8 @@ def reproduce_in(
     """Search ``request``'s model, images and settings for ``user_map`` (an array), from
     ``config`` (default: the defaults)."""
     values = np.asarray(user_map)
+    if values.ndim == 3 and values.shape[-1] == 1:  # one channel: a sigmoid map
+        values = values[..., 0]
     if values.dtype.kind != "f" or values.ndim not in (2, 3):
         raise InputError("map", f"is {values.dtype} of shape {values.shape}: give a float map")
     base = configuration(config) if config is not None else RunConfig()
@@ -230,16 +232,17 @@ def reproduce(
     tried first, then one knob at a time (oneDNN, the batch, XLA, threads, the arithmetic of
     the scaling), then pairs; every run is cached like any other.
     """
+    paths = tuple(image_paths(images))
     if isinstance(user_map, str | Path):
-        maps = read_maps(checked_path(user_map, "map"))
-        if len(maps) != 1:
-            raise InputError(user_map, f"holds {len(maps)} maps; give the target's alone")
-        values: object = maps[0].values
+        names = [path.name for path in paths]
+        index = next((i for i, n in enumerate(names) if target in (n, Path(n).stem)), 0)
+        values: object = target_map(user_map, read_maps(checked_path(user_map, "map")), names,
+                                    index)  # fmt: skip
     else:
         values = user_map
     request = MatrixRequest(
         check_model_path(checked_path(model, "model")),
-        tuple(image_paths(images)),
+        paths,
         cache_of(cache),
         target=target,
         settings=model_settings(preprocess, output, activation, trust_model, trust_preprocess),

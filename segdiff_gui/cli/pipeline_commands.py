@@ -16,7 +16,7 @@ from segdiff_gui.core.config import Preprocessing, RunConfig, parse_config_spec
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Candidate, Reproduction
 from segdiff_gui.io.images import collect_images
-from segdiff_gui.io.maps import fit_to_map_shape, read_maps
+from segdiff_gui.io.maps import read_maps, target_map
 from segdiff_gui.runner.arguments import model_settings
 from segdiff_gui.runner.imports import ImportRequest, import_maps
 from segdiff_gui.runner.plan import check_model_path
@@ -82,23 +82,10 @@ def run_command_of(
 
 
 def _user_map(args: argparse.Namespace, images: list[Path]) -> tuple[str, object]:
-    """The map of the target in ``MAP``: its only map, or the target's of a batch or .npz."""
-    maps = read_maps(args.map)
-    where = str(args.map)
-    if len(maps) == 1 and maps[0].values.ndim in (2, 3) and not maps[0].name:
-        values = maps[0].values
-        if values.ndim == 3 and values.shape[0] == len(images) and len(images) > 1:
-            target = _index_of(args.target, images)
-            return where, values[target]
-        return where, values
+    """The map of the target in ``MAP`` (io/maps.target_map)."""
     target = _index_of(args.target, images)
-    for item in maps:
-        if item.name and item.name in (images[target].name, images[target].stem):
-            return f"{where} [{item.name}]", item.values
-    flat = [v for item in maps for v in fit_to_map_shape(where, item.values, item.values.shape[1:])]
-    if len(flat) == len(images):
-        return where, flat[target]
-    raise InputError(args.map, f"holds {len(flat)} maps for {len(images)} images; give one map")
+    names = [path.name for path in images]
+    return str(args.map), target_map(args.map, read_maps(args.map), names, target)
 
 
 def _index_of(target: str | None, images: list[Path]) -> int:

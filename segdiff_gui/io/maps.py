@@ -10,6 +10,7 @@ boolean or object array is refused (an ``.npy`` of Python objects is never unpic
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.limits import check_stored_bytes
 from segdiff_gui.core.text import printable
 
-__all__ = ["MAP_SUFFIXES", "UserMap", "fit_to_map_shape", "read_maps"]
+__all__ = ["MAP_SUFFIXES", "UserMap", "fit_to_map_shape", "read_maps", "target_map"]
 
 MAP_SUFFIXES = (".npy", ".npz", ".tif", ".tiff")
 _MAX_MEMBERS = 4096
@@ -177,3 +178,33 @@ def fit_to_map_shape(where: str, values: np.ndarray, expected: tuple[int, ...]) 
         f"has shape {'×'.join(map(str, shape))}; the model's map is {wanted} (or N×{wanted} "
         "for a batch of N images)",
     )
+
+
+def target_map(
+    where: object, maps: Sequence[UserMap], names: Sequence[str], target: int
+) -> np.ndarray:
+    """The target's map among a file's (``names``: the images' file names, in order): the
+    ``.npz`` member named after it, else the only map (or the target's of a batch N×H×W[×C]
+    of as many maps as images), else the target's of as many maps as images. A single
+    channel (H×W×1) is a sigmoid map H×W."""
+    name = names[target]
+    stems = {name, Path(name).stem}
+    named = [item for item in maps if item.name and item.name in stems]
+    if named:
+        values = named[0].values
+    elif len(maps) == 1:
+        values = maps[0].values
+        several = values.ndim == 3 and len(names) > 1 and len(values) == len(names)
+        if values.ndim == 4 or several:  # a batch, N first
+            if len(values) != len(names):
+                raise InputError(
+                    where, f"holds a batch of {len(values)} maps for {len(names)} images"
+                )
+            values = values[target]
+    elif len(maps) == len(names):
+        values = maps[target].values
+    else:
+        raise InputError(
+            where, f"holds {len(maps)} maps for {len(names)} images; give the target's"
+        )
+    return values[..., 0] if values.ndim == 3 and values.shape[-1] == 1 else values

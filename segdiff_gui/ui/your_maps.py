@@ -17,7 +17,7 @@ from superqt.utils import thread_worker
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import Message, RunFinished, RunStarted
 from segdiff_gui.core.text import printable
-from segdiff_gui.io.maps import MAP_SUFFIXES, read_maps
+from segdiff_gui.io.maps import MAP_SUFFIXES, read_maps, target_map
 from segdiff_gui.runner.imports import Imported, ImportRequest, import_maps
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome, follow
@@ -142,13 +142,15 @@ class YourMaps(QObject):
         session = self._session("Reproduce your map")
         if session is None:
             return
-        maps = read_maps(path)
-        if len(maps) != 1:
-            self.notify(f"{printable(path.name)} holds {len(maps)} maps; give the target's.", 8000)
-            return
         target = self._target(session)
+        names = [image.name for image in session.images]
+        try:
+            values = target_map(path, read_maps(path), names, session.images.index(target))
+        except InputError as error:
+            self.notify(str(error), 10000)
+            return
         request = replace(session.request, target=str(target), repeats=1)
-        search = ReproduceSearch(maps[0].values, request, printable(path.name))
+        search = ReproduceSearch(values, request, printable(path.name))
 
         def drive(runner: MatrixRunner) -> MatrixOutcome:
             return follow(runner, self._progress)
