@@ -31,7 +31,7 @@ from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Reproduction
-from segdiff_gui.io.maps import read_maps, target_map
+from segdiff_gui.io.maps import UserMap, read_maps
 from segdiff_gui.runner.imports import ImportRequest
 from segdiff_gui.runner.imports import import_maps as import_request
 from segdiff_gui.runner.matrix import MatrixRunner
@@ -192,15 +192,19 @@ def reproduce_in(
     progress: bool = True,
     config: ConfigLike | None = None,
 ) -> Reproduced:
-    """Search ``request``'s model, images and settings for ``user_map`` (an array), from
-    ``config`` (default: the defaults)."""
-    values = np.asarray(user_map)
-    if values.ndim == 3 and values.shape[-1] == 1:  # one channel: a sigmoid map
-        values = values[..., 0]
-    if values.dtype.kind != "f" or values.ndim not in (2, 3):
-        raise InputError("map", f"is {values.dtype} of shape {values.shape}: give a float map")
+    """Search ``request``'s model, images and settings for ``user_map`` (an array of the
+    target, or the maps of a file), from ``config`` (default: the defaults)."""
+    if isinstance(user_map, str | Path):
+        maps = tuple(read_maps(checked_path(user_map, "map")))
+        name = str(user_map)
+    else:
+        values = np.asarray(user_map)
+        if values.dtype.kind != "f" or values.ndim not in (2, 3):
+            raise InputError("map", f"is {values.dtype} of shape {values.shape}: give a float map")
+        maps = (UserMap("", np.ascontiguousarray(values, dtype=np.float32), str(values.dtype)),)
+        name = "map"
     base = configuration(config) if config is not None else RunConfig()
-    search = ReproduceSearch(np.ascontiguousarray(values, dtype=np.float32), request, "map", base)
+    search = ReproduceSearch(maps, request, name, base)
     try:
         answer = search_for(search, _follow(progress))
     except InputError as error:
@@ -232,20 +236,12 @@ def reproduce(
     tried first, then one knob at a time (oneDNN, the batch, XLA, threads, the arithmetic of
     the scaling), then pairs; every run is cached like any other.
     """
-    paths = tuple(image_paths(images))
-    if isinstance(user_map, str | Path):
-        names = [path.name for path in paths]
-        index = next((i for i, n in enumerate(names) if target in (n, Path(n).stem)), 0)
-        values: object = target_map(user_map, read_maps(checked_path(user_map, "map")), names,
-                                    index)  # fmt: skip
-    else:
-        values = user_map
     request = MatrixRequest(
         check_model_path(checked_path(model, "model")),
-        paths,
+        tuple(image_paths(images)),
         cache_of(cache),
         target=target,
         settings=model_settings(preprocess, output, activation, trust_model, trust_preprocess),
         timeout_s=positive(timeout, "timeout"),
     )
-    return reproduce_in(replace(request, repeats=1), values, progress, config)
+    return reproduce_in(replace(request, repeats=1), user_map, progress, config)

@@ -16,7 +16,7 @@ from segdiff_gui.core.config import Preprocessing, RunConfig, parse_config_spec
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Candidate, Reproduction
 from segdiff_gui.io.images import collect_images
-from segdiff_gui.io.maps import read_maps, target_map
+from segdiff_gui.io.maps import read_maps
 from segdiff_gui.runner.arguments import model_settings
 from segdiff_gui.runner.imports import ImportRequest, import_maps
 from segdiff_gui.runner.plan import check_model_path
@@ -81,31 +81,15 @@ def run_command_of(
     return shlex.join([*words, "--repeats", "1"])
 
 
-def _user_map(args: argparse.Namespace, images: list[Path]) -> tuple[str, object]:
-    """The map of the target in ``MAP`` (io/maps.target_map)."""
-    target = _index_of(args.target, images)
-    names = [path.name for path in images]
-    return str(args.map), target_map(args.map, read_maps(args.map), names, target)
-
-
-def _index_of(target: str | None, images: list[Path]) -> int:
-    if target is None:
-        return 0
-    for index, path in enumerate(images):
-        if target in (path.name, str(path), path.stem):
-            return index
-    raise InputError(target, "is not one of the images given")
-
-
 def command_reproduce(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
     model = check_model_path(args.model)
     images = collect_images(args.images)
-    where, values = _user_map(args, images)
+    maps = tuple(read_maps(args.map))
     settings = model_settings(args)
     request = request_of(args, model, images, cache, target=args.target, settings=settings)
     base = parse_config_spec(args.config) if args.config else RunConfig()
-    search = ReproduceSearch(values, request, where, base)  # type: ignore[arg-type]
+    search = ReproduceSearch(maps, request, str(args.map), base)
 
     def say(text: str) -> None:
         if not args.json:

@@ -50,6 +50,8 @@ class ImportRequest:
     settings: ModelSettings = ModelSettings()
     label: str = ""
     notes: tuple[tuple[str, str], ...] = ()
+    # The image a file of one map is of, among several (the window's image on show).
+    target: int | None = None
 
 
 @dataclass(frozen=True)
@@ -80,10 +82,14 @@ def map_shape_of(
 
 
 def _pairs(
-    maps: Sequence[UserMap], refs: Sequence[ImageRef], expected: tuple[int, ...], where: Path
+    maps: Sequence[UserMap],
+    refs: Sequence[ImageRef],
+    expected: tuple[int, ...],
+    where: Path,
+    target: int | None,
 ) -> list[tuple[ImageRef, np.ndarray, UserMap]]:
     """Each map with its image: an ``.npz``'s members by the images' names (or stems), else
-    in order; a batch's maps in the images' order."""
+    in order; a batch's maps in the images' order; one map, the ``target``'s where given."""
     by_name = {}
     for ref in refs:
         by_name[ref.name] = by_name[Path(ref.name).stem] = ref
@@ -103,6 +109,8 @@ def _pairs(
             flat += [(values, user_map) for values in fitted]
     if named:
         return pairs
+    if target is not None and len(flat) == 1:
+        return [(refs[target], *flat[0])]
     if len(flat) != len(refs):
         names = ", ".join(ref.name for ref in refs[:5])
         raise InputError(
@@ -133,14 +141,14 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
     request.cache.claim()
     model_hash = hash_path(model)
     refs = image_refs(list(request.images))
-    first = read_image(refs[0].path)
+    first = read_image(refs[request.target or 0].path)
     answer = inspect(
         model, request.settings.trust_model, state_dir=request.cache.root, model_hash=model_hash
     )
     if isinstance(answer, ChildFatal):
         raise InputError(answer.path, answer.problem, answer.fix)
     expected = map_shape_of(answer, request.settings, first, model)
-    pairs = _pairs(maps, refs, expected, request.maps)
+    pairs = _pairs(maps, refs, expected, request.maps, request.target)
     notes = _notes(request.notes)
     label = printable(request.label.strip()) or request.maps.stem
     records = []

@@ -24,7 +24,15 @@ from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import is_merged
 
-__all__ = ["MatrixPlan", "batch_slots", "image_refs", "jobs_for", "plan_matrix", "shard_slice"]
+__all__ = [
+    "MatrixPlan",
+    "batch_slots",
+    "image_refs",
+    "jobs_for",
+    "plan_matrix",
+    "shard_slice",
+    "index_of_target",
+]
 
 
 def batch_slots(config: RunConfig, target: int, image_count: int) -> tuple[int, ...]:
@@ -130,7 +138,8 @@ def shard_slice(count: int, shard: tuple[int, int]) -> range:
     return range((number - 1) * count // total, number * count // total)
 
 
-def _target_index(refs: list[ImageRef], target: str | None) -> int:
+def index_of_target(refs: Sequence[ImageRef], target: str | None) -> int:
+    """The index of the image ``target`` names (its name, path or stem; default the first)."""
     if target is None:
         return 0
     for index, ref in enumerate(refs):
@@ -214,7 +223,7 @@ def plan_matrix(
     elif sweep:
         targets = list(range(len(refs)))
     else:
-        targets = [_target_index(refs, target)]
+        targets = [index_of_target(refs, target)]
     model_hash = hash_path(model)
     # A full-int8 conversion is calibrated on the set's images (core/runtimes.py).
     calibration = calibration_set([ref.hash for ref in refs], DEFAULT_CALIBRATION_IMAGES)

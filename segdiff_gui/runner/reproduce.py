@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.job import ImageRef
 from segdiff_gui.core.preprocess import dtype_divisor
 from segdiff_gui.core.reproduce import (
     Candidate,
@@ -28,9 +30,10 @@ from segdiff_gui.core.reproduce import (
 )
 from segdiff_gui.core.runtime_defaults import defaults_in_effect
 from segdiff_gui.io.images import read_image
+from segdiff_gui.io.maps import UserMap, target_map
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome
-from segdiff_gui.runner.plan import image_refs
+from segdiff_gui.runner.plan import image_refs, index_of_target
 from segdiff_gui.runner.request import MatrixRequest
 
 __all__ = ["ReproduceSearch", "reproduce"]
@@ -43,20 +46,24 @@ class ReproduceSearch:
     """The search's inputs: the user's map of the target, and the request naming the model,
     the images (in the user's order), the target, the cache and the model settings."""
 
-    user_map: np.ndarray
+    maps: tuple[UserMap, ...]  # the map file's (io/maps.read_maps), or one array's
     request: MatrixRequest
     map_name: str = "your map"
     # Where the search starts: the defaults, or a runtime's (runtime=jax for a JAX pipeline).
     base: RunConfig = RunConfig()
 
+    @cached_property
+    def _refs(self) -> list[ImageRef]:
+        return image_refs(list(self.request.images))
+
     def target_index(self) -> int:
-        if self.request.target is None:
-            return 0
-        refs = image_refs(list(self.request.images))
-        for index, ref in enumerate(refs):
-            if self.request.target in (ref.name, ref.path, Path(ref.path).stem):
-                return index
-        raise InputError(self.request.target, "is not one of the images given")
+        return index_of_target(self._refs, self.request.target)
+
+    @cached_property
+    def user_map(self) -> np.ndarray:
+        """The target's map among :attr:`maps` (io/maps.target_map)."""
+        names = [ref.name for ref in self._refs]
+        return target_map(self.map_name, self.maps, names, self.target_index())
 
     def ordered_images(self) -> tuple[Path, ...]:
         """The images as a candidate's request takes them: the target first, then the others

@@ -17,7 +17,7 @@ from superqt.utils import thread_worker
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import Message, RunFinished, RunStarted
 from segdiff_gui.core.text import printable
-from segdiff_gui.io.maps import MAP_SUFFIXES, read_maps, target_map
+from segdiff_gui.io.maps import MAP_SUFFIXES, read_maps
 from segdiff_gui.runner.imports import Imported, ImportRequest, import_maps
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome, follow
@@ -26,22 +26,9 @@ from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.session import MatrixSession
 from segdiff_gui.ui.session_controller import SessionController
 
-__all__ = ["YourMaps", "images_for"]
+__all__ = ["YourMaps"]
 
 _FILTER = f"Probability maps ({' '.join('*' + s for s in MAP_SUFFIXES)})"
-
-
-def images_for(path: Path, session: MatrixSession, target: Path) -> tuple[Path, ...]:
-    """The images a map file's maps are of: the session's, in order, for a batch of as many
-    maps or an ``.npz`` of several; the image on show for a single map."""
-    maps = read_maps(path)
-    images = session.images
-    if len(maps) > 1:
-        return images
-    values = maps[0].values
-    if len(images) > 1 and values.ndim >= 3 and values.shape[0] == len(images):
-        return images
-    return (target,)
 
 
 class YourMaps(QObject):
@@ -100,18 +87,19 @@ class YourMaps(QObject):
         session = self._session("Import maps")
         if session is None:
             return
-        target = self._target(session)
         request = session.request
+        target = session.images.index(self._target(session))
 
         def work() -> list[Imported]:
             return import_maps(
                 ImportRequest(
                     maps=path,
                     model=request.model,
-                    images=images_for(path, session, target),
+                    images=request.images,
                     cache=request.cache,
                     settings=request.settings,
                     label=label,
+                    target=target,
                 )
             )
 
@@ -142,20 +130,13 @@ class YourMaps(QObject):
         session = self._session("Reproduce your map")
         if session is None:
             return
-        target = self._target(session)
-        names = [image.name for image in session.images]
-        try:
-            values = target_map(path, read_maps(path), names, session.images.index(target))
-        except InputError as error:
-            self.notify(str(error), 10000)
-            return
-        request = replace(session.request, target=str(target), repeats=1)
-        search = ReproduceSearch(values, request, printable(path.name))
+        request = replace(session.request, target=str(self._target(session)), repeats=1)
 
         def drive(runner: MatrixRunner) -> MatrixOutcome:
             return follow(runner, self._progress)
 
         def work() -> tuple[str, str, str]:
+            search = ReproduceSearch(tuple(read_maps(path)), request, printable(path.name))
             answer = reproduce(search, drive, self.said.emit)
             match = answer.match
             if match is None:
