@@ -33,7 +33,7 @@ from segdiff_gui.runner.plan import MatrixPlan, check_model_path, shard_slice
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import check_bundle, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
-from segdiff_gui.storage.records import RunRecord, is_merged
+from segdiff_gui.storage.records import RunRecord, in_effect_of, is_merged
 from segdiff_gui.storage.selection import select_runs
 from segdiff_gui.storage.studies import (
     distinguish_batches,
@@ -113,6 +113,8 @@ def _runtime_text(provenance: dict[str, Any]) -> str:
     onednn = provenance.get("onednn_enabled")
     if runtime == "tensorflow" and isinstance(onednn, bool):  # the default depends on the CPU
         text += f", oneDNN {'on' if onednn else 'off'}"
+    if in_effect_of(provenance).xla:  # model.predict's choice here; the label shows a set one
+        text += ", XLA"
     return text
 
 

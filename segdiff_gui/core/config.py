@@ -36,7 +36,7 @@ def _default(name: str) -> Any:
     return KNOBS.default(name)
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class RunConfig:
     """One configuration of the matrix: a value for every knob of
     :data:`~segdiff_gui.core.knobs.KNOBS`, whose entries say what each knob does and how it is
@@ -51,7 +51,7 @@ class RunConfig:
     tf32: bool = _default("tf32")
     onednn: bool | None = _default("onednn")  # None: the runtime's default, not forced
     threads: int = _default("threads")
-    xla: bool = _default("xla")
+    xla: bool | None = _default("xla")  # None: as model.predict decides (runtime_defaults)
     precision: str = _default("precision")
     keep_float32: tuple[str, ...] = _default("keep_float32")
     repeat_scope: Literal["process", "fresh"] = _default("repeat_scope")

@@ -37,6 +37,12 @@ class PlannedRun:
     in_effect: DefaultsInEffect = field(default_factory=DefaultsInEffect)
 
     @property
+    def computed(self) -> RunConfig:
+        """The configuration as the child computes it: its unset XLA resolved as
+        ``model.predict`` would (keyed and stored is :attr:`config`, as asked)."""
+        return self.in_effect.applied(self.config)
+
+    @property
     def label(self) -> str:
         tag = f" {self.tag}" if self.tag else ""
         return f"{self.config.label()}{tag} r{self.repeat}"

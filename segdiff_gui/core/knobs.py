@@ -197,16 +197,21 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         variants=(Variant("1 thread", 1, "One thread: the CPU sums in one order."),),
         describe=lambda value: f"{value or 'default'} intra-op threads",
     ),
-    switch(
+    unforced_switch(
         "xla",
-        False,
         on="xla",
+        off="xla-off",
+        runtime_default="model.predict's choice",
         title="XLA",
         tooltip="Compile the forward pass with XLA (jit_compile=True): fused kernels round "
-        "differently.",
+        "differently. Default: as your model.predict decides (Keras's jit_compile='auto'): "
+        "with XLA under JAX, and under TensorFlow where it sees a GPU; segdiff records which.",
         link=_DOCS + "xla",
         advise_keeping=True,
-        variants=(Variant("XLA", True, ""),),
+        variants=(
+            Variant("XLA", True, "On: one XLA computation, whatever model.predict would do."),
+            Variant("no XLA", False, "Off: TensorFlow's graph or JAX op by op, without XLA."),
+        ),
     ),
     choice(
         "precision",

@@ -22,6 +22,7 @@ from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS
+from segdiff_gui.core.runtime_defaults import DefaultsInEffect
 
 __all__ = [
     "Candidate",
@@ -127,7 +128,7 @@ def search_stages(
     preprocessing: Preprocessing,
     image_count: int,
     target: int,
-    onednn_default: bool | None,
+    in_effect: DefaultsInEffect,
     dtype_max: float | None,
     base: RunConfig | None = None,
 ) -> list[list[Candidate]]:
@@ -137,14 +138,16 @@ def search_stages(
     start = base or RunConfig()
     size, position, _ = predict_batch(image_count, target)
     wanted: list[tuple[dict[str, Any], Preprocessing, str]] = []
-    if onednn_default is not None and start.onednn is None:
-        wanted.append(({"onednn": not onednn_default}, preprocessing,
-                       f"oneDNN {_on(not onednn_default)}"))  # fmt: skip
+    if in_effect.onednn is not None and start.onednn is None:
+        wanted.append(({"onednn": not in_effect.onednn}, preprocessing,
+                       f"oneDNN {_on(not in_effect.onednn)}"))  # fmt: skip
     if size > 1 and start.batch == 1:
         wanted.append(({"batch": size, "position": position}, preprocessing,
                        f"batch {size} (model.predict's batch of these images)"))  # fmt: skip
-    if not start.xla:
-        wanted.append(({"xla": True}, preprocessing, "XLA"))
+    # XLA the other way from what the start computes with (model.predict's choice, unless
+    # set); a runtime where XLA means nothing refuses the candidate.
+    xla = bool(in_effect.applied(start).xla)
+    wanted.append(({"xla": not xla}, preprocessing, f"XLA {_on(not xla)}"))
     if start.threads != 1:
         wanted.append(({"threads": 1}, preprocessing, "1 intra-op thread"))
     if (arithmetic := other_arithmetic(preprocessing, dtype_max)) is not None:

@@ -10,25 +10,43 @@ be stored under another computation's key).
 oneDNN under TensorFlow is such a default. ``tensorflow/core/util/port.cc`` (``IsMklEnabled``)
 turns it on, on Linux x86-64, where the CPU has neural-network instructions (AVX-512 VNNI or
 BF16, AVX-VNNI, AMX), off elsewhere; ``TF_ENABLE_ONEDNN_OPTS`` in the user's environment
-decides over that. Every other knob's default means the same on every machine (threads: the
-runtime's own count; TF32: TensorFlow's default on; determinism and XLA: off).
+decides over that.
+
+XLA is another: the user's ``model.predict`` compiles with XLA when Keras 3 resolves its
+``jit_compile="auto"`` so (``keras/src/trainers/trainer.py``, ``_resolve_auto_jit_compile``
+and ``model_supports_jit``): under JAX always; under TensorFlow where TensorFlow lists a device
+other than a CPU (any GPU of the machine, whichever device the run is placed on), unless op
+determinism is on or it is TensorFlow's Metal plug-in on an Apple CPU; under PyTorch never.
+A SavedModel's own call never compiles by itself. (segdiff's children always load with
+Keras 3: ``TF_USE_LEGACY_KERAS`` is not passed to them.) The parent cannot see a layer that
+does not support XLA: the child reads Keras's own ``model.jit_compile`` back and refuses a
+run whose prediction was wrong. (A model loaded without compiling resolves "auto"; a
+``jit_compile`` saved in its compile settings is not read.)
+
+Every other knob's default means the same on every machine (threads: the runtime's own count;
+TF32: TensorFlow's default on; determinism: off).
 """
 
 from __future__ import annotations
 
 import platform
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
+
+_Config = TypeVar("_Config")
 
 __all__ = [
     "DefaultsInEffect",
+    "Machine",
     "in_effect_lines",
+    "keras_predict_compiles",
     "onednn_in_effect",
     "ONEDNN_CPU_FLAGS",
     "cpu_flags",
     "defaults_in_effect",
+    "needs_accelerator_answer",
     "tensorflow_onednn_default",
 ]
 
@@ -44,32 +62,65 @@ class DefaultsInEffect:
     the knob was set, or its default is the same everywhere)."""
 
     onednn: bool | None = None
+    xla: bool | None = None  # whether model.predict compiles with XLA here
 
     def to_dict(self) -> dict[str, Any]:
         """The keyed and stored form: only what was predicted (``{}`` keeps old keys)."""
-        return {} if self.onednn is None else {"onednn": self.onednn}
+        return {name: value for name, value in asdict(self).items() if value is not None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DefaultsInEffect:
-        onednn = data.get("onednn")
-        return cls(onednn=onednn if isinstance(onednn, bool) else None)
+        return cls(
+            **{f.name: data[f.name] for f in fields(cls) if isinstance(data.get(f.name), bool)}
+        )
+
+    def applied(self, config: _Config) -> _Config:
+        """``config`` as it computes: its unset XLA as ``model.predict`` resolves it (the
+        child compiles what the user's call would). oneDNN stays unset: the runtime keeps it."""
+        if getattr(config, "xla", False) is None:
+            return replace(config, xla=bool(self.xla))  # type: ignore[type-var]
+        return config
 
     def mismatch(self, facts: Mapping[str, Any]) -> str:
         """What is wrong when the child's read-back ``facts`` disagree with the prediction
         (the run would be stored under another computation's key); "" when they agree."""
-        if self.onednn is None or facts.get("onednn_enabled") == self.onednn:
-            return ""
-        got, planned = ("on", "off") if facts.get("onednn_enabled") else ("off", "on")
-        return (
-            f"oneDNN is {got} by default in this TensorFlow, but segdiff expected {planned} "
-            "on this machine; set it explicitly (onednn=on or onednn=off)"
-        )
+        if self.onednn is not None and facts.get("onednn_enabled") != self.onednn:
+            got, planned = ("on", "off") if facts.get("onednn_enabled") else ("off", "on")
+            return (
+                f"oneDNN is {got} by default in this TensorFlow, but segdiff expected {planned} "
+                "on this machine; set it explicitly (onednn=on or onednn=off)"
+            )
+        if self.xla is not None and facts.get("predict_jit") != self.xla:
+            got, planned = ("with", "without") if facts.get("predict_jit") else ("without", "with")
+            return (
+                f"model.predict compiles this model {got} XLA here (Keras's jit_compile), but "
+                f"segdiff expected {planned}; set it explicitly (xla=on or xla=off)"
+            )
+        return ""
 
     def sentence(self) -> str:
         """``oneDNN off: TensorFlow's default on this CPU``; "" when nothing was predicted."""
-        if self.onednn is None:
-            return ""
-        return f"oneDNN {'on' if self.onednn else 'off'}: TensorFlow's default on this CPU"
+        said = []
+        if self.onednn is not None:
+            said.append(f"oneDNN {_on(self.onednn)}: TensorFlow's default on this CPU")
+        if self.xla is not None:
+            said.append(f"XLA {_on(self.xla)}: model.predict's choice on this machine")
+        return "; ".join(said)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the defaults depend on beyond the environment and the CPU: whether TensorFlow
+    lists a device other than a CPU (asked of a child where the machine has GPU device files:
+    runner/devices.py), and whether the model is a Keras model (a SavedModel folder's call
+    does not compile by itself)."""
+
+    tensorflow_accelerator: bool = False
+    keras_model: bool = True
+
+
+def _on(value: bool) -> str:
+    return "on" if value else "off"
 
 
 @cache
@@ -109,11 +160,45 @@ def tensorflow_onednn_default(
     return any(flag in present for flag in ONEDNN_CPU_FLAGS)
 
 
-def defaults_in_effect(config: Any, environ: Mapping[str, str]) -> DefaultsInEffect:
+def keras_predict_compiles(
+    runtime: str,
+    machine: Machine,
+    determinism: bool,
+    system: str | None = None,
+    processor: str | None = None,
+) -> bool | None:
+    """Whether the user's ``model.predict`` compiles with XLA under ``runtime`` (Keras 3's
+    ``jit_compile="auto"``, as the module's docstring says); ``None`` where XLA means nothing
+    (PyTorch runs eagerly, a converted model in its own kernels), so their keys stay."""
+    if runtime == "jax":
+        return True
+    if runtime != "tensorflow":
+        return None
+    if not machine.keras_model:
+        return False
+    if not machine.tensorflow_accelerator or determinism:
+        return False
+    system = system or platform.system()
+    processor = (processor if processor is not None else platform.processor()).lower()
+    return not (system == "Darwin" and "arm" in processor)  # the Metal plug-in: no XLA
+
+
+def needs_accelerator_answer(config: Any) -> bool:
+    """Whether ``config``'s defaults depend on TensorFlow's device list (ask only then)."""
+    return config.runtime == "tensorflow" and config.xla is None and not config.determinism
+
+
+def defaults_in_effect(
+    config: Any, environ: Mapping[str, str], machine: Machine
+) -> DefaultsInEffect:
     """What ``config``'s unset knobs will be in its child, where that depends on the machine."""
+    onednn = None
     if config.runtime == "tensorflow" and config.onednn is None:
-        return DefaultsInEffect(onednn=tensorflow_onednn_default(environ))
-    return DefaultsInEffect()
+        onednn = tensorflow_onednn_default(environ)
+    xla = None
+    if config.xla is None:
+        xla = keras_predict_compiles(config.runtime, machine, config.determinism)
+    return DefaultsInEffect(onednn=onednn, xla=xla)
 
 
 _DEFAULT_OF = {"tensorflow": "TensorFlow's default on this CPU", "torch": "PyTorch's default"}
@@ -154,7 +239,8 @@ def in_effect_lines(config: Any, provenance: Mapping[str, Any]) -> list[str]:
     for name, title in (("xla", "XLA"), ("op_determinism", "op determinism"),
                         ("tf32_enabled", "TF32")):  # fmt: skip
         if isinstance(provenance.get(name), bool):
-            lines.append(f"{title} {'on' if provenance[name] else 'off'}")
+            chosen = " (model.predict's choice)" if name == "xla" and config.xla is None else ""
+            lines.append(f"{title} {_on(provenance[name])}{chosen}")
     if host := provenance.get("hostname"):
         lines.append(f"host {host}")
     return lines

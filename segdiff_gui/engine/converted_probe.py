@@ -75,7 +75,7 @@ def output_layer_paths(model: object, prefix: str = "") -> list[str]:
 
 def converted_probe_run(runner: JobRunner, run: PlannedRun, backend: ConvertedBackend) -> str:
     """Probe ``run`` (a converted runtime's) into the layer store; returns its device."""
-    job, config = runner.job, run.config
+    job, config = runner.job, run.computed
     runner.check_device(config)
     loaded = runner.model_on(config.device)
     assert loaded.keras_model is not None

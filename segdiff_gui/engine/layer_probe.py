@@ -31,7 +31,7 @@ __all__ = ["probe_run"]
 
 def probe_run(runner: JobRunner, run: PlannedRun) -> str:
     """Probe ``run`` into the layer store; returns the device it ran on."""
-    job, backend, config = runner.job, runner.backend, run.config
+    job, backend, config = runner.job, runner.backend, run.computed
     if isinstance(backend, ConvertedBackend):  # LiteRT, ONNX Runtime: their own tensors
         return converted_probe_run(runner, run, backend)
     runner.check_device(config)

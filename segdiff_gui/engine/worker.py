@@ -247,8 +247,9 @@ class JobRunner:
         return str(record.provenance["device"])
 
     def execute(self, run: PlannedRun) -> RunRecord:
-        config = run.config
-        if wrong := run.in_effect.mismatch(self.facts):
+        config = run.computed
+        said = self.backend.predict_compiles(self.model_on(config.device))
+        if wrong := run.in_effect.mismatch({**self.facts, "predict_jit": said}):
             raise RunError(wrong)
         device_name = self.check_device(config)
         self.step(run, 1)
@@ -298,7 +299,7 @@ class JobRunner:
         return RunRecord(
             key=run.key,
             label=run.label,
-            config=config.to_dict(),
+            config=run.config.to_dict(),  # as asked: keyed so, with what it was in effect
             repeat=run.repeat,
             model_name=Path(self.job.model_path).name,
             model_hash=self.job.model_hash,

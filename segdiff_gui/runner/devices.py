@@ -12,11 +12,14 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.core.protocol import ChildFatal, Message, ModelAnswer, ProbeAnswer, decode_message
+from segdiff_gui.core.runtime_defaults import Machine, needs_accelerator_answer
 from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
 
@@ -25,11 +28,13 @@ __all__ = [
     "build_text",
     "gpu_names",
     "inspect_model",
+    "machine_defaults",
     "no_gpu_possible",
     "probe_devices",
     "remember_inspection",
     "remember_probe",
     "remembered_probe",
+    "tensorflow_gpus",
 ]
 
 _MAX_AGE_S = 24 * 3600.0
@@ -230,6 +235,28 @@ def _remember(path: Path, data: dict[str, Any]) -> None:
         temporary = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         temporary.write_text(json.dumps(data))
         os.replace(temporary, path)
+
+
+def machine_defaults(model: Path, configs: Sequence[Any], state_dir: Path) -> Machine:
+    """What the unset knobs' defaults of ``configs`` depend on here (core/runtime_defaults):
+    whether the model is a Keras model, and, only where a configuration's default depends on
+    it, whether TensorFlow lists a GPU (no child where the machine has no GPU device files;
+    the probe is remembered). A failed probe is one line naming TensorFlow."""
+    keras_model = not Path(model).is_dir()  # a SavedModel folder: its own call
+    if not keras_model or not any(needs_accelerator_answer(c) for c in configs):
+        return Machine(keras_model=keras_model)
+    return Machine(tensorflow_accelerator=bool(tensorflow_gpus(state_dir)))
+
+
+def tensorflow_gpus(state_dir: Path) -> list[str]:
+    """The GPUs TensorFlow sees (asked of a child, remembered per machine; none without a
+    child where the machine has no GPU device files); a failed probe is one line."""
+    if no_gpu_possible():
+        return []
+    try:
+        return gpu_names(probe_devices(state_dir))
+    except ProbeError as error:
+        raise InputError("tensorflow", str(error)) from None
 
 
 def no_gpu_possible() -> bool:

@@ -16,12 +16,14 @@ def default_configs(gpus: Sequence[str]) -> list[RunConfig]:
 
 def demo_configs(gpus: Sequence[str]) -> list[RunConfig]:
     """Knobs that change the demo's maps even on a 2-core CPU, plus every GPU that is present:
-    batch 1 and 64, one intra-op thread, XLA, bfloat16; on GPUs also TF32 off and determinism."""
+    batch 1 and 64, one intra-op thread, XLA the other way from ``model.predict``'s choice
+    (which compiles with XLA where TensorFlow sees a GPU), bfloat16; on GPUs also TF32 off
+    and determinism."""
     configs = [
         RunConfig(batch=1),
         RunConfig(batch=64),
         RunConfig(threads=1),
-        RunConfig(xla=True),
+        RunConfig(xla=not gpus),
         RunConfig(precision="mixed_bfloat16"),
     ]
     for gpu in gpus:

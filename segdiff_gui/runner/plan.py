@@ -18,9 +18,10 @@ from segdiff_gui.core.hashing import hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_REPEATS
-from segdiff_gui.core.runtime_defaults import defaults_in_effect
+from segdiff_gui.core.runtime_defaults import Machine, defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
 from segdiff_gui.io.images import read_image
+from segdiff_gui.runner.devices import machine_defaults
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import is_merged
 
@@ -194,10 +195,12 @@ def plan_matrix(
     sweep: bool = False,
     shard: tuple[int, int] | None = None,
     knobs: KnobRegistry = KNOBS,
+    machine: Machine | None = None,
 ) -> MatrixPlan:
     """Plan ``configs × repeats`` runs of ``model_path`` on the target among ``image_paths``,
     or, for a ``sweep``, on every image (only shard ``K`` of ``N`` with ``shard=(K, N)``).
-    Batches are always filled from the whole set, so a shard's runs equal the unsharded ones."""
+    Batches are always filled from the whole set, so a shard's runs equal the unsharded ones.
+    ``machine``: what the unset knobs' defaults depend on (asked here when not given)."""
     model = check_model_path(model_path)
     if not image_paths:
         raise InputError(model, "no images given")
@@ -225,6 +228,7 @@ def plan_matrix(
     else:
         targets = [index_of_target(refs, target)]
     model_hash = hash_path(model)
+    machine = machine or machine_defaults(model, configs, cache.root)
     # A full-int8 conversion is calibrated on the set's images (core/runtimes.py).
     calibration = calibration_set([ref.hash for ref in refs], DEFAULT_CALIBRATION_IMAGES)
 
@@ -235,7 +239,7 @@ def plan_matrix(
     for target_index in targets:
         for config in configs:
             slots = batch_slots(config, target_index, len(refs))
-            in_effect = defaults_in_effect(config, os.environ)
+            in_effect = defaults_in_effect(config, os.environ, machine)
             for repeat in range(repeats):
                 key = run_key(
                     model_hash=model_hash,

@@ -31,6 +31,7 @@ from segdiff_gui.core.reproduce import (
 from segdiff_gui.core.runtime_defaults import defaults_in_effect
 from segdiff_gui.io.images import read_image
 from segdiff_gui.io.maps import UserMap, target_map
+from segdiff_gui.runner.devices import machine_defaults
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome
 from segdiff_gui.runner.plan import image_refs, index_of_target
@@ -78,7 +79,8 @@ class ReproduceSearch:
         return tuple(images[i] for i in (target, *chunk, *rest))
 
     def stages(self) -> list[list[Candidate]]:
-        in_effect = defaults_in_effect(self.base, os.environ).onednn
+        machine = machine_defaults(self.request.model, [self.base], self.request.cache.root)
+        in_effect = defaults_in_effect(self.base, os.environ, machine)
         image = read_image(self.request.images[self.target_index()])
         return search_stages(
             self.request.settings.preprocessing,

@@ -11,9 +11,8 @@ from pathlib import Path
 
 from segdiff_gui.core.config import ModelSettings, RunConfig
 from segdiff_gui.core.defaults import DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
-from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
-from segdiff_gui.runner.devices import ProbeError, gpu_names, no_gpu_possible, probe_devices
+from segdiff_gui.runner.devices import tensorflow_gpus
 from segdiff_gui.runner.matrices import default_configs
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, plan_matrix
@@ -56,12 +55,7 @@ class MatrixRequest:
     def devices(self) -> list[str]:
         """The GPUs TensorFlow sees (asked of a child, remembered per machine; none without
         a child where the machine has no GPU device files)."""
-        if no_gpu_possible():
-            return []
-        try:
-            return gpu_names(probe_devices(self.cache.root))
-        except ProbeError as error:
-            raise InputError("tensorflow", str(error)) from None
+        return tensorflow_gpus(self.cache.root)
 
     def with_configs(self, configs: Sequence[RunConfig]) -> MatrixRequest:
         """The same request over other configurations (an attribution's, say)."""

@@ -100,7 +100,7 @@ def test_defaults_and_aliases():
         ("device=tpu", "device must be"),
         ("batch=0", "batch must be between 1 and 4,096"),
         ("batch=4,position=4", "position 4 is outside a batch of 4"),
-        ("xla=maybe", "xla must be on or off"),
+        ("xla=maybe", "xla must be default, on or off"),
         ("threads=two", "threads must be a whole number"),
         ("precision=float64", "precision must be one of"),
         ("colour=red", "unknown config key 'colour'"),

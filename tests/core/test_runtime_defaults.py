@@ -8,7 +8,10 @@ from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.hashing import run_key
 from segdiff_gui.core.runtime_defaults import (
     DefaultsInEffect,
+    Machine,
     defaults_in_effect,
+    keras_predict_compiles,
+    needs_accelerator_answer,
     onednn_in_effect,
     tensorflow_onednn_default,
 )
@@ -71,10 +74,63 @@ def test_the_value_in_effect_is_keyed_so_two_machines_never_alias():
 
 
 def test_only_tensorflows_unset_onednn_is_predicted():
-    environ = {"TF_ENABLE_ONEDNN_OPTS": "1"}
-    assert defaults_in_effect(RunConfig(), environ) == DefaultsInEffect(onednn=True)
-    assert defaults_in_effect(RunConfig(onednn=False), environ) == DefaultsInEffect()
-    assert defaults_in_effect(RunConfig(runtime="torch"), environ) == DefaultsInEffect()
+    environ, cpu_only = {"TF_ENABLE_ONEDNN_OPTS": "1"}, Machine()
+    assert defaults_in_effect(RunConfig(), environ, cpu_only).onednn is True
+    assert defaults_in_effect(RunConfig(onednn=False), environ, cpu_only).onednn is None
+    assert defaults_in_effect(RunConfig(runtime="torch"), environ, cpu_only).onednn is None
+
+
+def test_xla_is_what_model_predict_resolves_jit_compile_auto_to():
+    """Keras 3's _resolve_auto_jit_compile: under TensorFlow on where it lists a GPU (even for
+    a run placed on the CPU), off under op determinism and on a CPU-only machine; under JAX
+    always; nothing to say where XLA means nothing."""
+    gpu, cpu_only, saved = Machine(True), Machine(), Machine(True, keras_model=False)
+
+    def xla(config: RunConfig, machine: Machine) -> bool | None:
+        return defaults_in_effect(config, {}, machine).xla
+
+    assert xla(RunConfig(), cpu_only) is False
+    assert xla(RunConfig(), gpu) is True
+    assert xla(RunConfig(device="gpu:0", batch=8), gpu) is True
+    assert xla(RunConfig(determinism=True), gpu) is False
+    assert xla(RunConfig(), saved) is False  # a SavedModel's call compiles nothing itself
+    assert xla(RunConfig(runtime="jax"), cpu_only) is True
+    assert xla(RunConfig(runtime="torch"), gpu) is None
+    assert xla(RunConfig(runtime="litert"), gpu) is None
+    assert xla(RunConfig(xla=False), gpu) is None  # set: nothing to predict
+    assert keras_predict_compiles("tensorflow", gpu, False, "Darwin", "arm") is False
+    assert keras_predict_compiles("tensorflow", gpu, False, "Linux", "x86_64") is True
+    # The device list matters only where the default does.
+    assert needs_accelerator_answer(RunConfig())
+    assert not needs_accelerator_answer(RunConfig(xla=True))
+    assert not needs_accelerator_answer(RunConfig(runtime="jax"))
+    assert not needs_accelerator_answer(RunConfig(determinism=True))
+
+
+def test_the_child_computes_the_resolved_xla_and_the_key_keeps_what_was_asked():
+    planned = DefaultsInEffect(onednn=False, xla=True)
+    assert planned.applied(RunConfig()) == RunConfig(xla=True)
+    assert planned.applied(RunConfig(xla=False)) == RunConfig(xla=False)  # set wins
+    assert DefaultsInEffect().applied(RunConfig(runtime="torch")).xla is False
+    assert planned.to_dict() == {"onednn": False, "xla": True}
+    assert DefaultsInEffect.from_dict({"xla": True, "onednn": "yes"}) == DefaultsInEffect(xla=True)
+    common = dict(
+        model_hash="m", target_hash="t", batch_hashes=["t"], preprocessing={}, output={},
+        config=RunConfig().to_dict(), repeat=0,
+    )  # fmt: skip
+    with_xla = run_key(**common, defaults_in_effect=planned.to_dict())
+    without = run_key(**common, defaults_in_effect={"onednn": False, "xla": False})
+    assert with_xla != without
+    assert "xla" not in RunConfig().to_dict()  # asked: the default, keyed by its value here
+    assert RunConfig.from_dict({"xla": False}).label() == "cpu b1 xla-off"  # a run set so
+
+
+def test_a_wrong_xla_prediction_is_refused_and_named():
+    planned = DefaultsInEffect(xla=True)
+    assert planned.mismatch({"predict_jit": True}) == ""
+    said = planned.mismatch({"predict_jit": False})
+    assert "model.predict compiles this model without XLA here" in said and "xla=" in said
+    assert DefaultsInEffect().mismatch({"predict_jit": True}) == ""
 
 
 def test_a_wrong_prediction_is_refused_and_named():

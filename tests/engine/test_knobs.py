@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from segdiff_gui.core.analysis import compare_maps
-from segdiff_gui.core.config import parse_config_spec
-from segdiff_gui.core.runtime_defaults import tensorflow_onednn_default
+from segdiff_gui.core.config import RunConfig, parse_config_spec
+from segdiff_gui.core.protocol import RunFailed
+from segdiff_gui.core.runtime_defaults import Machine, tensorflow_onednn_default
 from segdiff_gui.runner import MatrixRunner, plan_matrix
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff
@@ -22,6 +23,7 @@ SPECS = {
     "copies": "batch=4,context=copies",
     "position": "batch=4,position=2",
     "xla": "xla=on",
+    "xla_off": "xla=off",
     "bf16": "precision=mixed_bfloat16",
     "fp16": "precision=mixed_float16",
     "tf32": "tf32=off",
@@ -86,6 +88,33 @@ def test_xla_is_set_explicitly_and_changes_the_map(runs):
     assert not differs(runs, "xla").bitwise_equal
 
 
+def test_xla_left_at_its_default_is_model_predicts_choice_and_keyed(runs):
+    """Not forced (issue 32): on a machine where TensorFlow lists no GPU, Keras's
+    jit_compile="auto" resolves to no XLA; the child reads it back and the key holds it."""
+    base, off = runs["base", 0], runs["xla_off", 0]
+    assert base.provenance["xla"] is False and "xla" not in base.config
+    assert base.provenance["defaults_in_effect"]["xla"] is False
+    assert differs(runs, "xla_off").bitwise_equal
+    assert base.key != off.key and off.label == "cpu b1 xla-off r0"
+
+
+def test_a_wrong_xla_prediction_fails_the_run_in_one_line(demo, tmp_path):
+    """Told that TensorFlow sees a GPU here, the planner predicts XLA; the child's Keras
+    says otherwise, and the run is refused rather than stored under a key it did not earn."""
+    model, images = demo
+    cache = ResultCache(tmp_path)
+    plan = plan_matrix(
+        model, images[:1], [RunConfig()], cache=cache, repeats=1,
+        machine=Machine(tensorflow_accelerator=True),
+    )  # fmt: skip
+    assert plan.runs[0].in_effect.xla is True
+    messages = list(MatrixRunner(plan, cache).run())
+    failed = [m for m in messages if isinstance(m, RunFailed)]
+    assert len(failed) == 1 and "\n" not in failed[0].error
+    assert "model.predict compiles this model without XLA here" in failed[0].error
+    assert not cache.has(plan.runs[0].key)
+
+
 def test_precision_rebuilds_the_layers(runs):
     assert runs["base", 0].provenance["compute_dtype"] == "float32"
     assert runs["bf16", 0].provenance["compute_dtype"] == "bfloat16"
@@ -119,7 +148,7 @@ def test_onednn_left_at_its_default_is_tensorflows_own_choice_and_keyed(runs):
     base = runs["base", 0]
     assert "TF_ENABLE_ONEDNN_OPTS" not in base.provenance["environment"]
     assert base.provenance["onednn_enabled"] is expected
-    assert base.provenance["defaults_in_effect"] == {"onednn": expected}
+    assert base.provenance["defaults_in_effect"] == {"onednn": expected, "xla": False}
     assert base.label == "cpu b1 r0" and "onednn" not in base.config
     # The default computes what the explicit setting of the same value computes.
     same, other = ("onednn_on", "onednn") if expected else ("onednn", "onednn_on")

@@ -19,6 +19,7 @@ SPECS = {
     "tf": "batch=1",
     "jax": "runtime=jax",
     "jax xla": "runtime=jax,xla=on",
+    "jax eager": "runtime=jax,xla=off",
     "jax b4": "runtime=jax,batch=4",
     "jax bf16": "runtime=jax,precision=bf16,xla=on",
     "jax knobs": "runtime=jax,tf32=off,threads=1,determinism=on",
@@ -73,7 +74,12 @@ def test_runtimes_differ_from_tensorflow_by_a_few_hundred_ulp_at_most(runs):
 def test_xla_precision_and_batch_take_effect_under_jax_and_torch(runs):
     _, records = runs
     assert records["jax xla"].provenance["placement"].startswith("one XLA computation")
-    assert records["jax"].provenance["placement"].startswith("op by op")
+    assert records["jax eager"].provenance["placement"].startswith("op by op")
+    # Left at its default, XLA is what Keras's model.predict does under JAX: one jax.jit.
+    default = records["jax"].provenance
+    assert default["placement"].startswith("one XLA computation") and default["xla"] is True
+    assert default["defaults_in_effect"] == {"xla": True}
+    assert records["jax"].probabilities.tobytes() == records["jax xla"].probabilities.tobytes()
     for name in ("jax bf16", "torch bf16"):
         assert records[name].provenance["compute_dtype"] == "bfloat16", name
         plain = records[name.split()[0]].probabilities

@@ -100,6 +100,13 @@ class Backend(abc.ABC):
         """The knobs as the runtime reports them now (read back, never assumed)."""
         return {}
 
+    def predict_compiles(self, model: Any) -> bool | None:
+        """Whether the user's ``model.predict`` would compile ``model`` with XLA here, as Keras
+        itself resolves it (``Model.jit_compile``, "auto" unless the saved model says
+        otherwise); a SavedModel's call does not compile by itself."""
+        keras_model = getattr(model, "keras_model", None)
+        return bool(keras_model.jit_compile) if keras_model is not None else False
+
     def explain(self, error: BaseException, config: RunConfig) -> str | None:
         """A runtime's failure in one line with its remedy, or None for the plain message."""
         text = str(error)

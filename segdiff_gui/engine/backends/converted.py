@@ -70,6 +70,9 @@ class ConvertedBackend(Backend):
 
         return keras.device("cpu")  # the Keras model is only converted, on the CPU
 
+    def predict_compiles(self, model: Any) -> bool | None:
+        return None  # the converted model runs in the runtime's own kernels: no XLA
+
     def cpu_device(self) -> dict[str, Any]:
         return {"name": "cpu", "type": "CPU", "description": cpu_model(), "compute_capability": []}
 
