@@ -12,6 +12,7 @@ from rich.table import Table
 from segdiff_gui.cli.commands import EXIT_OK, open_cache
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.runtime_defaults import Machine, keras_predict_compiles
 from segdiff_gui.core.runtimes import RUNTIMES, installed_runtimes
 from segdiff_gui.runner.devices import ProbeError, build_text, probe_devices
 from segdiff_gui.storage.cache import ResultCache
@@ -93,10 +94,13 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
         )
     if "tensorflow" in probes:
         facts = probes["tensorflow"]["facts"]
+        gpu = any(device["type"] == "GPU" for device in probes["tensorflow"]["devices"])
+        xla = keras_predict_compiles("tensorflow", Machine(tensorflow_accelerator=gpu), False)
         out.print(
             f"TensorFlow's own defaults here: oneDNN {'on' if facts['onednn_enabled'] else 'off'}, "
-            f"intra-op threads {facts['intra_op_threads'] or 'default'} (runs keep both unless "
-            "asked: onednn=on|off, threads=N)"
+            f"intra-op threads {facts['intra_op_threads'] or 'default'}, model.predict "
+            f"{'with' if xla else 'without'} XLA (runs keep all three unless asked: "
+            "onednn=on|off, threads=N, xla=on|off)"
         )
     for name, problem in failed.items():
         out.print(f"{RUNTIMES[name].title}: {problem}", markup=False, highlight=False)

@@ -248,10 +248,10 @@ class JobRunner:
 
     def execute(self, run: PlannedRun) -> RunRecord:
         config = run.computed
+        device_name = self.check_device(config)
         said = self.backend.predict_compiles(self.model_on(config.device))
         if wrong := run.in_effect.mismatch({**self.facts, "predict_jit": said}):
             raise RunError(wrong)
-        device_name = self.check_device(config)
         self.step(run, 1)
         batch = self.batch_for(run)
         self.step(run, 2)
