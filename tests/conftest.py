@@ -65,15 +65,19 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> ResultCache:
 
 
 def segdiff(
-    *args: str | Path, env: dict[str, str] | None = None, timeout: float = 600
+    *args: str | Path,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real ``segdiff`` command line (``python -m segdiff_gui.cli``)."""
+    """Run the real ``segdiff`` command line (``python -m segdiff_gui.cli``), in ``cwd``."""
     return subprocess.run(
         [sys.executable, "-m", "segdiff_gui.cli", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
 
 

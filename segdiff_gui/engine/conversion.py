@@ -28,7 +28,7 @@ from segdiff_gui.core.errors import InputError, first_line
 from segdiff_gui.core.runtimes import Conversion, Runtime
 from segdiff_gui.engine.models import LoadedModel
 from segdiff_gui.engine.native_log import native_stderr
-from segdiff_gui.storage.converted import ConvertedModel, conversion_key
+from segdiff_gui.storage.converted import ConvertedModel
 
 __all__ = ["conversion_ingredients", "convert"]
 
@@ -178,7 +178,7 @@ def _call_once(model: LoadedModel) -> None:
 def convert(
     model: LoadedModel,
     runtime: Runtime,
-    key: str,
+    ingredients: dict[str, Any],
     representative: Callable[[], Iterator[list[np.ndarray]]],
 ) -> ConvertedModel:
     """``model`` converted for ``runtime`` (``representative`` yields calibration batches
@@ -225,10 +225,4 @@ def convert(
         "seconds": round(seconds, 3),
         "warnings": _kept(said),
     }
-    return ConvertedModel(key, data, facts)
-
-
-def conversion_key_of(
-    runtime: Runtime, model_hash: str, calibration: list[str], preprocessing: dict[str, Any]
-) -> str:
-    return conversion_key(conversion_ingredients(runtime, model_hash, calibration, preprocessing))
+    return ConvertedModel(ingredients, data, facts)

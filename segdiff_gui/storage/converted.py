@@ -2,11 +2,13 @@
 runtime, converter version and conversion options (and, for full int8, calibration images).
 
 A file holds the artefact's bytes (a ``.tflite`` flatbuffer or an ``.onnx`` protobuf) as one
-contiguous uint8 dataset, its SHA-256, and what the conversion recorded (converter versions,
-options, size, time, warnings). Written in memory and renamed into place like a run; read as
-untrusted data: a plain file, a hard-linked dataset without filters, bounded in size, and the
-bytes must match their digest before a runtime parses them. A damaged entry is converted again
-(it is derived data), never an error for the run.
+contiguous uint8 dataset, its SHA-256, what it was made from (the key's ingredients: the
+model's hash, the runtime, the converters …) and what the conversion recorded (converter
+versions, options, size, time, warnings). Written in memory and renamed into place like a run;
+read as untrusted data: a plain file, a hard-linked dataset without filters, bounded in size,
+its key recomputed from its recorded ingredients (another model's artefact copied to this
+key is refused), and the bytes must match their digest before a runtime parses them. A
+damaged entry is converted again (it is derived data), never an error for the run.
 
 Artefacts never travel in bundles: a bundle carries maps, and a converted model is made again
 from the model wherever it is needed.
@@ -30,7 +32,7 @@ from segdiff_gui.storage.schema import AttributeReader
 __all__ = ["MAX_ARTEFACT_BYTES", "ConvertedModel", "ConvertedStore", "conversion_key"]
 
 FORMAT = "segdiff-converted-model"
-VERSION = 1
+VERSION = 2  # 2: the key's ingredients are stored and checked
 # Larger than any model this tool is for (a segmentation network of a few hundred MB), small
 # enough that a crafted header cannot make segdiff allocate the disk.
 MAX_ARTEFACT_BYTES = 4 << 30
@@ -45,9 +47,13 @@ def conversion_key(ingredients: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class ConvertedModel:
-    key: str
+    ingredients: dict[str, Any]  # what it was made from, and how: its key's
     data: bytes
     facts: dict[str, Any]  # converter versions, options, size, time, warnings …
+
+    @property
+    def key(self) -> str:
+        return conversion_key(self.ingredients)
 
 
 class ConvertedStore:
@@ -64,6 +70,7 @@ class ConvertedStore:
         with in_memory_h5(self.path(converted.key)) as handle:
             handle.attrs["format"], handle.attrs["version"] = FORMAT, VERSION
             handle.attrs["sha256"] = hashlib.sha256(converted.data).hexdigest()
+            handle.attrs["ingredients"] = canonical_json(converted.ingredients)
             handle.attrs["facts"] = canonical_json(converted.facts)
             handle.create_dataset("artefact", data=np.frombuffer(converted.data, dtype=np.uint8))
 
@@ -78,6 +85,9 @@ class ConvertedStore:
             if attrs.text("format") != FORMAT or attrs.integer("version", 0, 99) != VERSION:
                 raise UnreadableEntry(path, "is not a converted model of this segdiff version")
             digest = attrs.digest("sha256")
+            ingredients = attrs.json("ingredients")
+            if not isinstance(ingredients, dict) or conversion_key(ingredients) != key:
+                raise UnreadableEntry(path, "holds another conversion than its name says")
             facts = attrs.json("facts")
             if not isinstance(facts, dict):
                 raise UnreadableEntry(path, "holds conversion facts segdiff did not write")
@@ -92,7 +102,7 @@ class ConvertedStore:
             data = dataset[()].tobytes()
         if hashlib.sha256(data).hexdigest() != digest:
             raise UnreadableEntry(path, "artefact does not match its checksum")
-        return ConvertedModel(key, data, facts)
+        return ConvertedModel(ingredients, data, facts)
 
     def remove(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)

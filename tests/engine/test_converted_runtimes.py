@@ -13,7 +13,9 @@ import pytest
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.runtimes import calibration_tag
+from segdiff_gui.engine.backends.onnxruntime import self_contained
 from segdiff_gui.storage import ResultCache
+from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore
 from tests.conftest import segdiff
 
 pytestmark = pytest.mark.slow
@@ -150,6 +152,50 @@ def test_a_damaged_artefact_is_converted_again_not_an_error(demo, tmp_path):
         cache.read_run(second["key"]).probabilities.tobytes()
         == cache.read_run(first["key"]).probabilities.tobytes()
     )
+
+
+def test_a_planted_onnx_artefact_with_external_data_is_never_opened(demo, tmp_path):
+    """Issue 33, case 1: an artefact at the right key, with the right checksum, whose tensor
+    is kept as ONNX external data naming a file of the user's: ONNX Runtime would read that
+    file (relative to the working folder) into the model. It is converted again instead."""
+    import onnx
+    from onnx import numpy_helper
+
+    model, images = demo
+    cache = ResultCache(tmp_path / "cache")
+    (first,) = _run(model, images[:1], cache, ["runtime=onnxruntime"])
+    (path,) = _converted_files(cache)
+    store = ConvertedStore(cache.root)
+    stored = store.read(path.stem)
+    planted = onnx.load_from_string(stored.data)
+    tensor = max(planted.graph.initializer, key=lambda t: numpy_helper.to_array(t).nbytes)
+    size = numpy_helper.to_array(tensor).nbytes
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "credentials").write_bytes(b"\x41" * size)  # what a planted artefact would read
+    for field in ("raw_data", "float_data"):
+        tensor.ClearField(field)
+    for key, value in (("location", "credentials"), ("offset", "0"), ("length", str(size))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    store.write(ConvertedModel(stored.ingredients, planted.SerializeToString(), stored.facts))
+    configs = ["--config", "runtime=onnxruntime,threads=1"]
+    result = segdiff(
+        "run", model, images[0], *configs, "--repeats", "1", "--cache", cache.root, "--json",
+        cwd=home,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (second,) = json.loads(result.stdout)["runs"]
+    provenance = cache.read_run(second["key"]).provenance
+    assert second["status"] == "finished" and not provenance["conversion_reused"]
+    assert (
+        cache.read_run(second["key"]).probabilities.tobytes()
+        == cache.read_run(first["key"]).probabilities.tobytes()
+    )
+    # The artefact stored now is the converter's own again.
+    assert not self_contained(store.read(path.stem).data)
+    assert "external data" in self_contained(planted.SerializeToString())
 
 
 def test_the_softmax_demo_converts_with_its_classes(demo, tmp_path):

@@ -2,6 +2,7 @@
 damaged (never parsed by a runtime) when their bytes, digest or layout are not segdiff's."""
 
 import os
+import shutil
 
 import h5py
 import numpy as np
@@ -10,13 +11,14 @@ import pytest
 from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore, conversion_key
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
 
-KEY = conversion_key({"model": "0" * 64, "runtime": "litert"})
+INGREDIENTS = {"model": "0" * 64, "runtime": "litert"}
+KEY = conversion_key(INGREDIENTS)
 
 
 @pytest.fixture
 def store(tmp_path):
     store = ConvertedStore(tmp_path)
-    store.write(ConvertedModel(KEY, b"TFL3" + bytes(range(256)) * 40, {"bytes": 10244}))
+    store.write(ConvertedModel(INGREDIENTS, b"TFL3" + bytes(range(256)) * 40, {"bytes": 10244}))
     return store
 
 
@@ -86,3 +88,14 @@ def test_stale_temporaries_of_conversions_are_cleaned_and_nothing_else(cache):
         os.utime(path, (1, 1))
     assert cache.remove_stale_temporaries() == 1
     assert not stale.exists() and mine.exists()
+
+
+def test_another_models_artefact_copied_to_this_key_is_refused(store):
+    """Issue 33, case 2: model A's artefact at model B's key made B's run A's model. The
+    file records what it was made from; its key is recomputed from that."""
+    other = conversion_key({"model": "1" * 64, "runtime": "litert"})
+    store.path(other).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(store.path(KEY), store.path(other))
+    with pytest.raises(UnreadableEntry, match="holds another conversion than its name says"):
+        store.read(other)
+    assert store.read(KEY).ingredients == INGREDIENTS

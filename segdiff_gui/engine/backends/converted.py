@@ -20,10 +20,10 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.engine.backends.base import Backend, Outputs, RunError
-from segdiff_gui.engine.conversion import conversion_key_of, convert
+from segdiff_gui.engine.conversion import conversion_ingredients, convert
 from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.engine.tensor_matching import RuntimeTensor
-from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore
+from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore, conversion_key
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
 
 __all__ = ["ConversionSource", "ConvertedBackend", "Session"]
@@ -88,21 +88,31 @@ class ConvertedBackend(Backend):
             return self.converted
         source = self.source
         assert source is not None, "a converted runtime's backend needs its job (attach)"
-        key = conversion_key_of(
+        ingredients = conversion_ingredients(
             self.runtime, source.model_hash, source.calibration, source.preprocessing
         )
         store = ConvertedStore(source.cache_root)
         stored: ConvertedModel | None = None
         with contextlib.suppress(UnreadableEntry):  # a damaged artefact is made again
-            stored = store.read(key)
+            stored = store.read(conversion_key(ingredients))
+        if stored is not None and self.refuses_artefact(stored.data):
+            stored = None  # a planted one (external data, say): made again, never opened
         if stored is None:
-            stored = convert(model, self.runtime, key, self.calibration_batches)
+            stored = convert(model, self.runtime, ingredients, self.calibration_batches)
+            if problem := self.refuses_artefact(stored.data):
+                raise InputError(model.path, f"converted for {self.runtime.title} {problem}")
             stored = self._with_quantization_count(stored)
             store.write(stored)
         else:
             self.reused = True
         self.converted = stored
         return stored
+
+    def refuses_artefact(self, data: bytes) -> str:
+        """What makes an artefact unsafe to open, as the end of a sentence ("" when nothing):
+        a runtime that could read other files for it (ONNX external data) or load code (a
+        custom op library) says so. The bytes are already checked against their digest."""
+        return ""
 
     def quantized_tensors(self, data: bytes) -> int | None:
         """How many of the artefact's tensors the conversion quantized (None: not counted)."""
@@ -122,7 +132,7 @@ class ConvertedBackend(Backend):
                 "weights of 1,024 elements or more): it computes as the float32 conversion"
             )
             facts["warnings"] = [said, *facts.get("warnings", [])]
-        return ConvertedModel(converted.key, converted.data, facts)
+        return ConvertedModel(converted.ingredients, converted.data, facts)
 
     # running ---------------------------------------------------------------------------------
     def open_session(self, data: bytes, config: RunConfig) -> Session:

@@ -7,7 +7,7 @@ provider's TF32 switch."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,60 @@ __all__ = ["OnnxRuntimeBackend"]
 
 _CPU = "CPUExecutionProvider"
 _CUDA = "CUDAExecutionProvider"
+
+
+# The operator sets ONNX Runtime implements itself; any other domain needs a custom op
+# library, which is code segdiff never loads.
+_BUILTIN_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
+
+
+def _graphs(graph: Any) -> Iterator[Any]:
+    """``graph`` and every subgraph of its nodes' attributes (If, Loop, Scan bodies)."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _graphs(attribute.g)
+            for sub in attribute.graphs:
+                yield from _graphs(sub)
+
+
+def _tensors(graph: Any) -> Iterator[Any]:
+    """Every tensor a graph holds: initializers, sparse ones' parts, node attributes."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield from (sparse.values, sparse.indices)
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            for sparse in (attribute.sparse_tensor, *attribute.sparse_tensors):
+                yield from (sparse.values, sparse.indices)
+
+
+def self_contained(data: bytes) -> str:
+    """What in an ONNX model would make ONNX Runtime read a file or load code ("" when
+    nothing): a tensor kept as external data (a path, resolved from the working folder) or
+    an operator of a domain it does not implement itself."""
+    import onnx
+
+    try:
+        model = onnx.load_from_string(data)
+    except Exception:  # noqa: BLE001 - protobuf raises its own DecodeError types
+        return "is not an ONNX model"
+    # A model's own functions are graphs too, called under their domain: no code.
+    known = _BUILTIN_DOMAINS | {function.domain for function in model.functions}
+    nodes = [node for function in model.functions for node in function.node]
+    for graph in _graphs(model.graph):
+        for tensor in _tensors(graph):
+            if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
+                return f"keeps tensor {tensor.name[:80]!r} as external data (a file outside it)"
+        nodes.extend(graph.node)
+    for node in nodes:
+        if node.domain not in known:
+            return f"uses operator domain {node.domain[:80]!r}, which needs a custom op library"
+    return ""
 
 
 def _gpu_index(device: str) -> int:
@@ -76,6 +130,9 @@ class OnnxRuntimeBackend(ConvertedBackend):
             )
         settings = {"device_id": str(_gpu_index(config.device)), "use_tf32": str(int(config.tf32))}
         return [(_CUDA, settings)]
+
+    def refuses_artefact(self, data: bytes) -> str:
+        return self_contained(data)
 
     def open_session(self, data: bytes, config: RunConfig) -> Session:
         session = ort.InferenceSession(
