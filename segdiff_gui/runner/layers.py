@@ -243,22 +243,25 @@ class LayerProbeSession:
         return maps[0], maps[1]
 
     def compare(self) -> LayerProbe:
-        """Compare the two stored probes, store the comparison, keep within the budget."""
-        with (
-            self.store.open_probe(probe_key(self.sides[0].key)) as reference,
-            self.store.open_probe(probe_key(self.sides[1].key)) as other,
-        ):
-            comparison, spatial = compare_stored(reference, other)
-            final_maps, source = final_maps_of(reference, other, self._plain_maps)
-            stored = StoredComparison(
-                self.key,
-                _side(reference.meta),
-                _side(other.meta),
-                comparison,
-                spatial,
-                final_maps,
-                source,
-            )
+        """Compare the two stored probes, store the comparison, keep within the budget. A
+        probe found damaged while it is read (derived data) is removed, and said in one line:
+        the next call probes it again rather than fail on it every time."""
+        try:
+            with (
+                self.store.open_probe(probe_key(self.sides[0].key)) as reference,
+                self.store.open_probe(probe_key(self.sides[1].key)) as other,
+            ):
+                comparison, spatial = compare_stored(reference, other)
+                final_maps, source = final_maps_of(reference, other, self._plain_maps)
+        except UnreadableEntry as error:
+            for run in self.sides:
+                if str(self.store.probe_path(probe_key(run.key))) == str(error.path):
+                    self.store.remove_probe(probe_key(run.key))
+            raise InputError(
+                error.path, f"{error.problem}; removed, it is probed again on the next run"
+            ) from None
+        sides = _side(reference.meta), _side(other.meta)
+        stored = StoredComparison(self.key, *sides, comparison, spatial, final_maps, source)
         self.store.write_comparison(stored)
         removed = set(self.store.keep_within(self.disk_budget))
         kept = not removed & {probe_key(run.key) for run in self.sides}

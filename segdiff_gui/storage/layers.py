@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.layer_stats import LayerComparison, LayerStats
 from segdiff_gui.core.repair import RepairResult
@@ -63,6 +64,14 @@ def probe_key(run_key: str) -> str:
     """The probe of the run ``run_key``: the same inputs and configuration, layer by layer."""
     checked_digest(run_key)
     return hashlib.sha256(f"{PROBE_FORMAT}/{VERSION}/{run_key}".encode()).hexdigest()
+
+
+def _probe_of(run_key: Any, key: str) -> bool:
+    """Whether ``key`` is the probe key of the recorded ``run_key``."""
+    try:
+        return isinstance(run_key, str) and probe_key(run_key) == key
+    except InputError:  # not a digest
+        return False
 
 
 def comparison_key(reference_probe: str, other_probe: str) -> str:
@@ -105,6 +114,11 @@ class LayerStore:
     def probe_path(self, key: str) -> Path:
         return self._path("tensors", key)
 
+    def remove_probe(self, key: str) -> None:
+        """Remove a probe (a damaged one: derived data, made again when next asked for)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.probe_path(key).unlink()
+
     def has_probe(self, key: str) -> bool:
         return os.path.lexists(self.probe_path(key))
 
@@ -115,9 +129,14 @@ class LayerStore:
             yield ProbeWriter(handle, path.parent, memory_budget)
 
     def open_probe(self, key: str) -> ProbeTensors:
-        """The stored probe ``key`` (marked as used now, for the disk budget)."""
+        """The stored probe ``key`` (marked as used now, for the disk budget). Its key is
+        recomputed from the run it records: another run's probe copied here is refused."""
         path = self.probe_path(key)
         tensors = ProbeTensors(path)
+        run_key = tensors.meta.get("run_key")
+        if tensors.meta.get("probe_key") != key or not _probe_of(run_key, key):
+            tensors.close()
+            raise UnreadableEntry(path, "holds another run's probe than its name says")
         with contextlib.suppress(OSError):
             os.utime(path)
         return tensors
@@ -178,6 +197,16 @@ class LayerStore:
             reference, other = sides.get("reference"), sides.get("other")
             if not isinstance(reference, dict) or not isinstance(other, dict):
                 raise UnreadableEntry(path, "holds sides segdiff did not write")
+            # Its key recomputed from the probes (and runs) it says it compares.
+            probes = [side.get("probe_key") for side in (reference, other)]
+            if (
+                not all(
+                    isinstance(probe, str) and _probe_of(side.get("run_key"), probe)
+                    for probe, side in zip(probes, (reference, other), strict=True)
+                )
+                or comparison_key(str(probes[0]), str(probes[1])) != key
+            ):
+                raise UnreadableEntry(path, "compares other runs than its name says")
             return StoredComparison(
                 key,
                 reference,

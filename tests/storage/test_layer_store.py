@@ -4,6 +4,7 @@ comparisons stored whole, the disk budget, and damaged entries refused in one li
 from __future__ import annotations
 
 import os
+import shutil
 
 import h5py
 import numpy as np
@@ -16,12 +17,23 @@ from segdiff_gui.storage.hdf5_access import UnreadableEntry
 from segdiff_gui.storage.layers import LayerStore, StoredComparison, comparison_key, probe_key
 
 
+def _meta(run: str, **more: object) -> dict[str, object]:
+    """What the engine records of the run a probe is of (engine/probe_finish.py)."""
+    return {"run_key": run, "probe_key": probe_key(run), "label": run[:4], **more}
+
+
+def _sides(reference_run: str, other_run: str) -> tuple[str, dict, dict]:
+    """A comparison's key and its two sides, as the runner makes them."""
+    reference, other = _meta(reference_run), _meta(other_run)
+    return comparison_key(reference["probe_key"], other["probe_key"]), reference, other
+
+
 def _write(store: LayerStore, run: str, layers: dict[str, np.ndarray], budget: int) -> str:
     key = probe_key(run)
     with store.write_probe(key, budget) as writer:
         for name, values in layers.items():
             writer.add(name, "Conv2D", "float32", (1, *values.shape), values)
-        writer.finish({"label": run[:4], "final": {"bitwise_equal": True}}, np.zeros((4, 4)))
+        writer.finish(_meta(run, final={"bitwise_equal": True}), np.zeros((4, 4)))
     return key
 
 
@@ -66,10 +78,10 @@ def test_a_comparison_is_stored_whole_and_a_damaged_one_is_one_line(tmp_path):
     store = LayerStore(ResultCache(tmp_path / "cache"))
     a, b = _layers(2), _layers(3)
     stats = LayerComparison(tuple(compare_layer(n, a[n], b[n]) for n in a))
-    key = comparison_key("c" * 64, "d" * 64)
+    key, reference, other = _sides("c" * 64, "d" * 64)
     maps = (np.full((4, 4), 0.25, np.float32), np.full((4, 4), 0.75, np.float32))
     spatial = {0: np.ones((64, 32), np.float32)}
-    stored = StoredComparison(key, {"label": "x"}, {"label": "y"}, stats, spatial, maps, "probe")
+    stored = StoredComparison(key, reference, other, stats, spatial, maps, "probe")
     store.write_comparison(stored)
     back = store.read_comparison(key)
     assert back is not None and back.comparison == stats and back.final_source == "probe"
@@ -111,7 +123,7 @@ def test_a_probe_that_changed_its_final_map_is_measured_by_its_own_and_says_so(t
         with store.write_probe(key, 512 << 20) as writer:
             writer.add("out", "Conv2D", "float32", (1, 4, 4, 1), np.full((4, 4, 1), value))
             final = {"bitwise_equal": exact, "differing_pixels": 0 if exact else 5, "max_ulp": 3}
-            writer.finish({"label": run[:2], "final": final}, np.full((4, 4), value, np.float32))
+            writer.finish(_meta(run, final=final), np.full((4, 4), value, np.float32))
         keys.append(key)
 
     def plain() -> tuple[np.ndarray, np.ndarray]:
@@ -135,9 +147,9 @@ def test_a_converted_comparisons_unmatched_layers_are_kept_and_checked(tmp_path)
     store = LayerStore(ResultCache(tmp_path / "cache"))
     a, b = _layers(2), _layers(3)
     stats = LayerComparison(tuple(compare_layer(n, a[n], b[n]) for n in a), ("enc/norm",))
-    key = comparison_key("e" * 64, "f" * 64)
+    key, reference, other = _sides("e" * 64, "f" * 64)
     maps = (np.full((4, 4), 0.25, np.float32), np.full((4, 4), 0.75, np.float32))
-    store.write_comparison(StoredComparison(key, {}, {}, stats, {}, maps, "plain runs"))
+    store.write_comparison(StoredComparison(key, reference, other, stats, {}, maps, "plain runs"))
     assert store.read_comparison(key).comparison.unmatched == ("enc/norm",)
     path = store.comparison_path(key)
     with h5py.File(path, "r+") as handle:
@@ -147,3 +159,34 @@ def test_a_converted_comparisons_unmatched_layers_are_kept_and_checked(tmp_path)
         handle.attrs["unmatched"] = '{"not": "a list"}'
     with pytest.raises(UnreadableEntry, match="unmatched layers segdiff did not write"):
         store.read_comparison(key)
+
+
+def test_another_runs_probe_copied_to_a_probes_place_is_refused(tmp_path):
+    """Issue 33, case 3: run X's probe file at run Y's probe path gave X's layer errors under
+    Y's title. Its key is recomputed from the run it records, so it is refused (and probed
+    again by the runner, which takes a refused probe for a missing one)."""
+    store = LayerStore(ResultCache(tmp_path / "cache"))
+    x, y = _write(store, "a" * 64, _layers(1), 512 << 20), probe_key("b" * 64)
+    store.probe_path(y).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(store.probe_path(x), store.probe_path(y))
+    with pytest.raises(UnreadableEntry, match="holds another run's probe than its name says"):
+        store.open_probe(y)
+    with store.open_probe(x) as tensors:  # the original is still itself
+        assert tensors.meta["run_key"] == "a" * 64
+
+
+def test_a_comparison_of_other_runs_copied_to_a_comparisons_place_is_refused(tmp_path):
+    store = LayerStore(ResultCache(tmp_path / "cache"))
+    a, b = _layers(2), _layers(3)
+    stats = LayerComparison(tuple(compare_layer(n, a[n], b[n]) for n in a))
+    key, reference, other = _sides("c" * 64, "d" * 64)
+    maps = (np.zeros((4, 4), np.float32), np.ones((4, 4), np.float32))
+    store.write_comparison(StoredComparison(key, reference, other, stats, {}, maps, "probe"))
+    elsewhere, _, _ = _sides("e" * 64, "f" * 64)
+    target = store.comparison_path(elsewhere)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(store.comparison_path(key), target)
+    with h5py.File(target, "r+") as handle:  # even with the name it was put under
+        handle.attrs["key"] = elsewhere
+    with pytest.raises(UnreadableEntry, match="compares other runs than its name says"):
+        store.read_comparison(elsewhere)
