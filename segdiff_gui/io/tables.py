@@ -4,7 +4,9 @@ and a sweep's figures per image and configuration."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -13,7 +15,7 @@ from segdiff_gui.core.floatfmt import float32_bits, format_float32
 from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.core.sweep import SweepSummary
 
-__all__ = ["pixel_table", "write_pixel_csv", "write_sweep_csv"]
+__all__ = ["pixel_table", "spreadsheet_cell", "write_pixel_csv", "write_sweep_csv"]
 
 
 def _values_at(
@@ -70,13 +72,44 @@ def pixel_table(
     return header, lines
 
 
+# A spreadsheet takes a cell that begins with one of these for a formula (OWASP, "CSV
+# Injection"): a text cell that does is written with a leading apostrophe, shown as text.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(cell: object) -> object:
+    """``cell`` as a spreadsheet shows it as text: a name ``=HYPERLINK(…)`` becomes
+    ``'=HYPERLINK(…)``; numbers, and text that reads as a number (``-0.5``), are left alone."""
+    if not isinstance(cell, str) or not cell.startswith(_FORMULA_START):
+        return cell
+    try:
+        float(cell)
+    except ValueError:
+        return "'" + cell
+    return cell
+
+
+class _SpreadsheetWriter:
+    """A CSV writer whose every cell passes :func:`spreadsheet_cell`."""
+
+    def __init__(self, handle: TextIO) -> None:
+        self._writer = csv.writer(handle)
+
+    def writerow(self, row: Iterable[object]) -> None:
+        self._writer.writerow([spreadsheet_cell(cell) for cell in row])
+
+    def writerows(self, rows: Iterable[Iterable[object]]) -> None:
+        for row in rows:
+            self.writerow(row)
+
+
 def write_pixel_csv(
     path: str | Path, study: Study, other: StudyRun, include_at_risk: bool = False
 ) -> int:
     """Write :func:`pixel_table` as CSV. Returns the number of pixels written."""
     header, lines = pixel_table(study, other, include_at_risk)
     with Path(path).open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
+        writer = _SpreadsheetWriter(handle)
         writer.writerow(header)
         writer.writerows(lines)
     return len(lines)
@@ -100,7 +133,7 @@ def write_sweep_csv(path: str | Path, summary: SweepSummary) -> int:
     header += [f"{score} r{r}" for r in range(repeats) for score in ("dice", "iou")]
     count = 0
     with Path(path).open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
+        writer = _SpreadsheetWriter(handle)
         writer.writerow(header)
         for image in summary.images:
             for name, entry in image.configurations.items():

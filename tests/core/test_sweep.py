@@ -93,3 +93,26 @@ def test_missing_repeats_and_partial_configurations_compare_like_with_like() -> 
     # Against the reference on the one image both have, not against the reference's mean.
     assert partial["delta_mean_dice"] == pytest.approx(2 / 3 - 1)
     assert partial["dice_repeat_range"] == 0.0
+
+
+def test_a_sweep_csv_writes_names_a_spreadsheet_would_run_as_text(tmp_path) -> None:
+    """Issue 33, case 13: an image named ``=HYPERLINK(…)`` reached the CSV raw, and a
+    spreadsheet ran it. A text cell that begins a formula gets a leading apostrophe (OWASP);
+    numbers, negative ones too, stay numbers."""
+    import csv
+
+    from segdiff_gui.io.tables import spreadsheet_cell, write_sweep_csv
+
+    exact = np.array([[0.9, 0.8], [0.1, 0.2]], dtype=np.float32)
+    summary = SweepSummary(reference="cpu b1", cutoff=0.5)
+    names = ['=HYPERLINK("http://x","y").png', "+1.png", "-cmd.png", "@sum.png", "\tt.png"]
+    for name in names:
+        summary.add(summarise_image(name, _study({"cpu b1": [exact], "cpu b8": [exact]}), None))
+    path = tmp_path / "sweep.csv"
+    write_sweep_csv(path, summary)
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    written = {row[0] for row in rows[1:]}
+    assert written == {"'" + name for name in names}
+    assert spreadsheet_cell("-0.5") == "-0.5" and spreadsheet_cell(-3) == -3
+    assert spreadsheet_cell("cpu b1") == "cpu b1"
