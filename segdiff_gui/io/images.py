@@ -8,16 +8,30 @@ import logging
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.limits import check_pixels, max_pixels
 
-__all__ = ["IMAGE_SUFFIXES", "collect_images", "read_image"]
+__all__ = ["IMAGE_SUFFIXES", "PILLOW_FORMATS", "collect_images", "open_with_pillow", "read_image"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".npy", ".bmp")
 _PIL_MODES = {"1": "L", "P": "RGBA", "CMYK": "RGB", "YCbCr": "RGB", "LAB": "RGB", "HSV": "RGB"}
+
+
+# The formats Pillow may decode for segdiff. Pillow picks a plugin from a file's bytes, not
+# its name, and some start other programs (its EPS plugin runs Ghostscript on the PostScript
+# inside): a file named .png is opened only as one of these.
+PILLOW_FORMATS = ("PNG", "JPEG", "BMP", "TIFF")
+
+
+def open_with_pillow(path: Path) -> Any:
+    """``PIL.Image.open`` limited to :data:`PILLOW_FORMATS` (UnidentifiedImageError else)."""
+    from PIL import Image  # here: a cache hit decodes no image
+
+    return Image.open(path, formats=PILLOW_FORMATS)
 
 
 class _NotAnImage(Exception):
@@ -46,7 +60,7 @@ def _read_with_pillow(path: Path) -> np.ndarray:
     # otherwise warn on stderr or refuse at a size the user cannot raise.
     Image.MAX_IMAGE_PIXELS = None
     try:
-        opened = Image.open(path)
+        opened = open_with_pillow(path)
     except UnidentifiedImageError:
         raise _NotAnImage from None
     with opened as image:

@@ -9,6 +9,7 @@ import tifffile
 from PIL import Image
 
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.io.images import open_with_pillow
 
 __all__ = ["MASK_SUFFIXES", "read_mask", "write_mask"]
 
@@ -44,5 +45,5 @@ def read_mask(path: str | Path) -> np.ndarray:
     suffix = _suffix(path)
     if suffix == ".npy":
         return np.asarray(np.load(path, allow_pickle=False), dtype=bool)
-    data = tifffile.imread(path) if suffix != ".png" else np.asarray(Image.open(path))
+    data = tifffile.imread(path) if suffix != ".png" else np.asarray(open_with_pillow(path))
     return np.asarray(data) > 0

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.io.images import IMAGE_SUFFIXES, read_image
+from segdiff_gui.io.images import IMAGE_SUFFIXES, open_with_pillow, read_image
 
 __all__ = ["TruthFolder"]
 
@@ -25,10 +25,8 @@ def _read_labels(path: Path) -> np.ndarray:
     """A mask's pixels. Indexed (palette) PNGs, as VOC and Cityscapes ship their label maps,
     keep their indices: the palette's colours are for eyes, the indices are the classes."""
     if path.suffix.lower() == ".png":
-        from PIL import Image  # here: the CLI imports this module, most commands read no mask
-
         try:
-            with Image.open(path) as image:
+            with open_with_pillow(path) as image:
                 if image.mode == "P":
                     return np.asarray(image)
         except Exception:  # noqa: BLE001, S110 - read_image says what is wrong, naming the file
