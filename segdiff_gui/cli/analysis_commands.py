@@ -19,6 +19,7 @@ from segdiff_gui.cli.commands import (
 from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
+from segdiff_gui.cli.text import say
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
@@ -84,7 +85,7 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
             continue
         out.print(differences_table(study, record.target_name))
         for line in plain_sentences(study) + verdict_lines(study):
-            out.print(line, markup=False)
+            say(out, line)
     return status
 
 
@@ -181,7 +182,7 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
         )
     else:
         for line in unreadable + failures:
-            out.print(line, markup=False)
+            say(out, line)
         verdict = "FAILED" if failures or unreadable else "OK"
         could_not = f", {len(unreadable)} could not be read" if unreadable else ""
         out.print(

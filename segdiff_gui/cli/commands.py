@@ -16,6 +16,7 @@ from rich.table import Table
 from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
+from segdiff_gui.cli.text import TerminalConsole, say
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.config import (
@@ -55,7 +56,7 @@ def open_cache(args: argparse.Namespace, writing: bool = False) -> ResultCache:
 
 
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return TerminalConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def report_damaged(err: Console, damaged: Sequence[InputError]) -> int:
@@ -264,7 +265,7 @@ def _report(
     if study is not None and study.others:
         out.print(differences_table(study, plan.images[plan.target].name))
         for line in plain_sentences(study) + verdict_lines(study):
-            out.print(line, markup=False)
+            say(out, line)
     _print_counts(out, outcome, plan, cache, seconds)
     return exit_code(outcome)
 

@@ -20,6 +20,7 @@ from segdiff_gui.cli.commands import (
 )
 from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
 from segdiff_gui.cli.text import print_json as _json
+from segdiff_gui.cli.text import say
 from segdiff_gui.core.attribution import Attribution, Effect, plan_attribution
 from segdiff_gui.core.config import parse_config_spec
 from segdiff_gui.core.diagnosis import by_topic, diagnose
@@ -153,7 +154,7 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
     out.print(attribution_table(attribution))
     how = " (give the model, images and key=value specs to compute it)"
     for line in attribution.sentences(failed, how if compared else ""):
-        out.print(line, markup=False)
+        say(out, line)
     return status
 
 

@@ -13,12 +13,12 @@ from rich.table import Table
 
 from segdiff_gui.cli.commands import EXIT_OK, exit_code, open_cache, request_of, run_matrix
 from segdiff_gui.cli.progress_view import drive
-from segdiff_gui.cli.text import print_json
+from segdiff_gui.cli.text import print_json, say
 from segdiff_gui.core.config import RunConfig, parse_config_spec
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerComparison, layer_cells
 from segdiff_gui.core.repair import RepairResult, repair_code
-from segdiff_gui.core.text import format_size
+from segdiff_gui.core.text import format_size, printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
@@ -59,7 +59,7 @@ def layer_table(comparison: LayerComparison, title: str) -> Table:
     first = comparison.first_differing
     for index, layer in enumerate(comparison.layers):
         cells = layer_cells(index, layer, layer is first)
-        table.add_row(*map(escape, cells), error_bar(layer.relative_error))
+        table.add_row(*(escape(printable(cell)) for cell in cells), error_bar(layer.relative_error))
     return table
 
 
@@ -131,7 +131,7 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
     )
     out.print(layer_table(probe.comparison, title))
     for line in probe.sentences(args.cutoff):
-        out.print(line, markup=False)
+        say(out, line)
     kept = session.store.tensor_bytes()
     if probe.tensors_kept:
         out.print(
@@ -164,7 +164,7 @@ def _repair_table(result: RepairResult) -> Table:
             flips,
             f"{trial.max_ulp:,}",
             f"{trial.differing_pixels:,}",
-            escape(", ".join(trial.kept)),
+            escape(printable(", ".join(trial.kept))),
         )
     return table
 
@@ -201,11 +201,11 @@ def command_repair(args: argparse.Namespace, out: Console, err: Console) -> int:
         )
         return status
     blamed = ", ".join(result.order[:5])
-    out.print(f"Layers by the error they add (the probe's blame): {escape(blamed)} …")
+    out.print(f"Layers by the error they add (the probe's blame): {escape(printable(blamed))} …")
     if result.trials:
         out.print(_repair_table(result))
     for line in result.sentences():
-        out.print(line, markup=False)
+        say(out, line)
     if code and not args.code:
         out.print("\nApply it to your model (Keras):\n", markup=False)
         out.print(code, markup=False, highlight=False)

@@ -14,8 +14,10 @@ from rich.console import Console
 from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.parser import build_parser
+from segdiff_gui.cli.text import TerminalConsole
 from segdiff_gui.core.config import ConfigError
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.text import printable
 
 __all__ = ["build_parser", "main"]
 
@@ -46,8 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Piped output (CI logs, files) gets wide tables instead of 80 columns; sentences never wrap.
     width = None if sys.stdout.isatty() else 160
-    stdout = Console(highlight=False, soft_wrap=True, width=width)
-    stderr = Console(stderr=True, highlight=False, soft_wrap=True, width=width)
+    stdout = TerminalConsole(highlight=False, soft_wrap=True, width=width)
+    stderr = TerminalConsole(stderr=True, highlight=False, soft_wrap=True, width=width)
     handler = _handler(args.command)
     try:
         return int(handler(args, stdout, stderr))
@@ -55,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         fix = error.fix if isinstance(error, InputError) else ""
-        print(f"segdiff: {with_flag(str(error), fix)}", file=sys.stderr)
+        print(f"segdiff: {printable(with_flag(str(error), fix))}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         # The reader (``head``, a closed pager) left: not an error of ours, and nothing to say.
@@ -65,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         where = f"{error.filename}: " if error.filename else ""
-        print(f"segdiff: {where}{error.strerror or error}", file=sys.stderr)
+        print(f"segdiff: {printable(where + str(error.strerror or error))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("segdiff: interrupted", file=sys.stderr)

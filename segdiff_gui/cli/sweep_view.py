@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.cli.text import plural as _plural
+from segdiff_gui.cli.text import say
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.io.tables import write_sweep_csv
 from segdiff_gui.io.truth import TruthFolder
@@ -87,7 +88,7 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
             )
         out.print(per_image)
     for line in sweep_sentences(summary, _HOW):
-        out.print(line, markup=False)
+        say(out, line)
 
 
 def build_sweep(

@@ -3,8 +3,30 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-__all__ = ["plural", "print_json"]
+from rich.console import Console
+from rich.text import Text
+
+from segdiff_gui.core.text import printable, terminal_safe
+
+__all__ = ["TerminalConsole", "plural", "print_json", "say"]
+
+
+class TerminalConsole(Console):
+    """Rich's console that writes no control character of what it is given: every string it
+    renders (sentences, table cells and titles, markup) passes :func:`terminal_safe`, so a
+    name from a file, a model or a bundle cannot move the cursor, clear the screen or set the
+    window's title. Its own styling still reaches the terminal."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(terminal_safe(text), **options)
+
+
+def say(console: Console, line: str) -> None:
+    """One line of prose that may hold names: plain text on one line (a newline in a name
+    shows as U+FFFD, so it cannot forge the next line of output)."""
+    console.print(printable(line), markup=False)
 
 
 def print_json(value: object) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["format_size", "parse_size", "printable"]
+__all__ = ["format_size", "parse_size", "printable", "terminal_safe"]
 
 # C0 controls (tab, newline and escape among them), DEL and the C1 controls; also the Unicode
 # line and paragraph separators and the bidirectional overrides that reorder what is shown.
@@ -15,6 +15,17 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u
 def printable(text: str) -> str:
     """``text`` with every control character replaced by U+FFFD (so that it stays visible)."""
     return _UNPRINTABLE.sub("\ufffd", text)
+
+
+_UNPRINTABLE_IN_LINES = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` of several lines with every control character but the newline and the tab
+    replaced by U+FFFD: no escape sequence (a window title, a screen clear) reaches a terminal."""
+    return _UNPRINTABLE_IN_LINES.sub("\ufffd", text)
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)

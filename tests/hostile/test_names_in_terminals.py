@@ -1,0 +1,47 @@
+"""Names are plain text in the terminal (issue 33, case 6): the layer table, the repair
+table and every sentence print a layer's name as the text it is, whatever it holds."""
+
+import io
+
+import numpy as np
+
+from segdiff_gui.cli.layers_command import layer_table
+from segdiff_gui.cli.text import TerminalConsole, say
+from segdiff_gui.core.layer_stats import LayerComparison, compare_layer
+from tests.hostile.names import FORGED_LINE, HOSTILE_NAMES, TERMINAL_CONTROLS
+
+
+def _console() -> tuple[TerminalConsole, io.StringIO]:
+    written = io.StringIO()
+    return TerminalConsole(file=written, force_terminal=False, width=200, soft_wrap=True), written
+
+
+def test_a_layer_table_and_its_sentences_print_hostile_names_as_text():
+    rng = np.random.default_rng(0)
+    layers = []
+    for name in HOSTILE_NAMES:
+        values = rng.standard_normal((4, 4)).astype(np.float32)
+        layers.append(compare_layer(name, values, values + np.float32(1e-3)))
+    comparison = LayerComparison(tuple(layers))
+    console, written = _console()
+    console.print(layer_table(comparison, f"{HOSTILE_NAMES[1]} → {HOSTILE_NAMES[2]}"))
+    for name in HOSTILE_NAMES:
+        say(console, f"Born in {name}: the first layer whose output differs.")
+    console.print(f"markup is allowed, names are not: {HOSTILE_NAMES[2]}")
+    text = written.getvalue()
+    assert not any(control in text for control in TERMINAL_CONTROLS)
+    assert not any(line.startswith("FAIL forged") for line in text.splitlines())
+    assert "pool\ufffdFAIL forged line" in text  # shown, not executed
+    assert "<table><tr><td>" in text  # markup of a name is text too
+
+
+def test_the_console_keeps_its_own_lines_and_styles():
+    console, written = _console()
+    console.print("two\nlines")
+    assert written.getvalue() == "two\nlines\n"
+    styled = io.StringIO()
+    TerminalConsole(file=styled, force_terminal=True, color_system="standard").print("[bold]b[/]")
+    assert "\x1b[1m" in styled.getvalue()  # rich's own escape codes still reach a terminal
+    console, written = _console()
+    say(console, FORGED_LINE)
+    assert written.getvalue() == FORGED_LINE.replace("\n", "\ufffd") + "\n"
