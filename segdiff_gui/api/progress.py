@@ -4,6 +4,7 @@ they happen, one line each."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from segdiff_gui.api.hints import hinted
@@ -34,6 +35,8 @@ class ProgressBar:
         if not self.enabled:
             return
         if isinstance(message, PlanReady):
+            for notice in message.notices:
+                warnings.warn(notice, RuntimeWarning, stacklevel=2)
             self._open(message.total - message.cached, message.cached)
         elif self._bar is None:
             return

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from segdiff_gui.cli.text import TerminalConsole
 from segdiff_gui.core.protocol import (
     BatchProgress,
     Message,
@@ -16,6 +17,7 @@ from segdiff_gui.core.protocol import (
     RunFinished,
     RunStarted,
 )
+from segdiff_gui.core.text import printable
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome, follow
 
@@ -35,7 +37,7 @@ def drive(
     A failure is printed as it happens, with the child's log tail when ``debug``; input errors
     are left for the caller, which reports one that every run shares as a single line.
     """
-    console = console or Console(stderr=True)
+    console = console or TerminalConsole(stderr=True)
     # A bar only on a terminal, and only for runs to compute: a cache hit (or a log file)
     # does without it and without importing rich's progress machinery.
     live = console.is_terminal and not quiet and len(runner.plan.jobs) > 0
@@ -45,6 +47,8 @@ def drive(
 
     def show(message: Message) -> None:
         if isinstance(message, PlanReady):
+            for notice in message.notices:
+                console.print(f"segdiff: {printable(notice)}", markup=False)
             progress.update(
                 task,
                 total=message.total - message.cached,

@@ -35,12 +35,14 @@ class Message:
 
 @dataclass(frozen=True)
 class PlanReady(Message):
-    """The matrix is planned: ``total`` runs, of which ``cached`` need no inference."""
+    """The matrix is planned: ``total`` runs, of which ``cached`` need no inference;
+    ``notices``: what the user should know before they run (one line each)."""
 
     event: ClassVar[str] = "plan"
     total: int
     cached: int
     children: int
+    notices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -402,7 +402,8 @@ def run_job(job: EngineJob, channel: Channel) -> int:
     settings = job.process_config()
     backend = load_backend(settings.runtime)
     try:
-        backend.configure(settings, _gpus_of(job), compilation_cache_dir(settings.runtime))
+        compiled = compilation_cache_dir(settings.runtime, job.model_hash)  # one per model
+        backend.configure(settings, _gpus_of(job), compiled)
         runner = JobRunner(job, channel, backend)
         if settings.runtime == "tensorflow":
             answer_for_model_and_devices(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,6 +29,7 @@ from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
 from segdiff_gui.runner.devices import remember_inspection, remember_probe
 from segdiff_gui.runner.plan import MatrixPlan
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.locations import compilation_cache_dir, compilation_cache_problem
 
 __all__ = ["MatrixRunner"]
 
@@ -63,6 +64,21 @@ def _next_job(
         return None
     busy = set().union(*map(_gpus, running.values()))
     return next((index for index, job in waiting.items() if not _gpus(job) & busy), None)
+
+
+def compilation_notices(jobs: Sequence[EngineJob]) -> tuple[str, ...]:
+    """A line for each model whose compilation cache its children will not use because the
+    folder is not the user's own (engine/backends/jax.py refuses it by the same test)."""
+    said = []
+    for job in jobs:
+        config = job.process_config()
+        if config.runtime != "jax" or config.fresh_repeats:
+            continue
+        problem = compilation_cache_problem(compilation_cache_dir("jax", job.model_hash))
+        line = f"JAX's compilation cache is not used: {problem}; the model is compiled afresh"
+        if problem and line not in said:
+            said.append(line)
+    return tuple(said)
 
 
 class MatrixRunner:
@@ -131,7 +147,12 @@ class MatrixRunner:
 
     def run(self) -> Generator[Message, None, None]:
         plan = self.plan
-        yield PlanReady(total=plan.total, cached=len(plan.cached), children=len(plan.jobs))
+        yield PlanReady(
+            total=plan.total,
+            cached=len(plan.cached),
+            children=len(plan.jobs),
+            notices=compilation_notices(plan.jobs),
+        )
         for run in plan.cached:
             yield self._named(RunCached(run.key, run.label))
         finished = failed = 0

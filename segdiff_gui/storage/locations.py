@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 
 from platformdirs import user_cache_dir
 
-__all__ = ["compilation_cache_dir", "compilation_entry", "default_cache_dir"]
+__all__ = [
+    "compilation_cache_dir",
+    "compilation_cache_problem",
+    "compilation_entry",
+    "default_cache_dir",
+]
 
 
 def default_cache_dir() -> Path:
@@ -18,14 +24,62 @@ def default_cache_dir() -> Path:
     return Path(override) if override else Path(user_cache_dir("segdiff", appauthor=False))
 
 
-def compilation_cache_dir(runtime: str) -> Path:
-    """Where a runtime keeps its persistent compilation cache: one per user, shared by every
-    result cache (``$SEGDIFF_COMPILATION_CACHE`` overrides it). Not inside a result cache:
-    JAX's entries are keyed with the folder's own path (measured with jax 0.10.2: a copy in
-    another folder was missed entry by entry), so each new cache would compile again."""
+def _compilation_base() -> Path:
     override = os.environ.get("SEGDIFF_COMPILATION_CACHE")
-    base = Path(override) if override else Path(user_cache_dir("segdiff", appauthor=False))
-    return base / "compiled" / runtime
+    return Path(override) if override else Path(user_cache_dir("segdiff", appauthor=False))
+
+
+def compilation_cache_dir(runtime: str, model_hash: str = "") -> Path:
+    """Where a runtime keeps its persistent compilation cache: one per user, shared by every
+    result cache (``$SEGDIFF_COMPILATION_CACHE`` overrides it), and one folder per model
+    (``model_hash``): an entry of one model's folder can never serve another model. Not inside
+    a result cache: JAX's entries are keyed with the folder's own path (measured with jax
+    0.10.2: a copy in another folder was missed entry by entry), so each new cache would
+    compile again."""
+    folder = _compilation_base() / "compiled" / runtime
+    return folder / model_hash[:32] if model_hash else folder
+
+
+def _private_group(gid: int) -> bool:
+    """Whether group ``gid`` is the user's own private group (named after the user, with no
+    other member: as many Linux systems give each user, with a umask that lets it write)."""
+    try:
+        import grp
+        import pwd
+
+        group = grp.getgrgid(gid)
+        return group.gr_name == pwd.getpwuid(os.getuid()).pw_name and not group.gr_mem
+    except (ImportError, KeyError):
+        return False
+
+
+def compilation_cache_problem(folder: Path) -> str:
+    """Why the compilation cache in ``folder`` must not be used ("" when it may): a compiled
+    executable runs as it is, so the folder and every folder above it up to the cache's base
+    must be the user's own and writable by nobody else. Folders not made yet are not asked."""
+    if not hasattr(os, "getuid"):  # Windows: its access lists are another matter
+        return ""
+    base = _compilation_base()
+    path = folder
+    while True:
+        try:
+            status = path.lstat()
+        except FileNotFoundError:
+            status = None
+        except OSError as error:
+            return f"{path} cannot be examined ({error.strerror})"
+        if status is not None:
+            if stat.S_ISLNK(status.st_mode) and path != base:
+                return f"{path} is a symbolic link"
+            if status.st_uid != os.getuid():
+                return f"{path} belongs to another user"
+            if status.st_mode & 0o002 or (
+                status.st_mode & 0o020 and not _private_group(status.st_gid)
+            ):
+                return f"{path} can be written by other users (mode {status.st_mode & 0o777:o})"
+        if path == base or path.parent == path:
+            return ""
+        path = path.parent
 
 
 def compilation_entry(root: Path) -> frozenset[str]:

@@ -32,6 +32,7 @@ from segdiff_gui.core.protocol import (
     RunFinished,
     RunStarted,
 )
+from segdiff_gui.core.text import printable
 from segdiff_gui.ui.hints import fix_action
 from segdiff_gui.ui.matrix_editor import MatrixEditor
 from segdiff_gui.ui.model_settings import ModelSettingsEditor
@@ -101,6 +102,7 @@ class RunPanel(QWidget):
         self.run_bar.setVisible(False)  # the run in flight: shown only while one is
         self.status = QLabel()
         self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)  # labels and names are text
         self.run_button = QPushButton("Run missing")
         self.run_button.setToolTip("Compute every run of the matrix that is not cached yet")
         self.cancel_button = QPushButton("Cancel")
@@ -271,6 +273,8 @@ class RunPanel(QWidget):
 
     def show_message(self, message: Message) -> None:
         if isinstance(message, PlanReady):
+            if message.notices:
+                self.status.setText(printable(" ".join(message.notices)))
             missing = message.total - message.cached
             self.matrix_bar.setRange(0, max(1, missing))
             self.matrix_bar.setValue(0 if missing else 1)

@@ -4,6 +4,7 @@ from the runtime inside the child) or is refused with one line, and ``segdiff co
 how far each runtime is from TensorFlow."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -188,3 +189,30 @@ def test_nan_outputs_are_the_runtimes_failure_and_never_cached(models, small_ima
             f"{runtime} produced NaN in 100 % of the target's output"
         ), runs[label]["error"]
     assert cache.keys() == [runs["cpu b1 r0"]["key"]]
+
+
+def test_a_compilation_cache_others_can_write_to_is_not_used_and_said(
+    models, small_images, tmp_path
+):
+    """Issue 33, case 4: a compiled executable runs as it is, so JAX's cache in a folder that
+    any user can write to is refused in one line before the run, and the run compiles afresh
+    (its provenance says why)."""
+    shared = tmp_path / "shared"
+    (shared / "compiled" / "jax").mkdir(parents=True)
+    os.chmod(shared / "compiled" / "jax", 0o777)
+    result = segdiff(
+        "run", models / "tiny.keras", small_images[0], "--config", "runtime=jax",
+        "--repeats", "1", "--cache", tmp_path / "cache", "--json",
+        env={"SEGDIFF_COMPILATION_CACHE": str(shared)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if "compilation cache" in line]
+    assert said == [
+        f"segdiff: JAX's compilation cache is not used: {shared / 'compiled' / 'jax'} can be "
+        "written by other users (mode 777); the model is compiled afresh"
+    ]
+    (run,) = json.loads(result.stdout)["runs"]
+    provenance = ResultCache(tmp_path / "cache").read_run(run["key"]).provenance
+    assert provenance["compilation_cache"] == ""
+    assert "can be written by other users" in provenance["compilation_cache_refused"]
+    assert not any((shared / "compiled" / "jax").iterdir())  # nothing written there either

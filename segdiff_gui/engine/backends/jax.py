@@ -19,6 +19,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.engine.backends.base import Backend, Outputs, RunError, short_device
 from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.engine.gpu_identity import identity_for, loaded_cuda_libraries
+from segdiff_gui.storage.locations import compilation_cache_problem
 
 __all__ = ["JaxBackend"]
 
@@ -32,7 +33,7 @@ _CACHE_BYTES = 2 << 30  # JAX evicts the least recently used entries past this
 
 def _writable(folder: Path) -> bool:
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:
         return False
     return os.access(folder, os.W_OK)
@@ -51,12 +52,15 @@ class JaxBackend(Backend):
     def __init__(self) -> None:
         self._jitted: dict[int, Any] = {}
         self._layer_jits: dict[int, Any] = {}
+        self._cache_refused = ""  # why the compilation cache was not used
 
     def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:
         # A fresh process must choose its kernels again: the persistent cache would hand it
         # the executables (GPU autotuning's choices inside) that an earlier process compiled.
-        # A folder that cannot be made only costs the speed-up.
-        if settings.repeat_scope != "fresh" and _writable(compiled_dir):
+        # A folder that cannot be made only costs the speed-up; one that is not the user's
+        # own is not used (a compiled executable runs as it is, unchecked).
+        self._cache_refused = compilation_cache_problem(compiled_dir)
+        if settings.repeat_scope != "fresh" and not self._cache_refused and _writable(compiled_dir):
             jax.config.update("jax_compilation_cache_dir", str(compiled_dir))
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
@@ -107,6 +111,7 @@ class JaxBackend(Backend):
             "op_determinism": "--xla_gpu_deterministic_ops=true" in flags,
             "intra_op_threads": 1 if "intra_op_parallelism_threads=1" in flags else 0,
             "compilation_cache": str(jax.config.jax_compilation_cache_dir or ""),
+            **({"compilation_cache_refused": self._cache_refused} if self._cache_refused else {}),
         }
 
     def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
