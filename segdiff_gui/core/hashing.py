@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
+
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_FILES
 
 __all__ = ["KEY_SCHEMA", "canonical_json", "hash_bytes", "hash_path", "run_key"]
 
@@ -19,24 +24,61 @@ def hash_bytes(data: bytes) -> str:
 
 
 def _update_from_file(digest: Any, path: Path) -> None:
+    """Hash a plain file's bytes, as many as it says it holds: a FIFO, a device or a file of
+    /proc (which says 0 and never ends) is refused before or while it is read."""
+    if not stat.S_ISREG(path.stat().st_mode):  # before open(): a FIFO would block it
+        raise InputError(path, "is not a plain file")
     with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
+        remaining = os.fstat(handle.fileno()).st_size
+        while remaining > 0 and (chunk := handle.read(min(_CHUNK, remaining))):
             digest.update(chunk)
+            remaining -= len(chunk)
+        if remaining or handle.read(1):
+            raise InputError(path, "is not a plain file (its size changed while it was read)")
+
+
+def _folder_files(folder: Path) -> list[Path]:
+    """A SavedModel folder's files, walked without following a link, within the bounds: a
+    link or a special file inside is refused (TensorFlow would follow or open it)."""
+    found: list[Path] = []
+    total = 0
+    for root, folders, files in os.walk(folder, followlinks=False):
+        for name in sorted(folders + files):
+            entry = Path(root, name)
+            status = entry.lstat()
+            if stat.S_ISDIR(status.st_mode):
+                continue
+            if stat.S_ISLNK(status.st_mode):
+                raise InputError(folder, f"holds a symbolic link ({entry.relative_to(folder)})")
+            if not stat.S_ISREG(status.st_mode):
+                raise InputError(folder, f"holds a special file ({entry.relative_to(folder)})")
+            found.append(entry)
+            total += status.st_size
+            if len(found) > MAX_MODEL_FILES or total > MAX_MODEL_BYTES:
+                raise InputError(
+                    folder,
+                    f"holds more than {MAX_MODEL_FILES:,} files or {MAX_MODEL_BYTES >> 30} GiB, "
+                    "more than segdiff reads",
+                )
+    return sorted(found)
 
 
 def hash_path(path: str | Path) -> str:
     """SHA-256 of a file's bytes, or of a directory's files (relative names and bytes, sorted).
 
     Directories are SavedModels: their identity is every file inside, not the folder's name.
+    Only plain files are read, each no further than its size (see :func:`_folder_files`).
     """
     path = Path(path)
     digest = hashlib.sha256()
     if path.is_dir():
-        for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        for file in _folder_files(path):
             digest.update(file.relative_to(path).as_posix().encode() + b"\0")
             _update_from_file(digest, file)
             digest.update(b"\0")
     else:
+        if path.stat().st_size > MAX_MODEL_BYTES:
+            raise InputError(path, f"is over {MAX_MODEL_BYTES >> 30} GiB, more than segdiff reads")
         _update_from_file(digest, path)
     return digest.hexdigest()
 

@@ -15,6 +15,9 @@ from segdiff_gui.core.errors import InputError
 __all__ = [
     "MAX_BATCH",
     "MAX_CHANNELS",
+    "MAX_MODEL_BYTES",
+    "MAX_MODEL_CONFIG_BYTES",
+    "MAX_MODEL_FILES",
     "MAX_PIXELS_VARIABLE",
     "MAX_REPEATS",
     "MAX_TEXT_BYTES",
@@ -35,6 +38,13 @@ MAX_BATCH = 4096
 MAX_REPEATS = 1000
 # One text or JSON attribute of a stored run (a label, a config, the provenance's JSON).
 MAX_TEXT_BYTES = 1 << 20
+# A model, read whole to be hashed before it is trusted: a segmentation network of a few
+# hundred MB, or a few GB with its optimizer, is far below; a crafted folder is not.
+MAX_MODEL_BYTES = 64 << 30
+MAX_MODEL_FILES = 100_000
+# A .keras archive's config.json, which Keras parses whole into memory: real ones are kilobytes
+# to a few MB (a thousand-layer network); a crafted one inflates a small zip to gigabytes.
+MAX_MODEL_CONFIG_BYTES = 64 << 20
 
 
 def max_pixels() -> int:

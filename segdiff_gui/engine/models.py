@@ -14,6 +14,7 @@ from typing import Any
 import keras
 
 from segdiff_gui.core.errors import InputError, first_line
+from segdiff_gui.core.trust import untrusted_saved_model
 
 __all__ = ["LoadedModel", "computing_layers", "layer_paths", "load_model"]
 
@@ -210,13 +211,7 @@ def load_model(path: str | Path, trust: bool = False) -> LoadedModel:
             )
         if not trust:
             # Keras safe mode refuses SavedModels too: their graphs may read and write files.
-            raise InputError(
-                path,
-                "is a TensorFlow SavedModel, whose graph can run file and system operations; "
-                "Keras safe mode refuses it, so trust the model (safe mode off) only if you "
-                "trust its source",
-                fix="trust_model=on",
-            )
+            raise untrusted_saved_model(path)
         return _load_saved_model(path)
     if not path.is_file():
         raise InputError(path, "no such model file")

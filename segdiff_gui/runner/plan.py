@@ -17,9 +17,10 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
-from segdiff_gui.core.limits import MAX_REPEATS
+from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_CONFIG_BYTES, MAX_REPEATS
 from segdiff_gui.core.runtime_defaults import Machine, defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
+from segdiff_gui.core.trust import untrusted_saved_model
 from segdiff_gui.io.images import read_image
 from segdiff_gui.runner.devices import machine_defaults
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
@@ -76,10 +77,30 @@ class MatrixPlan:
         return len(self.runs)
 
 
-def _is_zip(path: Path) -> bool:
+def _check_keras_archive(path: Path) -> None:
+    """A ``.keras`` file is a zip whose members Keras reads whole: their declared sizes are
+    bounded before a child opens it (a 2 MB file whose config.json inflates to 2 GiB)."""
     import zipfile  # here: a cache hit of a .h5 or SavedModel does without it (4 ms)
 
-    return zipfile.is_zipfile(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        raise InputError(path, "is not a .keras model (a zip archive was expected)") from None
+    for member in members:
+        if member.filename == "config.json" and member.file_size > MAX_MODEL_CONFIG_BYTES:
+            raise InputError(
+                path,
+                f"holds a config.json of {member.file_size / 2**20:,.0f} MB unpacked, over "
+                f"segdiff's bound of {MAX_MODEL_CONFIG_BYTES >> 20} MB for a model's config",
+            )
+    unpacked = sum(member.file_size for member in members)
+    if unpacked > MAX_MODEL_BYTES:
+        raise InputError(
+            path,
+            f"unpacks to {unpacked / 2**30:,.1f} GiB, over segdiff's bound of "
+            f"{MAX_MODEL_BYTES >> 30} GiB for a model",
+        )
 
 
 def image_refs(paths: Sequence[Path]) -> list[ImageRef]:
@@ -121,8 +142,8 @@ def check_model_path(path: str | Path) -> Path:
     if not path.is_file():
         raise InputError(path, "no such model file or folder")
     suffix = path.suffix.lower()
-    if suffix == ".keras" and not _is_zip(path):
-        raise InputError(path, "is not a .keras model (a zip archive was expected)")
+    if suffix == ".keras":
+        _check_keras_archive(path)
     if suffix in (".h5", ".hdf5"):
         with path.open("rb") as handle:
             if handle.read(8) != _HDF5_SIGNATURE:
@@ -202,6 +223,8 @@ def plan_matrix(
     Batches are always filled from the whole set, so a shard's runs equal the unsharded ones.
     ``machine``: what the unset knobs' defaults depend on (asked here when not given)."""
     model = check_model_path(model_path)
+    if model.is_dir() and not trust_model:  # before its files are read to be hashed
+        raise untrusted_saved_model(model)
     if not image_paths:
         raise InputError(model, "no images given")
     if not 1 <= repeats <= MAX_REPEATS:
