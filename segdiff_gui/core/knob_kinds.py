@@ -203,16 +203,39 @@ def at_least(lowest: int, highest: int | None, meaning: str = "") -> Callable[[s
 
 
 MAX_LAYER_NAMES = 4096
-_LAYER_NAME_BYTES = 256
+# Keras takes any name: far longer than any real one, and all of them together well within a
+# stored configuration's text bound (storage's MAX_TEXT_BYTES).
+_LAYER_NAME_BYTES = 1024
+_LAYER_NAMES_BYTES = 512 << 10
+# What a spec's own syntax uses, written %XX inside a layer name (``%`` itself first).
+_SPEC_CHARACTERS = {"%": "%25", "+": "%2B", ",": "%2C", "=": "%3D"}
+
+
+def layer_names_spec(layers: Sequence[str]) -> str:
+    """``a+b%2Bc`` for the layers ``a`` and ``b+c``: names joined by ``+``, with ``%``, ``+``,
+    ``,`` and ``=`` inside a name written as ``%25``, ``%2B``, ``%2C``, ``%3D`` (every name
+    Keras accepts can be written; :func:`parse_layer_names` reads it back)."""
+    encoded = []
+    for layer in layers:
+        for character, code in _SPEC_CHARACTERS.items():
+            layer = layer.replace(character, code)
+        encoded.append(layer)
+    return "+".join(encoded)
 
 
 def parse_layer_names(_name: str, text: str) -> tuple[str, ...]:
     """``enc1_1+decoder/conv`` → the layer names (hierarchical, as the layer probe names
-    them); ``none`` or nothing → none."""
+    them), each with its ``%XX`` codes read (:func:`layer_names_spec`); ``none`` or nothing
+    → none."""
     stripped = text.strip()
     if stripped.lower() in ("", "none"):
         return ()
-    return tuple(part.strip() for part in stripped.split("+"))
+    return tuple(_decoded(part.strip()) for part in stripped.split("+"))
+
+
+def _decoded(part: str) -> str:
+    codes = {code: character for character, code in _SPEC_CHARACTERS.items()}
+    return re.sub("%(25|2[Bb]|2[Cc]|3[Dd])", lambda m: codes[m.group(0).upper()], part)
 
 
 def check_layer_names(name: str, value: Any) -> tuple[str, ...]:
@@ -222,6 +245,8 @@ def check_layer_names(name: str, value: Any) -> tuple[str, ...]:
     if len(value) > MAX_LAYER_NAMES:
         raise ConfigError(f"{name} names {len(value):,} layers, over {MAX_LAYER_NAMES:,}")
     for layer in value:
-        if not layer or len(layer.encode()) > _LAYER_NAME_BYTES or set(layer) & set("+,="):
+        if not layer or len(layer.encode()) > _LAYER_NAME_BYTES:
             raise ConfigError(f"{name}: {layer[:40]!r} is not a layer name")
+    if sum(len(layer.encode()) for layer in value) > _LAYER_NAMES_BYTES:
+        raise ConfigError(f"{name}: the names take over {_LAYER_NAMES_BYTES >> 10} KiB")
     return tuple(sorted(set(value)))

@@ -27,6 +27,7 @@ from segdiff_gui.core.knob_kinds import (
     check_device,
     check_layer_names,
     choice,
+    layer_names_spec,
     parse_count,
     parse_layer_names,
     switch,
@@ -44,7 +45,7 @@ def _kept_fragment(layers: tuple[str, ...]) -> str:
     """``f32:dec1_2+mask`` in a label; many layers by their count and a digest of the names."""
     if not layers:
         return ""
-    if len(layers) <= 3:
+    if len(layers) <= 3 and sum(map(len, layers)) <= 60:
         return "f32:" + "+".join(layers)
     digest = hashlib.sha256("+".join(layers).encode()).hexdigest()[:4]
     return f"f32×{len(layers)}#{digest}"
@@ -238,7 +239,7 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         check=check_layer_names,
         fragment=_kept_fragment,
         shown=lambda value: "+".join(value) or "none",
-        spec=lambda value: "+".join(value) or "none",
+        spec=lambda value: layer_names_spec(value) or "none",
         describe=lambda value: (
             f"float32 kept in {', '.join(value)}" if value else "no layer kept in float32"
         ),

@@ -145,3 +145,20 @@ def test_preprocessing_from_command_line_strings():
     assert Preprocessing.from_dict(Preprocessing(mean=(1.0,)).to_dict()) == Preprocessing(
         mean=(1.0,)
     )
+
+
+def test_every_layer_name_keras_takes_can_be_kept_in_float32_and_written_in_a_spec():
+    """Issue 33: a 300-character layer name, or one holding ``+``, ``,``, ``=`` or ``%``,
+    could not be repaired ("is not a layer name"). A spec writes those characters as %XX."""
+    names = ("c" * 300, "a+b", "x,y=z", "p%2Bq")
+    config = RunConfig(precision="mixed_bfloat16", keep_float32=names)
+    spec = config.to_spec()
+    assert "keep_float32=" in spec and "a%2Bb" in spec and "x%2Cy%3Dz" in spec
+    assert "p%252Bq" in spec  # a name that looks like a code is written so too
+    assert parse_config_spec(spec) == config
+    assert set(parse_config_spec(spec).keep_float32) == set(names)
+    assert config.label().startswith("cpu b1 bf16 f32×4#")  # long names: counted, not spelt
+    assert parse_config_spec("precision=bf16,keep_float32=enc1+dec/conv").keep_float32 == (
+        "dec/conv",
+        "enc1",
+    )
