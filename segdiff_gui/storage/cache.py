@@ -28,7 +28,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.errors import InputError, first_line
 from segdiff_gui.core.limits import check_stored_bytes
 from segdiff_gui.storage.chunked_read import read_stored_array
 from segdiff_gui.storage.hdf5_access import (
@@ -145,6 +145,15 @@ def atomic_h5(final: Path) -> Iterator[h5py.File]:
         with temporary.open("rb+") as raw:
             os.fsync(raw.fileno())
         os.replace(temporary, final)
+    except OSError as error:
+        # HDF5 says a full disk in its own words ("file write failed: … errno = 28 …").
+        if error.errno == errno.ENOSPC or "errno = 28" in str(error):
+            raise no_space(final.parent, None) from None
+        if error.errno is None and "write failed" in str(error):
+            raise InputError(
+                final.parent, f"cannot write on its disk: {first_line(error)}"
+            ) from None
+        raise
     finally:
         temporary.unlink(missing_ok=True)
 

@@ -190,3 +190,33 @@ def test_a_comparison_of_other_runs_copied_to_a_comparisons_place_is_refused(tmp
         handle.attrs["key"] = elsewhere
     with pytest.raises(UnreadableEntry, match="compares other runs than its name says"):
         store.read_comparison(elsewhere)
+
+
+def test_a_full_disk_while_a_probe_file_is_made_is_one_line_not_hdf5s_text(tmp_path, monkeypatch):
+    """Issue 33: HDF5 says a full disk as "Unable to synchronously create file (file write
+    failed: time = …, errno = 28, …)"; segdiff says it in its own line, naming the folder."""
+    import h5py as real
+
+    from segdiff_gui.core.errors import InputError
+    from segdiff_gui.storage import cache as cache_module
+
+    said = (
+        "Unable to synchronously create file (file write failed: time = Fri Dec  4 2026, "
+        "filename = 'x', file descriptor = 7, errno = 28, error message = 'No space left on "
+        "device', buf = 0x1, total write size = 96, bytes this sub-write = 96, bytes actually "
+        "written = 18446744073709551615, offset = 0)"
+    )
+
+    class FullDisk:
+        @staticmethod
+        def File(*_args, **_kwargs):  # noqa: N802 - h5py's own name
+            raise OSError(said)
+
+    store = LayerStore(ResultCache(tmp_path / "cache"))
+    monkeypatch.setattr(cache_module, "h5py", FullDisk)
+    with pytest.raises(InputError) as caught, store.write_probe(probe_key("a" * 64), 1 << 20):
+        pass
+    text = str(caught.value)
+    assert "no space left on its disk" in text and "\n" not in text and "errno" not in text
+    assert not list((tmp_path / "cache").rglob("*.tmp"))
+    assert real.File  # the real module is untouched for the other tests
