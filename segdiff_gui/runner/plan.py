@@ -288,6 +288,7 @@ def plan_matrix(
         # Keep each target image beside its results, so they can be shown without the original.
         target_ref = refs[target_index]
         if not cache.has_image(target_ref.hash):  # decode only what is not stored (whole)
+            cache.check_writable()
             cache.write_image(target_ref.hash, target_ref.name, read_image(target_ref.path))
             decoded.add(target_ref.hash)
     cached: list[PlannedRun] = []
@@ -307,6 +308,8 @@ def plan_matrix(
         cached.append(run)
         if record is not None and is_merged(record):
             merged.add(run.key)
+    if to_compute:  # said before a child computes what it could not store
+        cache.check_writable()
     _check_images(refs, to_compute, decoded)
     _check_runtimes(model, to_compute)
     template = EngineJob(

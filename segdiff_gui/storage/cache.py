@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -193,6 +194,21 @@ class ResultCache:
         """A cache path that exists but is not a folder is a usage error, said in one line."""
         if self.root.exists() and not self.root.is_dir():
             raise InputError(self.root, "is not a folder, so it cannot be a segdiff cache")
+
+    def check_writable(self) -> None:
+        """A cache that can be read but not written (a read-only mount, a folder of another
+        user's) is said in one line before anything is computed for it, not after each run."""
+        try:
+            descriptor, name = tempfile.mkstemp(prefix=".write-check.", suffix=_TMP_SUFFIX,
+                                                dir=self.root)  # fmt: skip
+        except OSError as error:
+            raise InputError(
+                self.root,
+                f"cannot be written ({error.strerror or error}): its runs can be read, but new "
+                "ones could not be stored; choose another cache folder",
+            ) from None
+        os.close(descriptor)
+        os.unlink(name)
 
     @property
     def is_marked(self) -> bool:

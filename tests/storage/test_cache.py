@@ -265,3 +265,35 @@ def test_an_imported_map_must_be_the_map_its_key_was_made_from(tmp_path):
     cache.write_run(swapped)
     with pytest.raises(InputError, match="imported map does not match its recorded digest"):
         cache.read_run(record.key)
+
+
+def test_a_cache_that_cannot_be_written_is_said_before_anything_is_computed(tmp_path):
+    """Issue 33: a read-only cache computed the whole run and then failed each run with
+    ``OSError: [Errno 30]``. The planner says it in one line before any child starts; a
+    request whose runs are all stored is still served."""
+    import subprocess
+
+    from segdiff_gui.resources import demo_images, demo_model
+    from segdiff_gui.runner import plan_matrix
+
+    root = tmp_path / "cache"
+    ResultCache(root).claim()
+    if os.geteuid() == 0:  # root writes through permissions: a read-only mount is needed
+        mounted = subprocess.run(["mount", "--bind", "-o", "ro", str(root), str(root)],
+                                 capture_output=True)  # fmt: skip
+        if mounted.returncode != 0:
+            pytest.skip("no read-only mount here (needs CAP_SYS_ADMIN)")
+    else:
+        os.chmod(root, 0o555)
+    try:
+        with pytest.raises(InputError) as caught:
+            plan_matrix(demo_model(), demo_images()[:1], [RunConfig()], cache=ResultCache(root),
+                        repeats=1)  # fmt: skip
+        text = str(caught.value)
+        assert text.startswith(f"{root}: cannot be written") and "\n" not in text
+        assert "choose another cache folder" in text
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", str(root)], check=False)
+        else:
+            os.chmod(root, 0o755)
