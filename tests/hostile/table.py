@@ -24,6 +24,7 @@ from tests.hostile.corpus import (
     base_bundle,
     base_cache,
 )
+from tests.hostile.inputs import INPUT_CASES
 
 TIME_BOUND_S = 30
 # Runs the module as ``python -m`` would, and reports its peak resident memory when it exits.
@@ -81,11 +82,18 @@ def _run(source: Path, home: Path, gui: bool, *args: object) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--source", type=Path, default=Path(__file__).parents[2])
+    parser.add_argument(
+        "--only",
+        choices=("bundle", "cache", "input"),
+        nargs="+",
+        default=("bundle", "cache", "input"),
+        help="which kinds of case to run",
+    )
     args = parser.parse_args()
     source = args.source.resolve()
     print("| case | command | exit · time · peak memory · last line on stderr |")
     print("|---|---|---|")
-    for case in BUNDLE_CASES + WHOLE_BUNDLE_CASES:
+    for case in BUNDLE_CASES + WHOLE_BUNDLE_CASES if "bundle" in args.only else []:
         with tempfile.TemporaryDirectory() as folder:
             home = Path(folder)
             bundle, outside = home / "crafted.h5", home / "outside"
@@ -99,7 +107,7 @@ def main() -> None:
             ):
                 print(f"| bundle: {case.name} | {name} | {_run(source, home, gui, *command)} |")
                 sys.stdout.flush()
-    for case in CACHE_CASES:
+    for case in CACHE_CASES if "cache" in args.only else []:
         with tempfile.TemporaryDirectory() as folder:
             home = Path(folder)
             cache, keys = base_cache(home / "cache")
@@ -114,6 +122,12 @@ def main() -> None:
                 print(f"| cache: {case.name} | {name} | {_run(source, home, False, *command)} |")
                 sys.stdout.flush()
             shutil.rmtree(home / "cache", ignore_errors=True)
+    for case in INPUT_CASES if "input" in args.only else []:
+        with tempfile.TemporaryDirectory() as folder:
+            arguments = case.make(Path(folder))
+            said = _run(source, Path(folder), False, *arguments)
+            print(f"| input: {case.name} | {arguments[0]} | {said} |")
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":
