@@ -55,11 +55,16 @@ def _private_group(gid: int) -> bool:
 
 def compilation_cache_problem(folder: Path) -> str:
     """Why the compilation cache in ``folder`` must not be used ("" when it may): a compiled
-    executable runs as it is, so the folder and every folder above it up to the cache's base
-    must be the user's own and writable by nobody else. Folders not made yet are not asked."""
+    executable runs as it is, so nobody else may put one there or swap a folder on the way.
+    The folder, and the ``compiled`` folders segdiff makes above it, must be the user's own
+    and writable by nobody else; the folders above those, up to the cache's base (or the
+    file system's root), may also be root's, and writable by others only where the sticky
+    bit keeps them from renaming what is not theirs (``/tmp``). Folders not made yet are not
+    asked."""
     if not hasattr(os, "getuid"):  # Windows: its access lists are another matter
         return ""
     base = _compilation_base()
+    made = base / "compiled"
     path = folder
     while True:
         try:
@@ -68,18 +73,26 @@ def compilation_cache_problem(folder: Path) -> str:
             status = None
         except OSError as error:
             return f"{path} cannot be examined ({error.strerror})"
-        if status is not None:
-            if stat.S_ISLNK(status.st_mode) and path != base:
-                return f"{path} is a symbolic link"
-            if status.st_uid != os.getuid():
-                return f"{path} belongs to another user"
-            if status.st_mode & 0o002 or (
-                status.st_mode & 0o020 and not _private_group(status.st_gid)
-            ):
-                return f"{path} can be written by other users (mode {status.st_mode & 0o777:o})"
+        ours = path in (folder, made) or made in path.parents
+        if status is not None and (problem := _unsafe(path, status, ours)):
+            return problem
         if path == base or path.parent == path:
             return ""
         path = path.parent
+
+
+def _unsafe(path: Path, status: os.stat_result, ours: bool) -> str:
+    """What is wrong with one folder on the way to a compilation cache ("" if nothing)."""
+    if stat.S_ISLNK(status.st_mode) and ours:
+        return f"{path} is a symbolic link"
+    if status.st_uid != os.getuid() and (ours or status.st_uid != 0):
+        return f"{path} belongs to another user"
+    others = status.st_mode & 0o002 or (
+        status.st_mode & 0o020 and not _private_group(status.st_gid)
+    )
+    if others and (ours or not status.st_mode & stat.S_ISVTX):
+        return f"{path} can be written by other users (mode {status.st_mode & 0o777:o})"
+    return ""
 
 
 def compilation_entry(root: Path) -> frozenset[str]:

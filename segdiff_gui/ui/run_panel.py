@@ -199,10 +199,14 @@ class RunPanel(QWidget):
         if item is not None:
             item.setIcon(icon)
 
+    def show_model_refused(self) -> None:
+        """The model was refused (untrusted, say): its facts are the problem said below."""
+        self.model_info.setText("model refused (see below)")
+
     def show_model(self, answer: ModelAnswer | ChildFatal) -> None:
         """What the model takes and gives, or why safe mode (or anything else) refused it."""
         if isinstance(answer, ChildFatal):
-            self.model_info.setText("model refused (see below)")
+            self.show_model_refused()
             return
 
         def dims(shape: list[int | None]) -> str:

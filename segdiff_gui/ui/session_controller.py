@@ -237,7 +237,10 @@ class SessionController(QObject):
         try:
             plan = session.plan_now()
         except (InputError, ConfigError) as error:
-            self.say_problem(str(error), getattr(error, "fix", ""))
+            fix = getattr(error, "fix", "")
+            self.say_problem(str(error), fix)
+            if fix == "trust_model=on":  # refused before it was read: no child to ask
+                self.panel.show_model_refused()
             self.panel.set_planned({}, set())
             self.model.set_runs(session.cache, [])
             return False

@@ -13,7 +13,6 @@ import pytest
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.runtimes import calibration_tag
-from segdiff_gui.engine.backends.onnxruntime import self_contained
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore
 from tests.conftest import segdiff
@@ -160,6 +159,10 @@ def test_a_planted_onnx_artefact_with_external_data_is_never_opened(demo, tmp_pa
     file (relative to the working folder) into the model. It is converted again instead."""
     import onnx
     from onnx import numpy_helper
+
+    # Here, not at the top: importing the engine imports Keras into the test process, and
+    # other tests check that a cache hit imports neither.
+    from segdiff_gui.engine.backends.onnxruntime import self_contained
 
     model, images = demo
     cache = ResultCache(tmp_path / "cache")

@@ -44,3 +44,16 @@ def test_a_folder_another_user_owns_is_refused(base):
     folder.mkdir(parents=True, mode=0o700)
     os.chown(folder, 12345, 12345)
     assert compilation_cache_problem(folder) == f"{folder} belongs to another user"
+
+
+def test_a_shared_folder_above_is_fine_where_its_sticky_bit_protects_what_is_mine(tmp_path):
+    """/tmp is writable by all, but its sticky bit keeps others from renaming what is not
+    theirs: a cache below it in a folder of one's own is used; without the bit, refused."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    mine = shared / "mine"
+    mine.mkdir(mode=0o700)
+    assert compilation_cache_problem(mine) == ""
+    os.chmod(shared, 0o777)
+    assert compilation_cache_problem(mine) == f"{shared} can be written by other users (mode 777)"
