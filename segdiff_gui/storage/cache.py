@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import re
 import shutil
-import stat
 import tempfile
 import time
 import uuid
@@ -43,6 +41,13 @@ from segdiff_gui.storage.locations import (
     compilation_entry,
     default_cache_dir,
 )
+from segdiff_gui.storage.marker import (
+    MARKER,
+    MarkerState,
+    is_marker_temporary,
+    marker_state,
+    write_marker,
+)
 from segdiff_gui.storage.records import (
     RunRecord,
     read_metadata,
@@ -63,8 +68,6 @@ __all__ = [
     "read_stored_image",
 ]
 
-MARKER = ".segdiff-cache"
-_MARKER_CONTENT = {"format": "segdiff-cache", "version": 1}
 # What a cache made before caches were marked holds: adopted, never anything else.
 _OWN_ENTRIES = frozenset({"runs", "images", "layers", "converted", "probe", "models", MARKER})
 _TMP_SUFFIX = ".tmp"
@@ -75,8 +78,6 @@ _RUN_FILE = re.compile(r"^[0-9a-f]{64}\.h5$")
 # atomic_h5's temporaries, exactly: ".<final name>.<pid>.<8 hex>.tmp".
 _TEMPORARY = re.compile(r"^\.[0-9a-f]{64}\.h5\.\d+\.[0-9a-f]{8}\.tmp$")
 _SPARE_BYTES = 256 << 10
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_NO_BLOCK = getattr(os, "O_NONBLOCK", 0)
 _REMEMBERED = 1 << 14
 # Maps that a check read whole, kept (up to this many bytes) for the read that usually follows
 # it: planning checks every cached map, then the window or `segdiff run`'s report reads them.
@@ -212,32 +213,26 @@ class ResultCache:
 
     @property
     def is_marked(self) -> bool:
-        """Whether the folder holds segdiff's marker: a plain small file (never followed through
-        a link, never a FIFO that would block the read) saying it is a segdiff cache."""
-        marker = self.root / MARKER
-        try:
-            info = marker.lstat()
-            if not stat.S_ISREG(info.st_mode) or info.st_size > 4096:
-                return False
-            descriptor = os.open(marker, os.O_RDONLY | _NO_FOLLOW | _NO_BLOCK)
-            try:
-                content = os.read(descriptor, 4096)
-            finally:
-                os.close(descriptor)
-            return bool(json.loads(content)["format"] == "segdiff-cache")
-        except (OSError, ValueError, KeyError, TypeError):
-            return False
+        """Whether the folder holds segdiff's marker, whole (storage/marker.py)."""
+        return marker_state(self.root) is MarkerState.WHOLE
 
     def claim(self) -> None:
         """Make sure the folder is a segdiff cache before anything is written into it: a new or
-        empty folder becomes one; a folder with files of its own is refused."""
+        empty folder becomes one, and a marker a failed creation left unfinished is finished; a
+        folder with files of its own is refused. A cache that cannot be made leaves nothing:
+        neither a marker nor the folders made for it."""
         self.check_usable()
-        if self.is_marked:
+        state = marker_state(self.root)
+        if state is MarkerState.WHOLE:
             return
         if self.root.is_dir():
             # The user's cache folder also holds the runtimes' compilation cache.
             own = _OWN_ENTRIES | compilation_entry(self.root)
-            foreign = sorted(p.name for p in self.root.iterdir() if p.name not in own)
+            foreign = sorted(
+                p.name
+                for p in self.root.iterdir()
+                if p.name not in own and not is_marker_temporary(p.name)
+            )
             if foreign:
                 shown = ", ".join(foreign[:5]) + (" …" if len(foreign) > 5 else "")
                 raise InputError(
@@ -245,21 +240,20 @@ class ResultCache:
                     f"is not a segdiff cache: it holds other files ({shown}); choose an empty "
                     "or new folder for the cache",
                 )
-        if os.path.lexists(self.root / MARKER):
+        if state is MarkerState.FOREIGN:
             # A link, a FIFO or a file of other content where the marker belongs: not ours.
             raise InputError(self.root / MARKER, "is not a segdiff cache marker; not using it")
+        made = [p for p in (self.root, *self.root.parents) if not os.path.lexists(p)]
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            # O_EXCL and O_NOFOLLOW: the marker is a new file, never written through a link.
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW
-            descriptor = os.open(self.root / MARKER, flags, 0o644)
-            try:
-                os.write(descriptor, (json.dumps(_MARKER_CONTENT) + "\n").encode())
-            finally:
-                os.close(descriptor)
+            write_marker(self.root)
         except OSError as error:
+            for folder in made:  # deepest first; only if still empty
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            problem = "no space left on its disk" if error.errno == errno.ENOSPC else None
             raise InputError(
-                self.root, f"cannot be made a cache ({error.strerror or error})"
+                self.root, f"cannot be made a cache ({problem or error.strerror or error})"
             ) from None
 
     # runs ---------------------------------------------------------------------------------
