@@ -3,30 +3,37 @@ machine's memory or an afternoon of CPU: each bound is checked from a header or 
 shape before a byte of pixel data is decoded, and refused in one line that says how to raise it.
 
 The pixel bound is the one a user may need to move (a whole-slide image, a satellite tile): it
-is read from ``SEGDIFF_MAX_PIXELS`` so that the CLI, the window and a notebook share it.
+is read from ``SEGDIFF_MAX_PIXELS`` so that the CLI, the window and a notebook share it. So is
+the bound on what the images of one batch take in memory (``SEGDIFF_MAX_IMAGE_MEMORY``), which
+is otherwise half of this machine's memory.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from segdiff_gui.core.errors import InputError
 
 __all__ = [
     "MAX_BATCH",
     "MAX_CHANNELS",
+    "MAX_IMAGE_MEMORY_VARIABLE",
     "MAX_MODEL_BYTES",
     "MAX_MODEL_CONFIG_BYTES",
     "MAX_MODEL_FILES",
     "MAX_PIXELS_VARIABLE",
     "MAX_REPEATS",
     "MAX_TEXT_BYTES",
+    "MemoryBound",
     "check_pixels",
     "check_stored_bytes",
+    "image_memory_bound",
     "max_pixels",
 ]
 
 MAX_PIXELS_VARIABLE = "SEGDIFF_MAX_PIXELS"
+MAX_IMAGE_MEMORY_VARIABLE = "SEGDIFF_MAX_IMAGE_MEMORY"
 # 16384² pixels: four times the 8192² maps the benchmark suite opens; a float32 map this size
 # is 1 GiB, which a laptop still holds twice.
 DEFAULT_MAX_PIXELS = 16384 * 16384
@@ -47,12 +54,15 @@ MAX_MODEL_FILES = 100_000
 MAX_MODEL_CONFIG_BYTES = 64 << 20
 
 
+def _set_number(variable: str) -> int | None:
+    """``$variable`` if it is a positive whole number (``_`` may group its digits)."""
+    text = os.environ.get(variable, "").replace("_", "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
 def max_pixels() -> int:
     """The pixel bound in force: ``$SEGDIFF_MAX_PIXELS`` if it is a positive whole number."""
-    text = os.environ.get(MAX_PIXELS_VARIABLE, "").replace("_", "").strip()
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    return DEFAULT_MAX_PIXELS
+    return _set_number(MAX_PIXELS_VARIABLE) or DEFAULT_MAX_PIXELS
 
 
 def check_stored_bytes(where: object, shape: tuple[int, ...], itemsize: int, what: str) -> None:
@@ -83,3 +93,35 @@ def check_pixels(where: object, height: int, width: int, what: str = "image") ->
             f"{what} of {height:,}×{width:,} pixels is over segdiff's limit of {limit:,} "
             f"pixels (set {MAX_PIXELS_VARIABLE} to raise it)",
         )
+
+
+@dataclass(frozen=True)
+class MemoryBound:
+    """The bytes the images of one batch may take, decoded with their float32 model inputs,
+    and where that figure comes from (said in the refusal)."""
+
+    limit: int
+    source: str
+
+    def check(self, where: object, needed: int, what: str) -> None:
+        """Refuse images that would take ``needed`` bytes together (``what`` says which)."""
+        if needed > self.limit:
+            raise InputError(
+                where,
+                f"{what} would take {needed / 2**30:,.1f} GiB, over segdiff's bound of "
+                f"{self.limit / 2**30:,.1f} GiB ({self.limit:,} bytes: {self.source}); use "
+                f"fewer or smaller images in a batch, or set {MAX_IMAGE_MEMORY_VARIABLE} to "
+                "raise it",
+            )
+
+
+def image_memory_bound() -> MemoryBound:
+    """``$SEGDIFF_MAX_IMAGE_MEMORY``, or half of this machine's physical memory, which leaves
+    the other half to the model, its runtime and the window. The whole memory, not what is
+    free now: the same request is refused or not whatever else happens to run."""
+    if (chosen := _set_number(MAX_IMAGE_MEMORY_VARIABLE)) is not None:
+        return MemoryBound(chosen, f"set by {MAX_IMAGE_MEMORY_VARIABLE}")
+    import psutil  # here: only a request that decodes images asks
+
+    total = int(psutil.virtual_memory().total)
+    return MemoryBound(total // 2, f"half of this machine's {total / 2**30:,.1f} GiB of memory")

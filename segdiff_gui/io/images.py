@@ -7,6 +7,7 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,15 @@ import numpy as np
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.limits import check_pixels, max_pixels
 
-__all__ = ["IMAGE_SUFFIXES", "PILLOW_FORMATS", "collect_images", "open_with_pillow", "read_image"]
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "PILLOW_FORMATS",
+    "ImageHeader",
+    "collect_images",
+    "open_with_pillow",
+    "read_header",
+    "read_image",
+]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".npy", ".bmp")
 _PIL_MODES = {"1": "L", "P": "RGBA", "CMYK": "RGB", "YCbCr": "RGB", "LAB": "RGB", "HSV": "RGB"}
@@ -102,14 +111,18 @@ def _check_declared_shape(path: Path, shape: tuple[int, ...]) -> None:
         raise InputError(path, f"declares {values:,} values (shape {list(shape)}), not an image")
 
 
-def _read_npy(path: Path) -> np.ndarray:
+def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype[Any]]:
     with path.open("rb") as handle:
         version = np.lib.format.read_magic(handle)
         if version == (1, 0):
-            shape, _, _ = np.lib.format.read_array_header_1_0(handle)
+            shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
         else:
-            shape, _, _ = np.lib.format.read_array_header_2_0(handle)
-    _check_declared_shape(path, tuple(shape))
+            shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+    return tuple(shape), dtype
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    _check_declared_shape(path, _npy_header(path)[0])
     loaded: np.ndarray = np.load(path, allow_pickle=False)
     return loaded
 
@@ -124,6 +137,80 @@ def _quiet_logger(name: str) -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
+
+
+@dataclass(frozen=True)
+class ImageHeader:
+    """What an image file declares, read before a byte of its pixels is decoded: its shape
+    (channels included, as they are decoded) and the bytes of one value."""
+
+    shape: tuple[int, ...]
+    itemsize: int
+
+    @property
+    def values(self) -> int:
+        count = 1
+        for extent in self.shape:
+            count *= extent
+        return count
+
+    @property
+    def decoded_bytes(self) -> int:
+        return self.values * self.itemsize
+
+
+def _pillow_header(path: Path) -> ImageHeader:
+    from PIL import Image, UnidentifiedImageError
+
+    Image.MAX_IMAGE_PIXELS = None  # segdiff's own bound is checked (see _read_with_pillow)
+    try:
+        opened = open_with_pillow(path)
+    except UnidentifiedImageError:
+        raise _NotAnImage from None
+    with opened as image:  # its header only: nothing is decoded before load()
+        width, height = image.size
+        mode = image.mode
+        channels = 4 if mode == "P" else len(image.getbands())  # a palette may become RGBA
+    itemsize = 4 if mode in ("I", "F") else 2 if mode.startswith("I;16") else 1
+    return ImageHeader((height, width, channels), itemsize)
+
+
+def _tiff_header(path: Path) -> ImageHeader:
+    import tifffile
+
+    try:
+        with tifffile.TiffFile(path) as tiff:
+            if not tiff.series:
+                raise _NotAnImage
+            series = tiff.series[0]
+            return ImageHeader(tuple(series.shape), series.dtype.itemsize)
+    except tifffile.TiffFileError:
+        raise _NotAnImage from None
+
+
+def read_header(path: str | Path) -> ImageHeader:
+    """The shape and value size ``path`` declares, read as :func:`read_image` would read the
+    file but without decoding it; one over the pixel bound is refused here."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "no such image file")
+    suffix = path.suffix.lower()
+    try:
+        with warnings.catch_warnings(), _quiet_logger("tifffile"):
+            warnings.simplefilter("ignore")
+            if suffix == ".npy":
+                shape, dtype = _npy_header(path)
+                header = ImageHeader(shape, dtype.itemsize)
+            elif suffix in (".tif", ".tiff"):
+                header = _tiff_header(path)
+            else:
+                header = _pillow_header(path)
+    except _NotAnImage:
+        raise InputError(path, "not a readable image (PNG, JPEG, TIFF or NPY expected)") from None
+    except Exception as error:  # noqa: BLE001 - each decoder fails in its own way on a bad file
+        raise InputError(path, f"cannot be read as an image: {error}") from None
+    _check_declared_shape(path, header.shape)
+    return header
 
 
 def read_image(path: str | Path) -> np.ndarray:

@@ -21,6 +21,7 @@ from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_CONFIG_BYTES, MAX
 from segdiff_gui.core.runtime_defaults import Machine, defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
 from segdiff_gui.core.trust import untrusted_saved_model
+from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
 from segdiff_gui.runner.devices import machine_defaults
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
@@ -112,6 +113,20 @@ def image_refs(paths: Sequence[Path]) -> list[ImageRef]:
         name = path.name if names.count(path.name) == 1 else f"{path.parent.name}/{path.name}"
         refs.append(ImageRef(path=str(path), name=name, hash=hash_path(path)))
     return refs
+
+
+def _held_together(
+    refs: Sequence[ImageRef], to_compute: Sequence[PlannedRun], unstored: Sequence[int]
+) -> list[list[Path]]:
+    """The images decoded together: each batch still to compute (a child holds its images'
+    inputs at once, each image once), and each target image to be stored (alone)."""
+    groups: dict[frozenset[int], tuple[int, ...]] = {}
+    for run in to_compute:
+        indices = tuple(dict.fromkeys((run.target, *run.batch)))
+        groups.setdefault(frozenset(indices), indices)
+    for index in unstored:
+        groups.setdefault(frozenset((index,)), (index,))
+    return [[Path(refs[index].path) for index in group] for group in groups.values()]
 
 
 def _check_images(
@@ -283,14 +298,6 @@ def plan_matrix(
                         PlannedRun(key, config, repeat, target_index, slots, tag, in_effect)
                     )
 
-    decoded: set[str] = set()
-    for target_index in targets:
-        # Keep each target image beside its results, so they can be shown without the original.
-        target_ref = refs[target_index]
-        if not cache.has_image(target_ref.hash):  # decode only what is not stored (whole)
-            cache.check_writable()
-            cache.write_image(target_ref.hash, target_ref.name, read_image(target_ref.path))
-            decoded.add(target_ref.hash)
     cached: list[PlannedRun] = []
     to_compute: list[PlannedRun] = []
     damaged: list[UnreadableEntry] = []
@@ -308,8 +315,18 @@ def plan_matrix(
         cached.append(run)
         if record is not None and is_merged(record):
             merged.add(run.key)
-    if to_compute:  # said before a child computes what it could not store
+    # Images are decoded below: first their headers say whether they fit in memory.
+    unstored = [i for i in targets if not cache.has_image(refs[i].hash)]
+    check_images_fit(_held_together(refs, to_compute, unstored))
+    if to_compute or unstored:  # said before anything is computed that could not be stored
         cache.check_writable()
+    decoded: set[str] = set()
+    for target_index in unstored:
+        # Keep each target image beside its results, so they can be shown without the original.
+        target_ref = refs[target_index]
+        if target_ref.hash not in decoded:  # decode only what is not stored (whole)
+            cache.write_image(target_ref.hash, target_ref.name, read_image(target_ref.path))
+            decoded.add(target_ref.hash)
     _check_images(refs, to_compute, decoded)
     _check_runtimes(model, to_compute)
     template = EngineJob(

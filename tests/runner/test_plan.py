@@ -133,3 +133,20 @@ def test_a_full_int8_runs_key_holds_its_calibration_images_and_no_other_runs_doe
     # The set's order is not part of it (the target stays first, so the run is the same).
     reordered = [small_images[0], *reversed(small_images[1:])]
     assert keys(reordered)["litert-int8"] == whole["litert-int8"]
+
+
+def test_lying_headers_are_refused_from_the_headers_before_any_image_is_decoded(
+    demo, cache, tmp_path, monkeypatch, decoded
+):
+    """Issue 33, case 11: eight 4 KB PNGs whose headers claim 16384² RGBA. Batch 64 holds all
+    eight: 5 GiB each (decoded, and as float32 input), over a 12 GiB bound at the third."""
+    from tests.io.test_images import lying_png
+
+    model, _ = demo
+    images = [lying_png(tmp_path / f"lie{index}.png") for index in range(8)]
+    monkeypatch.setenv("SEGDIFF_MAX_IMAGE_MEMORY", str(12 << 30))
+    configs = [RunConfig(batch=1), RunConfig(batch=64)]
+    refused = r"lie2\.png: held in one batch with the 2 images before it, they would take 15\.0"
+    with pytest.raises(InputError, match=rf"{refused} GiB, over segdiff's bound of 12\.0 GiB"):
+        plan_matrix(model, images, configs, cache=cache, repeats=1)
+    assert decoded == [] and not (cache.root / "images").exists()
