@@ -11,6 +11,7 @@ from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
 
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
 
 __all__ = ["fill_row", "read_only_table", "thumbnail", "thumbnail_image"]
@@ -42,9 +43,14 @@ def thumbnail_image(path: Path, size: int = 56) -> QImage:
     a ``size`` square; a null image where the file cannot be read. Safe off the GUI thread
     (a QImage, not yet a pixmap)."""
     try:
-        data = read_image(path).astype(np.float64)
+        check_images_fit([[path]])  # from its header: a lying one is not decoded
+        decoded = read_image(path)
     except InputError:
         return QImage()
+    # Every few pixels, enough for the square, before the float copy (8 bytes a value).
+    step = max(1, min(decoded.shape[:2]) // (4 * size))
+    data = decoded[::step, ::step].astype(np.float64)
+    del decoded
     if data.ndim == 3:
         data = data[..., :3].mean(axis=-1)
     span = float(data.max() - data.min()) or 1.0

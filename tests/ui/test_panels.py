@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from segdiff_gui.core.protocol import AllDone, PlanReady
 from segdiff_gui.storage import ResultCache
@@ -74,6 +75,42 @@ def test_a_thumbnail_keeps_its_images_shape(qtbot, tmp_path):  # qtbot: a QAppli
     Image.fromarray(np.zeros((100, 80), dtype=np.uint8)).save(path)
     size = thumbnail(path).availableSizes()[0]
     assert size.height() == 56 and size.width() in (44, 45)  # 56 × 80/100, rounded
+
+
+def test_a_thumbnail_over_the_image_memory_bound_is_not_decoded(qtbot, tmp_path, monkeypatch):
+    """Issue 33, case 11: the window decoded every image for its thumbnails, whatever its
+    header claimed; it is measured from its header first, like a request's images."""
+    from PIL import Image
+
+    from segdiff_gui.ui import widgets
+
+    path = tmp_path / "a.png"
+    Image.fromarray(np.zeros((100, 100), dtype=np.uint8)).save(path)  # 10 KB, 40 as float32
+    monkeypatch.setenv("SEGDIFF_MAX_IMAGE_MEMORY", "50000")
+    assert not widgets.thumbnail_image(path).isNull()
+    monkeypatch.setenv("SEGDIFF_MAX_IMAGE_MEMORY", "49999")
+    monkeypatch.setattr(widgets, "read_image", lambda path: pytest.fail("decoded"))
+    assert widgets.thumbnail_image(path).isNull()
+
+
+def test_a_thumbnail_makes_no_float_copy_of_the_whole_image(qtbot, tmp_path):
+    """The window took 11.5 GB for a 16384² RGBA image: its thumbnail was drawn from a
+    float64 copy of every pixel (8 GiB). It is drawn from every few pixels."""
+    import tracemalloc
+
+    from PIL import Image
+
+    from segdiff_gui.ui.widgets import thumbnail_image
+
+    path = tmp_path / "big.png"
+    Image.fromarray(np.zeros((4096, 4096, 3), dtype=np.uint8)).save(path)  # 48 MiB decoded
+    tracemalloc.start()
+    try:
+        assert not thumbnail_image(path).isNull()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * 48 * 2**20  # decoding takes two copies; a float64 one alone is 384 MiB
 
 
 def test_thumbnails_arrive_after_the_names_and_a_new_list_drops_the_old(qtbot, tmp_path):
