@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from segdiff_gui.core.limits import image_memory_bound
+from segdiff_gui.core.limits import MemoryBound, image_memory_bound
 from segdiff_gui.io.images import ImageHeader, read_header
 
 __all__ = ["check_images_fit", "image_memory"]
@@ -30,12 +30,13 @@ def check_images_fit(groups: Iterable[Sequence[Path]]) -> None:
     """Refuse, from headers alone and before anything is decoded, a group of images held
     together (one batch's images, or one image alone) that would take more than the bound;
     the error names the file whose addition crosses it. Each file's header is read once."""
-    bound = image_memory_bound()
+    bound: MemoryBound | None = None  # asked once there is an image: a cache hit has none
     taken: dict[Path, int] = {}
     for group in groups:
         for path in group:
             if path not in taken:
                 taken[path] = image_memory(read_header(path))
+        bound = bound or image_memory_bound()
         if sum(taken[path] for path in group) <= bound.limit:
             continue
         total = 0
