@@ -6,10 +6,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,6 +25,8 @@ __all__ = [
     "read_header",
     "read_image",
 ]
+
+_T = TypeVar("_T")
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".npy", ".bmp")
 _PIL_MODES = {"1": "L", "P": "RGBA", "CMYK": "RGB", "YCbCr": "RGB", "LAB": "RGB", "HSV": "RGB"}
@@ -188,10 +190,15 @@ def _tiff_header(path: Path) -> ImageHeader:
         raise _NotAnImage from None
 
 
-def read_header(path: str | Path) -> ImageHeader:
-    """The shape and value size ``path`` declares, read as :func:`read_image` would read the
-    file but without decoding it; one over the pixel bound is refused here."""
-    path = Path(path)
+def _by_format(
+    path: Path,
+    npy: Callable[[Path], _T],
+    tiff: Callable[[Path], _T],
+    pillow: Callable[[Path], _T],
+) -> _T:
+    """Call the reader of ``path``'s format (by its suffix: ``.npy``, TIFF, else Pillow); a
+    file that is missing or that no reader can read is one line naming it. A decoder's
+    warnings (a truncated file, an odd tag) would be raw lines on stderr: they are dropped."""
     if not path.is_file():
         raise InputError(path, "no such image file")
     suffix = path.suffix.lower()
@@ -199,16 +206,28 @@ def read_header(path: str | Path) -> ImageHeader:
         with warnings.catch_warnings(), _quiet_logger("tifffile"):
             warnings.simplefilter("ignore")
             if suffix == ".npy":
-                shape, dtype = _npy_header(path)
-                header = ImageHeader(shape, dtype.itemsize)
-            elif suffix in (".tif", ".tiff"):
-                header = _tiff_header(path)
-            else:
-                header = _pillow_header(path)
+                return npy(path)
+            if suffix in (".tif", ".tiff"):
+                return tiff(path)
+            return pillow(path)
+    except InputError:
+        raise
     except _NotAnImage:
         raise InputError(path, "not a readable image (PNG, JPEG, TIFF or NPY expected)") from None
     except Exception as error:  # noqa: BLE001 - each decoder fails in its own way on a bad file
         raise InputError(path, f"cannot be read as an image: {error}") from None
+
+
+def _npy_image_header(path: Path) -> ImageHeader:
+    shape, dtype = _npy_header(path)
+    return ImageHeader(shape, dtype.itemsize)
+
+
+def read_header(path: str | Path) -> ImageHeader:
+    """The shape and value size ``path`` declares, read as :func:`read_image` would read the
+    file but without decoding it; one over the pixel bound is refused here."""
+    path = Path(path)
+    header = _by_format(path, _npy_image_header, _tiff_header, _pillow_header)
     _check_declared_shape(path, header.shape)
     return header
 
@@ -216,26 +235,7 @@ def read_header(path: str | Path) -> ImageHeader:
 def read_image(path: str | Path) -> np.ndarray:
     """Decode one image to H×W or H×W×C in its own dtype (uint8, uint16, float32 …)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(path, "no such image file")
-    suffix = path.suffix.lower()
-    try:
-        # A decoder's warnings (a truncated file, an odd tag) would be raw lines on stderr; a
-        # file that can be read is read, one that cannot is refused below in one line.
-        with warnings.catch_warnings(), _quiet_logger("tifffile"):
-            warnings.simplefilter("ignore")
-            if suffix == ".npy":
-                array = _read_npy(path)
-            elif suffix in (".tif", ".tiff"):
-                array = _read_with_tifffile(path)
-            else:
-                array = _read_with_pillow(path)
-    except InputError:
-        raise
-    except _NotAnImage:
-        raise InputError(path, "not a readable image (PNG, JPEG, TIFF or NPY expected)") from None
-    except Exception as error:  # noqa: BLE001 - each decoder fails in its own way on a bad file
-        raise InputError(path, f"cannot be read as an image: {error}") from None
+    array = _by_format(path, _read_npy, _read_with_tifffile, _read_with_pillow)
     array = np.asarray(array)
     if array.dtype == object or array.dtype.kind not in "uifb":
         raise InputError(path, f"holds {array.dtype} data, not pixel values")
