@@ -11,6 +11,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontMetrics
 
+from segdiff_gui.core.text import printable
+from segdiff_gui.ui.plain_text import as_html, tooltip_text
+
 __all__ = [
     "COLOUR_BAR_ROOM",
     "CROSSHAIR_GAP",
@@ -99,17 +102,18 @@ class Title(pg.LabelItem):
     """A run's title, as tall as its text but with no say in its column's width (linked,
     aspect-locked views of different widths would each show a different part of the image).
     A title longer than its column is elided in the middle, keeping the repeat at its end; the
-    whole of it is the tooltip."""
+    whole of it is the tooltip. A label is HTML to pyqtgraph: a title is one line of escaped
+    text (a run's label and a layer's name come from files)."""
 
     def __init__(self, text: str) -> None:
         self.whole = text
-        super().__init__(text, size=TITLE_SIZE)
+        super().__init__(as_html(printable(text)), size=TITLE_SIZE)
         # Too narrow for even "…", the text item's own margins would still spill over.
         self.setFlag(self.GraphicsItemFlag.ItemClipsChildrenToShape)
 
     def show_title(self, text: str) -> None:
         self.whole = text
-        self.setToolTip(text)
+        self.setToolTip(tooltip_text(text))
         self._fit()
 
     def updateMin(self) -> None:  # noqa: N802 - pyqtgraph's name
@@ -125,7 +129,8 @@ class Title(pg.LabelItem):
         font = QFont(self.item.font())
         font.setPointSizeF(float(TITLE_SIZE.removesuffix("pt")))
         room = max(0, int(self.size().width()) - 10)  # the text item adds 4 pixels each side
-        shown = QFontMetrics(font).elidedText(self.whole, Qt.TextElideMode.ElideMiddle, room)
+        line = printable(self.whole)
+        shown = as_html(QFontMetrics(font).elidedText(line, Qt.TextElideMode.ElideMiddle, room))
         if shown != self.text:  # setting a label's HTML costs a millisecond
             self.setText(shown, size=TITLE_SIZE)
 

@@ -25,6 +25,7 @@ from segdiff_gui.ui.grid_panels import (
 )
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.level_indices import COLOURS, level_indices, pooled_any
+from segdiff_gui.ui.plain_text import tooltip_text
 from segdiff_gui.ui.view_planes import view_planes
 
 __all__ = ["ProbabilityGridView"]
@@ -157,8 +158,10 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         scale = f"1e{low:.0f} … {top:.2g} (log)" if top > 0 else "equal everywhere"
         panel.title.show_title(f"layer {layer.name} · max |Δ| over channels, {scale}")
         panel.title.setToolTip(
-            f"{layer.compared}: layer {layer.name}, {layer.values.shape[0]}×"
-            f"{layer.values.shape[1]} (max |Δ| over channels, stretched over the image)"
+            tooltip_text(
+                f"{layer.compared}: layer {layer.name}, {layer.values.shape[0]}×"
+                f"{layer.values.shape[1]} (max |Δ| over channels, stretched over the image)"
+            )
         )
 
     def _best_columns(self, count: int) -> int:
