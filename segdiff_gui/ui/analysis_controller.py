@@ -29,6 +29,7 @@ from segdiff_gui.ui.attribution_view import AttributionDialog
 from segdiff_gui.ui.diagnosis_panel import DiagnosisPanel
 from segdiff_gui.ui.inspection import InspectionModel, LayerMap
 from segdiff_gui.ui.layers_view import LayersPanel
+from segdiff_gui.ui.plain_text import as_html
 from segdiff_gui.ui.repair_view import RepairDialog
 from segdiff_gui.ui.session import BundleSession, MatrixSession
 from segdiff_gui.ui.session_controller import SessionController
@@ -346,7 +347,7 @@ class AnalysisController(QObject):
 
     def _sweep_failed(self, error: Exception) -> None:
         text = str(error) if isinstance(error, InputError) else f"{type(error).__name__}: {error}"
-        self.sweep_panel.status.setText(f"The sweep could not be summarised: {text}")
+        self.sweep_panel.status.setText(as_html(f"The sweep could not be summarised: {text}"))
 
     def open_image(self, name: str) -> None:
         session = self.sessions.session

@@ -151,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs.cancel()
         print(f"segdiff-gui: {error}", file=sys.stderr)
         if app.platformName() != "offscreen":  # no screen, no one to close a dialog
-            QMessageBox.critical(None, "segdiff", str(error))
+            from segdiff_gui.ui.plain_text import plain_message_box  # the error quotes paths
+
+            plain_message_box(None, "segdiff", str(error), icon=QMessageBox.Icon.Critical).exec()
         return 2
     if args.quit_when_painted:
         from segdiff_gui.ui.paint_probe import quit_when_painted

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from segdiff_gui.core.attribution import Attribution
+from segdiff_gui.ui.plain_text import rich_label
 from segdiff_gui.ui.widgets import fill_row, read_only_table
 
 __all__ = ["AttributionDialog"]
@@ -52,7 +53,7 @@ class AttributionDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Explain the difference")
         self.resize(980, 640)
-        self.title = QLabel()
+        self.title = rich_label(QLabel())  # the runs' labels in it are escaped
         self.table = read_only_table(COLUMNS)
         self.figure = QComboBox()
         self.figure.addItems(list(FIGURES))
@@ -60,7 +61,7 @@ class AttributionDialog(QDialog):
         self.chart = pg.PlotWidget(background="w")
         self.chart.setMinimumHeight(220)
         self.chart.addLegend(offset=(-10, 10))
-        self.missing = QLabel()
+        self.missing = rich_label(QLabel())  # sentences, escaped
         self.missing.setWordWrap(True)
         self.run_button = QPushButton("Run the missing configurations")
         self.run_button.clicked.connect(self.run_missing)
@@ -84,9 +85,9 @@ class AttributionDialog(QDialog):
         plan = attribution.plan
         where = "at argmax" if attribution.multiclass else f"at cutoff {attribution.cutoff:g}"
         self.title.setText(
-            f"<b>What moves {plan.base.label()} to {plan.target.label()}</b> {where}: each knob "
-            "alone from the base, then knob after knob towards the target; repeats show the "
-            "spread of one configuration's own reruns."
+            f"<b>What moves {escape(plan.base.label())} to {escape(plan.target.label())}</b> "
+            f"{where}: each knob alone from the base, then knob after knob towards the target; "
+            "repeats show the spread of one configuration's own reruns."
         )
         rows = attribution.rows
         self.table.setRowCount(len(rows))

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QHeaderView, QLabel, QPushButton, QVBoxLayout, QWi
 
 from segdiff_gui.core.runtime_defaults import in_effect_lines
 from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.ui.plain_text import tooltip_text
 from segdiff_gui.ui.widgets import fill_row, read_only_table
 
 __all__ = ["PixelInspector"]
@@ -97,7 +98,7 @@ class PixelInspector(QWidget):
                 str(value.class_index),
             )
             fill_row(self.table, index, cells)
-            self.table.item(index, 0).setToolTip(self._run_tip(value.key, cells[0]))
+            self.table.item(index, 0).setToolTip(tooltip_text(self._run_tip(value.key, cells[0])))
         labels = tuple(value.label for value in values)
         if labels != self._fitted_for:  # sizing asks every cell: only when the runs change
             self._fitted_for = labels
@@ -107,7 +108,8 @@ class PixelInspector(QWidget):
                 self.widened.emit(needed)
 
     def _run_tip(self, key: str, label: str) -> str:
-        """The run's label and what it computed with (plain text: names come from files)."""
+        """The run's label and what it computed with (names come from files: see
+        tooltip_text)."""
         record = self.model.records.get(key)
         if record is None:
             return label

@@ -5,8 +5,6 @@ where in the image it differs, in the grid beside the runs."""
 
 from __future__ import annotations
 
-from html import escape
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
@@ -24,7 +22,9 @@ from PySide6.QtWidgets import (
 from segdiff_gui.core.analysis import is_multiclass
 from segdiff_gui.core.defaults import DEFAULT_LAYER_DISK_BUDGET, DEFAULT_LAYER_MEMORY_BUDGET
 from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerStats, layer_cells
+from segdiff_gui.core.text import printable
 from segdiff_gui.runner.layers import LayerProbe
+from segdiff_gui.ui.plain_text import as_html, plain_label, rich_label
 from segdiff_gui.ui.widgets import fill_row, read_only_table
 
 __all__ = ["LayersPanel"]
@@ -48,7 +48,8 @@ class LayersPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.probe: LayerProbe | None = None
-        self.title = QLabel(
+        self.title = rich_label(QLabel())  # the runs' labels in it are escaped
+        self.title.setText(
             "Probe the reference against the run last clicked, layer by layer: where in the "
             "network the difference is born and where it grows."
         )
@@ -93,7 +94,7 @@ class LayersPanel(QWidget):
             "Probes' layer tensors the cache keeps, least recently used removed first; the "
             "figures and difference maps are always kept (0 keeps none)"
         )
-        self.status = QLabel()
+        self.status = plain_label(QLabel())  # runs' labels, errors that quote paths
         self.status.setWordWrap(True)
         self.table = read_only_table(LAYER_COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -106,7 +107,7 @@ class LayersPanel(QWidget):
         self.chart.setLabel("bottom", "layer # in execution order (names in the table)")
         self.chart.getAxis("left").enableAutoSIPrefix(False)
         self.chart.showGrid(y=True, alpha=0.3)
-        self.summary = QLabel()
+        self.summary = rich_label(QLabel())  # sentences, escaped
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         buttons = QHBoxLayout()
@@ -151,7 +152,8 @@ class LayersPanel(QWidget):
         stored = probe.stored
         where = "class flips at argmax" if is_multiclass(stored.final_maps[0]) else "flips"
         self.title.setText(
-            f"<b>{escape(probe.reference_label)} → {escape(probe.other_label)}</b>: "
+            f"<b>{as_html(printable(probe.reference_label))} → "
+            f"{as_html(printable(probe.other_label))}</b>: "
             f"{len(probe.comparison.layers)} layers; the last row's {where} are the output's. "
             "Choose a layer to see where in the image it differs."
         )
@@ -162,7 +164,7 @@ class LayersPanel(QWidget):
         for index, layer in enumerate(layers):
             fill_row(self.table, index, layer_cells(index, layer, layer is first))
         self.table.blockSignals(False)
-        self.summary.setText("<br>".join(escape(line, quote=False) for line in sentences))
+        self.summary.setText("<br>".join(as_html(printable(line)) for line in sentences))
         self._draw()
         chosen = layers.index(first) if first is not None else len(layers) - 1
         if layers:

@@ -30,6 +30,7 @@ from superqt.utils import WorkerBase
 
 from segdiff_gui import __version__
 from segdiff_gui.core.floatfmt import format_float32
+from segdiff_gui.core.text import printable
 from segdiff_gui.runner.devices import build_text, remembered_probe
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.ui.analysis_controller import AnalysisController
@@ -37,6 +38,7 @@ from segdiff_gui.ui.exports import ExportActions
 from segdiff_gui.ui.grid_view import ProbabilityGridView
 from segdiff_gui.ui.inspection import VIEW_MODES, InspectionModel
 from segdiff_gui.ui.inspector import PixelInspector
+from segdiff_gui.ui.plain_text import as_html, plain_label
 from segdiff_gui.ui.recent import RecentFiles
 from segdiff_gui.ui.run_panel import RunPanel
 from segdiff_gui.ui.session import BundleSession, MatrixSession, Planner
@@ -64,7 +66,7 @@ class MainWindow(QMainWindow):
         self.inspector = PixelInspector(model)
         self.stats = StatsPanel(model)
         self.run_panel = RunPanel()
-        self.hover_label = QLabel()
+        self.hover_label = plain_label(QLabel())  # the reference's label
         self.statusBar().addPermanentWidget(self.hover_label)
         recent_menu = QMenu("Open &recent", self)
         self.sessions = SessionController(
@@ -244,7 +246,8 @@ class MainWindow(QMainWindow):
         reference = self.model.reference
         if reference is not None:
             value = format_float32(self.model.plane(reference)[row, column])
-            self.hover_label.setText(f"row {row}, column {column}: {value} ({reference.label})")
+            label = printable(reference.label)
+            self.hover_label.setText(f"row {row}, column {column}: {value} ({label})")
 
     def step_flip(self, direction: int) -> None:
         """Walk through the pixels that flip in any run, centring the views on each."""
@@ -305,8 +308,9 @@ class MainWindow(QMainWindow):
         if probe is None:
             lines.append("TensorFlow: not probed yet on this machine (Run › Probe devices).")
         else:
-            devices = ", ".join(d["name"] for d in probe["devices"])
-            lines.append(f"{build_text(probe['facts'])}; devices: {devices}")
+            # Read from the probe's file: its names are text, in HTML.
+            devices = ", ".join(str(d["name"]) for d in probe["devices"])
+            lines.append(as_html(f"{build_text(probe['facts'])}; devices: {devices}"))
         return "<br><br>".join(lines)
 
     # lifetime -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from segdiff_gui.core.defaults import DEFAULT_REPEATS
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_REPEATS
+from segdiff_gui.ui.plain_text import plain_label
 
 __all__ = ["MatrixEditor"]
 
@@ -85,7 +86,8 @@ class MatrixEditor(QGroupBox):
             + "); each runs on every chosen device unless it names one"
         )
         self.extra.setMaximumHeight(56)
-        self.extra_problem = QLabel()  # what the batch sizes or extra lines say wrong
+        # What the batch sizes or extra lines say wrong (the devices named among them).
+        self.extra_problem = plain_label(QLabel())
         self.extra_problem.setWordWrap(True)
         self.extra_problem.setStyleSheet("color: #b00020")
         self.extra_problem.setVisible(False)

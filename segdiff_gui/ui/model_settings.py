@@ -29,6 +29,7 @@ from segdiff_gui.runner.arguments import (
     TRUST_WARNING,
     preprocessing_function,
 )
+from segdiff_gui.ui.plain_text import plain_label
 
 __all__ = ["ModelSettingsEditor"]
 
@@ -107,7 +108,7 @@ class ModelSettingsEditor(QWidget):
         self.trust_warning.setWordWrap(True)
         self.trust_warning.setStyleSheet("color: #b00020")
         self.trust_warning.setVisible(False)
-        self.problem = QLabel()
+        self.problem = plain_label(QLabel())  # errors quote paths and names
         self.problem.setWordWrap(True)
         self.problem.setStyleSheet("color: #b00020")
         self.problem.setVisible(False)

@@ -11,6 +11,8 @@ from pathlib import Path
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMenu
 
+from segdiff_gui.ui.plain_text import tooltip_text
+
 __all__ = ["RecentFiles", "short_name"]
 
 _KEY = "recent-paths"
@@ -58,7 +60,7 @@ class RecentFiles:
         for entry in entries:
             action = self.menu.addAction(short_name(entry))
             shown = entry if len(entry) <= 4 else [*entry[:3], f"… {len(entry) - 3} more"]
-            action.setToolTip("\n".join(shown))
+            action.setToolTip(tooltip_text("\n".join(shown)))
             action.setStatusTip(entry[0])
             action.triggered.connect(lambda _checked=False, e=entry: self.open_paths(list(e)))
         self.menu.setToolTipsVisible(True)

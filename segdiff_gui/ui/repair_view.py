@@ -3,8 +3,6 @@ and after, the trials, and the Keras code to apply it; the repaired run can join
 
 from __future__ import annotations
 
-from html import escape
-
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
@@ -18,6 +16,8 @@ from PySide6.QtWidgets import (
 )
 
 from segdiff_gui.core.repair import RepairResult
+from segdiff_gui.core.text import printable
+from segdiff_gui.ui.plain_text import as_html, rich_label
 from segdiff_gui.ui.widgets import fill_row, read_only_table
 
 __all__ = ["RepairDialog"]
@@ -36,7 +36,9 @@ class RepairDialog(QDialog):
         self.setWindowTitle("Precision repair")
         self.resize(900, 640)
         self.result, self.code = result, code
-        self.summary = QLabel("<br>".join(escape(line, quote=False) for line in result.sentences()))
+        self.summary = rich_label(QLabel())  # sentences, escaped
+        lines = result.sentences()  # one line each, naming layers
+        self.summary.setText("<br>".join(as_html(printable(line)) for line in lines))
         self.summary.setWordWrap(True)
         self.table = read_only_table(COLUMNS)
         trials = sorted(result.trials, key=lambda t: (len(t.kept), t.flips or 0))

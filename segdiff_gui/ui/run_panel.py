@@ -36,6 +36,7 @@ from segdiff_gui.core.text import printable
 from segdiff_gui.ui.hints import fix_action
 from segdiff_gui.ui.matrix_editor import MatrixEditor
 from segdiff_gui.ui.model_settings import ModelSettingsEditor
+from segdiff_gui.ui.plain_text import plain_label, tooltip_text
 
 __all__ = ["RunPanel"]
 
@@ -52,7 +53,7 @@ class RunPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.source = QLabel()
+        self.source = plain_label(QLabel())  # the model's, images' or bundle's path
         self.source.setWordWrap(True)
         self.groups = QComboBox()
         self.groups.setToolTip("The bundle's model/image groups: which one the views show")
@@ -67,16 +68,15 @@ class RunPanel(QWidget):
         )
         self.settings_section.addWidget(self.settings)
         self.settings.changed.connect(self._settings_summary)
-        self.problem = QLabel()
+        self.problem = plain_label(QLabel())
         self.problem.setWordWrap(True)
-        self.problem.setTextFormat(Qt.TextFormat.PlainText)
         self.problem.setStyleSheet("color: #b00020")
         self.fix_button = QPushButton()
         self.fix_button.setToolTip("Change that setting in Model settings and run again")
         self.fix_button.clicked.connect(lambda: self.fix_requested.emit(self._fix))
         self._fix = ""
         self.show_problem("")
-        self.model_info = QLabel()
+        self.model_info = plain_label(QLabel())  # the model's output names, its errors
         self.model_info.setWordWrap(True)
         self.model_info.setToolTip("Asked of a TensorFlow child process, with Keras safe mode on")
         self.editor = MatrixEditor()
@@ -100,9 +100,8 @@ class RunPanel(QWidget):
         self.run_bar = QProgressBar()
         self.run_bar.setFormat("%p%")
         self.run_bar.setVisible(False)  # the run in flight: shown only while one is
-        self.status = QLabel()
+        self.status = plain_label(QLabel())  # labels and names are text
         self.status.setWordWrap(True)
-        self.status.setTextFormat(Qt.TextFormat.PlainText)  # labels and names are text
         self.run_button = QPushButton("Run missing")
         self.run_button.setToolTip("Compute every run of the matrix that is not cached yet")
         self.cancel_button = QPushButton("Cancel")
@@ -146,7 +145,7 @@ class RunPanel(QWidget):
         self._items: dict[str, QListWidgetItem] = {}
 
     def set_source(self, text: str) -> None:
-        self.source.setText(text)
+        self.source.setText(printable(text))  # one line, of paths
 
     def set_groups(self, titles: list[str]) -> None:
         """A bundle's groups to choose from (hidden for one group or none)."""
@@ -165,7 +164,7 @@ class RunPanel(QWidget):
             else summary[: _SUMMARY_CHARACTERS - 1] + "…"
         )
         self.settings_section.setText(f"Model settings: {shown}")
-        self.settings_section.setToolTip(f"Model settings: {summary}")
+        self.settings_section.setToolTip(tooltip_text(f"Model settings: {summary}"))
         if summary != "defaults":
             self.settings_section.expand(animate=False)
 
@@ -188,8 +187,8 @@ class RunPanel(QWidget):
     def set_images(self, names: list[str], thumbnails: list[QIcon], target: int) -> None:
         self.images.clear()
         for index, (name, icon) in enumerate(zip(names, thumbnails, strict=True)):
-            item = QListWidgetItem(icon, ("◎ " if index == target else "") + name)
-            item.setToolTip(f"{name} (target)" if index == target else name)
+            item = QListWidgetItem(icon, ("◎ " if index == target else "") + printable(name))
+            item.setToolTip(tooltip_text(f"{name} (target)" if index == target else name))
             self.images.addItem(item)
         self.images.scrollToItem(self.images.item(target))
 
@@ -218,8 +217,10 @@ class RunPanel(QWidget):
         )
         policies = ", ".join(answer.dtype_policies) or "graph"
         self.model_info.setText(
-            f"{answer.format} model · input {dims(answer.input_shape)} · output {outputs} · "
-            f"saved as {policies}"
+            printable(  # one line, of the model's names
+                f"{answer.format} model · input {dims(answer.input_shape)} · output {outputs} · "
+                f"saved as {policies}"
+            )
         )
 
     def set_planned(self, labels: dict[str, str], cached: set[str]) -> None:
@@ -247,7 +248,7 @@ class RunPanel(QWidget):
             self._items[key] = item
             self.runs.addItem(item)
         item.setText(f"{_STATES[state]} {label} — {state}")
-        item.setToolTip(tip or state)
+        item.setToolTip(tooltip_text(tip or state))
 
     def set_read_only(self, read_only: bool) -> None:
         """A bundle's runs, made elsewhere: no matrix to edit, no images to choose, nothing to

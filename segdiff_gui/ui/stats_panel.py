@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from segdiff_gui.core.analysis import difference_map
 from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.ui.plain_text import plain_label
 from segdiff_gui.ui.widgets import fill_row, read_only_table
 
 __all__ = ["StatsPanel"]
@@ -24,7 +25,7 @@ class StatsPanel(QWidget):
         super().__init__(parent)
         self.model = model
         self.table = read_only_table(COLUMNS)
-        self.verdicts = QLabel()
+        self.verdicts = plain_label(QLabel())  # runs' labels (a host's name, an import's)
         self.verdicts.setWordWrap(True)
         self._layout = QVBoxLayout(self)
         self._layout.addWidget(self.table, 2)

@@ -21,6 +21,8 @@ from PySide6.QtWidgets import (
 )
 
 from segdiff_gui.core.sweep import SweepSummary
+from segdiff_gui.core.text import printable
+from segdiff_gui.ui.plain_text import plain_label, rich_label, tooltip_text
 
 __all__ = ["SweepPanel"]
 
@@ -53,11 +55,12 @@ class SweepPanel(QWidget):
             "cell_07_mask.png): Dice and IoU per configuration"
         )
         self.truth_button.clicked.connect(self._choose_truth)
-        self.truth_label = QLabel("no ground truth")
+        self.truth_label = plain_label(QLabel("no ground truth"))  # a folder's name
         # A long folder name must not widen the dock (and narrow the maps): it may be cut off;
         # the whole path is the tooltip.
         self.truth_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.status = QLabel("Sweep the set to see every image's figures.")
+        # HTML: what is said of the sweep (as_html) or its summary, names escaped.
+        self.status = rich_label(QLabel("Sweep the set to see every image's figures."))
         self.status.setWordWrap(True)
         self.items = QStandardItemModel(0, 0, self)
         self.proxy = QSortFilterProxyModel(self)
@@ -86,8 +89,8 @@ class SweepPanel(QWidget):
             self.truth_label.setToolTip("")
             return
         whole = folder.resolve()
-        self.truth_label.setText(f"truth: {whole.name or whole}")  # the folder's name first
-        self.truth_label.setToolTip(str(whole))
+        self.truth_label.setText(printable(f"truth: {whole.name or whole}"))  # the name first
+        self.truth_label.setToolTip(tooltip_text(str(whole)))
 
     def _choose_truth(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Folder of ground-truth masks")

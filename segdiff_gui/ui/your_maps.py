@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
 from superqt.utils import thread_worker
 
@@ -23,6 +23,7 @@ from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome, follow
 from segdiff_gui.runner.reproduce import ReproduceSearch, reproduce
 from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.ui.plain_text import plain_message_box
 from segdiff_gui.ui.session import MatrixSession
 from segdiff_gui.ui.session_controller import SessionController
 
@@ -167,11 +168,7 @@ class YourMaps(QObject):
         sentence, detail, spec = answer
         said = sentence[0].upper() + sentence[1:] + "."
         self.notify(said, 0)
-        box = QMessageBox(self.window)
-        box.setWindowTitle("Reproduce your map")
-        box.setTextFormat(Qt.TextFormat.PlainText)  # names from files are plain text
-        box.setText(said)
-        box.setInformativeText(detail)
+        box = plain_message_box(self.window, "Reproduce your map", said, detail)  # names
         if spec:
             show = box.addButton("Show it beside the others", QMessageBox.ButtonRole.AcceptRole)
             show.clicked.connect(lambda: self.add_to_matrix(spec))
