@@ -186,8 +186,10 @@ class LayersPanel(QWidget):
         if first is not None:
             index = layers.index(first)
             dashed = pg.mkPen("#d62728", width=1, style=Qt.PenStyle.DashLine)
+            # The label is a format string to pyqtgraph (its {value}): a name's braces are text.
+            name = printable(first.name).replace("{", "{{").replace("}", "}}")
             line = pg.InfiniteLine(
-                pos=index, angle=90, pen=dashed, label=f"first differs: {first.name}",
+                pos=index, angle=90, pen=dashed, label=f"first differs: {name}",
                 labelOpts={"position": 0.9, "color": "#d62728"},
             )  # fmt: skip
             self.chart.addItem(line)
