@@ -27,3 +27,19 @@ def window_for(qtbot):
     yield build
     for window in windows:
         window.close()
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    """A main window on an empty cache, shown (1600×900); a module may define its own."""
+    from segdiff_gui.storage import ResultCache
+    from segdiff_gui.ui.inspection import InspectionModel
+    from segdiff_gui.ui.main_window import MainWindow
+
+    built = MainWindow(InspectionModel(), ResultCache(tmp_path / "cache"))
+    qtbot.addWidget(built)
+    built.resize(1600, 900)
+    built.show()
+    qtbot.waitExposed(built)
+    yield built
+    built.close()

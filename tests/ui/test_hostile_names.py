@@ -104,20 +104,8 @@ def _probe(reference: str, other: str, names: tuple[str, ...]) -> LayerProbe:
     return LayerProbe(stored, tensors_kept=True, served_from_cache=False)
 
 
-@pytest.fixture
-def window(qtbot, tmp_path):
-    from segdiff_gui.ui.main_window import MainWindow
-
-    built = MainWindow(InspectionModel(), ResultCache(tmp_path / "cache"))
-    qtbot.addWidget(built)
-    built.resize(1600, 1000)
-    built.show()
-    qtbot.waitExposed(built)
-    yield built
-    built.close()
-
-
 def test_every_label_tooltip_and_title_of_the_window_shows_names_as_text(window, tmp_path):
+    window.resize(1600, 1000)
     started = time.perf_counter()
     cache, model = window.cache, window.model
     base = np.random.default_rng(0).random((24, 20), dtype=np.float32)

@@ -11,22 +11,8 @@ from PySide6.QtWidgets import QMenu
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.storage import ResultCache
-from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.recent import RecentFiles
 from tests.storage.test_cache import bundle_of, make_record, sealed
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    from segdiff_gui.ui.main_window import MainWindow
-
-    built = MainWindow(InspectionModel(), ResultCache(tmp_path / "cache"))
-    qtbot.addWidget(built)
-    built.resize(1600, 900)
-    built.show()
-    qtbot.waitExposed(built)
-    yield built
-    built.close()
 
 
 def _runs(name: str, target: str, labels: list[str], seed: int = 0) -> list:

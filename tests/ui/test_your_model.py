@@ -12,7 +12,6 @@ from PIL import Image
 
 from segdiff_gui.core.runtime_defaults import tensorflow_onednn_default
 from segdiff_gui.storage import ResultCache
-from segdiff_gui.ui.inspection import InspectionModel
 from tests.conftest import segdiff
 
 pytestmark = pytest.mark.slow
@@ -28,18 +27,6 @@ def photos(tmp_path):
     Image.fromarray(rng.integers(0, 255, (36, 40, 3), dtype=np.uint8)).save(folder / "b_rgb.png")
     Image.fromarray(rng.integers(0, 255, (48, 48, 4), dtype=np.uint8)).save(folder / "c_rgba.png")
     return folder
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    from segdiff_gui.ui.main_window import MainWindow
-
-    built = MainWindow(InspectionModel(), ResultCache(tmp_path / "cache"))
-    qtbot.addWidget(built)
-    built.resize(1400, 900)
-    built.show()
-    yield built
-    built.close()
 
 
 def _wait_idle(qtbot, window) -> None:
