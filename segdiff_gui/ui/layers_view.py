@@ -162,7 +162,8 @@ class LayersPanel(QWidget):
         self.table.blockSignals(True)
         self.table.setRowCount(len(layers))
         for index, layer in enumerate(layers):
-            fill_row(self.table, index, layer_cells(index, layer, layer is first))
+            cells = [printable(cell) for cell in layer_cells(index, layer, layer is first)]
+            fill_row(self.table, index, cells)  # a name is one line of text
         self.table.blockSignals(False)
         self.summary.setText("<br>".join(as_html(printable(line)) for line in sentences))
         self._draw()

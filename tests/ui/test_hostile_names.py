@@ -144,6 +144,8 @@ def test_every_label_tooltip_and_title_of_the_window_shows_names_as_text(window,
     layers = window.analysis.layers_panel
     probe = _probe(NESTED_TABLES, RIGHT_TO_LEFT, HOSTILE_NAMES)
     layers.show_probe(probe, probe.sentences(0.5))
+    cells = [layers.table.item(row, 1).text() for row in range(layers.table.rowCount())]
+    assert not any(c in cell for cell in cells for c in ("\n", "\x1b", "\u202e")), cells
     layers.set_busy(False, f"probing {NESTED_TABLES}")
     model.show_layer(LayerMap(NESTED_TABLES, np.ones((6, 5), np.float32), f"{NESTED_TABLES} → x"))
     for tab in (layers, window.stats):  # the statistics' verdicts name every run
