@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import h5py
 import numpy as np
 import pytest
 
@@ -208,3 +209,31 @@ def test_under_jax_each_layer_is_its_own_xla_computation_and_the_output_holds(
     assert all(
         side["final"]["bitwise_equal"] for side in (probe.stored.reference, probe.stored.other)
     )
+
+
+def test_a_probe_found_damaged_while_compared_is_removed_and_probed_again(tmp_path, demo):
+    """Issue 33, case 12: a damaged probe failed every call. Found damaged while the
+    comparison reads it, it is removed and said in one line; the next call probes again."""
+    from segdiff_gui.resources import demo_model
+
+    _, images = demo
+    model = demo_model("softmax3")
+    sides = ("--from", REFERENCE, "--to", "device=cpu,batch=2")
+    first = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides, "--json")
+    assert first.returncode == 0, first.stderr
+    shown = json.loads(first.stdout)
+    for path in (tmp_path / "layers" / "compared").rglob("*.h5"):
+        path.unlink()  # so the next call reads the probes again
+    damaged = LayerStore(ResultCache(tmp_path)).probe_path(probe_key(shown["other"]["run_key"]))
+    with h5py.File(damaged, "r+") as handle:  # one value of the first layer changed
+        piece = handle["layers/00000/p00000"]
+        piece[(0,) * piece.ndim] += 1.0
+    second = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides)
+    assert second.returncode == 2
+    (line,) = second.stderr.strip().splitlines()[-1:]
+    assert str(damaged) in line and "removed, it is probed again on the next run" in line
+    assert not damaged.exists()
+    third = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides, "--json")
+    assert third.returncode == 0, third.stderr
+    assert damaged.exists()
+    assert json.loads(third.stdout)["layers"] == shown["layers"]  # the same figures again
