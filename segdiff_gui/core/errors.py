@@ -48,7 +48,10 @@ def first_line(error: BaseException, limit: int = 300) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
-    if lines[0].startswith(_KERAS_WRAPPER) and len(lines) > 1:
-        where = lines[0].removeprefix(_KERAS_WRAPPER).rstrip(".")
-        return f"{lines[1]} (in {where})"[:limit]
+    # Keras's wrapper may come first, or inside TensorFlow's traced "in user code:" report,
+    # whose last line is then Keras's list of arguments ("• kwargs=…"), not the reason.
+    for index, line in enumerate(lines[:-1]):
+        if _KERAS_WRAPPER in line:  # "ValueError: Exception encountered when calling …"
+            where = line.split(_KERAS_WRAPPER, 1)[1].rstrip(".")
+            return f"{lines[index + 1]} (in {where})"[:limit]
     return (lines[-1] if lines[0].endswith(":") else lines[0])[:limit]

@@ -26,3 +26,21 @@ def test_tensorflow_traced_errors_keep_their_last_line_and_plain_ones_their_firs
     )
     assert first_line(ValueError("plain\nmore")) == "plain"
     assert first_line(ValueError("")) == "ValueError"
+
+
+def test_a_keras_failure_inside_tensorflows_traced_report_says_its_reason():
+    """Issue 33: a TensorFlow run that failed in repair ended with "ValueError: • kwargs=<class
+    'inspect._empty'>": the last line of Keras's argument list, not the reason above it."""
+    traced = (
+        'in user code:\n\n    File "/x/engine/models.py", line 60, in forward\n'
+        "        return model(batch)\n\n"
+        "    ValueError: Exception encountered when calling Functional.call().\n\n"
+        "    \x1b[1m'conv' is not a valid scope name. A scope name has to match the following "
+        "pattern: ^[A-Za-z0-9_.\\\\/>-]*$\x1b[0m\n\n"
+        "    Arguments received by Functional.call():\n"
+        "      • inputs=tf.Tensor(shape=(1, 16, 16, 1), dtype=float32)\n"
+        "      • kwargs=<class 'inspect._empty'>\n"
+    )
+    line = first_line(ValueError(traced))
+    assert line.startswith("'conv' is not a valid scope name") and "kwargs" not in line
+    assert line.endswith("(in Functional.call())")
