@@ -117,13 +117,25 @@ def _stored_figures_are_direct(cache: ResultCache, probe: dict) -> None:
     assert probe["first_differing"] == first
 
 
-def test_softmax_output_counts_class_flips_and_the_budget_can_keep_no_tensors(tmp_path, demo):
+def _softmax_layers(tmp_path, demo, other: str, *more: str):
+    """``segdiff layers`` on the softmax demo's first two images, ``REFERENCE`` → ``other``."""
     from segdiff_gui.resources import demo_model
 
     _, images = demo
-    model = demo_model("softmax3")
-    sides = ("--from", REFERENCE, "--to", "device=cpu,precision=bf16")
-    result = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides, "--json")
+    sides = ("--from", REFERENCE, "--to", other)
+    return segdiff("layers", demo_model("softmax3"), *images[:2], "--cache", tmp_path, *sides,
+                   *more)  # fmt: skip
+
+
+def _forget_comparisons(cache_root) -> None:
+    """Remove the stored comparisons, so that the next call reads the probes again."""
+    for path in (cache_root / "layers" / "compared").rglob("*.h5"):
+        path.unlink()
+
+
+def test_softmax_output_counts_class_flips_and_the_budget_can_keep_no_tensors(tmp_path, demo):
+    bf16 = "device=cpu,precision=bf16"
+    result = _softmax_layers(tmp_path, demo, bf16, "--json")
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
     _stored_figures_are_direct(ResultCache(tmp_path), shown)
@@ -132,14 +144,12 @@ def test_softmax_output_counts_class_flips_and_the_budget_can_keep_no_tensors(tm
     assert shown["final"]["flips"] == compare_maps(maps[0], maps[1]).flips  # argmax flips
     # Compared again (its stored comparison lost) under a budget of nothing: the probes are
     # read once more, then removed; the figures stay.
-    comparisons = tmp_path / "layers" / "compared"
-    for path in comparisons.rglob("*.h5"):
-        path.unlink()
-    again = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides, "--keep", "0")
+    _forget_comparisons(tmp_path)
+    again = _softmax_layers(tmp_path, demo, bf16, "--keep", "0")
     assert again.returncode == 0, again.stderr
     assert "class flips (argmax)" in again.stdout and "Layer tensors not kept" in again.stdout
     assert "The difference is born in enc1_1" in again.stdout
-    last = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides, "--json")
+    last = _softmax_layers(tmp_path, demo, bf16, "--json")
     kept = json.loads(last.stdout)
     assert not kept["tensors_kept"] and kept["layers"] == shown["layers"]  # figures stayed
     assert not list((tmp_path / "layers" / "tensors").rglob("*.h5"))
@@ -214,26 +224,20 @@ def test_under_jax_each_layer_is_its_own_xla_computation_and_the_output_holds(
 def test_a_probe_found_damaged_while_compared_is_removed_and_probed_again(tmp_path, demo):
     """Issue 33, case 12: a damaged probe failed every call. Found damaged while the
     comparison reads it, it is removed and said in one line; the next call probes again."""
-    from segdiff_gui.resources import demo_model
-
-    _, images = demo
-    model = demo_model("softmax3")
-    sides = ("--from", REFERENCE, "--to", "device=cpu,batch=2")
-    first = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides, "--json")
+    first = _softmax_layers(tmp_path, demo, "device=cpu,batch=2", "--json")
     assert first.returncode == 0, first.stderr
     shown = json.loads(first.stdout)
-    for path in (tmp_path / "layers" / "compared").rglob("*.h5"):
-        path.unlink()  # so the next call reads the probes again
+    _forget_comparisons(tmp_path)
     damaged = LayerStore(ResultCache(tmp_path)).probe_path(probe_key(shown["other"]["run_key"]))
     with h5py.File(damaged, "r+") as handle:  # one value of the first layer changed
         piece = handle["layers/00000/p00000"]
         piece[(0,) * piece.ndim] += 1.0
-    second = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides)
+    second = _softmax_layers(tmp_path, demo, "device=cpu,batch=2")
     assert second.returncode == 2
     (line,) = second.stderr.strip().splitlines()[-1:]
     assert str(damaged) in line and "removed, it is probed again on the next run" in line
     assert not damaged.exists()
-    third = segdiff("layers", model, *images[:2], "--cache", tmp_path, *sides, "--json")
+    third = _softmax_layers(tmp_path, demo, "device=cpu,batch=2", "--json")
     assert third.returncode == 0, third.stderr
     assert damaged.exists()
     assert json.loads(third.stdout)["layers"] == shown["layers"]  # the same figures again
