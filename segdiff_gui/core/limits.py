@@ -30,6 +30,7 @@ __all__ = [
     "check_stored_bytes",
     "image_memory_bound",
     "max_pixels",
+    "over_pixel_bound",
 ]
 
 MAX_PIXELS_VARIABLE = "SEGDIFF_MAX_PIXELS"
@@ -89,10 +90,13 @@ def check_pixels(where: object, height: int, width: int, what: str = "image") ->
     limit = max_pixels()
     if height * width > limit:
         raise InputError(
-            where,
-            f"{what} of {height:,}×{width:,} pixels is over segdiff's limit of {limit:,} "
-            f"pixels (set {MAX_PIXELS_VARIABLE} to raise it)",
+            where, f"{what} of {height:,}×{width:,} pixels is {over_pixel_bound(limit)}"
         )
+
+
+def over_pixel_bound(limit: int) -> str:
+    """How a refusal by the pixel bound ``limit`` ends: the bound, and how to raise it."""
+    return f"over segdiff's limit of {limit:,} pixels (set {MAX_PIXELS_VARIABLE} to raise it)"
 
 
 @dataclass(frozen=True)

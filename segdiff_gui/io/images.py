@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.limits import check_pixels, max_pixels
+from segdiff_gui.core.limits import check_pixels, max_pixels, over_pixel_bound
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -38,11 +39,29 @@ _PIL_MODES = {"1": "L", "P": "RGBA", "CMYK": "RGB", "YCbCr": "RGB", "LAB": "RGB"
 PILLOW_FORMATS = ("PNG", "JPEG", "BMP", "TIFF")
 
 
+_PILLOW_LIMIT = threading.Lock()
+
+
 def open_with_pillow(path: Path) -> Any:
-    """``PIL.Image.open`` limited to :data:`PILLOW_FORMATS` (UnidentifiedImageError else)."""
+    """``PIL.Image.open`` limited to :data:`PILLOW_FORMATS` (UnidentifiedImageError else), and
+    to segdiff's pixel bound (:func:`~segdiff_gui.core.limits.max_pixels`), said in one line.
+
+    Pillow checks a size against its process-wide ``Image.MAX_IMAGE_PIXELS`` when it opens a
+    file, and refuses at twice it. segdiff's bound stands in for it during the open only, then
+    the value the process had is put back: a notebook's own limit (or Pillow's default) still
+    guards the notebook's own images."""
     from PIL import Image  # here: a cache hit decodes no image
 
-    return Image.open(path, formats=PILLOW_FORMATS)
+    limit = max_pixels()
+    with _PILLOW_LIMIT:
+        before = Image.MAX_IMAGE_PIXELS
+        Image.MAX_IMAGE_PIXELS = limit
+        try:
+            return Image.open(path, formats=PILLOW_FORMATS)
+        except Image.DecompressionBombError:
+            raise InputError(path, f"image is {over_pixel_bound(limit)}") from None
+        finally:
+            Image.MAX_IMAGE_PIXELS = before
 
 
 class _NotAnImage(Exception):
@@ -59,7 +78,7 @@ def _is_deep_colour_png(path: Path) -> bool:
 
 def _read_with_pillow(path: Path) -> np.ndarray:
     # Imported here: a cache hit decodes no image, and Pillow's import is 12 ms of its 0.28 s.
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     if _is_deep_colour_png(path):
         raise InputError(
@@ -67,9 +86,6 @@ def _read_with_pillow(path: Path) -> np.ndarray:
             "is a 16-bit colour PNG, which would be read with only 8 bits per channel; "
             "save it as a 16-bit TIFF",
         )
-    # segdiff's own pixel bound (checked from the header below) replaces Pillow's, which would
-    # otherwise warn on stderr or refuse at a size the user cannot raise.
-    Image.MAX_IMAGE_PIXELS = None
     try:
         opened = open_with_pillow(path)
     except UnidentifiedImageError:
@@ -162,9 +178,8 @@ class ImageHeader:
 
 
 def _pillow_header(path: Path) -> ImageHeader:
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
-    Image.MAX_IMAGE_PIXELS = None  # segdiff's own bound is checked (see _read_with_pillow)
     try:
         opened = open_with_pillow(path)
     except UnidentifiedImageError:

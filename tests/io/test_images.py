@@ -168,6 +168,26 @@ def test_the_pixel_limit_can_be_raised_and_lowered(tmp_path, monkeypatch):
     assert read_image(tmp_path / "a.png").shape == (100, 100)
 
 
+def test_pillows_own_limit_is_left_as_the_process_had_it(tmp_path, monkeypatch):
+    """segdiff's pixel bound stands in for Pillow's only while segdiff opens a file: a
+    notebook's own limit (here 100 pixels) still guards its own images afterwards, and
+    segdiff's images are held to segdiff's bound, not to the notebook's."""
+    from segdiff_gui.io.images import read_header
+
+    Image.fromarray(np.zeros((100, 100), np.uint8)).save(tmp_path / "a.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)
+    assert read_image(tmp_path / "a.png").shape == (100, 100)
+    assert read_header(tmp_path / "a.png").shape == (100, 100, 1)
+    assert Image.MAX_IMAGE_PIXELS == 100
+    with pytest.raises(Image.DecompressionBombError):
+        Image.open(tmp_path / "a.png")
+    # Over twice segdiff's bound, Pillow refuses the open itself: the same one line.
+    monkeypatch.setenv("SEGDIFF_MAX_PIXELS", "4000")
+    with pytest.raises(InputError, match=r"a\.png: image is over segdiff's limit of 4,000 pix"):
+        read_image(tmp_path / "a.png")
+    assert Image.MAX_IMAGE_PIXELS == 100
+
+
 def test_decoder_warnings_do_not_reach_stderr(tmp_path, capfd):
     # A TIFF with a tag pointing past the end of the file: tifffile skips the tag and logs an
     # error on stderr. The image reads; the log line must not reach segdiff's output.
