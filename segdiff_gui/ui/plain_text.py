@@ -14,30 +14,56 @@ from __future__ import annotations
 from html import escape
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QMessageBox, QWidget
+from PySide6.QtWidgets import QLabel, QMessageBox, QSizePolicy, QWidget
 
-from segdiff_gui.core.text import terminal_safe
+from segdiff_gui.core.text import printable, terminal_safe
 
-__all__ = ["as_html", "plain_label", "plain_message_box", "rich_label", "tooltip_text"]
+__all__ = [
+    "as_html",
+    "button_text",
+    "plain_label",
+    "plain_message_box",
+    "rich_label",
+    "tooltip_text",
+]
 
 
 def plain_label(label: QLabel) -> QLabel:
-    """``label``, showing its text as plain text whatever it holds."""
+    """``label``, showing its text as plain text whatever it holds, never wider than its
+    place (:func:`_as_wide_as_its_place`)."""
     label.setTextFormat(Qt.TextFormat.PlainText)
-    return label
+    return _as_wide_as_its_place(label)
 
 
 def rich_label(label: QLabel) -> QLabel:
     """``label``, showing its text as HTML always (the names in it escaped with
     :func:`as_html`): an escaped name alone (``a &amp; b``) would otherwise look like plain
-    text to Qt, and be shown with its entities."""
+    text to Qt, and be shown with its entities. Never wider than its place."""
     label.setTextFormat(Qt.TextFormat.RichText)
+    return _as_wide_as_its_place(label)
+
+
+def _as_wide_as_its_place(label: QLabel) -> QLabel:
+    """A label that shows names takes the width its layout gives it, never the width of its
+    text: a name is one word to Qt's line breaking, so a name of 10,000 characters made the
+    Runs panel, and with it the window, 66,000 pixels wide. What does not fit is cut at the
+    label's edge (the whole text stays the label's, for copying and the tests)."""
+    policy = label.sizePolicy()
+    policy.setHorizontalPolicy(QSizePolicy.Policy.Ignored)
+    label.setSizePolicy(policy)
     return label
 
 
 def as_html(text: str) -> str:
     """``text`` as HTML that shows it as it is: markup escaped, newlines kept."""
     return escape(text, quote=False).replace("\n", "<br>")
+
+
+def button_text(text: str) -> str:
+    """``text`` as the text of a menu entry or a button, shown as it is: Qt reads ``&`` there
+    as the mark of a shortcut letter (``R&D.keras`` would show ``RD.keras``, ``D``
+    underlined); one line, a control character shown as U+FFFD."""
+    return printable(text).replace("&", "&&")
 
 
 def tooltip_text(text: str) -> str:

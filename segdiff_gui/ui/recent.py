@@ -11,7 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMenu
 
-from segdiff_gui.ui.plain_text import tooltip_text
+from segdiff_gui.ui.plain_text import button_text, tooltip_text
 
 __all__ = ["RecentFiles", "short_name"]
 
@@ -58,7 +58,7 @@ class RecentFiles:
         entries = self.entries()
         self.menu.setEnabled(bool(entries))
         for entry in entries:
-            action = self.menu.addAction(short_name(entry))
+            action = self.menu.addAction(button_text(short_name(entry)))
             shown = entry if len(entry) <= 4 else [*entry[:3], f"… {len(entry) - 3} more"]
             action.setToolTip(tooltip_text("\n".join(shown)))
             action.setStatusTip(entry[0])

@@ -36,7 +36,7 @@ from segdiff_gui.core.text import printable
 from segdiff_gui.ui.hints import fix_action
 from segdiff_gui.ui.matrix_editor import MatrixEditor
 from segdiff_gui.ui.model_settings import ModelSettingsEditor
-from segdiff_gui.ui.plain_text import plain_label, tooltip_text
+from segdiff_gui.ui.plain_text import button_text, plain_label, tooltip_text
 
 __all__ = ["RunPanel"]
 
@@ -163,7 +163,7 @@ class RunPanel(QWidget):
             if len(summary) <= _SUMMARY_CHARACTERS
             else summary[: _SUMMARY_CHARACTERS - 1] + "…"
         )
-        self.settings_section.setText(f"Model settings: {shown}")
+        self.settings_section.setText(button_text(f"Model settings: {shown}"))
         self.settings_section.setToolTip(tooltip_text(f"Model settings: {summary}"))
         if summary != "defaults":
             self.settings_section.expand(animate=False)

@@ -26,7 +26,7 @@ from segdiff_gui.ui.inspection import InspectionModel, LayerMap
 from segdiff_gui.ui.layers_view import LayersPanel
 from segdiff_gui.ui.plain_text import as_html, plain_message_box, tooltip_text
 from segdiff_gui.ui.repair_view import RepairDialog
-from tests.hostile.names import HOSTILE_NAMES, NESTED_TABLES, RIGHT_TO_LEFT
+from tests.hostile.names import FORGED_LINE, HOSTILE_NAMES, NESTED_TABLES, RIGHT_TO_LEFT
 from tests.storage.test_cache import make_record
 
 MARKUP = "<table><tr><td>" * 3  # what a name of nested tables shows, when shown as text
@@ -106,6 +106,7 @@ def _probe(reference: str, other: str, names: tuple[str, ...]) -> LayerProbe:
 
 def test_every_label_tooltip_and_title_of_the_window_shows_names_as_text(window, tmp_path):
     window.resize(1600, 1000)
+    narrowest = window.minimumSizeHint().width()  # with no names in it
     started = time.perf_counter()
     cache, model = window.cache, window.model
     base = np.random.default_rng(0).random((24, 20), dtype=np.float32)
@@ -152,6 +153,9 @@ def test_every_label_tooltip_and_title_of_the_window_shows_names_as_text(window,
         window.tabs.setCurrentWidget(tab)
         window.grab()  # laid out and painted
     assert time.perf_counter() - started < PAINTED_WITHIN_S
+    # A name is one word to Qt's line breaking: a label showing one at its own width made the
+    # window 66,816 pixels wide (the 10,000-character name). No name widens the window.
+    assert window.minimumSizeHint().width() == narrowest
 
     titles = [panel.title for panel in window.grid._all_panels()]
     assert len(titles) == len(records) + 1  # the runs' and the layer's
@@ -228,3 +232,18 @@ def test_a_tooltip_and_html_show_the_text_as_it_is(qtbot, name):
     document = QTextDocument()
     document.setHtml(f"<p>{as_html(name)}</p>")
     assert document.toPlainText() == name
+
+
+def test_a_recent_file_and_the_settings_title_show_an_ampersand_as_it_is(window, tmp_path):
+    """Qt reads ``&`` in a menu entry or a button as the mark of a shortcut letter: the recent
+    file ``R&D model.keras`` was shown as ``RD model.keras``."""
+    window.sessions.recent.remember([str(tmp_path / "R&D model.keras")])
+    entry = window.sessions.recent.menu.actions()[0]
+    assert entry.iconText() == "R&D model.keras"  # the text Qt shows, its marks taken out
+    window.sessions.recent.remember([str(tmp_path / f"{FORGED_LINE}.keras")])
+    assert window.sessions.recent.menu.actions()[0].iconText() == "pool\ufffdFAIL forged line.keras"
+    runs = window.run_panel
+    runs.settings.set_outputs(["a&b", "c"])
+    runs.settings.output.setCurrentText("a&b")
+    runs.show_settings()
+    assert "output a&&b" in runs.settings_section.text()  # what the button shows: "a&b"
