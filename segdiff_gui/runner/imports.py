@@ -26,6 +26,7 @@ from segdiff_gui.core.limits import MAX_TEXT_BYTES
 from segdiff_gui.core.protocol import ChildFatal, ModelAnswer
 from segdiff_gui.core.text import printable
 from segdiff_gui.core.timestamps import local_timestamp
+from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
 from segdiff_gui.io.maps import UserMap, fit_to_map_shape, read_maps
 from segdiff_gui.runner.devices import inspect_model
@@ -141,6 +142,7 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
     request.cache.claim()
     model_hash = hash_path(model)
     refs = image_refs(list(request.images))
+    check_images_fit([Path(ref.path)] for ref in refs)  # each decoded alone, header first
     first = read_image(refs[request.target or 0].path)
     answer = inspect(
         model, request.settings.trust_model, state_dir=request.cache.root, model_hash=model_hash

@@ -29,6 +29,7 @@ from segdiff_gui.core.reproduce import (
     varied_knobs,
 )
 from segdiff_gui.core.runtime_defaults import defaults_in_effect
+from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
 from segdiff_gui.io.maps import UserMap, target_map
 from segdiff_gui.runner.devices import machine_defaults
@@ -79,9 +80,11 @@ class ReproduceSearch:
         return tuple(images[i] for i in (target, *chunk, *rest))
 
     def stages(self) -> list[list[Candidate]]:
+        target = self.request.images[self.target_index()]
+        check_images_fit([[target]])  # from its header, before it is decoded for its type
         machine = machine_defaults(self.request.model, [self.base], self.request.cache.root)
         in_effect = defaults_in_effect(self.base, os.environ, machine)
-        image = read_image(self.request.images[self.target_index()])
+        image = read_image(target)
         return search_stages(
             self.request.settings.preprocessing,
             len(self.request.images),

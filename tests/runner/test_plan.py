@@ -5,11 +5,12 @@ import importlib
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.runner import MatrixRunner, plan_matrix
+from segdiff_gui.runner import MatrixRequest, MatrixRunner, plan_matrix
 
 planning = importlib.import_module(
     "segdiff_gui.runner.plan"
@@ -150,3 +151,33 @@ def test_lying_headers_are_refused_from_the_headers_before_any_image_is_decoded(
     with pytest.raises(InputError, match=rf"{refused} GiB, over segdiff's bound of 12\.0 GiB"):
         plan_matrix(model, images, configs, cache=cache, repeats=1)
     assert decoded == [] and not (cache.root / "images").exists()
+
+
+def test_import_and_reproduce_refuse_a_lying_header_before_decoding_it(
+    demo, cache, tmp_path, monkeypatch
+):
+    """Issue 33, case 11, beyond planning: ``segdiff import`` decoded every image and
+    ``reproduce`` its target before any bound was checked."""
+    from segdiff_gui.runner import imports, reproduce
+    from tests.io.test_images import lying_png
+
+    model, _ = demo
+    lie = lying_png(tmp_path / "lie.png")
+    np.save(tmp_path / "map.npy", np.zeros((16384, 16384), np.float32)[:1, :1])
+    decoded: list[str] = []
+
+    def recording(path):
+        decoded.append(Path(path).name)
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(imports, "read_image", recording)
+    monkeypatch.setattr(reproduce, "read_image", recording)
+    monkeypatch.setenv("SEGDIFF_MAX_IMAGE_MEMORY", str(1 << 30))
+    refused = r"lie\.png: decoded, with its float32 model input, it would take 5\.0 GiB, over"
+    request = imports.ImportRequest(tmp_path / "map.npy", model, (lie,), cache)
+    with pytest.raises(InputError, match=refused):
+        imports.import_maps(request, inspect=lambda *_a, **_k: pytest.fail("inspected"))
+    search = reproduce.ReproduceSearch((), MatrixRequest(model, (lie,), cache))
+    with pytest.raises(InputError, match=refused):
+        search.stages()
+    assert decoded == []
