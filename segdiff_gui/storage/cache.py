@@ -388,12 +388,13 @@ class ResultCache:
     # housekeeping -------------------------------------------------------------------------
     def remove_stale_temporaries(self, older_than_s: float = 3600.0) -> int:
         """Delete temporary files left by killed writers (a live writer's file is younger):
-        only in a marked cache, only in its own subfolders, only by their exact name."""
+        only in a marked cache, only in its own subfolders and, for a killed claim's marker,
+        its root, only by their exact name."""
         if not self.is_marked:
             return 0
         removed = 0
         cutoff = time.time() - older_than_s
-        folders = [self.root / "images"]
+        folders = [self.root, self.root / "images"]
         # Runs, layer probes and comparisons (storage/layers.py) and converted models
         # (storage/converted.py), in folders by key prefix.
         for parent in (
@@ -406,7 +407,8 @@ class ResultCache:
             if not folder.is_dir() or folder.is_symlink():
                 continue
             for path in folder.iterdir():
-                if not _TEMPORARY.match(path.name):
+                ours = is_marker_temporary if folder == self.root else _TEMPORARY.match
+                if not ours(path.name):
                     continue
                 with contextlib.suppress(OSError):
                     info = path.lstat()

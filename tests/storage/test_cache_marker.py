@@ -53,6 +53,16 @@ def test_a_marker_of_other_content_is_still_refused_and_left_alone(tmp_path):
 def test_a_killed_claims_temporary_does_not_block_the_next(tmp_path):
     cache = ResultCache(tmp_path / "cache")
     cache.root.mkdir()
-    (cache.root / ".segdiff-cache.4242.0123abcd.tmp").write_bytes(b"")
+    left = cache.root / ".segdiff-cache.4242.0123abcd.tmp"
+    left.write_bytes(b"")
     cache.claim()
     assert cache.is_marked
+    # Housekeeping removes it once it is old enough not to be a live claim's, by its exact
+    # name only: a file of the user's is left alone.
+    mine = cache.root / ".segdiff-cache.mine.tmp"
+    mine.write_bytes(b"")
+    assert cache.remove_stale_temporaries() == 0 and left.exists()
+    os.utime(left, (0, 0))
+    os.utime(mine, (0, 0))
+    assert cache.remove_stale_temporaries() == 1
+    assert not left.exists() and mine.exists()
