@@ -1,0 +1,77 @@
+"""Every command that reads stored runs prints the corpus's names as text (issue 33): a
+model, an image and an output named with nested tables, terminal escapes, a forged line, a
+right-to-left override and 10,000 characters (a file's name holds 255 at most). Reports and
+CSV files carry them escaped; no name takes more than its few lines of output."""
+
+import json
+
+import numpy as np
+import pytest
+
+from segdiff_gui.storage import ResultCache
+from tests.conftest import segdiff
+from tests.hostile.names import HOSTILE_NAMES, NESTED_TABLES, TERMINAL_CONTROLS
+from tests.storage.test_cache import make_record, sealed
+
+pytestmark = pytest.mark.slow
+
+FILE_NAME_BYTES = 255
+
+
+def _cache_of_hostile_names(root) -> ResultCache:
+    """Two runs (batch 1 and 64) per name, of a model, an image and an output so named; the
+    batch-64 run came from a host whose name is that name too."""
+    cache = ResultCache(root)
+    cache.claim()
+    base = np.random.default_rng(0).random((24, 20), dtype=np.float32)
+    for index, name in enumerate(HOSTILE_NAMES):
+        file = name[: FILE_NAME_BYTES - len(".keras")]
+        names = {"model_name": f"{file}.keras", "target_name": f"{file}.png", "output_name": name}
+        cache.write_run(make_record(f"m{index}", base, "cpu b1 r0", **names))
+        moved = base + np.float32((index + 1) * 1e-3)
+        other = make_record(f"m{index}", moved, "cpu b64 r0", **names)
+        provenance = {**other.provenance, "host": name}
+        cache.write_run(sealed(other, label=f"{name}: cpu b64 r0", provenance=provenance))
+    return cache
+
+
+def _assert_text(text: str, command: str) -> None:
+    assert not any(control in text for control in TERMINAL_CONTROLS), command
+    assert not any(line.lstrip("│┃ ").startswith("FAIL forged") for line in text.splitlines())
+    assert "<table><tr><td>" in text, command  # the name is shown, as the text it is
+
+
+def test_every_command_on_stored_runs_prints_hostile_names_as_text(tmp_path):
+    cache = _cache_of_hostile_names(tmp_path / "cache")
+    at = ("--cache", cache.root)
+    listed = json.loads(segdiff("ls", *at, "--json").stdout)
+    groups = sorted({run["group"] for run in listed})
+    assert len(listed) == 2 * len(HOSTILE_NAMES) and len(groups) == len(HOSTILE_NAMES)
+    bundle = tmp_path / "runs.h5"
+    said = {}
+    for command in (("ls",), ("compare",), ("check", "--max-flips", "0"), ("diagnose",)):
+        said[command[0]] = segdiff(*command, *at)
+    said["bundle"] = segdiff("bundle", bundle, *at)
+    said["merge"] = segdiff("merge", bundle, "--cache", tmp_path / "other")
+    said["ls merged"] = segdiff("ls", "--cache", tmp_path / "other")
+    pair = ("--ref", "cpu b1 r0", "--other", "cpu b64 r0")
+    for group in groups:
+        html, csv = tmp_path / f"{group}.html", tmp_path / f"{group}.csv"
+        report = ("report", "--group", group, "--html", html, "--json", tmp_path / "r.json")
+        said[f"report {group}"] = segdiff(*report, *at)
+        said[f"export {group}"] = segdiff("export", "--group", group, *pair, "--csv", csv, *at)
+        said[f"explain {group}"] = segdiff(
+            "explain", "--group", group, "--from", "cpu b1 r0", "--to", "cpu b64 r0", *at
+        )
+        page = html.read_text()
+        assert "<table><tr><td><table>" not in page  # escaped: it is text in the report
+        assert not any(control in page + csv.read_text() for control in TERMINAL_CONTROLS)
+    for command, result in said.items():
+        assert result.returncode in (0, 1), (command, result.stderr[-300:])
+        if command in ("ls", "compare", "check", "diagnose", "ls merged"):  # every group
+            _assert_text(result.stdout + result.stderr, command)
+        else:  # one group's, or the files written
+            assert not any(c in result.stdout + result.stderr for c in TERMINAL_CONTROLS)
+        # A name is said a few times, never repeated without end: the longest output here
+        # holds each of the 12 runs' names a handful of times.
+        assert len(result.stdout) < 40 * (len(NESTED_TABLES) + 10_000), command
