@@ -4,6 +4,7 @@ they happen, one line each."""
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Any
 
@@ -28,6 +29,7 @@ class ProgressBar:
         self.enabled = enabled
         self.what = what
         self._bar: Any = None
+        self._shown: Any = None  # the notebook bar's display, shown again once finished
         self._labels: dict[str, str] = {}
         self._failed = 0
 
@@ -61,7 +63,14 @@ class ProgressBar:
         from tqdm.auto import tqdm
 
         from_cache = f" ({cached} cached)" if cached else ""
-        self._bar = tqdm(total=to_compute, unit="run", desc=f"{self.what}{from_cache}")
+        bar = {"total": to_compute, "unit": "run", "desc": f"{self.what}{from_cache}"}
+        if not _is_notebook_bar(tqdm):
+            self._bar = tqdm(**bar)
+            return
+        from IPython.display import display
+
+        self._bar = tqdm(**bar, display=False)
+        self._shown = display(self._bar.container, display_id=True)  # type: ignore[no-untyped-call]
 
     def close(self) -> None:
         if self._bar is not None:
@@ -69,4 +78,14 @@ class ProgressBar:
             failed = f" ({self._failed} failed)" if self._failed else ""
             self._bar.set_description_str(f"{self.what}{failed}", refresh=False)
             self._bar.close()
-            self._bar = None
+            if self._shown is not None:
+                # A saved notebook keeps a widget's text as it was when shown ("0%"), which is
+                # what a reader without the live widget sees: show the finished bar's again.
+                self._shown.update(self._bar.container)
+            self._bar = self._shown = None
+
+
+def _is_notebook_bar(bar: type) -> bool:
+    """Whether tqdm.auto chose its notebook bar (a widget: Jupyter with ipywidgets)."""
+    notebook = sys.modules.get("tqdm.notebook")
+    return notebook is not None and issubclass(bar, notebook.tqdm_notebook)

@@ -4,7 +4,10 @@ fails, and what it prints are the figures ``segdiff`` gives for the same cache."
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import nbformat
@@ -17,7 +20,8 @@ from tests.conftest import segdiff
 
 pytestmark = pytest.mark.slow
 
-NOTEBOOK = Path(__file__).parents[2] / "examples" / "seed_case.ipynb"
+ROOT = Path(__file__).parents[2]
+NOTEBOOK = ROOT / "examples" / "seed_case.ipynb"
 
 
 def test_the_notebook_is_stored_without_outputs():
@@ -95,3 +99,53 @@ def test_the_seed_notebook_runs_and_prints_segdiff_s_figures(tmp_path, monkeypat
     assert "batch 1 → 64" in _text(cells["explain"])
     assert "16 images" in _text(cells["sweep"])
     assert (tmp_path / "seed_case_report.html").stat().st_size > 10_000
+
+
+def test_the_notebook_extra_executes_the_notebook_as_readme_says():
+    """Issue 34, item 14: README never said that executing a notebook needs a kernel and
+    nbconvert; the ``notebook`` extra now brings both, and README's command uses them."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    notebook = {
+        requirement.split(">")[0].split("<")[0].split("=")[0]
+        for requirement in extras["optional-dependencies"]["notebook"]
+    }
+    assert {"ipykernel", "nbconvert"} <= notebook
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "jupyter nbconvert --to notebook --execute examples/seed_case.ipynb" in readme
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="no git")
+def test_what_executing_the_notebook_writes_is_ignored_by_git():
+    """Issue 34, item 12: executing the notebook left ``seed_case_report.html`` untracked."""
+    written = ["examples/seed_case_report.html", "examples/seed_case.run.ipynb"]
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *written],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert ignored.stdout.split() == written
+
+
+_BAR = """
+from segdiff_gui.api.progress import ProgressBar
+from segdiff_gui.core.protocol import PlanReady, RunFinished, RunStarted
+
+bar = ProgressBar()
+bar(PlanReady(total=3, cached=1, children=1))
+for key in ("a", "b"):
+    bar(RunStarted(key=key, label=f"cpu {key}"))
+    bar(RunFinished(key=key, label=f"cpu {key}", seconds=0.1, device="cpu:0"))
+bar.close()
+"""
+
+
+def test_a_saved_notebook_shows_the_progress_bar_finished(tmp_path, monkeypatch):
+    """Issue 34, item 13: an executed notebook stored the bar as "0%", the text the widget
+    had when first shown (what a reader without the live widget sees)."""
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells.append(nbformat.v4.new_code_cell(_BAR))
+    NotebookClient(notebook, kernel_name=_kernel(tmp_path), timeout=120).execute()
+    (shown,) = [o for o in notebook.cells[0].outputs if o.output_type == "display_data"]
+    assert "application/vnd.jupyter.widget-view+json" in shown.data  # the notebook's widget
+    assert shown.data["text/plain"].startswith("runs: 100%")
+    assert "2/2" in shown.data["text/plain"]
