@@ -43,6 +43,7 @@ def write_study_report(
     image: np.ndarray | None,
     html: str | Path | None,
     json: str | Path | None,
+    image_unreadable: bool = False,
 ) -> list[Path]:
     """The HTML and/or JSON report of ``study``; the files written, HTML first."""
     if html is None and json is None:
@@ -50,7 +51,8 @@ def write_study_report(
     data = study_report(store, study, context)
     written = []
     if html is not None:
-        written.append(write_html_report(output_path(html, "report"), data, study, image))
+        path = output_path(html, "report")
+        written.append(write_html_report(path, data, study, image, image_unreadable))
     if json is not None:
         written.append(write_json_report(output_path(json, "report"), data))
     return [Path(path) for path in written]

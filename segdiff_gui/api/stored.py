@@ -179,6 +179,19 @@ class StoredGroup:
         return [Run.of(record).row(is_merged(record)) for record in self.records]
 
     @cached_property
+    def _picture(self) -> tuple[np.ndarray | None, bool]:
+        """The target image read once, and whether a stored one could not be read (then
+        left out, and said once as a ``RuntimeWarning``)."""
+        image, problem = target_image(self.store, self.records[0].target_hash)
+        if problem is not None:
+            warnings.warn(str(problem), RuntimeWarning, stacklevel=3)
+        return image, problem is not None
+
+    @property
     def image(self) -> np.ndarray | None:
-        """The target image, for pictures (read once; a damaged one is left out)."""
-        return target_image(self.store, self.records[0].target_hash)
+        """The target image, for pictures."""
+        return self._picture[0]
+
+    @property
+    def image_unreadable(self) -> bool:
+        return self._picture[1]

@@ -375,8 +375,10 @@ class Study:
             The files written, HTML first.
         """
         study = self._study(cutoff)
-        image = self._group.image
-        return write_study_report(self._store, study, self._context(), image, html, json)
+        group = self._group
+        return write_study_report(
+            self._store, study, self._context(), group.image, html, json, group.image_unreadable
+        )
 
     # -- display ----------------------------------------------------------------------------
 

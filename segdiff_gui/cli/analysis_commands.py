@@ -142,7 +142,9 @@ def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
         write_json_report(args.json_file, data)
         out.print(f"wrote the JSON report to {args.json_file}")
     if args.html:
-        write_html_report(args.html, data, study, target_image(store, record.target_hash))
+        image, problem = target_image(store, record.target_hash)
+        status = max(status, report_damaged(err, [problem] if problem else []))
+        write_html_report(args.html, data, study, image, problem is not None)
         out.print(f"wrote the HTML report to {args.html}", markup=False)
     return status
 

@@ -120,9 +120,15 @@ def _shrink(data: np.ndarray, factor: int, how: str) -> np.ndarray:
     return np.take_along_axis(values, largest, axis=-1)[..., 0]
 
 
-def _pictures(study: Study, image: np.ndarray | None, width: int | None = None) -> str:
+def _pictures(
+    study: Study,
+    image: np.ndarray | None,
+    width: int | None = None,
+    image_unreadable: bool = False,
+) -> str:
     """The reference, the largest difference and the flips; with ``width`` (a notebook's
-    small pictures) each at most twice that many pixels across, reduced in blocks."""
+    small pictures) each at most twice that many pixels across, reduced in blocks.
+    ``image_unreadable``: a stored input image could not be read (said under the flips)."""
     ref = study.reference.probabilities
     factor = 1 if width is None else max(1, math.ceil(max(ref.shape[:2]) / (2 * width)))
     figures = []
@@ -159,7 +165,8 @@ def _pictures(study: Study, image: np.ndarray | None, width: int | None = None) 
         risky = _shrink(study.at_risk, factor, "any")
         overlay[risky] = (overlay[risky] * 0.4 + amber * 0.6).astype(np.uint8)
         overlay[_shrink(study.any_flips(), factor, "any")] = [255, 0, 40]
-        caption = "input image; red: pixels that flip in any run, amber: at-risk pixels"
+        under = "black: the input image could not be read" if image_unreadable else "input image"
+        caption = f"{under}; red: pixels that flip in any run, amber: at-risk pixels"
         figures.append(_figure(overlay, caption, width))
     inline = ' style="display:flex;flex-wrap:wrap;gap:12px"' if width is not None else ""
     return f'<div class="pics"{inline}>' + "".join(figures) + "</div>"
@@ -337,9 +344,14 @@ def _settings_paragraph(data: dict[str, Any]) -> str:
 
 
 def write_html_report(
-    path: str | Path, data: dict[str, Any], study: Study, image: np.ndarray | None
+    path: str | Path,
+    data: dict[str, Any],
+    study: Study,
+    image: np.ndarray | None,
+    image_unreadable: bool = False,
 ) -> Path:
-    """Write the report; ``image`` is the target image for the flip overlay (or ``None``)."""
+    """Write the report; ``image`` is the target image for the flip overlay (or ``None``:
+    none stored, or, with ``image_unreadable``, a stored one that could not be read)."""
     pairwise = data["pairwise"]
     pair_rows = [
         [label] + [f"{u:,} / {f:,}" for u, f in zip(ulps, flips, strict=True)]
@@ -360,7 +372,7 @@ def write_html_report(
 {_settings_paragraph(data)}
 <h2>Every run against the reference</h2>{_summary_table(data)}
 <h2>Determinism and risk</h2>{_verdict_items(determinism, at_risk["sentence"])}
-<h2>Pictures</h2>{_pictures(study, image)}
+<h2>Pictures</h2>{_pictures(study, image, image_unreadable=image_unreadable)}
 <h2>Flips as a function of the cutoff</h2>{_curve_svg(data)}
 <h2>Every pair of runs (max ULP / flips)</h2>{_table(["", *pairwise["labels"]], pair_rows)}
 {layer_probe_sections(data.get("layer_probes", []))}{repair_sections(data.get("repairs", []))}

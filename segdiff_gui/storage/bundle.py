@@ -289,7 +289,7 @@ def merge_bundle(path: str | Path, cache: ResultCache) -> MergeResult:
                 if cache.has(elsewhere) and cache.damage(elsewhere) is None:
                     continue
             if not cache.has_image(record.target_hash):
-                image = target_image(bundle, record.target_hash)
+                image, _ = target_image(bundle, record.target_hash)  # checked whole above
                 if image is not None:
                     cache.write_image(record.target_hash, record.target_name, image)
                     written.append(cache.image_path(record.target_hash))

@@ -46,13 +46,15 @@ class RunStore(Protocol):
     def read_image(self, image_hash: str) -> np.ndarray | None: ...
 
 
-def target_image(store: RunStore, image_hash: str) -> np.ndarray | None:
-    """The target image shown under the maps, or ``None``: it is shown, not analysed, so a
-    damaged one is left out and the maps still show."""
+def target_image(store: RunStore, image_hash: str) -> tuple[np.ndarray | None, InputError | None]:
+    """The target image shown under the maps (``None`` where the store has none), and why a
+    stored one could not be read: it is shown, not analysed, so a damaged one is left out and
+    the maps still show, and each front end says so in one line."""
     try:
-        return store.read_image(image_hash)
-    except InputError:
-        return None
+        return store.read_image(image_hash), None
+    except InputError as error:
+        problem = f"{error.problem}; the maps are shown without the image under them"
+        return None, InputError(error.path, problem)
 
 
 def _group_key(record: RunRecord) -> str:

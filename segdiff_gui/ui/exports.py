@@ -81,7 +81,8 @@ class ExportActions:
         else:
             from segdiff_gui.io.html_report import write_html_report  # not for the start either
 
-            write_html_report(path, data, study, self.model.image)
+            unreadable = self.model.image_problem is not None
+            write_html_report(path, data, study, self.model.image, unreadable)
         self.notify(f"wrote {path}", 6000)
 
     def export_views(self) -> None:

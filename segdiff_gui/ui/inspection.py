@@ -69,6 +69,7 @@ class InspectionModel:
         self.runs: list[StudyRun] = []
         self.records: dict[str, RunRecord] = {}
         self.image: np.ndarray | None = None
+        self.image_problem: InputError | None = None  # why a stored image could not be read
         self.reference_key: str | None = None
         self.cutoff = DEFAULT_CUTOFF
         self.mode: ViewMode = "probability"
@@ -91,7 +92,9 @@ class InspectionModel:
         for record in ordered:
             self._append(store, record)
         ordered = [record for record in ordered if record.key in self.records]
-        self.image = target_image(store, ordered[0].target_hash) if ordered else None
+        self.image, self.image_problem = None, None
+        if ordered:
+            self._read_image(store, ordered[0].target_hash)
         self.reference_key = None
         self.layer_map = None  # of another image, or of runs no longer shown
         self._refresh()
@@ -129,9 +132,15 @@ class InspectionModel:
         """Runs joined the grid: each in its place, the target image read once (``record``'s,
         the group's), the views redrawn."""
         self.runs.sort(key=lambda run: natural_order(self.records[run.key]))
-        if self.image is None:
-            self.image = target_image(store, record.target_hash)
+        if self.image is None and self.image_problem is None:  # a damaged one is said once
+            self._read_image(store, record.target_hash)
         self._refresh()
+
+    def _read_image(self, store: RunStore, image_hash: str) -> None:
+        """The target image under the maps; a damaged one is said with the unreadable runs."""
+        self.image, self.image_problem = target_image(store, image_hash)
+        if self.image_problem is not None:
+            self.unreadable.append(self.image_problem)
 
     def _append(self, store: RunStore, record: RunRecord) -> None:
         try:

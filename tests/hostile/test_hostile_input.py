@@ -402,3 +402,42 @@ def test_a_bundle_target_with_an_odd_format_attribute_is_not_overwritten(tmp_pat
         handle.attrs["format"] = np.array([1, 2])
     result = run("bundle", target, "--cache", cache.root, home=tmp_path)
     assert result.returncode == 2 and "not overwriting it" in result.stderr
+
+
+def test_a_damaged_stored_image_is_said_in_one_line_and_the_maps_still_show(tmp_path):
+    """Issue 34, item 15: a stored target image that cannot be read was left out of the
+    report and the window without a word. The maps still show; each front end says, in one
+    line naming the file, that the picture under them could not be read."""
+    import warnings
+
+    from segdiff_gui import api
+    from segdiff_gui.ui.inspection import InspectionModel
+    from tests.storage.test_cache import IMAGE_HASH
+
+    cache, _keys = base_cache(tmp_path / "cache")
+    cache.claim()
+    image = cache.image_path(IMAGE_HASH)
+    image.write_bytes(image.read_bytes()[:600])  # truncated: no longer an HDF5 file
+    said = rf"{image}: .*; the maps are shown without the image under them"
+
+    html = tmp_path / "report.html"
+    reported = run("report", "--html", html, "--cache", cache.root, home=tmp_path)
+    assert reported.returncode == 2
+    (line,) = reported.stderr.splitlines()
+    assert re.fullmatch(f"segdiff: {said}", line), line
+    assert "black: the input image could not be read; red: pixels that flip" in html.read_text()
+
+    study = api.open_cache(cache.root).study()
+    notebook_report = tmp_path / "notebook.html"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        study.report(html=notebook_report)
+        assert study.map("cpu b4 r0").shape == (32, 32)
+        study._repr_html_()  # shown in the notebook: said once, not again
+    assert [re.fullmatch(said, str(w.message)) is not None for w in caught] == [True]
+    assert "black: the input image could not be read" in notebook_report.read_text()
+
+    model = InspectionModel()
+    model.set_runs(cache, cache.records())
+    assert len(model.runs) == 3 and model.image is None
+    assert [re.fullmatch(said, str(e)) is not None for e in model.unreadable] == [True]
