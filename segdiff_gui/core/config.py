@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from fractions import Fraction
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
@@ -55,6 +55,8 @@ class RunConfig:
     precision: str = _default("precision")
     keep_float32: tuple[str, ...] = _default("keep_float32")
     repeat_scope: Literal["process", "fresh"] = _default("repeat_scope")
+    # The registry these fields are (a configuration type with a knob more names its own).
+    knobs: ClassVar[KnobRegistry] = KNOBS
 
     def __post_init__(self) -> None:
         KNOBS.normalise(self)
@@ -78,7 +80,12 @@ class RunConfig:
 
     def process_settings(self) -> tuple[object, ...]:
         """The knobs TensorFlow reads once per process; equal values may share a child."""
-        return KNOBS.process_settings(self)
+        return self.knobs.process_settings(self)
+
+    def forward_key(self) -> tuple[tuple[str, object], ...]:
+        """What the child's forward pass for this configuration is built for (the device,
+        XLA, the precision and the layers kept in float32, and any knob added at run time)."""
+        return self.knobs.forward_key(self)
 
     @property
     def fresh_repeats(self) -> bool:

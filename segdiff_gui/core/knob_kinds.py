@@ -53,6 +53,11 @@ class Knob:
     shown: Callable[[Any], str] = str  # the value in sentences: "on", "default", "64"
     link: str = ""  # where TensorFlow documents it
     process_level: bool = False  # read by TensorFlow once per process: needs its own child
+    # Whether the forward pass a child builds for a run depends on it (``forward_key``).
+    # A knob that only says what fills the batch (its size, context, the target's position)
+    # is False: the same function computes every batch. A knob set at run time is in the key
+    # unless it says so here, so a new one can never reuse another value's compiled function.
+    builds_forward: bool = True
     part_of: str | None = None  # attributed with another knob (a batch's context and position)
     advise_keeping: bool = False  # "keep it as in the reference" is advice when it moves maps
     variants: tuple[Variant, ...] = ()

@@ -111,6 +111,7 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         advise_keeping=True,
         aliases=("bs",),
         describe=lambda value: f"batch {value}",
+        builds_forward=False,  # a new input shape compiles again: the child counts it
     ),
     choice(
         "context",
@@ -119,6 +120,7 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         tooltip="What fills a batch beside the target: the other images of the set, or copies "
         "of the target.",
         part_of="batch",
+        builds_forward=False,
     ),
     Knob(
         "position",
@@ -130,6 +132,7 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         check=at_least(0, None),
         fragment=lambda value: f"pos{value}" if value else "",
         part_of="batch",
+        builds_forward=False,
     ),
     switch(
         "determinism",
@@ -366,6 +369,17 @@ class KnobRegistry:
     def process_settings(self, config: Any) -> tuple[object, ...]:
         """The knobs TensorFlow reads once per process: equal values may share a child."""
         return tuple(getattr(config, k.name) for k in self.knobs if k.process_level)
+
+    def forward_key(self, config: Any) -> tuple[tuple[str, object], ...]:
+        """What a child's forward pass for ``config`` is built for: every knob set at run time
+        (the process-level ones are equal within a child) but those that only fill the batch.
+        A child keeps one compiled forward pass per key, so two configurations share one only
+        where every such knob agrees."""
+        return tuple(
+            (knob.name, getattr(config, knob.name))
+            for knob in self.knobs
+            if knob.builds_forward and not knob.process_level
+        )
 
     def groups(self) -> tuple[tuple[Knob, tuple[str, ...]], ...]:
         """The attributed knobs, in path order, each with the fields it carries (the batch

@@ -180,7 +180,7 @@ class JobRunner:
     def forward(self, config: RunConfig) -> tuple[Callable[[np.ndarray], Outputs], bool]:
         """The runtime's forward pass for ``config`` on its device, and whether this is its
         first use (where kernels compile)."""
-        key = (config.device, config.precision, config.keep_float32, config.xla)
+        key = config.forward_key()
         if key not in self._forwards:
             model = self.model_on(config.device)
             with self.backend.device_scope(config.device):  # a rebuild for precision too

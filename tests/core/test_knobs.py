@@ -54,3 +54,22 @@ def test_a_process_level_knob_added_to_a_registry_gets_its_own_child(demo, cache
     assert alone.runs[0].config.fastmath is True
     # Its value is part of the cache key: the fast run is not the plain one.
     assert len({run.key for run in plan.runs}) == 3
+
+
+def test_a_run_time_knob_added_to_a_registry_reaches_the_forward_key():
+    """Issue 35: a child keeps one compiled forward pass per key, and the key was a tuple
+    written by hand: a run-time knob missing from it would have reused another value's
+    compiled function, and stored its map under the new key."""
+    plain, tiled = FastConfig(), FastConfig(tiling=True)
+    assert plain.process_settings() == tiled.process_settings()  # they share a child
+    assert dict(tiled.forward_key())["tiling"] is True
+    assert plain.forward_key() != tiled.forward_key()
+    # What only fills the batch builds no other function; every other run-time knob does.
+    assert FastConfig(batch=4, context="copies", position=2).forward_key() == plain.forward_key()
+    for other in (
+        FastConfig(device="gpu:0"), FastConfig(xla=True), FastConfig(precision="mixed_bfloat16"),
+        FastConfig(precision="mixed_bfloat16", keep_float32=("conv",)),
+    ):  # fmt: skip
+        assert other.forward_key() != plain.forward_key(), other
+    # A process-level knob is equal within a child: not in the key.
+    assert "fastmath" not in dict(FastConfig(fastmath=True).forward_key())

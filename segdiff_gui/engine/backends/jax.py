@@ -50,8 +50,8 @@ class JaxBackend(Backend):
     name = "jax"
 
     def __init__(self) -> None:
-        self._jitted: dict[int, Any] = {}
-        self._layer_jits: dict[int, Any] = {}
+        self._jitted: dict[tuple[object, ...], Any] = {}
+        self._layer_jits: dict[tuple[object, ...], Any] = {}
         self._cache_refused = ""  # why the compilation cache was not used
 
     def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:
@@ -119,7 +119,7 @@ class JaxBackend(Backend):
         device = self._device(config.device)
         names = model.output_names
         if config.xla:
-            key = id(keras_model)
+            key = (id(keras_model), config.forward_key())
             if key not in self._jitted:
 
                 def stateless(trainable: Any, other: Any, batch: Any) -> Any:
@@ -161,7 +161,7 @@ class JaxBackend(Backend):
             return super().layer_call(config)
 
         def call(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            key = id(layer)
+            key = (id(layer), config.forward_key())
             if not getattr(layer, "_call_has_training_arg", False):
                 # Layer.__call__ drops it for such a layer; stateless_call hands it on to call().
                 kwargs = {name: value for name, value in kwargs.items() if name != "training"}

@@ -153,9 +153,10 @@ class TensorFlowBackend(Backend):
         }
 
     def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
-        """One ``tf.function`` per model, precision and XLA setting. XLA is always set
-        explicitly because Keras would otherwise decide by itself when a GPU is visible."""
-        key = (id(model), config.precision, config.keep_float32, config.xla)
+        """One ``tf.function`` per model and forward key (its precision, XLA, …). XLA is set
+        as the run computes it (``model.predict``'s choice, resolved by the planner, or the
+        user's), never left to Keras inside the child."""
+        key = (id(model), config.forward_key())
         if key not in self._functions:
             self._functions[key] = tf.function(
                 model.forward(config.precision, config.keep_float32), jit_compile=config.xla
@@ -182,7 +183,7 @@ class TensorFlowBackend(Backend):
         only fusions across layers could differ, which the probe's final check would show."""
 
         def call(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            key = (id(layer), "layer", config.xla)
+            key = (id(layer), "layer", config.forward_key())
             if key not in self._functions:
                 self._functions[key] = tf.function(_calling(layer), jit_compile=config.xla)
             return self._functions[key](*args, **kwargs)
