@@ -9,14 +9,14 @@ switched between runs inside one child.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from fractions import Fraction
 from typing import Any, ClassVar, Literal, TypeVar
 
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
-from segdiff_gui.core.runtimes import refusal
+from segdiff_gui.core.runtimes import RUNTIMES, Runtime
 
 __all__ = [
     "PRECISIONS",
@@ -55,8 +55,10 @@ class RunConfig:
     precision: str = _default("precision")
     keep_float32: tuple[str, ...] = _default("keep_float32")
     repeat_scope: Literal["process", "fresh"] = _default("repeat_scope")
-    # The registry these fields are (a configuration type with a knob more names its own).
+    # The registry these fields are, and the runtimes that say which knobs each takes (a
+    # configuration type with a knob more names its own).
     knobs: ClassVar[KnobRegistry] = KNOBS
+    runtimes: ClassVar[Mapping[str, Runtime]] = RUNTIMES
 
     def __post_init__(self) -> None:
         KNOBS.normalise(self)
@@ -66,13 +68,14 @@ class RunConfig:
         if self.batch == 1:
             # A batch of one has no context: normalise so equal runs get equal cache keys.
             object.__setattr__(self, "context", "set")
-        if self.keep_float32 and self.precision == "float32" and not refusal(self):
+        refusal = self.runtimes[self.runtime].refusal(self)
+        if self.keep_float32 and self.precision == "float32" and not refusal:
             raise ConfigError(
                 "keep_float32 keeps layers in float32 under a reduced precision; this "
                 "configuration computes everything in float32 already"
             )
-        if reason := refusal(self):
-            raise ConfigError(reason)
+        if refusal:
+            raise ConfigError(refusal)
 
     @property
     def is_gpu(self) -> bool:

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = [
     "RUNTIMES",
     "RUNTIME_NAMES",
     "Conversion",
+    "Limit",
     "Runtime",
     "calibration_set",
     "calibration_tag",
@@ -52,11 +53,31 @@ class Runtime:
     extra: str  # pip install 'segdiff[EXTRA]' brings it ("" for the base install)
     engine: str  # the engine module that drives it
     link: str
-    # (config) → why this configuration cannot run under this runtime, or "".
-    refuses: Callable[[Any], str]
+    # The knobs it takes (each honoured, or read back): any other knob, one added to the
+    # registry later included, is refused at a value other than its default, never ignored.
+    takes: frozenset[str]
+    # Knobs it takes at some values only (``Limit``), by name.
+    limits: Mapping[str, Limit] = field(default_factory=dict)
     conversion: Conversion | None = None
     # Modules the conversion needs besides ``package`` (TensorFlow converts; tf2onnx to ONNX).
     converters: tuple[str, ...] = ()
+
+    def refusal(self, config: Any) -> str:
+        """Why ``config`` (a configuration of every knob) cannot run under this runtime, in
+        one line, or "": a limited knob outside its values, or a knob it does not take away
+        from its default. The first such knob in the registry's order is named."""
+        for knob in fields(config):
+            value = getattr(config, knob.name)
+            limit = self.limits.get(knob.name)
+            if limit is not None and not limit.allows(value):
+                return limit.says(value, self.title)
+            if knob.name not in self.takes and value != knob.default:
+                written = config.knobs[knob.name].spec(value)  # as --config writes it
+                return (
+                    f"{knob.name}={written} means nothing under {self.title}: it has no such "
+                    f"setting (leave {knob.name} at its default)"
+                )
+        return ""
 
     def installed(self) -> bool:
         return all(
@@ -74,75 +95,107 @@ class Runtime:
         return "tensorflow" if self.conversion else self.name
 
 
-def _refuses_nothing(_config: Any) -> str:
-    return ""
+# The knobs every runtime takes: which model, where, in which batch, in which process.
+_EVERY_RUNTIME = frozenset({"runtime", "device", "batch", "context", "position", "repeat_scope"})
+# Keras's own: its precision policy and the layers kept in float32, and XLA's compilation.
+_KERAS = frozenset({"precision", "keep_float32", "xla"})
+# The process's numerics switches, as TensorFlow names them (each runtime maps its own).
+_SWITCHES = frozenset({"determinism", "tf32", "onednn", "threads"})
 
 
-def _jax_refuses(config: Any) -> str:
-    if config.onednn is False:
-        return (
-            "onednn=off means nothing under JAX: oneDNN is TensorFlow's CPU kernel switch and "
-            "XLA's CPU backend has none (leave onednn at its default)"
-        )
-    if config.threads > 1:
-        return (
-            f"threads={config.threads} cannot be set under JAX: XLA's CPU backend runs on one "
-            "thread (threads=1) or its own pool (threads=0)"
-        )
-    return ""
+@dataclass(frozen=True)
+class Limit:
+    """A knob a runtime takes at some values only: which, and the one line said otherwise
+    (it is given the value and the runtime's title)."""
+
+    allows: Callable[[Any], bool]
+    says: Callable[[Any, str], str]
 
 
-def _torch_refuses(config: Any) -> str:
-    if config.xla:
-        return (
-            "xla=on means nothing under PyTorch: Keras runs a torch model eagerly, and "
-            "torch.compile is not XLA (keep xla=off)"
-        )
-    return ""
+def _means_nothing(setting: str, why: str) -> Callable[[Any, str], str]:
+    """The line for a value that means nothing under a runtime: ``{setting} means nothing
+    under {title}: {why}``."""
+    return lambda _value, title: f"{setting} means nothing under {title}: {why}"
 
 
-def _converted_refuses(title: str, on_gpu: bool, switches: bool) -> Callable[[Any], str]:
-    """What a converted model's runtime refuses: TensorFlow's own switches (XLA, oneDNN, a
-    precision policy: the conversion is the precision), and, for LiteRT, the GPU and the
-    switches it has no setting for (``switches``: the runtime maps determinism and TF32)."""
+_NO_XLA = Limit(
+    lambda xla: not xla,
+    _means_nothing(
+        "xla=on", "the converted model runs in its own kernels, not TensorFlow's (keep xla=off)"
+    ),
+)
+_ONEDNN_NOT_OFF = Limit(
+    lambda onednn: onednn is not False,
+    _means_nothing(
+        "onednn=off", "oneDNN is TensorFlow's CPU kernel switch (leave onednn at its default)"
+    ),
+)
+_CONVERTED_PRECISION = {
+    "keep_float32": Limit(
+        lambda layers: not layers,
+        _means_nothing(
+            "keep_float32",
+            "it keeps Keras layers in float32 under a mixed-precision policy, and the "
+            "conversion sets the model's precision",
+        ),
+    ),
+    "precision": Limit(
+        lambda precision: precision == "float32",
+        lambda precision, title: (
+            f"precision={precision} means nothing under {title}: the conversion sets the "
+            "model's precision (runtime=litert-fp16 for float16 weights, litert-dynamic-int8 "
+            "or litert-int8 for int8)"
+        ),
+    ),
+}
+_CPU_ONLY = Limit(
+    lambda device: not str(device).startswith("gpu"),
+    lambda device, title: (
+        f"{device} cannot run {title} here: LiteRT's GPU delegate is built for Android and "
+        "iOS, not for this Python package (device=cpu)"
+    ),
+)
 
-    def refuses(config: Any) -> str:
-        if config.xla:
-            return (
-                f"xla=on means nothing under {title}: the converted model runs in its own "
-                "kernels, not TensorFlow's (keep xla=off)"
-            )
-        if config.onednn is False:
-            return (
-                f"onednn=off means nothing under {title}: oneDNN is TensorFlow's CPU kernel "
-                "switch (leave onednn at its default)"
-            )
-        if config.keep_float32:
-            return (
-                f"keep_float32 means nothing under {title}: it keeps Keras layers in float32 "
-                "under a mixed-precision policy, and the conversion sets the model's precision"
-            )
-        if config.precision != "float32":
-            return (
-                f"precision={config.precision} means nothing under {title}: the conversion "
-                "sets the model's precision (runtime=litert-fp16 for float16 weights, "
-                "litert-dynamic-int8 or litert-int8 for int8)"
-            )
-        if config.is_gpu and not on_gpu:
-            return (
-                f"{config.device} cannot run {title} here: LiteRT's GPU delegate is built for "
-                "Android and iOS, not for this Python package (device=cpu)"
-            )
-        if not switches and config.determinism:
-            return (
-                f"determinism=on means nothing under {title}: it has no determinism switch "
-                "(keep determinism=off)"
-            )
-        if not switches and not config.tf32:
-            return f"tf32=off means nothing under {title}: it runs on the CPU (keep tf32=on)"
-        return ""
-
-    return refuses
+_JAX_LIMITS = {
+    "onednn": Limit(
+        lambda onednn: onednn is not False,
+        _means_nothing(
+            "onednn=off",
+            "oneDNN is TensorFlow's CPU kernel switch and XLA's CPU backend has none (leave "
+            "onednn at its default)",
+        ),
+    ),
+    "threads": Limit(
+        lambda threads: threads <= 1,
+        lambda threads, _title: (
+            f"threads={threads} cannot be set under JAX: XLA's CPU backend runs on one thread "
+            "(threads=1) or its own pool (threads=0)"
+        ),
+    ),
+}
+_TORCH_LIMITS = {
+    "xla": Limit(
+        lambda xla: not xla,
+        _means_nothing(
+            "xla=on",
+            "Keras runs a torch model eagerly, and torch.compile is not XLA (keep xla=off)",
+        ),
+    ),
+}
+_LITERT_LIMITS = {
+    "device": _CPU_ONLY,
+    "xla": _NO_XLA,
+    "onednn": _ONEDNN_NOT_OFF,
+    **_CONVERTED_PRECISION,
+    "determinism": Limit(
+        lambda determinism: not determinism,
+        _means_nothing("determinism=on", "it has no determinism switch (keep determinism=off)"),
+    ),
+    "tf32": Limit(
+        lambda tf32: tf32, _means_nothing("tf32=off", "it runs on the CPU (keep tf32=on)")
+    ),
+}
+_ONNX_LIMITS = {"xla": _NO_XLA, "onednn": _ONEDNN_NOT_OFF, **_CONVERTED_PRECISION}
 
 
 _LITERT_DOCS = "https://ai.google.dev/edge/litert/models/"
@@ -157,7 +210,9 @@ def _litert(name: str, quantization: str, title: str, link: str) -> Runtime:
         "litert",
         "segdiff_gui.engine.backends.litert",
         _LITERT_DOCS + link,
-        _converted_refuses(full, on_gpu=False, switches=False),
+        # The interpreter's thread count; its XLA, oneDNN and precision are the conversion's.
+        _EVERY_RUNTIME | _KERAS | _SWITCHES,
+        _LITERT_LIMITS,
         Conversion("litert", quantization, title),
         converters=("tensorflow",),
     )
@@ -171,7 +226,7 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         "",
         "segdiff_gui.engine.backends.tensorflow",
         "https://www.tensorflow.org/guide/gpu",
-        _refuses_nothing,
+        _EVERY_RUNTIME | _KERAS | _SWITCHES,
     ),
     Runtime(
         "jax",
@@ -180,7 +235,8 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         "jax",
         "segdiff_gui.engine.backends.jax",
         "https://keras.io/getting_started/#configuring-your-backend",
-        _jax_refuses,
+        _EVERY_RUNTIME | _KERAS | _SWITCHES,  # mapped to XLA's flags and JAX's precision
+        _JAX_LIMITS,
     ),
     Runtime(
         "torch",
@@ -189,7 +245,8 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         "torch",
         "segdiff_gui.engine.backends.torch",
         "https://keras.io/getting_started/#configuring-your-backend",
-        _torch_refuses,
+        _EVERY_RUNTIME | _KERAS | _SWITCHES,  # mapped to PyTorch's own switches
+        _TORCH_LIMITS,
     ),
     _litert("litert", "float32", "float32", "convert_tf"),
     _litert("litert-fp16", "float16", "float16 weights", "post_training_float16_quant"),
@@ -204,7 +261,9 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         "onnx",
         "segdiff_gui.engine.backends.onnxruntime",
         "https://onnxruntime.ai/docs/api/python/api_summary.html",
-        _converted_refuses("ONNX Runtime", on_gpu=True, switches=True),
+        # Its session's determinism, TF32 and thread count, and the CUDA provider's GPUs.
+        _EVERY_RUNTIME | _KERAS | _SWITCHES,
+        _ONNX_LIMITS,
         Conversion("onnx", "float32", "float32"),
         converters=("tensorflow", "tf2onnx"),
     ),
@@ -215,7 +274,7 @@ RUNTIME_NAMES = tuple(RUNTIMES)
 
 def refusal(config: Any) -> str:
     """Why ``config`` cannot run under its runtime ("" when it can)."""
-    return RUNTIMES[config.runtime].refuses(config)
+    return RUNTIMES[config.runtime].refusal(config)
 
 
 def installed_runtimes(one_per_engine: bool = False) -> tuple[Runtime, ...]:

@@ -3,11 +3,13 @@ the way a new knob (a runtime, a backend) joins every front end."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry, Variant, switch
+from segdiff_gui.core.runtimes import RUNTIMES, Runtime
 
 FASTMATH = switch(
     "fastmath",
@@ -29,6 +31,13 @@ TILING = switch(
     link="https://example.org/tiling",
 )
 REGISTRY = KNOBS.with_knob(FASTMATH).with_knob(TILING)
+# TensorFlow takes both; every other runtime was not told of them, and refuses them.
+TAKEN = {
+    **RUNTIMES,
+    "tensorflow": replace(
+        RUNTIMES["tensorflow"], takes=RUNTIMES["tensorflow"].takes | {"fastmath", "tiling"}
+    ),
+}
 
 
 @dataclass(frozen=True, order=True)
@@ -36,6 +45,7 @@ class FastConfig(RunConfig):
     fastmath: bool = False
     tiling: bool = False
     knobs: ClassVar[KnobRegistry] = REGISTRY
+    runtimes: ClassVar[Mapping[str, Runtime]] = TAKEN
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -73,3 +73,16 @@ def test_a_run_time_knob_added_to_a_registry_reaches_the_forward_key():
         assert other.forward_key() != plain.forward_key(), other
     # A process-level knob is equal within a child: not in the key.
     assert "fastmath" not in dict(FastConfig(fastmath=True).forward_key())
+
+
+@pytest.mark.parametrize("runtime", ["jax", "torch", "litert", "onnxruntime"])
+def test_a_knob_a_runtime_was_not_told_of_is_refused_never_ignored(runtime):
+    """Issue 35: which values a runtime refuses was code; a knob added to the registry but
+    not to a runtime's refusals was silently ignored by it (LiteRT computed without it)."""
+    with pytest.raises(
+        ConfigError,
+        match=r"^tiling=on means nothing under .*: it has no such setting \(leave tiling at",
+    ):
+        FastConfig(runtime=runtime, tiling=True)
+    assert FastConfig(runtime=runtime).tiling is False  # at its default it is nothing to say
+    assert FastConfig(tiling=True).tiling is True  # TensorFlow was told: it takes it
