@@ -8,7 +8,9 @@ import this package first, and their start-up must not pay for the API's imports
 import importlib as _importlib
 from typing import Any as _Any
 
-__version__ = "0.1.0"
+from segdiff_gui.version import __version__
+
+__all__ = ["__version__"]  # and the API's names below, loaded on first use
 
 # segdiff_gui.api's __all__, known here without importing it (a test holds the two equal):
 # any other name is an AttributeError at once, never an import of the whole API.

@@ -81,3 +81,24 @@ def test_no_import_circle_among_the_ui_modules():
 
     circles = sorted(name for name in imports if reaches(name, name, {name}))
     assert circles == []
+
+
+def test_no_module_imports_the_package_s_front_door():
+    """The root package is the API's front door, above every room: a module that imports it
+    (for its version, say) is an arrow up, outside every contract (issue 35)."""
+    import ast
+
+    upward = []
+    for path in sorted((ROOT / "segdiff_gui").rglob("*.py")):
+        if path == ROOT / "segdiff_gui" / "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "segdiff_gui":
+                upward += [f"{path.relative_to(ROOT)}: {alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                upward += [
+                    f"{path.relative_to(ROOT)}: import {alias.name}"
+                    for alias in node.names
+                    if alias.name == "segdiff_gui"
+                ]
+    assert upward == []

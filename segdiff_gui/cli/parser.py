@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from segdiff_gui import __version__
 from segdiff_gui.cli.layers_parser import add_layers, add_repair
 from segdiff_gui.cli.parser_parts import (
     EPILOG,
@@ -23,6 +22,7 @@ from segdiff_gui.runner.arguments import (
     add_repeats_and_timeout,
     add_timeout,
 )
+from segdiff_gui.version import __version__
 
 __all__ = ["build_parser"]
 

@@ -11,9 +11,9 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
-from segdiff_gui import __version__
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.environment import recorded_environment
+from segdiff_gui.version import __version__
 
 if TYPE_CHECKING:
     from segdiff_gui.engine.backends.base import Backend

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui import __version__
 from segdiff_gui.core.runtime_defaults import onednn_in_effect
 from segdiff_gui.core.study import Study
 from segdiff_gui.core.timestamps import local_timestamp
+from segdiff_gui.version import __version__
 
 __all__ = ["CURVE_POINTS", "report_data", "write_json_report"]
 

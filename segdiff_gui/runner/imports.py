@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui import __version__
 from segdiff_gui.core.config import ModelSettings, RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import hash_path, imported_map_digest, run_key
@@ -33,6 +32,7 @@ from segdiff_gui.runner.devices import inspect_model
 from segdiff_gui.runner.plan import check_model_path, image_refs
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.version import __version__
 
 __all__ = ["ImportRequest", "Imported", "import_maps", "map_shape_of"]
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from segdiff_gui import __version__
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.text import printable
 from segdiff_gui.core.timestamps import local_timestamp
@@ -45,6 +44,7 @@ from segdiff_gui.storage.records import (
 )
 from segdiff_gui.storage.schema import AttributeReader, is_digest
 from segdiff_gui.storage.studies import target_image
+from segdiff_gui.version import __version__
 
 __all__ = ["BundleReader", "MergeResult", "is_bundle", "merge_bundle", "write_bundle"]
 

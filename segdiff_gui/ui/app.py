@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from segdiff_gui import __version__
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.runner.arguments import add_configs, add_model_settings, add_repeats_and_timeout
+from segdiff_gui.version import __version__
 
 __all__ = ["build_window", "configure_application", "main"]
 

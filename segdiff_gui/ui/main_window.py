@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
 )
 from superqt.utils import WorkerBase
 
-from segdiff_gui import __version__
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.text import printable
 from segdiff_gui.runner.devices import build_text, remembered_probe
@@ -47,6 +46,7 @@ from segdiff_gui.ui.stats_panel import StatsPanel
 from segdiff_gui.ui.view_toolbar import ViewToolbar
 from segdiff_gui.ui.window_layout import GRID_MINIMUM_WIDTH, WindowLayout
 from segdiff_gui.ui.your_maps import YourMaps
+from segdiff_gui.version import __version__
 
 __all__ = ["MainWindow"]
 

@@ -15,7 +15,6 @@ import time
 from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
-from segdiff_gui import __version__
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.request import MatrixRequest
@@ -23,6 +22,7 @@ from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.main_window import MainWindow
 from segdiff_gui.ui.session import MatrixSession
+from segdiff_gui.version import __version__
 
 __all__ = ["run_smoke_test"]
 

@@ -66,5 +66,5 @@ def test_one_version_everywhere():
         )
         assert result.stdout.strip().endswith(version)
     pyproject = (LINUX.parents[1] / "pyproject.toml").read_text()
-    assert 'version = {attr = "segdiff_gui.__version__"}' in pyproject
+    assert 'version = {attr = "segdiff_gui.version.__version__"}' in pyproject
     assert not re.search(r'^version\s*=\s*"', pyproject, re.MULTILINE)  # no second copy
