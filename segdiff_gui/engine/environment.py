@@ -139,21 +139,36 @@ def _torch_settings(settings: RunConfig) -> dict[str, str]:
     return {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"} if settings.determinism else {}
 
 
+def _conversion_settings(_settings: RunConfig, _uses_gpu: bool) -> dict[str, str]:
+    # TensorFlow only converts here (on its defaults); the runtime's own settings are
+    # session options (engine/backends/litert.py, onnxruntime.py).
+    return {"TF_ENABLE_ONEDNN_OPTS": "1"}
+
+
+# What each Keras backend reads at import, by the backend its child sets; a converted
+# runtime's child converts under TensorFlow on its defaults.
+_SETTINGS_OF_BACKEND = {
+    "tensorflow": lambda settings, _uses_gpu: _tensorflow_settings(settings),
+    "jax": _jax_settings,
+    "torch": lambda settings, _uses_gpu: _torch_settings(settings),
+}
+
+
 def apply_process_settings(settings: RunConfig, uses_gpu: bool) -> None:
     """Set what the runtime reads at import, for a child whose runs share ``settings``'
-    process-level knobs (``uses_gpu``: whether any of them runs on a GPU)."""
+    process-level knobs (``uses_gpu``: whether any of them runs on a GPU). A runtime this
+    child does not know is an error, never another runtime's settings."""
+    runtime = RUNTIMES.get(settings.runtime)
+    if runtime is None:
+        raise InputError("runtime", f"{settings.runtime!r} is not a runtime this engine knows")
     apply_common_settings(settings.runtime)
     os.environ.pop("TF_DETERMINISTIC_OPS", None)
-    if RUNTIMES[settings.runtime].conversion:
-        # TensorFlow only converts here (on its defaults); the runtime's own settings are
-        # session options (engine/backends/litert.py, onnxruntime.py).
-        values = {"TF_ENABLE_ONEDNN_OPTS": "1"}
-    elif settings.runtime == "tensorflow":
-        values = _tensorflow_settings(settings)
-    elif settings.runtime == "jax":
-        values = _jax_settings(settings, uses_gpu)
+    if runtime.conversion:
+        values = _conversion_settings(settings, uses_gpu)
+    elif runtime.keras_backend in _SETTINGS_OF_BACKEND:
+        values = _SETTINGS_OF_BACKEND[runtime.keras_backend](settings, uses_gpu)
     else:
-        values = _torch_settings(settings)
+        raise InputError("runtime", f"{runtime.title} has no process settings in this engine")
     os.environ.update(values)
 
 

@@ -1,6 +1,7 @@
 """A child's start-up skips what its runtime would import unused (issue 18): TensorFlow's import
 of JAX and Keras's of pandas, about a second of every TensorFlow child's start-up."""
 
+import os
 import subprocess
 import sys
 
@@ -36,3 +37,35 @@ def test_a_jax_child_still_has_jax():
     pytest.importorskip("jax")
     loaded, backend = _loaded_in_child("jax")
     assert backend == "jax" and "jax" in loaded and "pandas" not in loaded
+
+
+_UNKNOWN = """
+import os
+from dataclasses import replace
+from segdiff_gui.core import runtimes
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.engine.environment import apply_process_settings
+# A runtime entry whose Keras backend the engine has no settings for (as OpenVINO's would be
+# before its settings were written): never another backend's settings.
+runtimes.RUNTIMES["openvino"] = replace(
+    runtimes.RUNTIMES["torch"], name="openvino", title="OpenVINO", package="openvino"
+)
+config = RunConfig(determinism=True)
+object.__setattr__(config, "runtime", "openvino")  # past the knob's check, as a new entry
+try:
+    apply_process_settings(config, False)
+except InputError as error:
+    print(error, "|", os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+"""
+
+
+def test_a_runtime_the_engine_has_no_settings_for_is_an_error_not_pytorchs_path():
+    """Issue 35: engine/environment.py sent any runtime it did not know down PyTorch's path."""
+    done = subprocess.run(
+        [sys.executable, "-c", _UNKNOWN], capture_output=True, text=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"},
+    )  # fmt: skip
+    assert done.stdout.strip() == (
+        "runtime: OpenVINO has no process settings in this engine | None"
+    ), done.stderr[-2000:]
