@@ -66,22 +66,11 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         describe=lambda value: f"runtime {RUNTIMES[value].title}",
         aliases=("backend",),
         keyed_at_default=False,
-        variants=(
-            Variant("JAX", "jax", "Keras 3 on JAX (needs segdiff's jax extra)."),
-            Variant("PyTorch", "torch", "Keras 3 on PyTorch (needs segdiff's torch extra)."),
-            Variant("LiteRT", "litert", "Converted to LiteRT, float32 (segdiff's litert extra)."),
-            Variant("LiteRT fp16", "litert-fp16", "Converted to LiteRT with float16 weights."),
-            Variant(
-                "LiteRT int8 (dynamic)",
-                "litert-dynamic-int8",
-                "Converted to LiteRT, dynamic-range int8: int8 weights, float activations.",
-            ),
-            Variant(
-                "LiteRT int8",
-                "litert-int8",
-                "Converted to LiteRT, full int8, calibrated on the run's own images.",
-            ),
-            Variant("ONNX Runtime", "onnxruntime", "Converted to ONNX (segdiff's onnx extra)."),
+        # A checkbox for each runtime but the default, as its entry says it.
+        variants=tuple(
+            Variant(runtime.checkbox, runtime.name, runtime.checkbox_tip)
+            for runtime in RUNTIMES.values()
+            if runtime.checkbox
         ),
     ),
     Knob(

@@ -61,6 +61,10 @@ class Runtime:
     conversion: Conversion | None = None
     # Modules the conversion needs besides ``package`` (TensorFlow converts; tf2onnx to ONNX).
     converters: tuple[str, ...] = ()
+    # The matrix editor's checkbox for a run under it, and what the checkbox says it does
+    # ("" for the default runtime, which every other run is already under).
+    checkbox: str = ""
+    checkbox_tip: str = ""
 
     def refusal(self, config: Any) -> str:
         """Why ``config`` (a configuration of every knob) cannot run under this runtime, in
@@ -201,7 +205,9 @@ _ONNX_LIMITS = {"xla": _NO_XLA, "onednn": _ONEDNN_NOT_OFF, **_CONVERTED_PRECISIO
 _LITERT_DOCS = "https://ai.google.dev/edge/litert/models/"
 
 
-def _litert(name: str, quantization: str, title: str, link: str) -> Runtime:
+def _litert(
+    name: str, quantization: str, title: str, link: str, checkbox: str, tip: str
+) -> Runtime:
     full = f"LiteRT {title}"
     return Runtime(
         name,
@@ -215,6 +221,8 @@ def _litert(name: str, quantization: str, title: str, link: str) -> Runtime:
         _LITERT_LIMITS,
         Conversion("litert", quantization, title),
         converters=("tensorflow",),
+        checkbox=checkbox,
+        checkbox_tip=tip,
     )
 
 
@@ -237,6 +245,8 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         "https://keras.io/getting_started/#configuring-your-backend",
         _EVERY_RUNTIME | _KERAS | _SWITCHES,  # mapped to XLA's flags and JAX's precision
         _JAX_LIMITS,
+        checkbox="JAX",
+        checkbox_tip="Keras 3 on JAX (needs segdiff's jax extra).",
     ),
     Runtime(
         "torch",
@@ -247,13 +257,41 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         "https://keras.io/getting_started/#configuring-your-backend",
         _EVERY_RUNTIME | _KERAS | _SWITCHES,  # mapped to PyTorch's own switches
         _TORCH_LIMITS,
+        checkbox="PyTorch",
+        checkbox_tip="Keras 3 on PyTorch (needs segdiff's torch extra).",
     ),
-    _litert("litert", "float32", "float32", "convert_tf"),
-    _litert("litert-fp16", "float16", "float16 weights", "post_training_float16_quant"),
     _litert(
-        "litert-dynamic-int8", "dynamic-int8", "dynamic-range int8", "post_training_quantization"
+        "litert",
+        "float32",
+        "float32",
+        "convert_tf",
+        "LiteRT",
+        "Converted to LiteRT, float32 (segdiff's litert extra).",
     ),
-    _litert("litert-int8", "int8", "full int8", "post_training_integer_quant"),
+    _litert(
+        "litert-fp16",
+        "float16",
+        "float16 weights",
+        "post_training_float16_quant",
+        "LiteRT fp16",
+        "Converted to LiteRT with float16 weights.",
+    ),
+    _litert(
+        "litert-dynamic-int8",
+        "dynamic-int8",
+        "dynamic-range int8",
+        "post_training_quantization",
+        "LiteRT int8 (dynamic)",
+        "Converted to LiteRT, dynamic-range int8: int8 weights, float activations.",
+    ),
+    _litert(
+        "litert-int8",
+        "int8",
+        "full int8",
+        "post_training_integer_quant",
+        "LiteRT int8",
+        "Converted to LiteRT, full int8, calibrated on the run's own images.",
+    ),  # fmt: skip
     Runtime(
         "onnxruntime",
         "ONNX Runtime",
@@ -266,6 +304,8 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         _ONNX_LIMITS,
         Conversion("onnx", "float32", "float32"),
         converters=("tensorflow", "tf2onnx"),
+        checkbox="ONNX Runtime",
+        checkbox_tip="Converted to ONNX (segdiff's onnx extra).",
     ),
 )
 RUNTIMES = {runtime.name: runtime for runtime in RUNTIMES_IN_ORDER}
