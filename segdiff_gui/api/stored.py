@@ -14,6 +14,7 @@ import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.runtimes import recorded_version
 from segdiff_gui.core.study import Study as AnalysedStudy
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.storage.records import RunRecord, is_merged
@@ -70,7 +71,7 @@ class Run:
             "spec": self.spec,
             "device": self.device,
             "runtime": p.get("runtime", "tensorflow"),
-            "runtime_version": p.get("runtime_version") or p.get("tf_version", ""),
+            "runtime_version": recorded_version(p),
             "host": p.get("hostname", ""),
             "merged_from": p.get("merged_from_bundle", "") if merged else "",
             "timestamp": p.get("timestamp", ""),

@@ -23,6 +23,7 @@ from segdiff_gui.core.config import (
     parse_config_spec,
 )
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.runtimes import recorded_version
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.truth import TruthFolder
@@ -109,7 +110,7 @@ def _runtime_text(provenance: dict[str, Any]) -> str:
     """``TF 2.21.0``, ``jax 0.10.2``: what computed a stored run, as narrow as the column
     of TensorFlow versions it replaces (a table must fit a terminal of 80 columns)."""
     runtime = str(provenance.get("runtime", "tensorflow"))
-    version = provenance.get("runtime_version") or provenance.get("tf_version") or ""
+    version = recorded_version(provenance)
     text = f"{'TF' if runtime == 'tensorflow' else runtime} {version}".strip()
     onednn = provenance.get("onednn_enabled")
     if runtime == "tensorflow" and isinstance(onednn, bool):  # the default depends on the CPU

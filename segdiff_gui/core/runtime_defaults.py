@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from functools import cache
 from typing import Any, TypeVar
 
+from segdiff_gui.core.runtimes import recorded_version
+
 _Config = TypeVar("_Config")
 
 __all__ = [
@@ -229,7 +231,7 @@ def in_effect_lines(config: Any, provenance: Mapping[str, Any]) -> list[str]:
             *([f"notes: {said}"] if said else []),
         ]
     runtime = str(provenance.get("runtime", "tensorflow"))
-    version = provenance.get("runtime_version") or provenance.get("tf_version") or ""
+    version = recorded_version(provenance)
     lines = [f"on {provenance.get('device', '?')}, {runtime} {version}".rstrip()]
     if onednn := onednn_in_effect(config, provenance):
         lines.append(f"oneDNN {onednn}")

@@ -26,6 +26,7 @@ __all__ = [
     "calibration_set",
     "calibration_tag",
     "installed_runtimes",
+    "recorded_version",
     "refusal",
 ]
 
@@ -310,6 +311,13 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
 )
 RUNTIMES = {runtime.name: runtime for runtime in RUNTIMES_IN_ORDER}
 RUNTIME_NAMES = tuple(RUNTIMES)
+
+
+def recorded_version(facts: Mapping[str, Any]) -> str:
+    """The version of the runtime that computed a run, from its provenance or a probe's facts:
+    the runtime's own (JAX's, LiteRT's), else TensorFlow's, which runs before ``runtime_version``
+    was recorded stored alone. A converted run records both: the runtime's is the one shown."""
+    return str(facts.get("runtime_version") or facts.get("tf_version") or "")
 
 
 def refusal(config: Any) -> str:

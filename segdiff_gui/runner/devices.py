@@ -20,7 +20,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.core.protocol import ChildFatal, Message, ModelAnswer, ProbeAnswer, decode_message
 from segdiff_gui.core.runtime_defaults import Machine, needs_accelerator_answer
-from segdiff_gui.core.runtimes import RUNTIMES
+from segdiff_gui.core.runtimes import RUNTIMES, recorded_version
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
 
 __all__ = [
@@ -284,7 +284,7 @@ def build_text(facts: dict[str, Any]) -> str:
     """The runtime build a probe found, in one phrase both front ends show: ``TensorFlow
     2.17.0 (built for CUDA 12.3, cuDNN 8), Keras 3.5.0``."""
     runtime = RUNTIMES.get(str(facts.get("runtime", "tensorflow")), RUNTIMES["tensorflow"])
-    version = facts.get("runtime_version") or facts.get("tf_version")
+    version = recorded_version(facts)
     if runtime.name == "jax":
         platforms = ", ".join(facts.get("jax_platforms", []))
         build = f"jaxlib {facts.get('jaxlib_version')}, platforms {platforms}"

@@ -133,6 +133,8 @@ def machine_of(record: RunRecord) -> str:
     """What tells two machines' results apart: the host, the device and TensorFlow."""
     provenance = record.provenance
     # TensorFlow's version, or another runtime's (JAX and PyTorch runs record no tf_version).
+    # Not core/runtimes.recorded_version, which shows a converted run's runtime first: this
+    # is part of the key a merged run gets (``elsewhere_key``), as stores already hold it.
     version = provenance.get("tf_version") or provenance.get("runtime_version")
     return canonical_json(
         [provenance.get("hostname"), provenance.get("device_description"), version]
