@@ -79,7 +79,7 @@ def write_bundle(cache: ResultCache, keys: list[str], path: str | Path) -> int:
                 write_record(runs.create_group(record.key), record)
                 if record.target_hash in images:
                     continue
-                image = target_image(cache, record.target_hash)
+                image, _ = target_image(cache, record.target_hash)  # a damaged one stays
                 if image is not None:
                     dataset = images.create_dataset(
                         record.target_hash, data=image, compression="gzip", shuffle=True
