@@ -73,7 +73,7 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
         _json([comparison_summary(study, context_of(r, where)) for study, r, _ in studies])
         return status
     for study, record, title in studies:
-        out.print(f"[bold]{escape(title)}[/]: {_plural(len(study.runs), 'run')}")
+        out.print(f"[bold]{escape(title)}[/]: {_plural(len(study.runs), 'run')}", markup=True)
         if study.reference.merged_from:
             out.print(
                 f"reference {study.reference.label} came from {study.reference.merged_from}: "

@@ -96,7 +96,9 @@ def run_matrix(
         for run in outcome.failed:
             if run.get("input_error"):
                 reason = with_flag(run["error"], run["fix"])
-                stderr.print(f"[red]failed[/] {escape(run['label'])}: {escape(reason)}")
+                stderr.print(
+                    f"[red]failed[/] {escape(run['label'])}: {escape(reason)}", markup=True
+                )
     return outcome, plan
 
 
@@ -192,7 +194,7 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not records:
         out.print(f"no runs in {cache.root}", markup=False)
         return status
-    table = Table(title=escape(f"{_plural(len(records), 'run')} in {cache.root}"))
+    table = Table(title=f"{_plural(len(records), 'run')} in {cache.root}")
     # Runs of one model and image that differ in their settings must not look alike: the
     # settings column names what is not the default, and the group tells the groups apart.
     with_settings = any(settings_text(r) for r in records)
@@ -217,7 +219,7 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
             + (f" (merged from {p.get('merged_from_bundle', 'a bundle')})" if is_merged(r) else ""),
             str(p.get("timestamp", ""))[:19].replace("T", " "),
         )
-        table.add_row(*(escape(printable(cell)) for cell in cells))
+        table.add_row(*(printable(cell) for cell in cells))
     out.print(table)
     return status
 

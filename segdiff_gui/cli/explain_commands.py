@@ -63,7 +63,7 @@ def attribution_table(attribution: Attribution) -> Table:
     for kind in ("alone", "cumulative", "total"):
         table.add_section()
         for index, row in enumerate(attribution.of(kind)):
-            compared = escape(f"{row.compared[0]} → {row.compared[1]}")
+            compared = f"{row.compared[0]} → {row.compared[1]}"
             table.add_row(
                 kind if index == 0 else "", row.knob, row.change, compared, *_figures(row.effect)
             )
@@ -75,7 +75,7 @@ def attribution_table(attribution: Attribution) -> Table:
             "repeats",
             "repeat",
             f"{len(repeats)} configuration{'' if len(repeats) == 1 else 's'}",
-            escape(f"largest: {widest.compared[0]} → {widest.compared[1]}"),
+            f"largest: {widest.compared[0]} → {widest.compared[1]}",
             *_figures(widest.effect),
         )
     return table
@@ -149,7 +149,8 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         return status
     out.print(
         f"[bold]{escape(records[0].model_name)}[/] on [bold]{escape(records[0].target_name)}[/]"
-        + (f": {escape(compared)}" if compared else "")
+        + (f": {escape(compared)}" if compared else ""),
+        markup=True,
     )
     out.print(attribution_table(attribution))
     how = " (give the model, images and key=value specs to compute it)"
@@ -171,15 +172,17 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
             "--group ID for one; 'segdiff sweep' summarises a whole test set)."
         )
     for study, _, title in studies:
-        out.print(f"\n[bold]{escape(title)}[/], against {escape(study.reference.label)}")
+        out.print(
+            f"\n[bold]{escape(title)}[/], against {escape(study.reference.label)}", markup=True
+        )
         for heading, chosen in by_topic(diagnose(study)):
-            out.print(f"[bold]{heading}[/]")
+            out.print(f"[bold]{escape(heading)}[/]", markup=True)
             for finding in chosen:
                 link = f" ({finding.link})" if finding.link else ""
-                out.print(f"  • {escape(finding.sentence)}{link}")
+                say(out, f"  • {finding.sentence}{link}")
                 if finding.measure:
                     configs = " ".join(f"--config {spec}" for spec in finding.measure)
-                    out.print(f"    measure it: segdiff run MODEL IMAGES {escape(configs)}")
+                    say(out, f"    measure it: segdiff run MODEL IMAGES {configs}")
     return status
 
 

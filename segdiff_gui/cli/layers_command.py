@@ -59,7 +59,7 @@ def layer_table(comparison: LayerComparison, title: str) -> Table:
     first = comparison.first_differing
     for index, layer in enumerate(comparison.layers):
         cells = layer_cells(index, layer, layer is first)
-        table.add_row(*(escape(printable(cell)) for cell in cells), error_bar(layer.relative_error))
+        table.add_row(*(printable(cell) for cell in cells), error_bar(layer.relative_error))
     return table
 
 
@@ -126,8 +126,8 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
         return status
     image = session.plan.images[session.plan.target].name
     title = (
-        f"{escape(model.name)} on {escape(image)}: {escape(probe.reference_label)} → "
-        f"{escape(probe.other_label)}, {len(probe.comparison.layers)} layers"
+        f"{model.name} on {image}: {probe.reference_label} → {probe.other_label}, "
+        f"{len(probe.comparison.layers)} layers"
     )
     out.print(layer_table(probe.comparison, title))
     for line in probe.sentences(args.cutoff):
@@ -164,7 +164,7 @@ def _repair_table(result: RepairResult) -> Table:
             flips,
             f"{trial.max_ulp:,}",
             f"{trial.differing_pixels:,}",
-            escape(printable(", ".join(trial.kept))),
+            printable(", ".join(trial.kept)),
         )
     return table
 
@@ -183,7 +183,7 @@ def command_repair(args: argparse.Namespace, out: Console, err: Console) -> int:
     status, computed = EXIT_OK, 0
     for what, runner in session.runners():
         if not args.json:
-            err.print(f"[dim]{escape(what)}[/]")
+            err.print(f"[dim]{escape(what)}[/]", markup=True)
         verb = "probed" if what == "layer probes" else "finished"
         outcome = drive(runner, err, quiet=args.json, debug=args.debug, done=verb)
         if outcome.fatal is not None:
@@ -201,7 +201,7 @@ def command_repair(args: argparse.Namespace, out: Console, err: Console) -> int:
         )
         return status
     blamed = ", ".join(result.order[:5])
-    out.print(f"Layers by the error they add (the probe's blame): {escape(printable(blamed))} …")
+    say(out, f"Layers by the error they add (the probe's blame): {blamed} …")
     if result.trials:
         out.print(_repair_table(result))
     for line in result.sentences():

@@ -56,21 +56,24 @@ def drive(
             )
         elif isinstance(message, RunStarted):
             labels[message.key] = message.label
-            progress.update(task, description=message.label)
+            progress.update(task, description=printable(message.label))
         elif isinstance(message, BatchProgress):
-            progress.update(task, description=f"{labels.get(message.key, '')}: {message.what}")
+            what = f"{labels.get(message.key, '')}: {message.what}"
+            progress.update(task, description=printable(what))
         elif isinstance(message, RunFinished):
             progress.advance(task)
             if not quiet:  # above the bar on a terminal, a log line elsewhere
                 console.print(
-                    f"{done} {escape(message.label)} on {escape(message.device)} "
-                    f"in {message.seconds:.2f} s",
+                    f"{done} {message.label} on {message.device} in {message.seconds:.2f} s",
                     highlight=False,
                 )
         elif isinstance(message, RunFailed):
             progress.advance(task)
             if not quiet and not message.input_error:
-                console.print(f"[red]failed[/] {escape(message.label)}: {escape(message.error)}")
+                console.print(
+                    f"[red]failed[/] {escape(message.label)}: {escape(message.error)}",
+                    markup=True,
+                )
             if not quiet and debug and message.detail:
                 # The child's log (its traceback, TensorFlow's own lines): --debug shows it
                 # for every failure, input errors too.
@@ -89,8 +92,10 @@ def _bar(console: Console) -> Any:
         TimeElapsedColumn,
     )
 
+    # The description holds a run's label and what its child says: text, never markup (and
+    # drawn past the console's own checks, so made printable where it is set).
     return Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),

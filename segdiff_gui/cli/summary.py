@@ -5,7 +5,6 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.core.study import Study
@@ -28,7 +27,7 @@ def _flip_header(study: Study) -> str:
 
 
 def differences_table(study: Study, image: str) -> Table:
-    table = Table(title=escape(f"{image}: every run against {study.reference.label}"))
+    table = Table(title=f"{image}: every run against {study.reference.label}")
     table.add_column("id", no_wrap=True)
     table.add_column("run", no_wrap=True)
     for header in ("bitwise", "differing pixels", "max ULP", "max |Δ|", "mean |Δ|"):
@@ -44,7 +43,7 @@ def differences_table(study: Study, image: str) -> Table:
     for row in rows:
         table.add_row(
             row["id"],
-            escape(row["label"]),
+            row["label"],
             "equal" if row["bitwise_equal"] else "differs",
             f"{row['differing_pixels']:,} / {row['pixels']:,}",
             f"{row['max_ulp']:,}",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.cli.text import plural as _plural
@@ -66,7 +65,7 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
                 "" if row["is_reference"] else _delta(row["delta_mean_iou"]),
             ]
         name = row["configuration"] + (" (reference)" if row["is_reference"] else "")
-        table.add_row(escape(name), *cells)
+        table.add_row(name, *cells)
     out.print(table)
     worst = sorted(
         summary.images,
@@ -77,10 +76,10 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
         per_image.add_column("image")
         names = summary.configurations
         for name in names:
-            per_image.add_column(escape(name), justify="right")
+            per_image.add_column(name, justify="right")
         for image in worst:
             per_image.add_row(
-                escape(image.image),
+                image.image,
                 *[
                     f"{image.configurations[n].effect.flips:,}" if n in image.configurations else ""
                     for n in names

@@ -14,10 +14,19 @@ __all__ = ["TerminalConsole", "plural", "print_json", "say"]
 
 
 class TerminalConsole(Console):
-    """Rich's console that writes no control character of what it is given: every string it
-    renders (sentences, table cells and titles, markup) passes :func:`terminal_safe`, so a
-    name from a file, a model or a bundle cannot move the cursor, clear the screen or set the
-    window's title. Its own styling still reaches the terminal."""
+    """Rich's console that writes what it is given as the text it is.
+
+    Every string it renders (sentences, table cells and titles) is literal: rich's markup,
+    emoji codes and highlighting are off unless a call asks for markup (``markup=True``, its
+    names passed through :func:`rich.markup.escape`), so ``pip install 'segdiff[jax]'`` keeps
+    its ``[jax]`` and a path's ``[old]`` stays. And every string passes :func:`terminal_safe`,
+    so a name from a file, a model or a bundle cannot move the cursor, clear the screen or set
+    the window's title. Its own styling still reaches the terminal."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        for literal in ("markup", "emoji", "highlight"):
+            kwargs.setdefault(literal, False)
+        super().__init__(*args, **kwargs)
 
     def render_str(self, text: str, **options: Any) -> Text:
         return super().render_str(terminal_safe(text), **options)

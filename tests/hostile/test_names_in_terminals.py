@@ -40,7 +40,8 @@ def test_the_console_keeps_its_own_lines_and_styles():
     console.print("two\nlines")
     assert written.getvalue() == "two\nlines\n"
     styled = io.StringIO()
-    TerminalConsole(file=styled, force_terminal=True, color_system="standard").print("[bold]b[/]")
+    console = TerminalConsole(file=styled, force_terminal=True, color_system="standard")
+    console.print("[bold]b[/]", markup=True)  # markup only where a call asks for it
     assert "\x1b[1m" in styled.getvalue()  # rich's own escape codes still reach a terminal
     console, written = _console()
     say(console, FORGED_LINE)
