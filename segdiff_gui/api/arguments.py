@@ -21,6 +21,7 @@ from segdiff_gui.core.config import (
     parse_preprocessing,
 )
 from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.core.floatfmt import as_float32
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.runner.arguments import preprocessing_function
 from segdiff_gui.storage.cache import ResultCache
@@ -51,14 +52,15 @@ _PREPROCESS_KEYS = ("divide", "scale", "mean", "std", "color", "resize")
 
 
 def checked_cutoff(value: object, name: str = "cutoff") -> float:
-    """A class cutoff, between 0 and 1 (``p >= cutoff`` is the foreground)."""
+    """A class cutoff, between 0 and 1 (``p >= cutoff`` is the foreground), as the flips are
+    counted at it: the float32 it rounds to (``0.5500041246414185`` is ``0.5500041``)."""
     try:
         cutoff = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise InputError(name, f"is {value!r}: give a number between 0 and 1") from None
     if not 0.0 <= cutoff <= 1.0:
         raise InputError(name, f"is {value!r}: give a cutoff between 0 and 1")
-    return cutoff
+    return as_float32(cutoff)
 
 
 def flag(value: object, name: str) -> bool:

@@ -15,6 +15,7 @@ from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.attribution import Attribution
 from segdiff_gui.core.diagnosis import by_topic, diagnose
 from segdiff_gui.core.findings import Finding, plural
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.io.html_report import study_fragment
@@ -76,7 +77,7 @@ class Comparison:
         return dict(self._summary)
 
     def text_lines(self) -> list[str]:
-        rule = "argmax" if self._study.multiclass else f"flips @ {self.cutoff:g}"
+        rule = "argmax" if self._study.multiclass else f"flips @ {format_float32(self.cutoff)}"
         lines = []
         for row in self.rows:
             state = "bitwise equal" if row["bitwise_equal"] else "differs"
@@ -93,7 +94,8 @@ class Comparison:
         return html_document(study_fragment(self._study, self._image, self._title))
 
     def __repr__(self) -> str:
-        head = f"<Comparison {self._title} against {self.reference}, cutoff {self.cutoff:g}>"
+        cutoff = format_float32(self.cutoff)
+        head = f"<Comparison {self._title} against {self.reference}, cutoff {cutoff}>"
         return "\n".join([head, *self.text_lines()])
 
 
@@ -185,7 +187,7 @@ class Explanation:
         flips = (
             "class flips (argmax)"
             if self.attribution.multiclass
-            else f"flips @ {self.attribution.cutoff:g}"
+            else f"flips @ {format_float32(self.attribution.cutoff)}"
         )
         header = ["step", "knob", "change", "compared", "max ULP", "max |Δ|", "differing px"]
         header += [flips, "at risk"]
@@ -295,7 +297,9 @@ class Sweep:
             "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in self._cells(row)) + "</tr>"
             for row in self.summary.rows()
         )
-        rule = "argmax" if self.summary.multiclass else f"cutoff {self.summary.cutoff:g}"
+        rule = (
+            "argmax" if self.summary.multiclass else f"cutoff {format_float32(self.summary.cutoff)}"
+        )
         lead = (
             f"<p><b>Test set</b>: {len(self.summary.images):,} images of "
             f"{escape(self.summary.model)} against {escape(self.summary.reference)}, {rule}</p>"

@@ -27,6 +27,7 @@ from segdiff_gui.api.stored import Run, RunName, StoredGroup
 from segdiff_gui.api.tables import Table, flip_curve_table, make_table, pixel_rows
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.findings import plural
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study as AnalysedStudy
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.io.tables import pixel_table
@@ -388,7 +389,9 @@ class Study:
     def __repr__(self) -> str:
         head = f"<Study {self.title}: {plural(len(self._records), 'run')} against "
         study = self._study()
-        head += f"{study.reference.label}, cutoff {self.cutoff:g}, group {self.group}>"
+        head += (
+            f"{study.reference.label}, cutoff {format_float32(self.cutoff)}, group {self.group}>"
+        )
         return study_text(head, study, self._context(), self.title, self.failures)
 
     # -- inside -----------------------------------------------------------------------------

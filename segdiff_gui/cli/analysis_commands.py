@@ -21,6 +21,7 @@ from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import write_json_report
@@ -115,7 +116,8 @@ def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
         write_mask(args.mask, flips)
         out.print(
             f"wrote the flip mask of {other.label} against {reference.label} at cutoff "
-            f"{args.cutoff:g} ({_plural(int(flips.sum()), 'flipped pixel')}) to {args.mask}"
+            f"{format_float32(args.cutoff)} ({_plural(int(flips.sum()), 'flipped pixel')}) "
+            f"to {args.mask}"
         )
     if args.csv:
         count = write_pixel_csv(args.csv, study, other_run, include_at_risk=args.at_risk)
@@ -169,7 +171,11 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
                         f"FAIL {row['label']} ({title}): "
                         f"{name.replace('_', ' ')} {row[name]:,} > {bound:,} against "
                         f"{row['reference']} "
-                        + ("at argmax" if study.multiclass else f"at cutoff {study.cutoff:g}")
+                        + (
+                            "at argmax"
+                            if study.multiclass
+                            else f"at cutoff {format_float32(study.cutoff)}"
+                        )
                     )
     if checked == 0 and not damaged:
         raise InputError(

@@ -7,6 +7,7 @@ import argparse
 import math
 
 from segdiff_gui.cli.commands import EXIT_USAGE
+from segdiff_gui.core.floatfmt import as_float32
 from segdiff_gui.runner.arguments import number
 
 __all__ = [
@@ -32,7 +33,14 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"segdiff: {message} (see '{self.prog} --help')\n")
 
 
-cutoff = number(float, lambda v: 0.0 <= v <= 1.0, "a cutoff between 0 and 1")
+_cutoff_number = number(float, lambda v: 0.0 <= v <= 1.0, "a cutoff between 0 and 1")
+
+
+def cutoff(text: str) -> float:
+    """A class cutoff, as the flips are counted at it: the float32 it rounds to."""
+    return as_float32(_cutoff_number(text))
+
+
 bound_int = number(int, lambda v: v >= 0, "a whole number of at least 0")
 bound_float = number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number ≥ 0")
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study
 
 __all__ = ["differences_table", "plain_sentences", "verdict_lines"]
@@ -23,7 +24,7 @@ _NUMBERS = (
 
 
 def _flip_header(study: Study) -> str:
-    return "class flips (argmax)" if study.multiclass else f"flips @ {study.cutoff:g}"
+    return "class flips (argmax)" if study.multiclass else f"flips @ {format_float32(study.cutoff)}"
 
 
 def differences_table(study: Study, image: str) -> Table:
@@ -60,7 +61,7 @@ def _sentence(name: str, row: dict[str, Any]) -> str:
     if row["bitwise_equal"]:
         return f"{name}: bitwise equal."
     flips = "class flip" + ("" if row["flips"] == 1 else "s")
-    where = "argmax" if row["kind"] == "softmax" else f"cutoff {row['cutoff']:g}"
+    where = "argmax" if row["kind"] == "softmax" else f"cutoff {format_float32(row['cutoff'])}"
     nans = row["nan_mismatches"]
     nan_text = f"; {nans:,} value{'s' if nans != 1 else ''} NaN in one map only" if nans else ""
     return (

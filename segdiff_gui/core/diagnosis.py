@@ -14,6 +14,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_findings import cutoff_findings, quietest_cutoff
 from segdiff_gui.core.deployment import Conversion, deployment_advice, is_conversion
 from segdiff_gui.core.findings import Finding, plural, verb
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.remedies import remedy_findings
 from segdiff_gui.core.runtimes import RUNTIMES
@@ -295,7 +296,7 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
     if at_risk and not study.multiclass:
         best, count = quietest_cutoff(reference.probabilities, study.margin, study.cutoff)
         elsewhere = (
-            f"; of the cutoffs within ±0.1, {best:g} has the fewest ({count:,})"
+            f"; of the cutoffs within ±0.1, {format_float32(best)} has the fewest ({count:,})"
             if count < at_risk
             else "; no cutoff within ±0.1 has fewer"
         )
@@ -334,7 +335,7 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
 def diagnose(study: Study) -> list[Finding]:
     """The findings for ``study``, in the order a person asks: is it normal (repeatability),
     why (knobs), what it does at the cutoff, how to avoid it, and what was not measured."""
-    cutoff_text = "at argmax" if study.multiclass else f"at cutoff {study.cutoff:g}"
+    cutoff_text = "at argmax" if study.multiclass else f"at cutoff {format_float32(study.cutoff)}"
     findings = _repeatability(study)
     knob_findings, alone, varied, conversions = _knob_effects(study, cutoff_text)
     findings += knob_findings

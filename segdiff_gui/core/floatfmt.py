@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["float32_bits", "format_float32"]
+__all__ = ["as_float32", "float32_bits", "format_float32"]
 
 
 def format_float32(value: float | np.floating) -> str:
     """Shortest text that reads back as the same float32 (``0.549857``, not ``0.5498570204``)."""
     return np.format_float_positional(np.float32(value), unique=True, trim="-")
+
+
+def as_float32(value: float | np.floating) -> float:
+    """The float32 that ``value`` rounds to, as the number :func:`format_float32` writes
+    (``0.5500041246414185`` → ``0.5500041``): a cutoff as the flips are counted at it, which
+    JSON and every sentence then give alike."""
+    return float(format_float32(value))
 
 
 def float32_bits(value: float | np.floating) -> str:

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.layer_stats import LayerComparison
 
 __all__ = ["RepairResult", "RepairSearch", "Trial", "blame_order", "repair_code"]
@@ -262,7 +263,7 @@ class RepairResult:
         if len(after.kept) == len(self.order):
             lines.append(
                 f"That is every layer: on this image {self.precision} flips pixels at cutoff "
-                f"{self.cutoff:g} unless the whole model computes in float32."
+                f"{format_float32(self.cutoff)} unless the whole model computes in float32."
             )
         fewer = self.fewest_flips(below=len(after.kept))
         if fewer:

@@ -23,6 +23,7 @@ from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.pages import empty_in_ordinary_pages
 from segdiff_gui.core.parallel import for_each_core, thread_map
@@ -216,8 +217,8 @@ class Study:
                 f"twice the largest observed difference (2 × {self.margin:.3g}) of each other."
             )
         return (
-            f"At-risk pixels (cutoff {self.cutoff:g}): {pixels:,} lie within the largest "
-            f"observed difference ({self.margin:.3g}) of the cutoff."
+            f"At-risk pixels (cutoff {format_float32(self.cutoff)}): {pixels:,} lie within the "
+            f"largest observed difference ({self.margin:.3g}) of the cutoff."
         )
 
     def flips(self, other: StudyRun) -> np.ndarray:

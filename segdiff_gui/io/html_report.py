@@ -15,6 +15,7 @@ import numpy as np
 from PIL import Image
 
 from segdiff_gui.core.analysis import class_map, difference_map
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study
 from segdiff_gui.io.colormaps import diverging, viridis
 from segdiff_gui.io.html_layers import layer_probe_sections, repair_sections
@@ -225,7 +226,7 @@ def _curve_svg(data: dict[str, Any]) -> str:
     parts.append(
         f'<line x1="{x(cut)}" y1="{y(0)}" x2="{x(cut)}" y2="{y(top)}" stroke="#000" '
         f'stroke-dasharray="4 3"/><text x="{x(cut) + 4}" y="{y(top) + 10}">'
-        f"cutoff {cut:g}</text></svg>"
+        f"cutoff {format_float32(cut)}</text></svg>"
     )
     parts.append(
         f'<p class="small">Sampled at {len(cutoffs)} cutoffs; the table above gives '
@@ -243,7 +244,11 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 def _summary_table(data: dict[str, Any]) -> str:
-    flips = "class flips (argmax)" if data["kind"] == "softmax" else f"flips @ {data['cutoff']:g}"
+    flips = (
+        "class flips (argmax)"
+        if data["kind"] == "softmax"
+        else f"flips @ {format_float32(data['cutoff'])}"
+    )
     rows = [
         [
             r["label"],
@@ -289,7 +294,7 @@ def study_fragment(
         "cutoff": study.cutoff,
         "comparisons": study.rows(),
     }
-    rule = "argmax" if study.multiclass else f"cutoff {study.cutoff:g}"
+    rule = "argmax" if study.multiclass else f"cutoff {format_float32(study.cutoff)}"
     count = len(study.runs)
     lead = (
         f"<p><b>{escape(heading)}</b>: {count} run{'' if count == 1 else 's'} against "
@@ -361,7 +366,9 @@ def write_html_report(
     ]
     determinism = {name: v["verdict"] for name, v in data["determinism"].items()}
     at_risk = data["at_risk"]
-    cutoff = "" if data["kind"] == "softmax" else f" at cutoff <b>{data['cutoff']:g}</b>"
+    cutoff = (
+        "" if data["kind"] == "softmax" else f" at cutoff <b>{format_float32(data['cutoff'])}</b>"
+    )
     title = f"segdiff report: {data.get('model', '')} on {data.get('image', '')}"
     html = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>{escape(title)}</title><style>{_STYLE}</style></head><body>

@@ -23,6 +23,7 @@ from segdiff_gui.core.defaults import (
     DEFAULT_LAYER_MEMORY_BUDGET,
 )
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.layer_stats import (
     LayerComparison,
@@ -89,7 +90,7 @@ class LayerProbe:
         flips = (
             f"{final.flips:,} class {noun} (argmax)"
             if is_multiclass(self.stored.final_maps[0])
-            else f"{final.flips:,} {noun} at cutoff {cutoff:g}"
+            else f"{final.flips:,} {noun} at cutoff {format_float32(cutoff)}"
         )
         source = "" if self.stored.final_source == "plain runs" else " (the probes' own maps)"
         lines.append(

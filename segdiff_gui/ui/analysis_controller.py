@@ -17,6 +17,7 @@ from superqt.utils import thread_worker
 from segdiff_gui.core.attribution import Attribution, plan_attribution
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.protocol import BatchProgress, RunFailed, RunStarted
 from segdiff_gui.core.repair import RepairResult, repair_code
 from segdiff_gui.core.sweep import SweepSummary
@@ -209,7 +210,7 @@ class AnalysisController(QObject):
         worker.errored.connect(self._probe_failed)
         worker.finished.connect(lambda done=worker: self._finished(done))
         self._layer_worker = worker
-        panel.set_busy(True, f"repairing {target.label()} at cutoff {cutoff:g}…")
+        panel.set_busy(True, f"repairing {target.label()} at cutoff {format_float32(cutoff)}…")
         worker.start()
 
     def _repaired(self, result: RepairResult, request: Any, target: RunConfig) -> None:

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from segdiff_gui.core.attribution import Attribution
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.ui.plain_text import rich_label
 from segdiff_gui.ui.widgets import fill_row, read_only_table
 
@@ -83,7 +84,11 @@ class AttributionDialog(QDialog):
     def set_attribution(self, attribution: Attribution) -> None:
         self.attribution = attribution
         plan = attribution.plan
-        where = "at argmax" if attribution.multiclass else f"at cutoff {attribution.cutoff:g}"
+        where = (
+            "at argmax"
+            if attribution.multiclass
+            else f"at cutoff {format_float32(attribution.cutoff)}"
+        )
         self.title.setText(
             f"<b>What moves {escape(plan.base.label())} to {escape(plan.target.label())}</b> "
             f"{where}: each knob alone from the base, then knob after knob towards the target; "

@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QDoubleSpinBox, QHBoxLayout, QLabel, QWidget
 from superqt import QDoubleSlider
 from superqt.utils import qthrottled
 
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.ui.inspection import InspectionModel
 
 __all__ = ["CutoffControl"]
@@ -76,5 +77,5 @@ class CutoffControl(QWidget):
             return
         counts = [study.flip_count(run) for run in study.others]
         flips, worst = sum(counts), max(counts, default=0)
-        rule = "argmax" if self.model.multiclass else f"p ≥ {cutoff:.6f}"
+        rule = "argmax" if self.model.multiclass else f"p ≥ {format_float32(cutoff)}"
         self.count.setText(f"{flips:,} flips in all ({worst:,} at most), {rule}")

@@ -209,3 +209,23 @@ def test_model_settings_take_your_own_preprocessing_function(qtbot, tmp_path):
     editor.function.setText(f"{tmp_path / 'none.py'}:prepare")
     with pytest.raises(ConfigError, match="no such Python file"):
         editor.settings()
+
+
+def test_the_cutoffs_count_names_the_float32_cutoff_it_counted_at(qtbot, tmp_path):
+    """Issue 34, item 5: a cutoff of 0.5500041246414185 counts at the float32 0.5500041, and
+    the count beside the cutoff box said "p ≥ 0.550004", another float32 cutoff."""
+    from segdiff_gui.ui.cutoff_control import CutoffControl
+
+    model = InspectionModel()
+    control = CutoffControl(model)
+    qtbot.addWidget(control)
+    cache = ResultCache(tmp_path / "cache")
+    values = np.full((4, 4), 0.25, np.float32)
+    records = [make_record("m", values), make_record("m", values + 0.5, "cpu b64 r0")]
+    for record in records:
+        cache.write_run(record)
+    model.set_runs(cache, records)
+    model.set_cutoff(0.5500041246414185)
+    assert control.count.text() == "16 flips in all (16 at most), p ≥ 0.5500041"
+    model.set_cutoff(0.55)
+    assert control.count.text().endswith("p ≥ 0.55")
