@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui.api.tables import Table, make_table
+from segdiff_gui.core.analysis import at_cutoff, flips_heading
 from segdiff_gui.core.attribution import Attribution
 from segdiff_gui.core.diagnosis import by_topic, diagnose
 from segdiff_gui.core.findings import Finding, plural
-from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.io.html_report import study_fragment
@@ -77,7 +77,7 @@ class Comparison:
         return dict(self._summary)
 
     def text_lines(self) -> list[str]:
-        rule = "argmax" if self._study.multiclass else f"flips @ {format_float32(self.cutoff)}"
+        rule = flips_heading(self.cutoff, self._study.multiclass)
         lines = []
         for row in self.rows:
             state = "bitwise equal" if row["bitwise_equal"] else "differs"
@@ -94,8 +94,8 @@ class Comparison:
         return html_document(study_fragment(self._study, self._image, self._title))
 
     def __repr__(self) -> str:
-        cutoff = format_float32(self.cutoff)
-        head = f"<Comparison {self._title} against {self.reference}, cutoff {cutoff}>"
+        where = at_cutoff(self.cutoff, self._study.multiclass)
+        head = f"<Comparison {self._title} against {self.reference}, {where}>"
         return "\n".join([head, *self.text_lines()])
 
 
@@ -106,6 +106,7 @@ class Diagnosis:
     def __init__(self, study: Study, context: dict[str, Any], title: str) -> None:
         self._summary = diagnosis_summary(study, context)
         self._title = title
+        self._where = at_cutoff(study.cutoff, study.multiclass)
         self.findings: list[Finding] = diagnose(study)
         self.reference: str = study.reference.label
         self.cutoff: float = study.cutoff
@@ -124,7 +125,10 @@ class Diagnosis:
         return dict(self._summary)
 
     def _repr_html_(self) -> str:
-        parts = [f"<p><b>{escape(self._title)}</b>, against <b>{escape(self.reference)}</b></p>"]
+        parts = [
+            f"<p><b>{escape(self._title)}</b>, against <b>{escape(self.reference)}</b>, "
+            f"{escape(self._where)}</p>"
+        ]
         for heading, found in by_topic(self.findings):
             items = "".join(
                 f"<li>{escape(f.sentence)}"
@@ -136,7 +140,7 @@ class Diagnosis:
         return html_document("".join(parts))
 
     def __repr__(self) -> str:
-        lines = [f"<Diagnosis {self._title} against {self.reference}>"]
+        lines = [f"<Diagnosis {self._title} against {self.reference}, {self._where}>"]
         for heading, sentences in self.topics():
             lines.append(heading)
             lines += [f"  • {sentence}" for sentence in sentences]
@@ -159,6 +163,7 @@ class Explanation:
         self._context = context
         self._title = title
         self._compared = compared
+        self._where = at_cutoff(attribution.cutoff, attribution.multiclass)
         #: The attribution's runs that failed (label, error): why a step is not measured.
         self.failures = [dict(failure) for failure in failures]
         self.sentences: list[str] = attribution.sentences(bool(self.failures))
@@ -184,11 +189,7 @@ class Explanation:
         return rows
 
     def _repr_html_(self) -> str:
-        flips = (
-            "class flips (argmax)"
-            if self.attribution.multiclass
-            else f"flips @ {format_float32(self.attribution.cutoff)}"
-        )
+        flips = flips_heading(self.attribution.cutoff, self.attribution.multiclass)
         header = ["step", "knob", "change", "compared", "max ULP", "max |Δ|", "differing px"]
         header += [flips, "at risk"]
         head = "".join(f"<th>{escape(h)}</th>" for h in header)
@@ -200,6 +201,7 @@ class Explanation:
         base, target = escape(plan.base.label()), escape(plan.target.label())
         lead = f"What moves <b>{base}</b> to <b>{target}</b>"
         lead += f" ({escape(self._compared)})" if self._compared else ""
+        lead += f", {escape(self._where)}"
         return html_document(
             f"<p><b>{escape(self._title)}</b>: {lead}</p><table><tr>{head}</tr>{body}</table>"
             + _list(self.sentences)
@@ -207,7 +209,8 @@ class Explanation:
 
     def __repr__(self) -> str:
         plan = self.attribution.plan
-        lines = [f"<Explanation {self._title}: {plan.base.label()} → {plan.target.label()}>"]
+        head = f"{self._title}: {plan.base.label()} → {plan.target.label()}, {self._where}"
+        lines = [f"<Explanation {head}>"]
         names = ("max ULP", "max |Δ|", "differing px", "flips", "at risk")
         for row in self._rows():
             step, knob, change, compared, *figures = row
@@ -297,9 +300,7 @@ class Sweep:
             "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in self._cells(row)) + "</tr>"
             for row in self.summary.rows()
         )
-        rule = (
-            "argmax" if self.summary.multiclass else f"cutoff {format_float32(self.summary.cutoff)}"
-        )
+        rule = at_cutoff(self.summary.cutoff, self.summary.multiclass)
         lead = (
             f"<p><b>Test set</b>: {len(self.summary.images):,} images of "
             f"{escape(self.summary.model)} against {escape(self.summary.reference)}, {rule}</p>"
@@ -309,7 +310,7 @@ class Sweep:
     def __repr__(self) -> str:
         lines = [
             f"<Sweep {self.summary.model}: {len(self.summary.images):,} images against "
-            f"{self.summary.reference}>"
+            f"{self.summary.reference}, {at_cutoff(self.summary.cutoff, self.summary.multiclass)}>"
         ]
         header = self._header()
         for row in self.summary.rows():

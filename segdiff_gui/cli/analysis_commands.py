@@ -20,6 +20,7 @@ from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.cli.text import say
+from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.io.html_report import write_html_report
@@ -170,12 +171,7 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
                     failures.append(
                         f"FAIL {row['label']} ({title}): "
                         f"{name.replace('_', ' ')} {row[name]:,} > {bound:,} against "
-                        f"{row['reference']} "
-                        + (
-                            "at argmax"
-                            if study.multiclass
-                            else f"at cutoff {format_float32(study.cutoff)}"
-                        )
+                        f"{row['reference']} {at_cutoff(study.cutoff, study.multiclass)}"
                     )
     if checked == 0 and not damaged:
         raise InputError(

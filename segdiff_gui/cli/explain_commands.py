@@ -21,11 +21,11 @@ from segdiff_gui.cli.commands import (
 from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.cli.text import say
+from segdiff_gui.core.analysis import flips_heading
 from segdiff_gui.core.attribution import Attribution, Effect, plan_attribution
 from segdiff_gui.core.config import parse_config_spec
 from segdiff_gui.core.diagnosis import by_topic, diagnose
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
@@ -57,11 +57,7 @@ def attribution_table(attribution: Attribution) -> Table:
     )
     for header in ("step", "knob", "change", "compared"):
         table.add_column(header)
-    flips = (
-        "class flips (argmax)"
-        if attribution.multiclass
-        else f"flips @ {format_float32(attribution.cutoff)}"
-    )
+    flips = flips_heading(attribution.cutoff, attribution.multiclass)
     for header in ("max ULP", "max |Δ|", "differing px", flips):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("at risk", justify="right", no_wrap=True)

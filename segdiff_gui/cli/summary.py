@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from segdiff_gui.core.analysis import flips_heading
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study
 
@@ -24,7 +25,7 @@ _NUMBERS = (
 
 
 def _flip_header(study: Study) -> str:
-    return "class flips (argmax)" if study.multiclass else f"flips @ {format_float32(study.cutoff)}"
+    return flips_heading(study.cutoff, study.multiclass)
 
 
 def differences_table(study: Study, image: str) -> Table:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import say
-from segdiff_gui.core.floatfmt import format_float32
+from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.io.tables import write_sweep_csv
 from segdiff_gui.io.truth import TruthFolder
@@ -36,7 +36,7 @@ _HOW = SweepHints(masks="--masks FOLDER", repeats="--repeats 2 or more")
 def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
     """The test-set table, the images with most flips, and what it means for a reported mean."""
     rows = summary.rows()
-    cutoff = "by argmax" if summary.multiclass else f"at cutoff {format_float32(summary.cutoff)}"
+    cutoff = at_cutoff(summary.cutoff, summary.multiclass)
     table = Table(
         title=f"Test set: {_plural(len(summary.images), 'image')} against {summary.reference} "
         f"{cutoff}"

@@ -22,15 +22,18 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
+from segdiff_gui.core.floatfmt import format_float32
 
 __all__ = [
     "NAN_ULP",
     "MapComparison",
+    "at_cutoff",
     "binary_classes_into",
     "class_map",
     "compare_maps",
     "difference_map",
     "flip_mask",
+    "flips_heading",
     "is_multiclass",
     "row_blocks",
     "ordered_float32",
@@ -84,6 +87,17 @@ def difference_map(reference: np.ndarray, other: np.ndarray) -> np.ndarray:
 
 def is_multiclass(probabilities: np.ndarray) -> bool:
     return probabilities.ndim == 3 and probabilities.shape[-1] > 1
+
+
+def at_cutoff(cutoff: float, multiclass: bool) -> str:
+    """Where the classes were decided, in words: ``at cutoff 0.5500041`` (the float32 the
+    flips are counted at), or ``at argmax`` for a multi-class map."""
+    return "at argmax" if multiclass else f"at cutoff {format_float32(cutoff)}"
+
+
+def flips_heading(cutoff: float, multiclass: bool) -> str:
+    """A column of flip counts: ``flips @ 0.5500041``, or ``class flips (argmax)``."""
+    return "class flips (argmax)" if multiclass else f"flips @ {format_float32(cutoff)}"
 
 
 def class_map(probabilities: np.ndarray, cutoff: float) -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_findings import cutoff_findings, quietest_cutoff
@@ -335,7 +336,7 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
 def diagnose(study: Study) -> list[Finding]:
     """The findings for ``study``, in the order a person asks: is it normal (repeatability),
     why (knobs), what it does at the cutoff, how to avoid it, and what was not measured."""
-    cutoff_text = "at argmax" if study.multiclass else f"at cutoff {format_float32(study.cutoff)}"
+    cutoff_text = at_cutoff(study.cutoff, study.multiclass)
     findings = _repeatability(study)
     knob_findings, alone, varied, conversions = _knob_effects(study, cutoff_text)
     findings += knob_findings

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from segdiff_gui.core.analysis import class_map, difference_map
+from segdiff_gui.core.analysis import class_map, difference_map, flips_heading
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study
 from segdiff_gui.io.colormaps import diverging, viridis
@@ -244,11 +244,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 def _summary_table(data: dict[str, Any]) -> str:
-    flips = (
-        "class flips (argmax)"
-        if data["kind"] == "softmax"
-        else f"flips @ {format_float32(data['cutoff'])}"
-    )
+    flips = flips_heading(data["cutoff"], data["kind"] == "softmax")
     rows = [
         [
             r["label"],

@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.attribution import Attribution
-from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.ui.plain_text import rich_label
 from segdiff_gui.ui.widgets import fill_row, read_only_table
 
@@ -84,11 +84,7 @@ class AttributionDialog(QDialog):
     def set_attribution(self, attribution: Attribution) -> None:
         self.attribution = attribution
         plan = attribution.plan
-        where = (
-            "at argmax"
-            if attribution.multiclass
-            else f"at cutoff {format_float32(attribution.cutoff)}"
-        )
+        where = at_cutoff(attribution.cutoff, attribution.multiclass)
         self.title.setText(
             f"<b>What moves {escape(plan.base.label())} to {escape(plan.target.label())}</b> "
             f"{where}: each knob alone from the base, then knob after knob towards the target; "
