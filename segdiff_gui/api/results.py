@@ -283,11 +283,7 @@ class Sweep:
         ]
         if self.summary.has_truth:
             dice = row["mean_dice"]
-            delta = row["delta_mean_dice"]
-            cells += [
-                "" if dice is None else f"{dice:.6f}",
-                "" if delta is None or row["is_reference"] else f"{delta:+.2e}",
-            ]
+            cells += ["" if dice is None else f"{dice:.6f}", self.summary.delta_text(row)]
         return cells
 
     def _header(self) -> list[str]:

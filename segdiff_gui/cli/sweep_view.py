@@ -25,10 +25,6 @@ def _percent(value: float | None) -> str:
     return "" if value is None else f"{value:.6f}"
 
 
-def _delta(value: float | None) -> str:
-    return "" if value is None else f"{value:+.2e}"
-
-
 # How the command line asks for what a sweep did not measure.
 _HOW = SweepHints(masks="--masks FOLDER", repeats="--repeats 2 or more")
 
@@ -47,7 +43,8 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
         headers += ["with truth", "mean Dice", "Δ Dice", "Dice range (repeats)", "mean IoU"]
         headers += ["Δ IoU"]
     for header in headers:
-        table.add_column(header, justify="right", no_wrap=True)
+        # A change over fewer images than the sweep's says so on lines of its own, never cut.
+        table.add_column(header, justify="right", no_wrap=not header.startswith("Δ"))
     for row in rows:
         cells = [
             f"{row['images']:,}" + (f"/{len(summary.images):,}" if row["partial"] else ""),
@@ -60,10 +57,10 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
             cells += [
                 f"{row['truth_images']:,}",
                 _percent(row["mean_dice"]),
-                "" if row["is_reference"] else _delta(row["delta_mean_dice"]),
+                summary.delta_text(row),
                 "—" if row["dice_repeat_range"] is None else f"{row['dice_repeat_range']:.2e}",
                 _percent(row["mean_iou"]),
-                "" if row["is_reference"] else _delta(row["delta_mean_iou"]),
+                summary.delta_text(row, "iou"),
             ]
         name = row["configuration"] + (" (reference)" if row["is_reference"] else "")
         table.add_row(name, *cells)

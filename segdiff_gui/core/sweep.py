@@ -138,9 +138,10 @@ class SweepSummary:
     numbers are kept (a few per configuration), never its maps.
 
     Means of Dice and IoU compare like with like: a configuration's change from the reference
-    is averaged over the images both have scores for, and its range over repeats uses only the
-    repeats it has on every one of its images. A configuration that is missing on some images
-    is *partial*; the test-set sentences leave it out.
+    is averaged over the images both have scores for (``delta_images``, said wherever the
+    change is shown unless it is every image: :meth:`delta_text`), and its range over repeats
+    uses only the repeats it has on every one of its images. A configuration that is missing
+    on some images is *partial*; the test-set sentences leave it out.
     """
 
     reference: str
@@ -179,24 +180,40 @@ class SweepSummary:
                 found.append(entry.overlaps)
         return found
 
-    def _delta(self, name: str, score: str) -> float | None:
-        """Mean over the images both have of (this configuration − the reference), repeat 0."""
-        differences = []
+    def _shared(self, name: str) -> list[tuple[Overlap, Overlap]]:
+        """Repeat 0's scores of this configuration and of the reference, on every image both
+        have scores for: what their change is measured over."""
+        pairs = []
         for image in self.images:
             ours, theirs = image.configurations.get(name), image.configurations.get(self.reference)
             if ours and theirs and ours.overlaps and theirs.overlaps:
-                differences.append(
-                    getattr(ours.overlaps[0], score) - getattr(theirs.overlaps[0], score)
-                )
-        return _mean(differences)
+                pairs.append((ours.overlaps[0], theirs.overlaps[0]))
+        return pairs
+
+    def _delta(self, shared: list[tuple[Overlap, Overlap]], score: str) -> float | None:
+        """Mean over ``shared`` of (this configuration − the reference)."""
+        return _mean([getattr(ours, score) - getattr(theirs, score) for ours, theirs in shared])
+
+    def delta_text(self, row: dict[str, Any], score: str = "dice") -> str:
+        """A row's change of mean Dice (``score="iou"``: IoU) from the reference as every front
+        end shows it: ``-3.33e-01``, and ``over 1 of 4 images`` where the two do not share
+        every image of the sweep; empty for the reference and where nothing is scored."""
+        value = row[f"delta_mean_{score}"]
+        if row["is_reference"] or value is None:
+            return ""
+        shown = f"{value:+.2e}"
+        if row["delta_images"] == len(self.images):
+            return shown
+        return f"{shown} over {row['delta_images']:,} of {plural(len(self.images), 'image')}"
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per configuration: totals over the set; with truth, its mean Dice/IoU
         (first repeat), per complete repeat, their range over repeats, and the change from the
-        reference over the images both have."""
+        reference over the images both have (``delta_images`` of them)."""
         rows = []
         for name, totals in self._totals.items():
             scores = self._scores(name)
+            shared = self._shared(name) if scores else []
             complete = min((len(s) for s in scores), default=0)
             dice = [float(np.mean([s[r].dice for s in scores])) for r in range(complete)]
             iou = [float(np.mean([s[r].iou for s in scores])) for r in range(complete)]
@@ -210,8 +227,9 @@ class SweepSummary:
                 "mean_dice_per_repeat": dice,
                 "mean_iou_per_repeat": iou,
                 "dice_repeat_range": (max(dice) - min(dice)) if len(dice) > 1 else None,
-                "delta_mean_dice": self._delta(name, "dice") if scores else None,
-                "delta_mean_iou": self._delta(name, "iou") if scores else None,
+                "delta_mean_dice": self._delta(shared, "dice"),
+                "delta_mean_iou": self._delta(shared, "iou"),
+                "delta_images": len(shared),
             }
             rows.append(row)
         return rows
@@ -248,7 +266,9 @@ def sweep_sentences(summary: SweepSummary, how: SweepHints) -> list[str]:
             f"Left out: {plural(len(missing), 'image')} without a run of {summary.reference} "
             f"({', '.join(missing[:5])}{more})."
         )
-    partial = [r["configuration"] for r in rows if r["partial"]]
+    partial = [
+        f"{r['configuration']} ({plural(r['images'], 'image')})" for r in rows if r["partial"]
+    ]
     if partial:
         lines.append(
             f"Partial (run on only some of the {len(summary.images)} images, so left out of "

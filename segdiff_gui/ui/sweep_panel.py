@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.sweep import SweepSummary
 from segdiff_gui.core.text import printable
 from segdiff_gui.ui.plain_text import plain_label, rich_label, tooltip_text
@@ -149,8 +150,9 @@ class SweepPanel(QWidget):
 
     def _status_html(self, summary: SweepSummary) -> str:
         lines = [
-            f"<b>{len(summary.images)} images</b> against <b>{escape(summary.reference)}</b>; "
-            "double-click a row to show that image."
+            f"<b>{len(summary.images)} images</b> against <b>{escape(summary.reference)}</b> "
+            f"{at_cutoff(summary.cutoff, summary.multiclass)}; double-click a row to show that "
+            "image."
         ]
         for row in summary.rows():
             text = (
@@ -161,8 +163,8 @@ class SweepPanel(QWidget):
                 text += f" (partial: {row['images']} of {len(summary.images)} images)"
             if row["mean_dice"] is not None:
                 text += f", mean Dice {row['mean_dice']:.6f}"
-                if not row["is_reference"] and row["delta_mean_dice"] is not None:
-                    text += f" ({row['delta_mean_dice']:+.2e})"
+                if delta := summary.delta_text(row):
+                    text += f" ({escape(delta)})"
                 if row["dice_repeat_range"]:
                     text += f", range over repeats {row['dice_repeat_range']:.2e}"
             lines.append(text)

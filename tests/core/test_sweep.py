@@ -7,7 +7,13 @@ import pytest
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.study import Study, StudyRun
-from segdiff_gui.core.sweep import SweepSummary, overlap, summarise_image
+from segdiff_gui.core.sweep import (
+    SweepHints,
+    SweepSummary,
+    overlap,
+    summarise_image,
+    sweep_sentences,
+)
 
 
 def test_binary_overlap_matches_the_textbook_formulas() -> None:
@@ -116,3 +122,27 @@ def test_a_sweep_csv_writes_names_a_spreadsheet_would_run_as_text(tmp_path) -> N
     assert written == {"'" + name for name in names}
     assert spreadsheet_cell("-0.5") == "-0.5" and spreadsheet_cell(-3) == -3
     assert spreadsheet_cell("cpu b1") == "cpu b1"
+
+
+def test_a_partial_configuration_s_change_says_how_many_images_it_is_over() -> None:
+    """Issue 34, item 8: a configuration run on 1 of 4 images showed "Δ Dice +0.00" beside a
+    mean Dice other than the reference's (its one image against the reference's four). The
+    change is over the images both have, and says how many that is."""
+    truth = np.array([[1, 1], [0, 0]])
+    exact = np.array([[0.9, 0.8], [0.1, 0.2]], dtype=np.float32)  # Dice 1
+    worse = np.array([[0.9, 0.2], [0.1, 0.2]], dtype=np.float32)  # Dice 2/3
+    summary = SweepSummary(reference="cpu b1", cutoff=0.5)
+    summary.add(summarise_image("a.png", _study({"cpu b1": [exact], "cpu b8": [exact]}), truth))
+    for name in ("b.png", "c.png", "d.png"):
+        summary.add(summarise_image(name, _study({"cpu b1": [worse], "cpu b64": [worse]}), truth))
+    rows = {row["configuration"]: row for row in summary.rows()}
+    partial, reference, most = rows["cpu b8"], rows["cpu b1"], rows["cpu b64"]
+    assert partial["mean_dice"] == 1.0 and reference["mean_dice"] == pytest.approx(0.75)
+    assert partial["delta_mean_dice"] == 0.0 and partial["delta_images"] == 1
+    assert summary.delta_text(partial) == "+0.00e+00 over 1 of 4 images"
+    assert summary.delta_text(most, "iou") == "+0.00e+00 over 3 of 4 images"
+    assert reference["delta_images"] == 4 and summary.delta_text(reference) == ""
+    sentences = " ".join(sweep_sentences(summary, SweepHints("masks", "repeats")))
+    assert "so left out of the sentences below): cpu b8 (1 image), cpu b64 (3 images)." in (
+        sentences
+    )

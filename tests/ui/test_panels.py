@@ -229,3 +229,22 @@ def test_the_cutoffs_count_names_the_float32_cutoff_it_counted_at(qtbot, tmp_pat
     assert control.count.text() == "16 flips in all (16 at most), p ≥ 0.5500041"
     model.set_cutoff(0.55)
     assert control.count.text().endswith("p ≥ 0.55")
+
+
+def test_the_test_set_tab_says_how_many_images_a_change_is_over(qtbot, tmp_path):
+    """Issue 34, item 8, in the window: a configuration on 1 of 4 images showed "(+0.00e+00)"
+    beside its own mean Dice, not the reference's; its tab names the cutoff too."""
+    from segdiff_gui.io.truth import TruthFolder
+    from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
+    from segdiff_gui.ui.sweep_panel import SweepPanel
+    from tests.cli.test_sweep_partial import partial_sweep
+
+    cache, masks = partial_sweep(tmp_path)
+    summary = summarise_sweep(cache, sweep_groups(cache.records()), 0.5, None, TruthFolder(masks))
+    panel = SweepPanel()
+    qtbot.addWidget(panel)
+    panel.show_summary(summary)
+    status = panel.status.text()
+    assert "against <b>cpu b1</b> at cutoff 0.5;" in status
+    assert "mean Dice 1.000000 (+0.00e+00 over 1 of 4 images)" in status
+    assert "mean Dice 0.750000," not in status and "mean Dice 0.750000<br>" in status
