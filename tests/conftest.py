@@ -64,15 +64,28 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> ResultCache:
     return ResultCache(root)
 
 
+@pytest.fixture
+def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engine children started by this test process are the fake engine (tests/fake_engine.py:
+    the real protocol and storage, synthetic maps, no runtime imported)."""
+    from segdiff_gui.runner import child
+    from tests.fake_engine import engine_command
+
+    monkeypatch.setattr(child, "engine_command", engine_command)
+
+
 def segdiff(
     *args: str | Path,
     env: dict[str, str] | None = None,
     timeout: float = 600,
     cwd: Path | None = None,
+    fake: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real ``segdiff`` command line (``python -m segdiff_gui.cli``), in ``cwd``."""
+    """Run the real ``segdiff`` command line (``python -m segdiff_gui.cli``), in ``cwd``;
+    ``fake``: its engine children are the fake engine (tests/fake_engine.py)."""
+    start = [str(TESTS / "fake_engine.py"), "cli"] if fake else ["-m", "segdiff_gui.cli"]
     return subprocess.run(
-        [sys.executable, "-m", "segdiff_gui.cli", *map(str, args)],
+        [sys.executable, *start, *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -88,9 +101,9 @@ def engine_children(pid: int | None = None) -> list[psutil.Process]:
     found = []
     for process in psutil.Process(pid).children(recursive=True):
         try:
-            if process.status() != psutil.STATUS_ZOMBIE and "segdiff_gui.engine" in " ".join(
-                process.cmdline()
-            ):
+            command = " ".join(process.cmdline())
+            engine = "segdiff_gui.engine" in command or "fake_engine.py run" in command
+            if process.status() != psutil.STATUS_ZOMBIE and engine:
                 found.append(process)
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             continue

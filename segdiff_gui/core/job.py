@@ -11,7 +11,7 @@ from typing import Any
 from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
 from segdiff_gui.core.runtime_defaults import DefaultsInEffect
 
-__all__ = ["EngineJob", "ImageRef", "PlannedRun"]
+__all__ = ["EngineJob", "ImageRef", "PlannedRun", "heartbeat_for"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,9 @@ class EngineJob:
     # cache's layer store (its plain run must be cached already), pieces of at most a share
     # of this many bytes; 0: plain runs.
     probe_memory_budget: int = 0
+    # How often the child says "compiling kernels" while a first forward pass runs: well
+    # inside the runner's no-progress deadline (``heartbeat_for``), which it must never reach.
+    heartbeat_s: float = 15.0
 
     @property
     def probes_layers(self) -> bool:
@@ -111,6 +114,7 @@ class EngineJob:
             "cache_root": self.cache_root,
             "runs": [run.to_dict() for run in self.runs],
             "probe_memory_budget": self.probe_memory_budget,
+            "heartbeat_s": self.heartbeat_s,
         }
 
     @classmethod
@@ -126,4 +130,12 @@ class EngineJob:
             runs=tuple(PlannedRun.from_dict(run) for run in data["runs"]),
             probe_memory_budget=int(data.get("probe_memory_budget", 0)),
             trust_preprocess=bool(data.get("trust_preprocess", False)),
+            heartbeat_s=float(data.get("heartbeat_s", 15.0)),
         )
+
+
+def heartbeat_for(timeout_s: float) -> float:
+    """A child's heartbeat under a runner that kills it after ``timeout_s`` of silence: every
+    15 s, or three times within a shorter deadline (``--timeout 10`` would otherwise kill a
+    first compilation of 12 s that says so every 15 s)."""
+    return max(0.5, min(15.0, timeout_s / 3))

@@ -4,8 +4,6 @@ the cache. Imported only after the process-level environment is set (see ``__mai
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import threading
 import time
 import traceback
@@ -42,9 +40,9 @@ __all__ = ["check_placement", "run_job"]
 
 _STEPS = ("building batch", "preparing model", "inference", "writing result")
 # While a forward pass runs for the first time (kernels compile: XLA, JAX, or a GPU's PTX
-# JIT, which can take many minutes on a new GPU), the child says so this often, so that the
-# runner's no-progress deadline does not kill it mid-compilation (defect 7) — up to an hour.
-_HEARTBEAT_S = 15.0
+# JIT, which can take many minutes on a new GPU), the child says so every job.heartbeat_s, so
+# that the runner's no-progress deadline does not kill it mid-compilation (defect 7) — up to
+# an hour.
 _HEARTBEAT_LIMIT_S = 3600.0
 
 
@@ -55,17 +53,6 @@ def _shape_text(array: np.ndarray) -> str:
 def _check_unchanged(path: str, expected: str) -> None:
     if hash_path(path) != expected:
         raise InputError(path, "changed after segdiff planned the runs; run again")
-
-
-def _test_hooks(label: str, after_write: bool = False) -> None:
-    """Test-only faults, driven by environment variables the test suite sets."""
-    crash_variable = "SEGDIFF_TEST_CRASH_AFTER_WRITE" if after_write else "SEGDIFF_TEST_CRASH_ON"
-    if (crash := os.environ.get(crash_variable)) and crash in label:
-        os.abort()
-    if after_write:
-        return
-    if (hang := os.environ.get("SEGDIFF_TEST_HANG_ON")) and hang in label:
-        time.sleep(3600)
 
 
 def _check_batch_fits(batch: int, one: np.ndarray) -> None:
@@ -199,7 +186,7 @@ class JobRunner:
             return
         done = threading.Event()
         started = time.monotonic()
-        interval = float(os.environ.get("SEGDIFF_TEST_HEARTBEAT_S", _HEARTBEAT_S))
+        interval = self.job.heartbeat_s
 
         def beat() -> None:
             while not done.wait(interval):
@@ -259,8 +246,6 @@ class JobRunner:
         self.step(run, 3)
         started = time.perf_counter()
         with self.heartbeat(run, first_use):
-            if first_use and (slow := os.environ.get("SEGDIFF_TEST_SLOW_FIRST_CALL")):
-                time.sleep(float(slow))  # test-only: a compilation that takes this long
             outputs = forward(batch)
         wall = time.perf_counter() - started
         raw = outputs.arrays[self.output_index]
@@ -320,11 +305,9 @@ class JobRunner:
     def run_all(self) -> int:
         for run in self.job.runs:
             self.channel.send(RunStarted(run.key, run.label))
-            _test_hooks(run.label)
             try:
                 started = time.perf_counter()
                 device = self.compute(run)
-                _test_hooks(run.label, after_write=True)
             except InputError as error:
                 # This configuration cannot use this input (e.g. float16 overflows to NaN);
                 # the others may well.
@@ -358,15 +341,6 @@ class JobRunner:
         return 0
 
 
-def _test_death_at_start() -> None:
-    """Test-only: the first child of a test dies before any run, as the OOM killer does it
-    while a model loads; the flag file tells the next child it is not the first."""
-    if (flag := os.environ.get("SEGDIFF_TEST_DIE_AT_START")) and not os.path.exists(flag):
-        with contextlib.suppress(OSError):  # a flag that cannot be made: every child dies
-            Path(flag).touch()
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def check_placement(config: RunConfig, output: str, weights: set[str]) -> None:
     """The output and every weight on the device asked for: a runtime that computed or kept
     anything elsewhere has not run this configuration (never a silent fall-back)."""
@@ -398,7 +372,6 @@ def _gpus_of(job: EngineJob) -> list[str]:
 
 
 def run_job(job: EngineJob, channel: Channel) -> int:
-    _test_death_at_start()
     settings = job.process_config()
     backend = load_backend(settings.runtime)
     try:

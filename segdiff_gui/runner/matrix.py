@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from segdiff_gui.core.defaults import DEFAULT_PARALLEL_CHILDREN, DEFAULT_TIMEOUT_S
-from segdiff_gui.core.job import EngineJob, PlannedRun
+from segdiff_gui.core.job import EngineJob, PlannedRun, heartbeat_for
 from segdiff_gui.core.protocol import (
     AllDone,
     ChildFatal,
@@ -279,6 +279,7 @@ class MatrixRunner:
         run yet, at a lower CPU priority (see _run_jobs)."""
         # Started outside the lock (writing a sweep's job to the child may wait for it to
         # read): cancel() never waits on it. A child started as the run stops is killed.
+        job = replace(job, heartbeat_s=heartbeat_for(self.timeout_s))
         child = ChildProcess("run", job.to_dict(), env=self.child_env)
         if early:
             child.lower_priority()

@@ -19,7 +19,7 @@ from segdiff_gui import api
 from segdiff_gui.api.arguments import configuration, preprocessing
 from segdiff_gui.core.config import parse_config_spec, parse_preprocessing
 from segdiff_gui.storage import ResultCache
-from tests.conftest import segdiff
+from tests.conftest import TESTS, segdiff
 
 pytestmark = pytest.mark.slow
 
@@ -425,6 +425,10 @@ def test_a_kernel_s_tensorflow_and_environment_do_not_reach_the_runs(made, tmp_p
 INTERRUPTED = """
 import sys
 import segdiff_gui as segdiff
+from segdiff_gui.runner import child
+sys.path.insert(0, sys.argv[2])
+from fake_engine import engine_command  # the fake engine's child hangs in its run
+child.engine_command = engine_command
 try:
     segdiff.run(segdiff.demo_model(), segdiff.demo_images(), "device=cpu,batch=1",
                 repeats=1, cache=sys.argv[1], progress=False)
@@ -442,11 +446,11 @@ def test_an_interrupted_cell_kills_the_children(demo, tmp_path):
     from tests.conftest import engine_children
 
     script = subprocess.Popen(
-        [sys.executable, "-c", INTERRUPTED, str(tmp_path / "cache")],
+        [sys.executable, "-c", INTERRUPTED, str(tmp_path / "cache"), str(TESTS)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "SEGDIFF_TEST_HANG_ON": "cpu b1 r0"},  # the child hangs in its run
+        env={**os.environ, "FAKE_ENGINE_HANG_ON": "cpu b1 r0"},
     )
     deadline = time.monotonic() + 120
     while not (children := engine_children(script.pid)):

@@ -1,4 +1,7 @@
-"""kill -9 at any moment loses at most the runs in flight: every finished run stays readable."""
+"""kill -9 at any moment loses at most the runs in flight: every finished run stays readable.
+
+A killed CLI takes its real engine child with it (the child's own doing: PR_SET_PDEATHSIG);
+a killed child costs the runner its run in flight, which the fake engine shows in seconds."""
 
 import os
 import signal
@@ -10,18 +13,16 @@ import psutil
 import pytest
 
 from segdiff_gui.storage import ResultCache
-from tests.conftest import engine_children
-
-pytestmark = pytest.mark.slow
+from tests.conftest import TESTS, engine_children
 
 SPECS = [f"batch={b}" for b in range(1, 13)]
 
 
-def start_cli(model, images, cache_root, env=None):
+def start_cli(model, images, cache_root, env=None, fake=False):
+    start = [str(TESTS / "fake_engine.py"), "cli"] if fake else ["-m", "segdiff_gui.cli"]
     args = [
         sys.executable,
-        "-m",
-        "segdiff_gui.cli",
+        *start,
         "run",
         str(model),
         *map(str, images),
@@ -49,6 +50,7 @@ def engine_children_of(process):
     return engine_children(process.pid)
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_cli_keeps_every_finished_run(models, small_images, tmp_path):
     cache = ResultCache(tmp_path / "cache")
     cli = start_cli(models / "tiny.keras", small_images, cache.root)
@@ -66,12 +68,11 @@ def test_kill_9_of_the_cli_keeps_every_finished_run(models, small_images, tmp_pa
         assert record.probabilities.shape == (32, 32) and record.key == key
 
 
-def test_kill_9_of_the_child_fails_its_run_and_the_rest_complete(models, small_images, tmp_path):
+def test_kill_9_of_the_child_fails_its_run_and_the_rest_complete(demo, small_images, tmp_path):
     cache = ResultCache(tmp_path / "cache")
     # The run "cpu b5 r0" hangs, so the child is certainly mid-run when it is killed.
-    cli = start_cli(
-        models / "tiny.keras", small_images, cache.root, env={"SEGDIFF_TEST_HANG_ON": "cpu b5 r0"}
-    )
+    hang = {"FAKE_ENGINE_HANG_ON": "cpu b5 r0"}
+    cli = start_cli(demo[0], small_images, cache.root, env=hang, fake=True)
     wait_for_runs(cache, 8)  # b1..b4 × 2 repeats
     deadline = time.monotonic() + 60
     while not (children := engine_children_of(cli)):

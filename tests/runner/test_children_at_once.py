@@ -22,10 +22,10 @@ def _no_child(*args, **kwargs):
     raise AssertionError(f"a TensorFlow child was started: {args[:1]}")
 
 
-def test_jobs_that_share_a_gpu_never_run_at_once(models, small_images, cache):
+def test_jobs_that_share_a_gpu_never_run_at_once(demo, small_images, cache):
     configs = [RunConfig(device="gpu:0"), RunConfig(device="gpu:0", threads=1),
                RunConfig(threads=1), RunConfig(device="gpu:1", determinism=True)]  # fmt: skip
-    plan = plan_matrix(models / "tiny.keras", small_images, configs, cache=cache, repeats=1)
+    plan = plan_matrix(demo[0], small_images, configs, cache=cache, repeats=1)
     jobs = dict(enumerate(plan.jobs))
     devices = {index: {run.config.device for run in job.runs} for index, job in jobs.items()}
     on_gpu0 = next(i for i, used in devices.items() if used == {"gpu:0"})
@@ -35,16 +35,17 @@ def test_jobs_that_share_a_gpu_never_run_at_once(models, small_images, cache):
     assert _next_job(jobs, running, limit=1) is None  # one child at a time when told so
 
 
-@pytest.mark.slow
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: one child at a time")
-def test_a_second_group_computes_while_the_first_child_hangs(models, small_images, cache):
+def test_a_second_group_computes_while_the_first_child_hangs(
+    fake_engine, demo, small_images, cache
+):
     # threads=1 is a process-level knob: its run has a child of its own. The default group's
     # second run hangs; run one after the other, the threads=1 run would never start.
     other = RunConfig(threads=1)
     configs = [RunConfig(batch=1), RunConfig(batch=2), other]
-    plan = plan_matrix(models / "tiny.keras", small_images, configs, cache=cache, repeats=1)
+    plan = plan_matrix(demo[0], small_images, configs, cache=cache, repeats=1)
     assert len(plan.jobs) == 2
-    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b2 r0"})
+    runner = MatrixRunner(plan, cache, child_env={"FAKE_ENGINE_HANG_ON": "cpu b2 r0"})
     # Children another test of this worker left (a window's inspection, say) are not ours.
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     messages = []
@@ -85,10 +86,10 @@ def test_the_run_child_answers_for_the_model_and_the_devices(
 
 @pytest.mark.skipif(not no_gpu_possible(), reason="this machine has GPU device files")
 def test_a_default_matrix_on_a_machine_without_gpus_asks_no_child(
-    models, small_images, cache, monkeypatch
+    demo, small_images, cache, monkeypatch
 ):
     monkeypatch.setattr(devices_module, "ask_child", _no_child)
-    runner = MatrixRequest(models / "tiny.keras", tuple(small_images), cache).start()
+    runner = MatrixRequest(demo[0], tuple(small_images), cache).start()
     assert {run.config.device for run in runner.plan.runs} == {"cpu"}
 
 
@@ -109,15 +110,16 @@ def _recording_starts(runner: MatrixRunner) -> list[tuple[bool, int]]:
     return started
 
 
-@pytest.mark.slow
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: one child at a time")
-def test_the_second_child_starts_beside_the_first_at_a_lower_priority(models, small_images, cache):
+def test_the_second_child_starts_beside_the_first_at_a_lower_priority(
+    fake_engine, demo, small_images, cache
+):
     # The default group's first run hangs: its child never ends a run. The threads=1 group's
     # child started beside it all the same, at once and niced, and computes its run.
     other = RunConfig(threads=1)
-    plan = plan_matrix(models / "tiny.keras", small_images, [RunConfig(), other], cache=cache,
+    plan = plan_matrix(demo[0], small_images, [RunConfig(), other], cache=cache,
                        repeats=1)  # fmt: skip
-    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b1 r0"})
+    runner = MatrixRunner(plan, cache, child_env={"FAKE_ENGINE_HANG_ON": "cpu b1 r0"})
     started = _recording_starts(runner)
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     messages: list = []

@@ -1,4 +1,8 @@
-"""A child that aborts, hangs, or asks for a missing GPU costs one run; cancel leaves no child."""
+"""A child that aborts, hangs, or asks for a missing GPU costs one run; cancel leaves no child.
+
+The runner's part is tested with the fake engine (tests/fake_engine.py), whose faults are
+asked for in its environment; what a real TensorFlow child does with a missing GPU and with
+the user's variables is tested with real children (marked slow)."""
 
 import threading
 import time
@@ -18,9 +22,15 @@ from segdiff_gui.core.protocol import (
 from segdiff_gui.core.runtime_defaults import tensorflow_onednn_default
 from segdiff_gui.runner import MatrixRunner, plan_matrix
 
-pytestmark = pytest.mark.slow
-
 CONFIGS = [RunConfig(batch=1), RunConfig(batch=2), RunConfig(batch=3)]
+
+
+def _children() -> set[int]:
+    return {child.pid for child in psutil.Process().children(recursive=True)}
+
+
+def _new_children(before: set[int]) -> list[int]:
+    return sorted(_children() - before)
 
 
 def outcome(messages):
@@ -29,9 +39,9 @@ def outcome(messages):
     return finished, failed
 
 
-def test_an_aborting_child_fails_only_its_run(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
-    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_CRASH_ON": "cpu b2 r0"})
+def test_an_aborting_child_fails_only_its_run(fake_engine, demo, small_images, cache):
+    plan = plan_matrix(demo[0], small_images, CONFIGS, cache=cache, repeats=1)
+    runner = MatrixRunner(plan, cache, child_env={"FAKE_ENGINE_CRASH_ON": "cpu b2 r0"})
     messages = list(runner.run())
     finished, failed = outcome(messages)
     assert finished == {"cpu b1 r0", "cpu b3 r0"}
@@ -41,35 +51,38 @@ def test_an_aborting_child_fails_only_its_run(models, small_images, cache):
     assert isinstance(messages[-1], AllDone) and messages[-1].failed == 1
 
 
-def test_a_child_killed_before_its_first_run_costs_no_run(models, small_images, cache, tmp_path):
+def test_a_child_killed_before_its_first_run_costs_no_run(
+    fake_engine, demo, small_images, cache, tmp_path
+):
     # Killed while loading the model: the old runner failed every run it had been given.
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
+    plan = plan_matrix(demo[0], small_images, CONFIGS, cache=cache, repeats=1)
     flag = tmp_path / "first-child-died"
-    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_DIE_AT_START": str(flag)})
+    runner = MatrixRunner(plan, cache, child_env={"FAKE_ENGINE_DIE_AT_START": str(flag)})
     finished, failed = outcome(list(runner.run()))
     assert flag.exists()  # the first child did die
     assert finished == {"cpu b1 r0", "cpu b2 r0", "cpu b3 r0"} and not failed
 
 
-def test_a_child_that_dies_at_start_every_time_fails_its_runs_once(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
-    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_DIE_AT_START": "/dev/null/x"})
+def test_a_child_that_dies_at_start_every_time_fails_its_runs_once(
+    fake_engine, demo, small_images, cache
+):
+    plan = plan_matrix(demo[0], small_images, CONFIGS, cache=cache, repeats=1)
+    runner = MatrixRunner(plan, cache, child_env={"FAKE_ENGINE_DIE_AT_START": "/dev/null/x"})
     messages = list(runner.run())
     finished, failed = outcome(messages)
     assert not finished and set(failed) == {"cpu b1 r0", "cpu b2 r0", "cpu b3 r0"}
     assert "died from SIGKILL" in failed["cpu b1 r0"].error
 
 
-def test_a_hanging_child_is_killed_after_the_timeout(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
-    runner = MatrixRunner(
-        plan, cache, timeout_s=20, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b1 r0"}
-    )
+def test_a_hanging_child_is_killed_after_the_timeout(fake_engine, demo, small_images, cache):
+    plan = plan_matrix(demo[0], small_images, CONFIGS, cache=cache, repeats=1)
+    runner = MatrixRunner(plan, cache, timeout_s=3, child_env={"FAKE_ENGINE_HANG_ON": "cpu b1 r0"})
     finished, failed = outcome(list(runner.run()))
     assert finished == {"cpu b2 r0", "cpu b3 r0"}
-    assert "no progress for 20 s (timed out; the child was killed)" in failed["cpu b1 r0"].error
+    assert "no progress for 3 s (timed out; the child was killed)" in failed["cpu b1 r0"].error
 
 
+@pytest.mark.slow
 def test_a_missing_gpu_fails_clearly_without_falling_back(models, small_images, cache):
     plan = plan_matrix(
         models / "tiny.keras",
@@ -86,9 +99,10 @@ def test_a_missing_gpu_fails_clearly_without_falling_back(models, small_images, 
     assert not any(cache.has(run.key) for run in plan.runs if run.config.is_gpu)
 
 
-def test_cancel_kills_the_child_and_leaves_none(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
-    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b2 r0"})
+def test_cancel_kills_the_child_and_leaves_none(fake_engine, demo, small_images, cache):
+    before = _children()  # another test's, in this worker, are not this one's
+    plan = plan_matrix(demo[0], small_images, CONFIGS, cache=cache, repeats=1)
+    runner = MatrixRunner(plan, cache, child_env={"FAKE_ENGINE_HANG_ON": "cpu b2 r0"})
     messages = []
 
     def consume():
@@ -109,29 +123,30 @@ def test_cancel_kills_the_child_and_leaves_none(models, small_images, cache):
         not psutil.pid_exists(child_pid)
         or psutil.Process(child_pid).status() == psutil.STATUS_ZOMBIE
     )
-    assert psutil.Process().children(recursive=True) == []
+    assert _new_children(before) == []
 
 
-def test_second_plan_is_served_from_the_cache(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=2)
+def test_second_plan_is_served_from_the_cache(fake_engine, demo, small_images, cache):
+    plan = plan_matrix(demo[0], small_images, CONFIGS, cache=cache, repeats=2)
     list(MatrixRunner(plan, cache).run())
-    again = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=2)
+    again = plan_matrix(demo[0], small_images, CONFIGS, cache=cache, repeats=2)
     messages = list(MatrixRunner(again, cache).run())
     assert again.jobs == () and len(again.cached) == 6
     assert isinstance(messages[0], PlanReady) and messages[0].cached == 6
     assert sum(isinstance(m, RunCached) for m in messages) == 6
 
 
-def test_a_child_dying_after_writing_keeps_its_finished_run(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
-    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_CRASH_AFTER_WRITE": "cpu b2 r0"})
+def test_a_child_dying_after_writing_keeps_its_finished_run(fake_engine, demo, small_images, cache):
+    plan = plan_matrix(demo[0], small_images, CONFIGS, cache=cache, repeats=1)
+    runner = MatrixRunner(plan, cache, child_env={"FAKE_ENGINE_CRASH_AFTER_WRITE": "cpu b2 r0"})
     finished, failed = outcome(list(runner.run()))
     assert finished == {"cpu b1 r0", "cpu b2 r0", "cpu b3 r0"} and failed == {}
 
 
-def test_abandoning_the_generator_leaves_no_child(models, small_images, cache):
-    plan = plan_matrix(models / "tiny.keras", small_images, CONFIGS, cache=cache, repeats=1)
-    runner = MatrixRunner(plan, cache, child_env={"SEGDIFF_TEST_HANG_ON": "cpu b2 r0"})
+def test_abandoning_the_generator_leaves_no_child(fake_engine, demo, small_images, cache):
+    before = _children()  # another test's, in this worker, are not this one's
+    plan = plan_matrix(demo[0], small_images, CONFIGS, cache=cache, repeats=1)
+    runner = MatrixRunner(plan, cache, child_env={"FAKE_ENGINE_HANG_ON": "cpu b2 r0"})
     messages = runner.run()
     for message in messages:
         if isinstance(message, RunStarted) and message.label == "cpu b2 r0":
@@ -139,9 +154,10 @@ def test_abandoning_the_generator_leaves_no_child(models, small_images, cache):
     child = runner._child.process
     messages.close()  # e.g. a GUI worker dropping the generator
     assert child.poll() is not None
-    assert psutil.Process().children(recursive=True) == []
+    assert _new_children(before) == []
 
 
+@pytest.mark.slow
 def test_inherited_knob_variables_do_not_override_the_knobs(
     models, small_images, cache, monkeypatch
 ):

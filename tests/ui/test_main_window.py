@@ -233,17 +233,17 @@ def test_a_failed_run_is_shown_and_the_rest_complete(qtbot, models, small_images
 
 
 def test_closing_while_running_cancels_and_leaves_no_child(
-    qtbot, models, small_images, tmp_path, monkeypatch
+    qtbot, fake_engine, demo, small_images, tmp_path, monkeypatch
 ):
     from segdiff_gui.ui.inspection import InspectionModel
     from segdiff_gui.ui.main_window import MainWindow
     from segdiff_gui.ui.session import MatrixSession
 
-    monkeypatch.setenv("SEGDIFF_TEST_HANG_ON", "cpu b2 r0")
+    monkeypatch.setenv("FAKE_ENGINE_HANG_ON", "cpu b2 r0")
     cache = ResultCache(tmp_path / "cache")
     session = MatrixSession(
         MatrixRequest(
-            models / "tiny.keras",
+            demo[0],
             tuple(small_images),
             cache,
             (
