@@ -74,6 +74,16 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(child, "engine_command", engine_command)
 
 
+@pytest.fixture(scope="session")
+def fake_demo_cache(tmp_path_factory: pytest.TempPathFactory) -> ResultCache:
+    """The demo's matrix, two repeats each, computed by the fake engine (synthetic maps, in a
+    second): for tests of what is shown of a cache, not of what the model computes."""
+    root = tmp_path_factory.mktemp("fake-demo-cache")
+    result = segdiff("demo", "--cache", root, "--repeats", "2", fake=True)
+    assert result.returncode == 0, result.stderr
+    return ResultCache(root)
+
+
 def segdiff(
     *args: str | Path,
     env: dict[str, str] | None = None,

@@ -33,13 +33,13 @@ def test_cli_help_and_every_front_room_import_without_tensorflow():
     assert "usage: segdiff" in result.stdout
 
 
-def test_the_gui_window_appears_without_tensorflow(demo_cache):
+def test_the_gui_window_appears_without_tensorflow(fake_demo_cache):
     code = (
         "import sys\n"
         "from PySide6.QtWidgets import QApplication\n"
         "app = QApplication([])\n"
         "from segdiff_gui.ui.app import build_window\n"
-        f"window, _ = build_window(['--cache', {str(demo_cache.root)!r}, '--no-run'])\n"
+        f"window, _ = build_window(['--cache', {str(fake_demo_cache.root)!r}, '--no-run'])\n"
         "window.show(); app.processEvents()\n"
         "assert window.model.runs, 'no runs shown'\n"
         "bad = [n for n in ('tensorflow', 'keras', 'tf_keras') if n in sys.modules]\n"
