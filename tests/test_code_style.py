@@ -1,4 +1,5 @@
-"""ruff (lint and format) and mypy strict on the Qt- and TF-free rooms, as the tests run."""
+"""ruff (lint and format) and mypy strict on the rooms pyproject.toml names (every room but
+the window's and the engine's, whose Qt and runtimes are typed loosely), as the tests run."""
 
 import subprocess
 import sys
@@ -20,6 +21,6 @@ def test_ruff_lint_and_format():
     assert formatted.returncode == 0, formatted.stdout
 
 
-def test_mypy_strict_on_core_storage_runner():
+def test_mypy_strict_on_the_rooms_it_names():
     result = run(sys.executable, "-m", "mypy")
     assert result.returncode == 0, result.stdout

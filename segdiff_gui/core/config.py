@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from fractions import Fraction
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
@@ -117,13 +117,20 @@ _C = TypeVar("_C")
 _HEX = "0123456789abcdef"
 
 
-def parse_config_spec(spec: str, base: _C | None = None, knobs: KnobRegistry = KNOBS) -> _C:
+@overload
+def parse_config_spec(spec: str, base: None = None, knobs: KnobRegistry = KNOBS) -> RunConfig: ...
+
+
+@overload
+def parse_config_spec(spec: str, base: _C, knobs: KnobRegistry = KNOBS) -> _C: ...
+
+
+def parse_config_spec(spec: str, base: Any = None, knobs: KnobRegistry = KNOBS) -> Any:
     """Parse ``device=cpu,batch=64,xla=on`` into a configuration: ``base`` (the default
     :class:`RunConfig`) with the knobs named changed, as ``knobs`` reads them."""
     values = knobs.parse(spec)
     start: Any = RunConfig() if base is None else base
-    result: _C = replace(start, **values)
-    return result
+    return replace(start, **values)
 
 
 @dataclass(frozen=True)
