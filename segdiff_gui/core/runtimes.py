@@ -20,6 +20,7 @@ from typing import Any
 __all__ = [
     "RUNTIMES",
     "RUNTIME_NAMES",
+    "JAX_DETERMINISM_FLAG",
     "Conversion",
     "Limit",
     "Runtime",
@@ -66,6 +67,11 @@ class Runtime:
     # ("" for the default runtime, which every other run is already under).
     checkbox: str = ""
     checkbox_tip: str = ""
+    # (settings, uses a GPU, inherited keyed variables) → the variables its child sets
+    # before the runtime is imported. Every entry says it: none falls back to another's.
+    environment: Callable[[Any, bool, Mapping[str, str]], dict[str, str]] = field(kw_only=True)
+    # (a probe's facts) → its build, in a phrase.
+    build: Callable[[Mapping[str, Any]], str] = field(kw_only=True)
 
     def refusal(self, config: Any) -> str:
         """Why ``config`` (a configuration of every knob) cannot run under this runtime, in
@@ -203,6 +209,74 @@ _LITERT_LIMITS = {
 _ONNX_LIMITS = {"xla": _NO_XLA, "onednn": _ONEDNN_NOT_OFF, **_CONVERTED_PRECISION}
 
 
+# What each runtime's child sets before the runtime is imported (TensorFlow, JAX and the CUDA
+# libraries read these once): pure functions of the child's process-level settings, whether a
+# run of it uses a GPU, and the keyed variables it inherited (which it must keep).
+JAX_DETERMINISM_FLAG = "--xla_gpu_deterministic_ops=true"
+_JAX_ONE_THREAD_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def _tensorflow_environment(
+    settings: Any, _uses_gpu: bool, _inherited: Mapping[str, str]
+) -> dict[str, str]:
+    # oneDNN at its default is left as the user's environment has it (TensorFlow then
+    # decides by the CPU): the child reads back what it got (core/runtime_defaults.py).
+    values = {}
+    if settings.onednn is not None:
+        values["TF_ENABLE_ONEDNN_OPTS"] = "1" if settings.onednn else "0"
+    if settings.determinism:
+        values["TF_DETERMINISTIC_OPS"] = "1"
+    if settings.threads:
+        values["TF_NUM_INTRAOP_THREADS"] = str(settings.threads)
+    return values
+
+
+def _jax_environment(settings: Any, uses_gpu: bool, inherited: Mapping[str, str]) -> dict[str, str]:
+    flags = [inherited.get("XLA_FLAGS", "")]
+    if settings.determinism:
+        flags.append(JAX_DETERMINISM_FLAG)
+    if settings.threads == 1:
+        flags.append(_JAX_ONE_THREAD_FLAGS)
+    values = {"XLA_FLAGS": " ".join(flag for flag in flags if flag)}
+    if not uses_gpu:
+        values["JAX_PLATFORMS"] = "cpu"  # a CPU-only child never opens a GPU
+    return values
+
+
+def _torch_environment(
+    settings: Any, _uses_gpu: bool, _inherited: Mapping[str, str]
+) -> dict[str, str]:
+    # cuBLAS is deterministic only with a fixed workspace, set before CUDA starts:
+    # torch.use_deterministic_algorithms raises on a GPU matmul without it.
+    return {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"} if settings.determinism else {}
+
+
+def _conversion_environment(
+    _settings: Any, _uses_gpu: bool, _inherited: Mapping[str, str]
+) -> dict[str, str]:
+    # TensorFlow only converts here (on its defaults); the runtime's own settings are
+    # session options (engine/backends/litert.py, onnxruntime.py).
+    return {"TF_ENABLE_ONEDNN_OPTS": "1"}
+
+
+# The build a probe found, in the phrase ``segdiff devices`` and the window show after the
+# runtime's name and version ("built for CUDA 12.3, cuDNN 8"), from its facts.
+def _cuda_build(facts: Mapping[str, Any]) -> str:
+    if facts.get("cuda_build"):
+        return f"built for CUDA {facts.get('cuda_version')}, cuDNN {facts.get('cudnn_version')}"
+    return "CPU-only build"
+
+
+def _jax_build(facts: Mapping[str, Any]) -> str:
+    platforms = ", ".join(facts.get("jax_platforms", []))
+    return f"jaxlib {facts.get('jaxlib_version')}, platforms {platforms}"
+
+
+def _converted_build(facts: Mapping[str, Any]) -> str:
+    providers = facts.get("onnxruntime_providers")
+    return f"providers {', '.join(providers)}" if providers else "CPU, XNNPACK"
+
+
 _LITERT_DOCS = "https://ai.google.dev/edge/litert/models/"
 
 
@@ -224,6 +298,8 @@ def _litert(
         converters=("tensorflow",),
         checkbox=checkbox,
         checkbox_tip=tip,
+        environment=_conversion_environment,
+        build=_converted_build,
     )
 
 
@@ -236,6 +312,8 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         "segdiff_gui.engine.backends.tensorflow",
         "https://www.tensorflow.org/guide/gpu",
         _EVERY_RUNTIME | _KERAS | _SWITCHES,
+        environment=_tensorflow_environment,
+        build=_cuda_build,
     ),
     Runtime(
         "jax",
@@ -248,6 +326,8 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         _JAX_LIMITS,
         checkbox="JAX",
         checkbox_tip="Keras 3 on JAX (needs segdiff's jax extra).",
+        environment=_jax_environment,
+        build=_jax_build,
     ),
     Runtime(
         "torch",
@@ -260,6 +340,8 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         _TORCH_LIMITS,
         checkbox="PyTorch",
         checkbox_tip="Keras 3 on PyTorch (needs segdiff's torch extra).",
+        environment=_torch_environment,
+        build=_cuda_build,
     ),
     _litert(
         "litert",
@@ -307,6 +389,8 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         converters=("tensorflow", "tf2onnx"),
         checkbox="ONNX Runtime",
         checkbox_tip="Converted to ONNX (segdiff's onnx extra).",
+        environment=_conversion_environment,
+        build=_converted_build,
     ),
 )
 RUNTIMES = {runtime.name: runtime for runtime in RUNTIMES_IN_ORDER}

@@ -45,10 +45,8 @@ _RECORDED = (
 # child appends its flags to XLA_FLAGS): recorded as inherited, so keys recompute.
 _INHERITED = {name: os.environ[name] for name in KEYED_VARIABLES if name in os.environ}
 
-# XLA aborts the whole process on a flag its version does not know, so a flag is used only
-# once a throw-away interpreter has accepted it.
-_JAX_DETERMINISM_FLAG = "--xla_gpu_deterministic_ops=true"
-_JAX_ONE_THREAD_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+# XLA aborts the whole process on a flag its version does not know, so a flag a runtime's
+# settings add to XLA_FLAGS is used only once this jaxlib is found to know it (``xla_knows``).
 
 
 def inherited_keyed() -> dict[str, str]:
@@ -103,72 +101,23 @@ def xla_knows(flag: str) -> bool:
     return False
 
 
-def _jax_settings(settings: RunConfig, uses_gpu: bool) -> dict[str, str]:
-    flags = [_INHERITED.get("XLA_FLAGS", "")]
-    if settings.determinism:
-        if not xla_knows(_JAX_DETERMINISM_FLAG):
-            raise InputError(
-                "determinism",
-                f"cannot be set under JAX here: this jaxlib does not know {_JAX_DETERMINISM_FLAG}",
-            )
-        flags.append(_JAX_DETERMINISM_FLAG)
-    if settings.threads == 1:
-        flags.append(_JAX_ONE_THREAD_FLAGS)
-    values = {"XLA_FLAGS": " ".join(flag for flag in flags if flag)}
-    if not uses_gpu:
-        values["JAX_PLATFORMS"] = "cpu"  # a CPU-only child never opens a GPU
-    return values
-
-
-def _tensorflow_settings(settings: RunConfig) -> dict[str, str]:
-    # oneDNN at its default is left as the user's environment has it (TensorFlow then
-    # decides by the CPU): the child reads back what it got (core/runtime_defaults.py).
-    values = {}
-    if settings.onednn is not None:
-        values["TF_ENABLE_ONEDNN_OPTS"] = "1" if settings.onednn else "0"
-    if settings.determinism:
-        values["TF_DETERMINISTIC_OPS"] = "1"
-    if settings.threads:
-        values["TF_NUM_INTRAOP_THREADS"] = str(settings.threads)
-    return values
-
-
-def _torch_settings(settings: RunConfig) -> dict[str, str]:
-    # cuBLAS is deterministic only with a fixed workspace, set before CUDA starts:
-    # torch.use_deterministic_algorithms raises on a GPU matmul without it.
-    return {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"} if settings.determinism else {}
-
-
-def _conversion_settings(_settings: RunConfig, _uses_gpu: bool) -> dict[str, str]:
-    # TensorFlow only converts here (on its defaults); the runtime's own settings are
-    # session options (engine/backends/litert.py, onnxruntime.py).
-    return {"TF_ENABLE_ONEDNN_OPTS": "1"}
-
-
-# What each Keras backend reads at import, by the backend its child sets; a converted
-# runtime's child converts under TensorFlow on its defaults.
-_SETTINGS_OF_BACKEND = {
-    "tensorflow": lambda settings, _uses_gpu: _tensorflow_settings(settings),
-    "jax": _jax_settings,
-    "torch": lambda settings, _uses_gpu: _torch_settings(settings),
-}
-
-
 def apply_process_settings(settings: RunConfig, uses_gpu: bool) -> None:
     """Set what the runtime reads at import, for a child whose runs share ``settings``'
-    process-level knobs (``uses_gpu``: whether any of them runs on a GPU). A runtime this
-    child does not know is an error, never another runtime's settings."""
+    process-level knobs (``uses_gpu``: whether any of them runs on a GPU), as its entry in
+    core/runtimes.py says. A runtime this child does not know is an error."""
     runtime = RUNTIMES.get(settings.runtime)
     if runtime is None:
         raise InputError("runtime", f"{settings.runtime!r} is not a runtime this engine knows")
     apply_common_settings(settings.runtime)
     os.environ.pop("TF_DETERMINISTIC_OPS", None)
-    if runtime.conversion:
-        values = _conversion_settings(settings, uses_gpu)
-    elif runtime.keras_backend in _SETTINGS_OF_BACKEND:
-        values = _SETTINGS_OF_BACKEND[runtime.keras_backend](settings, uses_gpu)
-    else:
-        raise InputError("runtime", f"{runtime.title} has no process settings in this engine")
+    values = runtime.environment(settings, uses_gpu, _INHERITED)
+    added = set(values.get("XLA_FLAGS", "").split()) - set(_INHERITED.get("XLA_FLAGS", "").split())
+    for flag in sorted(flag for flag in added if flag.startswith("--")):
+        if not xla_knows(flag):
+            raise InputError(
+                settings.label(),
+                f"cannot be set under {runtime.title} here: this jaxlib does not know {flag}",
+            )
     os.environ.update(values)
 
 

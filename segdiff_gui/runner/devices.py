@@ -285,16 +285,7 @@ def build_text(facts: dict[str, Any]) -> str:
     2.17.0 (built for CUDA 12.3, cuDNN 8), Keras 3.5.0``."""
     runtime = RUNTIMES.get(str(facts.get("runtime", "tensorflow")), RUNTIMES["tensorflow"])
     version = recorded_version(facts)
-    if runtime.name == "jax":
-        platforms = ", ".join(facts.get("jax_platforms", []))
-        build = f"jaxlib {facts.get('jaxlib_version')}, platforms {platforms}"
-    elif runtime.conversion:
-        providers = facts.get("onnxruntime_providers")
-        build = f"providers {', '.join(providers)}" if providers else "CPU, XNNPACK"
-    elif facts.get("cuda_build"):
-        build = f"built for CUDA {facts.get('cuda_version')}, cuDNN {facts.get('cudnn_version')}"
-    else:
-        build = "CPU-only build"
+    build = runtime.build(facts)
     return f"{runtime.family} {version} ({build}), Keras {facts.get('keras_version')}"
 
 
