@@ -6,13 +6,13 @@ The converter's options are written here once; with the converters' versions, th
 and (for full int8) the calibration images they make the conversion's key, so an artefact is
 made once and served from the cache afterwards (storage/converted.py). What the converters
 warn (Python warnings, their loggers, the C++ converter's log) is kept with the artefact. A
-conversion that fails is one line naming the op and the layer it came from.
+conversion that fails is one line naming the op, the layer it came from and why
+(converter_errors.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import logging
 import re
 import tempfile
@@ -24,8 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui.core.errors import InputError, first_line
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtimes import Conversion, Runtime
+from segdiff_gui.engine.converter_errors import (
+    conversion_failure,
+    installed_version,
+    onnx_refusals,
+)
 from segdiff_gui.engine.models import LoadedModel
 from segdiff_gui.engine.native_log import native_stderr
 from segdiff_gui.storage.converted import ConvertedModel
@@ -37,26 +42,11 @@ __all__ = ["conversion_ingredients", "convert"]
 _LITERT_OPS = "TFLITE_BUILTINS"
 _KEPT_WARNINGS = 20
 _WARNING_LINE = re.compile(r"warn|deprecat|not supported|fall(s|ing)? back", re.IGNORECASE)
-# The LiteRT converter: "'tf.Erfinv' op is neither a custom op nor a flex op", located at
-# fused["Erfinv:", "functional_1/erfinv/Erfinv@__inference_function_92"].
-_LITERT_UNSUPPORTED = re.compile(r"'tf\.(\w+)' op is neither a custom op nor a flex op")
-_LITERT_LOCATION = re.compile(r'fused\["\w+:", "[^/"]+/([^"@]+)/\w+@')
-# tf2onnx: "Tensorflow op [functional_1/erfinv/Erfinv: Erfinv] is not supported".
-_ONNX_UNSUPPORTED = re.compile(
-    r"Tensorflow op \[[^/\]]+/([^\]]+)/[^/\]]+: (\w+)\] is not supported"
-)
-
-
-def _version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
 
 
 def _converters(conversion: Conversion) -> dict[str, str]:
     names = ("tensorflow", "keras") + (("tf2onnx", "onnx") if conversion.format == "onnx" else ())
-    return {name: _version(name) for name in names}
+    return {name: installed_version(name) for name in names}
 
 
 def _options(conversion: Conversion) -> dict[str, Any]:
@@ -132,35 +122,6 @@ def _listening(handler: logging.Handler) -> Iterator[None]:
             logger.removeHandler(handler)
 
 
-def _layer_name(scope: str) -> str:
-    """The Keras layer of a TensorFlow name scope: ``bicubic_up_1/resize`` → ``bicubic_up``
-    (the scope's first part, without the ``_1`` tracing adds; sub-scopes are the layer's
-    own ops)."""
-    return re.sub(r"_\d+$", "", scope.split("/", 1)[0])
-
-
-def _failure(path: Path, conversion: Conversion, text: str) -> InputError:
-    target = "LiteRT" if conversion.format == "litert" else "ONNX"
-    if conversion.format == "litert" and (op := _LITERT_UNSUPPORTED.search(text)):
-        where = _LITERT_LOCATION.search(text)
-        layer = f" (layer {_layer_name(where.group(1))})" if where else ""
-        return InputError(
-            path,
-            f"cannot be converted to LiteRT: op {op.group(1)}{layer} has no LiteRT builtin "
-            "kernel, and ai-edge-litert runs no Select TensorFlow ops",
-        )
-    if match := _ONNX_UNSUPPORTED.search(text):
-        return InputError(
-            path,
-            f"cannot be converted to ONNX: op {match.group(2)} (layer "
-            f"{_layer_name(match.group(1))}) is not "
-            f"supported by tf2onnx {_version('tf2onnx')}",
-        )
-    said = [line.strip() for line in text.splitlines() if "error:" in line]
-    reason = said[0].split("error:", 1)[1].strip() if said else first_line(text)
-    return InputError(path, f"cannot be converted to {target}: {reason[:300]}")
-
-
 def _kept(lines: list[str]) -> list[str]:
     return list(dict.fromkeys(line[:300] for line in lines if _WARNING_LINE.search(line)))[
         :_KEPT_WARNINGS
@@ -209,10 +170,10 @@ def convert(
         except InputError:
             raise
         except Exception as error:  # noqa: BLE001 - converters raise many types
-            raise _failure(model.path, conversion, f"{error}\n" + "\n".join(native)) from error
-        refused = [m for m in recorded.messages if _ONNX_UNSUPPORTED.search(m)]
-        if refused:
-            raise _failure(model.path, conversion, refused[0])
+            text = f"{error}\n" + "\n".join(native)
+            raise conversion_failure(model.path, conversion.format, text) from error
+        if refused := onnx_refusals(recorded.messages):
+            raise conversion_failure(model.path, conversion.format, refused[0])
         data = target.read_bytes()
     seconds = time.perf_counter() - started
     said = [str(w.message) for w in caught] + recorded.messages + native
