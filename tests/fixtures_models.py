@@ -17,6 +17,9 @@ fully convolutional net on 32×32×1 inputs), so the formats can be compared wit
   outputs (the skip and the bottleneck) and whose decoder block is a Sequential model, with
   batch normalisation and activations as layers of their own: the layer probe flattens both.
 - ``erfinv.keras``: an op (erfinv) that LiteRT's builtins and tf2onnx lack: its conversion fails.
+- ``free_unet_tfkeras.h5``: a tf-keras U-Net of free input size, ``(None, None, 3)``, as most
+  U-Nets are saved: converted with that size, its decoder's convolution has unknown input
+  channels, which LiteRT's converter refuses.
 """
 
 from __future__ import annotations
@@ -141,6 +144,15 @@ def build_tf_keras(out: Path, weights: list[np.ndarray]) -> None:
     hidden = tf_keras.layers.Conv2D(4, 3, padding="same", activation="relu")(inputs)
     outputs = tf_keras.layers.Conv2D(1, 1, activation="sigmoid", name="mask")(hidden)
     tf_keras.Model(inputs, outputs).save(out / "rgb_tfkeras.h5", save_format="h5")
+    # A U-Net of free input size, with tf-keras's default layer names.
+    tf_keras.utils.set_random_seed(7)
+    layers = tf_keras.layers
+    inputs = tf_keras.Input((None, None, 3))
+    skip = layers.Conv2D(4, 3, padding="same", activation="relu")(inputs)
+    deep = layers.Conv2D(8, 3, padding="same", activation="relu")(layers.MaxPooling2D()(skip))
+    joined = layers.Concatenate()([skip, layers.UpSampling2D()(deep)])
+    outputs = layers.Conv2D(1, 1, activation="sigmoid")(joined)
+    tf_keras.Model(inputs, outputs).save(out / "free_unet_tfkeras.h5", save_format="h5")
 
 
 def main() -> None:

@@ -41,6 +41,14 @@ class Conversion:
     title: str  # in sentences: "dynamic-range int8"
 
     @property
+    def fixes_input_size(self) -> bool:
+        """LiteRT's converter needs every dimension but the batch known (a Conv2D of unknown
+        input channels has no builtin kernel): a model of free input size is converted for the
+        size of the images it runs, one artefact per size, the size in its key. ONNX keeps the
+        model's free sizes: one artefact serves every size."""
+        return self.format == "litert"
+
+    @property
     def calibrated(self) -> bool:
         """Full integer quantization measures activations on representative inputs: the
         run's own images (``calibration_set``), which are then part of its key."""

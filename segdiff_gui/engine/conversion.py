@@ -2,12 +2,17 @@
 ``model.export(format="litert")`` (TensorFlow's LiteRT converter) and ``format="onnx"``
 (tf2onnx), under the TensorFlow backend.
 
-The converter's options are written here once; with the converters' versions, the model's hash
-and (for full int8) the calibration images they make the conversion's key, so an artefact is
-made once and served from the cache afterwards (storage/converted.py). What the converters
-warn (Python warnings, their loggers, the C++ converter's log) is kept with the artefact. A
-conversion that fails is one line naming the op, the layer it came from and why
-(converter_errors.py).
+The converter's options are written here once; with the converters' versions, the model's hash,
+(for LiteRT, of a model of free input size) the input size it is converted for, and (for full
+int8) the calibration images they make the conversion's key, so an artefact is made once and
+served from the cache afterwards (storage/converted.py). What the converters warn (Python
+warnings, their loggers, the C++ converter's log) is kept with the artefact. A conversion that
+fails is one line naming the op, the layer it came from and why (converter_errors.py).
+
+LiteRT's converter cannot lower a convolution whose input channels are unknown, which is what
+a model of free height and width (``(None, None, 3)``, as most U-Nets are saved) gives it after
+an upsampling; so such a model is converted for the size of the images it runs (the batch stays
+free): its input signature fixes height, width and channels (``fixed_input_shape``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from segdiff_gui.engine.models import LoadedModel
 from segdiff_gui.engine.native_log import native_stderr
 from segdiff_gui.storage.converted import ConvertedModel
 
-__all__ = ["conversion_ingredients", "convert"]
+__all__ = ["conversion_ingredients", "convert", "fixed_input_shape"]
 
 # Only LiteRT's builtin ops: ai-edge-litert has no Flex delegate, so a model needing Select TF
 # ops (Keras's export would allow them) converts but cannot run; refusing them names the op.
@@ -64,10 +69,27 @@ def _options(conversion: Conversion) -> dict[str, Any]:
     return options
 
 
+def fixed_input_shape(
+    model: LoadedModel, conversion: Conversion, image: tuple[int, ...]
+) -> tuple[int, int, int] | None:
+    """The height, width and channels a conversion fixes for inputs prepared as ``image``
+    (H×W×C): None where the model's input has no free size, or the converter keeps it free
+    (ONNX)."""
+    if not conversion.fixes_input_size or None not in model.input_shape:
+        return None
+    height, width, channels = (int(extent) for extent in image)
+    return height, width, channels
+
+
 def conversion_ingredients(
-    runtime: Runtime, model_hash: str, calibration: list[str], preprocessing: dict[str, Any]
+    runtime: Runtime,
+    model_hash: str,
+    calibration: list[str],
+    preprocessing: dict[str, Any],
+    input_shape: tuple[int, int, int] | None = None,
 ) -> dict[str, Any]:
-    """What a conversion is made from, and how: its key's ingredients."""
+    """What a conversion is made from, and how: its key's ingredients (``input_shape``: the
+    size ``fixed_input_shape`` gives, where it fixes one)."""
     assert runtime.conversion is not None
     ingredients: dict[str, Any] = {
         "model": model_hash,
@@ -75,14 +97,30 @@ def conversion_ingredients(
         "converters": _converters(runtime.conversion),
         "options": _options(runtime.conversion),
     }
+    if input_shape is not None:
+        ingredients["input_shape"] = list(input_shape)
     if runtime.conversion.calibrated:
         ingredients["calibration"] = list(calibration)
         ingredients["preprocessing"] = preprocessing
     return ingredients
 
 
+def _input_signature(model: LoadedModel, shape: list[int]) -> list[Any]:
+    """Keras's export signature with the model's input of ``shape`` (H, W, C); the batch as
+    the model has it (free, unless the model fixes it)."""
+    import keras
+
+    assert model.keras_model is not None
+    (tensor,) = model.keras_model.inputs
+    spec = keras.InputSpec(shape=(tensor.shape[0], *shape), dtype=tensor.dtype, name=tensor.name)
+    return [spec]
+
+
 def _export_arguments(
-    conversion: Conversion, representative: Callable[[], Iterator[list[np.ndarray]]]
+    model: LoadedModel,
+    conversion: Conversion,
+    ingredients: dict[str, Any],
+    representative: Callable[[], Iterator[list[np.ndarray]]],
 ) -> dict[str, Any]:
     import tensorflow as tf
 
@@ -90,6 +128,8 @@ def _export_arguments(
         return {}
     target_spec: dict[str, Any] = {"supported_ops": [getattr(tf.lite.OpsSet, _LITERT_OPS)]}
     arguments: dict[str, Any] = {"target_spec": target_spec}
+    if "input_shape" in ingredients:
+        arguments["input_signature"] = _input_signature(model, ingredients["input_shape"])
     if conversion.quantization != "float32":
         arguments["optimizations"] = [tf.lite.Optimize.DEFAULT]
     if conversion.quantization == "float16":
@@ -165,7 +205,7 @@ def convert(
                     str(target),
                     format=conversion.format,
                     verbose=False,
-                    **_export_arguments(conversion, representative),
+                    **_export_arguments(model, conversion, ingredients, representative),
                 )
         except InputError:
             raise
@@ -186,4 +226,7 @@ def convert(
         "seconds": round(seconds, 3),
         "warnings": _kept(said),
     }
+    if "input_shape" in ingredients:  # the model's free size, fixed (the batch as it has it)
+        batch = model.keras_model.inputs[0].shape[0]
+        facts["input_shape"] = [batch or "N", *ingredients["input_shape"]]
     return ConvertedModel(ingredients, data, facts)

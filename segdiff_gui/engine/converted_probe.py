@@ -86,7 +86,7 @@ def converted_probe_run(runner: JobRunner, run: PlannedRun, backend: ConvertedBa
     tappable_graph(loaded.keras_model, loaded.path)
     batch = runner.batch_for(run)
     expected = _expected_layers(runner, loaded.keras_model, batch)
-    converted = backend.artefact(loaded)
+    converted = backend.artefact(loaded, batch.shape[1:])
     started = time.perf_counter()
     outputs, tensors = backend.intermediates(
         converted.data, batch, config, lambda names: last_of_each_layer(expected, names)

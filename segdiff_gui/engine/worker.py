@@ -243,6 +243,7 @@ class JobRunner:
         batch = self.batch_for(run)
         self.step(run, 2)
         forward, first_use = self.forward(config)
+        self.backend.make_ready(self.model_on(config.device), config, batch.shape[1:])
         self.step(run, 3)
         started = time.perf_counter()
         with self.heartbeat(run, first_use):

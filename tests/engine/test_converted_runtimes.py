@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.hashing import hash_path
@@ -20,6 +21,7 @@ from tests.conftest import segdiff
 pytestmark = pytest.mark.slow
 
 CONVERTED = ("litert", "litert-fp16", "litert-dynamic-int8", "litert-int8", "onnxruntime")
+LITERT = CONVERTED[:4]
 # Keras on TensorFlow, every conversion, and the knobs a converted runtime maps (batch, and
 # threads: each its own child, as for TensorFlow).
 SPECS = {
@@ -38,11 +40,12 @@ LABELS = {
 }
 
 
-def _run(model, images, cache, specs):
+def _run(model, images, cache, specs, *options):
     configs = [arg for spec in specs for arg in ("--config", spec)]
     result = segdiff(
-        "run", model, *images, *configs, "--repeats", "1", "--cache", cache.root, "--json"
-    )
+        "run", model, *images, *configs, *options, "--repeats", "1", "--cache", cache.root,
+        "--json",
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)["runs"]
 
@@ -253,3 +256,54 @@ def test_an_op_the_converters_refuse_is_one_line_naming_it(models, small_images,
     for run in (litert, onnx):
         assert "\n" not in run["error"] and "Traceback" not in run["error"]
     assert not _converted_files(cache)
+
+
+def test_a_unet_of_free_input_size_runs_under_litert_at_each_size_it_is_given(
+    models, demo, tmp_path
+):
+    """Issue 34, 1: a tf-keras U-Net saved with input (None, None, 3) converts for LiteRT at
+    the size of the images it runs (the batch stays free): one artefact per size, each keyed
+    and stored with its size, for demo images and an image of another size in one request."""
+    _, images = demo
+    other = tmp_path / "other.png"
+    rng = np.random.default_rng(5)
+    Image.fromarray(rng.integers(0, 256, (72, 100, 3), dtype=np.uint8)).save(other)
+    cache = ResultCache(tmp_path / "cache")
+    model = models / "free_unet_tfkeras.h5"
+    specs = ["batch=1", *(f"runtime={name}" for name in LITERT)]
+    targets = [images[0], images[1], other]
+    runs = _run(model, targets, cache, specs, "--color", "rgb", "--sweep")
+    assert len(runs) == 3 * len(specs)
+    assert all(run["status"] == "finished" for run in runs), [run.get("error") for run in runs]
+    records = [cache.read_run(run["key"]) for run in runs]
+    by_image = {record.target_name: {} for record in records}
+    for record in records:
+        by_image[record.target_name][record.provenance["runtime"]] = record
+    calibration = sorted(hash_path(path) for path in targets)
+    for name, shape in (("cell_00.png", (256, 256)), ("other.png", (72, 100))):
+        reference = by_image[name]["tensorflow"].probabilities
+        assert reference.shape == shape
+        for runtime in LITERT:
+            provenance = by_image[name][runtime].provenance
+            assert provenance["conversion_input_shape"] == ["N", *shape, 3]
+            assert by_image[name][runtime].probabilities.shape == shape
+        effect = compare_maps(reference, by_image[name]["litert"].probabilities)
+        assert effect.max_abs < 1e-6 and effect.max_ulp < 64  # float32: a few steps apart
+        # Full int8 of a size is calibrated on the calibration images of that size only.
+        int8 = by_image[name]["litert-int8"].provenance
+        assert int8["calibration_hashes"] == calibration
+        of_size = images[:2] if name == "cell_00.png" else [other]
+        assert int8["conversion_calibrated_on"] == sorted(hash_path(path) for path in of_size)
+    # One artefact per runtime and size, each at the key of its recorded ingredients (the
+    # store recomputes it on reading), the size among them.
+    store = ConvertedStore(cache.root)
+    stored = [store.read(path.stem) for path in _converted_files(cache)]
+    assert len(stored) == 2 * len(LITERT)
+    sizes = sorted(tuple(converted.ingredients["input_shape"]) for converted in stored)
+    assert sizes == sorted([(72, 100, 3), (256, 256, 3)] * len(LITERT))
+    # Asked again (another thread count: new runs), every size's artefact is reused.
+    again = _run(model, targets, cache, ["runtime=litert,threads=1"], "--color", "rgb", "--sweep")
+    assert all(run["status"] == "finished" for run in again)
+    reused = [cache.read_run(run["key"]).provenance for run in again]
+    assert all(provenance["conversion_reused"] for provenance in reused)
+    assert len({provenance["conversion_key"] for provenance in reused}) == 2

@@ -61,6 +61,12 @@ class Backend(abc.ABC):
     def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
         """A callable that runs one batch of ``model`` (a LoadedModel) under ``config``."""
 
+    def make_ready(self, model: Any, config: RunConfig, image_shape: tuple[int, ...]) -> None:
+        """Do what a batch of inputs of ``image_shape`` (H×W×C) needs once, before its forward
+        pass is timed: a converted runtime converts the model for that size, or reads it from
+        the cache. Nothing by default (a runtime compiles within its first call)."""
+        return None
+
     @abc.abstractmethod
     def weight_devices(self, model: Any, config: RunConfig) -> set[str]:
         """Where the weights ``config``'s run computes with live (short names): those of the

@@ -4,7 +4,13 @@ once and stored (engine/conversion.py); the runtime's session runs it. Each runt
 says how to open a session and run a batch, and where it runs.
 
 A converted model's outputs are those of the Keras model in order (Keras's export keeps it);
-their number and shapes are checked against the Keras model's before the first run."""
+their number and shapes are checked against the Keras model's before the first run.
+
+A model of free input size is converted for LiteRT once per size of the inputs it runs
+(``Conversion.fixes_input_size``): a request of images of several sizes runs each batch (one
+size) on the artefact of its size, each converted once and cached under its own key, as a
+user of such a model expects every image to run. Full int8 calibrates each size's artefact on
+the calibration images of that size."""
 
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.engine.backends.base import Backend, Outputs, RunError
-from segdiff_gui.engine.conversion import conversion_ingredients, convert
+from segdiff_gui.engine.conversion import conversion_ingredients, convert, fixed_input_shape
 from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.engine.tensor_matching import RuntimeTensor
 from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore, conversion_key
@@ -30,6 +36,8 @@ __all__ = ["ConversionSource", "ConvertedBackend", "Session"]
 
 # A batch in, the model's outputs out (numpy, in the Keras model's order).
 Session = Callable[[np.ndarray], list[np.ndarray]]
+# The height, width and channels a conversion fixed (None: the model's own input size).
+InputSize = tuple[int, int, int] | None
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,15 @@ class ConversionSource:
     prepare: Callable[[str], np.ndarray] | None = None  # image hash → prepared H×W×C input
 
 
+@dataclass
+class _Artefact:
+    """One conversion this child uses: the model, whether the cache had it, its sessions."""
+
+    converted: ConvertedModel
+    reused: bool  # the artefact came from the cache
+    sessions: dict[str, Session] = field(default_factory=dict)  # by output device
+
+
 class ConvertedBackend(Backend):
     """One converted runtime; subclasses open its sessions."""
 
@@ -55,9 +72,8 @@ class ConvertedBackend(Backend):
         self.quantized_output = self.conversion.quantization == "int8"
         self.settings = RunConfig(runtime=runtime)
         self.source: ConversionSource | None = None
-        self.converted: ConvertedModel | None = None
-        self.reused = False  # the artefact came from the cache
-        self._sessions: dict[str, Session] = {}
+        self._artefacts: dict[InputSize, _Artefact] = {}
+        self.in_use: _Artefact | None = None  # the last batch's: its run's provenance
 
     def attach(self, source: ConversionSource) -> None:
         self.source = source
@@ -77,19 +93,51 @@ class ConvertedBackend(Backend):
         return {"name": "cpu", "type": "CPU", "description": cpu_model(), "compute_capability": []}
 
     # the artefact ---------------------------------------------------------------------------
-    def calibration_batches(self) -> Iterator[list[np.ndarray]]:
+    @property
+    def converted(self) -> ConvertedModel | None:
+        """The conversion the last batch ran on (None before the first)."""
+        return self.in_use.converted if self.in_use is not None else None
+
+    def _calibration(self, model: Any, size: InputSize) -> list[str]:
+        """The images a full-int8 conversion for ``size`` calibrates on: the calibration set,
+        or, for a size the conversion fixes, those of its images prepared to that size."""
+        source = self.source
+        assert source is not None and source.prepare is not None
+        if size is None:
+            return list(source.calibration)
+        fitting = [h for h in source.calibration if source.prepare(h).shape == size]
+        if not fitting:
+            raise InputError(
+                model.path,
+                f"cannot be calibrated for {self.runtime.title} at "
+                f"{'×'.join(map(str, size))}: none of the {len(source.calibration)} "
+                "calibration images has that size once prepared (a model of free input size "
+                "is converted, and calibrated, for each size it runs; run images of this size "
+                "in a request of their own)",
+            )
+        return fitting
+
+    def _batches(self, hashes: list[str]) -> Iterator[list[np.ndarray]]:
         assert self.source is not None and self.source.prepare is not None
-        for image_hash in self.source.calibration:
+        for image_hash in hashes:
             yield [self.source.prepare(image_hash)[np.newaxis]]
 
-    def artefact(self, model: Any) -> ConvertedModel:
-        """The converted model: from the cache, or converted now and stored."""
-        if self.converted is not None:
-            return self.converted
+    def artefact(self, model: Any, image_shape: tuple[int, ...]) -> ConvertedModel:
+        """The converted model for inputs of ``image_shape`` (H×W×C): from the cache, or
+        converted now and stored."""
+        assert self.conversion is not None
+        size = fixed_input_shape(model, self.conversion, image_shape)
+        if size not in self._artefacts:
+            self._artefacts[size] = self._made(model, size)
+        self.in_use = self._artefacts[size]
+        return self.in_use.converted
+
+    def _made(self, model: Any, size: InputSize) -> _Artefact:
+        assert self.conversion is not None
         source = self.source
         assert source is not None, "a converted runtime's backend needs its job (attach)"
         ingredients = conversion_ingredients(
-            self.runtime, source.model_hash, source.calibration, source.preprocessing
+            self.runtime, source.model_hash, source.calibration, source.preprocessing, size
         )
         store = ConvertedStore(source.cache_root)
         stored: ConvertedModel | None = None
@@ -97,16 +145,20 @@ class ConvertedBackend(Backend):
             stored = store.read(conversion_key(ingredients))
         if stored is not None and self.refuses_artefact(stored.data):
             stored = None  # a planted one (external data, say): made again, never opened
-        if stored is None:
-            stored = convert(model, self.runtime, ingredients, self.calibration_batches)
-            if problem := self.refuses_artefact(stored.data):
-                raise InputError(model.path, f"converted for {self.runtime.title} {problem}")
-            stored = self._with_quantization_count(stored)
-            store.write(stored)
-        else:
-            self.reused = True
-        self.converted = stored
-        return stored
+        if stored is not None:
+            return _Artefact(stored, reused=True)
+        calibration = self._calibration(model, size) if self.conversion.calibrated else []
+        made = convert(model, self.runtime, ingredients, lambda: self._batches(calibration))
+        if problem := self.refuses_artefact(made.data):
+            raise InputError(model.path, f"converted for {self.runtime.title} {problem}")
+        made = self._with_quantization_count(made)
+        if size is not None and self.conversion.calibrated:
+            # The images of its size only: named, as they may be fewer than the runs' keys hold.
+            made = ConvertedModel(
+                made.ingredients, made.data, {**made.facts, "calibrated_on": calibration}
+            )
+        store.write(made)
+        return _Artefact(made, reused=False)
 
     def refuses_artefact(self, data: bytes) -> str:
         """What makes an artefact unsafe to open, as the end of a sentence ("" when nothing):
@@ -165,16 +217,24 @@ class ConvertedBackend(Backend):
             "int8": "int8 (float input and output)",
         }[self.conversion.quantization]
 
-    def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
-        converted = self.artefact(model)
+    def _session(self, model: Any, config: RunConfig, image_shape: tuple[int, ...]) -> Session:
+        """The session of the artefact for inputs of ``image_shape`` on ``config``'s device."""
+        self.artefact(model, image_shape)
+        assert self.in_use is not None
         where = self.output_device(config)
-        if where not in self._sessions:
-            self._sessions[where] = self.open_session(converted.data, config)
-        session = self._sessions[where]
+        if where not in self.in_use.sessions:
+            self.in_use.sessions[where] = self.open_session(self.in_use.converted.data, config)
+        return self.in_use.sessions[where]
+
+    def make_ready(self, model: Any, config: RunConfig, image_shape: tuple[int, ...]) -> None:
+        self._session(model, config, image_shape)
+
+    def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
+        where = self.output_device(config)
         expected = [tuple(output.shape[1:]) for output in model.keras_model.outputs]
 
         def run(batch: np.ndarray) -> Outputs:
-            arrays = session(batch)
+            arrays = self._session(model, config, batch.shape[1:])(batch)
             _check_outputs(model.path, arrays, expected, self.runtime.title)
             dtype = self.compute_dtype()
             return Outputs(arrays, (where,) * len(arrays), (dtype,) * len(arrays))
@@ -187,12 +247,13 @@ class ConvertedBackend(Backend):
     def conversion_facts(self) -> dict[str, Any]:
         """The conversion, for every run's provenance (the key, the converter, its size,
         time and warnings; the calibration images a full-int8 run's key includes)."""
-        if self.converted is None:
+        if self.in_use is None:
             return {}
+        converted = self.in_use.converted
         facts: dict[str, Any] = {
-            "conversion_key": self.converted.key,
-            "conversion_reused": self.reused,
-            **{f"conversion_{name}": value for name, value in self.converted.facts.items()},
+            "conversion_key": converted.key,
+            "conversion_reused": self.in_use.reused,
+            **{f"conversion_{name}": value for name, value in converted.facts.items()},
         }
         assert self.conversion is not None and self.source is not None
         if self.conversion.calibrated:
