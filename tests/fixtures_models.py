@@ -17,6 +17,10 @@ fully convolutional net on 32×32×1 inputs), so the formats can be compared wit
   outputs (the skip and the bottleneck) and whose decoder block is a Sequential model, with
   batch normalisation and activations as layers of their own: the layer probe flattens both.
 - ``erfinv.keras``: an op (erfinv) that LiteRT's builtins and tf2onnx lack: its conversion fails.
+- ``default_names.keras``: twelve convolutions that keep Keras's default names (``conv2d`` …
+  ``conv2d_11``), where TensorFlow's scope of one layer is another layer's name: the first
+  convolution runs in scope ``conv2d_1``, and ``conv2d_1``, fused by LiteRT into the ReLU after
+  it, has no tensor of its own.
 - ``free_unet_tfkeras.h5``: a tf-keras U-Net of free input size, ``(None, None, 3)``, as most
   U-Nets are saved: converted with that size, its decoder's convolution has unknown input
   channels, which LiteRT's converter refuses.
@@ -128,6 +132,27 @@ def build_keras3(out: Path) -> list[np.ndarray]:
     return [np.asarray(w) for w in tiny.get_weights()]
 
 
+def build_default_names(out: Path) -> None:
+    import keras
+
+    keras.backend.clear_session()  # Keras's own names from the start: conv2d, conv2d_1 …
+    keras.utils.set_random_seed(11)
+    layers = keras.layers
+    inputs = keras.Input((32, 32, 1))
+    hidden = layers.Conv2D(8, 3, padding="same")(inputs)  # linear: a tensor of its own
+    hidden = layers.Activation("relu")(layers.Conv2D(8, 3, padding="same")(hidden))
+    skip = hidden
+    hidden = layers.MaxPooling2D()(hidden)
+    for _ in range(8):
+        hidden = layers.Conv2D(8, 3, padding="same", activation="relu")(hidden)
+    hidden = layers.Concatenate()([skip, layers.UpSampling2D()(hidden)])
+    hidden = layers.Conv2D(8, 3, padding="same", activation="relu")(hidden)
+    outputs = layers.Conv2D(1, 1, activation="sigmoid")(hidden)
+    model = keras.Model(inputs, outputs)
+    assert [layer.name for layer in model.layers if "conv" in layer.name][-1] == "conv2d_11"
+    model.save(out / "default_names.keras")
+
+
 def build_tf_keras(out: Path, weights: list[np.ndarray]) -> None:
     import tf_keras
 
@@ -159,6 +184,7 @@ def main() -> None:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     build_tf_keras(out, build_keras3(out))
+    build_default_names(out)
 
 
 if __name__ == "__main__":

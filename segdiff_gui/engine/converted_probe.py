@@ -5,11 +5,12 @@ layer by layer like any configuration.
 LiteRT keeps every intermediate tensor when asked (``experimental_preserve_all_tensors``);
 ONNX Runtime returns the ones added as graph outputs. A converter names each tensor after the
 TensorFlow op it came from (``unet_1/enc1_1_1/Relu;unet_1/enc1_1_1/BiasAdd…``), whose name
-scope is the Keras layer's (with a ``_1`` the tracing adds): a layer's output is the last
-tensor in execution order its scope produced, if its shape is the layer's (ONNX's channels-
-first tensors are turned back). A layer fused into another (an activation into its
-convolution, a batch normalisation folded away) has no tensor of its own: the probe lists it
-as unmatched and the comparison leaves it out, saying so.
+scope is the Keras layer's made unique by the tracing (tensor_matching.py says how each scope
+is matched whole to one layer): a layer's output is the last tensor in execution order its
+scope produced, if its shape is the layer's (ONNX's channels-first tensors are turned back).
+A layer fused into another (an activation into its convolution, a batch normalisation folded
+away) has no tensor of its own: the probe lists it as unmatched and the comparison leaves it
+out, saying so.
 
 The probe's final map is checked bit for bit against the plain run's, as for Keras: exposing a
 tensor can stop a fusion, and then the probe says the numerics changed.
@@ -88,16 +89,20 @@ def converted_probe_run(runner: JobRunner, run: PlannedRun, backend: ConvertedBa
     expected = _expected_layers(runner, loaded.keras_model, batch)
     converted = backend.artefact(loaded, batch.shape[1:])
     started = time.perf_counter()
-    outputs, tensors = backend.intermediates(
-        converted.data, batch, config, lambda names: last_of_each_layer(expected, names)
-    )
+    named: list[str] = []  # every tensor's name, where the runtime returns only those chosen
+
+    def choose(names: list[str]) -> set[str]:
+        named.extend(names)
+        return last_of_each_layer(expected, names)
+
+    outputs, tensors = backend.intermediates(converted.data, batch, config, choose)
     finals = [
         RuntimeTensor(
             path, tuple(array.shape), array.dtype.name, functools.partial(np.asarray, array)
         )
         for path, array in zip(output_layer_paths(loaded.keras_model), outputs, strict=False)
     ]
-    matched, unmatched = match_layers(expected, tensors, finals)
+    matched, unmatched = match_layers(expected, tensors, finals, named or None)
     position, total = config.position, max(len(expected), 1)
     store = LayerStore(runner.cache)
     key = probe_key(run.key)

@@ -130,3 +130,32 @@ def subprocess_text(cache, models, small_images) -> str:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return " ".join(result.stdout.split())
+
+
+def test_layers_that_keep_kerass_default_names_are_each_matched_to_their_own_tensor(
+    models, small_images, tmp_path
+):
+    """Issue 34, 3: twelve convolutions named conv2d … conv2d_11, as Keras names them. The
+    first runs in TensorFlow's scope conv2d_1; conv2d_1, fused by LiteRT into the ReLU layer
+    after it, has no tensor of its own. Each converted layer is compared with TensorFlow's
+    probe of the same layer: float32 conversions, so a layer given another's tensor would be
+    far off, and the difference is born where it is."""
+    cache = ResultCache(tmp_path / "cache")
+    shown = {}
+    for runtime in ("litert", "onnxruntime"):
+        result = segdiff(
+            "layers", models / "default_names.keras", *small_images,
+            "--from", "runtime=tensorflow", "--to", f"runtime={runtime}",
+            "--cache", cache.root, "--json",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        shown[runtime] = json.loads(result.stdout)
+    convolutions = ["conv2d", "conv2d_1", *(f"conv2d_{i}" for i in range(2, 12))]
+    for runtime, fused in (("litert", ["conv2d_1"]), ("onnxruntime", [])):
+        layers = {layer["name"]: layer for layer in shown[runtime]["layers"]}
+        assert shown[runtime]["unmatched"] == fused, runtime
+        assert set(convolutions) - set(fused) <= set(layers), runtime
+        assert len(layers) == 16 - len(fused)
+        errors = {name: layer["relative_error"] for name, layer in layers.items()}
+        assert all(error < 1e-5 for error in errors.values()), (runtime, errors)
+        assert shown[runtime]["first_differing"] == "conv2d", runtime
