@@ -36,6 +36,7 @@ from segdiff_gui.engine.tensor_matching import (
     match_layers,
 )
 from segdiff_gui.storage.layers import LayerStore, probe_key
+from segdiff_gui.storage.probe_files import CONVERTED_MATCHING
 
 if TYPE_CHECKING:
     from segdiff_gui.engine.backends.converted import ConvertedBackend
@@ -120,6 +121,6 @@ def converted_probe_run(runner: JobRunner, run: PlannedRun, backend: ConvertedBa
         raw = outputs[runner.output_index][position]
         finish_probe(
             runner, run, writer, key, raw, plain, started,
-            unmatched=unmatched, tensors_from=backend.runtime.title,
+            unmatched=unmatched, tensors_from=backend.runtime.title, matching=CONVERTED_MATCHING,
         )  # fmt: skip
     return "cpu:0" if not config.is_gpu else config.device

@@ -36,7 +36,7 @@ from segdiff_gui.runner.plan import MatrixPlan, jobs_for
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
 from segdiff_gui.storage.layers import LayerStore, StoredComparison, comparison_key, probe_key
-from segdiff_gui.storage.probe_files import ProbeTensors
+from segdiff_gui.storage.probe_files import ProbeTensors, matched_as_now
 
 __all__ = ["LayerProbe", "LayerProbeSession", "compare_stored", "final_maps_of"]
 
@@ -198,11 +198,15 @@ class LayerProbeSession:
         self.key = comparison_key(*(probe_key(run.key) for run in self.sides))
 
     def stored(self) -> StoredComparison | None:
-        """The comparison, if the cache has it whole (a damaged one is computed again)."""
+        """The comparison, if the cache has it whole (a damaged one, or one of a converted
+        probe matched otherwise than now, is computed again)."""
         try:
-            return self.store.read_comparison(self.key)
+            stored = self.store.read_comparison(self.key)
         except UnreadableEntry:
             return None
+        if stored is None or not all(map(matched_as_now, (stored.reference, stored.other))):
+            return None  # a converted side matched as segdiff no longer does: made again
+        return stored
 
     def plain_runner(self) -> MatrixRunner:
         """The two plain runs (the probe is checked against them)."""
@@ -211,8 +215,8 @@ class LayerProbeSession:
 
     def _probe_is_whole(self, run: PlannedRun) -> bool:
         try:
-            with self.store.open_probe(probe_key(run.key)):
-                return True
+            with self.store.open_probe(probe_key(run.key)) as tensors:
+                return matched_as_now(tensors.meta)
         except (UnreadableEntry, OSError):
             return False
 
@@ -290,5 +294,5 @@ def final_maps_of(
 
 
 def _side(meta: dict[str, Any]) -> dict[str, Any]:
-    keep = ("label", "run_key", "probe_key", "config", "final", "wall_time_s", "layers")
+    keep = ("label", "run_key", "probe_key", "config", "final", "wall_time_s", "layers", "matching")
     return {name: meta[name] for name in keep if name in meta}

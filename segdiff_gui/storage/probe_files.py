@@ -9,7 +9,7 @@ CRC-32). Where the files live and how long they stay: :mod:`segdiff_gui.storage.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import numpy as np
 
 from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.limits import check_stored_bytes
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.storage.cache import no_space, open_h5_for_reading
 from segdiff_gui.storage.chunked_read import MAX_CHUNK_BYTES, read_stored_array
 from segdiff_gui.storage.chunked_write import write_compressed
@@ -27,6 +28,7 @@ from segdiff_gui.storage.records import array_checksum
 from segdiff_gui.storage.schema import AttributeReader
 
 __all__ = [
+    "CONVERTED_MATCHING",
     "MAX_LAYERS",
     "PROBE_FORMAT",
     "VERSION",
@@ -35,10 +37,16 @@ __all__ = [
     "ProbeWriter",
     "piece_rows",
     "read_array",
+    "matched_as_now",
     "store_array",
 ]
 
 PROBE_FORMAT, VERSION = "segdiff-layer-probe", 1
+# How a converted runtime's tensors are matched to the Keras layers (engine/tensor_matching.py):
+# 2, whole name scopes, each layer call one scope. Before it (not recorded) the longest name,
+# which could credit a layer with another layer's tensor. A converted probe matched otherwise,
+# and a comparison with one, is derived data made again.
+CONVERTED_MATCHING = 2
 # A comparison holds a piece of each side and a few block-sized temporaries.
 _PIECES_IN_MEMORY = 8
 _SPARE_BYTES = 1 << 20
@@ -137,6 +145,17 @@ class ProbeWriter:
         attrs["layer_count"] = self.count
         attrs["tensor_bytes"] = self.bytes
         attrs["meta"] = canonical_json(meta)
+
+
+def matched_as_now(meta: Mapping[str, Any]) -> bool:
+    """Whether a probe (its meta, or a comparison's side) has its tensors matched to its layers
+    as segdiff matches them now: a Keras probe's are its layers' own outputs; a converted
+    runtime's must be matched by :data:`CONVERTED_MATCHING`."""
+    config = meta.get("config")
+    name = config.get("runtime", "tensorflow") if isinstance(config, dict) else None
+    runtime = RUNTIMES.get(name) if isinstance(name, str) else None
+    converted = runtime is not None and runtime.conversion is not None
+    return not converted or meta.get("matching") == CONVERTED_MATCHING
 
 
 class ProbeTensors:

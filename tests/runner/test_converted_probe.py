@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import h5py
 import numpy as np
 import pytest
 
@@ -15,7 +16,8 @@ from segdiff_gui.core.layer_stats import compare_layer
 from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
-from segdiff_gui.storage.layers import probe_key
+from segdiff_gui.storage.layers import LayerStore, comparison_key, probe_key
+from segdiff_gui.storage.probe_files import CONVERTED_MATCHING
 from tests.conftest import segdiff
 from tests.runner.test_layer_probe import _probe
 
@@ -159,3 +161,45 @@ def test_layers_that_keep_kerass_default_names_are_each_matched_to_their_own_ten
         errors = {name: layer["relative_error"] for name, layer in layers.items()}
         assert all(error < 1e-5 for error in errors.values()), (runtime, errors)
         assert shown[runtime]["first_differing"] == "conv2d", runtime
+
+
+def _shown(result):
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _as_stored_before_whole_scopes(path, attribute, sides=()):
+    """Make a stored probe's meta (or a comparison's sides) look as the matching before whole
+    scopes left it: no matching recorded."""
+    with h5py.File(path, "r+") as handle:
+        value = json.loads(handle.attrs[attribute])
+        for meta in [value[side] for side in sides] or [value]:
+            meta.pop("matching", None)
+        handle.attrs[attribute] = json.dumps(value)
+
+
+def test_a_converted_probe_matched_before_whole_scopes_is_probed_again(
+    models, small_images, tmp_path
+):
+    """A LiteRT probe and its comparison stored before the matching by whole scopes may credit
+    a layer with another's tensor: asked again, they are made again, not served."""
+    cache = ResultCache(tmp_path / "cache")
+    arguments = (
+        "layers", models / "tiny.keras", *small_images, "--from", "runtime=tensorflow",
+        "--to", "runtime=litert", "--cache", cache.root, "--json",
+    )  # fmt: skip
+    first = _shown(segdiff(*arguments))
+    store = LayerStore(cache)
+    keras_probe, litert_probe = first["reference"]["probe_key"], first["other"]["probe_key"]
+    _as_stored_before_whole_scopes(store.probe_path(litert_probe), "meta")
+    compared = store.comparison_path(comparison_key(keras_probe, litert_probe))
+    _as_stored_before_whole_scopes(compared, "sides", ("reference", "other"))
+    shown = _shown(segdiff(*arguments))
+    assert not shown["served_from_cache"]
+    assert shown["layers"] == first["layers"] and shown["unmatched"] == first["unmatched"]
+    with store.open_probe(litert_probe) as probe:
+        assert probe.meta["matching"] == CONVERTED_MATCHING
+    # The Keras side, matched by nothing, was not probed again; the new comparison is served.
+    with store.open_probe(keras_probe) as probe:
+        assert probe.meta["wall_time_s"] == first["reference"]["wall_time_s"]
+    assert _shown(segdiff(*arguments))["served_from_cache"]
