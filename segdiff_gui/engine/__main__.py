@@ -27,6 +27,10 @@ def _run(channel: Channel) -> int:
         return 3
     from segdiff_gui.engine.worker import run_job
 
+    if job.probes_layers:  # each run probed layer by layer, not computed
+        from segdiff_gui.engine.layer_probe import probe_run
+
+        return run_job(job, channel, probe_run)
     return run_job(job, channel)
 
 

@@ -40,12 +40,12 @@ from segdiff_gui.storage.probe_files import CONVERTED_MATCHING
 
 if TYPE_CHECKING:
     from segdiff_gui.engine.backends.converted import ConvertedBackend
-    from segdiff_gui.engine.worker import JobRunner
+    from segdiff_gui.engine.probe_context import ProbeContext
 
 __all__ = ["RuntimeTensor", "converted_probe_run"]
 
 
-def _expected_layers(runner: JobRunner, model: object, batch: np.ndarray) -> list[ExpectedLayer]:
+def _expected_layers(runner: ProbeContext, model: object, batch: np.ndarray) -> list[ExpectedLayer]:
     """The Keras model's layer outputs, named as the Keras probe names them (its own walk of
     the graph, on the CPU under TensorFlow; only names and shapes are kept)."""
     import tensorflow as tf
@@ -75,7 +75,7 @@ def output_layer_paths(model: object, prefix: str = "") -> list[str]:
     return paths
 
 
-def converted_probe_run(runner: JobRunner, run: PlannedRun, backend: ConvertedBackend) -> str:
+def converted_probe_run(runner: ProbeContext, run: PlannedRun, backend: ConvertedBackend) -> str:
     """Probe ``run`` (a converted runtime's) into the layer store; returns its device."""
     job, config = runner.job, run.computed
     runner.check_device(config)

@@ -9,14 +9,13 @@ configuration, already cached: a probe that changed what it measures says so.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import keras
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.protocol import BatchProgress
-from segdiff_gui.engine.backends.converted import ConvertedBackend
 from segdiff_gui.engine.converted_probe import converted_probe_run
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
 from segdiff_gui.engine.models import computing_layers
@@ -24,16 +23,17 @@ from segdiff_gui.engine.probe_finish import finish_probe
 from segdiff_gui.storage.layers import LayerStore, probe_key
 
 if TYPE_CHECKING:
-    from segdiff_gui.engine.worker import JobRunner
+    from segdiff_gui.engine.backends.converted import ConvertedBackend
+    from segdiff_gui.engine.probe_context import ProbeContext
 
 __all__ = ["probe_run"]
 
 
-def probe_run(runner: JobRunner, run: PlannedRun) -> str:
+def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
     """Probe ``run`` into the layer store; returns the device it ran on."""
     job, backend, config = runner.job, runner.backend, run.computed
-    if isinstance(backend, ConvertedBackend):  # LiteRT, ONNX Runtime: their own tensors
-        return converted_probe_run(runner, run, backend)
+    if backend.probes_own_tensors:  # LiteRT, ONNX Runtime: their own tensors
+        return converted_probe_run(runner, run, cast("ConvertedBackend", backend))
     runner.check_device(config)
     loaded = runner.model_on(config.device)
     if loaded.keras_model is None:

@@ -16,13 +16,13 @@ from segdiff_gui.engine.outputs import to_probabilities
 from segdiff_gui.storage.probe_files import ProbeWriter
 
 if TYPE_CHECKING:
-    from segdiff_gui.engine.worker import JobRunner
+    from segdiff_gui.engine.probe_context import ProbeContext
 
 __all__ = ["finish_probe"]
 
 
 def finish_probe(
-    runner: JobRunner,
+    runner: ProbeContext,
     run: PlannedRun,
     writer: ProbeWriter,
     key: str,

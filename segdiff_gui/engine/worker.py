@@ -24,8 +24,7 @@ from segdiff_gui.core.protocol import BatchProgress, ChildFatal, RunFailed, RunF
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.backends import Backend, load_backend
-from segdiff_gui.engine.backends.base import Outputs, RunError
-from segdiff_gui.engine.backends.converted import ConversionSource, ConvertedBackend
+from segdiff_gui.engine.backends.base import JobInputs, Outputs, RunError
 from segdiff_gui.engine.facts import process_facts
 from segdiff_gui.engine.inspect_model import answer_for_model_and_devices
 from segdiff_gui.engine.models import LoadedModel, load_model
@@ -68,9 +67,17 @@ def _check_batch_fits(batch: int, one: np.ndarray) -> None:
         )
 
 
+# A layer probe's job computes each run by probing it (engine/layer_probe.probe_run), into
+# the layer store: the run loop is told so by __main__, and imports no probe.
+Probe = Callable[["JobRunner", PlannedRun], str]
+
+
 class JobRunner:
-    def __init__(self, job: EngineJob, channel: Channel, backend: Backend) -> None:
+    def __init__(
+        self, job: EngineJob, channel: Channel, backend: Backend, probe: Probe | None = None
+    ) -> None:
         self.job = job
+        self.probe = probe
         self.channel = channel
         self.backend = backend
         self.cache = ResultCache(job.cache_root)
@@ -84,8 +91,7 @@ class JobRunner:
         first = job.runs[0].config.device if job.runs else "cpu"
         self.model = self.model_on(first if first in self.devices else "cpu")
         self.output_index = choose_output(self.model.path, self.model.output_names, job.output)
-        if isinstance(backend, ConvertedBackend):
-            backend.attach(self._conversion_source())
+        backend.attach(self._job_inputs())
         self.facts = process_facts(backend)
         self._forwards: dict[tuple[object, ...], Callable[[np.ndarray], Outputs]] = {}
         self._user_function: UserPreprocessing | None = None
@@ -96,13 +102,14 @@ class JobRunner:
         self._inputs: OrderedDict[int, np.ndarray] = OrderedDict()
         self._input_capacity = max((run.config.batch for run in job.runs), default=1) + 1
 
-    def _conversion_source(self) -> ConversionSource:
-        """The job's side of a conversion: its images calibrate a full-int8 model exactly as
-        the planner keyed the runs (``calibration_set`` of every image of the request)."""
+    def _job_inputs(self) -> JobInputs:
+        """What the job gives its backend: for a conversion, its images calibrate a full-int8
+        model exactly as the planner keyed the runs (``calibration_set`` of every image of the
+        request)."""
         job = self.job
         index_of = {image.hash: index for index, image in enumerate(job.images)}
         calibration = calibration_set(list(index_of), DEFAULT_CALIBRATION_IMAGES)
-        return ConversionSource(
+        return JobInputs(
             job.cache_root,
             job.model_hash,
             job.preprocessing.to_dict(),
@@ -225,10 +232,8 @@ class JobRunner:
     def compute(self, run: PlannedRun) -> str:
         """Compute ``run`` (or, in a layer probe's job, probe it) into the cache; returns the
         device it ran on."""
-        if self.job.probes_layers:
-            from segdiff_gui.engine.layer_probe import probe_run
-
-            return probe_run(self, run)
+        if self.probe is not None:
+            return self.probe(self, run)
         record = self.execute(run)
         self.cache.write_run(record)
         return str(record.provenance["device"])
@@ -372,14 +377,16 @@ def _gpus_of(job: EngineJob) -> list[str]:
     return sorted({run.config.device for run in job.runs if run.config.is_gpu})
 
 
-def run_job(job: EngineJob, channel: Channel) -> int:
+def run_job(job: EngineJob, channel: Channel, probe: Probe | None = None) -> int:
+    """Compute every run of ``job`` into the cache (or, with ``probe``, probe each into the
+    layer store), saying each step on ``channel``; the child's exit code."""
     settings = job.process_config()
     backend = load_backend(settings.runtime)
     try:
         compiled = compilation_cache_dir(settings.runtime, job.model_hash)  # one per model
         backend.configure(settings, _gpus_of(job), compiled)
-        runner = JobRunner(job, channel, backend)
-        if settings.runtime == "tensorflow":
+        runner = JobRunner(job, channel, backend, probe)
+        if backend.answers_for_inspection:
             answer_for_model_and_devices(
                 runner.model, list(runner.devices.values()), runner.facts, settings, channel
             )

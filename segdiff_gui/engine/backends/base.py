@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,19 @@ class Outputs:
     compute_dtypes: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class JobInputs:
+    """What a child's job gives its backend beyond its runs: where the cache is, the model's
+    hash, the preprocessing, the calibration images (hashes, as the planner keyed the runs)
+    and how to prepare one. A converted runtime converts with them; others need none."""
+
+    cache_root: str
+    model_hash: str
+    preprocessing: dict[str, Any]
+    calibration: list[str] = field(default_factory=list)
+    prepare: Callable[[str], np.ndarray] | None = None  # image hash → prepared H×W×C input
+
+
 class Backend(abc.ABC):
     """One runtime (TensorFlow, JAX, PyTorch) as the run loop sees it."""
 
@@ -42,6 +55,17 @@ class Backend(abc.ABC):
     # Whether outputs are computed in int8 (a full-int8 conversion): a softmax's channels then
     # sum to 1 only within int8's steps.
     quantized_output = False
+    # Whether its run child says what the model takes and what devices there are, as an
+    # inspection child (which runs TensorFlow) and a device probe would: TensorFlow's only.
+    answers_for_inspection = False
+    # Whether a layer probe reads the runtime's own intermediate tensors (a converted model)
+    # rather than the Keras layers' outputs.
+    probes_own_tensors = False
+
+    def attach(self, inputs: JobInputs) -> None:
+        """Take what the job gives beyond its runs (see :class:`JobInputs`); nothing by
+        default."""
+        return None
 
     @abc.abstractmethod
     def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:

@@ -25,31 +25,19 @@ import numpy as np
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtimes import RUNTIMES
-from segdiff_gui.engine.backends.base import Backend, Outputs, RunError
+from segdiff_gui.engine.backends.base import Backend, JobInputs, Outputs, RunError
 from segdiff_gui.engine.conversion import conversion_ingredients, convert, fixed_input_shape
 from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.engine.tensor_matching import RuntimeTensor
 from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore, conversion_key
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
 
-__all__ = ["ConversionSource", "ConvertedBackend", "Session"]
+__all__ = ["ConvertedBackend", "Session"]
 
 # A batch in, the model's outputs out (numpy, in the Keras model's order).
 Session = Callable[[np.ndarray], list[np.ndarray]]
 # The height, width and channels a conversion fixed (None: the model's own input size).
 InputSize = tuple[int, int, int] | None
-
-
-@dataclass(frozen=True)
-class ConversionSource:
-    """What a child's job gives a conversion: where the cache is, the model's hash, the
-    calibration images (hashes, as the planner keyed the runs) and how to prepare one."""
-
-    cache_root: str
-    model_hash: str
-    preprocessing: dict[str, Any]
-    calibration: list[str] = field(default_factory=list)
-    prepare: Callable[[str], np.ndarray] | None = None  # image hash → prepared H×W×C input
 
 
 @dataclass
@@ -64,6 +52,8 @@ class _Artefact:
 class ConvertedBackend(Backend):
     """One converted runtime; subclasses open its sessions."""
 
+    probes_own_tensors = True  # LiteRT's and ONNX Runtime's, matched to the Keras layers
+
     def __init__(self, runtime: str) -> None:
         self.name = runtime
         self.runtime = RUNTIMES[runtime]
@@ -71,12 +61,12 @@ class ConvertedBackend(Backend):
         assert self.conversion is not None
         self.quantized_output = self.conversion.quantization == "int8"
         self.settings = RunConfig(runtime=runtime)
-        self.source: ConversionSource | None = None
+        self.source: JobInputs | None = None
         self._artefacts: dict[InputSize, _Artefact] = {}
         self.in_use: _Artefact | None = None  # the last batch's: its run's provenance
 
-    def attach(self, source: ConversionSource) -> None:
-        self.source = source
+    def attach(self, inputs: JobInputs) -> None:
+        self.source = inputs
 
     def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:
         self.settings = settings

@@ -64,6 +64,7 @@ def _calling(layer: Any) -> Callable[..., Any]:
 
 class TensorFlowBackend(Backend):
     name = "tensorflow"
+    answers_for_inspection = True  # inspection and device probes are TensorFlow's
 
     def __init__(self) -> None:
         self._functions: dict[tuple[Any, ...], Any] = {}  # per model or layer
