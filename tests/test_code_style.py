@@ -1,5 +1,6 @@
 """ruff (lint and format) and mypy strict on the rooms pyproject.toml names (every room but
-the window's and the engine's, whose Qt and runtimes are typed loosely), as the tests run."""
+the window's, whose Qt is typed loosely; the engine's calls into its untyped runtimes are
+allowed), as the tests run."""
 
 import subprocess
 import sys

@@ -36,8 +36,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _KERAS_WRAPPER = "Exception encountered when calling "
 
 
-def first_line(error: BaseException, limit: int = 300) -> str:
-    """One telling line of an exception's message (TF and Keras messages run for pages).
+def first_line(error: BaseException | str, limit: int = 300) -> str:
+    """One telling line of an exception's message, or of a tool's text (TF and Keras
+    messages run for pages).
 
     Usually the first; but TensorFlow opens traced errors with a header such as
     ``in user code:`` and puts the actual complaint last, and Keras 3 opens a layer's failure
@@ -47,7 +48,7 @@ def first_line(error: BaseException, limit: int = 300) -> str:
     text = _ANSI.sub("", str(error))
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if not lines:
-        return type(error).__name__
+        return "" if isinstance(error, str) else type(error).__name__
     # Keras's wrapper may come first, or inside TensorFlow's traced "in user code:" report,
     # whose last line is then Keras's list of arguments ("• kwargs=…"), not the reason.
     for index, line in enumerate(lines[:-1]):

@@ -30,7 +30,8 @@ def _sigmoid(values: np.ndarray) -> np.ndarray:
 
 def _softmax(values: np.ndarray) -> np.ndarray:
     shifted = np.exp(values - values.max(axis=-1, keepdims=True))
-    return (shifted / shifted.sum(axis=-1, keepdims=True)).astype(np.float32)
+    result: np.ndarray = (shifted / shifted.sum(axis=-1, keepdims=True)).astype(np.float32)
+    return result
 
 
 def _already_probabilities(values: np.ndarray, raw_dtype: np.dtype, quantized: bool) -> bool:

@@ -107,14 +107,14 @@ class LayerScopes:
             for scope in seen:
                 if len(scope) == depth and self._layer.get(scope[:-1]) is not None:
                     groups[scope[:-1]].append(scope[-1])
-            for parent, scopes in groups.items():
-                call = self._layer[parent]
-                assert call is not None
-                below = self._children.get(call, {})
-                for scope, name in self._settle(scopes, below).items():
+            for parent, parts in groups.items():
+                caller = self._layer[parent]
+                assert caller is not None
+                below = self._children.get(caller, {})
+                for part, name in self._settle(parts, below).items():
                     forms = below.get(name, set()) if name is not None else set()
-                    only = (*call, next(iter(forms))) if len(forms) == 1 else None
-                    self._layer[(*parent, scope)] = only
+                    only = (*caller, next(iter(forms))) if len(forms) == 1 else None
+                    self._layer[(*parent, part)] = only
 
     def _settle(self, scopes: list[str], below: dict[str, set[str]]) -> dict[str, str | None]:
         """Each of the scopes of one level (in order of appearance) as a layer name of that
@@ -209,10 +209,10 @@ def match_layers(
     matched: dict[str, tuple[RuntimeTensor, tuple[int, ...]]] = {}
     unmatched = []
     for layer, base in zip(expected, bases, strict=True):
-        tensor = last.get(base) if base in paths else None
-        layout = _as_layer(tensor.shape, layer.shape) if tensor is not None else None
-        if tensor is None or layout is None:
+        found = last.get(base) if base in paths else None
+        layout = _as_layer(found.shape, layer.shape) if found is not None else None
+        if found is None or layout is None:
             unmatched.append(layer.name)
         else:
-            matched[layer.name] = (tensor, layout)
+            matched[layer.name] = (found, layout)
     return matched, unmatched

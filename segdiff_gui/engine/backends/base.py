@@ -100,7 +100,7 @@ class Backend(abc.ABC):
         """Where weights are created while a model loads (Keras's own device scope)."""
         import keras
 
-        return keras.device(device)  # type: ignore[no-any-return]
+        return keras.device(device)
 
     # The layer probe (engine/layer_probe.py) -----------------------------------------------
     def layer_call(

@@ -103,14 +103,14 @@ class JaxBackend(Backend):
         return {
             "runtime_version": jax.__version__,
             "jax_version": jax.__version__,
-            "jaxlib_version": jaxlib.__version__,
+            "jaxlib_version": getattr(jaxlib, "__version__", ""),
             "jax_platforms": sorted({d.platform for d in jax.devices()}),
             "cuda_loaded": loaded_cuda_libraries(),
             "xla_flags": flags,
             "onednn_enabled": False,
             "op_determinism": "--xla_gpu_deterministic_ops=true" in flags,
             "intra_op_threads": 1 if "intra_op_parallelism_threads=1" in flags else 0,
-            "compilation_cache": str(jax.config.jax_compilation_cache_dir or ""),
+            "compilation_cache": str(getattr(jax.config, "jax_compilation_cache_dir", "") or ""),
             **({"compilation_cache_refused": self._cache_refused} if self._cache_refused else {}),
         }
 
@@ -186,7 +186,7 @@ class JaxBackend(Backend):
         return {_short(d) for w in weights for d in w.value.devices()}
 
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
-        precision = jax.config.jax_default_matmul_precision
+        precision = getattr(jax.config, "jax_default_matmul_precision", None)
         return {
             "tf32_enabled": precision != "highest",
             "matmul_precision": str(precision or "default"),

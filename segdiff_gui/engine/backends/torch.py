@@ -52,7 +52,7 @@ class TorchBackend(Backend):
         torch.backends.cuda.matmul.allow_tf32 = settings.tf32
         torch.backends.cudnn.allow_tf32 = settings.tf32
         if settings.onednn is not None:  # else PyTorch's own default (on)
-            torch.backends.mkldnn.enabled = settings.onednn
+            torch.backends.mkldnn.enabled = settings.onednn  # type: ignore[assignment]
 
     def _check_device(self, name: str) -> None:
         if name.startswith("gpu"):
