@@ -14,12 +14,11 @@ from segdiff_gui.api.arguments import configuration
 from segdiff_gui.api.compute import compute
 from segdiff_gui.api.results import Explanation, Sweep
 from segdiff_gui.api.stored import RunName, StoredGroup
-from segdiff_gui.core.attribution import plan_attribution
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.study import Study as AnalysedStudy
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.io.truth import TruthFolder
-from segdiff_gui.runner.explain import compared_runs, measure_attribution, measure_between
+from segdiff_gui.runner.explain import AttributionSession, compared_runs, measure_between
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups, sweep_reference
 from segdiff_gui.storage.records import RunRecord
@@ -76,15 +75,10 @@ def explanation_of_specs(
             "holds stored runs only: run key=value specs on a study made by "
             "segdiff_gui.run(model, images), or name two of its runs",
         )
-    plan = plan_attribution(configuration(specs[0]), configuration(specs[1]))
-    if not plan.steps:
-        same = plan.base.label()
-        raise InputError("explain", f"the two specs are one configuration ({same})")
-    request = request.with_configs(plan.configs())
-    records, outcome = compute(request, progress, what="attribution")
-    if not records:
-        raise InputError(request.model, "no run of the attribution finished")
-    attribution = measure_attribution(store, records, plan, cutoff)
+    first, second = configuration(specs[0]), configuration(specs[1])
+    session = AttributionSession(request, first, second, cutoff)
+    records, outcome = compute(session.request, progress, what="attribution")
+    attribution = session.measure(store, records)
     return Explanation(attribution, title, "", measured_on(records), outcome.failed)
 
 

@@ -22,14 +22,14 @@ from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.analysis import flips_heading
-from segdiff_gui.core.attribution import Attribution, Effect, plan_attribution
+from segdiff_gui.core.attribution import Attribution, Effect
 from segdiff_gui.core.config import parse_config_spec
 from segdiff_gui.core.diagnosis import by_topic, diagnose
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
-from segdiff_gui.runner.explain import compared_runs, measure_attribution, measure_between
+from segdiff_gui.runner.explain import AttributionSession, compared_runs, measure_between
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.reports import diagnosis_summary
 from segdiff_gui.storage.selection import select_reference
@@ -98,26 +98,15 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
                 raise InputError(args.model, "give the images after the model")
         else:
             raise InputError("explain", "name the model and images (or --demo) to run SPECs on")
-        plan = plan_attribution(parse_config_spec(args.from_), parse_config_spec(args.to))
-        if not plan.steps:
-            raise InputError(
-                "explain", f"--from and --to are the same configuration ({plan.base.label()})"
-            )
         request = request_of(
-            args,
-            model,
-            images,
-            cache,
-            configs=tuple(plan.configs()),
-            target=args.target,
-            settings=model_settings(args),
+            args, model, images, cache, target=args.target, settings=model_settings(args)
         )
-        outcome, matrix = run_matrix(args, err, request)
+        start, end = parse_config_spec(args.from_), parse_config_spec(args.to)
+        session = AttributionSession(request, start, end, args.cutoff)
+        outcome, matrix = run_matrix(args, err, session.request)
         status, failed = exit_code(outcome), bool(outcome.failed)
         records = [cache.read_run(r.key, with_map=False) for r in matrix.runs if cache.has(r.key)]
-        if not records:
-            raise InputError(model, "no run of the attribution finished")
-        attribution = measure_attribution(cache, records, plan, args.cutoff)
+        attribution = session.measure(cache, records)
     else:
         if args.model or args.demo:
             raise InputError("explain", "give --from and --to as key=value specs to run a model")

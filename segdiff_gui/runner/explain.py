@@ -1,4 +1,6 @@
-"""Attribution from stored runs: which configurations it needs, and the measurement itself."""
+"""Attribution: which configurations explaining two of them needs (``AttributionSession``, the
+one workflow the CLI's ``explain`` and the API's ``Study.explain`` of two specs drive), and
+the measurement itself, from stored runs."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ import numpy as np
 
 from segdiff_gui.core.attribution import Attribution, AttributionPlan, attribute, plan_attribution
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore
 
-__all__ = ["compared_runs", "measure_attribution", "measure_between"]
+__all__ = ["AttributionSession", "compared_runs", "measure_attribution", "measure_between"]
 
 
 def _host(record: RunRecord) -> object:
@@ -78,3 +82,26 @@ def compared_runs(first: RunRecord, second: RunRecord) -> str:
         f"{first.label} ({first.short_id}{where[0]}) against "
         f"{second.label} ({second.short_id}{where[1]})"
     )
+
+
+class AttributionSession:
+    """What moves configuration ``first`` to ``second`` of ``request``'s model and images:
+    the runs it needs (:attr:`request`, which the front end drives as it drives any matrix),
+    then each knob's part, measured from those that finished (:meth:`measure`)."""
+
+    def __init__(
+        self, request: MatrixRequest, first: RunConfig, second: RunConfig, cutoff: float
+    ) -> None:
+        self.plan = plan_attribution(first, second)
+        if not self.plan.steps:
+            raise InputError(
+                "explain", f"the two configurations are one ({self.plan.base.label()})"
+            )
+        self.request = request.with_configs(self.plan.configs())
+        self.cutoff = cutoff
+
+    def measure(self, store: RunStore, records: Sequence[RunRecord]) -> Attribution:
+        """The attribution from ``records``, the request's runs that finished."""
+        if not records:
+            raise InputError(self.request.model, "no run of the attribution finished")
+        return measure_attribution(store, records, self.plan, self.cutoff)

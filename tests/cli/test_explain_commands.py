@@ -69,7 +69,7 @@ def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path):
     mixed = segdiff("explain", "--from", "cpu b1 r0", "--to", "batch=64", "--cache", root)
     assert mixed.returncode == 2 and "both key=value specs, or both name" in mixed.stderr
     same = segdiff("explain", "--demo", "--from", "batch=1", "--to", "device=cpu", "--cache", root)
-    assert same.returncode == 2 and "the same configuration (cpu b1)" in same.stderr
+    assert same.returncode == 2 and "the two configurations are one (cpu b1)" in same.stderr
 
 
 def test_explain_needs_a_model_for_specs(tmp_path):
