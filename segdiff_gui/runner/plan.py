@@ -28,9 +28,13 @@ from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import is_merged
 
 __all__ = [
+    "KERAS_MODEL_SUFFIXES",
+    "SAVED_MODEL_FILE",
     "MatrixPlan",
     "batch_slots",
+    "check_model_path",
     "image_refs",
+    "is_model_path",
     "jobs_for",
     "plan_matrix",
     "shard_slice",
@@ -146,12 +150,29 @@ def _check_images(
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
+_LEGACY_SUFFIXES = (".h5", ".hdf5")  # a legacy (HDF5) Keras model
+KERAS_MODEL_SUFFIXES = (".keras", *_LEGACY_SUFFIXES)
+SAVED_MODEL_FILE = "saved_model.pb"  # the graph inside a SavedModel folder
 
-def check_model_path(path: str | Path) -> Path:
-    """Refuse what cannot be a model before TensorFlow spends seconds starting up."""
+
+def is_model_path(path: str | Path) -> bool:
+    """Whether ``path`` names a model rather than images: a Keras model file, a SavedModel
+    folder, or the ``saved_model.pb`` inside one (a folder without it holds images)."""
     path = Path(path)
     if path.is_dir():
-        if not (path / "saved_model.pb").is_file():
+        return (path / SAVED_MODEL_FILE).is_file()
+    return path.name == SAVED_MODEL_FILE or path.suffix.lower() in KERAS_MODEL_SUFFIXES
+
+
+def check_model_path(path: str | Path) -> Path:
+    """Refuse what cannot be a model before TensorFlow spends seconds starting up. A
+    SavedModel's ``saved_model.pb`` stands for its folder (what a file dialog lets one pick),
+    and the folder is returned."""
+    path = Path(path)
+    if path.name == SAVED_MODEL_FILE and path.is_file():
+        path = path.absolute().parent
+    if path.is_dir():
+        if not (path / SAVED_MODEL_FILE).is_file():
             raise InputError(path, "folder is not a SavedModel (no saved_model.pb)")
         return path
     if not path.is_file():
@@ -159,7 +180,7 @@ def check_model_path(path: str | Path) -> Path:
     suffix = path.suffix.lower()
     if suffix == ".keras":
         _check_keras_archive(path)
-    if suffix in (".h5", ".hdf5"):
+    if suffix in _LEGACY_SUFFIXES:
         with path.open("rb") as handle:
             if handle.read(8) != _HDF5_SIGNATURE:
                 raise InputError(path, "is not a legacy .h5 model (not an HDF5 file)")

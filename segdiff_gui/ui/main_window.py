@@ -30,7 +30,9 @@ from superqt.utils import WorkerBase
 
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.text import printable
+from segdiff_gui.io.images import IMAGE_SUFFIXES
 from segdiff_gui.runner.devices import build_text, remembered_probe
+from segdiff_gui.runner.plan import KERAS_MODEL_SUFFIXES, SAVED_MODEL_FILE
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.ui.analysis_controller import AnalysisController
 from segdiff_gui.ui.exports import ExportActions
@@ -156,6 +158,7 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&File")
         open_standard = QKeySequence.StandardKey.Open
         self._action(file_menu, "&Open model and images…", self.open_model_dialog, open_standard)
+        self._action(file_menu, "Open &SavedModel folder and images…", self.open_saved_model_dialog)
         self._action(file_menu, "Open &bundle…", self.open_bundle_dialog, "Ctrl+Shift+O")
         file_menu.addMenu(recent_menu)
         file_menu.addSeparator()
@@ -270,14 +273,30 @@ class MainWindow(QMainWindow):
             self.open_paths([path])
 
     def open_model_dialog(self) -> None:
+        """A model file, then its images. A SavedModel is a folder, which a file dialog cannot
+        pick: its ``saved_model.pb`` is offered and stands for it (or File › Open SavedModel
+        folder)."""
+        keras = " ".join(f"*{suffix}" for suffix in KERAS_MODEL_SUFFIXES)
         model, _ = QFileDialog.getOpenFileName(
-            self, "Open a model", "", "Keras models (*.keras *.h5)"
-        )
-        if not model:
-            return
+            self, "Open a model (a SavedModel by its saved_model.pb)", "",
+            f"Models ({keras} {SAVED_MODEL_FILE});;Keras models ({keras});;"
+            f"SavedModel ({SAVED_MODEL_FILE})",
+        )  # fmt: skip
+        if model:
+            self._open_with_images(model)
+
+    def open_saved_model_dialog(self) -> None:
+        """A SavedModel folder, then its images."""
+        folder = QFileDialog.getExistingDirectory(self, "Open a SavedModel folder")
+        if folder:
+            self._open_with_images(folder)
+
+    def _open_with_images(self, model: str) -> None:
+        if self.sessions.refuses_model(model):
+            return  # said in the window before the images are asked for
         images, _ = QFileDialog.getOpenFileNames(
             self, "Choose images (the first is the target)", "",
-            "Images (*.png *.jpg *.jpeg *.tif *.tiff *.npy)",
+            f"Images ({' '.join(f'*{suffix}' for suffix in IMAGE_SUFFIXES)})",
         )  # fmt: skip
         if images:
             self.open_paths([model, *images])

@@ -25,7 +25,7 @@ from segdiff_gui.core.protocol import (
 )
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.runner.devices import gpu_names, remembered_probe
-from segdiff_gui.runner.plan import MatrixPlan, check_model_path
+from segdiff_gui.runner.plan import MatrixPlan, check_model_path, is_model_path
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import BundleReader, is_bundle
 from segdiff_gui.storage.cache import ResultCache
@@ -171,7 +171,8 @@ class SessionController(QObject):
             QTimer.singleShot(0, lambda: self._inspect_model(session))
 
     def open_paths(self, paths: Sequence[str]) -> None:
-        """Open dropped or chosen files: a bundle, or a model followed by images."""
+        """Open dropped or chosen files: a bundle, or a model and images (the model first: a
+        drop's paths come in the order they were selected)."""
         try:
             bundles = [p for p in paths if Path(p).is_file() and is_bundle(Path(p))]
             if bundles:
@@ -179,15 +180,28 @@ class SessionController(QObject):
                 return
             if not paths:
                 raise InputError("", "give a model followed by its images, or a bundle")
-            model = check_model_path(paths[0])
-            images = collect_images(paths[1:])
+            first, *rest = sorted(paths, key=lambda path: not is_model_path(path))
+            model = check_model_path(first)
+            images = collect_images(rest)
         except InputError as error:
-            # Said in the window, not in a modal dialog: a drop of the wrong file is no crisis.
-            self.say_problem(f"Cannot open that: {error}")
+            self._cannot_open(error)
             return
         self.set_session(MatrixSession(MatrixRequest(model, tuple(images), self.cache)))
         if self.panel.run_button.isEnabled():
             self.start_runs()
+
+    def refuses_model(self, path: str) -> bool:
+        """Whether ``path`` cannot be a model (said in the window, as a drop's would be)."""
+        try:
+            check_model_path(path)
+        except InputError as error:
+            self._cannot_open(error)
+            return True
+        return False
+
+    def _cannot_open(self, error: InputError) -> None:
+        # Said in the window, not in a modal dialog: a drop of the wrong file is no crisis.
+        self.say_problem(f"Cannot open that: {error}")
 
     # planning -------------------------------------------------------------------------------
     def _matrix_edited(self) -> None:

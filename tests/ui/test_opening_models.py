@@ -1,0 +1,136 @@
+"""Opening a model in the window as a new user does (issue 34): a SavedModel from File › Open,
+the recent files and a drop, and a header that describes the model on show. Fast: synthetic
+files, and no TensorFlow child is started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+from PySide6.QtWidgets import QFileDialog, QMenu
+
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.runner.plan import check_model_path, is_model_path
+
+
+@pytest.fixture
+def saved_model(tmp_path) -> Path:
+    """A SavedModel folder as TensorFlow writes one (never loaded here: untrusted, it is
+    refused before a byte of it is read)."""
+    folder = tmp_path / "exported model"
+    (folder / "variables").mkdir(parents=True)
+    (folder / "saved_model.pb").write_bytes(b"\x08\x01")
+    (folder / "variables" / "variables.index").write_bytes(b"index")
+    return folder
+
+
+@pytest.fixture
+def image(tmp_path) -> Path:
+    path = tmp_path / "cell.png"
+    Image.fromarray(np.zeros((16, 16), np.uint8)).save(path)
+    return path
+
+
+def _action(window, text: str):
+    for menu in window.menuBar().findChildren(QMenu):
+        for action in menu.actions():
+            if action.text() == text:
+                return action
+    raise AssertionError(f"no action {text!r}")
+
+
+def _opened_saved_model(window, folder: Path) -> None:
+    """The window looks at ``folder`` as a SavedModel: planned (refused untrusted, with the
+    fix that trusts it), not "unknown model format"."""
+    assert window.session is not None
+    assert window.session.request.model == folder
+    problem = window.run_panel.problem.text()
+    assert "is a TensorFlow SavedModel" in problem and "unknown model format" not in problem
+    assert window.run_panel.fix_button.text() == "Trust this model and run again"
+
+
+def test_saved_model_pb_stands_for_its_folder_and_a_plain_folder_is_no_model(
+    saved_model, tmp_path, monkeypatch
+):
+    assert check_model_path(saved_model / "saved_model.pb") == saved_model
+    monkeypatch.chdir(saved_model)  # as a relative name: still its folder, named
+    assert check_model_path("saved_model.pb") == saved_model
+    assert is_model_path(saved_model) and is_model_path(saved_model / "saved_model.pb")
+    assert not is_model_path(tmp_path)  # a folder of images
+    (tmp_path / "graph.pb").write_bytes(b"\x08\x01")
+    with pytest.raises(InputError, match="unknown model format"):
+        check_model_path(tmp_path / "graph.pb")
+
+
+def test_file_open_offers_saved_model_pb_and_opens_its_folder(
+    window, saved_model, image, monkeypatch
+):
+    offered = []
+
+    def choose_model(parent, caption, folder, filters):
+        offered.append(filters)
+        return str(saved_model / "saved_model.pb"), ""
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", choose_model)
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *a, **k: ([str(image)], ""))
+    _action(window, "&Open model and images…").trigger()
+    (filters,) = offered
+    assert filters.startswith("Models (*.keras *.h5 *.hdf5 saved_model.pb)")
+    _opened_saved_model(window, saved_model)
+
+
+def test_file_open_saved_model_folder_opens_it_and_says_a_folder_that_is_not_one(
+    window, saved_model, image, tmp_path, monkeypatch
+):
+    chosen = iter([str(tmp_path / "empty"), str(saved_model)])
+    (tmp_path / "empty").mkdir()
+    asked_images = []
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: next(chosen))
+    monkeypatch.setattr(
+        QFileDialog,
+        "getOpenFileNames",
+        lambda *a, **k: asked_images.append(1) or ([str(image)], ""),
+    )
+    action = _action(window, "Open &SavedModel folder and images…")
+    action.trigger()
+    # Not a SavedModel: said at once, before the images are asked for.
+    assert "folder is not a SavedModel (no saved_model.pb)" in window.run_panel.problem.text()
+    assert not asked_images and window.session is None
+    action.trigger()
+    assert asked_images == [1]
+    _opened_saved_model(window, saved_model)
+
+
+def test_a_saved_model_is_remembered_and_reopened_as_its_folder(
+    window, saved_model, image, tmp_path
+):
+    from PySide6.QtCore import QSettings
+
+    QSettings("segdiff", "segdiff-gui").remove("recent-paths")  # other tests opened files
+    window.open_paths([str(saved_model / "saved_model.pb"), str(image)])
+    recent = window.sessions.recent
+    assert recent.entries()[0] == [str(saved_model), str(image)]
+    assert recent.menu.actions()[0].text() == "exported model + cell.png"
+    window.open_paths([str(image), str(image)])  # something else, said as a problem
+    assert "Cannot open that" in window.run_panel.problem.text()
+    recent.menu.actions()[0].trigger()
+    _opened_saved_model(window, saved_model)
+
+
+def test_a_drop_of_images_and_a_saved_model_folder_opens_the_model_on_the_images(
+    window, saved_model, image, qtbot
+):
+    data = QMimeData()
+    # Dropped in the order they were selected: the folder after an image.
+    data.setUrls([QUrl.fromLocalFile(str(image)), QUrl.fromLocalFile(str(saved_model))])
+    event = QDropEvent(
+        QPointF(200, 200), Qt.DropAction.CopyAction, data, Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )  # fmt: skip
+    window.dropEvent(event)
+    _opened_saved_model(window, saved_model)
+    assert [Path(path) for path in window.session.request.images] == [image]
