@@ -68,6 +68,7 @@ class ChildQuestions:
             return
         if running:
             self._after_runs = True
+            self.panel.show_model_pending()
             return
         self.panel.model_info.setText("inspecting the model (TensorFlow in a child)…")
         request = session.request

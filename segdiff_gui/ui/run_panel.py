@@ -198,6 +198,14 @@ class RunPanel(QWidget):
         if item is not None:
             item.setIcon(icon)
 
+    def forget_model(self) -> None:
+        """Another model (or a bundle) is on show: what was said of the last one goes."""
+        self.model_info.setText("")
+
+    def show_model_pending(self) -> None:
+        """The runs computing will say what the model is (their child loads it)."""
+        self.model_info.setText("the model's input and outputs: said once its runs load it…")
+
     def show_model_refused(self) -> None:
         """The model was refused (untrusted, say): its facts are the problem said below."""
         self.model_info.setText("model refused (see below)")

@@ -67,6 +67,7 @@ class SessionController(QObject):
         self.recent = recent
         self.session: MatrixSession | BundleSession | None = None
         self.worker: MatrixWorker | None = None
+        self._left_behind: list[MatrixWorker] = []  # cancelled workers, until they have ended
         # Some run could not be read (and was said so): the app then exits with code 2.
         self.unreadable_reported = False
         # The image list's pictures, read in the background.
@@ -88,6 +89,7 @@ class SessionController(QObject):
         self._stop_reading()
         self.session = session
         self.questions.forget()
+        self.panel.forget_model()  # another model's description must not stand over this one
         self.model.selected_pixel = None
         self.model.focus_key = None
         self.panel.show_problem("")
@@ -304,12 +306,19 @@ class SessionController(QObject):
         if not isinstance(self.session, MatrixSession) or self.worker is not None:
             return
         self.panel.show_problem("")
-        self.worker = MatrixWorker(planner or self.session.runner)
-        self.worker.message.connect(self._on_message)
-        self.worker.failed.connect(self._worker_failed)
-        self.worker.finished.connect(self._worker_done)
+        worker = self.worker = MatrixWorker(planner or self.session.runner)
+        # Only the worker of the session on show is heard: what a worker left behind by
+        # another session had queued (its model's answer, its end) would be taken for news of
+        # this one's.
+        worker.message.connect(lambda message: self._heard(worker, self._on_message, message))
+        worker.failed.connect(lambda error: self._heard(worker, self._worker_failed, error))
+        worker.finished.connect(lambda: self._heard(worker, self._worker_done))
         self.panel.set_running(True)
-        self.worker.start()
+        worker.start()
+
+    def _heard(self, worker: MatrixWorker, act: Callable[..., None], *args: object) -> None:
+        if worker is self.worker:
+            act(*args)
 
     def _on_message(self, message: Message) -> None:
         if isinstance(message, ModelAnswer):
@@ -363,9 +372,16 @@ class SessionController(QObject):
             self.worker.cancel()
 
     def cancel_and_wait(self) -> None:
-        if self.worker is not None:
-            self.worker.cancel()
-            self.worker.wait(30_000)
+        """Stop the runs in flight and leave them behind: the worker is no longer the
+        session's (a worker still ending after the wait is kept until it has ended)."""
+        worker = self.worker
+        if worker is None:
+            return
+        worker.cancel()
+        worker.wait(30_000)
+        self.worker = None
+        self._left_behind = [w for w in self._left_behind if not w.isFinished()] + [worker]
+        self.panel.set_running(False)
 
     # saying things --------------------------------------------------------------------------
     def say_problem(self, text: str, fix: str = "") -> None:

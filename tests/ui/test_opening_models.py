@@ -4,16 +4,18 @@ files, and no TensorFlow child is started."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPointF, Qt, QThread, QUrl, Signal
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QFileDialog, QMenu
 
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.protocol import ModelAnswer
 from segdiff_gui.runner.plan import check_model_path, is_model_path
 
 
@@ -134,3 +136,56 @@ def test_a_drop_of_images_and_a_saved_model_folder_opens_the_model_on_the_images
     window.dropEvent(event)
     _opened_saved_model(window, saved_model)
     assert [Path(path) for path in window.session.request.images] == [image]
+
+
+class _Computing(QThread):
+    """A matrix worker whose child is loading the model until it is cancelled (no child is
+    started here); cancelled, it still says what the model was, as a child that had just
+    loaded it would: the message is queued for the window as it moves on."""
+
+    message = Signal(object)
+    failed = Signal(object)
+
+    def __init__(self, start) -> None:
+        super().__init__()
+        self._cancelled = threading.Event()
+
+    def run(self) -> None:
+        self._cancelled.wait(30)
+        self.message.emit(_answer("softmax"))
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+
+def _answer(kind: str) -> ModelAnswer:
+    return ModelAnswer(
+        format="keras", input_shape=[None, 256, 256, 3],
+        outputs=[{"name": "seg", "shape": [None, 256, 256, 3]}], kinds=[kind],
+    )  # fmt: skip
+
+
+def test_opening_another_model_forgets_the_last_ones_description(
+    window, image, tmp_path, monkeypatch, qtbot
+):
+    from segdiff_gui.resources import demo_model
+    from segdiff_gui.ui import session_controller
+
+    monkeypatch.setattr(session_controller, "MatrixWorker", _Computing)
+    window.open_paths([str(demo_model()), str(image)])
+    assert window.worker is not None  # its runs are computing
+    first = window.worker
+    first.message.emit(_answer("softmax"))  # its child loaded the model and said what it is
+    info = window.run_panel.model_info
+    qtbot.waitUntil(lambda: "softmax" in info.text())
+    other = tmp_path / "other.keras"
+    other.write_bytes(demo_model().read_bytes())
+    window.open_paths([str(other), str(image)])
+    qtbot.wait(100)  # what the first runs' worker said as it was cancelled has arrived
+    assert window.session.request.model == other
+    assert window.worker is not None and window.worker is not first  # its runs started
+    # Until they say what it is, the header does not describe the model before it.
+    assert info.text() == "the model's input and outputs: said once its runs load it…"
+    window.open_paths([str(demo_model()), str(image)])  # back to the first: asked again
+    qtbot.wait(100)
+    assert info.text() == "the model's input and outputs: said once its runs load it…"
