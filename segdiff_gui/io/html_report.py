@@ -19,6 +19,7 @@ from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study
 from segdiff_gui.io.colormaps import diverging, viridis
 from segdiff_gui.io.html_layers import layer_probe_sections, repair_sections
+from segdiff_gui.io.pictures import picture_rgb
 
 __all__ = ["study_fragment", "write_html_report"]
 
@@ -84,18 +85,17 @@ def _figure(rgb: np.ndarray, caption: str, width: int | None = None) -> str:
     )
 
 
-def _gray(image: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
-    """The input image as gray RGB at the map's size (black where there is none)."""
+def _input_picture(image: np.ndarray | None, shape: tuple[int, int], factor: int) -> np.ndarray:
+    """The input image in its colours, dimmed so that the marks over it stand out, at the
+    map's size reduced by ``factor`` (the map's ``[::factor, ::factor]``); black where there
+    is none."""
+    size = (-(-shape[0] // factor), -(-shape[1] // factor))
     if image is None:
-        return np.zeros((*shape, 3), dtype=np.uint8)
-    data = image.astype(np.float64)
-    if data.ndim == 3:
-        data = data[..., :3].mean(axis=-1)
-    if data.shape != shape:
-        data = np.asarray(Image.fromarray(data.astype(np.float32)).resize(shape[::-1]))
-    span = float(data.max() - data.min()) or 1.0
-    gray = ((data - data.min()) / span * 200).astype(np.uint8)
-    return np.repeat(gray[..., None], 3, axis=-1)
+        return np.zeros((*size, 3), dtype=np.uint8)
+    if image.shape[:2] == shape:
+        return picture_rgb(image[::factor, ::factor], brightest=200)
+    # The model resized it: shown at the map's size, as its pixels were computed.
+    return np.array(Image.fromarray(picture_rgb(image, brightest=200)).resize(size[::-1]))
 
 
 def _shrink(data: np.ndarray, factor: int, how: str) -> np.ndarray:
@@ -161,7 +161,7 @@ def _pictures(
                 width,
             )
         )
-        overlay = _gray(image, ref.shape[:2])[::factor, ::factor]
+        overlay = _input_picture(image, ref.shape[:2], factor)
         amber = np.array([255.0, 200.0, 0.0])
         risky = _shrink(study.at_risk, factor, "any")
         overlay[risky] = (overlay[risky] * 0.4 + amber * 0.6).astype(np.uint8)

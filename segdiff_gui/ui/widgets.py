@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
@@ -13,6 +12,7 @@ from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
+from segdiff_gui.io.pictures import picture_rgb
 
 __all__ = ["fill_row", "read_only_table", "thumbnail", "thumbnail_image"]
 
@@ -39,27 +39,22 @@ def fill_row(table: QTableWidget, row: int, cells: Sequence[str]) -> None:
 
 
 def thumbnail_image(path: Path, size: int = 56) -> QImage:
-    """A small gray picture of an image of any dtype (stretched to its own range), fitted into
-    a ``size`` square; a null image where the file cannot be read. Safe off the GUI thread
-    (a QImage, not yet a pixmap)."""
+    """A small picture of an image of any dtype (in its colours, stretched to its own range),
+    fitted into a ``size`` square; a null image where the file cannot be read. Safe off the
+    GUI thread (a QImage, not yet a pixmap)."""
     try:
         check_images_fit([[path]])  # from its header: a lying one is not decoded
         decoded = read_image(path)
     except InputError:
         return QImage()
-    # Every few pixels, enough for the square, before the float copy (8 bytes a value).
+    # Every few pixels, enough for the square, before the float copy.
     step = max(1, min(decoded.shape[:2]) // (4 * size))
-    data = decoded[::step, ::step].astype(np.float64)
+    picture = picture_rgb(decoded[::step, ::step])
     del decoded
-    if data.ndim == 3:
-        data = data[..., :3].mean(axis=-1)
-    span = float(data.max() - data.min()) or 1.0
-    gray = np.ascontiguousarray(((data - data.min()) / span * 255).astype(np.uint8))
-    image = QImage(
-        gray.data, gray.shape[1], gray.shape[0], gray.shape[1], QImage.Format.Format_Grayscale8
-    )
+    height, width = picture.shape[:2]
+    image = QImage(picture.data, width, height, 3 * width, QImage.Format.Format_RGB888)
     # Its own shape, fitted into the square: a 80×100 photo must not look like a 100×100 one.
-    # (scaled() copies, so the picture outlives ``gray``.)
+    # (scaled() copies, so the picture outlives ``picture``.)
     return image.scaled(
         size, size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation
     )

@@ -113,6 +113,25 @@ def test_a_thumbnail_makes_no_float_copy_of_the_whole_image(qtbot, tmp_path):
     assert peak < 3 * 48 * 2**20  # decoding takes two copies; a float64 one alone is 384 MiB
 
 
+def test_a_colour_photo_s_thumbnail_is_in_colour(qtbot, tmp_path):
+    """Issue 34, item 11: an RGB photo was listed in grey."""
+    from PIL import Image
+
+    from segdiff_gui.ui.widgets import thumbnail_image
+
+    path = tmp_path / "photo.png"
+    photo = np.zeros((90, 120, 3), dtype=np.uint8)
+    photo[:30], photo[30:60], photo[60:] = (200, 30, 20), (20, 180, 40), (30, 40, 210)
+    Image.fromarray(photo).save(path)
+    image = thumbnail_image(path)
+    assert (image.width(), image.height()) == (56, 42)  # its own shape, fitted
+    for row, hue in ((5, 0), (21, 1), (37, 2)):  # red, green and blue stripes
+        colour = image.pixelColor(28, row)
+        channels = (colour.red(), colour.green(), colour.blue())
+        assert max(range(3), key=channels.__getitem__) == hue, channels
+        assert max(channels) - min(channels) > 100, channels  # coloured, not grey
+
+
 def test_thumbnails_arrive_after_the_names_and_a_new_list_drops_the_old(qtbot, tmp_path):
     """The image list's pictures are decoded on a worker thread (the launch no longer waits
     for them); a file that cannot be read keeps its name without a picture."""
