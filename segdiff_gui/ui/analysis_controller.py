@@ -12,7 +12,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QTableWidget
-from superqt.utils import thread_worker
+from superqt.utils import qdebounced, thread_worker
 
 from segdiff_gui.core.attribution import Attribution, plan_attribution
 from segdiff_gui.core.config import RunConfig
@@ -64,6 +64,9 @@ class AnalysisController(QObject):
         self._layer_worker: Any = None
         self._layer_runner: Any = None  # the matrix runner a probe is driving, to cancel
         self.dialog: AttributionDialog | None = None
+        self._explained: tuple[str, str] = ("", "")  # the keys of the pair the dialog shows
+        self._measured = 0  # a newer measurement makes an older, slower one moot
+        model.cutoff_changed.connect(self._cutoff_moved)
         self._sweeping = False
         self._summary_worker: Any = None
         self._attribution_worker: Any = None
@@ -78,13 +81,19 @@ class AnalysisController(QObject):
         stats_table.cellDoubleClicked.connect(self.explain_row)
 
     # attribution ----------------------------------------------------------------------------
-    def _measure(self, show: bool) -> None:
-        """Measure the reference against the focus run off the GUI thread (maps are read from
-        the cache), then show the result; what is measured is fixed here, on the GUI thread."""
+    def _measure(self, show: bool, pair: tuple[str, str] | None = None) -> None:
+        """Measure the reference against the focus run (or the runs of ``pair``, the keys the
+        dialog explains) off the GUI thread (maps are read from the cache), then show the
+        result; what is measured is fixed here, on the GUI thread."""
         model, session = self.model, self.sessions.session
-        reference, other = model.reference, model.focus_run
+        if pair is None:
+            reference, other = model.reference, model.focus_run
+        else:
+            shown = {run.key: run for run in model.runs}
+            reference, other = shown.get(pair[0]), shown.get(pair[1])
         if session is None or reference is None or other is None:
-            self.notify("Explain needs two runs of one image", 8000)
+            if pair is None:
+                self.notify("Explain needs two runs of one image", 8000)
             return
         try:
             plan = plan_attribution(reference.config, other.config)
@@ -96,12 +105,18 @@ class AnalysisController(QObject):
         worker = thread_worker(measure_attribution, start_thread=False)(
             session.store, records, plan, model.cutoff, keys
         )
-        worker.returned.connect(lambda attribution: self._show(attribution, show))
+        # Only the latest measurement is shown: one at an earlier cutoff may end later.
+        self._measured += 1
+        measured = self._measured
+        worker.returned.connect(
+            lambda attribution: measured == self._measured and self._show(attribution, keys, show)
+        )
         worker.errored.connect(lambda error: self.notify(f"Explain failed: {error}", 10000))
         self._attribution_worker = worker
         worker.start()
 
-    def _show(self, attribution: Attribution, show: bool) -> None:
+    def _show(self, attribution: Attribution, pair: tuple[str, str], show: bool) -> None:
+        self._explained = pair
         if self.dialog is None:
             can_run = isinstance(self.sessions.session, MatrixSession)
             parent = self.parent()
@@ -116,6 +131,14 @@ class AnalysisController(QObject):
     def explain(self) -> None:
         """Explain the reference against the run last clicked (else the one with most flips)."""
         self._measure(show=True)
+
+    @qdebounced(timeout=150)
+    def _cutoff_moved(self, *_: object) -> None:
+        """The dialog on show follows the cutoff: its pair measured again (argmax ignores
+        the cutoff); debounced while the slider is dragged."""
+        dialog = self.dialog
+        if dialog is not None and dialog.isVisible() and not dialog.attribution.multiclass:
+            self._measure(show=False, pair=self._explained)
 
     def explain_row(self, row: int, _column: int = 0) -> None:
         study = self.model.study
@@ -302,7 +325,7 @@ class AnalysisController(QObject):
 
     def worker_done(self) -> None:
         if self.dialog is not None and self.dialog.isVisible():
-            self._measure(show=False)  # runs it lacked may have arrived
+            self._measure(show=False, pair=self._explained)  # runs it lacked may have arrived
         if self._sweeping:
             self._sweeping = False
             self.summarise()
