@@ -14,6 +14,7 @@ from __future__ import annotations
 from html import escape
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import Qt as GuiQt  # mightBeRichText is QtGui's (not QtCore.Qt's, unpatched)
 from PySide6.QtWidgets import QLabel, QMessageBox, QSizePolicy, QWidget
 
 from segdiff_gui.core.text import printable, terminal_safe
@@ -73,7 +74,7 @@ def tooltip_text(text: str) -> str:
     itself) for HTML: such a text is escaped, its spaces and newlines kept; any other is left
     as it is, and shown as before."""
     text = terminal_safe(text)
-    if not Qt.mightBeRichText(text):
+    if not GuiQt.mightBeRichText(text):
         return text
     return f"<p style='white-space:pre-wrap'>{escape(text, quote=False)}</p>"
 
