@@ -1,6 +1,6 @@
 """One run's panel of the grid (its elided title above a view box of underlay, data, flip
-overlay and crosshair) and the grid's geometry: how many columns fit, where a panel goes, and
-where the crosshair's segments run."""
+overlay, rings round the flips and crosshair) and the grid's geometry: how many columns fit,
+where a panel goes, where the crosshair's segments run and how large a ring is."""
 
 from __future__ import annotations
 
@@ -17,16 +17,23 @@ from segdiff_gui.ui.plain_text import as_html, tooltip_text
 __all__ = [
     "COLOUR_BAR_ROOM",
     "CROSSHAIR_GAP",
+    "FLIP_RGBA",
+    "MARK_SIZE",
     "Panel",
     "Title",
     "best_columns",
     "cell",
     "crosshair_segments",
+    "mark_size",
     "place",
     "remove_all",
 ]
 
 TITLE_SIZE = "9pt"
+FLIP_RGBA = (255, 0, 170, 255)  # magenta: stands out on viridis, on the diverging map and on gray
+# Each flip is ringed this many screen pixels across, at any zoom (as napari sizes points on
+# the canvas): a single flipped pixel of a large map is one screen pixel, or less, otherwise.
+MARK_SIZE = 15
 COLOUR_BAR_ROOM = 70  # pixels: the colour bar and its numbers, beside the views
 
 
@@ -69,6 +76,12 @@ def crosshair_segments(
     points = np.array([point for segment in kept for point in segment], dtype=float)
     points = points.reshape(-1, 2)
     return points[:, 0], points[:, 1]
+
+
+def mark_size(pixel: float) -> float:
+    """A ring's size in screen pixels around a map pixel ``pixel`` screen pixels wide: at
+    least :data:`MARK_SIZE`, and wide enough to go round the pixel, corners and all."""
+    return max(float(MARK_SIZE), pixel * math.sqrt(2) + 6)
 
 
 def place(grid: pg.GraphicsLayout, item: object, row: int, column: int, rowspan: int = 1) -> None:
@@ -148,6 +161,14 @@ class Panel:
         for z, item in enumerate((self.underlay, self.data, self.overlay)):
             item.setZValue(z)
             view.addItem(item)
+        # A ring round each flip (where they are few: level_indices.flip_marks), sized in
+        # screen pixels.
+        self.marks = pg.ScatterPlotItem(
+            pxMode=True, symbol="o", size=MARK_SIZE, pen=pg.mkPen(FLIP_RGBA, width=2),
+            brush=pg.mkBrush(None), hoverable=False,
+        )  # fmt: skip
+        self.marks.setZValue(4)
+        view.addItem(self.marks, ignoreBounds=True)
         # The crosshair: four segments over the image only, stopping short of the chosen pixel
         # so that the pixel itself (a flip, often) stays in sight.
         self.crosshair = pg.PlotCurveItem(pen=pg.mkPen((255, 255, 255, 150), width=1))

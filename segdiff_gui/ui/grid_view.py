@@ -15,22 +15,23 @@ from segdiff_gui.core.study import StudyRun
 from segdiff_gui.ui.grid_panels import (
     COLOUR_BAR_ROOM,
     CROSSHAIR_GAP,
+    FLIP_RGBA,
     Panel,
     Title,
     best_columns,
     cell,
     crosshair_segments,
+    mark_size,
     place,
     remove_all,
 )
 from segdiff_gui.ui.inspection import InspectionModel
-from segdiff_gui.ui.level_indices import COLOURS, level_indices, pooled_any
+from segdiff_gui.ui.level_indices import COLOURS, flip_marks, level_indices, pooled_any
 from segdiff_gui.ui.plain_text import tooltip_text
 from segdiff_gui.ui.view_planes import view_planes
 
-__all__ = ["ProbabilityGridView"]
+__all__ = ["READABLE_PIXEL", "ProbabilityGridView"]
 
-FLIP_RGBA = (255, 0, 170, 255)  # magenta: stands out on viridis, on the diverging map and on gray
 AT_RISK_RGBA = (255, 200, 0, 110)
 _OVERLAY_LUT = np.zeros((256, 4), dtype=np.uint8)
 _OVERLAY_LUT[1], _OVERLAY_LUT[2] = FLIP_RGBA, AT_RISK_RGBA
@@ -39,6 +40,8 @@ _OVERLAY_LUT[1], _OVERLAY_LUT[2] = FLIP_RGBA, AT_RISK_RGBA
 _CLASS_LUT = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, np.uint8)
 _COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
 
+
+READABLE_PIXEL = 8  # screen pixels across one map pixel when a flip is walked to (N, P)
 
 _LAYER_DECADES = 6  # a probed layer's map spans this many powers of ten below its largest
 
@@ -58,6 +61,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self._shape: tuple[int, ...] = (1, 1)  # of the maps the panels show
         self._title_height = 0.0
         self._crosshair_gap = 0.0  # map units, as last drawn
+        self._mark_size = 0.0  # the rings round the flips, screen pixels, as last drawn
         self.show_at_risk = False
         self._overlay_factor = 1  # how far the flip overlays are pooled (see pooled_any)
         self._repool = QTimer(self, singleShot=True, interval=80)
@@ -86,6 +90,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.panels = {}
         self.layer_panel = None
         self._columns = 0
+        self._mark_size = 0.0  # new panels' rings: sized once their views have their range
         runs = self.model.runs
         if not runs:
             return
@@ -265,22 +270,31 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         shown = [run for run in model.runs if run.key in self.panels]
         risky = pooled_any(at_risk, factor) if at_risk is not None else None
 
-        def overlay_of(run: StudyRun) -> np.ndarray:
+        study = model.study
+
+        def overlay_of(run: StudyRun) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
             # One byte per pixel through a lookup table (0 clear, 1 flip, 2 at risk): a quarter
             # of the memory of RGBA, and at full size the flip mask itself serves as the image.
             flips = pooled_any(model.flips(run), factor)
+            count: int | None = None  # of the set blocks, counted by flip_marks
+            if study is None or run.key == study.reference.key:
+                count = 0  # the reference flips nowhere
+            elif factor == 1:
+                count = study.flip_count(run)  # unpooled, the blocks are the flips, counted
+            marks = flip_marks(flips, factor, self._shape, count)
             if risky is None:
-                return flips.view(np.uint8)
+                return flips.view(np.uint8), marks
             index = risky.view(np.uint8) * np.uint8(2)
             index[flips] = 1  # a flip shows over the at-risk colour
-            return index
+            return index, marks
 
-        for run, index in zip(shown, thread_map(overlay_of, shown), strict=True):
-            overlay = self.panels[run.key].overlay
-            overlay.setImage(index, autoLevels=False, levels=(0, 255), lut=_OVERLAY_LUT)
+        for run, (index, (xs, ys)) in zip(shown, thread_map(overlay_of, shown), strict=True):
+            panel = self.panels[run.key]
+            panel.overlay.setImage(index, autoLevels=False, levels=(0, 255), lut=_OVERLAY_LUT)
             # A pooled overlay covers the map at its full size (and up to factor - 1 pixels
             # beyond its edges, less than one screen pixel).
-            overlay.setRect(QRectF(0, 0, index.shape[1] * factor, index.shape[0] * factor))
+            panel.overlay.setRect(QRectF(0, 0, index.shape[1] * factor, index.shape[0] * factor))
+            panel.marks.setData(x=xs, y=ys)
 
     def _screen_factor(self) -> int:
         """How many map pixels one screen pixel covers, rounded up to a power of two so that a
@@ -299,14 +313,25 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         # Zooming across a power of two pools the flip overlays again (once the zoom or the
         # window's layout has settled: the timer restarts on every change); panning never does.
         self._repool.start()
-        # The crosshair's gap is a few screen pixels: a zoom changes it, a pan does not.
+        # The crosshair's gap and the rings are sized in screen pixels: a zoom changes them in
+        # map units, a pan does not.
         gap = CROSSHAIR_GAP * self._map_units_per_screen_pixel()
         if not math.isclose(gap, self._crosshair_gap, rel_tol=0.05):
             self.move_crosshair(self.model.selected_pixel)
+        self._size_marks()
+
+    def _size_marks(self) -> None:
+        """The rings round the flips, as large as the zoom wants (see mark_size)."""
+        size = mark_size(1 / self._map_units_per_screen_pixel())
+        if size != self._mark_size:
+            self._mark_size = size
+            for panel in self.panels.values():
+                panel.marks.setSize(size)
 
     def _repool_if_zoomed(self) -> None:
         if not self.isVisible():
             return  # closed (its views may be deleted already); shown again, it refreshes
+        self._size_marks()  # a resize without a new range changes the zoom too
         if self._screen_factor() != self._overlay_factor:
             self.refresh_overlays()
 
@@ -357,18 +382,22 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         first.setRange(xRange=(0, width), yRange=(0, height), padding=0.02)
         self._user_moved_view = False  # setRange is not a manual change; keep fitting
 
-    def centre_on(self, row: int, column: int) -> None:
-        """Pan (keeping the zoom) so the pixel is in the middle of every linked view."""
+    def show_pixel(self, row: int, column: int) -> None:
+        """Centre the pixel in every linked view, zoomed in until a map pixel is at least
+        :data:`READABLE_PIXEL` screen pixels wide (a closer zoom is kept): a flip walked to
+        is seen, with its neighbours."""
         if not self.panels:
             return
         first = next(iter(self.panels.values())).view
         (x0, x1), (y0, y1) = first.viewRange()
-        half_w, half_h = (x1 - x0) / 2, (y1 - y0) / 2
+        shrink = min(1.0, 1 / (READABLE_PIXEL * self._map_units_per_screen_pixel()))
+        half_w, half_h = (x1 - x0) / 2 * shrink, (y1 - y0) / 2 * shrink
         first.setRange(
             xRange=(column + 0.5 - half_w, column + 0.5 + half_w),
             yRange=(row + 0.5 - half_h, row + 0.5 + half_h),
             padding=0,
         )
+        self._user_moved_view = True  # kept while the window's layout settles
 
     # mouse ----------------------------------------------------------------------------------
     def _pixel_at(self, scene_pos: QPointF) -> tuple[str, int, int] | None:

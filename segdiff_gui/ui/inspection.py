@@ -18,7 +18,7 @@ from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore, natural_order, study_run, target_image
 
-__all__ = ["InspectionModel", "LayerMap", "PixelValue", "ViewMode"]
+__all__ = ["FlipStep", "InspectionModel", "LayerMap", "PixelValue", "ViewMode"]
 
 ViewMode = Literal["probability", "difference", "ulp", "flips"]
 VIEW_MODES: tuple[ViewMode, ...] = ("probability", "difference", "ulp", "flips")
@@ -52,6 +52,20 @@ class PixelValue:
     class_index: int
     is_reference: bool
     key: str = ""
+
+
+@dataclass(frozen=True)
+class FlipStep:
+    """A step of the walk through the flipped pixels: where it went, and which of them it is
+    (in reading order, from 1)."""
+
+    row: int
+    column: int
+    number: int
+    count: int
+
+    def sentence(self) -> str:
+        return f"flip {self.number} of {self.count} at row {self.row}, column {self.column}"
 
 
 class InspectionModel:
@@ -268,6 +282,25 @@ class InspectionModel:
             return np.empty(0, np.intp), np.empty(0, np.intp)
         rows, columns = np.nonzero(study.any_flips())
         return rows, columns
+
+    def flip_step(self, direction: int, after: tuple[int, int] | None) -> FlipStep | None:
+        """The next pixel that flips in any run after ``after`` in reading order (``direction``
+        +1), or the last one before it (-1), wrapping round; from the first (or the last) with
+        no pixel to start from. None when no pixel flips. The walk goes by position, so it
+        goes on from a clicked pixel, and from where it was when the cutoff moves."""
+        rows, columns = self.flip_positions()
+        if rows.size == 0:
+            return None
+        if after is None:
+            index = 0 if direction > 0 else rows.size - 1
+        else:
+            width = self.runs[0].probabilities.shape[1]
+            order = rows * width + columns  # ascending: the positions in reading order
+            here = after[0] * width + after[1]
+            side = "right" if direction > 0 else "left"
+            index = int(np.searchsorted(order, here, side=side)) - (direction < 0)
+            index %= rows.size
+        return FlipStep(int(rows[index]), int(columns[index]), index + 1, int(rows.size))
 
     # answers --------------------------------------------------------------------------------
     def plane(self, run: StudyRun) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""What the views draw: float planes as colour-table indices, and masks pooled to the screen.
+"""What the views draw: float planes as colour-table indices, masks pooled to the screen, and
+where the flips are ringed.
 
 Float planes turned into colour-table indices before pyqtgraph sees them.
 
@@ -17,9 +18,13 @@ import numpy as np
 from segdiff_gui.core.analysis import row_blocks
 from segdiff_gui.core.pages import empty_in_ordinary_pages
 
-__all__ = ["COLOURS", "level_indices", "pooled_any"]
+__all__ = ["COLOURS", "MARKS_AT_MOST", "flip_marks", "level_indices", "pooled_any"]
 
 COLOURS = 256
+# A view rings its flips while they fall in at most this many screen blocks: enough for every
+# flip of a run that has few (the ones that are hard to see); more rings would cover the map,
+# and flips that many show as the overlay's patches.
+MARKS_AT_MOST = 300
 
 
 def level_indices(
@@ -76,3 +81,28 @@ def pooled_any(mask: np.ndarray, factor: int) -> np.ndarray:
     block_rows = mask.reshape(rows, factor, columns * factor).any(axis=1)
     pooled: np.ndarray = block_rows.reshape(rows, columns, factor).any(axis=2)
     return pooled
+
+
+def flip_marks(
+    pooled: np.ndarray,
+    factor: int,
+    shape: tuple[int, ...],
+    count: int | None = None,
+    at_most: int = MARKS_AT_MOST,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Where to ring the flips of a map of ``shape``, given its flip mask pooled by ``factor``
+    (:func:`pooled_any`; ``count`` of its set blocks if known, as a flip count is): the centre
+    of each set block in map units (x, y: a pixel's centre when ``factor`` is 1), or none when
+    more than ``at_most`` are set. The blocks are the screen's, so this costs a pass over the
+    pooled mask, not over the map."""
+    none = np.empty(0), np.empty(0)
+    if count is None:
+        count = int(np.count_nonzero(pooled))
+    if count == 0 or count > at_most:
+        return none
+    rows, columns = np.divmod(np.flatnonzero(pooled), pooled.shape[1])
+    height, width = shape[:2]
+    # An edge block stops at the map's edge: its centre is the middle of what it covers.
+    x = columns * factor + np.minimum(factor, width - columns * factor) / 2
+    y = rows * factor + np.minimum(factor, height - rows * factor) / 2
+    return x.astype(float), y.astype(float)

@@ -46,6 +46,7 @@ from segdiff_gui.ui.session import BundleSession, MatrixSession, Planner
 from segdiff_gui.ui.session_controller import SessionController
 from segdiff_gui.ui.stats_panel import StatsPanel
 from segdiff_gui.ui.view_toolbar import ViewToolbar
+from segdiff_gui.ui.walk_keys import KeysOverNumberBoxes
 from segdiff_gui.ui.window_layout import GRID_MINIMUM_WIDTH, WindowLayout
 from segdiff_gui.ui.your_maps import YourMaps
 from segdiff_gui.version import __version__
@@ -97,7 +98,6 @@ class MainWindow(QMainWindow):
         self.grid.scene().sigMouseClicked.connect(self._user_clicked)
         self.inspector.widened.connect(self._inspector_widened)
         model.runs_changed.connect(self._runs_changed)
-        self._flip_cursor = -1
         self._pixel_was_chosen_for_user = False
         self.layout_policy = WindowLayout(self, *self.docks, self.inspector)
         self.layout_policy.restore()
@@ -177,8 +177,13 @@ class MainWindow(QMainWindow):
             show: Callable[..., None] = lambda _checked=False, m=mode: self.toolbar.show_mode(m)  # noqa: E731
             self._action(view_menu, f"&{mode.capitalize()}", show, f"Ctrl+{index}")
         view_menu.addSeparator()
-        self._action(view_menu, "&Next flip", lambda: self.step_flip(+1), "N")
-        self._action(view_menu, "&Previous flip", lambda: self.step_flip(-1), "P")
+        walk = [
+            self._action(view_menu, "&Next flip", lambda: self.step_flip(+1), "N"),
+            self._action(view_menu, "&Previous flip", lambda: self.step_flip(-1), "P"),
+        ]
+        # N and P walk from any control but a field where letters are typed.
+        self.walk_keys = KeysOverNumberBoxes(walk, self)
+        self.walk_keys.watch(self)
         self._action(view_menu, "&Whole image", self.grid.show_whole_image, "Ctrl+0")
         run_menu = self.menuBar().addMenu("&Run")
         self._action(run_menu, "&Run missing", lambda: self.sessions.start_runs(), "Ctrl+R")
@@ -253,18 +258,19 @@ class MainWindow(QMainWindow):
             self.hover_label.setText(f"row {row}, column {column}: {value} ({label})")
 
     def step_flip(self, direction: int) -> None:
-        """Walk through the pixels that flip in any run, centring the views on each."""
-        rows, columns = self.model.flip_positions()
+        """Walk through the pixels that flip in any run, from the pixel the user chose (else
+        from the first), each centred in the views and zoomed in to be seen."""
         if self.model.study is None:
             return
-        if rows.size == 0:
+        chosen = None if self._pixel_was_chosen_for_user else self.model.selected_pixel
+        step = self.model.flip_step(direction, chosen)
+        if step is None:
             self.notify("No pixel flips at this cutoff.", 4000)
             return
-        self._flip_cursor = (self._flip_cursor + direction) % rows.size
-        row, column = int(rows[self._flip_cursor]), int(columns[self._flip_cursor])
-        self.model.select_pixel(row, column)
-        self.grid.centre_on(row, column)
-        self.notify(f"flip {self._flip_cursor + 1} of {rows.size} at row {row}, column {column}")
+        self.model.select_pixel(step.row, step.column)
+        self._pixel_was_chosen_for_user = False  # walked to: kept as runs arrive
+        self.grid.show_pixel(step.row, step.column)
+        self.notify(step.sentence())
 
     # dialogs --------------------------------------------------------------------------------
     def open_bundle_dialog(self) -> None:

@@ -155,7 +155,7 @@ def test_zooming_far_out_stops_and_the_whole_image_comes_back(window_for, demo_c
     assert 256 < x1 - x0 <= 4 * 256 + 1 and 256 < y1 - y0 <= 4 * 256 + 1
     qtbot.wait(150)  # the overlays are pooled again once the zoom settles
     assert window.grid._overlay_factor <= 256  # never pooled coarser than the whole map
-    window.grid.centre_on(10, 10)
+    window.grid.show_pixel(10, 10)
     view.scaleBy((0.01, 0.01))
     (whole,) = [a for a in window.findChildren(QAction) if a.text() == "&Whole image"]
     whole.trigger()
