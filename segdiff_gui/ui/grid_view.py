@@ -322,6 +322,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
 
     def _size_marks(self) -> None:
         """The rings round the flips, as large as the zoom wants (see mark_size)."""
+        if not self.panels:
+            return
         size = mark_size(1 / self._map_units_per_screen_pixel())
         if size != self._mark_size:
             self._mark_size = size

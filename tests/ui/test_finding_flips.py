@@ -126,3 +126,11 @@ def test_n_after_typing_a_cutoff_walks_at_that_cutoff_and_letters_stay_in_text_f
     qtbot.keyClicks(extra, "precision=n")
     assert extra.toPlainText().endswith("precision=n")
     assert window.model.selected_pixel == (30, 220)
+
+
+def test_runs_gone_while_the_zoom_settles_leave_no_ring_to_size(window, qtbot, tmp_path):
+    shown(window.model, flipping_runs((64, 64), {(3, 4): 0.5}), tmp_path)
+    window.grid.show_pixel(3, 4)  # the rings are sized once the zoom settles...
+    window.model.set_runs(ResultCache(tmp_path / "runs"), [])  # ...and the runs are gone
+    qtbot.wait(200)
+    assert window.grid.panels == {}
