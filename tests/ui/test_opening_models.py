@@ -12,11 +12,12 @@ import pytest
 from PIL import Image
 from PySide6.QtCore import QMimeData, QPointF, Qt, QThread, QUrl, Signal
 from PySide6.QtGui import QDropEvent
-from PySide6.QtWidgets import QFileDialog, QMenu
+from PySide6.QtWidgets import QFileDialog
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import ModelAnswer
 from segdiff_gui.runner.plan import check_model_path, is_model_path
+from tests.ui.test_trial_defects import _action
 
 
 @pytest.fixture
@@ -35,14 +36,6 @@ def image(tmp_path) -> Path:
     path = tmp_path / "cell.png"
     Image.fromarray(np.zeros((16, 16), np.uint8)).save(path)
     return path
-
-
-def _action(window, text: str):
-    for menu in window.menuBar().findChildren(QMenu):
-        for action in menu.actions():
-            if action.text() == text:
-                return action
-    raise AssertionError(f"no action {text!r}")
 
 
 def _opened_saved_model(window, folder: Path) -> None:
