@@ -190,7 +190,8 @@ class RunPanel(QWidget):
             item = QListWidgetItem(icon, ("◎ " if index == target else "") + printable(name))
             item.setToolTip(tooltip_text(f"{name} (target)" if index == target else name))
             self.images.addItem(item)
-        self.images.scrollToItem(self.images.item(target))
+        if 0 <= target < len(names):
+            self.images.scrollToItem(self.images.item(target))
 
     def set_thumbnail(self, index: int, icon: QIcon) -> None:
         """Image ``index``'s picture, read after its name was listed."""

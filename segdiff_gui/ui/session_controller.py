@@ -257,21 +257,20 @@ class SessionController(QObject):
             self.say_problem(str(error), fix)
             if fix == "trust_model=on":  # refused before it was read: no child to ask
                 self.panel.show_model_refused()
+            # What was opened, as given: the last model's name and images must not stand over it.
+            paths = [Path(path) for path in session.request.images]
+            names = [path.name for path in paths]
+            target = session.request.target
+            self._show_inputs(paths, names, names.index(target) if target in names else 0)
             self.panel.set_planned({}, set())
             self.model.set_runs(session.cache, [])
             return False
         self.panel.show_problem("")
-        request = session.request
-        self.panel.set_source(
-            f"{request.model.name} on {plan.images[plan.target].name} "
-            f"({len(plan.images)} image{'' if len(plan.images) == 1 else 's'}); "
-            f"cache {request.cache.root}"
-        )
         self.panel.set_planned(
             {run.key: run.label for run in plan.runs}, {run.key for run in plan.cached}
         )
-        icons = self.thumbnails.read([Path(image.path) for image in plan.images])
-        self.panel.set_images([image.name for image in plan.images], icons, plan.target)
+        paths = [Path(image.path) for image in plan.images]
+        self._show_inputs(paths, [image.name for image in plan.images], plan.target)
         cached = [session.cache.read_run(run.key, with_map=False) for run in plan.cached]
         cached += imported_beside(session, plan)
         self.report_unreadable(plan.damaged, " (to be computed again)")
@@ -279,6 +278,18 @@ class SessionController(QObject):
         self.model.set_runs(session.cache, cached)
         self.report_unreadable(self.model.unreadable)
         return True
+
+    def _show_inputs(self, paths: Sequence[Path], names: Sequence[str], target: int) -> None:
+        """The session's model and images in the Runs panel: the line over it, and the image
+        list (each picture read in the background)."""
+        session = self.session
+        assert isinstance(session, MatrixSession)
+        on = f" on {names[target]}" if names else ""
+        self.panel.set_source(
+            f"{session.request.model.name}{on} ({plural(len(names), 'image')}); "
+            f"cache {session.cache.root}"
+        )
+        self.panel.set_images(list(names), self.thumbnails.read(paths), target)
 
     def _target_chosen(self, index: int) -> None:
         session = self.session

@@ -182,3 +182,23 @@ def test_opening_another_model_forgets_the_last_ones_description(
     window.open_paths([str(demo_model()), str(image)])  # back to the first: asked again
     qtbot.wait(100)
     assert info.text() == "the model's input and outputs: said once its runs load it…"
+
+
+def test_a_model_refused_at_once_is_named_over_its_images_not_the_last_model(
+    window, saved_model, image, tmp_path, monkeypatch
+):
+    from segdiff_gui.resources import demo_model
+    from segdiff_gui.ui import session_controller
+
+    monkeypatch.setattr(session_controller, "MatrixWorker", _Computing)
+    others = [tmp_path / f"other_{i}.png" for i in range(2)]
+    for path in others:
+        Image.fromarray(np.full((16, 16), 9, np.uint8)).save(path)
+    window.open_paths([str(demo_model()), *map(str, others)])
+    panel = window.run_panel
+    assert panel.source.text().startswith("unet_sigmoid.keras on other_0.png (2 images)")
+    window.open_paths([str(saved_model), str(image)])  # refused untrusted, before planning
+    assert "is a TensorFlow SavedModel" in panel.problem.text()
+    assert panel.source.text().startswith("exported model on cell.png (1 image); cache ")
+    assert [panel.images.item(i).text() for i in range(panel.images.count())] == ["◎ cell.png"]
+    assert panel.model_info.text() == "model refused (see below)"
