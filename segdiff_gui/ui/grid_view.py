@@ -295,6 +295,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             # beyond its edges, less than one screen pixel).
             panel.overlay.setRect(QRectF(0, 0, index.shape[1] * factor, index.shape[0] * factor))
             panel.marks.setData(x=xs, y=ys)
+            panel.marks.setVisible(xs.size > 0)  # none: not even visited when a view paints
 
     def _screen_factor(self) -> int:
         """How many map pixels one screen pixel covers, rounded up to a power of two so that a
