@@ -142,10 +142,15 @@ def test_a_saved_notebook_shows_the_progress_bar_finished(tmp_path, monkeypatch)
     """Issue 34, item 13: an executed notebook stored the bar as "0%", the text the widget
     had when first shown (what a reader without the live widget sees)."""
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    # pytest-qt's QT_API (set once a window test has run in this worker) keeps ipywidgets
+    # from loading in the kernel: tqdm then draws its text bar, as in a plain terminal.
+    monkeypatch.delenv("QT_API", raising=False)
     notebook = nbformat.v4.new_notebook()
     notebook.cells.append(nbformat.v4.new_code_cell(_BAR))
     NotebookClient(notebook, kernel_name=_kernel(tmp_path), timeout=120).execute()
-    (shown,) = [o for o in notebook.cells[0].outputs if o.output_type == "display_data"]
+    outputs = notebook.cells[0].outputs
+    shown = next((o for o in outputs if o.output_type == "display_data"), None)
+    assert shown is not None, outputs
     assert "application/vnd.jupyter.widget-view+json" in shown.data  # the notebook's widget
     assert shown.data["text/plain"].startswith("runs: 100%")
     assert "2/2" in shown.data["text/plain"]
