@@ -67,20 +67,9 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
         facts = probe["facts"]
         out.print(f"{build_text(facts)}", markup=False, highlight=False)
         if not any(device["type"] == "GPU" for device in probe["devices"]):
-            reasons = "; ".join(facts.get("gpu_absent", [])) or "it reports no reason"
-            if RUNTIMES[name].family == "LiteRT":
-                reasons = "its GPU delegate is built for Android and iOS, not for this package"
-            elif name == "onnxruntime" and "CUDAExecutionProvider" not in facts.get(
-                "onnxruntime_providers", []
-            ):
-                reasons = "this onnxruntime has no CUDA execution provider (onnxruntime-gpu has)"
-            hint = (
-                " (pip install 'segdiff[gpu]' for CUDA support)"
-                if name == "tensorflow" and not facts.get("cuda_build")
-                else ""
-            )
+            reasons = RUNTIMES[name].no_gpu(facts)
             out.print(
-                f"  No GPU visible to {RUNTIMES[name].family}{hint}: {reasons}.",
+                f"  No GPU visible to {RUNTIMES[name].family}: {reasons}.",
                 markup=False,
                 highlight=False,
             )

@@ -55,6 +55,11 @@ class Conversion:
         return self.quantization == "int8"
 
 
+def _probe_reasons(facts: Mapping[str, Any]) -> str:
+    """Why a runtime sees no GPU: the machine's reasons and its own log, as its probe found."""
+    return "; ".join(facts.get("gpu_absent", [])) or "it reports no reason"
+
+
 @dataclass(frozen=True)
 class Runtime:
     name: str  # the runtime knob's value, and Keras's backend name ("torch" for PyTorch)
@@ -80,6 +85,8 @@ class Runtime:
     environment: Callable[[Any, bool, Mapping[str, str]], dict[str, str]] = field(kw_only=True)
     # (a probe's facts) → its build, in a phrase.
     build: Callable[[Mapping[str, Any]], str] = field(kw_only=True)
+    # (a probe's facts, where it saw no GPU) → why, as ``segdiff devices`` says it.
+    no_gpu: Callable[[Mapping[str, Any]], str] = field(kw_only=True, default=_probe_reasons)
 
     def refusal(self, config: Any) -> str:
         """Why ``config`` (a configuration of every knob) cannot run under this runtime, in
@@ -215,6 +222,26 @@ _LITERT_LIMITS = {
     ),
 }
 _ONNX_LIMITS = {"xla": _NO_XLA, "onednn": _ONEDNN_NOT_OFF, **_CONVERTED_PRECISION}
+_OPENVINO_LIMITS = {
+    "device": Limit(
+        lambda device: not str(device).startswith("gpu"),
+        lambda device, title: (
+            f"{device} cannot run {title} here: Keras's OpenVINO backend runs on its CPU "
+            "plugin (device=cpu)"
+        ),
+    ),
+    "precision": Limit(
+        lambda precision: precision == "float32",
+        lambda precision, title: (
+            f"precision={precision} means nothing under {title}: Keras's OpenVINO backend "
+            "infers in float32 (keep float32)"
+        ),
+    ),
+    "xla": Limit(
+        lambda xla: not xla,
+        _means_nothing("xla=on", "OpenVINO compiles the model itself, not with XLA"),
+    ),
+}
 
 
 # What each runtime's child sets before the runtime is imported (TensorFlow, JAX and the CUDA
@@ -280,6 +307,36 @@ def _jax_build(facts: Mapping[str, Any]) -> str:
     return f"jaxlib {facts.get('jaxlib_version')}, platforms {platforms}"
 
 
+def _no_environment(
+    _settings: Any, _uses_gpu: bool, _inherited: Mapping[str, str]
+) -> dict[str, str]:
+    return {}  # its settings are the compiled model's properties, set after import
+
+
+def _openvino_build(facts: Mapping[str, Any]) -> str:
+    build = str(facts.get("openvino_build", "")).split("-releases", 1)[0]
+    return f"build {build}, CPU plugin" if build else "CPU plugin"
+
+
+def _tensorflow_no_gpu(facts: Mapping[str, Any]) -> str:
+    reasons = _probe_reasons(facts)
+    return reasons if facts.get("cuda_build") else f"{reasons} (pip install 'segdiff[gpu]')"
+
+
+def _litert_no_gpu(_facts: Mapping[str, Any]) -> str:
+    return "its GPU delegate is built for Android and iOS, not for this package"
+
+
+def _onnx_no_gpu(facts: Mapping[str, Any]) -> str:
+    if "CUDAExecutionProvider" in facts.get("onnxruntime_providers", []):
+        return _probe_reasons(facts)
+    return "this onnxruntime has no CUDA execution provider (onnxruntime-gpu has)"
+
+
+def _openvino_no_gpu(_facts: Mapping[str, Any]) -> str:
+    return "segdiff runs it on its CPU plugin (its GPU plugin is for Intel GPUs)"
+
+
 def _converted_build(facts: Mapping[str, Any]) -> str:
     providers = facts.get("onnxruntime_providers")
     return f"providers {', '.join(providers)}" if providers else "CPU, XNNPACK"
@@ -308,6 +365,7 @@ def _litert(
         checkbox_tip=tip,
         environment=_conversion_environment,
         build=_converted_build,
+        no_gpu=_litert_no_gpu,
     )
 
 
@@ -322,6 +380,7 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         _EVERY_RUNTIME | _KERAS | _SWITCHES,
         environment=_tensorflow_environment,
         build=_cuda_build,
+        no_gpu=_tensorflow_no_gpu,
     ),
     Runtime(
         "jax",
@@ -399,6 +458,24 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         checkbox_tip="Converted to ONNX (segdiff's onnx extra).",
         environment=_conversion_environment,
         build=_converted_build,
+        no_gpu=_onnx_no_gpu,
+    ),
+    Runtime(
+        "openvino",
+        "OpenVINO",
+        "openvino",
+        "openvino",
+        "segdiff_gui.engine.backends.openvino",
+        "https://keras.io/getting_started/#configuring-your-backend",
+        # The same .keras file through Keras 3's OpenVINO backend (inference only): its own
+        # graph compiler and CPU kernels, float32, no XLA; none of TensorFlow's switches.
+        _EVERY_RUNTIME | {"xla", "precision"},
+        _OPENVINO_LIMITS,
+        checkbox="OpenVINO",
+        checkbox_tip="Keras 3 on OpenVINO, inference on its CPU plugin (segdiff's openvino extra).",
+        environment=_no_environment,
+        build=_openvino_build,
+        no_gpu=_openvino_no_gpu,
     ),
 )
 RUNTIMES = {runtime.name: runtime for runtime in RUNTIMES_IN_ORDER}

@@ -125,7 +125,9 @@ def test_devices_reports_cpu_and_build(tmp_path):
     assert "onednn_enabled" in probe["facts"]
     # Every installed runtime says what it sees, and where it sees no GPU, why.
     # LiteRT's four conversions share one engine, so one probe answers for them.
-    assert set(probe["runtimes"]) == {"tensorflow", "jax", "torch", "litert", "onnxruntime"}
+    assert set(probe["runtimes"]) == {
+        "tensorflow", "jax", "torch", "litert", "onnxruntime", "openvino"
+    }  # fmt: skip
     for name, seen in probe["runtimes"].items():
         assert seen["facts"]["runtime"] == name
         if not any(d["type"] == "GPU" for d in seen["devices"]):
@@ -137,6 +139,7 @@ def test_devices_reports_cpu_and_build(tmp_path):
     assert "model.predict without XLA" in hidden.stdout.replace("\n", " ")
     said = " ".join(hidden.stdout.split())
     assert "No GPU visible to LiteRT: its GPU delegate is built for Android and iOS" in said
+    assert "No GPU visible to OpenVINO: segdiff runs it on its CPU plugin" in said
     assert "Not installed" not in said
 
 

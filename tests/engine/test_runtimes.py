@@ -28,6 +28,8 @@ SPECS = {
     "torch b4": "runtime=torch,batch=4",
     "torch bf16": "runtime=torch,precision=bf16",
     "torch knobs": "runtime=torch,tf32=off,threads=1,determinism=on,onednn=off",
+    "openvino": "runtime=openvino",
+    "openvino b4": "runtime=openvino,batch=4",
 }
 
 
@@ -60,12 +62,14 @@ def test_each_runtime_runs_the_demo_on_the_cpu_with_its_weights_there(runs):
     assert records["jax"].label == "jax cpu b1 r0"
     assert records["jax"].provenance["jaxlib_version"]
     assert records["torch"].provenance["torch_version"]
+    assert records["openvino"].provenance["openvino_build"]
+    assert records["openvino b4"].provenance["input_batch_shape"] == [4, 256, 256, 1]
 
 
 def test_runtimes_differ_from_tensorflow_by_a_few_hundred_ulp_at_most(runs):
     _, records = runs
     reference = records["tf"].probabilities
-    for name in ("jax", "torch"):
+    for name in ("jax", "torch", "openvino"):
         other = records[name].probabilities
         assert other.tobytes() != reference.tobytes(), name
         ulp = np.abs(reference.view(np.int32).astype(np.int64) - other.view(np.int32))
@@ -216,3 +220,20 @@ def test_a_compilation_cache_others_can_write_to_is_not_used_and_said(
     assert provenance["compilation_cache"] == ""
     assert "can be written by other users" in provenance["compilation_cache_refused"]
     assert not any((shared / "compiled" / "jax").iterdir())  # nothing written there either
+
+
+@pytest.mark.parametrize(
+    "spec, said",
+    [
+        ("runtime=openvino,precision=bf16", "precision=mixed_bfloat16 means nothing under OpenV"),
+        ("runtime=openvino,device=gpu:0", "gpu:0 cannot run OpenVINO here"),
+        ("runtime=openvino,threads=1", "threads=1 means nothing under OpenVINO: it has no such"),
+    ],
+)
+def test_knobs_openvino_does_not_take_are_refused_in_one_line(demo, cache, spec, said):
+    """Issue 35: a runtime added as one entry and one module (core/runtimes.py, and
+    engine/backends/openvino.py) refuses what it does not take, before any child."""
+    model, images = demo
+    result = segdiff("run", model, images[0], "--config", spec, "--cache", cache.root)
+    assert result.returncode == 2 and said in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -22,9 +22,8 @@ def test_every_variant_of_segdiffs_registry_is_a_checkbox_and_load_round_trips(q
     qtbot.addWidget(editor)
     assert list(editor.knobs) == [
         "JAX", "PyTorch", "LiteRT", "LiteRT fp16", "LiteRT int8 (dynamic)", "LiteRT int8",
-        "ONNX Runtime", "determinism", "TF32 off", "oneDNN on", "oneDNN off", "1 thread", "XLA",
-        "no XLA",
-        "bfloat16", "float16", "fresh processes",
+        "ONNX Runtime", "OpenVINO", "determinism", "TF32 off", "oneDNN on", "oneDNN off",
+        "1 thread", "XLA", "no XLA", "bfloat16", "float16", "fresh processes",
     ]  # fmt: skip
     editor.set_devices(["cpu", "gpu:0"])
     configs = [
