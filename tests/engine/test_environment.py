@@ -45,7 +45,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.engine.environment import apply_process_settings
 config = RunConfig(determinism=True)
-object.__setattr__(config, "runtime", "openvino")  # past the knob's check: no entry of it
+object.__setattr__(config, "runtime", "mxnet")  # past the knob's check: no entry of it
 try:
     apply_process_settings(config, False)
 except InputError as error:
@@ -61,6 +61,6 @@ def test_a_runtime_without_an_entry_is_an_error_not_pytorchs_path():
         [sys.executable, "-c", _UNKNOWN], capture_output=True, text=True, timeout=120,
         env={k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"},
     )  # fmt: skip
-    assert done.stdout.strip() == (
-        "runtime: 'openvino' is not a runtime this engine knows | None"
-    ), done.stderr[-2000:]
+    assert done.stdout.strip() == ("runtime: 'mxnet' is not a runtime this engine knows | None"), (
+        done.stderr[-2000:]
+    )
