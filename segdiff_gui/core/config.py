@@ -61,7 +61,7 @@ class RunConfig:
     runtimes: ClassVar[Mapping[str, Runtime]] = RUNTIMES
 
     def __post_init__(self) -> None:
-        KNOBS.normalise(self)
+        self.knobs.normalise(self)
         # What relates two knobs: a position inside the batch, and no context without one.
         if not 0 <= self.position < self.batch:
             raise ConfigError(f"position {self.position} is outside a batch of {self.batch}")

@@ -11,7 +11,11 @@ from typing import Any
 from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
 from segdiff_gui.core.runtime_defaults import DefaultsInEffect
 
-__all__ = ["EngineJob", "ImageRef", "PlannedRun", "heartbeat_for"]
+__all__ = ["HEARTBEAT_S", "EngineJob", "ImageRef", "PlannedRun", "heartbeat_for"]
+
+# How often a child says "compiling kernels" while a first forward pass runs, under a runner
+# whose no-progress deadline is long enough (``heartbeat_for`` shortens it for a short one).
+HEARTBEAT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,7 @@ class EngineJob:
     probe_memory_budget: int = 0
     # How often the child says "compiling kernels" while a first forward pass runs: well
     # inside the runner's no-progress deadline (``heartbeat_for``), which it must never reach.
-    heartbeat_s: float = 15.0
+    heartbeat_s: float = HEARTBEAT_S
 
     @property
     def probes_layers(self) -> bool:
@@ -130,12 +134,12 @@ class EngineJob:
             runs=tuple(PlannedRun.from_dict(run) for run in data["runs"]),
             probe_memory_budget=int(data.get("probe_memory_budget", 0)),
             trust_preprocess=bool(data.get("trust_preprocess", False)),
-            heartbeat_s=float(data.get("heartbeat_s", 15.0)),
+            heartbeat_s=float(data.get("heartbeat_s", HEARTBEAT_S)),
         )
 
 
 def heartbeat_for(timeout_s: float) -> float:
     """A child's heartbeat under a runner that kills it after ``timeout_s`` of silence: every
-    15 s, or three times within a shorter deadline (``--timeout 10`` would otherwise kill a
-    first compilation of 12 s that says so every 15 s)."""
-    return max(0.5, min(15.0, timeout_s / 3))
+    :data:`HEARTBEAT_S`, or three times within a shorter deadline (``--timeout 10`` would
+    otherwise kill a first compilation of 12 s that says so every 15 s)."""
+    return max(0.5, min(HEARTBEAT_S, timeout_s / 3))

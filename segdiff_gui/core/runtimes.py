@@ -144,19 +144,33 @@ def _means_nothing(setting: str, why: str) -> Callable[[Any, str], str]:
     return lambda _value, title: f"{setting} means nothing under {title}: {why}"
 
 
-_NO_XLA = Limit(
-    lambda xla: not xla,
-    _means_nothing(
-        "xla=on", "the converted model runs in its own kernels, not TensorFlow's (keep xla=off)"
+def _xla_off(why: str) -> Limit:
+    return Limit(lambda xla: not xla, _means_nothing("xla=on", why))
+
+
+def _onednn_not_off(why: str) -> Limit:
+    return Limit(lambda onednn: onednn is not False, _means_nothing("onednn=off", why))
+
+
+def _cpu_only(why: str) -> Limit:
+    return Limit(
+        lambda device: not str(device).startswith("gpu"),
+        lambda device, title: f"{device} cannot run {title} here: {why} (device=cpu)",
+    )
+
+
+def _float32_only(why: str) -> Limit:
+    return Limit(
+        lambda precision: precision == "float32",
+        lambda precision, title: f"precision={precision} means nothing under {title}: {why}",
+    )
+
+
+_CONVERTED = {
+    "xla": _xla_off("the converted model runs in its own kernels, not TensorFlow's (keep xla=off)"),
+    "onednn": _onednn_not_off(
+        "oneDNN is TensorFlow's CPU kernel switch (leave onednn at its default)"
     ),
-)
-_ONEDNN_NOT_OFF = Limit(
-    lambda onednn: onednn is not False,
-    _means_nothing(
-        "onednn=off", "oneDNN is TensorFlow's CPU kernel switch (leave onednn at its default)"
-    ),
-)
-_CONVERTED_PRECISION = {
     "keep_float32": Limit(
         lambda layers: not layers,
         _means_nothing(
@@ -165,31 +179,15 @@ _CONVERTED_PRECISION = {
             "conversion sets the model's precision",
         ),
     ),
-    "precision": Limit(
-        lambda precision: precision == "float32",
-        lambda precision, title: (
-            f"precision={precision} means nothing under {title}: the conversion sets the "
-            "model's precision (runtime=litert-fp16 for float16 weights, litert-dynamic-int8 "
-            "or litert-int8 for int8)"
-        ),
+    "precision": _float32_only(
+        "the conversion sets the model's precision (runtime=litert-fp16 for float16 weights, "
+        "litert-dynamic-int8 or litert-int8 for int8)"
     ),
 }
-_CPU_ONLY = Limit(
-    lambda device: not str(device).startswith("gpu"),
-    lambda device, title: (
-        f"{device} cannot run {title} here: LiteRT's GPU delegate is built for Android and "
-        "iOS, not for this Python package (device=cpu)"
-    ),
-)
-
 _JAX_LIMITS = {
-    "onednn": Limit(
-        lambda onednn: onednn is not False,
-        _means_nothing(
-            "onednn=off",
-            "oneDNN is TensorFlow's CPU kernel switch and XLA's CPU backend has none (leave "
-            "onednn at its default)",
-        ),
+    "onednn": _onednn_not_off(
+        "oneDNN is TensorFlow's CPU kernel switch and XLA's CPU backend has none (leave "
+        "onednn at its default)"
     ),
     "threads": Limit(
         lambda threads: threads <= 1,
@@ -200,19 +198,13 @@ _JAX_LIMITS = {
     ),
 }
 _TORCH_LIMITS = {
-    "xla": Limit(
-        lambda xla: not xla,
-        _means_nothing(
-            "xla=on",
-            "Keras runs a torch model eagerly, and torch.compile is not XLA (keep xla=off)",
-        ),
-    ),
+    "xla": _xla_off("Keras runs a torch model eagerly, and torch.compile is not XLA (keep xla=off)")
 }
 _LITERT_LIMITS = {
-    "device": _CPU_ONLY,
-    "xla": _NO_XLA,
-    "onednn": _ONEDNN_NOT_OFF,
-    **_CONVERTED_PRECISION,
+    **_CONVERTED,
+    "device": _cpu_only(
+        "LiteRT's GPU delegate is built for Android and iOS, not for this Python package"
+    ),
     "determinism": Limit(
         lambda determinism: not determinism,
         _means_nothing("determinism=on", "it has no determinism switch (keep determinism=off)"),
@@ -221,26 +213,11 @@ _LITERT_LIMITS = {
         lambda tf32: tf32, _means_nothing("tf32=off", "it runs on the CPU (keep tf32=on)")
     ),
 }
-_ONNX_LIMITS = {"xla": _NO_XLA, "onednn": _ONEDNN_NOT_OFF, **_CONVERTED_PRECISION}
+_ONNX_LIMITS = _CONVERTED
 _OPENVINO_LIMITS = {
-    "device": Limit(
-        lambda device: not str(device).startswith("gpu"),
-        lambda device, title: (
-            f"{device} cannot run {title} here: Keras's OpenVINO backend runs on its CPU "
-            "plugin (device=cpu)"
-        ),
-    ),
-    "precision": Limit(
-        lambda precision: precision == "float32",
-        lambda precision, title: (
-            f"precision={precision} means nothing under {title}: Keras's OpenVINO backend "
-            "infers in float32 (keep float32)"
-        ),
-    ),
-    "xla": Limit(
-        lambda xla: not xla,
-        _means_nothing("xla=on", "OpenVINO compiles the model itself, not with XLA"),
-    ),
+    "device": _cpu_only("Keras's OpenVINO backend runs on its CPU plugin"),
+    "precision": _float32_only("Keras's OpenVINO backend infers in float32 (keep float32)"),
+    "xla": _xla_off("OpenVINO compiles the model itself, not with XLA"),
 }
 
 
@@ -294,6 +271,12 @@ def _conversion_environment(
     return {"TF_ENABLE_ONEDNN_OPTS": "1"}
 
 
+def _no_environment(
+    _settings: Any, _uses_gpu: bool, _inherited: Mapping[str, str]
+) -> dict[str, str]:
+    return {}  # its settings are the compiled model's properties, set after import
+
+
 # The build a probe found, in the phrase ``segdiff devices`` and the window show after the
 # runtime's name and version ("built for CUDA 12.3, cuDNN 8"), from its facts.
 def _cuda_build(facts: Mapping[str, Any]) -> str:
@@ -305,12 +288,6 @@ def _cuda_build(facts: Mapping[str, Any]) -> str:
 def _jax_build(facts: Mapping[str, Any]) -> str:
     platforms = ", ".join(facts.get("jax_platforms", []))
     return f"jaxlib {facts.get('jaxlib_version')}, platforms {platforms}"
-
-
-def _no_environment(
-    _settings: Any, _uses_gpu: bool, _inherited: Mapping[str, str]
-) -> dict[str, str]:
-    return {}  # its settings are the compiled model's properties, set after import
 
 
 def _openvino_build(facts: Mapping[str, Any]) -> str:

@@ -45,9 +45,6 @@ _RECORDED = (
 # child appends its flags to XLA_FLAGS): recorded as inherited, so keys recompute.
 _INHERITED = {name: os.environ[name] for name in KEYED_VARIABLES if name in os.environ}
 
-# XLA aborts the whole process on a flag its version does not know, so a flag a runtime's
-# settings add to XLA_FLAGS is used only once this jaxlib is found to know it (``xla_knows``).
-
 
 def inherited_keyed() -> dict[str, str]:
     return dict(_INHERITED)
@@ -111,6 +108,8 @@ def apply_process_settings(settings: RunConfig, uses_gpu: bool) -> None:
     apply_common_settings(settings.runtime)
     os.environ.pop("TF_DETERMINISTIC_OPS", None)
     values = runtime.environment(settings, uses_gpu, _INHERITED)
+    # XLA aborts the whole process on a flag its version does not know: a flag the settings
+    # add to XLA_FLAGS is used only once this jaxlib is found to know it.
     added = set(values.get("XLA_FLAGS", "").split()) - set(_INHERITED.get("XLA_FLAGS", "").split())
     for flag in sorted(flag for flag in added if flag.startswith("--")):
         if not xla_knows(flag):

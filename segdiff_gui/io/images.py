@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -167,10 +168,7 @@ class ImageHeader:
 
     @property
     def values(self) -> int:
-        count = 1
-        for extent in self.shape:
-            count *= extent
-        return count
+        return math.prod(self.shape)
 
     @property
     def decoded_bytes(self) -> int:

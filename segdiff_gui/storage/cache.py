@@ -406,8 +406,8 @@ class ResultCache:
         for folder in folders:
             if not folder.is_dir() or folder.is_symlink():
                 continue
+            ours = is_marker_temporary if folder == self.root else _TEMPORARY.match
             for path in folder.iterdir():
-                ours = is_marker_temporary if folder == self.root else _TEMPORARY.match
                 if not ours(path.name):
                     continue
                 with contextlib.suppress(OSError):

@@ -45,8 +45,4 @@ class FastConfig(RunConfig):
     fastmath: bool = False
     tiling: bool = False
     knobs: ClassVar[KnobRegistry] = REGISTRY
-    runtimes: ClassVar[Mapping[str, Runtime]] = TAKEN
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        REGISTRY.normalise(self)
+    runtimes: ClassVar[Mapping[str, Runtime]] = TAKEN  # normalised by its own registry

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.runtimes import JAX_DETERMINISM_FLAG
 from segdiff_gui.engine.backends.base import Backend, Outputs, RunError, short_device
 from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.engine.gpu_identity import identity_for, loaded_cuda_libraries
@@ -108,7 +109,7 @@ class JaxBackend(Backend):
             "cuda_loaded": loaded_cuda_libraries(),
             "xla_flags": flags,
             "onednn_enabled": False,
-            "op_determinism": "--xla_gpu_deterministic_ops=true" in flags,
+            "op_determinism": JAX_DETERMINISM_FLAG in flags,
             "intra_op_threads": 1 if "intra_op_parallelism_threads=1" in flags else 0,
             "compilation_cache": str(getattr(jax.config, "jax_compilation_cache_dir", "") or ""),
             **({"compilation_cache_refused": self._cache_refused} if self._cache_refused else {}),
