@@ -3,7 +3,8 @@
 storage, but computes no model. Started in place of ``python -m segdiff_gui.engine`` through
 the one seam there is, :func:`segdiff_gui.runner.child.engine_command` (see
 :func:`engine_command`); ``python tests/fake_engine.py cli ARGS…`` is ``segdiff ARGS…``
-with the fake in place.
+with the fake in place, and ``python tests/fake_engine.py kernel -f FILE`` a Jupyter kernel
+whose ``segdiff_gui.run`` starts the fake.
 
 Its map of a run is a function of the target image and of the run's configuration, so that
 a test sees what a real child shows: repeats bitwise equal, a configuration that differs from
@@ -294,6 +295,14 @@ def main(argv: list[str]) -> int:
 
         child.engine_command = engine_command
         return segdiff_main(argv[1:])
+    if command == "kernel":  # a Jupyter kernel (ipykernel's own launcher), its children the fake
+        from ipykernel.kernelapp import launch_new_instance
+
+        from segdiff_gui.runner import child
+
+        child.engine_command = engine_command
+        launch_new_instance(argv=argv[1:])
+        return 0
     print(f"fake engine: unknown command {command!r}", file=sys.stderr)
     return 2
 

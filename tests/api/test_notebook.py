@@ -17,11 +17,13 @@ from nbclient import NotebookClient
 
 from segdiff_gui import api
 from tests.conftest import segdiff
+from tests.fake_engine import FAKE_VERSION
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).parents[2]
 NOTEBOOK = ROOT / "examples" / "seed_case.ipynb"
+FAKE_ENGINE = ROOT / "tests" / "fake_engine.py"
 
 
 def test_the_notebook_is_stored_without_outputs():
@@ -31,11 +33,13 @@ def test_the_notebook_is_stored_without_outputs():
     assert code and all(cell.outputs == [] and cell.execution_count is None for cell in code)
 
 
-def _kernel(tmp_path: Path) -> str:
-    """A kernel of this interpreter (a machine's own ``python3`` kernel may be another)."""
+def _kernel(tmp_path: Path, *, fake: bool = False) -> str:
+    """A kernel of this interpreter (a machine's own ``python3`` kernel may be another); with
+    ``fake``, its engine children are the fake engine's (tests/fake_engine.py)."""
     spec = tmp_path / "jupyter" / "kernels" / "segdiff-test"
     spec.mkdir(parents=True)
-    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    launcher = [str(FAKE_ENGINE), "kernel"] if fake else ["-m", "ipykernel_launcher"]
+    argv = [sys.executable, *launcher, "-f", "{connection_file}"]
     (spec / "kernel.json").write_text(
         json.dumps({"argv": argv, "display_name": "segdiff test", "language": "python"})
     )
@@ -54,14 +58,16 @@ def _text(cell: nbformat.NotebookNode) -> str:
 
 
 def test_the_seed_notebook_runs_and_prints_segdiff_s_figures(tmp_path, monkeypatch):
+    """The notebook is the point here, not the model's arithmetic: its runs are the fake
+    engine's (the API's real children: tests/api/test_api.py)."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("SEGDIFF_CACHE", str(cache))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     client = NotebookClient(
         notebook,
-        kernel_name=_kernel(tmp_path),
-        timeout=600,
+        kernel_name=_kernel(tmp_path, fake=True),
+        timeout=300,
         resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()  # raises CellExecutionError on any failing cell
@@ -82,6 +88,7 @@ def test_the_seed_notebook_runs_and_prints_segdiff_s_figures(tmp_path, monkeypat
 
     # The seed's pixel, as the cache has it: the printed values are the stored float32s.
     study = api.open_cache(cache).study(image="cell_00.png")
+    assert {run.provenance["runtime_version"] for run in study.runs} == {FAKE_VERSION}
     worst = max(group["comparisons"], key=lambda row: row["max_abs"])["label"]
     reference, other = study.map("cpu b1 r0"), study.map(worst)
     row, col = np.unravel_index(np.abs(reference - other).argmax(), reference.shape)
