@@ -148,8 +148,14 @@ def _xla_off(why: str) -> Limit:
     return Limit(lambda xla: not xla, _means_nothing("xla=on", why))
 
 
-def _onednn_not_off(why: str) -> Limit:
-    return Limit(lambda onednn: onednn is not False, _means_nothing("onednn=off", why))
+def _onednn_unset(why: str) -> Limit:
+    """oneDNN left to the runtime: forced either way, it is a switch the runtime has not."""
+    return Limit(
+        lambda onednn: onednn is None,
+        lambda onednn, title: (
+            f"onednn={'on' if onednn else 'off'} means nothing under {title}: {why}"
+        ),
+    )
 
 
 def _cpu_only(why: str) -> Limit:
@@ -168,7 +174,7 @@ def _float32_only(why: str) -> Limit:
 
 _CONVERTED = {
     "xla": _xla_off("the converted model runs in its own kernels, not TensorFlow's (keep xla=off)"),
-    "onednn": _onednn_not_off(
+    "onednn": _onednn_unset(
         "oneDNN is TensorFlow's CPU kernel switch (leave onednn at its default)"
     ),
     "keep_float32": Limit(
@@ -185,7 +191,7 @@ _CONVERTED = {
     ),
 }
 _JAX_LIMITS = {
-    "onednn": _onednn_not_off(
+    "onednn": _onednn_unset(
         "oneDNN is TensorFlow's CPU kernel switch and XLA's CPU backend has none (leave "
         "onednn at its default)"
     ),

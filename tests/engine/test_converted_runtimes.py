@@ -17,6 +17,7 @@ from segdiff_gui.core.runtimes import calibration_tag
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore
 from tests.conftest import segdiff
+from tests.engine.knob_cells import assert_honoured
 
 pytestmark = pytest.mark.slow
 
@@ -27,15 +28,15 @@ LITERT = CONVERTED[:4]
 SPECS = {
     "tensorflow": "batch=1",
     **{name: f"runtime={name}" for name in CONVERTED},
-    "litert b4": "runtime=litert,batch=4",
-    "litert threads1": "runtime=litert,threads=1",
+    **{f"{name} b4": f"runtime={name},batch=4" for name in CONVERTED},
+    **{f"{name} threads1": f"runtime={name},threads=1" for name in LITERT},
     "onnxruntime threads1": "runtime=onnxruntime,threads=1,determinism=on",
 }
 LABELS = {
     "tensorflow": "cpu b1 r0",
     **{name: f"{name} cpu b1 r0" for name in CONVERTED},
-    "litert b4": "litert cpu b4 r0",
-    "litert threads1": "litert cpu b1 threads1 r0",
+    **{f"{name} b4": f"{name} cpu b4 r0" for name in CONVERTED},
+    **{f"{name} threads1": f"{name} cpu b1 threads1 r0" for name in LITERT},
     "onnxruntime threads1": "onnxruntime cpu b1 det threads1 r0",
 }
 
@@ -307,3 +308,11 @@ def test_a_unet_of_free_input_size_runs_under_litert_at_each_size_it_is_given(
     reused = [cache.read_run(run["key"]).provenance for run in again]
     assert all(provenance["conversion_reused"] for provenance in reused)
     assert len({provenance["conversion_key"] for provenance in reused}) == 2
+
+
+def test_every_knob_it_runs_is_honoured(demo_runs):
+    """Issue 35: the knob × runtime table's cells for LiteRT and ONNX Runtime, shown
+    (tests/core/test_knob_cells.py)."""
+    _, records = demo_runs
+    how = assert_honoured(SPECS, records)
+    assert len(how) >= 10, how

@@ -14,11 +14,13 @@ from segdiff_gui.core.runtime_defaults import Machine, tensorflow_onednn_default
 from segdiff_gui.runner import MatrixRunner, plan_matrix
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff
+from tests.engine.knob_cells import assert_honoured
 
 pytestmark = pytest.mark.slow
 
 SPECS = {
     "base": "batch=1",
+    "b4": "batch=4",
     "b64": "batch=64",
     "copies": "batch=4,context=copies",
     "position": "batch=4,position=2",
@@ -26,12 +28,14 @@ SPECS = {
     "xla_off": "xla=off",
     "bf16": "precision=mixed_bfloat16",
     "fp16": "precision=mixed_float16",
+    "keep": "precision=mixed_bfloat16,keep_float32=foreground",
     "tf32": "tf32=off",
     "threads": "threads=1",
     "onednn": "onednn=off",
     "onednn_on": "onednn=on",
     "determinism": "determinism=on",
 }
+FRESH_SPECS = ("batch=1", "batch=1,scope=fresh")
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +59,13 @@ def runs(demo, tmp_path_factory):
 
 def differs(runs, name):
     return compare_maps(runs["base", 0].probabilities, runs[name, 0].probabilities)
+
+
+def test_every_knob_it_runs_is_honoured(runs):
+    """Issue 35: the knob × runtime table's cells for TensorFlow, shown
+    (tests/core/test_knob_cells.py); a fresh process's repeat is shown by its process below."""
+    how = assert_honoured(SPECS, {name: runs[name, 0] for name in SPECS})
+    assert len(how) >= 14, how
 
 
 def test_repeats_on_the_cpu_are_bitwise_equal(runs):
@@ -180,7 +191,7 @@ def test_fresh_process_repeats_run_each_in_a_new_child_and_are_diagnosed(demo, t
     model, images = demo
     cache = ResultCache(tmp_path / "cache")
     result = segdiff(
-        "run", model, images[0], "--config", "batch=1", "--config", "batch=1,scope=fresh",
+        "run", model, images[0], *(word for spec in FRESH_SPECS for word in ("--config", spec)),
         "--repeats", "2", "--cache", cache.root, "--json",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

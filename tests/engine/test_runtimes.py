@@ -11,6 +11,7 @@ import pytest
 
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff
+from tests.engine.knob_cells import assert_honoured
 
 pytestmark = pytest.mark.slow
 
@@ -23,11 +24,16 @@ SPECS = {
     "jax eager": "runtime=jax,xla=off",
     "jax b4": "runtime=jax,batch=4",
     "jax bf16": "runtime=jax,precision=bf16,xla=on",
+    "jax keep": "runtime=jax,precision=bf16,keep_float32=foreground,xla=on",
+    "jax fp16": "runtime=jax,precision=fp16,xla=on",
     "jax knobs": "runtime=jax,tf32=off,threads=1,determinism=on",
     "torch": "runtime=torch",
     "torch b4": "runtime=torch,batch=4",
     "torch bf16": "runtime=torch,precision=bf16",
+    "torch keep": "runtime=torch,precision=bf16,keep_float32=foreground",
+    "torch fp16": "runtime=torch,precision=fp16",
     "torch knobs": "runtime=torch,tf32=off,threads=1,determinism=on,onednn=off",
+    "torch onednn": "runtime=torch,onednn=on",
     "openvino": "runtime=openvino",
     "openvino b4": "runtime=openvino,batch=4",
 }
@@ -78,7 +84,9 @@ def test_runtimes_differ_from_tensorflow_by_a_few_hundred_ulp_at_most(runs):
 
 def test_xla_precision_and_batch_take_effect_under_jax_and_torch(runs):
     _, records = runs
-    assert records["jax xla"].provenance["placement"].startswith("one XLA computation")
+    assert records["jax xla"].provenance["placement"] == (
+        "one XLA computation (jax.jit, 1 compiled) on cpu"
+    )
     assert records["jax eager"].provenance["placement"].startswith("op by op")
     # Left at its default, XLA is what Keras's model.predict does under JAX: one jax.jit.
     default = records["jax"].provenance
@@ -237,3 +245,11 @@ def test_knobs_openvino_does_not_take_are_refused_in_one_line(demo, cache, spec,
     result = segdiff("run", model, images[0], "--config", spec, "--cache", cache.root)
     assert result.returncode == 2 and said in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_every_knob_it_runs_is_honoured(runs):
+    """Issue 35: the knob × runtime table's cells for JAX, PyTorch and OpenVINO, shown
+    (tests/core/test_knob_cells.py)."""
+    _, records = runs
+    how = assert_honoured(SPECS, records)
+    assert len(how) >= 20, how

@@ -52,6 +52,7 @@ class JaxBackend(Backend):
 
     def __init__(self) -> None:
         self._jitted: dict[tuple[object, ...], Any] = {}
+        self._ran = "nothing yet"  # how the last forward pass ran, for its run's provenance
         self._layer_jits: dict[tuple[object, ...], Any] = {}
         self._cache_refused = ""  # why the compilation cache was not used
 
@@ -135,13 +136,18 @@ class JaxBackend(Backend):
                 # inputs on another would move them silently, so both are checked.
                 trainable = [w.value for w in keras_model.trainable_variables]
                 other = [w.value for w in keras_model.non_trainable_variables]
-                return jitted(trainable, other, batch)
+                outputs = jitted(trainable, other, batch)
+                # Read back: the computation that ran is one of the jit's compiled ones.
+                self._ran = f"one XLA computation (jax.jit, {jitted._cache_size()} compiled)"
+                return outputs
 
         else:
 
             def call(batch: Any) -> Any:
                 with jax.default_device(device):
-                    return keras_model(batch, training=False)
+                    outputs = keras_model(batch, training=False)
+                self._ran = "op by op"
+                return outputs
 
         def run(batch: np.ndarray) -> Outputs:
             outputs = model.output_list(call(jax.device_put(batch, device)), names)
@@ -191,11 +197,7 @@ class JaxBackend(Backend):
         return {
             "tf32_enabled": precision != "highest",
             "matmul_precision": str(precision or "default"),
-            "placement": (
-                f"one XLA computation (jax.jit) on {config.device}"
-                if config.xla
-                else f"op by op on {config.device}"
-            ),
+            "placement": f"{self._ran} on {config.device}",  # as the forward pass ran
             "keras_backend": keras.backend.backend(),
         }
 
