@@ -66,7 +66,7 @@ class AnalysisController(QObject):
         self.dialog: AttributionDialog | None = None
         self._explained: tuple[str, str] = ("", "")  # the keys of the pair the dialog shows
         self._measured = 0  # a newer measurement makes an older, slower one moot
-        model.cutoff_changed.connect(self._cutoff_moved)
+        model.events.cutoff.connect(self._cutoff_moved)
         self._sweeping = False
         self._summary_worker: Any = None
         self._attribution_worker: Any = None
@@ -143,7 +143,7 @@ class AnalysisController(QObject):
     def explain_row(self, row: int, _column: int = 0) -> None:
         study = self.model.study
         if study is not None and 0 <= row < len(study.others):
-            self.model.set_focus(study.others[row].key)
+            self.model.focus_key = study.others[row].key
             self.explain()
 
     def run_missing(self) -> None:
@@ -252,7 +252,7 @@ class AnalysisController(QObject):
         (run,) = plan.runs
         store = request.cache
         self.model.add_run(store, store.read_run(run.key, with_map=False))
-        self.model.set_focus(run.key)
+        self.model.focus_key = run.key
 
     def cancel_layers(self) -> None:
         if self._layer_runner is not None:
@@ -288,10 +288,10 @@ class AnalysisController(QObject):
         values = probe.stored.spatial.get(index)
         compared = f"{probe.reference_label} → {probe.other_label}"
         if values is None:
-            self.model.show_layer(None)
+            self.model.layer_map = None
             self.notify(f"layer {layer.name} is not an image (shape {layer.shape})", 6000)
             return
-        self.model.show_layer(LayerMap(layer.name, values, compared))
+        self.model.layer_map = LayerMap(layer.name, values, compared)
 
     # sweep ----------------------------------------------------------------------------------
     def _truth_chosen(self, folder: object) -> None:

@@ -46,9 +46,9 @@ class CutoffControl(QWidget):
         layout.addWidget(self.count)
         self.slider.valueChanged.connect(self._from_slider)
         self.spin.valueChanged.connect(self._from_spin)
-        model.cutoff_changed.connect(self._show)
-        model.runs_changed.connect(lambda: self._show(model.cutoff))
-        model.reference_changed.connect(lambda: self._show(model.cutoff))
+        model.events.cutoff.connect(self._show)
+        model.events.loaded.connect(lambda: self._show(model.cutoff))
+        model.events.reference_key.connect(lambda: self._show(model.cutoff))
         self._apply = qthrottled(self._apply_now, timeout=40, leading=True)
 
     def _from_slider(self, value: float) -> None:
@@ -64,7 +64,7 @@ class CutoffControl(QWidget):
         self._apply_now(value)
 
     def _apply_now(self, value: float) -> None:
-        self.model.set_cutoff(round(float(value), DECIMALS))
+        self.model.cutoff = round(float(value), DECIMALS)
 
     def _show(self, cutoff: float) -> None:
         for widget in (self.slider, self.spin):

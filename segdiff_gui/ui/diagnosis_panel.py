@@ -54,9 +54,8 @@ class DiagnosisPanel(QTextBrowser):
         self._worker: Any = None
         self._again = False
         self._stale = True
-        model.runs_changed.connect(self.refresh_soon)
-        model.reference_changed.connect(self.refresh_soon)
-        model.cutoff_changed.connect(self.refresh_soon)
+        for event in (model.events.loaded, model.events.reference_key, model.events.cutoff):
+            event.connect(self.refresh_soon)
         self.setHtml("<p>No runs yet: the diagnosis appears as runs arrive.</p>")
 
     @qdebounced(timeout=150)

@@ -24,14 +24,12 @@ class ExportActions:
         model: InspectionModel,
         views: QWidget,
         store: Callable[[], RunStore | None],
-        with_at_risk: Callable[[], bool],
         notify: Callable[[str, int], None],
     ) -> None:
         self.parent = parent
         self.model = model
         self.views = views
         self.store = store
-        self.with_at_risk = with_at_risk
         self.notify = notify
 
     def _save_path(self, title: str, default: str, filters: str) -> str:
@@ -59,7 +57,7 @@ class ExportActions:
             return
         path = self._save_path("Export flipped pixels", "flips.csv", "CSV (*.csv)")
         if path:
-            count = write_pixel_csv(path, study, other, include_at_risk=self.with_at_risk())
+            count = write_pixel_csv(path, study, other, include_at_risk=self.model.at_risk)
             self.notify(
                 f"wrote {count:,} pixels of {other.label} vs {study.reference.label} to {path}",
                 8000,

@@ -28,7 +28,6 @@ from segdiff_gui.ui.grid_panels import (
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.level_indices import COLOURS, flip_marks, level_indices, pooled_any
 from segdiff_gui.ui.plain_text import tooltip_text
-from segdiff_gui.ui.view_planes import view_planes
 
 __all__ = ["READABLE_PIXEL", "ProbabilityGridView"]
 
@@ -37,8 +36,8 @@ _OVERLAY_LUT = np.zeros((256, 4), dtype=np.uint8)
 _OVERLAY_LUT[1], _OVERLAY_LUT[2] = FLIP_RGBA, AT_RISK_RGBA
 
 
+# The colours of a mode without a colour map (ViewMode.colour_map None): a class each.
 _CLASS_LUT = np.array([[40, 40, 40], [225, 225, 225]] + [[120, 120, 200]] * 30, np.uint8)
-_COLOUR_MAPS = {"probability": "viridis", "difference": "CET-D1", "ulp": "inferno", "flips": None}
 
 
 READABLE_PIXEL = 8  # screen pixels across one map pixel when a flip is walked to (N, P)
@@ -62,21 +61,20 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self._title_height = 0.0
         self._crosshair_gap = 0.0  # map units, as last drawn
         self._mark_size = 0.0  # the rings round the flips, screen pixels, as last drawn
-        self.show_at_risk = False
         self._overlay_factor = 1  # how far the flip overlays are pooled (see pooled_any)
         self._repool = QTimer(self, singleShot=True, interval=80)
         self._repool.timeout.connect(self._repool_if_zoomed)
         self._user_moved_view = False
-        model.runs_changed.connect(self.rebuild)
-        model.layer_map_changed.connect(self.rebuild)
-        model.reference_changed.connect(self.refresh)
-        model.mode_changed.connect(self.refresh)
-        model.mode_changed.connect(lambda _mode: self._arrange())  # the flips mode has no bar
-        model.class_changed.connect(self.refresh)
-        model.level_mode_changed.connect(self.refresh)
-        model.cutoff_changed.connect(self._on_cutoff)
-        model.pixel_selected.connect(self.move_crosshair)
-        model.image_opacity_changed.connect(self.refresh_underlay)
+        events = model.events
+        events.loaded.connect(self.rebuild)
+        events.layer_map.connect(self._layer_changed)
+        for redraws in (events.reference_key, events.class_index, events.level_mode):
+            redraws.connect(self._redraw)
+        events.mode.connect(self._mode_changed)
+        events.cutoff.connect(self._on_cutoff)
+        events.at_risk.connect(self.refresh_overlays)
+        events.selected_pixel.connect(self.move_crosshair)
+        events.image_opacity.connect(self.refresh_underlay)
         self._hover = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=60, slot=self._on_hover)
         self.scene().sigMouseClicked.connect(self._on_click)
 
@@ -141,6 +139,12 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         self.show_whole_image()
         self.move_crosshair(self.model.selected_pixel)
 
+    def _layer_changed(self) -> None:
+        # Built again only when there is a layer to show or one to take away (new runs come
+        # with none, and have been built already).
+        if self.model.layer_map is not None or self.layer_panel is not None:
+            self.rebuild()
+
     def _draw_layer(self) -> None:
         """The probed layer's max |Δ| over channels, stretched from the layer's resolution
         over the image (a pooled layer's pixel covers several of the image's), on its own
@@ -172,7 +176,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
     def _best_columns(self, count: int) -> int:
         # From the panels and the shape they were built for, not from the model: a load that
         # failed part-way leaves the model's runs short while the panels stay as they were.
-        bar = COLOUR_BAR_ROOM if _COLOUR_MAPS[self.model.mode] is not None else 0
+        bar = COLOUR_BAR_ROOM if self.model.mode.colour_map is not None else 0
         spacing = self.ci.layout.verticalSpacing()
         return best_columns(
             count,
@@ -212,6 +216,13 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
             self._arrange()
 
     # drawing --------------------------------------------------------------------------------
+    def _redraw(self) -> None:
+        self.refresh()
+
+    def _mode_changed(self) -> None:
+        self.refresh()
+        self._arrange()  # a mode without a colour bar leaves its room to the views
+
     def refresh(self, grows: bool = False) -> None:
         """Redraw every image for the current mode, reference and class (``grows``: into
         views just made, whose images replace none: see level_indices)."""
@@ -219,10 +230,10 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         reference = model.reference
         if reference is None or not self.panels:
             return
-        drawn = view_planes(model, reference)
+        drawn = model.mode.planes(model, reference)
         planes = drawn.planes
-        colour_map = _COLOUR_MAPS[model.mode]
-        if colour_map is None:  # flips mode: class indices straight into the class colours
+        colour_map = model.mode.colour_map
+        if colour_map is None:  # class indices straight into the class colours
             lut = _CLASS_LUT[: max(2, model.class_count)]
         else:
             lut = pg.colormap.get(colour_map).getLookupTable(nPts=COLOURS)
@@ -263,7 +274,7 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         model = self.model
         if model.reference is None:
             return
-        at_risk = model.study.at_risk if (self.show_at_risk and model.study) else None
+        at_risk = model.study.at_risk if (model.at_risk and model.study) else None
         if model.study is not None:
             model.study.flips_of(model.study.others)  # the masks made side by side
         factor = self._overlay_factor = self._screen_factor()
@@ -338,9 +349,9 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         if self._screen_factor() != self._overlay_factor:
             self.refresh_overlays()
 
-    def _on_cutoff(self, _cutoff: float) -> None:
-        # The class maps of the flips mode depend on the cutoff; the other modes only overlay.
-        if self.model.mode == "flips":
+    def _on_cutoff(self) -> None:
+        # A mode's images may depend on the cutoff (the classes); else only the overlays do.
+        if self.model.mode.follows_cutoff:
             self.refresh()
         else:
             self.refresh_overlays()
@@ -423,5 +434,5 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         hit = self._pixel_at(event.scenePos())  # type: ignore[attr-defined]
         if hit is not None:
             key, row, column = hit
-            self.model.set_focus(key)
-            self.model.select_pixel(row, column)
+            self.model.focus_key = key
+            self.model.selected_pixel = (row, column)

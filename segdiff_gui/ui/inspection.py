@@ -1,27 +1,39 @@
 """What the window shows, without Qt: the runs of one model and image, the reference, the
-cutoff, the view mode, the class and the selected pixel. Widgets take this model and subscribe
-to its signals (psygnal, as napari does); they never call each other."""
+cutoff, the view mode and its levels, the class, the selected pixel, the image under the
+maps, the at-risk shading, the run last clicked and a probed layer.
+
+``InspectionModel`` is an evented dataclass (psygnal, as napari's models): each field is
+declared once, below, and has an event of the same name (``model.events.cutoff``) that every
+write emits, with the new and the old value, when the value changes. A write is checked (a
+view mode of the table, a pixel on the maps, a reference among the runs) or bounded (the
+cutoff and the opacity to [0, 1]) before it is made. Widgets write the fields and connect to
+the events; they never call each other. The runs and what was read with them are one value,
+``Loaded``, replaced whole, so that a group of runs arrives in one event."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import operator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import numpy as np
-from psygnal import Signal
+from psygnal import SignalGroupDescriptor
 
 from segdiff_gui.core.analysis import class_map, is_multiclass, ulp_distance
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import Study, StudyRun, default_reference
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore, natural_order, study_run, target_image
+from segdiff_gui.ui import view_modes
+from segdiff_gui.ui.view_modes import ViewMode
+from segdiff_gui.ui.view_planes import LEVEL_MODES, LevelMode
 
-__all__ = ["FlipStep", "InspectionModel", "LayerMap", "PixelValue", "ViewMode"]
-
-ViewMode = Literal["probability", "difference", "ulp", "flips"]
-VIEW_MODES: tuple[ViewMode, ...] = ("probability", "difference", "ulp", "flips")
+__all__ = ["FlipStep", "InspectionModel", "LayerMap", "Loaded", "PixelValue"]
 
 
 @dataclass(frozen=True)
@@ -68,50 +80,108 @@ class FlipStep:
         return f"flip {self.number} of {self.count} at row {self.row}, column {self.column}"
 
 
+@dataclass(frozen=True, eq=False)
+class Loaded:
+    """The runs on show (one comparable group, in their natural order) with their records, the
+    target image under them or why it could not be read, and the runs whose maps could not be
+    read (left out of the views, said by the window). A value: replaced whole, never changed
+    in place, so that the model's ``loaded`` event is the only news of new runs."""
+
+    runs: tuple[StudyRun, ...] = ()
+    records: Mapping[str, RunRecord] = field(default_factory=lambda: MappingProxyType({}))
+    image: np.ndarray | None = None
+    image_problem: InputError | None = None
+    unreadable: tuple[InputError, ...] = ()
+
+
+@dataclass(eq=False)
+class _StudyCache:
+    """The study of the runs on show, made once for them and their reference, and carried to
+    another cutoff (``Study.at_cutoff``: only the flips are redone)."""
+
+    study: Study | None = None
+    loaded: Loaded | None = None
+    reference_key: str | None = None
+
+
+def _private(name: str) -> str | None:
+    """A field's event: its own name; a private field (a cache) has none."""
+    return None if name.startswith("_") else name
+
+
+@dataclass(eq=False)
 class InspectionModel:
-    runs_changed = Signal()
-    reference_changed = Signal()
-    cutoff_changed = Signal(float)
-    mode_changed = Signal(str)
-    class_changed = Signal(int)
-    pixel_selected = Signal(object)
-    image_opacity_changed = Signal(float)
-    level_mode_changed = Signal(str)
-    layer_map_changed = Signal()
+    """The window's state; see the module's docstring. Fields are written as attributes
+    (``model.cutoff = 0.4``) and heard of through ``model.events.<field>``."""
 
-    def __init__(self) -> None:
-        self.runs: list[StudyRun] = []
-        self.records: dict[str, RunRecord] = {}
-        self.image: np.ndarray | None = None
-        self.image_problem: InputError | None = None  # why a stored image could not be read
-        self.reference_key: str | None = None
-        self.cutoff = DEFAULT_CUTOFF
-        self.mode: ViewMode = "probability"
-        # Difference and ULP views: one scale for all ("shared") or each its own ("per view").
-        self.level_mode = "shared"
-        self.class_index = 0
-        self.selected_pixel: tuple[int, int] | None = None
-        self.image_opacity = 0.0
-        self.focus_key: str | None = None  # the run last clicked: exports compare it
-        self.layer_map: LayerMap | None = None  # a probed layer shown beside the runs
-        # Runs whose map could not be read (damaged): left out of the views, said by the window.
-        self.unreadable: list[InputError] = []
-        self._study: Study | None = None
+    loaded: Loaded = field(default_factory=Loaded)
+    reference_key: str | None = None  # None: the default reference (core.study)
+    cutoff: float = DEFAULT_CUTOFF
+    mode: ViewMode = view_modes.VIEW_MODES[0]
+    # Difference and ULP views: one scale for all ("shared") or each its own ("per view").
+    level_mode: LevelMode = "shared"
+    class_index: int = 0  # the class of a multi-class map the views show
+    selected_pixel: tuple[int, int] | None = None
+    image_opacity: float = 0.0  # of the input image under the maps
+    at_risk: bool = False  # shade the pixels whose class the differences could change
+    focus_key: str | None = None  # the run last clicked: explanations and exports take it
+    layer_map: LayerMap | None = None  # a probed layer shown beside the runs
+    _cache: _StudyCache = field(default_factory=_StudyCache, repr=False)
 
-    # loading --------------------------------------------------------------------------------
+    # Loaded values and layer maps are new when they are other objects (their arrays are
+    # never compared).
+    events: ClassVar[SignalGroupDescriptor] = SignalGroupDescriptor(
+        equality_operators={"loaded": operator.is_, "layer_map": operator.is_},
+        signal_aliases=_private,
+    )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        check = _CHECKS.get(name)
+        super().__setattr__(name, value if check is None else check(self, value))
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """The fields that have an event (every field but the study's cache)."""
+        return tuple(item.name for item in fields(cls) if _private(item.name))
+
+    @contextmanager
+    def _together(self, *names: str) -> Iterator[None]:
+        """Write the fields ``names`` as one change: their events are emitted once every one
+        of them is written, in the order named (listeners never see a half-made state)."""
+        with ExitStack() as stack:
+            for name in reversed(names):  # resumed last in, first out
+                stack.enter_context(self.events[name].paused())
+            yield
+
+    # the runs shown ---------------------------------------------------------------------------
+    @property
+    def runs(self) -> tuple[StudyRun, ...]:
+        return self.loaded.runs
+
+    @property
+    def records(self) -> Mapping[str, RunRecord]:
+        return self.loaded.records
+
+    @property
+    def image(self) -> np.ndarray | None:
+        return self.loaded.image
+
+    @property
+    def image_problem(self) -> InputError | None:
+        return self.loaded.image_problem
+
+    @property
+    def unreadable(self) -> tuple[InputError, ...]:
+        return self.loaded.unreadable
+
     def set_runs(self, store: RunStore, records: list[RunRecord]) -> None:
-        """Show ``records`` (one comparable group), read from ``store``."""
-        self.runs, self.records, self.unreadable = [], {}, []
-        ordered = sorted(records, key=natural_order)
-        for record in ordered:
-            self._append(store, record)
-        ordered = [record for record in ordered if record.key in self.records]
-        self.image, self.image_problem = None, None
-        if ordered:
-            self._read_image(store, ordered[0].target_hash)
-        self.reference_key = None
-        self.layer_map = None  # of another image, or of runs no longer shown
-        self._refresh()
+        """Show ``records`` (one comparable group), read from ``store``, against the default
+        reference and without a probed layer (of other runs)."""
+        taken, errors = _read_maps(store, sorted(records, key=natural_order))
+        with self._together("loaded", "reference_key", "layer_map"):
+            self.loaded = _joined(Loaded(), store, taken, errors)
+            self.reference_key = None
+            self.layer_map = None
 
     def add_run(self, store: RunStore, record: RunRecord) -> None:
         """A run finished while the window is open: it appears in its place in the grid."""
@@ -119,71 +189,56 @@ class InspectionModel:
             return
         if self.runs and record.map_shape != self.runs[0].probabilities.shape:
             return  # not comparable with what is shown
-        self._append(store, record)
-        self._joined(store, record)
+        taken, errors = _read_maps(store, [record])
+        self.loaded = _joined(self.loaded, store, taken, errors)
 
     def add_read_runs(
         self, store: RunStore, read: list[tuple[RunRecord, np.ndarray | None, InputError | None]]
     ) -> None:
-        """Runs read elsewhere (a large bundle's, in the background) join the grid, with one
-        refresh for all of them; each is a record with its map, or with why it is unreadable."""
+        """Runs read elsewhere (a large bundle's, in the background) join the grid, in one
+        event for all of them; each is a record with its map, or with why it is unreadable."""
         shape = self.runs[0].probabilities.shape if self.runs else None
+        taken: list[tuple[RunRecord, np.ndarray]] = []
+        errors: list[InputError] = []
+        seen = set(self.records)
         for record, probabilities, error in read:
             if error is not None:
-                self.unreadable.append(error)
+                errors.append(error)
             elif (
                 probabilities is not None
-                and record.key not in self.records
+                and record.key not in seen
                 and (shape is None or probabilities.shape == shape)
             ):
-                self._take(record, probabilities)
-        if self.runs:
-            self._joined(store, self.records[self.runs[0].key])
-        else:
-            self._refresh()
+                seen.add(record.key)
+                shape = probabilities.shape
+                taken.append((record, probabilities))
+        self.loaded = _joined(self.loaded, store, taken, errors)
 
-    def _joined(self, store: RunStore, record: RunRecord) -> None:
-        """Runs joined the grid: each in its place, the target image read once (``record``'s,
-        the group's), the views redrawn."""
-        self.runs.sort(key=lambda run: natural_order(self.records[run.key]))
-        if self.image is None and self.image_problem is None:  # a damaged one is said once
-            self._read_image(store, record.target_hash)
-        self._refresh()
-
-    def _read_image(self, store: RunStore, image_hash: str) -> None:
-        """The target image under the maps; a damaged one is said with the unreadable runs."""
-        self.image, self.image_problem = target_image(store, image_hash)
-        if self.image_problem is not None:
-            self.unreadable.append(self.image_problem)
-
-    def _append(self, store: RunStore, record: RunRecord) -> None:
-        try:
-            full = store.read_run(record.key)
-        except InputError as error:
-            self.unreadable.append(error)
-            return
-        assert full.probabilities is not None
-        self._take(record, full.probabilities)
-
-    def _take(self, record: RunRecord, probabilities: np.ndarray) -> None:
-        self.records[record.key] = record
-        self.runs.append(study_run(record, probabilities))
-
-    def _refresh(self) -> None:
-        self._study = None
-        self.runs_changed.emit()
-
-    # state ----------------------------------------------------------------------------------
+    # answers from the state ------------------------------------------------------------------
     @property
     def study(self) -> Study | None:
-        if self._study is None and self.runs:
-            reference = next((r for r in self.runs if r.key == self.reference_key), None)
-            self._study = Study(self.runs, cutoff=self.cutoff, reference=reference)
-        return self._study
+        """The runs shown against the reference at the cutoff (None: no runs)."""
+        runs = self.loaded.runs
+        if not runs:
+            return None
+        cache = self._cache
+        study = cache.study
+        if (
+            study is None
+            or cache.loaded is not self.loaded
+            or cache.reference_key != (self.reference_key)
+        ):
+            reference = next((run for run in runs if run.key == self.reference_key), None)
+            study = Study(runs, cutoff=self.cutoff, reference=reference or default_reference(runs))
+        elif study.cutoff != self.cutoff:  # keep what the cutoff does not change
+            study = study.at_cutoff(self.cutoff)
+        cache.study, cache.loaded, cache.reference_key = study, self.loaded, self.reference_key
+        return study
 
     @property
     def reference(self) -> StudyRun | None:
-        return self.study.reference if self.study else None
+        study = self.study
+        return study.reference if study else None
 
     @property
     def multiclass(self) -> bool:
@@ -194,51 +249,6 @@ class InspectionModel:
         shape = self.runs[0].probabilities.shape if self.runs else ()
         return shape[-1] if len(shape) == 3 else 1
 
-    def show_layer(self, layer_map: LayerMap | None) -> None:
-        """Show ``layer_map`` beside the runs (None: no layer)."""
-        self.layer_map = layer_map
-        self.layer_map_changed.emit()
-
-    def set_reference(self, key: str) -> None:
-        if key != self.reference_key:
-            self.reference_key = key
-            self._study = None
-            self.reference_changed.emit()
-
-    def set_cutoff(self, cutoff: float) -> None:
-        cutoff = float(min(max(cutoff, 0.0), 1.0))
-        if cutoff != self.cutoff:
-            self.cutoff = cutoff
-            if self._study is not None:  # keep what the cutoff does not change
-                self._study = self._study.at_cutoff(cutoff)
-            self.cutoff_changed.emit(cutoff)
-
-    def set_mode(self, mode: ViewMode) -> None:
-        if mode not in VIEW_MODES:
-            raise ValueError(f"unknown view mode {mode!r}")
-        if mode != self.mode:
-            self.mode = mode
-            self.mode_changed.emit(mode)
-
-    def set_level_mode(self, mode: str) -> None:
-        if mode not in ("shared", "per view"):
-            raise ValueError(f"unknown level mode {mode!r}")
-        if mode != self.level_mode:
-            self.level_mode = mode
-            self.level_mode_changed.emit(mode)
-
-    def set_class(self, index: int) -> None:
-        if index != self.class_index:
-            self.class_index = index
-            self.class_changed.emit(index)
-
-    def set_image_opacity(self, opacity: float) -> None:
-        self.image_opacity = opacity
-        self.image_opacity_changed.emit(opacity)
-
-    def set_focus(self, key: str) -> None:
-        self.focus_key = key
-
     @property
     def focus_run(self) -> StudyRun | None:
         """The run last clicked, unless it is the reference; else the run with most flips."""
@@ -247,12 +257,6 @@ class InspectionModel:
             return None
         chosen = next((run for run in study.others if run.key == self.focus_key), None)
         return chosen or max(study.others, key=study.flip_count)
-
-    def select_pixel(self, row: int, column: int) -> None:
-        shape = self.runs[0].probabilities.shape if self.runs else (0, 0)
-        if 0 <= row < shape[0] and 0 <= column < shape[1]:
-            self.selected_pixel = (row, column)
-            self.pixel_selected.emit(self.selected_pixel)
 
     def interesting_pixel(self) -> tuple[int, int] | None:
         """Where the story is: the pixel that flips in most runs, else the largest difference,
@@ -340,3 +344,89 @@ class InspectionModel:
                 )
             )
         return values
+
+
+def _read_maps(
+    store: RunStore, records: list[RunRecord]
+) -> tuple[list[tuple[RunRecord, np.ndarray]], list[InputError]]:
+    """Each record with its map, and why each map that could not be read could not."""
+    taken: list[tuple[RunRecord, np.ndarray]] = []
+    errors: list[InputError] = []
+    for record in records:
+        try:
+            full = store.read_run(record.key)
+        except InputError as error:
+            errors.append(error)
+            continue
+        assert full.probabilities is not None
+        taken.append((record, full.probabilities))
+    return taken, errors
+
+
+def _joined(
+    shown: Loaded,
+    store: RunStore,
+    taken: list[tuple[RunRecord, np.ndarray]],
+    errors: list[InputError],
+) -> Loaded:
+    """``shown`` with ``taken`` runs each in its place and ``errors`` among the unreadable; the
+    target image (the group's) read once, a damaged one said once with the unreadable runs."""
+    records = {**shown.records, **{record.key: record for record, _ in taken}}
+    runs = [*shown.runs, *(study_run(record, probabilities) for record, probabilities in taken)]
+    runs.sort(key=lambda run: natural_order(records[run.key]))
+    image, problem, unreadable = shown.image, shown.image_problem, [*shown.unreadable, *errors]
+    if runs and image is None and problem is None:
+        image, problem = target_image(store, records[runs[0].key].target_hash)
+        if problem is not None:
+            unreadable.append(problem)
+    return Loaded(tuple(runs), MappingProxyType(records), image, problem, tuple(unreadable))
+
+
+def _unit(_model: InspectionModel, value: float) -> float:
+    return float(min(max(value, 0.0), 1.0))
+
+
+def _known_mode(_model: InspectionModel, mode: ViewMode) -> ViewMode:
+    if mode not in view_modes.VIEW_MODES:  # the table as it is now
+        raise ValueError(f"unknown view mode {mode!r}")
+    return mode
+
+
+def _level_mode(_model: InspectionModel, mode: LevelMode) -> LevelMode:
+    if mode not in LEVEL_MODES:
+        raise ValueError(f"unknown level mode {mode!r}")
+    return mode
+
+
+def _class_index(_model: InspectionModel, index: int) -> int:
+    if index < 0:
+        raise ValueError(f"no class {index}")
+    return index
+
+
+def _on_the_maps(model: InspectionModel, pixel: tuple[int, int] | None) -> tuple[int, int] | None:
+    if pixel is None:
+        return None
+    shape = model.runs[0].probabilities.shape if model.runs else (0, 0)
+    row, column = pixel
+    if not (0 <= row < shape[0] and 0 <= column < shape[1]):
+        raise ValueError(f"pixel {pixel} is not on the maps shown ({shape[0]}×{shape[1]})")
+    return int(row), int(column)
+
+
+def _shown_run(model: InspectionModel, key: str | None) -> str | None:
+    if key is not None and key not in model.records:
+        raise ValueError(f"no run {key!r} is shown")
+    return key
+
+
+# What a write to a field is checked or bounded by (the rest are taken as written).
+_CHECKS: dict[str, Callable[[InspectionModel, Any], Any]] = {
+    "cutoff": _unit,
+    "image_opacity": _unit,
+    "mode": _known_mode,
+    "level_mode": _level_mode,
+    "class_index": _class_index,
+    "selected_pixel": _on_the_maps,
+    "reference_key": _shown_run,
+}

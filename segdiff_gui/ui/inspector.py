@@ -51,14 +51,15 @@ class PixelInspector(QWidget):
         layout.addWidget(self.title)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.copy_button)
-        for signal in (
-            model.pixel_selected,
-            model.cutoff_changed,
-            model.reference_changed,
-            model.class_changed,
-            model.runs_changed,
+        events = model.events
+        for event in (
+            events.selected_pixel,
+            events.cutoff,
+            events.reference_key,
+            events.class_index,
+            events.loaded,
         ):
-            signal.connect(self.refresh)
+            event.connect(self.refresh)
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
         """As wide as the table's columns for a typical row, whatever the table holds now."""

@@ -34,10 +34,11 @@ from segdiff_gui.io.images import IMAGE_SUFFIXES
 from segdiff_gui.runner.devices import build_text, remembered_probe
 from segdiff_gui.runner.plan import KERAS_MODEL_SUFFIXES, SAVED_MODEL_FILE
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.ui import view_modes
 from segdiff_gui.ui.analysis_controller import AnalysisController
 from segdiff_gui.ui.exports import ExportActions
 from segdiff_gui.ui.grid_view import ProbabilityGridView
-from segdiff_gui.ui.inspection import VIEW_MODES, InspectionModel
+from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.inspector import PixelInspector
 from segdiff_gui.ui.plain_text import as_html, plain_label
 from segdiff_gui.ui.recent import RecentFiles
@@ -45,6 +46,7 @@ from segdiff_gui.ui.run_panel import RunPanel
 from segdiff_gui.ui.session import BundleSession, MatrixSession, Planner
 from segdiff_gui.ui.session_controller import SessionController
 from segdiff_gui.ui.stats_panel import StatsPanel
+from segdiff_gui.ui.view_modes import ViewMode
 from segdiff_gui.ui.view_toolbar import ViewToolbar
 from segdiff_gui.ui.walk_keys import KeysOverNumberBoxes
 from segdiff_gui.ui.window_layout import GRID_MINIMUM_WIDTH, WindowLayout
@@ -65,7 +67,6 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.grid)
         self.toolbar = ViewToolbar(model, self)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.toolbar)
-        self.toolbar.at_risk_toggled.connect(self._toggle_at_risk)
         self.inspector = PixelInspector(model)
         self.stats = StatsPanel(model)
         self.run_panel = RunPanel()
@@ -88,16 +89,14 @@ class MainWindow(QMainWindow):
             lambda specs: self.sessions.add_configs(specs, run=True)
         )
         self.sessions.worker_finished.connect(self.analysis.worker_done)
-        self.exports = ExportActions(
-            self, model, self.grid, self._store, self.toolbar.at_risk_box.isChecked, self.notify
-        )
+        self.exports = ExportActions(self, model, self.grid, self._store, self.notify)
         self.your_maps = YourMaps(self, model, self.sessions, self.notify)
         self._build_docks()
         self._build_menus(recent_menu)
         self.grid.pixel_hovered.connect(self._show_hover)
         self.grid.scene().sigMouseClicked.connect(self._user_clicked)
         self.inspector.widened.connect(self._inspector_widened)
-        model.runs_changed.connect(self._runs_changed)
+        model.events.loaded.connect(self._runs_changed)
         self._pixel_was_chosen_for_user = False
         self.layout_policy = WindowLayout(self, *self.docks, self.inspector)
         self.layout_policy.restore()
@@ -172,10 +171,8 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         view_menu = self.menuBar().addMenu("&View")
-        for index, mode in enumerate(VIEW_MODES, start=1):
-            # A triggered action passes its checked state: never let it stand in for the mode.
-            show: Callable[..., None] = lambda _checked=False, m=mode: self.toolbar.show_mode(m)  # noqa: E731
-            self._action(view_menu, f"&{mode.capitalize()}", show, f"Ctrl+{index}")
+        for mode in view_modes.VIEW_MODES:
+            self._action(view_menu, mode.menu_text, self._show_mode(mode), mode.shortcut)
         view_menu.addSeparator()
         walk = [
             self._action(view_menu, "&Next flip", lambda: self.step_flip(+1), "N"),
@@ -203,6 +200,14 @@ class MainWindow(QMainWindow):
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&About segdiff", self.about)
 
+    def _show_mode(self, mode: ViewMode) -> Callable[[], None]:
+        """What the View menu's entry for ``mode`` does."""
+
+        def show() -> None:
+            self.model.mode = mode
+
+        return show
+
     def _probe_layers(self) -> None:
         self.tabs.setCurrentWidget(self.analysis.layers_panel)
         self.analysis.probe_layers()
@@ -222,7 +227,7 @@ class MainWindow(QMainWindow):
         ):
             pixel = self.model.interesting_pixel()
             if pixel is not None:
-                self.model.select_pixel(*pixel)
+                self.model.selected_pixel = pixel
                 self._pixel_was_chosen_for_user = True  # until the user picks one, keep choosing
 
     def _user_clicked(self, *_: object) -> None:
@@ -246,10 +251,6 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentWidget(self.analysis.sweep_panel)
         self.analysis.sweep()
 
-    def _toggle_at_risk(self, on: bool) -> None:
-        self.grid.show_at_risk = on
-        self.grid.refresh_overlays()
-
     def _show_hover(self, row: int, column: int) -> None:
         reference = self.model.reference
         if reference is not None:
@@ -267,7 +268,7 @@ class MainWindow(QMainWindow):
         if step is None:
             self.notify("No pixel flips at this cutoff.", 4000)
             return
-        self.model.select_pixel(step.row, step.column)
+        self.model.selected_pixel = (step.row, step.column)
         self._pixel_was_chosen_for_user = False  # walked to: kept as runs arrive
         self.grid.show_pixel(step.row, step.column)
         self.notify(step.sentence())

@@ -36,9 +36,9 @@ class StatsPanel(QWidget):
         self.histogram: pg.PlotWidget | None = None
         self.marker: pg.InfiniteLine | None = None
         self._stale: set[str] = set()
-        model.runs_changed.connect(self.refresh)
-        model.reference_changed.connect(self.refresh)
-        model.cutoff_changed.connect(self.refresh_table)
+        model.events.loaded.connect(self.refresh)
+        model.events.reference_key.connect(self.refresh)
+        model.events.cutoff.connect(self.refresh_table)
 
     def _hidden(self, part: str) -> bool:
         """While the tab is hidden nothing is computed (dragging the cutoff stays fast); what

@@ -1,4 +1,5 @@
-"""What each view draws for the current mode, and at which levels (Qt-free).
+"""How each view mode computes what its views draw, and at which levels (Qt-free). Each
+function is one row's ``planes`` in ``view_modes.VIEW_MODES``.
 
 Probability views share fixed levels [0, 1]. Difference and ULP views share one symmetric (or
 log) scale by default, set by the largest difference of any run; with ``per view`` levels each
@@ -8,17 +9,46 @@ bfloat16 run's 1e-2 (each view's title then says its scale, and the colour bar i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, Protocol
 
 import numpy as np
 
 from segdiff_gui.core.analysis import difference_map, ulp_distance
-from segdiff_gui.core.study import StudyRun
-from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.core.study import Study, StudyRun
 
-__all__ = ["LEVEL_MODES", "ViewPlanes", "view_planes"]
+__all__ = [
+    "LEVEL_MODES",
+    "LevelMode",
+    "PlaneSource",
+    "ViewPlanes",
+    "difference_planes",
+    "flip_planes",
+    "probability_planes",
+    "ulp_planes",
+]
 
-LEVEL_MODES = ("shared", "per view")
+LevelMode = Literal["shared", "per view"]
+LEVEL_MODES: tuple[LevelMode, ...] = ("shared", "per view")
+
+
+class PlaneSource(Protocol):
+    """What a mode's planes are computed from: the inspection model, as far as they read it."""
+
+    @property
+    def runs(self) -> Sequence[StudyRun]: ...
+
+    @property
+    def study(self) -> Study | None: ...
+
+    @property
+    def class_count(self) -> int: ...
+
+    @property
+    def level_mode(self) -> LevelMode: ...
+
+    def plane(self, run: StudyRun) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -34,45 +64,53 @@ def _largest(plane: np.ndarray) -> float:
     return float(np.nanmax(np.abs(plane), initial=0.0))
 
 
-def view_planes(model: InspectionModel, reference: StudyRun) -> ViewPlanes:
-    runs = model.runs
-    ref_plane = model.plane(reference)
-    per_view = model.level_mode == "per view"
-    if model.mode == "probability":
-        planes = {run.key: model.plane(run) for run in runs}
-        return ViewPlanes(planes, dict.fromkeys(planes, (0.0, 1.0)), (0.0, 1.0), None, {})
-    if model.mode == "flips":
-        # Class indices as bytes (the lookup table colours them); no float copy of each map.
-        study = model.study
-        assert study is not None  # a reference exists, so a study does
-        study.flips_of(study.others)  # the masks side by side; each view's classes from them
-        classes = {run.key: study.classes(run) for run in runs}
-        levels = (0.0, float(max(1, model.class_count - 1)))
-        return ViewPlanes(classes, dict.fromkeys(classes, levels), levels, None, {})
-    if model.mode == "difference":
-        planes = {run.key: difference_map(ref_plane, model.plane(run)) for run in runs}
-        largest = {key: _largest(plane) for key, plane in planes.items()}
-        own = {key: value or 1e-9 for key, value in largest.items()}
-        shared = max(own.values(), default=1e-9)
-        if per_view:
-            levels = {key: (-limit, limit) for key, limit in own.items()}
-            texts = {
-                key: f"±{value:.2g}" if value else "= ref"
-                for key, value in largest.items()
-                if key != reference.key
-            }
-            return ViewPlanes(planes, levels, (-1.0, 1.0), "Δ / each view's ±max", texts)
-        return ViewPlanes(planes, dict.fromkeys(planes, (-shared, shared)), (-shared, shared),
-                          None, {})  # fmt: skip
-    # ULP distances on a log scale: 1-ULP changes are visible.
+def probability_planes(source: PlaneSource, reference: StudyRun) -> ViewPlanes:
+    """The maps themselves (the chosen class of a multi-class one), levels fixed to [0, 1]."""
+    planes = {run.key: source.plane(run) for run in source.runs}
+    return ViewPlanes(planes, dict.fromkeys(planes, (0.0, 1.0)), (0.0, 1.0), None, {})
+
+
+def flip_planes(source: PlaneSource, reference: StudyRun) -> ViewPlanes:
+    """Every pixel's class at the cutoff, as bytes (the class colours' table colours them; no
+    float copy of each map)."""
+    study = source.study
+    assert study is not None  # a reference exists, so a study does
+    study.flips_of(study.others)  # the masks side by side; each view's classes from them
+    classes = {run.key: study.classes(run) for run in source.runs}
+    levels = (0.0, float(max(1, source.class_count - 1)))
+    return ViewPlanes(classes, dict.fromkeys(classes, levels), levels, None, {})
+
+
+def difference_planes(source: PlaneSource, reference: StudyRun) -> ViewPlanes:
+    """Each run minus the reference, at symmetric levels: shared, or each view's own."""
+    ref_plane = source.plane(reference)
+    planes = {run.key: difference_map(ref_plane, source.plane(run)) for run in source.runs}
+    largest = {key: _largest(plane) for key, plane in planes.items()}
+    own = {key: value or 1e-9 for key, value in largest.items()}
+    if source.level_mode == "per view":
+        levels = {key: (-limit, limit) for key, limit in own.items()}
+        texts = {
+            key: f"±{value:.2g}" if value else "= ref"
+            for key, value in largest.items()
+            if key != reference.key
+        }
+        return ViewPlanes(planes, levels, (-1.0, 1.0), "Δ / each view's ±max", texts)
+    shared = max(own.values(), default=1e-9)
+    bar = (-shared, shared)
+    return ViewPlanes(planes, dict.fromkeys(planes, bar), bar, None, {})
+
+
+def ulp_planes(source: PlaneSource, reference: StudyRun) -> ViewPlanes:
+    """ULP distances to the reference on a log scale, so 1-ULP changes are visible."""
+    ref_plane = source.plane(reference)
     planes = {
-        run.key: np.log10(1.0 + ulp_distance(ref_plane, model.plane(run))).astype(np.float32)
-        for run in runs
+        run.key: np.log10(1.0 + ulp_distance(ref_plane, source.plane(run))).astype(np.float32)
+        for run in source.runs
     }
     largest = {key: float(plane.max(initial=0.0)) for key, plane in planes.items()}
     own = {key: value or 1.0 for key, value in largest.items()}
     label = "log10(1 + ULP distance)"
-    if per_view:
+    if source.level_mode == "per view":
         levels = {key: (0.0, top) for key, top in own.items()}
         texts = {
             key: f"≤{10**top - 1:,.0f} ULP" if top else "= ref"

@@ -261,8 +261,11 @@ def cutoff_changer(window):  # type: ignore[no-untyped-def]
     """A new cutoff each call → seconds until every flip mask and count is ready."""
     cutoffs = iter(np.linspace(0.40, 0.60, 200))
 
+    def move() -> None:
+        window.model.cutoff = float(next(cutoffs))
+
     def new_cutoff() -> float:
-        seconds = timed(lambda: window.model.set_cutoff(float(next(cutoffs))))
+        seconds = timed(move)
         study = window.model.study
         assert study is not None
         # The counts the cutoff control shows (it has made them already; this makes sure).
@@ -272,10 +275,12 @@ def cutoff_changer(window):  # type: ignore[no-untyped-def]
 
 
 def interaction(work: Path) -> list[Figure]:
+    from segdiff_gui.ui.view_modes import view_mode
+
     root = work / "interaction-cache"
     write_runs(root, maps(2048))
     app, window = open_window(root)
-    window.model.set_mode("flips")  # the mode whose images change with the cutoff
+    window.model.mode = view_mode("flips")  # the mode whose images change with the cutoff
     app.processEvents()
     new_cutoff = cutoff_changer(window)
 
@@ -285,9 +290,11 @@ def interaction(work: Path) -> list[Figure]:
 
     pixels = iter(zip(range(100, 2000, 37), range(200, 2000, 41), strict=False))
 
+    def select() -> None:
+        window.model.selected_pixel = next(pixels)
+
     def click() -> float:
-        row, column = next(pixels)
-        return timed(lambda: window.model.select_pixel(row, column))
+        return timed(select)
 
     study = window.model.study
     assert study is not None
@@ -299,15 +306,18 @@ def interaction(work: Path) -> list[Figure]:
     figures = []
     level_modes = iter(["per view", "shared"] * 10)
 
+    def new_scale() -> None:
+        window.model.level_mode = next(level_modes)
+
     def rescale() -> float:
         # The difference view's scale, shared or per view: every view redrawn at new levels.
-        seconds = timed(lambda: window.model.set_level_mode(next(level_modes)))
+        seconds = timed(new_scale)
         return seconds + repainted(app, window)
 
-    window.model.set_mode("difference")
+    window.model.mode = view_mode("difference")
     app.processEvents()
     figures.append(("difference view: shared ↔ per-view scale", median_of(rescale, 7), 0.250))
-    window.model.set_mode("flips")
+    window.model.mode = view_mode("flips")
     app.processEvents()
     figures += [
         ("a new cutoff → flip masks and counts", median_of(new_cutoff, 9), 0.020),

@@ -48,7 +48,7 @@ def test_the_explain_window_follows_the_cutoff_for_the_pair_it_explains(window, 
     bundle = bundle_of(records, tmp_path / "b.h5", ResultCache(tmp_path / "source"))
     window.open_paths([str(bundle)])
     keys = {run.label: run.key for run in window.model.runs}
-    window.model.set_focus(keys["cpu b64 r0"])
+    window.model.focus_key = keys["cpu b64 r0"]
     window.analysis.explain()
     qtbot.waitUntil(lambda: window.analysis.dialog is not None, timeout=10_000)
     dialog = window.analysis.dialog
@@ -59,7 +59,7 @@ def test_the_explain_window_follows_the_cutoff_for_the_pair_it_explains(window, 
     assert dialog.attribution.total.effect.flips == flips(0.5) and "cutoff 0.5:" in (
         dialog.title.text()
     )
-    window.model.set_focus(keys["cpu b64 r1"])  # a click on another run: the dialog stays
+    window.model.focus_key = keys["cpu b64 r1"]  # a click on another run: the dialog stays
     window.toolbar.cutoff.spin.setValue(0.3)
     qtbot.waitUntil(lambda: dialog.attribution.cutoff == 0.3, timeout=10_000)
     assert flips(0.3) != flips(0.5)

@@ -35,7 +35,7 @@ def test_explaining_a_pair_shows_direct_comparisons_and_runs_what_is_missing(
     root = tmp_path / "cache"
     shutil.copytree(demo_cache.root, root)
     window = window_for("--cache", root, "--no-run")
-    window.model.set_focus(key_of(window, "cpu b1 bf16 r0"))
+    window.model.focus_key = key_of(window, "cpu b1 bf16 r0")
     window.analysis.explain()  # measured off the GUI thread
     qtbot.waitUntil(lambda: window.analysis.dialog is not None, timeout=10_000)
     dialog = window.analysis.dialog
@@ -55,8 +55,8 @@ def test_explaining_a_pair_shows_direct_comparisons_and_runs_what_is_missing(
     assert [row.knob for row in dialog.attribution.of("alone")] == ["batch"]
 
     # From batch 64 to XLA at batch 1: "cpu b64 xla" has never run, so it is not measured.
-    window.model.set_reference(key_of(window, "cpu b64 r0"))
-    window.model.set_focus(key_of(window, "cpu b1 xla r0"))
+    window.model.reference_key = key_of(window, "cpu b64 r0")
+    window.model.focus_key = key_of(window, "cpu b1 xla r0")
     window.analysis.explain()
     qtbot.waitUntil(lambda: dialog.attribution.plan.base == RunConfig(batch=64), timeout=10_000)
     missing = [row for row in dialog.attribution.rows if row.effect is None]

@@ -49,9 +49,9 @@ def test_the_walk_goes_on_from_the_pixel_on_show_in_reading_order(tmp_path):
     assert (step.row, step.column) == (3, 30)
     assert model.flip_step(+1, (20, 1)).number == 1  # round again
     assert model.flip_step(-1, (3, 4)).number == 3
-    model.set_cutoff(0.4)  # the walk follows the flips of the cutoff now
+    model.cutoff = 0.4  # the walk follows the flips of the cutoff now
     assert model.flip_step(+1, (20, 1)).sentence() == "flip 1 of 1 at row 9, column 9"
-    model.set_cutoff(0.3)
+    model.cutoff = 0.3
     assert model.flip_step(+1, None) is None
 
 
@@ -90,7 +90,7 @@ def test_a_single_flip_of_a_large_map_is_ringed_in_screen_pixels_at_every_zoom(
     pixel = 1 / grid._map_units_per_screen_pixel()
     assert pixel >= READABLE_PIXEL - 0.01
     assert other.marks.opts["size"] >= max(MARK_SIZE, pixel * 2**0.5)
-    model.set_cutoff(0.6)  # no flip at this cutoff: no ring
+    model.cutoff = 0.6  # no flip at this cutoff: no ring
     assert len(other.marks.data) == 0
 
 

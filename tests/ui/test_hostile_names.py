@@ -120,8 +120,8 @@ def test_every_label_tooltip_and_title_of_the_window_shows_names_as_text(window,
         records.append(replace(record, label=f"{name}: cpu b64 r{index}"))
     model.set_runs(cache, records)
     # The reference's label (with a right-to-left override) is in the status bar too.
-    model.set_reference(records[1 + HOSTILE_NAMES.index(RIGHT_TO_LEFT)].key)
-    model.select_pixel(3, 4)
+    model.reference_key = records[1 + HOSTILE_NAMES.index(RIGHT_TO_LEFT)].key
+    model.selected_pixel = (3, 4)
     window._show_hover(3, 4)
     # The Runs panel: the source, the images, the runs, a failure, the model, a problem.
     runs = window.run_panel
@@ -148,7 +148,7 @@ def test_every_label_tooltip_and_title_of_the_window_shows_names_as_text(window,
     cells = [layers.table.item(row, 1).text() for row in range(layers.table.rowCount())]
     assert not any(c in cell for cell in cells for c in ("\n", "\x1b", "\u202e")), cells
     layers.set_busy(False, f"probing {NESTED_TABLES}")
-    model.show_layer(LayerMap(NESTED_TABLES, np.ones((6, 5), np.float32), f"{NESTED_TABLES} → x"))
+    model.layer_map = LayerMap(NESTED_TABLES, np.ones((6, 5), np.float32), f"{NESTED_TABLES} → x")
     for tab in (layers, window.stats):  # the statistics' verdicts name every run
         window.tabs.setCurrentWidget(tab)
         window.grab()  # laid out and painted

@@ -77,7 +77,7 @@ def test_a_chosen_layer_gets_a_panel_of_its_own_beside_the_runs(qtbot, tmp_path)
     assert grid.layer_panel is None and len(grid.panels) == 2
     values = np.zeros((8, 8), np.float32)
     values[1, 2] = 1e-6
-    model.show_layer(LayerMap("encoder/conv", values, "cpu b1 r0 → cpu b64 r0"))
+    model.layer_map = LayerMap("encoder/conv", values, "cpu b1 r0 → cpu b64 r0")
     assert grid.layer_panel is not None and len(grid.panels) == 2
     shown = grid.layer_panel.data
     assert shown.image.shape == (8, 8)
@@ -113,7 +113,7 @@ def test_probing_from_the_window_shows_the_demo_layers(window_for, demo_cache, q
     shutil.copytree(demo_cache.root, root)
     window = window_for("--cache", root, "--no-run")
     bf16 = next(run.key for run in window.model.runs if run.label == "cpu b1 bf16 r0")
-    window.model.set_focus(bf16)
+    window.model.focus_key = bf16
     window._probe_layers()  # Analysis → Layers (Ctrl+L)
     panel = window.analysis.layers_panel
     assert window.tabs.currentWidget() is panel
@@ -121,7 +121,7 @@ def test_probing_from_the_window_shows_the_demo_layers(window_for, demo_cache, q
     assert panel.table.rowCount() == 17 and panel.table.item(0, 1).text() == "enc1_1"
     assert window.grid.layer_panel is not None  # the first differing layer, beside the runs
     assert "born in enc1_1" in panel.summary.text()
-    window.model.set_focus(bf16)
+    window.model.focus_key = bf16
     window._probe_layers()  # again: from the cache, no child
     qtbot.waitUntil(lambda: "from the cache" in panel.status.text(), timeout=10_000)
     # Repair, allowing as many flips as bfloat16 has: nothing to keep, at once.

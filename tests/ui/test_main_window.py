@@ -61,7 +61,7 @@ def test_a_first_launch_gives_the_inspector_the_width_of_its_columns(
     window._share_width()
     qtbot.wait(50)
     window.model.set_runs(demo_cache, demo_cache.records())  # the runs arrive
-    window.model.select_pixel(28, 140)
+    window.model.selected_pixel = (28, 140)
     qtbot.wait(50)
     table = window.inspector.table
     assert table.rowCount() == 10
@@ -181,7 +181,7 @@ def test_modes_and_reference_switch_without_errors(window_for, demo_cache, qtbot
     window = window_for("--cache", demo_cache.root, "--no-run")
     for mode in ("difference", "ulp", "flips", "probability"):
         window.toolbar.mode_box.setCurrentText(mode)
-        assert window.model.mode == mode
+        assert window.model.mode.name == mode
     window.toolbar.reference_box.setCurrentIndex(2)
     assert window.model.reference.key == window.toolbar.reference_box.itemData(2)
     window.step_flip(+1)
@@ -278,7 +278,7 @@ def test_exports_from_the_menu(window_for, demo_cache, qtbot, tmp_path, monkeypa
     )
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(next(targets)), ""))
     bf16 = next(run for run in window.model.runs if run.label == "cpu b1 bf16 r0")
-    window.model.set_focus(bf16.key)
+    window.model.focus_key = bf16.key
     window.exports.export_csv()
     window.exports.export_report()
     window.exports.export_report()
@@ -395,7 +395,7 @@ def test_choosing_another_target_replans_on_that_image(window_for, demo_cache, q
     assert window.session.plan.images[window.session.plan.target].name == "cell_03.png"
     assert images.item(3).text() == "◎ cell_03.png"
     assert not images.item(3).icon().isNull()  # the same list: its pictures are kept
-    assert window.model.runs == []  # nothing cached for cell_03 yet: the views are empty
+    assert window.model.runs == ()  # nothing cached for cell_03 yet: the views are empty
     assert window.run_panel.run_button.isEnabled()
     window.run_panel.editor.context.setCurrentText("copies")
     labels = [run.label for run in window.session.plan.runs]
@@ -445,7 +445,7 @@ def test_a_softmax_model_flips_on_argmax_per_class_view(qtbot, models, small_ima
     # A pixel tied in either map is a tie, not a flip.
     expected &= ~(tie_mask(reference.probabilities) | tie_mask(other.probabilities))
     assert np.array_equal(model.flips(other), expected)
-    model.set_cutoff(0.9)  # argmax does not care
+    model.cutoff = 0.9  # argmax does not care
     assert np.array_equal(model.flips(other), expected)
     row, column = 5, 7
     values = model.pixel_values(row, column)

@@ -59,7 +59,7 @@ def test_the_inspector_empties_when_no_run_is_shown(qtbot, tmp_path):
     record = make_record("m", np.random.default_rng(0).random((8, 8), dtype=np.float32))
     cache.write_run(record)
     model.set_runs(cache, [record])
-    model.select_pixel(2, 3)
+    model.selected_pixel = (2, 3)
     assert inspector.table.rowCount() == 1
     model.set_runs(cache, [])  # a new plan with nothing cached, or every run failed
     assert inspector.table.rowCount() == 0
@@ -244,9 +244,9 @@ def test_the_cutoffs_count_names_the_float32_cutoff_it_counted_at(qtbot, tmp_pat
     for record in records:
         cache.write_run(record)
     model.set_runs(cache, records)
-    model.set_cutoff(0.5500041246414185)
+    model.cutoff = 0.5500041246414185
     assert control.count.text() == "16 flips in all (16 at most), p ≥ 0.5500041"
-    model.set_cutoff(0.55)
+    model.cutoff = 0.55
     assert control.count.text().endswith("p ≥ 0.55")
 
 

@@ -46,7 +46,7 @@ def test_view_menu_items_and_their_shortcuts_switch_the_view(window):
         action = _action(window, text)
         assert action.shortcut().toString() == key
         action.trigger()
-        assert window.model.mode == mode
+        assert window.model.mode.name == mode
         assert window.toolbar.mode_box.currentText() == mode
 
 
@@ -130,7 +130,7 @@ def test_the_inspectors_columns_stay_in_view_with_long_labels_on_a_1600_screen(w
     window._share_width()
     qtbot.wait(50)
     window.model.set_runs(cache, records)
-    window.model.select_pixel(3, 4)
+    window.model.selected_pixel = (3, 4)
     qtbot.wait(100)
     table = window.inspector.table
     assert table.rowCount() == 3 and "threads8" in table.item(2, 0).text()
@@ -149,7 +149,7 @@ def test_the_inspectors_columns_stay_in_view_with_long_labels_on_a_1600_screen(w
 def test_per_view_levels_show_small_differences_beside_large_ones(window, qtbot, tmp_path):
     """Defect 10: the difference view's shared scale was set by bf16's ±0.0103, so the 1e-7
     differences of batch and XLA were invisible."""
-    from segdiff_gui.ui.view_planes import view_planes
+    from segdiff_gui.ui.view_modes import view_mode
 
     base = np.random.default_rng(2).random((16, 16), dtype=np.float32)
     small = np.nextafter(base, np.float32(2))  # one ULP everywhere: ~6e-8
@@ -166,14 +166,14 @@ def test_per_view_levels_show_small_differences_beside_large_ones(window, qtbot,
         cache.write_run(record)
     model = window.model
     model.set_runs(cache, records)
-    model.set_mode("difference")
-    shared = view_planes(model, model.reference)
+    model.mode = view_mode("difference")
+    shared = model.mode.planes(model, model.reference)
     small_key = next(r.key for r in model.runs if r.label == "cpu b64 r0")
     assert shared.levels[small_key][1] == pytest.approx(0.0103, rel=1e-3)
     assert window.toolbar.level_action.isVisible()  # offered in this mode
     window.toolbar.level_box.setCurrentIndex(1)
     assert model.level_mode == "per view"
-    own = view_planes(model, model.reference)
+    own = model.mode.planes(model, model.reference)
     assert own.levels[small_key][1] < 1e-6  # the 1-ULP run fills its own colour range
     assert own.scale_text[small_key].startswith("±6")
     assert own.bar_label == "Δ / each view's ±max"
@@ -185,11 +185,11 @@ def test_readme_names_the_views_as_the_window_does():
     """Defect 9: README named a "classes" view the window calls "flips"."""
     import re
 
-    from segdiff_gui.ui.inspection import VIEW_MODES
+    from segdiff_gui.ui.view_modes import VIEW_MODES
 
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     (listed,) = re.findall(r"switch the view \(([^;)]*)", readme)
-    assert tuple(name.strip() for name in listed.split(",")) == VIEW_MODES
+    assert [name.strip() for name in listed.split(",")] == [mode.name for mode in VIEW_MODES]
 
 
 def test_a_large_bundle_shows_its_first_run_then_the_others_read_meanwhile(

@@ -162,7 +162,7 @@ def test_your_own_map_is_imported_and_reproduced_in_the_window(
     shown = [panel.title.whole for panel in window.grid.panels.values()]
     assert any(title.startswith("imported: my script") for title in shown), shown
     # The inspector says what each run computed with: read back, or stated for an import.
-    window.model.select_pixel(3, 4)
+    window.model.selected_pixel = (3, 4)
     table = window.inspector.table
     tips = {table.item(i, 0).text(): table.item(i, 0).toolTip() for i in range(table.rowCount())}
     assert "imported from mine.npy (stated, not measured)" in tips["imported: my script r0"]
