@@ -19,7 +19,9 @@ from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.runtimes import RUNTIMES, Runtime
 
 __all__ = [
+    "ACTIVATIONS",
     "PRECISIONS",
+    "Activation",
     "ConfigError",
     "ModelSettings",
     "OutputSelection",
@@ -30,6 +32,9 @@ __all__ = [
 ]
 
 PRECISIONS: tuple[str, ...] = KNOBS["precision"].choices
+# What a model's output is before it is a probability map: probabilities already, or logits.
+Activation = Literal["none", "sigmoid", "softmax"]
+ACTIVATIONS: tuple[Activation, ...] = ("none", "sigmoid", "softmax")
 
 
 def _default(name: str) -> Any:
@@ -322,10 +327,10 @@ class OutputSelection:
     """
 
     output: str | None = None
-    activation: Literal["none", "sigmoid", "softmax"] = "none"
+    activation: Activation = "none"
 
     def __post_init__(self) -> None:
-        if self.activation not in ("none", "sigmoid", "softmax"):
+        if self.activation not in ACTIVATIONS:
             raise ConfigError(
                 f"activation must be none, sigmoid or softmax, not {self.activation!r}"
             )

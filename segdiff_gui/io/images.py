@@ -8,7 +8,7 @@ import logging
 import math
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -261,7 +261,7 @@ def read_image(path: str | Path) -> np.ndarray:
     return array
 
 
-def collect_images(paths: list[str | Path]) -> list[Path]:
+def collect_images(paths: Sequence[str | Path]) -> list[Path]:
     """Expand directories to their image files (sorted by name) and keep files as given."""
     found: dict[Path, Path] = {}  # by resolved path: an image named twice is used once
     for entry in map(Path, paths):

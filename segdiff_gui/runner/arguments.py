@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from segdiff_gui.core.config import (
+    ACTIVATIONS,
     ConfigError,
     ModelSettings,
     OutputSelection,
@@ -146,7 +147,7 @@ def add_model_settings(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--activation",
-        choices=("none", "sigmoid", "softmax"),
+        choices=ACTIVATIONS,
         default="none",
         help="apply to raw logits (default none: outputs must already be probabilities)",
     )

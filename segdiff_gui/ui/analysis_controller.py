@@ -6,12 +6,14 @@ one ``notify`` callable: nothing of the window itself."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import replace
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QTableWidget
+from PySide6.QtWidgets import QTableWidget, QWidget
 from superqt.utils import qdebounced, thread_worker
 
 from segdiff_gui.core.attribution import Attribution, plan_attribution
@@ -46,14 +48,15 @@ class AnalysisController(QObject):
         sessions: SessionController,
         stats_table: QTableWidget,
         notify: Callable[[str, int], None],
-        parent: QObject | None = None,
+        window: QWidget | None = None,
     ) -> None:
-        super().__init__(parent)
+        super().__init__(window)
+        self.window = window  # the dialogs' parent
         self.model = model
         self.sessions = sessions
         self.notify = notify
         self.diagnosis = DiagnosisPanel(model)
-        self._truth: Any = None  # the ground-truth folder of the test set
+        self._truth: Path | None = None  # the ground-truth folder of the test set
         self.sweep_panel = SweepPanel()
         self.layers_panel = LayersPanel()
         self.layers_panel.probe_requested.connect(self.probe_layers)
@@ -108,9 +111,12 @@ class AnalysisController(QObject):
         # Only the latest measurement is shown: one at an earlier cutoff may end later.
         self._measured += 1
         measured = self._measured
-        worker.returned.connect(
-            lambda attribution: measured == self._measured and self._show(attribution, keys, show)
-        )
+
+        def measured_now(attribution: Attribution) -> None:
+            if measured == self._measured:
+                self._show(attribution, keys, show)
+
+        worker.returned.connect(measured_now)
         worker.errored.connect(lambda error: self.notify(f"Explain failed: {error}", 10000))
         self._attribution_worker = worker
         worker.start()
@@ -119,8 +125,7 @@ class AnalysisController(QObject):
         self._explained = pair
         if self.dialog is None:
             can_run = isinstance(self.sessions.session, MatrixSession)
-            parent = self.parent()
-            self.dialog = AttributionDialog(attribution, can_run, parent)  # type: ignore[arg-type]
+            self.dialog = AttributionDialog(attribution, can_run, self.window)
             self.dialog.run_missing.connect(self.run_missing)
         else:
             self.dialog.set_attribution(attribution)
@@ -174,7 +179,7 @@ class AnalysisController(QObject):
         request, configs = session.request, (reference.config, other.config)
         budgets = panel.budgets()
 
-        def work() -> Any:
+        def work() -> Generator[str, None, LayerProbe]:
             probe = LayerProbeSession(request, *configs, *budgets)
             cached = probe.cached_result()
             if cached is not None:
@@ -196,7 +201,7 @@ class AnalysisController(QObject):
         worker.yielded.connect(lambda text: panel.set_busy(True, text))
         worker.returned.connect(self._probed)
         worker.errored.connect(self._probe_failed)
-        worker.finished.connect(lambda done=worker: self._finished(done))
+        worker.finished.connect(partial(self._finished, worker))
         self._layer_worker = worker
         panel.set_busy(True, f"probing {reference.label} and {other.label} layer by layer…")
         worker.start()
@@ -208,13 +213,13 @@ class AnalysisController(QObject):
         if not isinstance(session, MatrixSession) or probe is None or self._layer_worker:
             return
         target = RunConfig.from_dict(probe.stored.other["config"])
-        reference = RunConfig.from_dict(probe.stored.reference["config"])
-        if reference.precision != "float32":
+        reference: RunConfig | None = RunConfig.from_dict(probe.stored.reference["config"])
+        if reference is not None and reference.precision != "float32":
             reference = None  # the same configuration in float32, as the CLI's default
         request, cutoff, bound = session.request, self.model.cutoff, panel.bound.value()
         budgets = panel.budgets()
 
-        def work() -> Any:
+        def work() -> Generator[str, None, tuple[RepairResult, Any, RunConfig]]:
             repair = RepairSession(request, target, reference, cutoff, bound, *budgets)
             for what, runner in repair.runners():
                 self._layer_runner = runner
@@ -225,13 +230,14 @@ class AnalysisController(QObject):
                         yield f"repair, {what}: {said}"
                 if runner.cancelled:
                     raise InputError("repair", "cancelled")
+            assert repair.result is not None  # made once its last round has run
             return repair.result, request, target
 
         worker = thread_worker(work, start_thread=False)()
         worker.yielded.connect(lambda text: panel.set_busy(True, text))
         worker.returned.connect(lambda answer: self._repaired(*answer))
         worker.errored.connect(self._probe_failed)
-        worker.finished.connect(lambda done=worker: self._finished(done))
+        worker.finished.connect(partial(self._finished, worker))
         self._layer_worker = worker
         panel.set_busy(True, f"repairing {target.label()} at cutoff {format_float32(cutoff)}…")
         worker.start()
@@ -240,7 +246,7 @@ class AnalysisController(QObject):
         self._probe_done()
         self.layers_panel.set_busy(False, " ".join(result.sentences()))
         code = repair_code(request.model.name, result.precision, result.kept) if result.kept else ""
-        dialog = RepairDialog(result, code, self.parent())  # type: ignore[arg-type]
+        dialog = RepairDialog(result, code, self.window)
         dialog.show_run.connect(lambda: self._show_repaired(result, request, target))
         self.repair_dialog = dialog
         dialog.show()
@@ -294,10 +300,10 @@ class AnalysisController(QObject):
         self.model.layer_map = LayerMap(layer.name, values, compared)
 
     # sweep ----------------------------------------------------------------------------------
-    def _truth_chosen(self, folder: object) -> None:
-        self._truth = folder  # type: ignore[assignment]
+    def _truth_chosen(self, folder: Path | None) -> None:
+        self._truth = folder
         if isinstance(self.sessions.session, MatrixSession):
-            self.sessions.session.truth = folder  # type: ignore[assignment]
+            self.sessions.session.truth = folder
         elif isinstance(self.sessions.session, BundleSession):
             self.summarise()  # a bundle's test set is summarised again with the masks
 
@@ -360,11 +366,12 @@ class AnalysisController(QObject):
         self._summary_generation += 1
         generation = self._summary_generation
         worker = thread_worker(work, start_thread=False)()
-        worker.returned.connect(
-            lambda summary: (
-                generation == self._summary_generation and self.sweep_panel.show_summary(summary)
-            )
-        )
+
+        def summarised(summary: SweepSummary) -> None:
+            if generation == self._summary_generation:  # a newer one makes it moot
+                self.sweep_panel.show_summary(summary)
+
+        worker.returned.connect(summarised)
         worker.errored.connect(self._sweep_failed)
         self._summary_worker = worker
         worker.start()

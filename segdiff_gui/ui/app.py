@@ -9,11 +9,21 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.runner.arguments import add_configs, add_model_settings, add_repeats_and_timeout
 from segdiff_gui.version import __version__
+
+if TYPE_CHECKING:  # imported where they are used: Qt and the window after the runs start
+    from PySide6.QtWidgets import QApplication
+
+    from segdiff_gui.runner.early import RunsStartedEarly
+    from segdiff_gui.storage.cache import ResultCache
+    from segdiff_gui.ui.main_window import MainWindow
+    from segdiff_gui.ui.session import BundleSession, MatrixSession
+
+    Opened = tuple[ResultCache, MatrixSession | BundleSession]
 
 __all__ = ["build_window", "configure_application", "main"]
 
@@ -44,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def open_session(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def open_session(args: argparse.Namespace) -> Opened:
     """The cache and the session that ``args`` open, without Qt (bad input raises)."""
     from segdiff_gui.core.config import parse_config_spec
     from segdiff_gui.io.images import collect_images
@@ -81,7 +91,9 @@ def open_session(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return cache, MatrixSession(request, truth=demo_dir() / "masks")
 
 
-def build_window(argv: Sequence[str], opened: tuple[Any, Any] | None = None):  # type: ignore[no-untyped-def]
+def build_window(
+    argv: Sequence[str], opened: Opened | None = None
+) -> tuple[MainWindow, argparse.Namespace]:
     """Make the model, session and window for ``argv`` (QApplication must exist); ``opened``:
     what :func:`open_session` gave for them already."""
     from segdiff_gui.ui.inspection import InspectionModel
@@ -94,7 +106,9 @@ def build_window(argv: Sequence[str], opened: tuple[Any, Any] | None = None):  #
     return window, args
 
 
-def _start_runs_early(args: argparse.Namespace, session: object):  # type: ignore[no-untyped-def]
+def _start_runs_early(
+    args: argparse.Namespace, session: MatrixSession | BundleSession
+) -> RunsStartedEarly | None:
     """The runs the window will start, started now (before Qt): their first children import
     TensorFlow while the window builds. None where the window starts none."""
     from segdiff_gui.runner.early import RunsStartedEarly
@@ -105,7 +119,7 @@ def _start_runs_early(args: argparse.Namespace, session: object):  # type: ignor
     return RunsStartedEarly(session.runner)
 
 
-def configure_application(app) -> None:  # type: ignore[no-untyped-def]
+def configure_application(app: QApplication) -> None:
     """Name, version and icon: what the desktop shows for every window of the app."""
     from PySide6.QtGui import QIcon
 
@@ -137,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)  # a window's application, never a bare core one
     configure_application(app)
     if args.smoke_test:
         from segdiff_gui.ui.smoke import run_smoke_test

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from superqt.utils import thread_worker
+from superqt.utils import create_worker
 
 from segdiff_gui.core.protocol import ChildFatal, ModelAnswer
 from segdiff_gui.runner.devices import gpu_names, inspect_model, probe_devices
@@ -37,7 +37,7 @@ class ChildQuestions:
         self._after_runs = False  # an inspection waits for the runs in flight
 
     def _in_background(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        worker = thread_worker(work, start_thread=False)(*args, **kwargs)
+        worker = create_worker(work, *args, _start_thread=False, **kwargs)
         self._workers = [w for w in self._workers if w.is_running] + [worker]
         return worker
 

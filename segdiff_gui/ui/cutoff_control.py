@@ -20,7 +20,8 @@ class CutoffControl(QWidget):
     def __init__(self, model: InspectionModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
-        self.slider = QDoubleSlider(Qt.Orientation.Horizontal)
+        # superqt leaves QDoubleSlider.__init__ unannotated
+        self.slider = QDoubleSlider(Qt.Orientation.Horizontal)  # type: ignore[no-untyped-call]
         self.slider.setRange(0.0, 1.0)
         self.slider.setValue(model.cutoff)
         self.slider.setToolTip(

@@ -82,7 +82,8 @@ class DiagnosisPanel(QTextBrowser):
             return
         worker = thread_worker(diagnose, start_thread=False)(study)
         worker.returned.connect(self._show)
-        worker.finished.connect(self._finished)
+        # superqt types finished as carrying None; it carries nothing
+        worker.finished.connect(self._finished)  # type: ignore[arg-type]
         self._worker = worker
         worker.start()
 

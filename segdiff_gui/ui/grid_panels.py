@@ -111,7 +111,7 @@ def cell(index: int, columns: int) -> tuple[int, int]:
     return 2 * (index // columns), index % columns
 
 
-class Title(pg.LabelItem):
+class Title(pg.LabelItem):  # type: ignore[misc]  # pyqtgraph ships no types
     """A run's title, as tall as its text but with no say in its column's width (linked,
     aspect-locked views of different widths would each show a different part of the image).
     A title longer than its column is elided in the middle, keeping the repeat at its end; the

@@ -4,6 +4,7 @@ colour bar with fixed levels, with flipped pixels drawn on top in a colour that 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyqtgraph as pg
@@ -29,6 +30,9 @@ from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.level_indices import COLOURS, flip_marks, level_indices, pooled_any
 from segdiff_gui.ui.plain_text import tooltip_text
 
+if TYPE_CHECKING:
+    from pyqtgraph.GraphicsScene.mouseEvents import MouseClickEvent  # no types: Any to mypy
+
 __all__ = ["READABLE_PIXEL", "ProbabilityGridView"]
 
 AT_RISK_RGBA = (255, 200, 0, 110)
@@ -45,7 +49,7 @@ READABLE_PIXEL = 8  # screen pixels across one map pixel when a flip is walked t
 _LAYER_DECADES = 6  # a probed layer's map spans this many powers of ten below its largest
 
 
-class ProbabilityGridView(pg.GraphicsLayoutWidget):
+class ProbabilityGridView(pg.GraphicsLayoutWidget):  # type: ignore[misc]  # pyqtgraph: no types
     """Views of every run of ``model``; emits the pixel under the mouse."""
 
     pixel_hovered = Signal(int, int)
@@ -430,8 +434,8 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):
         if hit is not None:
             self.pixel_hovered.emit(hit[1], hit[2])
 
-    def _on_click(self, event: object) -> None:
-        hit = self._pixel_at(event.scenePos())  # type: ignore[attr-defined]
+    def _on_click(self, event: MouseClickEvent) -> None:
+        hit = self._pixel_at(event.scenePos())
         if hit is not None:
             key, row, column = hit
             self.model.focus_key = key

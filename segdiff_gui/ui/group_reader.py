@@ -41,7 +41,8 @@ class GroupReader(QObject):
         self._stopped = False
         self._worker = thread_worker(read_runs, start_thread=False)(store, list(records))
         self._worker.yielded.connect(self._on_arrival)
-        self._worker.finished.connect(self._on_finished)
+        # superqt types finished as carrying None; it carries nothing
+        self._worker.finished.connect(self._on_finished)  # type: ignore[arg-type]
 
     def start(self) -> None:
         self._worker.start()

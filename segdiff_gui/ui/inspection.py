@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from psygnal import SignalGroupDescriptor
@@ -301,7 +301,7 @@ class InspectionModel:
             width = self.runs[0].probabilities.shape[1]
             order = rows * width + columns  # ascending: the positions in reading order
             here = after[0] * width + after[1]
-            side = "right" if direction > 0 else "left"
+            side: Literal["left", "right"] = "right" if direction > 0 else "left"
             index = int(np.searchsorted(order, here, side=side)) - (direction < 0)
             index %= rows.size
         return FlipStep(int(rows[index]), int(columns[index]), index + 1, int(rows.size))
@@ -337,7 +337,7 @@ class InspectionModel:
                     text=format_float32(value),
                     bits=float32_bits(value),
                     difference=float(np.float64(value) - np.float64(ref_value)),
-                    ulps=int(ulp_distance(np.float32(ref_value), value)),
+                    ulps=int(ulp_distance(np.asarray(ref_value), np.asarray(value))),
                     class_index=int(classes[0, 0]),
                     is_reference=run.key == reference.key,
                     key=run.key,

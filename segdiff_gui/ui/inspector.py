@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QHeaderView, QLabel, QPushButton, QVBoxLayout, QWi
 from segdiff_gui.core.runtime_defaults import in_effect_lines
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.plain_text import tooltip_text
-from segdiff_gui.ui.widgets import fill_row, read_only_table
+from segdiff_gui.ui.widgets import cell_text, fill_row, read_only_table
 
 __all__ = ["PixelInspector"]
 
@@ -46,8 +46,9 @@ class PixelInspector(QWidget):
         self.copy_button = QPushButton("Copy as TSV")
         self.copy_button.setToolTip("Copy the table (tab-separated) for a spreadsheet or an issue")
         self.copy_button.clicked.connect(self.copy_tsv)
-        QShortcut(QKeySequence.StandardKey.Copy, self.table, activated=self.copy_tsv)
-        layout = QVBoxLayout(self)
+        copy = QShortcut(QKeySequence(QKeySequence.StandardKey.Copy), self.table)
+        copy.activated.connect(self.copy_tsv)
+        self._layout = layout = QVBoxLayout(self)
         layout.addWidget(self.title)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.copy_button)
@@ -71,7 +72,7 @@ class PixelInspector(QWidget):
             sample.resizeColumnsToContents()
             columns = sum(sample.columnWidth(c) for c in range(sample.columnCount()))
             frame = 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width()
-            margins = self.layout().contentsMargins()
+            margins = self._layout.contentsMargins()
             self._typical_width = columns + frame + margins.left() + margins.right()
             sample.deleteLater()
         return QSize(self._typical_width, super().sizeHint().height())
@@ -99,7 +100,9 @@ class PixelInspector(QWidget):
                 str(value.class_index),
             )
             fill_row(self.table, index, cells)
-            self.table.item(index, 0).setToolTip(tooltip_text(self._run_tip(value.key, cells[0])))
+            name = self.table.item(index, 0)
+            assert name is not None  # fill_row made it
+            name.setToolTip(tooltip_text(self._run_tip(value.key, cells[0])))
         labels = tuple(value.label for value in values)
         if labels != self._fitted_for:  # sizing asks every cell: only when the runs change
             self._fitted_for = labels
@@ -139,14 +142,14 @@ class PixelInspector(QWidget):
         table = self.table
         columns = sum(self._column_width(c) for c in range(table.columnCount()))
         frame = 2 * table.frameWidth() + table.verticalScrollBar().sizeHint().width()
-        margins = self.layout().contentsMargins()
+        margins = self._layout.contentsMargins()
         slack = 4  # the grid's lines and a section's rounding: a pixel short is a scroll bar
         return columns + frame + margins.left() + margins.right() + slack
 
     def as_tsv(self) -> str:
         lines = ["\t".join(HEADERS)]
         for row in range(self.table.rowCount()):
-            cells = [self.table.item(row, c).text() for c in range(self.table.columnCount())]
+            cells = [cell_text(self.table, row, c) for c in range(self.table.columnCount())]
             lines.append("\t".join(cells))
         return "\n".join(lines) + "\n"
 

@@ -5,6 +5,9 @@ where in the image it differs, in the grid beside the runs."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
@@ -26,6 +29,9 @@ from segdiff_gui.core.text import printable
 from segdiff_gui.runner.layers import LayerProbe
 from segdiff_gui.ui.plain_text import as_html, plain_label, rich_label
 from segdiff_gui.ui.widgets import fill_row, read_only_table
+
+if TYPE_CHECKING:
+    from pyqtgraph import SpotItem  # pyqtgraph ships no types: Any to mypy
 
 __all__ = ["LayersPanel"]
 
@@ -203,9 +209,9 @@ class LayersPanel(QWidget):
             symbolPen=pg.mkPen("#d62728", width=2),
         )  # fmt: skip
 
-    def _point_clicked(self, _item: object, points: list[object]) -> None:
+    def _point_clicked(self, _item: object, points: Sequence[SpotItem]) -> None:
         if points:
-            self.table.selectRow(int(points[0].pos().x()))  # type: ignore[attr-defined]
+            self.table.selectRow(int(points[0].pos().x()))
 
     def _row_chosen(self) -> None:
         rows = self.table.selectionModel().selectedRows()

@@ -66,7 +66,8 @@ def pooled_any(mask: np.ndarray, factor: int) -> np.ndarray:
         mask = padded
     if factor == 2:  # a reduction over pairs is slow in numpy; two strided ORs are not
         pairs = mask[0::2] | mask[1::2]
-        return pairs[:, 0::2] | pairs[:, 1::2]
+        pooled_pairs: np.ndarray = np.logical_or(pairs[:, 0::2], pairs[:, 1::2])
+        return pooled_pairs
     if factor >= 8:
         # Eight booleans are one 64-bit word: OR whole words down each block's rows, then test
         # each block's words (numpy's reductions along an axis of 8 are slow; the
@@ -74,12 +75,13 @@ def pooled_any(mask: np.ndarray, factor: int) -> np.ndarray:
         words = np.ascontiguousarray(mask).view(np.uint64)
         down = np.bitwise_or.reduce(words.reshape(rows, factor, columns * factor // 8), axis=1)
         if factor == 8:
-            return down != 0
+            set_words: np.ndarray = np.not_equal(down, 0)
+            return set_words
         pooled_words: np.ndarray = down.reshape(rows, columns, factor // 8).any(axis=2)
         return pooled_words
     # Rows of blocks first (each reduction runs along whole contiguous rows), then columns.
     block_rows = mask.reshape(rows, factor, columns * factor).any(axis=1)
-    pooled: np.ndarray = block_rows.reshape(rows, columns, factor).any(axis=2)
+    pooled = np.asarray(block_rows.reshape(rows, columns, factor).any(axis=2))
     return pooled
 
 

@@ -98,7 +98,8 @@ class MainWindow(QMainWindow):
         self.inspector.widened.connect(self._inspector_widened)
         model.events.loaded.connect(self._runs_changed)
         self._pixel_was_chosen_for_user = False
-        self.layout_policy = WindowLayout(self, *self.docks, self.inspector)
+        runs_dock, right_dock = self.docks
+        self.layout_policy = WindowLayout(self, runs_dock, right_dock, self.inspector)
         self.layout_policy.restore()
 
     # the parts, as the window's callers and tests know them --------------------------------
@@ -212,11 +213,17 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentWidget(self.analysis.layers_panel)
         self.analysis.probe_layers()
 
-    def _action(self, menu: QMenu, text: str, slot: object, shortcut: object = None) -> QAction:
+    def _action(
+        self,
+        menu: QMenu,
+        text: str,
+        slot: Callable[[], object],
+        shortcut: str | QKeySequence.StandardKey | None = None,
+    ) -> QAction:
         action = QAction(text, self)
         if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))  # type: ignore[arg-type]
-        action.triggered.connect(slot)  # type: ignore[arg-type]
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
         menu.addAction(action)
         return action
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
@@ -207,7 +208,8 @@ class MatrixEditor(QGroupBox):
         """The matrix the controls show; what cannot be read is said under it."""
         self._problems = []
         devices = [name for name, box in self.devices.items() if box.isChecked()] or ["cpu"]
-        context = self.context.currentText()
+        # The box offers the knob's values: the registry reads its text as --config does.
+        context = self.knob_registry.parse(f"context={self.context.currentText()}")["context"]
         configs = [
             replace(self.base, device=d, batch=b, context=context)
             for d in devices
@@ -219,9 +221,9 @@ class MatrixEditor(QGroupBox):
                     if variant.gpu_only and device == "cpu":
                         continue  # e.g. TF32 is a GPU mode: the run would equal the plain one
                     try:
-                        configs.append(
-                            replace(self.base, device=device, **{knob.name: variant.value})
-                        )
+                        # A knob's value is the registry's to check (in RunConfig), as parsed.
+                        changes: dict[str, Any] = {knob.name: variant.value}
+                        configs.append(replace(self.base, device=device, **changes))
                     except ConfigError as error:  # LiteRT on a GPU: said, not run
                         self._problems.append(f"{name}: {error}")
         configs += self.extra_configs(devices)

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from segdiff_gui.core.config import (
+    ACTIVATIONS,
     ModelSettings,
     OutputSelection,
     Preprocessing,
@@ -72,18 +73,21 @@ class ModelSettingsEditor(QWidget):
             "Colour conversion: keep the image's channels, or convert to gray or RGB (an RGBA "
             "image loses its alpha)"
         )
-        self.resize = QComboBox()
-        self.resize.addItems(["refuse", "bilinear"])
-        self.resize.setToolTip(
+        self.resize_box = QComboBox()
+        self.resize_box.addItems(["refuse", "bilinear"])
+        self.resize_box.setToolTip(
             "An image of another size than the model's input: refuse it (an error naming both "
             "sizes), or resize it bilinearly"
         )
         self.output = QComboBox()
         self.output.setEditable(True)
+        line = self.output.lineEdit()
+        assert line is not None  # an editable box has one
+        self.output_line = line
         self.output.addItem(_ONLY_OUTPUT)
         self.output.setToolTip("Which output of a model with several is the probability map")
         self.activation = QComboBox()
-        self.activation.addItems(["none", "sigmoid", "softmax"])
+        self.activation.addItems(list(ACTIVATIONS))
         self.activation.setToolTip(
             "none: the outputs are probabilities already; sigmoid or softmax: segdiff applies "
             "it to raw logits"
@@ -119,7 +123,7 @@ class ModelSettingsEditor(QWidget):
         form.addRow("mean", self.mean)
         form.addRow("std", self.std)
         form.addRow("colour", self.color)
-        form.addRow("resize", self.resize)
+        form.addRow("resize", self.resize_box)
         form.addRow("output", self.output)
         form.addRow("activation", self.activation)
         form.addRow("or your function", self.function)
@@ -130,10 +134,10 @@ class ModelSettingsEditor(QWidget):
         for line in (self.divide, self.scale, self.mean, self.std, self.function):
             line.editingFinished.connect(self._edited)
         self.trust_function.toggled.connect(self._edited)
-        for box in (self.color, self.resize, self.activation):
+        for box in (self.color, self.resize_box, self.activation):
             box.currentIndexChanged.connect(self._edited)
         self.output.activated.connect(self._edited)
-        self.output.lineEdit().editingFinished.connect(self._edited)
+        self.output_line.editingFinished.connect(self._edited)
         self.trust.toggled.connect(self._trust_toggled)
         self._shown = ModelSettings()
 
@@ -145,7 +149,7 @@ class ModelSettingsEditor(QWidget):
             self.mean.text().strip() or None,
             self.std.text().strip() or None,
             self.color.currentText(),
-            self.resize.currentText(),
+            self.resize_box.currentText(),
             self.divide.text().strip() or None,
         )
         if function := self.function.text().strip():
@@ -163,7 +167,7 @@ class ModelSettingsEditor(QWidget):
             preprocessing,
             OutputSelection(
                 output=None if output in ("", _ONLY_OUTPUT) else output,
-                activation=self.activation.currentText(),  # type: ignore[arg-type]
+                activation=ACTIVATIONS[max(self.activation.currentIndex(), 0)],
             ),
             self.trust.isChecked(),
             self.trust_function.isChecked(),
@@ -172,7 +176,7 @@ class ModelSettingsEditor(QWidget):
     def load(self, settings: ModelSettings) -> None:
         """Show ``settings`` (a request's), emitting nothing."""
         self._shown = settings
-        widgets = (self.divide, self.scale, self.mean, self.std, self.color, self.resize,
+        widgets = (self.divide, self.scale, self.mean, self.std, self.color, self.resize_box,
                    self.output, self.activation, self.trust, self.function,
                    self.trust_function)  # fmt: skip
         for widget in widgets:
@@ -186,7 +190,7 @@ class ModelSettingsEditor(QWidget):
         self.mean.setText(_numbers(p.mean))
         self.std.setText(_numbers(p.std))
         self.color.setCurrentText(p.color)
-        self.resize.setCurrentText(p.resize)
+        self.resize_box.setCurrentText(p.resize)
         self.output.setCurrentText(settings.output.output or _ONLY_OUTPUT)
         self.activation.setCurrentText(settings.output.activation)
         self.trust.setChecked(settings.trust_model)
@@ -208,7 +212,7 @@ class ModelSettingsEditor(QWidget):
                 parts.append(f"{name} {widget.text().strip()}")
         for name, box, default in (
             ("colour", self.color, "keep"),
-            ("resize", self.resize, "refuse"),
+            ("resize", self.resize_box, "refuse"),
             ("output", self.output, _ONLY_OUTPUT),
             ("activation", self.activation, "none"),
         ):
@@ -227,7 +231,7 @@ class ModelSettingsEditor(QWidget):
         if len(names) > 1 and current in ("", _ONLY_OUTPUT):
             # Several outputs and none chosen: say so, rather than "the only one".
             self.output.setCurrentIndex(-1)
-            self.output.lineEdit().setPlaceholderText(f"choose one of {len(names)}")
+            self.output_line.setPlaceholderText(f"choose one of {len(names)}")
         else:
             self.output.setCurrentText(current)
         self.output.blockSignals(False)
@@ -241,7 +245,7 @@ class ModelSettingsEditor(QWidget):
         """Set the control an error's fix names (``color=rgb``); ``False`` when the fix needs
         the user's choice (which output, what mean): that control gets the focus instead."""
         setting, _, value = fix.partition("=")
-        boxes = {"color": self.color, "resize": self.resize, "activation": self.activation}
+        boxes = {"color": self.color, "resize": self.resize_box, "activation": self.activation}
         if setting in boxes and value and boxes[setting].findText(value) >= 0:
             boxes[setting].setCurrentText(value)  # emits changed
             return True

@@ -35,7 +35,7 @@ class RepairDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Precision repair")
         self.resize(900, 640)
-        self.result, self.code = result, code
+        self.repair, self.code = result, code
         self.summary = rich_label(QLabel())  # sentences, escaped
         lines = result.sentences()  # one line each, naming layers
         self.summary.setText("<br>".join(as_html(printable(line)) for line in lines))

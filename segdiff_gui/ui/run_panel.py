@@ -58,9 +58,7 @@ class RunPanel(QWidget):
         self.groups = QComboBox()
         self.groups.setToolTip("The bundle's model/image groups: which one the views show")
         self.groups.setVisible(False)
-        self.groups.currentIndexChanged.connect(
-            lambda index: index >= 0 and self.group_chosen.emit(index)
-        )
+        self.groups.currentIndexChanged.connect(self._group_picked)
         self.settings = ModelSettingsEditor()
         # Collapsed while the defaults serve; its title says what is set.
         self.settings_section = QCollapsible(
@@ -73,8 +71,8 @@ class RunPanel(QWidget):
         self.problem.setStyleSheet("color: #b00020")
         self.fix_button = QPushButton()
         self.fix_button.setToolTip("Change that setting in Model settings and run again")
-        self.fix_button.clicked.connect(lambda: self.fix_requested.emit(self._fix))
         self._fix = ""
+        self.fix_button.clicked.connect(lambda: self.fix_requested.emit(self._fix))
         self.show_problem("")
         self.model_info = plain_label(QLabel())  # the model's output names, its errors
         self.model_info.setWordWrap(True)
@@ -143,6 +141,10 @@ class RunPanel(QWidget):
         layout.addWidget(self.status)
         layout.addLayout(buttons)
         self._items: dict[str, QListWidgetItem] = {}
+
+    def _group_picked(self, index: int) -> None:
+        if index >= 0:  # -1: the box was emptied
+            self.group_chosen.emit(index)
 
     def set_source(self, text: str) -> None:
         self.source.setText(printable(text))  # one line, of paths

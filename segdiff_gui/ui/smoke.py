@@ -41,7 +41,12 @@ def run_smoke_test(app: QApplication, timeout_s: float = 300.0) -> int:
         window.start_runs()
         loop = QEventLoop()
         poll = QTimer()
-        poll.timeout.connect(lambda: window.worker is None and loop.quit())
+
+        def quit_when_done() -> None:
+            if window.worker is None:  # every run ended
+                loop.quit()
+
+        poll.timeout.connect(quit_when_done)
         poll.start(100)
         QTimer.singleShot(int(timeout_s * 1000), loop.quit)
         loop.exec()

@@ -5,12 +5,13 @@ its name as it is read."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QIcon, QImage, QPixmap
-from superqt.utils import thread_worker
+from superqt.utils import GeneratorWorker, thread_worker
 
 from segdiff_gui.ui.widgets import thumbnail_image
 
@@ -19,7 +20,10 @@ __all__ = ["Thumbnails"]
 Shown = Callable[[int, QIcon], None]
 
 
-def _read(paths: Sequence[Path]) -> Iterator[tuple[int, QImage]]:
+Reader = GeneratorWorker[tuple[int, QImage], None, None]
+
+
+def _read(paths: Sequence[Path]) -> Generator[tuple[int, QImage], None, None]:
     for index, path in enumerate(paths):
         yield index, thumbnail_image(path)
 
@@ -32,7 +36,7 @@ class Thumbnails:
         self._shown = shown
         self._paths: list[Path] = []
         self.icons: list[QIcon] = []
-        self._worker = None
+        self._worker: Reader | None = None
 
     def read(self, paths: Sequence[Path]) -> list[QIcon]:
         """The icons of ``paths`` as far as they are read; a new list starts reading it (and
@@ -42,7 +46,7 @@ class Thumbnails:
             self.stop()
             self._paths, self.icons = paths, [QIcon() for _ in paths]
             worker = thread_worker(_read, start_thread=False)(paths)
-            worker.yielded.connect(lambda item, worker=worker: self._arrived(worker, *item))
+            worker.yielded.connect(partial(self._arrived, worker))
             self._worker = worker
             # Once the event loop turns: the window's first paint comes before the decoding
             # competes with it for the interpreter.
@@ -54,7 +58,8 @@ class Thumbnails:
             self._worker.quit()
             self._worker = None
 
-    def _arrived(self, worker: object, index: int, image: QImage) -> None:
+    def _arrived(self, worker: Reader, item: tuple[int, QImage]) -> None:
+        index, image = item
         if worker is not self._worker or image.isNull():
             return  # a list no longer shown, or a file that cannot be read (no picture)
         icon = QIcon(QPixmap.fromImage(image))  # pixmaps only on the GUI thread

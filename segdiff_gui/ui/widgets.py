@@ -14,7 +14,7 @@ from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
 from segdiff_gui.io.pictures import picture_rgb
 
-__all__ = ["fill_row", "read_only_table", "thumbnail", "thumbnail_image"]
+__all__ = ["cell_text", "fill_row", "read_only_table", "thumbnail", "thumbnail_image"]
 
 
 def read_only_table(headers: Sequence[str]) -> QTableWidget:
@@ -36,6 +36,12 @@ def fill_row(table: QTableWidget, row: int, cells: Sequence[str]) -> None:
             table.setItem(row, column, QTableWidgetItem(text))
         elif item.text() != text:
             item.setText(text)
+
+
+def cell_text(table: QTableWidget, row: int, column: int) -> str:
+    """The text of a cell (an empty cell has none)."""
+    item = table.item(row, column)
+    return item.text() if item is not None else ""
 
 
 def thumbnail_image(path: Path, size: int = 56) -> QImage:

@@ -12,7 +12,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
-from superqt.utils import thread_worker
+from superqt.utils import create_worker
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import Message, RunFinished, RunStarted
@@ -181,7 +181,7 @@ class YourMaps(QObject):
 
     # the worker -------------------------------------------------------------------------------
     def _start(self, work: Callable[[], Any], done: Callable[[Any], None], busy: str) -> None:
-        worker = thread_worker(work, start_thread=False)()
+        worker = create_worker(work, _start_thread=False)
         worker.returned.connect(done)
         worker.errored.connect(self._failed)
         worker.finished.connect(self._finished)

@@ -89,6 +89,19 @@ def test_a_chosen_layer_gets_a_panel_of_its_own_beside_the_runs(qtbot, tmp_path)
     assert grid.layer_panel is None
 
 
+def test_the_repair_dialog_keeps_qdialogs_result(qtbot):
+    """mypy on the window found the repair's result stored over QDialog.result()."""
+    from PySide6.QtWidgets import QDialog
+
+    trial = Trial((), 0, 0, 0)
+    dialog = RepairDialog(
+        RepairResult("mixed_bfloat16", "cpu b1", trial, trial, 0, 0.5, (), 1, ()), ""
+    )
+    qtbot.addWidget(dialog)
+    dialog.accept()
+    assert dialog.result() == QDialog.DialogCode.Accepted
+
+
 def test_the_repair_dialog_lists_the_trials_and_offers_the_code(qtbot):
     before = Trial((), 16, 900, 60_000, "cpu b1 bf16")
     trials = (Trial(("a",), 9, 500, 50_000), Trial(("a", "b"), 0, 0, 0))

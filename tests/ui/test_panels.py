@@ -27,6 +27,16 @@ def test_a_model_of_several_outputs_is_not_offered_as_having_one(qtbot):
     assert editor.output.itemText(0) == "(the only one)"
 
 
+def test_the_model_settings_editor_resizes_as_any_widget(qtbot):
+    """mypy on the window found the resize box stored over QWidget.resize()."""
+    editor = ModelSettingsEditor()
+    qtbot.addWidget(editor)
+    editor.resize(420, 380)
+    assert editor.size().width() == 420
+    editor.resize_box.setCurrentText("bilinear")
+    assert editor.settings().preprocessing.resize == "bilinear"
+
+
 def test_a_long_settings_summary_is_cut_and_whole_in_the_tooltip(qtbot):
     panel = RunPanel()
     qtbot.addWidget(panel)
