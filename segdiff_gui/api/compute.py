@@ -8,11 +8,12 @@ import warnings
 from segdiff_gui.api.hints import hinted, with_argument
 from segdiff_gui.api.progress import ProgressBar
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome, follow
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.records import RunRecord
 
-__all__ = ["compute"]
+__all__ = ["claim_cache", "compute", "follow_with_bar"]
 
 
 def compute(
@@ -27,13 +28,32 @@ def compute(
     """
     cache = request.cache
     try:
-        cache.check_usable()
-        cache.claim()
+        claim_cache(request)
         runner = request.start()
     except InputError as error:
         raise with_argument(error) from None
+    outcome = follow_with_bar(runner, progress, what)
+    records = []
+    for run in runner.plan.runs:
+        if cache.has(run.key):
+            try:
+                records.append(cache.read_run(run.key, with_map=False))
+            except InputError as error:  # damaged, and computing it again failed too
+                warnings.warn(str(error), stacklevel=3)
+    return records, outcome
+
+
+def claim_cache(request: MatrixRequest) -> None:
+    """The request's cache must be (or become) a segdiff cache before anything is planned."""
+    request.cache.check_usable()
+    request.cache.claim()
+
+
+def follow_with_bar(runner: MatrixRunner, progress: bool, what: str) -> MatrixOutcome:
+    """Drive ``runner`` to the end under a bar (``progress``) named ``what``; an interrupt or
+    an error in the input raises, and each run that failed is said with its argument."""
     for entry in runner.plan.damaged:
-        warnings.warn(f"recomputing a damaged run: {entry}", stacklevel=3)
+        warnings.warn(f"recomputing a damaged run: {entry}", stacklevel=4)
     bar = ProgressBar(progress, what)
     try:
         outcome = follow(runner, bar)
@@ -46,12 +66,5 @@ def compute(
     for failure in outcome.failed:
         failure["error"] = hinted(failure["error"], failure.get("fix") or "")
         if not progress:  # the bar wrote it as it happened
-            warnings.warn(f"failed {failure['label']}: {failure['error']}", stacklevel=3)
-    records = []
-    for run in runner.plan.runs:
-        if cache.has(run.key):
-            try:
-                records.append(cache.read_run(run.key, with_map=False))
-            except InputError as error:  # damaged, and computing it again failed too
-                warnings.warn(str(error), stacklevel=3)
-    return records, outcome
+            warnings.warn(f"failed {failure['label']}: {failure['error']}", stacklevel=4)
+    return outcome

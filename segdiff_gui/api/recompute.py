@@ -6,21 +6,20 @@ bundle has no request: it sums what is stored."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from segdiff_gui.api.arguments import configuration
-from segdiff_gui.api.compute import compute
+from segdiff_gui.api.compute import claim_cache, compute, follow_with_bar
+from segdiff_gui.api.hints import with_argument
 from segdiff_gui.api.results import Explanation, Sweep
 from segdiff_gui.api.stored import RunName, StoredGroup
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.study import Study as AnalysedStudy
 from segdiff_gui.core.study import StudyRun
-from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.explain import AttributionSession, compared_runs, measure_between
 from segdiff_gui.runner.request import MatrixRequest
-from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups, sweep_reference
+from segdiff_gui.runner.sweeps import SweepSession
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore
 
@@ -85,7 +84,6 @@ def explanation_of_specs(
 def test_set(
     store: RunStore,
     stored: Sequence[RunRecord],
-    sample: RunRecord,
     group: str,
     request: MatrixRequest | None,
     masks: str | Path | None,
@@ -93,20 +91,25 @@ def test_set(
     ref: str | None,
     progress: bool,
 ) -> Sweep:
-    """The sweep of ``sample``'s model version (its ``group``) over every image: computed
-    through ``request`` where there is one, else from the ``stored`` runs."""
+    """The sweep of the model version of ``group`` over every image: computed through
+    ``request`` where there is one, else from the ``stored`` runs."""
     if ref is not None and not isinstance(ref, str):
         raise InputError(repr(ref), "is no configuration: give its label, e.g. 'cpu b1'")
-    truth = TruthFolder(masks) if masks is not None else None
-    records, failures = list(stored), []
-    if request is not None:
-        request = replace(request, sweep=True, target=None)
-        if truth is not None and request.settings.preprocessing.resize == "refuse":
-            truth.check_images(list(request.images))
-        records, outcome = compute(request, progress, what="test set")
-        failures = outcome.failed
-    groups = sweep_groups([r for r in records if r.model_hash == sample.model_hash], group=group)
-    reference = sweep_reference(groups, ref) if ref is not None else None
-    damaged: list[InputError] = []
-    summary = summarise_sweep(store, groups, cutoff, reference, truth, damaged=damaged)
-    return Sweep(summary, failures, [str(error) for error in damaged])
+    try:
+        session = SweepSession(
+            store,
+            cutoff=cutoff,
+            runs=stored,
+            request=request,
+            reference=ref,
+            masks=masks,
+            group=group,
+            leave_out_damaged=True,
+        )
+        if request is not None:
+            claim_cache(request)
+        result = session.run(lambda runner: follow_with_bar(runner, progress, "test set"))
+        summary = result.summarised()
+    except InputError as error:
+        raise with_argument(error) from None
+    return Sweep(summary, result.failed, [str(error) for error in result.damaged])

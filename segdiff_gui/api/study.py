@@ -310,7 +310,6 @@ class Study:
         return test_set(
             self._store,
             self._everything,
-            self._records[0],
             self.group,
             self._request,
             masks,

@@ -7,7 +7,7 @@ import argparse
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -26,10 +26,10 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtimes import recorded_version
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
-from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
 from segdiff_gui.runner.matrices import demo_configs
+from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome
 from segdiff_gui.runner.plan import MatrixPlan, check_model_path, shard_slice
 from segdiff_gui.runner.request import MatrixRequest
@@ -43,6 +43,9 @@ from segdiff_gui.storage.studies import (
     load_study,
     settings_text,
 )
+
+if TYPE_CHECKING:
+    from segdiff_gui.runner.sweeps import SweepResult
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -81,6 +84,12 @@ def run_matrix(
     args: argparse.Namespace, stderr: Console, request: MatrixRequest
 ) -> tuple[MatrixOutcome, MatrixPlan]:
     runner = request.start()
+    return follow_matrix(args, stderr, runner), runner.plan
+
+
+def follow_matrix(args: argparse.Namespace, stderr: Console, runner: MatrixRunner) -> MatrixOutcome:
+    """Drive ``runner`` showing its progress on ``stderr``; an error in the input that stopped
+    it is raised, and each run that failed for one is said in a line."""
     plan = runner.plan
     if plan.damaged and not args.json:
         for entry in plan.damaged:
@@ -99,7 +108,7 @@ def run_matrix(
                 stderr.print(
                     f"[red]failed[/] {escape(run['label'])}: {escape(reason)}", markup=True
                 )
-    return outcome, plan
+    return outcome
 
 
 def exit_code(outcome: MatrixOutcome) -> int:
@@ -133,14 +142,6 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     settings = model_settings(args)
     model = check_model_path(args.model)
     images = collect_images(args.images)
-    if args.masks:
-        truth = TruthFolder(args.masks)
-        if args.resize == "refuse":  # maps have the images' size: check masks before running
-            truth.check_images(images)
-    if args.shard and not shard_slice(len(images), args.shard):
-        # A scheduler's array may be larger than the set: an empty shard is no error.
-        err.print(f"shard {args.shard[0]}/{args.shard[1]} of {len(images)} images is empty")
-        return EXIT_OK
     request = request_of(
         args,
         model,
@@ -152,7 +153,19 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         sweep=args.sweep,
         shard=args.shard,
     )
+    sweep = None
+    if args.sweep:  # its masks are checked against the images before anything runs
+        from segdiff_gui.cli.sweep_view import sweep_session  # a sweep's only (5 ms)
+
+        sweep = sweep_session(args, cache, request=request)
+    if args.shard and not shard_slice(len(images), args.shard):
+        # A scheduler's array may be larger than the set: an empty shard is no error.
+        err.print(f"shard {args.shard[0]}/{args.shard[1]} of {len(images)} images is empty")
+        return EXIT_OK
     started = time.perf_counter()
+    if sweep is not None:
+        result = sweep.run(lambda runner: follow_matrix(args, err, runner))
+        return _report_sweep(args, out, result, cache, time.perf_counter() - started)
     outcome, plan = run_matrix(args, err, request)
     return _report(args, out, outcome, plan, cache, time.perf_counter() - started)
 
@@ -241,19 +254,14 @@ def _report(
     seconds: float,
 ) -> int:
     """How every run differs from the reference, then what was computed and what was cached."""
-    sweep = getattr(args, "sweep", False)
-    # A sweep summarises one image at a time (metadata now, maps later); one image's study
-    # needs its maps now: read each file once.
     records, damaged = [], []
     for run in plan.runs:
         if cache.has(run.key):
-            try:
-                records.append(cache.read_run(run.key, with_map=not sweep))
+            try:  # the study needs every map now: each file read once
+                records.append(cache.read_run(run.key))
             except InputError as error:  # damaged, and computing it again failed too
                 damaged.append(error)
     report_damaged(err_console(), damaged)
-    if sweep:
-        return _report_sweep(args, out, outcome, plan, cache, records, seconds)
     study = load_study(cache, records, args.cutoff) if records else None
     if args.json:
         _json(
@@ -300,18 +308,16 @@ def _print_counts(
 
 
 def _report_sweep(
-    args: argparse.Namespace,
-    out: Console,
-    outcome: MatrixOutcome,
-    plan: MatrixPlan,
-    cache: ResultCache,
-    records: list[RunRecord],
-    seconds: float,
+    args: argparse.Namespace, out: Console, result: SweepResult, cache: ResultCache, seconds: float
 ) -> int:
     """A sweep's report covers the images it ran (a shard reports on its own slice)."""
-    from segdiff_gui.cli.sweep_view import build_sweep, print_sweep  # a sweep's only (5 ms)
+    from segdiff_gui.cli.sweep_view import print_sweep, write_csv
 
-    summary = build_sweep(args, out, cache, records) if records else None
+    report_damaged(err_console(), result.damaged)
+    summary, outcome, plan = result.summary, result.outcome, result.plan
+    assert outcome is not None and plan is not None  # it ran its request
+    if summary is not None:
+        write_csv(args, out, summary)
     if args.json:
         _json(
             {

@@ -18,7 +18,7 @@ from segdiff_gui.cli.commands import (
     request_of,
     run_matrix,
 )
-from segdiff_gui.cli.sweep_view import build_sweep, print_sweep
+from segdiff_gui.cli.sweep_view import print_sweep, sweep_session, write_csv
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.analysis import flips_heading
@@ -179,7 +179,8 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
 def command_sweep(args: argparse.Namespace, out: Console, err: Console) -> int:
     store, records, _, damaged = runs_source(args)
     status = report_damaged(err, damaged)
-    summary = build_sweep(args, out, store, records)
+    summary = sweep_session(args, store, records).summarise()
+    write_csv(args, out, summary)
     if args.json:
         _json(summary.to_dict())
     else:

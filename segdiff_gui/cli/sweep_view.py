@@ -4,6 +4,7 @@ what the numbers mean for a reported mean Dice."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -13,12 +14,12 @@ from segdiff_gui.cli.text import say
 from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.io.tables import write_sweep_csv
-from segdiff_gui.io.truth import TruthFolder
-from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups, sweep_reference
+from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.runner.sweeps import SweepSession
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore
 
-__all__ = ["build_sweep", "print_sweep"]
+__all__ = ["print_sweep", "sweep_session", "write_csv"]
 
 
 def _percent(value: float | None) -> str:
@@ -88,18 +89,29 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
         say(out, line)
 
 
-def build_sweep(
-    args: argparse.Namespace, out: Console, store: RunStore, records: list[RunRecord]
-) -> SweepSummary:
-    """The sweep over ``records`` as the arguments ask (model, reference, masks, CSV file)."""
-    truth = TruthFolder(args.masks) if args.masks else None
-    groups = sweep_groups(records, args.model_name, getattr(args, "group", None))
-    reference = None
-    if args.ref_configuration:  # --ref names a run or a configuration, as in every command
-        reference = sweep_reference(groups, args.ref_configuration)
-    summary = summarise_sweep(store, groups, args.cutoff, reference, truth)
+def sweep_session(
+    args: argparse.Namespace,
+    store: RunStore,
+    runs: Sequence[RunRecord] = (),
+    request: MatrixRequest | None = None,
+) -> SweepSession:
+    """The sweep the arguments ask for (model, group, reference, masks) of the stored ``runs``,
+    or of ``request`` run on every image first (its masks checked before anything runs)."""
+    return SweepSession(
+        store,
+        cutoff=args.cutoff,
+        runs=runs,
+        request=request,
+        reference=args.ref_configuration or None,  # a run or a configuration, as everywhere
+        masks=args.masks or None,
+        model=args.model_name,
+        group=getattr(args, "group", None),
+    )
+
+
+def write_csv(args: argparse.Namespace, out: Console, summary: SweepSummary) -> None:
+    """Every image × configuration's figures into ``--csv``'s file, if one is given."""
     if args.csv:
         count = write_sweep_csv(args.csv, summary)
         if not args.json:
             out.print(f"wrote {_plural(count, 'line')} (image × configuration) to {args.csv}")
-    return summary

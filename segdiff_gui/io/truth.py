@@ -72,7 +72,12 @@ class TruthFolder:
                     f"{image_shape[0]}×{image_shape[1]}",
                 )
         if not matched:
-            raise InputError(self.folder, "holds no mask whose name matches an image")
+            raise self.matches_none()
+
+    def matches_none(self) -> InputError:
+        """The one line for a folder none of whose masks is named as an image of the sweep,
+        whether found before any run (:meth:`check_images`) or once the maps are read."""
+        return InputError(self.folder, "holds no mask whose name matches an image of the sweep")
 
     def read(self, image_name: str, shape: tuple[int, int], classes: int) -> np.ndarray | None:
         """The label map for ``image_name`` (``None`` when the folder has no mask for it),

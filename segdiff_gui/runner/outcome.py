@@ -13,7 +13,7 @@ from segdiff_gui.core.protocol import ChildFatal, Message, RunCached, RunFailed,
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan
 
-__all__ = ["MatrixOutcome", "follow"]
+__all__ = ["Drive", "MatrixOutcome", "follow"]
 
 
 @dataclass
@@ -73,6 +73,11 @@ class MatrixOutcome:
         if len(reasons) == 1 and len(self.failed) == len(self.runs):
             return InputError.from_message(*reasons.pop())
         return None
+
+
+# How a front end drives a workflow's matrix to the end, showing it its own way (the CLI's
+# progress lines, the API's bar, the window's worker): a reproduction's stages, a sweep's runs.
+Drive = Callable[[MatrixRunner], MatrixOutcome]
 
 
 def follow(runner: MatrixRunner, show: Callable[[Message], None]) -> MatrixOutcome:

@@ -33,14 +33,11 @@ from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
 from segdiff_gui.io.maps import UserMap, target_map
 from segdiff_gui.runner.devices import machine_defaults
-from segdiff_gui.runner.matrix import MatrixRunner
-from segdiff_gui.runner.outcome import MatrixOutcome
+from segdiff_gui.runner.outcome import Drive
 from segdiff_gui.runner.plan import image_refs, index_of_target
 from segdiff_gui.runner.request import MatrixRequest
 
 __all__ = ["ReproduceSearch", "reproduce"]
-
-Drive = Callable[[MatrixRunner], MatrixOutcome]
 
 
 @dataclass(frozen=True)

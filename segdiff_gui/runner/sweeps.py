@@ -1,14 +1,26 @@
-"""A test-set sweep from stored runs: one image at a time, maps read, summarised and dropped."""
+"""A test-set sweep: which stored runs form it (one model version, one group per image), its
+reference, the ground truth, and the summary, one image at a time (maps read, summarised and
+dropped). :class:`SweepSession` is the one workflow ``segdiff sweep``, ``segdiff run
+--sweep``, ``Study.sweep`` and the window's Test set tab drive; each shows its result its own
+way, and every failure is one :class:`InputError`, the same line whichever front end."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.sweep import ImageSummary, SweepSummary, summarise_image
 from segdiff_gui.io.truth import TruthFolder
+from segdiff_gui.runner.matrix import MatrixRunner
+from segdiff_gui.runner.outcome import Drive, MatrixOutcome, follow
+from segdiff_gui.runner.plan import MatrixPlan
+from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.records import RunRecord, is_merged
 from segdiff_gui.storage.selection import select_run
 from segdiff_gui.storage.studies import (
@@ -19,7 +31,14 @@ from segdiff_gui.storage.studies import (
     settings_text,
 )
 
-__all__ = ["default_configuration", "summarise_sweep", "sweep_groups", "sweep_reference"]
+__all__ = [
+    "SweepResult",
+    "SweepSession",
+    "default_configuration",
+    "summarise_sweep",
+    "sweep_groups",
+    "sweep_reference",
+]
 
 
 def _version(record: RunRecord) -> str:
@@ -101,7 +120,7 @@ def summarise_sweep(
     whose map cannot be read is left out and its error added there (an image whose reference
     run it was is left out, as one without a reference run); without one, it raises."""
     if not groups:
-        raise InputError("sweep", "no runs to summarise")
+        raise _nothing_to_summarise()
     if reference is None:
         reference = default_configuration(groups[0])
     summary: SweepSummary | None = None
@@ -136,5 +155,127 @@ def summarise_sweep(
         raise InputError(reference, f"has no run on any image (configurations: {', '.join(known)})")
     summary.without_reference = without_reference
     if truth is not None and not summary.has_truth:
-        raise InputError(truth.folder, "holds no mask whose name matches an image of the sweep")
+        raise truth.matches_none()
     return summary
+
+
+def _unresized(request: MatrixRequest) -> bool:
+    """Whether the maps will have the images' size (the model takes them as they are)."""
+    return request.settings.preprocessing.resize == "refuse"
+
+
+def _quietly(runner: MatrixRunner) -> MatrixOutcome:
+    return follow(runner, lambda _message: None)
+
+
+def _nothing_to_summarise() -> InputError:
+    return InputError("sweep", "no runs to summarise")
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What a sweep did: its summary (``None`` where a sweep that ran its matrix first has no
+    run stored), and, where it ran, the plan, what happened to every run, and the runs left
+    out because they could not be read."""
+
+    summary: SweepSummary | None
+    plan: MatrixPlan | None = None
+    outcome: MatrixOutcome | None = None
+    damaged: tuple[InputError, ...] = ()
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        """The runs of the sweep that failed (label, error): their images are left out."""
+        return self.outcome.failed if self.outcome is not None else []
+
+    def summarised(self) -> SweepSummary:
+        """The summary, for a front end that has nothing to show without one."""
+        if self.summary is None:
+            raise _nothing_to_summarise()
+        return self.summary
+
+
+class SweepSession:
+    """One test-set sweep, from the front end's options: the ``runs`` stored in ``store`` (a
+    cache's or a bundle's), or a ``request`` whose matrix is run on every image first (its
+    cache is ``store``; :meth:`run` with the front end's drive, or :meth:`start` and then
+    :meth:`summarise` where the front end's own worker drives the runner).
+
+    ``model`` (a name or id) and ``group`` (a group id: that group's model file and settings on
+    every image) choose the runs; ``reference`` names the configuration every image is
+    compared with as ``--ref`` does (default: :func:`default_configuration`); ``masks`` is a
+    folder of ground truth, checked against the request's images before anything runs (where
+    maps have the images' size). With ``leave_out_damaged``, a run whose map cannot be read is
+    left out and named in :attr:`damaged`; without, it stops the sweep.
+    """
+
+    def __init__(
+        self,
+        store: RunStore,
+        *,
+        cutoff: float = DEFAULT_CUTOFF,
+        runs: Sequence[RunRecord] = (),
+        request: MatrixRequest | None = None,
+        reference: str | None = None,
+        masks: str | Path | None = None,
+        model: str | None = None,
+        group: str | None = None,
+        leave_out_damaged: bool = False,
+    ) -> None:
+        self.store, self.cutoff, self.runs = store, cutoff, list(runs)
+        self.reference, self.model, self.group = reference, model, group
+        self.leave_out_damaged = leave_out_damaged
+        # Every image, none the target (a shard keeps its slice).
+        self.request = replace(request, sweep=True, target=None) if request is not None else None
+        self.truth = TruthFolder(masks) if masks is not None else None
+        if self.truth is not None and self.request is not None and _unresized(self.request):
+            self.truth.check_images(list(self.request.images))  # before anything runs
+        #: The runs left out because they could not be read, one error each.
+        self.damaged: list[InputError] = []
+        self.plan: MatrixPlan | None = None
+
+    def start(self, gpus: Sequence[str] | None = None) -> MatrixRunner:
+        """The runner of the sweep's request (what is cached is served from the cache)."""
+        if self.request is None:
+            raise InputError("sweep", "has no model and images to run, only stored runs")
+        runner = self.request.start(gpus)
+        self.plan = runner.plan
+        return runner
+
+    def stored(self) -> list[RunRecord]:
+        """The sweep's runs: those given, or, once it has started, its plan's runs that are in
+        the cache (one that cannot be read is left out and named in :attr:`damaged`)."""
+        if self.plan is None or self.request is None:
+            return list(self.runs)
+        cache, found = self.request.cache, []
+        for run in self.plan.runs:
+            if cache.has(run.key):
+                try:  # metadata now, maps one image at a time
+                    found.append(cache.read_run(run.key, with_map=False))
+                except InputError as error:  # damaged, and computing it again failed too
+                    self.damaged.append(error)
+        return found
+
+    def summarise(self, records: Sequence[RunRecord] | None = None) -> SweepSummary:
+        """The summary of ``records`` (default: :meth:`stored`): one model version's groups,
+        every image against the reference, and against its mask where there is one."""
+        chosen = self.stored() if records is None else records
+        groups = sweep_groups(chosen, self.model, self.group)
+        reference = None if self.reference is None else sweep_reference(groups, self.reference)
+        damaged = self.damaged if self.leave_out_damaged else None
+        return summarise_sweep(
+            self.store, groups, self.cutoff, reference, self.truth, damaged=damaged
+        )
+
+    def run(self, drive: Drive | None = None) -> SweepResult:
+        """The sweep: with a request, its runs first, driven to the end by ``drive`` (the
+        front end's progress, which raises what stops the matrix its own way; default: none
+        shown), then what is stored of them (no summary where nothing is); else the stored
+        runs."""
+        if self.request is None:
+            return SweepResult(self.summarise(), damaged=tuple(self.damaged))
+        runner = self.start()
+        outcome = (drive or _quietly)(runner)
+        records = self.stored()
+        summary = self.summarise(records) if records else None
+        return SweepResult(summary, runner.plan, outcome, tuple(self.damaged))

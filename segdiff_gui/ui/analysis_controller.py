@@ -23,11 +23,11 @@ from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.protocol import BatchProgress, RunFailed, RunStarted
 from segdiff_gui.core.repair import RepairResult, repair_code
 from segdiff_gui.core.sweep import SweepSummary
-from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
 from segdiff_gui.runner.repair import RepairSession
-from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
+from segdiff_gui.runner.sweeps import SweepSession
+from segdiff_gui.storage.studies import group_id
 from segdiff_gui.ui.attribution_view import AttributionDialog
 from segdiff_gui.ui.diagnosis_panel import DiagnosisPanel
 from segdiff_gui.ui.inspection import InspectionModel, LayerMap
@@ -338,29 +338,29 @@ class AnalysisController(QObject):
 
     def summarise(self) -> None:
         """Summarise every image of the sweep (or of the bundle), one at a time, off the GUI
-        thread."""
+        thread, against the reference, at the cutoff and with the masks on show now."""
         session = self.sessions.session
         reference = self.model.reference
-        configuration = reference.configuration if reference else None
-        cutoff = self.model.cutoff
-        truth = self._truth
+        options: dict[str, Any] = {
+            "cutoff": self.model.cutoff,
+            "reference": reference.configuration if reference else None,
+            "masks": self._truth,
+        }
+        swept = None
         if isinstance(session, BundleSession):
             store: Any = session.bundle
             # The bundle's version of the model and settings on show, over every image.
             shown = self.model.records.get(reference.key) if reference else None
-            chosen = [r for r in session.records if shown is None or _same_version(r, shown)]
-            records: Callable[[], list[Any]] = lambda: chosen  # noqa: E731
-        elif isinstance(session, MatrixSession) and session.sweep_plan is not None:
-            store, plan = session.cache, session.sweep_plan
-            records = lambda: [  # noqa: E731
-                store.read_run(r.key, with_map=False) for r in plan.runs if store.has(r.key)
-            ]
+            options["group"] = group_id(shown) if shown else None
+            runs: Callable[[], list[Any]] = lambda: session.records  # noqa: E731
+        elif isinstance(session, MatrixSession) and session.swept is not None:
+            store, swept = session.cache, session.swept
+            runs = swept.stored  # the runs the sweep stored (an unreadable one: left out)
         else:
             return
 
         def work() -> SweepSummary:
-            folder = TruthFolder(truth) if truth else None
-            return summarise_sweep(store, sweep_groups(records()), cutoff, configuration, folder)
+            return SweepSession(store, runs=runs(), **options).summarise()
 
         self.sweep_panel.status.setText("summarising every image…")
         self._summary_generation += 1
@@ -369,16 +369,28 @@ class AnalysisController(QObject):
 
         def summarised(summary: SweepSummary) -> None:
             if generation == self._summary_generation:  # a newer one makes it moot
-                self.sweep_panel.show_summary(summary)
+                self._summarised(summary, swept)
 
         worker.returned.connect(summarised)
         worker.errored.connect(self._sweep_failed)
         self._summary_worker = worker
         worker.start()
 
-    def _sweep_failed(self, error: Exception) -> None:
+    def _summarised(self, summary: SweepSummary, swept: SweepSession | None) -> None:
+        self.sweep_panel.show_summary(summary)
+        if swept is not None:
+            self.sessions.report_unreadable(swept.damaged)
+
+    def sweep_not_started(self, error: Exception) -> None:
+        """The sweep's runs could not start (its masks do not fit its images, say): said in
+        the Test set tab too, where the sweep was asked for."""
+        if self._sweeping:
+            self._sweeping = False
+            self._sweep_failed(error, "run")
+
+    def _sweep_failed(self, error: Exception, what: str = "summarised") -> None:
         text = str(error) if isinstance(error, InputError) else f"{type(error).__name__}: {error}"
-        self.sweep_panel.status.setText(as_html(f"The sweep could not be summarised: {text}"))
+        self.sweep_panel.status.setText(as_html(f"The sweep could not be {what}: {text}"))
 
     def open_image(self, name: str) -> None:
         session = self.sessions.session
@@ -403,12 +415,3 @@ def _progress(message: object, phase: str) -> str:
     if isinstance(message, RunFailed):
         return f"{message.label} failed: {message.error}"
     return ""
-
-
-def _same_version(record: Any, shown: Any) -> bool:
-    """Run by the same model file with the same settings (a test set's images share them)."""
-    return bool(
-        record.model_hash == shown.model_hash
-        and record.preprocessing == shown.preprocessing
-        and record.output == shown.output
-    )

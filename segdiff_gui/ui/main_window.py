@@ -89,6 +89,7 @@ class MainWindow(QMainWindow):
             lambda specs: self.sessions.add_configs(specs, run=True)
         )
         self.sessions.worker_finished.connect(self.analysis.worker_done)
+        self.sessions.worker_failed.connect(self.analysis.sweep_not_started)
         self.exports = ExportActions(self, model, self.grid, self._store, self.notify)
         self.your_maps = YourMaps(self, model, self.sessions, self.notify)
         self._build_docks()

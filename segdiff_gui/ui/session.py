@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,7 @@ from segdiff_gui.runner.early import RunsStartedEarly
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan
 from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.runner.sweeps import SweepSession
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import RunRecord
@@ -38,7 +39,7 @@ class MatrixSession:
     request: MatrixRequest
     truth: Path | None = None  # ground-truth masks for the test-set sweep
     plan: MatrixPlan | None = field(default=None, init=False)
-    sweep_plan: MatrixPlan | None = field(default=None, init=False)
+    swept: SweepSession | None = field(default=None, init=False)  # the last sweep started
     _shown: frozenset[str] = field(default=frozenset(), init=False)
     # Maps imported in this window (File › Import maps…): shown beside the plan's runs of
     # their image and settings.
@@ -76,12 +77,14 @@ class MatrixSession:
         return runner
 
     def sweep_runner(self) -> MatrixRunner:
-        """The same matrix on every image (worker thread). The views keep showing the target:
-        its runs are part of the sweep, the other images' runs only feed the summary."""
+        """The same matrix on every image (worker thread), its masks checked first. The views
+        keep showing the target: its runs are part of the sweep, the other images' runs only
+        feed the summary."""
         gpus = self.request.devices() if self.request.needs_devices else []
         self.plan_now(gpus)
-        runner = replace(self.request, sweep=True, target=None).start(gpus)
-        self.sweep_plan = runner.plan
+        sweep = SweepSession(self.cache, request=self.request, masks=self.truth)
+        runner = sweep.start(gpus)
+        self.swept = sweep
         return runner
 
     def planner_for(self, configs: Sequence[RunConfig]) -> Planner:

@@ -48,6 +48,7 @@ Notify = Callable[[str, int], None]
 class SessionController(QObject):
     session_changed = Signal()
     worker_finished = Signal()
+    worker_failed = Signal(object)  # the exception planning or running raised (said already)
     reading_finished = Signal()  # a large bundle group's last run has been read
 
     def __init__(
@@ -371,6 +372,7 @@ class SessionController(QObject):
     def _worker_failed(self, error: Exception) -> None:
         text = str(error) if isinstance(error, InputError) else f"{type(error).__name__}: {error}"
         self.say_problem(text, getattr(error, "fix", ""))
+        self.worker_failed.emit(error)
 
     def _worker_done(self) -> None:
         self.panel.set_running(False)
