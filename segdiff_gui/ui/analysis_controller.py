@@ -27,7 +27,8 @@ from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
 from segdiff_gui.runner.repair import RepairSession
 from segdiff_gui.runner.sweeps import SweepSession
-from segdiff_gui.storage.studies import group_id
+from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.storage.studies import RunStore, group_id
 from segdiff_gui.ui.attribution_view import AttributionDialog
 from segdiff_gui.ui.diagnosis_panel import DiagnosisPanel
 from segdiff_gui.ui.inspection import InspectionModel, LayerMap
@@ -341,18 +342,15 @@ class AnalysisController(QObject):
         thread, against the reference, at the cutoff and with the masks on show now."""
         session = self.sessions.session
         reference = self.model.reference
-        options: dict[str, Any] = {
-            "cutoff": self.model.cutoff,
-            "reference": reference.configuration if reference else None,
-            "masks": self._truth,
-        }
-        swept = None
+        configuration = reference.configuration if reference else None
+        cutoff, masks = self.model.cutoff, self._truth
+        group, swept = None, None
         if isinstance(session, BundleSession):
-            store: Any = session.bundle
+            store: RunStore = session.bundle
             # The bundle's version of the model and settings on show, over every image.
             shown = self.model.records.get(reference.key) if reference else None
-            options["group"] = group_id(shown) if shown else None
-            runs: Callable[[], list[Any]] = lambda: session.records  # noqa: E731
+            group = group_id(shown) if shown else None
+            runs: Callable[[], list[RunRecord]] = lambda: session.records  # noqa: E731
         elif isinstance(session, MatrixSession) and session.swept is not None:
             store, swept = session.cache, session.swept
             runs = swept.stored  # the runs the sweep stored (an unreadable one: left out)
@@ -360,7 +358,10 @@ class AnalysisController(QObject):
             return
 
         def work() -> SweepSummary:
-            return SweepSession(store, runs=runs(), **options).summarise()
+            sweep = SweepSession(
+                store, cutoff=cutoff, runs=runs(), reference=configuration, masks=masks, group=group
+            )
+            return sweep.summarise()
 
         self.sweep_panel.status.setText("summarising every image…")
         self._summary_generation += 1
