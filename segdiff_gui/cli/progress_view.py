@@ -63,17 +63,14 @@ def drive(
         elif isinstance(message, RunFinished):
             progress.advance(task)
             if not quiet:  # above the bar on a terminal, a log line elsewhere
-                console.print(
-                    f"{done} {message.label} on {message.device} in {message.seconds:.2f} s",
-                    highlight=False,
-                )
+                # A label may name layers (a repair's trials): one line whatever they hold.
+                said = f"{done} {message.label} on {message.device} in {message.seconds:.2f} s"
+                console.print(printable(said), markup=False, highlight=False)
         elif isinstance(message, RunFailed):
             progress.advance(task)
             if not quiet and not message.input_error:
-                console.print(
-                    f"[red]failed[/] {escape(message.label)}: {escape(message.error)}",
-                    markup=True,
-                )
+                said = printable(f"{message.label}: {message.error}")
+                console.print(f"[red]failed[/] {escape(said)}", markup=True)
             if not quiet and debug and message.detail:
                 # The child's log (its traceback, TensorFlow's own lines): --debug shows it
                 # for every failure, input errors too.

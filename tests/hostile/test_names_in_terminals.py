@@ -2,12 +2,15 @@
 table and every sentence print a layer's name as the text it is, whatever it holds."""
 
 import io
+from collections.abc import Iterator
 
 import numpy as np
 
 from segdiff_gui.cli.layers_command import layer_table
+from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.text import TerminalConsole, say
 from segdiff_gui.core.layer_stats import LayerComparison, compare_layer
+from segdiff_gui.core.protocol import Message, RunFailed, RunFinished, RunStarted
 from tests.hostile.names import FORGED_LINE, HOSTILE_NAMES, TERMINAL_CONTROLS
 
 
@@ -46,3 +49,28 @@ def test_the_console_keeps_its_own_lines_and_styles():
     console, written = _console()
     say(console, FORGED_LINE)
     assert written.getvalue() == FORGED_LINE.replace("\n", "\ufffd") + "\n"
+
+
+def test_a_run_label_naming_layers_forges_no_line_of_progress():
+    """A repair's trial is labelled by the layers it keeps in float32 (``… f32:pool\\nFAIL
+    forged line r0``): the line saying it finished, or failed, printed the layer's newline."""
+
+    class Trials:
+        def run(self) -> Iterator[Message]:
+            label = f"torch cpu b1 bf16 f32:{FORGED_LINE} r0"
+            yield RunStarted("k0", label)
+            yield RunFinished("k0", label, 0.13, "cpu:0")
+            yield RunFailed("k1", label, f"{FORGED_LINE} would not compile")
+
+        def cancel(self) -> None:
+            raise AssertionError("nothing to cancel")
+
+    console, written = _console()
+    drive(Trials(), console)  # type: ignore[arg-type]
+    lines = written.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert (
+        lines[0]
+        == "finished torch cpu b1 bf16 f32:pool\ufffdFAIL forged line r0 on cpu:0 in 0.13 s"
+    )
+    assert not any(line.startswith("FAIL forged") for line in lines)
