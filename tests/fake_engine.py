@@ -3,8 +3,9 @@
 storage, but computes no model. Started in place of ``python -m segdiff_gui.engine`` through
 the one seam there is, :func:`segdiff_gui.runner.child.engine_command` (see
 :func:`engine_command`); ``python tests/fake_engine.py cli ARGS…`` is ``segdiff ARGS…``
-with the fake in place, and ``python tests/fake_engine.py kernel -f FILE`` a Jupyter kernel
-whose ``segdiff_gui.run`` starts the fake.
+with the fake in place, ``… gui ARGS…`` is ``segdiff-gui ARGS…``, and
+``python tests/fake_engine.py kernel -f FILE`` a Jupyter kernel whose ``segdiff_gui.run``
+starts the fake.
 
 Its map of a run is a function of the target image and of the run's configuration, so that
 a test sees what a real child shows: repeats bitwise equal, a configuration that differs from
@@ -289,20 +290,22 @@ def main(argv: list[str]) -> int:
             return 0
         channel.send(_model_answer(1))
         return 0
-    if command == "cli":  # segdiff's command line, its children the fake
+    if command in ("cli", "gui", "kernel"):  # a front end, its engine children the fake
+        from segdiff_gui.runner import child
+
+        child.engine_command = engine_command
+        if command == "gui":
+            from segdiff_gui.ui.app import main as window_main
+
+            return window_main(argv[1:])
+        if command == "kernel":  # a Jupyter kernel, as ipykernel's own launcher starts it
+            from ipykernel.kernelapp import launch_new_instance
+
+            launch_new_instance(argv=argv[1:])
+            return 0
         from segdiff_gui.cli.main import main as segdiff_main
-        from segdiff_gui.runner import child
 
-        child.engine_command = engine_command
         return segdiff_main(argv[1:])
-    if command == "kernel":  # a Jupyter kernel (ipykernel's own launcher), its children the fake
-        from ipykernel.kernelapp import launch_new_instance
-
-        from segdiff_gui.runner import child
-
-        child.engine_command = engine_command
-        launch_new_instance(argv=argv[1:])
-        return 0
     print(f"fake engine: unknown command {command!r}", file=sys.stderr)
     return 2
 

@@ -167,7 +167,7 @@ def _gzip_bomb(group: h5py.Group, outside: Path) -> None:
 
     _replace_map(group, shape=(32, 32), dtype="<f4", chunks=(32, 32), compression="gzip",
                  shuffle=True)  # fmt: skip
-    group["probabilities"].id.write_direct_chunk((0, 0), zlib.compress(b"\0" * 2**28, 9))
+    group["probabilities"].id.write_direct_chunk((0, 0), zlib.compress(b"\0" * 2**24, 9))
 
 
 def _copied_to_a_new_key(path: Path, outside: Path) -> None:

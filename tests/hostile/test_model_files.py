@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from segdiff_gui.cli.main import main as segdiff
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.runner.plan import check_model_path
-from tests.conftest import segdiff
 
 
 @pytest.fixture
@@ -27,16 +27,17 @@ def saved_model(tmp_path) -> Path:
     return folder
 
 
-def test_an_untrusted_saved_model_is_refused_before_it_is_read(saved_model, tmp_path):
+@pytest.mark.timeout(60, method="thread")  # reading the link would run for minutes
+def test_an_untrusted_saved_model_is_refused_before_it_is_read(
+    saved_model, tmp_path, capsys, fake_engine
+):
     # What the review planted: a link to a file of /proc that reads for minutes.
     (saved_model / "variables" / "variables.index").symlink_to("/proc/self/pagemap")
     image = tmp_path / "image.npy"
     np.save(image, np.zeros((8, 8, 1), np.float32))  # a good image: the model is the problem
-    result = segdiff(
-        "run", saved_model, image, "--cache", tmp_path / "cache", "--repeats", "1", timeout=60
-    )
-    assert result.returncode == 2
-    (line,) = result.stderr.strip().splitlines()
+    args = ["run", str(saved_model), str(image), "--cache", str(tmp_path / "cache")]
+    assert segdiff([*args, "--repeats", "1"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
     assert "is a TensorFlow SavedModel, whose graph can run file and system operations" in line
 
 
