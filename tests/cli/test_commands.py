@@ -116,10 +116,12 @@ def test_bundle_then_merge_moves_runs_bit_exactly(models, small_images, tmp_path
     assert "(merged from from-server.h5)" in listed.stdout  # never taken for this machine's
 
 
-def test_devices_reports_cpu_and_build(tmp_path):
-    result = segdiff("devices", "--json", "--cache", tmp_path)
-    assert result.returncode == 0, result.stderr
-    probe = json.loads(result.stdout)
+def test_devices_reports_cpu_and_build(tmp_path, capsys, monkeypatch):
+    # One probe child per runtime, with every GPU hidden (what is asserted holds with or
+    # without a GPU); the text is then rendered from those same answers, in this process.
+    hidden = segdiff("devices", "--json", "--cache", tmp_path, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert hidden.returncode == 0, hidden.stderr
+    probe = json.loads(hidden.stdout)
     assert any(d["name"] == "cpu" for d in probe["devices"])
     assert probe["facts"]["tf_version"].startswith("2.")
     assert "onednn_enabled" in probe["facts"]
@@ -132,12 +134,17 @@ def test_devices_reports_cpu_and_build(tmp_path):
         assert seen["facts"]["runtime"] == name
         if not any(d["type"] == "GPU" for d in seen["devices"]):
             assert seen["facts"]["gpu_absent"], name
-    hidden = segdiff("devices", "--cache", tmp_path, env={"CUDA_VISIBLE_DEVICES": ""})
-    assert hidden.returncode == 0, hidden.stderr
-    assert "CUDA_VISIBLE_DEVICES='' hides every GPU" in hidden.stdout
+    assert not probe["failed"]
+
+    from segdiff_gui.cli import devices_command
+
+    answers = probe["runtimes"]
+    monkeypatch.setattr(devices_command, "_probe", lambda cache, fresh, runtime: answers[runtime])
+    assert main(["devices", "--cache", str(tmp_path)]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "CUDA_VISIBLE_DEVICES='' hides every GPU" in said
     # No GPU for TensorFlow here: model.predict compiles without XLA, and runs do the same.
-    assert "model.predict without XLA" in hidden.stdout.replace("\n", " ")
-    said = " ".join(hidden.stdout.split())
+    assert "model.predict without XLA" in said
     assert "No GPU visible to LiteRT: its GPU delegate is built for Android and iOS" in said
     assert "No GPU visible to OpenVINO: segdiff runs it on its CPU plugin" in said
     assert "Not installed" not in said
