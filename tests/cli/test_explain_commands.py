@@ -16,6 +16,7 @@ from tests.conftest import segdiff
 pytestmark = pytest.mark.slow
 
 FIGURES = ("max_ulp", "max_abs", "differing_pixels", "flips")
+IMAGES = 4  # of the demo's 16, for the sweep
 
 
 def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path):
@@ -108,18 +109,23 @@ def _independent_dice(cache_root, masks, config_label):
 
 
 def test_sweep_dice_and_shards_merged_equal_the_unsharded_sweep(tmp_path):
-    model, images, masks = demo_model(), demo_dir() / "images", demo_dir() / "masks"
+    # Four of the demo's images (and their masks): one whole batch of 4, three shards.
+    model, images, masks = demo_model(), tmp_path / "images", tmp_path / "masks"
+    for folder in (images, masks):
+        folder.mkdir()
+        for image in demo_images()[:IMAGES]:
+            shutil.copy(demo_dir() / folder.name / image.name, folder)
     configs = ["--config", "batch=1", "--config", "batch=4", "--config", "precision=bf16"]
     whole = tmp_path / "whole"
     result = segdiff("run", model, images, *configs, "--sweep", "--masks", masks,
                      "--repeats", "1", "--cache", whole, "--json")  # fmt: skip
     assert result.returncode == 0, result.stderr
     sweep = json.loads(result.stdout)["sweep"]
-    assert len(sweep["images"]) == len(demo_images()) == 16
+    assert len(sweep["images"]) == IMAGES
     rows = {row["configuration"]: row for row in sweep["configurations"]}
     for label in ("cpu b1", "cpu b4", "cpu b1 bf16"):
         dice, count = _independent_dice(whole, masks, label)
-        assert count == 16 and rows[label]["mean_dice"] == pytest.approx(dice, abs=1e-12)
+        assert count == IMAGES and rows[label]["mean_dice"] == pytest.approx(dice, abs=1e-12)
     assert rows["cpu b1 bf16"]["delta_mean_dice"] == pytest.approx(
         rows["cpu b1 bf16"]["mean_dice"] - rows["cpu b1"]["mean_dice"]
     )
@@ -136,7 +142,7 @@ def test_sweep_dice_and_shards_merged_equal_the_unsharded_sweep(tmp_path):
         assert segdiff("merge", bundle, "--cache", merged).returncode == 0
     whole_cache, merged_cache = ResultCache(whole), ResultCache(merged)
     keys = sorted(r.key for r in whole_cache.records())
-    assert sorted(r.key for r in merged_cache.records()) == keys and len(keys) == 48
+    assert sorted(r.key for r in merged_cache.records()) == keys and len(keys) == IMAGES * 3
     for key in keys:
         ours = whole_cache.read_run(key).probabilities
         theirs = merged_cache.read_run(key).probabilities
@@ -148,7 +154,7 @@ def test_sweep_dice_and_shards_merged_equal_the_unsharded_sweep(tmp_path):
     csv_file = tmp_path / "sweep.csv"
     text = segdiff("sweep", "--masks", masks, "--cache", merged, "--csv", csv_file)
     assert "mean Dice" in text.stdout and "Images with the most flips" in text.stdout
-    assert len(csv_file.read_text().splitlines()) == 1 + 16 * 3
+    assert len(csv_file.read_text().splitlines()) == 1 + IMAGES * 3
 
 
 def test_sweep_of_a_softmax_model_scores_every_class(tmp_path):
