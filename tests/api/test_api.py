@@ -468,17 +468,15 @@ def test_an_interrupted_cell_kills_the_children(demo, tmp_path):
     assert ResultCache(tmp_path / "cache").keys() == []  # the hung run never finished
 
 
-def test_sweep_and_explain_specs_compute_what_they_need(made, demo, tmp_path):
-    """On a copy of the module's cache: they add runs, which the other tests must not see."""
-    import shutil
-
-    _, shared = made
-    shutil.copytree(shared.root, tmp_path / "cache")
+def test_sweep_and_explain_specs_compute_what_they_need(demo, tmp_path):
+    """On four of the demo's images, in a cache of its own: the sweep adds runs on the other
+    three, which the other tests must not see."""
+    model, images = demo
     cache = ResultCache(tmp_path / "cache")
-    study = api.run(*demo, SEED, repeats=2, cache=cache.root, progress=False)
-    masks = demo[1][0].parent.parent / "masks"
+    study = api.run(model, images[:4], SEED, repeats=2, cache=cache.root, progress=False)
+    masks = images[0].parent.parent / "masks"
     sweep = study.sweep(masks=masks)
-    assert len(sweep.summary.images) == len(demo[1])
+    assert len(sweep.summary.images) == 4
     expected = cli_json("sweep", "--json", "--cache", cache.root, "--masks", masks)
     assert as_json(sweep.to_dict()) == expected
     # A configuration's label names it on every image, here and on the command line.
