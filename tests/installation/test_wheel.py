@@ -40,9 +40,11 @@ def test_the_wheel_installs_and_runs_outside_the_repository(tmp_path):
     (wheel,) = dist.glob("segdiff-*.whl")
     assert wheel.name.startswith(f"segdiff-{segdiff_gui.__version__}-")
     names = zipfile.ZipFile(wheel).namelist()
-    metadata = zipfile.ZipFile(wheel).read(
-        f"segdiff-{segdiff_gui.__version__}.dist-info/METADATA"
-    ).decode()
+    metadata = (
+        zipfile.ZipFile(wheel)
+        .read(f"segdiff-{segdiff_gui.__version__}.dist-info/METADATA")
+        .decode()
+    )
     required = {line.split(": ", 1)[1] for line in metadata.splitlines()
                 if line.startswith("Requires-Dist: ") and "extra ==" not in line}  # fmt: skip
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
