@@ -54,6 +54,7 @@ from segdiff_gui.core.protocol import (
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.version import __version__
 
@@ -213,7 +214,7 @@ def _record(job: EngineJob, run: PlannedRun, probabilities: np.ndarray, wall: fl
         kind="sigmoid",
         raw_output_shape=[config.batch, *probabilities.shape, 1],
         map_shape=probabilities.shape,
-        provenance=provenance,
+        provenance=Provenance.from_dict(provenance),
         probabilities=probabilities,
     )
 

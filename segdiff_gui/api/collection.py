@@ -18,7 +18,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.runner.sources import RunsSource, read_source
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache
-from segdiff_gui.storage.records import RunRecord, is_merged
+from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_reference
 from segdiff_gui.storage.studies import (
     comparable_groups,
@@ -116,11 +116,11 @@ class Runs:
                         "id": record.short_id,
                         "shape": "×".join(map(str, record.map_shape)),
                         "kind": record.kind,
-                        "device": p.get("device", ""),
-                        "runtime": p.get("runtime", "tensorflow"),
-                        "host": p.get("hostname", ""),
-                        "merged": is_merged(record),
-                        "timestamp": p.get("timestamp", ""),
+                        "device": p.device or "",
+                        "runtime": p.runtime,
+                        "host": p.hostname or "",
+                        "merged": p.merged,
+                        "timestamp": p.timestamp or "",
                         "key": record.key,
                     }
                 )

@@ -14,10 +14,10 @@ import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.runtimes import recorded_version
 from segdiff_gui.core.study import Study as AnalysedStudy
 from segdiff_gui.core.study import StudyRun
-from segdiff_gui.storage.records import RunRecord, is_merged
+from segdiff_gui.storage.provenance import Provenance
+from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_reference
 from segdiff_gui.storage.studies import RunStore, load_study, target_image
 
@@ -27,14 +27,15 @@ __all__ = ["Run", "RunName", "StoredGroup"]
 @dataclass(frozen=True)
 class Run:
     """One stored run: what it is (``label``, ``configuration``, ``repeat``, ``config``), where
-    it is (``key``, ``id``) and where it ran (``provenance``: device, versions, host, time)."""
+    it is (``key``, ``id``) and where it ran (``provenance``: device, versions, host, time;
+    ``provenance.to_dict()`` for every attribute as stored)."""
 
     key: str
     label: str
     configuration: str
     repeat: int
     config: RunConfig
-    provenance: dict[str, Any] = field(repr=False)
+    provenance: Provenance = field(repr=False)
 
     @property
     def id(self) -> str:
@@ -47,7 +48,7 @@ class Run:
 
     @property
     def device(self) -> str:
-        return str(self.provenance.get("device", ""))
+        return self.provenance.device or ""
 
     @classmethod
     def of(cls, record: RunRecord) -> Run:
@@ -57,10 +58,10 @@ class Run:
             record.configuration,
             record.repeat,
             record.run_config,
-            dict(record.provenance),
+            record.provenance,
         )
 
-    def row(self, merged: bool) -> dict[str, Any]:
+    def row(self) -> dict[str, Any]:
         """The run as a row of ``Study.runs_table()``."""
         p = self.provenance
         return {
@@ -70,11 +71,11 @@ class Run:
             "repeat": self.repeat,
             "spec": self.spec,
             "device": self.device,
-            "runtime": p.get("runtime", "tensorflow"),
-            "runtime_version": recorded_version(p),
-            "host": p.get("hostname", ""),
-            "merged_from": p.get("merged_from_bundle", "") if merged else "",
-            "timestamp": p.get("timestamp", ""),
+            "runtime": p.runtime,
+            "runtime_version": p.version,
+            "host": p.hostname or "",
+            "merged_from": (p.merged_from_bundle or "") if p.merged else "",
+            "timestamp": p.timestamp or "",
             "key": self.key,
         }
 
@@ -177,7 +178,7 @@ class StoredGroup:
         return [Run.of(record) for record in self.records]
 
     def rows(self) -> list[dict[str, Any]]:
-        return [Run.of(record).row(is_merged(record)) for record in self.records]
+        return [Run.of(record).row() for record in self.records]
 
     @cached_property
     def _picture(self) -> tuple[np.ndarray | None, bool]:

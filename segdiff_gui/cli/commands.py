@@ -23,7 +23,7 @@ from segdiff_gui.core.config import (
     parse_config_spec,
 )
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.runtimes import recorded_version
+from segdiff_gui.core.runtime_defaults import on_off
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
@@ -35,7 +35,8 @@ from segdiff_gui.runner.plan import MatrixPlan, check_model_path, shard_slice
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import check_bundle, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
-from segdiff_gui.storage.records import RunRecord, in_effect_of, is_merged
+from segdiff_gui.storage.provenance import Provenance
+from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_runs
 from segdiff_gui.storage.studies import (
     distinguish_batches,
@@ -117,16 +118,15 @@ def exit_code(outcome: MatrixOutcome) -> int:
     return EXIT_FAILED_RUNS if outcome.failed else EXIT_OK
 
 
-def _runtime_text(provenance: dict[str, Any]) -> str:
+def _runtime_text(provenance: Provenance) -> str:
     """``TF 2.21.0``, ``jax 0.10.2``: what computed a stored run, as narrow as the column
     of TensorFlow versions it replaces (a table must fit a terminal of 80 columns)."""
-    runtime = str(provenance.get("runtime", "tensorflow"))
-    version = recorded_version(provenance)
-    text = f"{'TF' if runtime == 'tensorflow' else runtime} {version}".strip()
-    onednn = provenance.get("onednn_enabled")
-    if runtime == "tensorflow" and isinstance(onednn, bool):  # the default depends on the CPU
-        text += f", oneDNN {'on' if onednn else 'off'}"
-    if in_effect_of(provenance).xla:  # model.predict's choice here; the label shows a set one
+    runtime = provenance.runtime
+    text = f"{'TF' if runtime == 'tensorflow' else runtime} {provenance.version}".strip()
+    onednn = provenance.onednn_enabled
+    if runtime == "tensorflow" and onednn is not None:  # the default depends on the CPU
+        text += f", oneDNN {on_off(onednn)}"
+    if provenance.defaults_in_effect.xla:  # model.predict's choice; the label shows a set one
         text += ", XLA"
     return text
 
@@ -198,7 +198,7 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
                     "repeat": r.repeat,
                     "preprocessing": r.preprocessing,
                     "output": r.output,
-                    "provenance": r.provenance,
+                    "provenance": r.provenance.to_dict(),
                 }
                 for r in records
             ]
@@ -226,11 +226,11 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
             r.target_name,
             *((settings_text(r) or "defaults",) * with_settings),
             "×".join(map(str, r.map_shape)) + f" {r.kind}",
-            str(p.get("device", "")),
+            p.device or "",
             _runtime_text(p),
-            str(p.get("hostname", ""))
-            + (f" (merged from {p.get('merged_from_bundle', 'a bundle')})" if is_merged(r) else ""),
-            str(p.get("timestamp", ""))[:19].replace("T", " "),
+            (p.hostname or "")
+            + (f" (merged from {p.merged_from_bundle or 'a bundle'})" if p.merged else ""),
+            (p.timestamp or "")[:19].replace("T", " "),
         )
         table.add_row(*(printable(cell) for cell in cells))
     out.print(table)

@@ -35,15 +35,13 @@ from dataclasses import asdict, dataclass, fields, replace
 from functools import cache
 from typing import Any, TypeVar
 
-from segdiff_gui.core.runtimes import recorded_version
-
 _Config = TypeVar("_Config")
 
 __all__ = [
     "DefaultsInEffect",
     "Machine",
-    "in_effect_lines",
     "keras_predict_compiles",
+    "on_off",
     "onednn_in_effect",
     "ONEDNN_CPU_FLAGS",
     "cpu_flags",
@@ -104,9 +102,9 @@ class DefaultsInEffect:
         """``oneDNN off: TensorFlow's default on this CPU``; "" when nothing was predicted."""
         said = []
         if self.onednn is not None:
-            said.append(f"oneDNN {_on(self.onednn)}: TensorFlow's default on this CPU")
+            said.append(f"oneDNN {on_off(self.onednn)}: TensorFlow's default on this CPU")
         if self.xla is not None:
-            said.append(f"XLA {_on(self.xla)}: model.predict's choice on this machine")
+            said.append(f"XLA {on_off(self.xla)}: model.predict's choice on this machine")
         return "; ".join(said)
 
 
@@ -121,7 +119,7 @@ class Machine:
     keras_model: bool = True
 
 
-def _on(value: bool) -> str:
+def on_off(value: bool) -> str:
     return "on" if value else "off"
 
 
@@ -206,43 +204,13 @@ def defaults_in_effect(
 _DEFAULT_OF = {"tensorflow": "TensorFlow's default on this CPU", "torch": "PyTorch's default"}
 
 
-def onednn_in_effect(config: Any, provenance: Mapping[str, Any]) -> str:
-    """What a stored run had: ``off: TensorFlow's default on this CPU``, ``on: set
-    (onednn=on)``; "" where the runtime has no oneDNN switch or nothing was recorded."""
-    runtime = str(provenance.get("runtime", "tensorflow"))
-    enabled = provenance.get("onednn_enabled")
-    if runtime not in _DEFAULT_OF or not isinstance(enabled, bool):
+def onednn_in_effect(config: Any, runtime: str, enabled: bool | None) -> str:
+    """What a stored run of ``runtime`` had, oneDNN ``enabled`` as its child read it back:
+    ``off: TensorFlow's default on this CPU``, ``on: set (onednn=on)``; "" where the runtime
+    has no oneDNN switch or nothing was recorded."""
+    if runtime not in _DEFAULT_OF or enabled is None:
         return ""
-    state = "on" if enabled else "off"
+    state = on_off(enabled)
     if config.onednn is None:
         return f"{state}: {_DEFAULT_OF[runtime]}"
-    return f"{state}: set (onednn={'on' if config.onednn else 'off'})"
-
-
-def in_effect_lines(config: Any, provenance: Mapping[str, Any]) -> list[str]:
-    """What a stored run computed with, as its child read it back (an imported map: what was
-    stated of it), a line each: for the window's inspector and the like."""
-    stated = provenance.get("imported")
-    if isinstance(stated, Mapping):
-        notes = stated.get("notes")
-        said = ", ".join(f"{k}={v}" for k, v in notes.items()) if isinstance(notes, Mapping) else ""
-        return [
-            f"imported from {stated.get('file', '?')} (stated, not measured)",
-            *([f"notes: {said}"] if said else []),
-        ]
-    runtime = str(provenance.get("runtime", "tensorflow"))
-    version = recorded_version(provenance)
-    lines = [f"on {provenance.get('device', '?')}, {runtime} {version}".rstrip()]
-    if onednn := onednn_in_effect(config, provenance):
-        lines.append(f"oneDNN {onednn}")
-    threads = provenance.get("intra_op_threads")
-    if isinstance(threads, int):
-        lines.append(f"intra-op threads: {threads or 'the runtime default'}")
-    for name, title in (("xla", "XLA"), ("op_determinism", "op determinism"),
-                        ("tf32_enabled", "TF32")):  # fmt: skip
-        if isinstance(provenance.get(name), bool):
-            chosen = " (model.predict's choice)" if name == "xla" and config.xla is None else ""
-            lines.append(f"{title} {_on(provenance[name])}{chosen}")
-    if host := provenance.get("hostname"):
-        lines.append(f"host {host}")
-    return lines
+    return f"{state}: set (onednn={on_off(config.onednn)})"

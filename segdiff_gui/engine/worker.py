@@ -33,6 +33,7 @@ from segdiff_gui.engine.protocol import Channel
 from segdiff_gui.engine.user_code import UserPreprocessing
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, compilation_cache_dir
+from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
 
 __all__ = ["check_placement", "run_job"]
@@ -236,7 +237,7 @@ class JobRunner:
             return self.probe(self, run)
         record = self.execute(run)
         self.cache.write_run(record)
-        return str(record.provenance["device"])
+        return record.provenance.device or ""
 
     def execute(self, run: PlannedRun) -> RunRecord:
         config = run.computed
@@ -304,7 +305,7 @@ class JobRunner:
             kind=kind,
             raw_output_shape=[int(d) for d in raw.shape],
             map_shape=probabilities.shape,
-            provenance=provenance,
+            provenance=Provenance.from_dict(provenance),
             probabilities=probabilities,
         )
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui.core.runtime_defaults import onednn_in_effect
 from segdiff_gui.core.study import Study
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.version import __version__
@@ -24,8 +23,10 @@ def report_data(
 ) -> dict[str, Any]:
     """Everything a report says, as plain JSON-ready data.
 
-    ``provenance`` maps run keys to their provenance; ``context`` names the model, image and
-    anything else the caller wants on the first lines (e.g. the cache folder).
+    ``provenance`` maps run keys to their provenance as the report shows it (every stored
+    attribute, and the oneDNN in effect in words: ``runner/reports.study_report``);
+    ``context`` names the model, image and anything else the caller wants on the first lines
+    (e.g. the cache folder).
     """
     curves = {}
     if not study.multiclass:
@@ -61,10 +62,7 @@ def report_data(
                 "configuration": run.configuration,
                 "repeat": run.repeat,
                 "config": run.config.to_dict(),
-                "provenance": {
-                    **provenance.get(run.key, {}),
-                    "onednn_in_effect": onednn_in_effect(run.config, provenance.get(run.key, {})),
-                },
+                "provenance": dict(provenance.get(run.key, {})),
             }
             for run in study.runs
         ],

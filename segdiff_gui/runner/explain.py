@@ -18,8 +18,8 @@ from segdiff_gui.storage.studies import RunStore
 __all__ = ["AttributionSession", "compared_runs", "measure_attribution", "measure_between"]
 
 
-def _host(record: RunRecord) -> object:
-    return record.provenance.get("hostname")
+def _host(record: RunRecord) -> str | None:
+    return record.provenance.hostname
 
 
 def measure_attribution(
@@ -41,7 +41,8 @@ def measure_attribution(
     by_config: dict[RunConfig, list[RunRecord]] = {}
     for record in records:
         elsewhere = host is not None and _host(record) != host
-        if elsewhere or ("merged_from_key" in record.provenance and record.key not in named):
+        kept_beside = record.provenance.merged_from_key is not None
+        if elsewhere or (kept_beside and record.key not in named):
             continue  # another machine's run is no repeat and no knob (but may be an end)
         by_config.setdefault(record.run_config, []).append(record)
     loaded: dict[str, np.ndarray] = {}

@@ -31,6 +31,7 @@ from segdiff_gui.io.maps import UserMap, fit_to_map_shape, read_maps
 from segdiff_gui.runner.devices import inspect_model
 from segdiff_gui.runner.plan import check_model_path, image_refs
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.version import __version__
 
@@ -159,14 +160,14 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
             _record(request, model, model_hash, ref, values, user_map, label, notes, len(pairs))
         )
     done = []
-    for ref, record in zip((pair[0] for pair in pairs), records, strict=True):
+    for (ref, _, user_map), record in zip(pairs, records, strict=True):
         if not request.cache.has_image(ref.hash):
             request.cache.write_image(ref.hash, ref.name, read_image(ref.path))
         added = not request.cache.has(record.key)
         if added:
             request.cache.write_run(record)
         stored = request.cache.read_run(record.key, with_map=False)
-        rounded = record.provenance["imported"]["source_dtype"] == "float64"
+        rounded = user_map.source_dtype == "float64"
         done.append(Imported(stored, added, rounded))
     return done
 
@@ -223,10 +224,8 @@ def _record(
         kind=kind,
         raw_output_shape=[1, int(values.shape[0]), int(values.shape[1]), channels],
         map_shape=tuple(int(n) for n in values.shape),
-        provenance={
-            "imported": stated,
-            "segdiff_version": __version__,
-            "timestamp": local_timestamp(),
-        },
+        provenance=Provenance.from_dict(
+            {"imported": stated, "segdiff_version": __version__, "timestamp": local_timestamp()}
+        ),
         probabilities=values,
     )

@@ -366,7 +366,8 @@ class MatrixRunner:
             # It died after writing but before saying so: the result is whole, keep it.
             record = self.cache.read_run(in_flight.key, with_map=False)
             pending.pop(in_flight.key, None)
-            yield RunFinished(in_flight.key, in_flight.label, 0.0, str(record.provenance["device"]))
+            device = record.provenance.device or ""
+            yield RunFinished(in_flight.key, in_flight.label, 0.0, device)
             in_flight, progressed = None, True
         problem = problem or f"the engine process {describe_exit(child.process.returncode)}"
         tail = child.stderr_tail()

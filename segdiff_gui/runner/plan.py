@@ -25,7 +25,6 @@ from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
 from segdiff_gui.runner.devices import machine_defaults
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
-from segdiff_gui.storage.records import is_merged
 
 __all__ = [
     "KERAS_MODEL_SUFFIXES",
@@ -334,7 +333,7 @@ def plan_matrix(
             to_compute.append(run)
             continue
         cached.append(run)
-        if record is not None and is_merged(record):
+        if record is not None and record.provenance.merged:
             merged.add(run.key)
     # Images are decoded below: first their headers say whether they fit in memory.
     unstored = [i for i in targets if not cache.has_image(refs[i].hash)]

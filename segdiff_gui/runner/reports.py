@@ -59,9 +59,16 @@ def diagnosis_summary(study: Study, context: dict[str, Any]) -> dict[str, Any]:
 
 
 def study_report(store: RunStore, study: Study, context: dict[str, Any]) -> dict[str, Any]:
-    """The report's data: ``study`` with the provenance of each of its runs, and the layer
-    probes and precision repairs a cache holds for pairs of its runs."""
-    provenance = {run.key: store.read_run(run.key, with_map=False).provenance for run in study.runs}
+    """The report's data: ``study`` with the provenance of each of its runs (and the oneDNN
+    it had, in words), and the layer probes and precision repairs a cache holds for pairs of
+    its runs."""
+    provenance = {}
+    for run in study.runs:
+        stored = store.read_run(run.key, with_map=False).provenance
+        provenance[run.key] = {
+            **stored.to_dict(),
+            "onednn_in_effect": stored.onednn_in_effect(run.config),
+        }
     data = report_data(study, provenance, context)
     if isinstance(store, ResultCache):
         data["layer_probes"], data["repairs"] = _layer_findings(store, study, context)

@@ -21,7 +21,7 @@ from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import Drive, MatrixOutcome, follow
 from segdiff_gui.runner.plan import MatrixPlan
 from segdiff_gui.runner.request import MatrixRequest
-from segdiff_gui.storage.records import RunRecord, is_merged
+from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_run
 from segdiff_gui.storage.studies import (
     RunStore,
@@ -88,7 +88,7 @@ def default_configuration(records: Sequence[RunRecord]) -> str:
     """The configuration a sweep is measured against: this machine's run with every knob at
     its default (batch 1 on the CPU), else the first configuration."""
     plain = RunConfig()
-    local = [r for r in records if not is_merged(r)] or list(records)
+    local = [r for r in records if not r.provenance.merged] or list(records)
     chosen = next((r for r in local if r.run_config == plain), local[0])
     return chosen.configuration
 

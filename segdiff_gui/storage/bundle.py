@@ -37,7 +37,6 @@ from segdiff_gui.storage.hdf5_access import (
 from segdiff_gui.storage.records import (
     RunRecord,
     elsewhere_key,
-    machine_of,
     read_metadata,
     with_checked_map,
     write_record,
@@ -219,11 +218,9 @@ def check_bundle(path: str | Path) -> BundleReader:
 
 def _merged(record: RunRecord, bundle: BundleReader) -> RunRecord:
     """The run as this cache keeps it: marked with the bundle it came from."""
-    provenance = {
-        **record.provenance,
-        "merged_from_bundle": printable(bundle.path.name),
-        "merged_at": local_timestamp(),
-    }
+    provenance = record.provenance.updated(
+        {"merged_from_bundle": printable(bundle.path.name), "merged_at": local_timestamp()}
+    )
     return replace(record, provenance=provenance)
 
 
@@ -255,7 +252,7 @@ def _plan_merge(bundle: BundleReader, cache: ResultCache) -> Iterator[tuple[str,
         assert existing.probabilities is not None
         if _same_bits(existing.probabilities, incoming.probabilities):
             yield "identical", incoming
-        elif machine_of(existing) == machine_of(incoming):
+        elif existing.provenance.machine == incoming.provenance.machine:
             yield "conflicts", incoming
         else:
             yield "from_other_machines", incoming
@@ -283,7 +280,7 @@ def merge_bundle(path: str | Path, cache: ResultCache) -> MergeResult:
                 record = replace(
                     record,
                     key=elsewhere,
-                    provenance={**record.provenance, "merged_from_key": key},
+                    provenance=record.provenance.updated({"merged_from_key": key}),
                 )
                 result.from_other_machines.append(elsewhere)
                 if cache.has(elsewhere) and cache.damage(elsewhere) is None:

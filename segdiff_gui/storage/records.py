@@ -24,11 +24,10 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.environment import keyed_environment
 from segdiff_gui.core.hashing import canonical_json, hash_bytes, imported_map_digest, run_key
 from segdiff_gui.core.limits import MAX_REPEATS, check_stored_bytes
-from segdiff_gui.core.runtime_defaults import DefaultsInEffect
-from segdiff_gui.core.runtimes import calibration_tag
 from segdiff_gui.core.text import printable
 from segdiff_gui.storage.chunked_read import read_stored_array
 from segdiff_gui.storage.hdf5_access import UnreadableEntry, plain_dataset, plain_group
+from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.schema import (
     AttributeReader,
     check_config,
@@ -52,8 +51,6 @@ __all__ = [
     "array_checksum",
     "derived_label",
     "expected_key",
-    "is_merged",
-    "machine_of",
     "read_checked_map",
     "with_checked_map",
     "read_metadata",
@@ -110,7 +107,7 @@ class RunRecord:
     kind: str
     raw_output_shape: list[int | None]
     map_shape: tuple[int, ...]
-    provenance: dict[str, Any] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=Provenance)
     probabilities: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -129,26 +126,13 @@ class RunRecord:
 
 
 # identity ----------------------------------------------------------------------------------
-def machine_of(record: RunRecord) -> str:
-    """What tells two machines' results apart: the host, the device and TensorFlow."""
-    provenance = record.provenance
-    # TensorFlow's version, or another runtime's (JAX and PyTorch runs record no tf_version).
-    # Not core/runtimes.recorded_version, which shows a converted run's runtime first: this
-    # is part of the key a merged run gets (``elsewhere_key``), as stores already hold it.
-    version = provenance.get("tf_version") or provenance.get("runtime_version")
-    return canonical_json(
-        [provenance.get("hostname"), provenance.get("device_description"), version]
-    )
-
-
 def expected_key(record: RunRecord) -> str:
     """The key the run's own recorded inputs give: the planner's :func:`run_key` of them.
 
     The numerics-changing variables that are part of the key reached the child unchanged, so
     the child's recorded environment gives them back.
     """
-    environment = record.provenance.get("environment", {})
-    calibration = record.provenance.get("calibration_hashes")
+    provenance = record.provenance
     return run_key(
         model_hash=record.model_hash,
         target_hash=record.target_hash,
@@ -157,63 +141,30 @@ def expected_key(record: RunRecord) -> str:
         output=record.output,
         config=record.config,
         repeat=record.repeat,
-        environment=keyed_environment(environment if isinstance(environment, dict) else {}),
-        calibration=[str(h) for h in calibration] if isinstance(calibration, list) else None,
-        defaults_in_effect=in_effect_of(record.provenance).to_dict(),
-        imported=imported_digest(record.provenance) or None,
+        environment=keyed_environment(provenance.environment),
+        calibration=provenance.calibration_hashes,
+        defaults_in_effect=provenance.defaults_in_effect.to_dict(),
+        imported=provenance.imported_digest or None,
     )
-
-
-def imported_of(provenance: dict[str, Any]) -> dict[str, Any] | None:
-    """What was stated of a map imported from the user's own pipeline (``segdiff import``),
-    or ``None`` for a run segdiff computed. Stated, never measured: shown as such."""
-    stated = provenance.get("imported")
-    return stated if isinstance(stated, dict) else None
-
-
-def imported_digest(provenance: dict[str, Any]) -> str:
-    """An imported map's SHA-256 as its key holds it ("" for a run segdiff computed)."""
-    stated = imported_of(provenance)
-    digest = stated.get("map_sha256") if stated else None
-    return digest if isinstance(digest, str) else ""
-
-
-def in_effect_of(provenance: dict[str, Any]) -> DefaultsInEffect:
-    """What the run's unset knobs were on the machine that computed it (keyed with it)."""
-    recorded = provenance.get("defaults_in_effect")
-    return DefaultsInEffect.from_dict(recorded if isinstance(recorded, dict) else {})
 
 
 def elsewhere_key(key: str, record: RunRecord) -> str:
     """The key a run from another machine is kept under beside this machine's run ``key``."""
-    return hash_bytes(f"{key}:{machine_of(record)}".encode())
+    return hash_bytes(f"{key}:{record.provenance.machine}".encode())
 
 
-def is_merged(record: RunRecord) -> bool:
-    """Whether the run came into this cache from a bundle (computed elsewhere, or claimed to)."""
-    return "merged_from_bundle" in record.provenance or "merged_from_key" in record.provenance
-
-
-def configuration_label(config: RunConfig, provenance: dict[str, Any]) -> str:
+def configuration_label(config: RunConfig, provenance: Provenance) -> str:
     """``cpu b64``; a run kept beside this machine's is named with its host; a full-int8
     run with its calibration set (``litert-int8 cpu b1 cal16#3fa2``)."""
-    if (stated := imported_of(provenance)) is not None:
-        return f"imported: {printable(str(stated.get('label', 'map')))[:80]}"
+    if (stated := provenance.imported) is not None:
+        return f"imported: {printable(stated.label)[:80]}"
     label = config.label()
-    if tag := calibration_of(provenance):
+    if tag := provenance.calibration_tag:
         label = f"{label} {tag}"
-    if "merged_from_key" in provenance:
-        host = provenance.get("hostname") or "elsewhere"
-        return f"{printable(str(host))}: {label}"
+    if provenance.merged_from_key is not None:
+        host = provenance.hostname or "elsewhere"
+        return f"{printable(host)}: {label}"
     return label
-
-
-def calibration_of(provenance: dict[str, Any]) -> str:
-    """The calibration tag of a full-int8 run ("" for every other run)."""
-    hashes = provenance.get("calibration_hashes")
-    if not isinstance(hashes, list) or not hashes:
-        return ""
-    return calibration_tag([str(h) for h in hashes])
 
 
 def batch_id(record: RunRecord) -> str:
@@ -229,7 +180,7 @@ def batch_tag(record: RunRecord) -> str:
     return f"{len(set(record.batch_hashes))}img#{batch_id(record)[:4]}"
 
 
-def derived_label(config: RunConfig, repeat: int, provenance: dict[str, Any]) -> str:
+def derived_label(config: RunConfig, repeat: int, provenance: Provenance) -> str:
     """``cpu b64 r1``: the configuration's label and the repeat."""
     return f"{configuration_label(config, provenance)} r{repeat}"
 
@@ -238,7 +189,7 @@ def derived_label(config: RunConfig, repeat: int, provenance: dict[str, Any]) ->
 def _metadata(record: RunRecord) -> dict[str, Any]:
     values = {name: getattr(record, name) for name in (*_TEXT_ATTRS, *_JSON_ATTRS)}
     values.update(repeat=record.repeat, map_shape=list(record.map_shape))
-    values["provenance"] = record.provenance
+    values["provenance"] = record.provenance.to_dict()
     return values
 
 
@@ -272,7 +223,7 @@ def write_record(group: h5py.Group, record: RunRecord) -> None:
         attrs[name] = canonical_json(getattr(record, name))
     provenance = group.create_group(_PROVENANCE)
     encoded = []
-    for name, value in record.provenance.items():
+    for name, value in record.provenance.to_dict().items():
         if isinstance(value, str):
             provenance.attrs[name] = str(value)  # a subclass (torch's version) is no text to h5py
         elif isinstance(value, float) or (isinstance(value, int) and -(2**63) <= value < 2**63):
@@ -280,7 +231,9 @@ def write_record(group: h5py.Group, record: RunRecord) -> None:
         else:  # lists and dicts as JSON text, named so reading gives them back as they were
             provenance.attrs[name] = canonical_json(value)
             encoded.append(name)
-    provenance.attrs[_ENCODED] = canonical_json(encoded)
+    # In name order, as reading gives them back: a run read and written again (a bundle, a
+    # merge) keeps every attribute as it was, this one too.
+    provenance.attrs[_ENCODED] = canonical_json(sorted(encoded))
     attrs[_CHECKSUM] = canonical_json(
         {"map_crc32": array_checksum(data), "metadata_sha256": _metadata_digest(record)}
     )
@@ -302,7 +255,7 @@ def with_checked_map(
     """``record`` with its map, checked against its checksum and, for an imported map,
     against the digest its key was made from."""
     probabilities = read_checked_map(group, where, map_crc32)
-    digest = imported_digest(record.provenance)
+    digest = record.provenance.imported_digest
     if digest and imported_map_digest(probabilities) != digest:
         raise UnreadableEntry(
             where, f"run {record.key[:16]}'s imported map does not match its recorded digest"
@@ -408,7 +361,7 @@ def _check_key(record: RunRecord, where: str) -> None:
     """The key must be the one its inputs give (or, for a run kept beside this machine's, the
     one made from that key and its machine): a run copied to another key is a forgery."""
     own = expected_key(record)
-    original = record.provenance.get("merged_from_key")
+    original = record.provenance.merged_from_key
     if original is None and record.key == own:
         return
     if original == own and record.key == elsewhere_key(own, record):
@@ -423,7 +376,7 @@ def _check_key(record: RunRecord, where: str) -> None:
 _PROVENANCE_TEXT = ("hostname", "device", "device_description", "tf_version", "timestamp")
 
 
-def _read_provenance(group: h5py.Group, where: str) -> dict[str, Any]:
+def _read_provenance(group: h5py.Group, where: str) -> Provenance:
     attrs = AttributeReader(group.attrs, where, "provenance")
     names = attrs.names()
     encoded = attrs.json(_ENCODED) if _ENCODED in names else []
@@ -451,4 +404,4 @@ def _read_provenance(group: h5py.Group, where: str) -> dict[str, Any]:
         raise attrs.fail("environment", "is not a table of variables and their text values")
     if "merged_from_key" in provenance and not is_digest(provenance["merged_from_key"]):
         raise attrs.fail("merged_from_key", "is not a run key")
-    return provenance
+    return Provenance.from_dict(provenance)

@@ -18,9 +18,6 @@ from segdiff_gui.storage.records import (
     RunRecord,
     batch_id,
     batch_tag,
-    calibration_of,
-    imported_digest,
-    is_merged,
 )
 
 __all__ = [
@@ -165,7 +162,7 @@ def distinguish_batches(records: Sequence[RunRecord]) -> list[RunRecord]:
 
 def _configuration_key(record: RunRecord) -> str:
     """A configuration as a repeat of it is one: its label (with its host and calibration)."""
-    return canonical_json([record.configuration, record.provenance.get("hostname", "")])
+    return canonical_json([record.configuration, record.provenance.hostname or ""])
 
 
 def natural_order(record: RunRecord) -> tuple[object, ...]:
@@ -183,22 +180,21 @@ def group_of(records: Sequence[RunRecord], member: RunRecord) -> list[RunRecord]
 
 def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
     """A stored run as the analysis sees it."""
-    host = str(record.provenance.get("hostname", ""))
-    merged = is_merged(record)
-    merged_from = str(record.provenance.get("merged_from_bundle", "a bundle")) if merged else ""
-    imported = imported_digest(record.provenance)
+    provenance = record.provenance
+    merged_from = (provenance.merged_from_bundle or "a bundle") if provenance.merged else ""
+    imported = provenance.imported_digest
     return StudyRun(
         record.key,
         record.label,
         record.run_config,
         record.repeat,
         probabilities,
-        host,
+        provenance.hostname or "",
         merged_from,
-        f"imported#{imported}" if imported else calibration_of(record.provenance),
+        f"imported#{imported}" if imported else provenance.calibration_tag,
         batch_id(record),
         bool(imported),
-        onednn if isinstance(onednn := record.provenance.get("onednn_enabled"), bool) else None,
+        provenance.onednn_enabled,
     )
 
 

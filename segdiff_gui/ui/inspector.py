@@ -7,7 +7,6 @@ from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import QHeaderView, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from segdiff_gui.core.runtime_defaults import in_effect_lines
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.plain_text import tooltip_text
 from segdiff_gui.ui.widgets import cell_text, fill_row, read_only_table
@@ -117,7 +116,7 @@ class PixelInspector(QWidget):
         record = self.model.records.get(key)
         if record is None:
             return label
-        return "\n".join([label, *in_effect_lines(record.run_config, record.provenance)])
+        return "\n".join([label, *record.provenance.in_effect_lines(record.run_config)])
 
     def _column_width(self, column: int) -> int:
         """What ``column`` needs, asked of its contents (columns resize at the next layout)."""

@@ -388,8 +388,8 @@ study = segdiff.run(segdiff.demo_model(), segdiff.demo_images(), "device=cpu,bat
                     repeats=1, cache=sys.argv[1], progress=False)
 (run,) = study.runs
 p = run.provenance
-print(json.dumps(p["environment"]))
-print(run.key, p["runtime"], p["onednn_enabled"], p["intra_op_threads"], p["op_determinism"])
+print(json.dumps(p.environment))
+print(run.key, p.runtime, p.onednn_enabled, p.intra_op_threads, p.op_determinism)
 """
 
 
@@ -410,14 +410,14 @@ def test_a_kernel_s_tensorflow_and_environment_do_not_reach_the_runs(made, tmp_p
     *_, environment, figures = result.stdout.splitlines()
     key, runtime, onednn, threads, determinism = figures.split()
     # What the child ran with, as it recorded it: none of the kernel's variables.
-    assert json.loads(environment) == clean.provenance["environment"]
+    assert json.loads(environment) == clean.provenance.environment
     assert key == clean.key
     assert (runtime, onednn, determinism) == (
         "tensorflow",
-        str(clean.provenance["onednn_enabled"]),
+        str(clean.provenance.onednn_enabled),
         "False",
     )
-    assert threads == str(clean.provenance["intra_op_threads"])
+    assert threads == str(clean.provenance.intra_op_threads)
     kernel_map = ResultCache(tmp_path / "kernel-cache").read_run(key).probabilities
     assert kernel_map.tobytes() == study.map(clean).tobytes()
 
@@ -520,4 +520,4 @@ def test_your_own_map_is_imported_and_reproduced_from_python(made, tmp_path):
     (imported,) = [run for run in mine_group.runs if run.key == keys[0]]
     assert imported.label == "imported: one off r0"
     assert mine_group.reference.label == "cpu b1 r0"  # an imported map is never the reference
-    assert imported.provenance["imported"]["notes"] == {"device": "colab T4"}
+    assert imported.provenance.imported.notes == {"device": "colab T4"}

@@ -35,13 +35,13 @@ def measure(work: Path, attempts: int = 3) -> dict[str, dict[str, float]]:
     size: dict[str, float] = {}
     for attempt in range(attempts):
         for record in _run(work, f"convert-{attempt}", converted, sweep=False):
-            provenance = record.provenance
+            provenance = record.provenance.to_dict()  # the conversion's own facts
             seconds[provenance["runtime"]].append(float(provenance["conversion_seconds"]))
             size[provenance["runtime"]] = float(provenance["conversion_bytes"])
     inference: dict[str, list[float]] = {}
     for record in _run(work, "sweep", [RunConfig(), *converted], sweep=True):
-        runtime = record.provenance["runtime"]
-        inference.setdefault(runtime, []).append(float(record.provenance["wall_time_s"]))
+        runtime = record.provenance.runtime
+        inference.setdefault(runtime, []).append(record.provenance.wall_time_s or 0.0)
     return {
         name: {
             "conversion_s": statistics.median(seconds[name]) if name in seconds else 0.0,

@@ -129,7 +129,7 @@ def measure(work: Path) -> dict[str, float]:
     activations = sum(4 * int(np.prod(layer.shape)) for layer in stored.comparison.layers)
     walls = [float(side["wall_time_s"]) for side in (stored.stored.reference, stored.stored.other)]
     plain_walls = [
-        float(cache_run.provenance["wall_time_s"])
+        cache_run.provenance.wall_time_s or 0.0
         for cache_run in (
             ResultCache(cache).read_run(run.key, with_map=False) for run in session.sides
         )

@@ -9,6 +9,7 @@ import numpy as np
 
 from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.storage import RunRecord
+from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import expected_key
 
 __all__ = ["digest", "maps", "record"]
@@ -52,7 +53,7 @@ def record(image: str, config: RunConfig, repeat: int, values: np.ndarray) -> Ru
         kind="sigmoid",
         raw_output_shape=[config.batch, *values.shape, 1],
         map_shape=values.shape,
-        provenance={"hostname": "bench"},
+        provenance=Provenance.from_dict({"hostname": "bench"}),
         probabilities=values,
     )
     return replace(unkeyed, key=expected_key(unkeyed))

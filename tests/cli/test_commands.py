@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from PIL import Image
 import segdiff_gui.runner.child as child_module
 from segdiff_gui.cli.main import main
 from segdiff_gui.storage import ResultCache
+from segdiff_gui.storage.provenance import Provenance
 from tests.conftest import segdiff
 
 pytestmark = pytest.mark.slow
@@ -105,9 +107,10 @@ def test_bundle_then_merge_moves_runs_bit_exactly(models, small_images, tmp_path
     assert merged.returncode == 0 and "1 added" in merged.stdout
     (key,) = laptop.keys()
     merged_run = laptop.read_run(key)
-    assert merged_run.provenance.pop("merged_from_bundle") == "from-server.h5"
-    assert merged_run.provenance.pop("merged_at")
-    assert merged_run == server.read_run(key)
+    provenance = merged_run.provenance.to_dict()
+    assert provenance.pop("merged_from_bundle") == "from-server.h5"
+    assert provenance.pop("merged_at")
+    assert replace(merged_run, provenance=Provenance.from_dict(provenance)) == server.read_run(key)
     assert (
         laptop.read_run(key).probabilities.tobytes() == server.read_run(key).probabilities.tobytes()
     )

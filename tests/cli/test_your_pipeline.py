@@ -81,7 +81,7 @@ def test_a_plain_keras_scripts_map_is_imported_reproduced_and_served_from_the_ca
     # Against the group's reference, cpu b1 r0, which divides: equal when the script did.
     assert mine_row["bitwise_equal"] is (arithmetic == "divide")
     stored = ResultCache(cache).read_run(mine_row["key"])
-    assert stored.provenance["imported"]["notes"] == {"device": "laptop"}
+    assert stored.provenance.imported.notes == {"device": "laptop"}
     assert stored.probabilities.tobytes() == np.load(mine).astype(np.float32).tobytes()
     group = next(g["group"] for g in json.loads(compared.stdout) if mine_row in g["comparisons"])
     report = tmp_path / "report.html"
@@ -199,7 +199,7 @@ def test_your_preprocessing_function_runs_only_trusted_and_is_keyed_by_its_bytes
     (run,) = json.loads(ran.stdout)["runs"]
     stored = ResultCache(cache).read_run(run["key"])
     assert stored.preprocessing["function"] == "prepare.py:prepare"
-    assert stored.provenance["target_input"] == "your function prepare.py:prepare"
+    assert stored.provenance.to_dict()["target_input"] == "your function prepare.py:prepare"
     by_hand = subprocess.run(
         [sys.executable, "-c", BY_HAND, str(model), str(small_images[0])],
         capture_output=True, timeout=300,
@@ -243,7 +243,9 @@ def test_a_float_npy_is_the_models_input_as_it_is(models, small_images, tmp_path
     store = ResultCache(cache)
     tensor_run = store.read_run(json.loads(as_tensor.stdout)["runs"][0]["key"])
     image_run = store.read_run(json.loads(as_image.stdout)["runs"][0]["key"])
-    assert tensor_run.provenance["target_input"] == "a tensor, as it is (a .npy of floats)"
+    assert (
+        tensor_run.provenance.to_dict()["target_input"] == "a tensor, as it is (a .npy of floats)"
+    )
     assert tensor_run.probabilities.tobytes() == image_run.probabilities.tobytes()
     for name, values, extra, said in (
         ("wide.npy", pixels.astype(np.float64) / 255.0, [], "is a float64 tensor"),

@@ -142,9 +142,10 @@ def test_a_wrong_prediction_is_refused_and_named():
 
 
 def test_what_was_in_effect_is_said_as_default_or_set():
-    tf = {"runtime": "tensorflow", "onednn_enabled": False}
-    assert onednn_in_effect(RunConfig(), tf) == "off: TensorFlow's default on this CPU"
-    assert onednn_in_effect(RunConfig(onednn=True), tf | {"onednn_enabled": True}) == (
-        "on: set (onednn=on)"
+    assert onednn_in_effect(RunConfig(), "tensorflow", False) == (
+        "off: TensorFlow's default on this CPU"
     )
-    assert onednn_in_effect(RunConfig(runtime="jax"), {"runtime": "jax"}) == ""
+    assert onednn_in_effect(RunConfig(onednn=True), "tensorflow", True) == "on: set (onednn=on)"
+    assert onednn_in_effect(RunConfig(), "torch", True) == "on: PyTorch's default"
+    assert onednn_in_effect(RunConfig(), "tensorflow", None) == ""
+    assert onednn_in_effect(RunConfig(runtime="jax"), "jax", None) == ""

@@ -68,31 +68,33 @@ def demo_runs(demo, tmp_path_factory):
 
 def test_every_runtime_runs_the_demo_in_its_own_child_on_the_cpu(demo_runs):
     _, records = demo_runs
-    pids = {records[name].provenance["process_id"] for name in ("tensorflow", *CONVERTED)}
+    pids = {records[name].provenance.to_dict()["process_id"] for name in ("tensorflow", *CONVERTED)}
     assert len(pids) == 1 + len(CONVERTED)
     for name in CONVERTED:
-        provenance = records[name].provenance
+        provenance = records[name].provenance.to_dict()
         assert provenance["runtime"] == name
         assert provenance["device"] == provenance["weights_device"] == "cpu:0"
         assert provenance["conversion_runtime"] == name
         assert provenance["conversion_bytes"] > 10_000
         assert provenance["conversion_converters"]["tensorflow"]
         assert re.sub(r" cal16#\w+", "", records[name].label) == f"{name} cpu b1 r0"
-    assert records["onnxruntime"].provenance["conversion_converters"]["tf2onnx"]
-    assert records["litert-int8"].provenance["compute_dtype"].startswith("int8")
-    assert records["litert-dynamic-int8"].provenance["conversion_quantized_tensors"] > 0
+    assert records["onnxruntime"].provenance.to_dict()["conversion_converters"]["tf2onnx"]
+    assert records["litert-int8"].provenance.to_dict()["compute_dtype"].startswith("int8")
+    assert records["litert-dynamic-int8"].provenance.to_dict()["conversion_quantized_tensors"] > 0
 
 
 def test_threads_and_determinism_reach_the_runtimes_sessions(demo_runs):
     _, records = demo_runs
-    assert records["litert threads1"].provenance["litert_threads"] == 1
-    assert records["litert"].provenance["litert_threads"] == "the interpreter's default"
-    onnx = records["onnxruntime threads1"].provenance
+    assert records["litert threads1"].provenance.to_dict()["litert_threads"] == 1
+    assert records["litert"].provenance.to_dict()["litert_threads"] == "the interpreter's default"
+    onnx = records["onnxruntime threads1"].provenance.to_dict()
     assert onnx["onnxruntime_threads"] == 1 and onnx["onnxruntime_deterministic_compute"]
     # One conversion serves every run of a runtime: batch and threads do not convert again.
-    keys = {records[name].provenance["conversion_key"] for name in ("litert", "litert b4")}
+    keys = {
+        records[name].provenance.to_dict()["conversion_key"] for name in ("litert", "litert b4")
+    }
     assert len(keys) == 1
-    assert records["litert threads1"].provenance["conversion_reused"]
+    assert records["litert threads1"].provenance.to_dict()["conversion_reused"]
 
 
 def test_conversions_move_the_demo_as_their_precision_says(demo_runs):
@@ -114,9 +116,9 @@ def test_conversions_move_the_demo_as_their_precision_says(demo_runs):
 def test_full_int8_is_calibrated_on_the_sets_images_and_keyed_by_them(demo_runs, demo):
     _, images = demo
     _, records = demo_runs
-    calibration = records["litert-int8"].provenance["calibration_hashes"]
+    calibration = records["litert-int8"].provenance.to_dict()["calibration_hashes"]
     assert calibration == sorted(hash_path(path) for path in images)
-    assert "calibration_hashes" not in records["litert"].provenance
+    assert "calibration_hashes" not in records["litert"].provenance.to_dict()
     # The label says which images: runs calibrated on others are never its repeats.
     assert records["litert-int8"].label == f"litert-int8 cpu b1 {calibration_tag(calibration)} r0"
 
@@ -134,9 +136,12 @@ def test_a_second_run_is_served_from_the_cache_without_converting_again(demo_run
     # A new run of a converted runtime (batch 2) reuses the stored artefact.
     (run,) = _run(model, images, cache, ["runtime=litert-int8,batch=2"])
     assert run["status"] == "finished"
-    provenance = cache.read_run(run["key"]).provenance
+    provenance = cache.read_run(run["key"]).provenance.to_dict()
     assert provenance["conversion_reused"]
-    assert provenance["conversion_key"] == records["litert-int8"].provenance["conversion_key"]
+    assert (
+        provenance["conversion_key"]
+        == records["litert-int8"].provenance.to_dict()["conversion_key"]
+    )
     assert _converted_files(cache) == before
 
 
@@ -149,7 +154,7 @@ def test_a_damaged_artefact_is_converted_again_not_an_error(demo, tmp_path):
     data[-64] ^= 0xFF  # inside the artefact's bytes, at the file's end
     stored.write_bytes(bytes(data))
     (second,) = _run(model, images[:1], cache, ["runtime=litert,threads=1"])
-    provenance = cache.read_run(second["key"]).provenance
+    provenance = cache.read_run(second["key"]).provenance.to_dict()
     assert second["status"] == "finished" and not provenance["conversion_reused"]
     assert (
         cache.read_run(second["key"]).probabilities.tobytes()
@@ -190,7 +195,7 @@ def test_a_planted_onnx_artefact_with_external_data_is_never_opened(demo, tmp_pa
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     (second,) = json.loads(result.stdout)["runs"]
-    provenance = cache.read_run(second["key"]).provenance
+    provenance = cache.read_run(second["key"]).provenance.to_dict()
     assert second["status"] == "finished" and not provenance["conversion_reused"]
     assert (
         cache.read_run(second["key"]).probabilities.tobytes()
@@ -231,9 +236,9 @@ def test_a_legacy_tf_keras_h5_runs_under_every_converted_runtime(models, small_i
     onnx = records[-1].probabilities
     ulp = np.abs(reference.view(np.int32).astype(np.int64) - onnx.view(np.int32))
     assert ulp.max() <= 8  # ONNX Runtime float32: within a few ULP of Keras on this model
-    assert {record.provenance["model_format"] for record in records} == {"h5"}
+    assert {record.provenance.to_dict()["model_format"] for record in records} == {"h5"}
     # Its weights are too small for LiteRT to quantize (< 1,024 elements): said, not hidden.
-    dynamic = records[3].provenance
+    dynamic = records[3].provenance.to_dict()
     assert dynamic["runtime"] == "litert-dynamic-int8"
     assert dynamic["compute_dtype"] == "float32 (nothing quantized)"
     assert dynamic["conversion_quantized_tensors"] == 0
@@ -279,19 +284,19 @@ def test_a_unet_of_free_input_size_runs_under_litert_at_each_size_it_is_given(
     records = [cache.read_run(run["key"]) for run in runs]
     by_image = {record.target_name: {} for record in records}
     for record in records:
-        by_image[record.target_name][record.provenance["runtime"]] = record
+        by_image[record.target_name][record.provenance.to_dict()["runtime"]] = record
     calibration = sorted(hash_path(path) for path in targets)
     for name, shape in (("cell_00.png", (256, 256)), ("other.png", (72, 100))):
         reference = by_image[name]["tensorflow"].probabilities
         assert reference.shape == shape
         for runtime in LITERT:
-            provenance = by_image[name][runtime].provenance
+            provenance = by_image[name][runtime].provenance.to_dict()
             assert provenance["conversion_input_shape"] == ["N", *shape, 3]
             assert by_image[name][runtime].probabilities.shape == shape
         effect = compare_maps(reference, by_image[name]["litert"].probabilities)
         assert effect.max_abs < 1e-6 and effect.max_ulp < 64  # float32: a few steps apart
         # Full int8 of a size is calibrated on the calibration images of that size only.
-        int8 = by_image[name]["litert-int8"].provenance
+        int8 = by_image[name]["litert-int8"].provenance.to_dict()
         assert int8["calibration_hashes"] == calibration
         of_size = images[:2] if name == "cell_00.png" else [other]
         assert int8["conversion_calibrated_on"] == sorted(hash_path(path) for path in of_size)
@@ -305,7 +310,7 @@ def test_a_unet_of_free_input_size_runs_under_litert_at_each_size_it_is_given(
     # Asked again (another thread count: new runs), every size's artefact is reused.
     again = _run(model, targets, cache, ["runtime=litert,threads=1"], "--color", "rgb", "--sweep")
     assert all(run["status"] == "finished" for run in again)
-    reused = [cache.read_run(run["key"]).provenance for run in again]
+    reused = [cache.read_run(run["key"]).provenance.to_dict() for run in again]
     assert all(provenance["conversion_reused"] for provenance in reused)
     assert len({provenance["conversion_key"] for provenance in reused}) == 2
 

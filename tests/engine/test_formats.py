@@ -46,7 +46,7 @@ def test_every_format_gives_the_same_map(models, small_images, tmp_path):
         assert run["status"] == "finished" and run["device"] == "cpu:0"
         record = cache.read_run(run["key"])
         assert record.kind == "sigmoid" and record.map_shape == (32, 32)
-        assert record.provenance["model_format"] in ("keras", "h5", "savedmodel")
+        assert record.provenance.to_dict()["model_format"] in ("keras", "h5", "savedmodel")
         maps[name] = record.probabilities
     # Same weights in three containers: the maps agree to float32 rounding.
     np.testing.assert_allclose(maps["tiny.keras"], maps["tiny_tfkeras.h5"], atol=1e-6)
@@ -274,4 +274,4 @@ def test_precision_reaches_the_layers_of_a_nested_model(models, small_images, ca
     )
     assert result.returncode == 0, result.stderr
     record = cache.read_run(data["runs"][0]["key"])
-    assert record.provenance["compute_dtype"] == "bfloat16"
+    assert record.provenance.to_dict()["compute_dtype"] == "bfloat16"

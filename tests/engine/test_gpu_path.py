@@ -153,9 +153,9 @@ def test_a_cpu_only_child_opens_no_gpu_in_any_runtime(demo, tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     tf_run, jax_run = (cache.read_run(r["key"]) for r in json.loads(result.stdout)["runs"])
-    assert tf_run.provenance["visible_gpus"] == []
-    assert jax_run.provenance["jax_platforms"] == ["cpu"]
-    environment = jax_run.provenance["environment"]
+    assert tf_run.provenance.to_dict()["visible_gpus"] == []
+    assert jax_run.provenance.to_dict()["jax_platforms"] == ["cpu"]
+    environment = jax_run.provenance.to_dict()["environment"]
     assert environment["JAX_PLATFORMS"] == "cpu"
     assert environment["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
 

@@ -78,7 +78,7 @@ def test_repeats_on_the_cpu_are_bitwise_equal(runs):
 
 def test_batch_size_reaches_the_model_and_changes_the_map(runs):
     record = runs["b64", 0]
-    assert record.provenance["input_batch_shape"] == [64, 256, 256, 1]
+    assert record.provenance.to_dict()["input_batch_shape"] == [64, 256, 256, 1]
     assert record.raw_output_shape == [64, 256, 256, 1]
     assert record.batch_names[0] == "cell_00.png" and len(set(record.batch_names)) == 16
     # Measured with TensorFlow's default oneDNN off: 336 pixels by up to 26 ULP (oneDNN on:
@@ -94,8 +94,8 @@ def test_batch_context_and_position(runs):
 
 
 def test_xla_is_set_explicitly_and_changes_the_map(runs):
-    assert runs["xla", 0].provenance["xla"] is True
-    assert runs["base", 0].provenance["xla"] is False
+    assert runs["xla", 0].provenance.to_dict()["xla"] is True
+    assert runs["base", 0].provenance.to_dict()["xla"] is False
     assert not differs(runs, "xla").bitwise_equal
 
 
@@ -103,8 +103,8 @@ def test_xla_left_at_its_default_is_model_predicts_choice_and_keyed(runs):
     """Not forced (issue 32): on a machine where TensorFlow lists no GPU, Keras's
     jit_compile="auto" resolves to no XLA; the child reads it back and the key holds it."""
     base, off = runs["base", 0], runs["xla_off", 0]
-    assert base.provenance["xla"] is False and "xla" not in base.config
-    assert base.provenance["defaults_in_effect"]["xla"] is False
+    assert base.provenance.to_dict()["xla"] is False and "xla" not in base.config
+    assert base.provenance.to_dict()["defaults_in_effect"]["xla"] is False
     assert differs(runs, "xla_off").bitwise_equal
     assert base.key != off.key and off.label == "cpu b1 xla-off r0"
 
@@ -127,29 +127,32 @@ def test_a_wrong_xla_prediction_fails_the_run_in_one_line(demo, tmp_path):
 
 
 def test_precision_rebuilds_the_layers(runs):
-    assert runs["base", 0].provenance["compute_dtype"] == "float32"
-    assert runs["bf16", 0].provenance["compute_dtype"] == "bfloat16"
-    assert runs["fp16", 0].provenance["compute_dtype"] == "float16"
+    assert runs["base", 0].provenance.to_dict()["compute_dtype"] == "float32"
+    assert runs["bf16", 0].provenance.to_dict()["compute_dtype"] == "bfloat16"
+    assert runs["fp16", 0].provenance.to_dict()["compute_dtype"] == "float16"
     assert differs(runs, "bf16").max_abs > 1e-4
     assert differs(runs, "fp16").max_abs > 1e-6
     assert runs["bf16", 0].probabilities.dtype == np.float32
 
 
 def test_tf32_switch_is_applied_and_leaves_cpu_maths_alone(runs):
-    assert runs["base", 0].provenance["tf32_enabled"] is True
-    assert runs["tf32", 0].provenance["tf32_enabled"] is False
+    assert runs["base", 0].provenance.to_dict()["tf32_enabled"] is True
+    assert runs["tf32", 0].provenance.to_dict()["tf32_enabled"] is False
     assert differs(runs, "tf32").bitwise_equal  # TF32 is a GPU tensor-core mode
 
 
 def test_process_level_knobs_take_effect_in_their_own_child(runs):
-    base = runs["base", 0].provenance
-    assert base["intra_op_threads"] == 0 and runs["threads", 0].provenance["intra_op_threads"] == 1
-    assert runs["onednn", 0].provenance["onednn_enabled"] is False
-    assert runs["onednn", 0].provenance["environment"]["TF_ENABLE_ONEDNN_OPTS"] == "0"
-    assert runs["onednn_on", 0].provenance["onednn_enabled"] is True
-    assert runs["onednn_on", 0].provenance["environment"]["TF_ENABLE_ONEDNN_OPTS"] == "1"
+    base = runs["base", 0].provenance.to_dict()
+    assert (
+        base["intra_op_threads"] == 0
+        and runs["threads", 0].provenance.to_dict()["intra_op_threads"] == 1
+    )
+    assert runs["onednn", 0].provenance.to_dict()["onednn_enabled"] is False
+    assert runs["onednn", 0].provenance.to_dict()["environment"]["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    assert runs["onednn_on", 0].provenance.to_dict()["onednn_enabled"] is True
+    assert runs["onednn_on", 0].provenance.to_dict()["environment"]["TF_ENABLE_ONEDNN_OPTS"] == "1"
     assert base["op_determinism"] is False
-    assert runs["determinism", 0].provenance["op_determinism"] is True
+    assert runs["determinism", 0].provenance.to_dict()["op_determinism"] is True
 
 
 def test_onednn_left_at_its_default_is_tensorflows_own_choice_and_keyed(runs):
@@ -157,19 +160,19 @@ def test_onednn_left_at_its_default_is_tensorflows_own_choice_and_keyed(runs):
     environment has it, reads back what TensorFlow chose, and the key holds that value."""
     expected = tensorflow_onednn_default(os.environ)
     base = runs["base", 0]
-    assert "TF_ENABLE_ONEDNN_OPTS" not in base.provenance["environment"]
-    assert base.provenance["onednn_enabled"] is expected
-    assert base.provenance["defaults_in_effect"] == {"onednn": expected, "xla": False}
+    assert "TF_ENABLE_ONEDNN_OPTS" not in base.provenance.to_dict()["environment"]
+    assert base.provenance.to_dict()["onednn_enabled"] is expected
+    assert base.provenance.to_dict()["defaults_in_effect"] == {"onednn": expected, "xla": False}
     assert base.label == "cpu b1 r0" and "onednn" not in base.config
     # The default computes what the explicit setting of the same value computes.
     same, other = ("onednn_on", "onednn") if expected else ("onednn", "onednn_on")
     assert differs(runs, same).bitwise_equal
     assert base.key != runs[same, 0].key  # asked differently: its own entry
-    assert runs[other, 0].provenance["onednn_enabled"] is not expected
+    assert runs[other, 0].provenance.to_dict()["onednn_enabled"] is not expected
 
 
 def test_provenance_names_versions_device_and_host(runs):
-    provenance = runs["base", 0].provenance
+    provenance = runs["base", 0].provenance.to_dict()
     for field in (
         "tf_version",
         "keras_version",
@@ -196,7 +199,7 @@ def test_fresh_process_repeats_run_each_in_a_new_child_and_are_diagnosed(demo, t
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     records = [cache.read_run(run["key"]) for run in json.loads(result.stdout)["runs"]]
-    processes = {r.label: r.provenance["process_id"] for r in records}
+    processes = {r.label: r.provenance.to_dict()["process_id"] for r in records}
     assert processes["cpu b1 r0"] == processes["cpu b1 r1"]
     assert (
         len({processes["cpu b1 fresh r0"], processes["cpu b1 fresh r1"], processes["cpu b1 r0"]})

@@ -59,17 +59,17 @@ def test_each_runtime_runs_the_demo_on_the_cpu_with_its_weights_there(runs):
     _, records = runs
     for name, record in records.items():
         runtime = name.split()[0].replace("tf", "tensorflow")
-        assert record.provenance["runtime"] == runtime, name
-        assert record.provenance["keras_backend"] == runtime, name
-        assert record.provenance["device"] == "cpu:0", name
-        assert record.provenance["weights_device"] == "cpu:0", name
+        assert record.provenance.to_dict()["runtime"] == runtime, name
+        assert record.provenance.to_dict()["keras_backend"] == runtime, name
+        assert record.provenance.to_dict()["device"] == "cpu:0", name
+        assert record.provenance.to_dict()["weights_device"] == "cpu:0", name
     # TensorFlow's keys and labels are what they were before runtimes existed.
     assert records["tf"].label == "cpu b1 r0" and "runtime" not in records["tf"].config
     assert records["jax"].label == "jax cpu b1 r0"
-    assert records["jax"].provenance["jaxlib_version"]
-    assert records["torch"].provenance["torch_version"]
-    assert records["openvino"].provenance["openvino_build"]
-    assert records["openvino b4"].provenance["input_batch_shape"] == [4, 256, 256, 1]
+    assert records["jax"].provenance.to_dict()["jaxlib_version"]
+    assert records["torch"].provenance.to_dict()["torch_version"]
+    assert records["openvino"].provenance.to_dict()["openvino_build"]
+    assert records["openvino b4"].provenance.to_dict()["input_batch_shape"] == [4, 256, 256, 1]
 
 
 def test_runtimes_differ_from_tensorflow_by_a_few_hundred_ulp_at_most(runs):
@@ -84,32 +84,32 @@ def test_runtimes_differ_from_tensorflow_by_a_few_hundred_ulp_at_most(runs):
 
 def test_xla_precision_and_batch_take_effect_under_jax_and_torch(runs):
     _, records = runs
-    assert records["jax xla"].provenance["placement"] == (
+    assert records["jax xla"].provenance.to_dict()["placement"] == (
         "one XLA computation (jax.jit, 1 compiled) on cpu"
     )
-    assert records["jax eager"].provenance["placement"].startswith("op by op")
+    assert records["jax eager"].provenance.to_dict()["placement"].startswith("op by op")
     # Left at its default, XLA is what Keras's model.predict does under JAX: one jax.jit.
-    default = records["jax"].provenance
+    default = records["jax"].provenance.to_dict()
     assert default["placement"].startswith("one XLA computation") and default["xla"] is True
     assert default["defaults_in_effect"] == {"xla": True}
     assert records["jax"].probabilities.tobytes() == records["jax xla"].probabilities.tobytes()
     for name in ("jax bf16", "torch bf16"):
-        assert records[name].provenance["compute_dtype"] == "bfloat16", name
+        assert records[name].provenance.to_dict()["compute_dtype"] == "bfloat16", name
         plain = records[name.split()[0]].probabilities
         assert records[name].probabilities.tobytes() != plain.tobytes(), name
     for name in ("jax b4", "torch b4"):
-        assert records[name].provenance["input_batch_shape"] == [4, 256, 256, 1], name
+        assert records[name].provenance.to_dict()["input_batch_shape"] == [4, 256, 256, 1], name
 
 
 def test_process_level_knobs_are_read_back_from_each_runtime(runs):
     _, records = runs
-    base, knobs = records["jax"].provenance, records["jax knobs"].provenance
+    base, knobs = records["jax"].provenance.to_dict(), records["jax knobs"].provenance.to_dict()
     assert (base["matmul_precision"], knobs["matmul_precision"]) == ("default", "highest")
     assert (base["tf32_enabled"], knobs["tf32_enabled"]) == (True, False)
     assert (base["intra_op_threads"], knobs["intra_op_threads"]) == (0, 1)
     assert (base["op_determinism"], knobs["op_determinism"]) == (False, True)
     assert "--xla_gpu_deterministic_ops=true" in knobs["xla_flags"]
-    base, knobs = records["torch"].provenance, records["torch knobs"].provenance
+    base, knobs = records["torch"].provenance.to_dict(), records["torch knobs"].provenance.to_dict()
     assert (base["tf32_enabled"], knobs["tf32_enabled"]) == (True, False)
     assert knobs["intra_op_threads"] == 1 and base["intra_op_threads"] != 1
     assert (base["op_determinism"], knobs["op_determinism"]) == (False, True)
@@ -224,7 +224,7 @@ def test_a_compilation_cache_others_can_write_to_is_not_used_and_said(
         "written by other users (mode 777); the model is compiled afresh"
     ]
     (run,) = json.loads(result.stdout)["runs"]
-    provenance = ResultCache(tmp_path / "cache").read_run(run["key"]).provenance
+    provenance = ResultCache(tmp_path / "cache").read_run(run["key"]).provenance.to_dict()
     assert provenance["compilation_cache"] == ""
     assert "can be written by other users" in provenance["compilation_cache_refused"]
     assert not any((shared / "compiled" / "jax").iterdir())  # nothing written there either

@@ -46,7 +46,7 @@ def _cache_of_hostile_names(root) -> ResultCache:
         cache.write_run(make_record(f"m{index}", base, "cpu b1 r0", **names))
         moved = base + np.float32((index + 1) * 1e-3)
         other = make_record(f"m{index}", moved, "cpu b64 r0", **names)
-        provenance = {**other.provenance, "host": name}
+        provenance = other.provenance.updated({"host": name})
         cache.write_run(sealed(other, label=f"{name}: cpu b64 r0", provenance=provenance))
     return cache
 

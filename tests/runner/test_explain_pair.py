@@ -11,7 +11,7 @@ from tests.storage.test_cache import make_record, sealed
 
 
 def _on(record, host):
-    return replace(record, provenance={**record.provenance, "hostname": host})
+    return replace(record, provenance=record.provenance.updated({"hostname": host}))
 
 
 def test_the_two_runs_are_named_with_their_hosts_only_where_these_differ():

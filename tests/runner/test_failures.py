@@ -174,11 +174,10 @@ def test_inherited_knob_variables_do_not_override_the_knobs(
     messages = list(MatrixRunner(plan, cache).run())
     assert messages[-1].failed == 0, messages
     default, forced = (cache.read_run(run.key).provenance for run in plan.runs)
-    assert default["onednn_enabled"] is (users == "1")
-    assert default["environment"]["TF_ENABLE_ONEDNN_OPTS"] == users
-    assert forced["onednn_enabled"] is (users == "0")  # the knob, not the variable
-    provenance = default
-    assert "TF_NUM_INTRAOP_THREADS" not in provenance["environment"]
+    assert default.onednn_enabled is (users == "1")
+    assert default.environment["TF_ENABLE_ONEDNN_OPTS"] == users
+    assert forced.onednn_enabled is (users == "0")  # the knob, not the variable
+    assert "TF_NUM_INTRAOP_THREADS" not in default.environment
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
     again = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache, repeats=1)
     assert again.runs[0].key != plan.runs[0].key  # passed-through numerics are in the key
@@ -188,4 +187,4 @@ def test_inherited_knob_variables_do_not_override_the_knobs(
     assert tuned.runs[0].key not in {again.runs[0].key, plan.runs[0].key}
     list(MatrixRunner(tuned, cache).run())
     stored = cache.read_run(tuned.runs[0].key)  # read back: its key recomputes from its record
-    assert stored.provenance["environment"]["TF_CUDNN_USE_AUTOTUNE"] == "0"
+    assert stored.provenance.environment["TF_CUDNN_USE_AUTOTUNE"] == "0"

@@ -12,6 +12,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.storage import ResultCache, RunRecord, merge_bundle, write_bundle
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import atomic_h5
+from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import expected_key
 
 IMAGE_HASH = "5e" * 32
@@ -61,12 +62,14 @@ def make_record(name: str, values: np.ndarray, label: str = "cpu b1 r0", **chang
         kind="sigmoid",
         raw_output_shape=[],
         map_shape=values.shape,
-        provenance={
-            "device": "cpu:0",
-            "wall_time_s": 0.5,
-            "environment": {"TF_ENABLE_ONEDNN_OPTS": "1"},
-            "onednn_enabled": True,
-        },
+        provenance=Provenance.from_dict(
+            {
+                "device": "cpu:0",
+                "wall_time_s": 0.5,
+                "environment": {"TF_ENABLE_ONEDNN_OPTS": "1"},
+                "onednn_enabled": True,
+            }
+        ),
         probabilities=values,
     )
     return sealed(base, **changes)
@@ -92,8 +95,8 @@ def test_round_trip_is_bit_exact_with_provenance(cache):
     cache.write_run(record)
     back = cache.read_run(record.key)
     assert back.probabilities.tobytes() == values.tobytes()
-    assert back.provenance["environment"] == {"TF_ENABLE_ONEDNN_OPTS": "1"}
-    assert back.provenance["onednn_enabled"] is True and back.map_shape == (300, 260)
+    assert back.provenance.environment == {"TF_ENABLE_ONEDNN_OPTS": "1"}
+    assert back.provenance.onednn_enabled is True and back.map_shape == (300, 260)
     with h5py.File(cache.run_path(record.key), "r") as handle:
         dataset = handle["probabilities"]
         assert dataset.compression == "gzip" and dataset.chunks is not None
@@ -158,9 +161,10 @@ def test_bundle_merge_round_trip_is_bit_exact(tmp_path):
     assert sorted(result.added) == sorted([first.key, second.key])
     for key in result.added:
         merged, original = target.read_run(key), source.read_run(key)
-        assert merged.provenance.pop("merged_from_bundle") == "results.h5"  # marked
-        assert merged.provenance.pop("merged_at")
-        assert merged == original
+        provenance = merged.provenance.to_dict()
+        assert provenance.pop("merged_from_bundle") == "results.h5"  # marked
+        assert provenance.pop("merged_at")
+        assert replace(merged, provenance=Provenance.from_dict(provenance)) == original
         assert merged.probabilities.tobytes() == original.probabilities.tobytes()
     assert np.array_equal(target.read_image(IMAGE_HASH), source.read_image(IMAGE_HASH))
     again = merge_bundle(bundle, target)
@@ -181,7 +185,7 @@ def test_merge_reports_a_conflicting_nondeterministic_result(tmp_path):
 def test_merge_keeps_another_machines_result_beside_ours(tmp_path):
     server, laptop = ResultCache(tmp_path / "server"), ResultCache(tmp_path / "laptop")
     theirs = make_record("06", np.zeros((4, 4), np.float32))
-    theirs = replace(theirs, provenance={**theirs.provenance, "hostname": "gpu-server"})
+    theirs = replace(theirs, provenance=theirs.provenance.updated({"hostname": "gpu-server"}))
     server.write_run(theirs)
     laptop.write_run(make_record("06", np.full((4, 4), 1e-45, np.float32)))
     write_bundle(server, [theirs.key], tmp_path / "server.h5")
@@ -189,8 +193,8 @@ def test_merge_keeps_another_machines_result_beside_ours(tmp_path):
     (elsewhere,) = result.from_other_machines
     assert result.added == [elsewhere] and len(laptop.keys()) == 2
     kept = laptop.read_run(elsewhere)
-    assert kept.provenance["hostname"] == "gpu-server"
-    assert kept.provenance["merged_from_key"] == theirs.key
+    assert kept.provenance.hostname == "gpu-server"
+    assert kept.provenance.merged_from_key == theirs.key and kept.provenance.merged
     assert kept.label == "gpu-server: cpu b1 r0"
     assert merge_bundle(tmp_path / "server.h5", laptop).added == []  # merging twice: no copy
 
@@ -256,11 +260,14 @@ def test_an_imported_map_must_be_the_map_its_key_was_made_from(tmp_path):
     cache = ResultCache(tmp_path / "cache")
     mine = np.full((6, 5), 0.25, dtype=np.float32)
     stated = {"map_sha256": imported_map_digest(mine), "label": "colab", "notes": {}}
-    record = sealed(make_record("m", mine), provenance={"imported": stated})
+    record = sealed(make_record("m", mine), provenance=Provenance.from_dict({"imported": stated}))
     cache.write_run(record)
     back = cache.read_run(record.key)
     assert back.label == "imported: colab r0" and back.probabilities.tobytes() == mine.tobytes()
-    swapped = sealed(make_record("m", mine + np.float32(0.5)), provenance={"imported": stated})
+    swapped = sealed(
+        make_record("m", mine + np.float32(0.5)),
+        provenance=Provenance.from_dict({"imported": stated}),
+    )
     assert swapped.key == record.key  # the same stated digest: the same key
     cache.write_run(swapped)
     with pytest.raises(InputError, match="imported map does not match its recorded digest"):
