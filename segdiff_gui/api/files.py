@@ -4,7 +4,6 @@ report to attach to a bug report, the files of ``segdiff export`` and ``segdiff 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -16,7 +15,7 @@ from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
-from segdiff_gui.runner.reports import study_report
+from segdiff_gui.runner.reports import ReportContext, study_report
 from segdiff_gui.storage.studies import RunStore
 
 __all__ = ["write_flip_mask", "write_flipped_pixels", "write_study_report"]
@@ -39,7 +38,7 @@ def write_flipped_pixels(
 def write_study_report(
     store: RunStore,
     study: AnalysedStudy,
-    context: dict[str, Any],
+    context: ReportContext,
     image: np.ndarray | None,
     html: str | Path | None,
     json: str | Path | None,

@@ -14,12 +14,12 @@ import numpy as np
 from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.analysis import at_cutoff, flips_heading
 from segdiff_gui.core.attribution import Attribution
-from segdiff_gui.core.diagnosis import by_topic, diagnose
+from segdiff_gui.core.diagnosis import by_topic
 from segdiff_gui.core.findings import Finding, plural
 from segdiff_gui.core.study import Study
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.io.html_report import study_fragment
-from segdiff_gui.runner.reports import comparison_summary, diagnosis_summary
+from segdiff_gui.runner.reports import ReportContext, comparison_summary, diagnosis_summary
 
 __all__ = [
     "Comparison",
@@ -54,18 +54,18 @@ class Comparison:
     repeated configurations), ``at_risk_pixels`` and ``margin``."""
 
     def __init__(
-        self, study: Study, context: dict[str, Any], title: str, image: np.ndarray | None
+        self, study: Study, context: ReportContext, title: str, image: np.ndarray | None
     ) -> None:
         self._study = study
-        self._summary = comparison_summary(study, context)
+        self._summary = summary = comparison_summary(study, context)
         self._title = title
         self._image = image
-        self.cutoff: float = study.cutoff
-        self.reference: str = study.reference.label
-        self.rows: list[dict[str, Any]] = self._summary["comparisons"]
-        self.verdicts: dict[str, str] = self._summary["determinism"]
-        self.at_risk_pixels: int = self._summary["at_risk"]["pixels"]
-        self.margin: float = self._summary["at_risk"]["margin"]
+        self.cutoff: float = summary.cutoff
+        self.reference: str = summary.reference
+        self.rows: list[dict[str, Any]] = summary.comparisons
+        self.verdicts: dict[str, str] = summary.determinism
+        self.at_risk_pixels: int = summary.at_risk_pixels
+        self.margin: float = summary.at_risk_margin
 
     @property
     def table(self) -> Table:
@@ -74,7 +74,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """What ``segdiff compare --json`` prints for this study's group."""
-        return dict(self._summary)
+        return self._summary.to_dict()
 
     def text_lines(self) -> list[str]:
         rule = flips_heading(self.cutoff, self._study.multiclass)
@@ -103,13 +103,13 @@ class Diagnosis:
     """The findings about a study, by the question they answer: is it repeatable, what
     changes the maps, what it does at the cutoff, how to avoid it (``segdiff diagnose``)."""
 
-    def __init__(self, study: Study, context: dict[str, Any], title: str) -> None:
-        self._summary = diagnosis_summary(study, context)
+    def __init__(self, study: Study, context: ReportContext, title: str) -> None:
+        self._summary = summary = diagnosis_summary(study, context)
         self._title = title
         self._where = at_cutoff(study.cutoff, study.multiclass)
-        self.findings: list[Finding] = diagnose(study)
-        self.reference: str = study.reference.label
-        self.cutoff: float = study.cutoff
+        self.findings: list[Finding] = list(summary.findings)
+        self.reference: str = summary.reference
+        self.cutoff: float = summary.cutoff
 
     def topics(self) -> list[tuple[str, list[str]]]:
         """(the question, its sentences) for every question with findings, in order."""
@@ -122,7 +122,7 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         """What ``segdiff diagnose --json`` prints for this study's group."""
-        return dict(self._summary)
+        return self._summary.to_dict()
 
     def _repr_html_(self) -> str:
         parts = [
@@ -331,7 +331,7 @@ def study_html(
 def study_text(
     head: str,
     study: Study,
-    context: dict[str, Any],
+    context: ReportContext,
     title: str,
     failures: Sequence[dict[str, Any]],
 ) -> str:

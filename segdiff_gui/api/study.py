@@ -31,7 +31,7 @@ from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study as AnalysedStudy
 from segdiff_gui.core.study import StudyRun
 from segdiff_gui.io.tables import pixel_table
-from segdiff_gui.runner.reports import report_context
+from segdiff_gui.runner.reports import ReportContext, report_context
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import (
@@ -428,5 +428,5 @@ class Study:
     def _store(self) -> RunStore:
         return self._group.store
 
-    def _context(self) -> dict[str, Any]:
+    def _context(self) -> ReportContext:
         return report_context(self._records[0], self.where)

@@ -4,7 +4,6 @@ bundle, without merging it). No TensorFlow, no children: everything is in the HD
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -27,7 +26,12 @@ from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
-from segdiff_gui.runner.reports import comparison_summary, report_context, study_report
+from segdiff_gui.runner.reports import (
+    ReportContext,
+    comparison_summary,
+    report_context,
+    study_report,
+)
 from segdiff_gui.runner.sources import GroupStudy, RunsSource, group_studies, read_source
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.records import RunRecord
@@ -64,7 +68,7 @@ def studies_of(
     return source.store, studies, source.where, source.damaged
 
 
-def context_of(record: RunRecord, where: str) -> dict[str, Any]:
+def context_of(record: RunRecord, where: str) -> ReportContext:
     return report_context(record, where)
 
 
@@ -72,7 +76,9 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
     _, studies, where, damaged = studies_of(args)
     status = report_damaged(err, damaged)
     if args.json:
-        _json([comparison_summary(study, context_of(r, where)) for study, r, _ in studies])
+        _json(
+            [comparison_summary(study, context_of(r, where)).to_dict() for study, r, _ in studies]
+        )
         return status
     for study, record, title in studies:
         out.print(f"[bold]{escape(title)}[/]: {_plural(len(study.runs), 'run')}", markup=True)

@@ -154,7 +154,7 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
     status = report_damaged(err, damaged)
     studies.sort(key=lambda pair: (pair.record.model_name, pair.record.target_name))
     if args.json:
-        _json([diagnosis_summary(study, context_of(r, where)) for study, r, _ in studies])
+        _json([diagnosis_summary(study, context_of(r, where)).to_dict() for study, r, _ in studies])
         return status
     if len(studies) > 1:
         out.print(

@@ -5,9 +5,11 @@ report is about."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 from segdiff_gui.core.diagnosis import diagnose
+from segdiff_gui.core.findings import Finding
 from segdiff_gui.core.repair import repair_code
 from segdiff_gui.core.study import Study
 from segdiff_gui.io.reports import report_data
@@ -18,47 +20,115 @@ from segdiff_gui.storage.layers import LayerStore, comparison_key, probe_key
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore, group_id
 
-__all__ = ["comparison_summary", "diagnosis_summary", "report_context", "study_report"]
+__all__ = [
+    "ComparisonSummary",
+    "DiagnosisSummary",
+    "ReportContext",
+    "comparison_summary",
+    "diagnosis_summary",
+    "report_context",
+    "study_report",
+]
 
 
-def report_context(record: RunRecord, source: str = "") -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReportContext:
     """What a report (or a command's JSON) says it is about: the model, the image, the group
-    and its settings, and where the runs were read."""
-    context: dict[str, Any] = {
-        "model": record.model_name,
-        "image": record.target_name,
-        "group": group_id(record),
-        "settings": {"preprocessing": record.preprocessing, "output": record.output},
-    }
-    if source:
-        context["source"] = source
-    return context
+    and its settings, and where the runs were read ("" where not said)."""
+
+    model: str
+    image: str
+    group: str
+    preprocessing: dict[str, Any]
+    output: dict[str, Any]
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The first keys of a report and of ``compare --json``/``diagnose --json``."""
+        context: dict[str, Any] = {
+            "model": self.model,
+            "image": self.image,
+            "group": self.group,
+            "settings": {"preprocessing": self.preprocessing, "output": self.output},
+        }
+        if self.source:
+            context["source"] = self.source
+        return context
 
 
-def comparison_summary(study: Study, context: dict[str, Any]) -> dict[str, Any]:
+def report_context(record: RunRecord, source: str = "") -> ReportContext:
+    """The context of ``record``'s group, read from ``source`` (a cache or a bundle)."""
+    return ReportContext(
+        model=record.model_name,
+        image=record.target_name,
+        group=group_id(record),
+        preprocessing=record.preprocessing,
+        output=record.output,
+        source=source,
+    )
+
+
+@dataclass(frozen=True)
+class ComparisonSummary:
     """Every run against the reference, the repeats' verdicts and the at-risk pixels: what
-    ``segdiff compare --json`` prints for a group and what the API's comparison holds."""
-    return {
-        **context,
-        "cutoff": study.cutoff,
-        "reference": study.reference.label,
-        "comparisons": study.rows(),
-        "determinism": {name: verdict.sentence() for name, verdict in study.verdicts.items()},
-        "at_risk": {"margin": study.margin, "pixels": int(study.at_risk.sum())},
-    }
+    ``segdiff compare --json`` prints for a group (:meth:`to_dict`) and the API's comparison
+    reads."""
+
+    context: ReportContext
+    cutoff: float
+    reference: str  # its label
+    comparisons: list[dict[str, Any]]  # a row of figures per run (Study.rows)
+    determinism: dict[str, str]  # a repeated configuration's verdict, as a sentence
+    at_risk_margin: float
+    at_risk_pixels: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.context.to_dict(),
+            "cutoff": self.cutoff,
+            "reference": self.reference,
+            "comparisons": self.comparisons,
+            "determinism": self.determinism,
+            "at_risk": {"margin": self.at_risk_margin, "pixels": self.at_risk_pixels},
+        }
 
 
-def diagnosis_summary(study: Study, context: dict[str, Any]) -> dict[str, Any]:
-    """The diagnosis's findings: what ``segdiff diagnose --json`` prints for a group."""
-    return {
-        **context,
-        "reference": study.reference.label,
-        "cutoff": study.cutoff,
-        "findings": [finding.to_dict() for finding in diagnose(study)],
-    }
+def comparison_summary(study: Study, context: ReportContext) -> ComparisonSummary:
+    return ComparisonSummary(
+        context=context,
+        cutoff=study.cutoff,
+        reference=study.reference.label,
+        comparisons=study.rows(),
+        determinism={name: verdict.sentence() for name, verdict in study.verdicts.items()},
+        at_risk_margin=study.margin,
+        at_risk_pixels=int(study.at_risk.sum()),
+    )
 
 
-def study_report(store: RunStore, study: Study, context: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class DiagnosisSummary:
+    """The diagnosis's findings: what ``segdiff diagnose --json`` prints for a group
+    (:meth:`to_dict`) and the API's diagnosis reads."""
+
+    context: ReportContext
+    reference: str  # its label
+    cutoff: float
+    findings: tuple[Finding, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.context.to_dict(),
+            "reference": self.reference,
+            "cutoff": self.cutoff,
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
+
+
+def diagnosis_summary(study: Study, context: ReportContext) -> DiagnosisSummary:
+    return DiagnosisSummary(context, study.reference.label, study.cutoff, tuple(diagnose(study)))
+
+
+def study_report(store: RunStore, study: Study, context: ReportContext) -> dict[str, Any]:
     """The report's data: ``study`` with the provenance of each of its runs (and the oneDNN
     it had, in words), and the layer probes and precision repairs a cache holds for pairs of
     its runs."""
@@ -69,14 +139,14 @@ def study_report(store: RunStore, study: Study, context: dict[str, Any]) -> dict
             **stored.to_dict(),
             "onednn_in_effect": stored.onednn_in_effect(run.config),
         }
-    data = report_data(study, provenance, context)
+    data = report_data(study, provenance, context.to_dict())
     if isinstance(store, ResultCache):
-        data["layer_probes"], data["repairs"] = _layer_findings(store, study, context)
+        data["layer_probes"], data["repairs"] = _layer_findings(store, study, context.model)
     return data
 
 
 def _layer_findings(
-    cache: ResultCache, study: Study, context: dict[str, Any]
+    cache: ResultCache, study: Study, model: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every stored layer comparison and repair between two runs of ``study`` (a damaged
     entry is left out: it costs only itself)."""
@@ -96,7 +166,6 @@ def _layer_findings(
                     )
             with contextlib.suppress(UnreadableEntry):
                 if (repair := layers.read_repair(other.key, reference.key)) is not None:
-                    model = str(context.get("model", "model.keras"))
                     code = repair_code(model, repair.precision, repair.kept)
                     repairs.append(
                         {
