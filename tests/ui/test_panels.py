@@ -61,18 +61,35 @@ def test_a_matrix_all_cached_says_so_and_a_new_plan_clears_the_last_footer(qtbot
     assert panel.status.text() == ""
 
 
-def test_the_inspector_empties_when_no_run_is_shown(qtbot, tmp_path):
+def _inspecting_one_run(qtbot, tmp_path) -> tuple[InspectionModel, PixelInspector, ResultCache]:
+    """An inspector showing pixel (2, 3) of one stored run, as read back from its cache."""
     model = InspectionModel()
     inspector = PixelInspector(model)
     qtbot.addWidget(inspector)
     cache = ResultCache(tmp_path / "cache")
     record = make_record("m", np.random.default_rng(0).random((8, 8), dtype=np.float32))
     cache.write_run(record)
-    model.set_runs(cache, [record])
+    model.set_runs(cache, [cache.read_run(record.key, with_map=False)])
     model.selected_pixel = (2, 3)
+    return model, inspector, cache
+
+
+def test_the_inspector_empties_when_no_run_is_shown(qtbot, tmp_path):
+    model, inspector, cache = _inspecting_one_run(qtbot, tmp_path)
     assert inspector.table.rowCount() == 1
     model.set_runs(cache, [])  # a new plan with nothing cached, or every run failed
     assert inspector.table.rowCount() == 0
+
+
+def test_the_inspector_s_run_tip_says_what_the_run_computed_with(qtbot, tmp_path):
+    """The run column's tooltip: its label, then its provenance's lines (device and runtime,
+    oneDNN as it was in effect: the stored run's own, read back typed)."""
+    _, inspector, _ = _inspecting_one_run(qtbot, tmp_path)
+    assert inspector.table.item(0, 0).toolTip().splitlines() == [
+        "cpu b1 r0 (reference)",
+        "on cpu:0, tensorflow",
+        "oneDNN on: TensorFlow's default on this CPU",
+    ]
 
 
 def test_a_thumbnail_keeps_its_images_shape(qtbot, tmp_path):  # qtbot: a QApplication
