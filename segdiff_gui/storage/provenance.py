@@ -61,6 +61,18 @@ class Provenance:
         """The provenance of ``attributes`` (copied: the value never changes under a reader)."""
         return cls(copy.deepcopy(dict(attributes)))
 
+    def __repr__(self) -> str:
+        """What a notebook shows: where the run ran and with what (``to_dict()``: all)."""
+        stated = self.imported
+        shown = {
+            "device": self.device,
+            "runtime": f"{self.runtime} {self.version}".rstrip(),
+            "host": self.hostname,
+            "imported": stated.label if stated else None,
+        }
+        said = ", ".join(f"{name}={value!r}" for name, value in shown.items() if value)
+        return f"Provenance({said})"
+
     def to_dict(self) -> dict[str, Any]:
         """Every attribute as stored, unknown ones included: for HDF5 and JSON only."""
         return copy.deepcopy(dict(self._attributes))

@@ -101,6 +101,9 @@ def test_readers_see_typed_values_and_nothing_that_is_not_one():
     assert good.environment == {"XLA_FLAGS": "--x"}
     assert good.imported == StatedImport("c" * 64, "colab", "?", "", {"gpu": "T4"})
     assert good.merged and good.merged_from_key is None and good.merged_from_bundle == "b.h5"
+    assert repr(good) == "Provenance(device='gpu:0', runtime='jax 0.4.30', host='server', " + (
+        "imported='colab')"
+    )
 
     wrong = Provenance.from_dict(
         {
