@@ -88,7 +88,7 @@ def test_the_seed_notebook_runs_and_prints_segdiff_s_figures(tmp_path, monkeypat
 
     # The seed's pixel, as the cache has it: the printed values are the stored float32s.
     study = api.open_cache(cache).study(image="cell_00.png")
-    assert {run.provenance["runtime_version"] for run in study.runs} == {FAKE_VERSION}
+    assert {run.provenance.version for run in study.runs} == {FAKE_VERSION}
     worst = max(group["comparisons"], key=lambda row: row["max_abs"])["label"]
     reference, other = study.map("cpu b1 r0"), study.map(worst)
     row, col = np.unravel_index(np.abs(reference - other).argmax(), reference.shape)

@@ -38,27 +38,33 @@ SAMPLES: Mapping[str, tuple[str, ...]] = {
     "repeat_scope": ("scope=fresh",),
 }
 
+
+def _stated(record: Any) -> dict[str, Any]:
+    """Everything a run's provenance holds, the runtime's own facts included."""
+    return dict(record.provenance.to_dict())
+
+
 # What a run's record says of a knob, as the child read it back from its runtime (or, for the
 # batch's images, as it built the batch), and whether that is the value asked for.
 READ_BACK: Mapping[str, Callable[[Any, Any], bool]] = {
-    "batch": lambda r, value: r.provenance.get("input_batch_shape", [None])[0] == value,
+    "batch": lambda r, value: _stated(r).get("input_batch_shape", [None])[0] == value,
     "context": lambda r, value: value == "copies" and set(r.batch_names) == {r.target_name},
     "position": lambda r, value: r.batch_names[value] == r.target_name,
-    "precision": lambda r, value: value.removeprefix("mixed_") == r.provenance.get(
+    "precision": lambda r, value: value.removeprefix("mixed_") == _stated(r).get(
         "compute_dtype"
     ),
-    "onednn": lambda r, value: r.provenance.get("onednn_enabled") is value,
+    "onednn": lambda r, value: _stated(r).get("onednn_enabled") is value,
     "determinism": lambda r, value: value in (
-        r.provenance.get("op_determinism"), r.provenance.get("onnxruntime_deterministic_compute")
+        _stated(r).get("op_determinism"), _stated(r).get("onnxruntime_deterministic_compute")
     ),
-    "tf32": lambda r, value: r.provenance.get("tf32_enabled") is value,
+    "tf32": lambda r, value: _stated(r).get("tf32_enabled") is value,
     # JAX says how its forward pass ran: one jax.jit's compiled computation, or op by op.
-    "xla": lambda r, value: r.provenance.get("placement", "").startswith(
+    "xla": lambda r, value: _stated(r).get("placement", "").startswith(
         "one XLA computation" if value else "op by op"
     ),
     "threads": lambda r, value: value in (
-        r.provenance.get("intra_op_threads"), r.provenance.get("litert_threads"),
-        r.provenance.get("onnxruntime_threads"),
+        _stated(r).get("intra_op_threads"), _stated(r).get("litert_threads"),
+        _stated(r).get("onnxruntime_threads"),
     ),
 }  # fmt: skip
 
@@ -144,7 +150,7 @@ def assert_honoured(specs: Mapping[str, str], records: Mapping[str, Any]) -> dic
                 continue  # needed by another knob of the spec; a spec of its own shows it
             twin = next((n for n, c in configs.items() if c == plain), None)
             record = records[name]
-            in_effect = records[twin].provenance.get("defaults_in_effect", {}) if twin else {}
+            in_effect = _stated(records[twin]).get("defaults_in_effect", {}) if twin else {}
             if twin is not None and (
                 record.probabilities.tobytes() != records[twin].probabilities.tobytes()
             ):

@@ -98,7 +98,7 @@ def test_markup_and_control_characters_from_a_bundle_reach_no_terminal(tmp_path,
     cache = ResultCache(tmp_path / "cache")
     for label in ("cpu b1 r0", "cpu b4 r0"):
         record = make_record("m", values, label)
-        evil = {**record.provenance, "hostname": "[/]evil\x1b[2J\nFAIL forged"}
+        evil = record.provenance.updated({"hostname": "[/]evil\x1b[2J\nFAIL forged"})
         cache.write_run(replace(record, provenance=evil, target_name="t[/bold].png\x1b]0;"))
     for command in (("ls",), ("compare",), ("check",), ("diagnose",)):
         result = segdiff(*command, "--cache", cache.root)
