@@ -39,6 +39,7 @@ def write_study_report(
     store: RunStore,
     study: AnalysedStudy,
     context: ReportContext,
+    *,
     image: np.ndarray | None,
     html: str | Path | None,
     json: str | Path | None,

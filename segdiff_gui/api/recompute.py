@@ -61,6 +61,7 @@ def explanation_of_specs(
     request: MatrixRequest | None,
     store: RunStore,
     specs: tuple[str, str],
+    *,
     cutoff: float,
     progress: bool,
     where: str,
@@ -84,6 +85,7 @@ def explanation_of_specs(
 def test_set(
     store: RunStore,
     stored: Sequence[RunRecord],
+    *,
     group: str,
     request: MatrixRequest | None,
     masks: str | Path | None,

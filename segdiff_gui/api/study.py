@@ -276,8 +276,9 @@ class Study:
             raise InputError("explain", "give two key=value specs, or name two runs")
         pair = (str(first), str(second))
         return explanation_of_specs(
-            self._request, self._store, pair, cutoff, self._progress, self.where, self.title
-        )
+            self._request, self._store, pair, cutoff=cutoff, progress=self._progress,
+            where=self.where, title=self.title,
+        )  # fmt: skip
 
     def sweep(
         self,
@@ -308,15 +309,9 @@ class Study:
         """
         cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
         return test_set(
-            self._store,
-            self._everything,
-            self.group,
-            self._request,
-            masks,
-            cutoff,
-            ref,
-            self._progress,
-        )
+            self._store, self._everything, group=self.group, request=self._request,
+            masks=masks, cutoff=cutoff, ref=ref, progress=self._progress,
+        )  # fmt: skip
 
     def reproduce(self, user_map: object, config: ConfigLike | None = None) -> Reproduced:
         """Which configuration computes ``user_map`` (your own pipeline's map of this
@@ -377,8 +372,9 @@ class Study:
         study = self._study(cutoff)
         group = self._group
         return write_study_report(
-            self._store, study, self._context(), group.image, html, json, group.image_unreadable
-        )
+            self._store, study, self._context(), image=group.image, html=html, json=json,
+            image_unreadable=group.image_unreadable,
+        )  # fmt: skip
 
     # -- display ----------------------------------------------------------------------------
 

@@ -178,8 +178,9 @@ def command_repair(args: argparse.Namespace, out: Console, err: Console) -> int:
         args, model, images, cache, target=args.target, settings=model_settings(args)
     )
     session = RepairSession(
-        request, target, reference, args.cutoff, args.bound, args.memory, args.keep
-    )
+        request, target, reference=reference, cutoff=args.cutoff, bound=args.bound,
+        memory_budget=args.memory, disk_budget=args.keep,
+    )  # fmt: skip
     status, computed = EXIT_OK, 0
     for what, runner in session.runners():
         if not args.json:

@@ -60,7 +60,7 @@ def _probe_reasons(facts: Mapping[str, Any]) -> str:
     return "; ".join(facts.get("gpu_absent", [])) or "it reports no reason"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Runtime:
     name: str  # the runtime knob's value, and Keras's backend name ("torch" for PyTorch)
     title: str  # in sentences: "JAX"
@@ -82,11 +82,11 @@ class Runtime:
     checkbox_tip: str = ""
     # (settings, uses a GPU, inherited keyed variables) → the variables its child sets
     # before the runtime is imported. Every entry says it: none falls back to another's.
-    environment: Callable[[Any, bool, Mapping[str, str]], dict[str, str]] = field(kw_only=True)
+    environment: Callable[[Any, bool, Mapping[str, str]], dict[str, str]]
     # (a probe's facts) → its build, in a phrase.
-    build: Callable[[Mapping[str, Any]], str] = field(kw_only=True)
+    build: Callable[[Mapping[str, Any]], str]
     # (a probe's facts, where it saw no GPU) → why, as ``segdiff devices`` says it.
-    no_gpu: Callable[[Mapping[str, Any]], str] = field(kw_only=True, default=_probe_reasons)
+    no_gpu: Callable[[Mapping[str, Any]], str] = _probe_reasons
 
     def refusal(self, config: Any) -> str:
         """Why ``config`` (a configuration of every knob) cannot run under this runtime, in
@@ -333,16 +333,16 @@ def _litert(
 ) -> Runtime:
     full = f"LiteRT {title}"
     return Runtime(
-        name,
-        full,
-        "ai_edge_litert",
-        "litert",
-        "segdiff_gui.engine.backends.litert",
-        _LITERT_DOCS + link,
+        name=name,
+        title=full,
+        package="ai_edge_litert",
+        extra="litert",
+        engine="segdiff_gui.engine.backends.litert",
+        link=_LITERT_DOCS + link,
         # The interpreter's thread count; its XLA, oneDNN and precision are the conversion's.
-        _EVERY_RUNTIME | _KERAS | _SWITCHES,
-        _LITERT_LIMITS,
-        Conversion("litert", quantization, title),
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,
+        limits=_LITERT_LIMITS,
+        conversion=Conversion("litert", quantization, title),
         converters=("tensorflow",),
         checkbox=checkbox,
         checkbox_tip=tip,
@@ -354,40 +354,40 @@ def _litert(
 
 RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
     Runtime(
-        "tensorflow",
-        "TensorFlow",
-        "tensorflow",
-        "",
-        "segdiff_gui.engine.backends.tensorflow",
-        "https://www.tensorflow.org/guide/gpu",
-        _EVERY_RUNTIME | _KERAS | _SWITCHES,
+        name="tensorflow",
+        title="TensorFlow",
+        package="tensorflow",
+        extra="",
+        engine="segdiff_gui.engine.backends.tensorflow",
+        link="https://www.tensorflow.org/guide/gpu",
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,
         environment=_tensorflow_environment,
         build=_cuda_build,
         no_gpu=_tensorflow_no_gpu,
     ),
     Runtime(
-        "jax",
-        "JAX",
-        "jax",
-        "jax",
-        "segdiff_gui.engine.backends.jax",
-        "https://keras.io/getting_started/#configuring-your-backend",
-        _EVERY_RUNTIME | _KERAS | _SWITCHES,  # mapped to XLA's flags and JAX's precision
-        _JAX_LIMITS,
+        name="jax",
+        title="JAX",
+        package="jax",
+        extra="jax",
+        engine="segdiff_gui.engine.backends.jax",
+        link="https://keras.io/getting_started/#configuring-your-backend",
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,  # mapped to XLA's flags and JAX's precision
+        limits=_JAX_LIMITS,
         checkbox="JAX",
         checkbox_tip="Keras 3 on JAX (needs segdiff's jax extra).",
         environment=_jax_environment,
         build=_jax_build,
     ),
     Runtime(
-        "torch",
-        "PyTorch",
-        "torch",
-        "torch",
-        "segdiff_gui.engine.backends.torch",
-        "https://keras.io/getting_started/#configuring-your-backend",
-        _EVERY_RUNTIME | _KERAS | _SWITCHES,  # mapped to PyTorch's own switches
-        _TORCH_LIMITS,
+        name="torch",
+        title="PyTorch",
+        package="torch",
+        extra="torch",
+        engine="segdiff_gui.engine.backends.torch",
+        link="https://keras.io/getting_started/#configuring-your-backend",
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,  # mapped to PyTorch's own switches
+        limits=_TORCH_LIMITS,
         checkbox="PyTorch",
         checkbox_tip="Keras 3 on PyTorch (needs segdiff's torch extra).",
         environment=_torch_environment,
@@ -426,16 +426,16 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         "Converted to LiteRT, full int8, calibrated on the run's own images.",
     ),  # fmt: skip
     Runtime(
-        "onnxruntime",
-        "ONNX Runtime",
-        "onnxruntime",
-        "onnx",
-        "segdiff_gui.engine.backends.onnxruntime",
-        "https://onnxruntime.ai/docs/api/python/api_summary.html",
+        name="onnxruntime",
+        title="ONNX Runtime",
+        package="onnxruntime",
+        extra="onnx",
+        engine="segdiff_gui.engine.backends.onnxruntime",
+        link="https://onnxruntime.ai/docs/api/python/api_summary.html",
         # Its session's determinism, TF32 and thread count, and the CUDA provider's GPUs.
-        _EVERY_RUNTIME | _KERAS | _SWITCHES,
-        _ONNX_LIMITS,
-        Conversion("onnx", "float32", "float32"),
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,
+        limits=_ONNX_LIMITS,
+        conversion=Conversion("onnx", "float32", "float32"),
         converters=("tensorflow", "tf2onnx"),
         checkbox="ONNX Runtime",
         checkbox_tip="Converted to ONNX (segdiff's onnx extra).",
@@ -444,16 +444,16 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         no_gpu=_onnx_no_gpu,
     ),
     Runtime(
-        "openvino",
-        "OpenVINO",
-        "openvino",
-        "openvino",
-        "segdiff_gui.engine.backends.openvino",
-        "https://keras.io/getting_started/#configuring-your-backend",
+        name="openvino",
+        title="OpenVINO",
+        package="openvino",
+        extra="openvino",
+        engine="segdiff_gui.engine.backends.openvino",
+        link="https://keras.io/getting_started/#configuring-your-backend",
         # The same .keras file through Keras 3's OpenVINO backend (inference only): its own
         # graph compiler and CPU kernels, float32, no XLA; none of TensorFlow's switches.
-        _EVERY_RUNTIME | {"xla", "precision"},
-        _OPENVINO_LIMITS,
+        takes=_EVERY_RUNTIME | {"xla", "precision"},
+        limits=_OPENVINO_LIMITS,
         checkbox="OpenVINO",
         checkbox_tip="Keras 3 on OpenVINO, inference on its CPU plugin (segdiff's openvino extra).",
         environment=_no_environment,

@@ -120,7 +120,7 @@ def converted_probe_run(runner: ProbeContext, run: PlannedRun, backend: Converte
         assert plain is not None
         raw = outputs[runner.output_index][position]
         finish_probe(
-            runner, run, writer, key, raw, plain, started,
+            runner, run, writer, key, raw=raw, plain=plain, started=started,
             unmatched=unmatched, tensors_from=backend.runtime.title, matching=CONVERTED_MATCHING,
         )  # fmt: skip
     return "cpu:0" if not config.is_gpu else config.device

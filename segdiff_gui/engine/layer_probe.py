@@ -70,5 +70,5 @@ def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
             outputs = run_layer_by_layer(model, [backend.probe_input(batch, config)], call, emit)
             raw = backend.to_numpy(outputs[runner.output_index][position])
         assert plain is not None
-        finish_probe(runner, run, writer, key, raw, plain, started)
+        finish_probe(runner, run, writer, key, raw=raw, plain=plain, started=started)
     return config.device

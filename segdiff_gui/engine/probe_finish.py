@@ -26,6 +26,7 @@ def finish_probe(
     run: PlannedRun,
     writer: ProbeWriter,
     key: str,
+    *,
     raw: np.ndarray,
     plain: np.ndarray,
     started: float,

@@ -157,7 +157,17 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
     records = []
     for ref, values, user_map in pairs:
         records.append(
-            _record(request, model, model_hash, ref, values, user_map, label, notes, len(pairs))
+            _record(
+                request,
+                model=model,
+                model_hash=model_hash,
+                ref=ref,
+                values=values,
+                user_map=user_map,
+                label=label,
+                notes=notes,
+                count=len(pairs),
+            )  # fmt: skip
         )
     done = []
     for (ref, _, user_map), record in zip(pairs, records, strict=True):
@@ -174,6 +184,7 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
 
 def _record(
     request: ImportRequest,
+    *,
     model: Path,
     model_hash: str,
     ref: ImageRef,

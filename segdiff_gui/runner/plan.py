@@ -315,7 +315,15 @@ def plan_matrix(
                     seen.add(key)
                     tag = calibration_tag(calibration) if _calibrated(config) else ""
                     runs.append(
-                        PlannedRun(key, config, repeat, target_index, slots, tag, in_effect)
+                        PlannedRun(
+                            key,
+                            config,
+                            repeat,
+                            target=target_index,
+                            batch=slots,
+                            tag=tag,
+                            in_effect=in_effect,
+                        )  # fmt: skip
                     )
 
     cached: list[PlannedRun] = []
@@ -361,16 +369,16 @@ def plan_matrix(
     )
     jobs = jobs_for(template, to_compute, knobs)
     return MatrixPlan(
-        model,
-        tuple(refs),
-        tuple(targets),
-        tuple(runs),
-        tuple(cached),
-        jobs,
-        model_hash,
-        tuple(damaged),
-        frozenset(merged),
-        template,
+        model_path=model,
+        images=tuple(refs),
+        targets=tuple(targets),
+        runs=tuple(runs),
+        cached=tuple(cached),
+        jobs=jobs,
+        model_hash=model_hash,
+        damaged=tuple(damaged),
+        merged=frozenset(merged),
+        template=template,
     )
 
 

@@ -40,6 +40,7 @@ class RepairSession:
         self,
         request: MatrixRequest,
         target: RunConfig,
+        *,
         reference: RunConfig | None = None,
         cutoff: float = DEFAULT_CUTOFF,
         bound: int = 0,

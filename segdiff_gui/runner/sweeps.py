@@ -109,6 +109,7 @@ def sweep_reference(groups: Sequence[Sequence[RunRecord]], name: str) -> str:
 def summarise_sweep(
     store: RunStore,
     groups: Sequence[Sequence[RunRecord]],
+    *,
     cutoff: float,
     reference: str | None = None,
     truth: TruthFolder | None = None,
@@ -264,8 +265,9 @@ class SweepSession:
         reference = None if self.reference is None else sweep_reference(groups, self.reference)
         damaged = self.damaged if self.leave_out_damaged else None
         return summarise_sweep(
-            self.store, groups, self.cutoff, reference, self.truth, damaged=damaged
-        )
+            self.store, groups, cutoff=self.cutoff, reference=reference, truth=self.truth,
+            damaged=damaged,
+        )  # fmt: skip
 
     def run(self, drive: Drive | None = None) -> SweepResult:
         """The sweep: with a request, its runs first, driven to the end by ``drive`` (the

@@ -209,12 +209,12 @@ class LayerStore:
                 raise UnreadableEntry(path, "compares other runs than its name says")
             return StoredComparison(
                 key,
-                reference,
-                other,
-                LayerComparison(stats, tuple(unmatched)),
-                spatial,
-                (maps[0], maps[1]),
-                source,
+                reference=reference,
+                other=other,
+                comparison=LayerComparison(stats, tuple(unmatched)),
+                spatial=spatial,
+                final_maps=(maps[0], maps[1]),
+                final_source=source,
             )
 
     # repairs ------------------------------------------------------------------------------

@@ -189,12 +189,12 @@ def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
         record.run_config,
         record.repeat,
         probabilities,
-        provenance.hostname or "",
-        merged_from,
-        f"imported#{imported}" if imported else provenance.calibration_tag,
-        batch_id(record),
-        bool(imported),
-        provenance.onednn_enabled,
+        machine=provenance.hostname or "",
+        merged_from=merged_from,
+        variant=f"imported#{imported}" if imported else provenance.calibration_tag,
+        batch=batch_id(record),
+        imported=bool(imported),
+        onednn=provenance.onednn_enabled,
     )
 
 

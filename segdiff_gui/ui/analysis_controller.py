@@ -218,10 +218,13 @@ class AnalysisController(QObject):
         if reference is not None and reference.precision != "float32":
             reference = None  # the same configuration in float32, as the CLI's default
         request, cutoff, bound = session.request, self.model.cutoff, panel.bound.value()
-        budgets = panel.budgets()
+        memory_budget, disk_budget = panel.budgets()
 
         def work() -> Generator[str, None, tuple[RepairResult, Any, RunConfig]]:
-            repair = RepairSession(request, target, reference, cutoff, bound, *budgets)
+            repair = RepairSession(
+                request, target, reference=reference, cutoff=cutoff, bound=bound,
+                memory_budget=memory_budget, disk_budget=disk_budget,
+            )  # fmt: skip
             for what, runner in repair.runners():
                 self._layer_runner = runner
                 yield f"repair: {what}…"

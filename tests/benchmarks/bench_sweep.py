@@ -58,7 +58,7 @@ def main() -> None:
             groups = sweep_groups(cache.records())
             tracemalloc.start()
             started = time.perf_counter()
-            summary = summarise_sweep(cache, groups, 0.5, truth=truth)
+            summary = summarise_sweep(cache, groups, cutoff=0.5, truth=truth)
             seconds = time.perf_counter() - started
             _, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()

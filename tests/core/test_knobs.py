@@ -91,16 +91,19 @@ def test_a_knob_a_runtime_was_not_told_of_is_refused_never_ignored(runtime):
 def test_a_runtime_entry_says_its_environment_and_build_or_cannot_be_made():
     """Issue 35: a runtime's pre-import variables and its build phrase are its entry's, pure
     functions; an entry that leaves either out is a TypeError, never another runtime's."""
-    from dataclasses import fields
+    from dataclasses import MISSING, fields
 
     from segdiff_gui.core.runtimes import RUNTIMES, Runtime
 
-    required = {f.name for f in fields(Runtime) if f.kw_only}
+    required = {
+        f.name for f in fields(Runtime) if f.default is MISSING and f.default_factory is MISSING
+    }
     assert {"environment", "build"} <= required
     torch = RUNTIMES["torch"]
     with pytest.raises(TypeError, match="environment"):
-        Runtime(torch.name, torch.title, torch.package, torch.extra, torch.engine, torch.link,
-                torch.takes, build=torch.build)  # fmt: skip
+        Runtime(name=torch.name, title=torch.title, package=torch.package, extra=torch.extra,
+                engine=torch.engine, link=torch.link, takes=torch.takes,
+                build=torch.build)  # fmt: skip
     jax = RUNTIMES["jax"].environment(RunConfig(runtime="jax", determinism=True, threads=1),
                                       False, {"XLA_FLAGS": "--mine"})  # fmt: skip
     assert jax["XLA_FLAGS"].split()[:2] == ["--mine", "--xla_gpu_deterministic_ops=true"]

@@ -40,11 +40,11 @@ def test_images_without_the_reference_are_left_out_and_named(tmp_path):
         _store(cache, image, "cpu b1", RunConfig())
         _store(cache, image, "cpu b8", RunConfig(batch=8))
     _store(cache, "c.png", "cpu b8", RunConfig(batch=8))  # its reference run failed
-    summary = summarise_sweep(cache, sweep_groups(cache.records()), 0.5)
+    summary = summarise_sweep(cache, sweep_groups(cache.records()), cutoff=0.5)
     assert [image.image for image in summary.images] == ["a.png", "b.png"]
     assert summary.without_reference == ["c.png"]
     with pytest.raises(InputError, match=r"cpu b2: has no run on any image \(configurations: "):
-        summarise_sweep(cache, sweep_groups(cache.records()), 0.5, reference="cpu b2")
+        summarise_sweep(cache, sweep_groups(cache.records()), cutoff=0.5, reference="cpu b2")
 
 
 def test_two_versions_of_one_model_are_not_averaged_together(tmp_path):

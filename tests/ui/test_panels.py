@@ -286,7 +286,9 @@ def test_the_test_set_tab_says_how_many_images_a_change_is_over(qtbot, tmp_path)
     from tests.cli.test_sweep_partial import partial_sweep
 
     cache, masks = partial_sweep(tmp_path)
-    summary = summarise_sweep(cache, sweep_groups(cache.records()), 0.5, None, TruthFolder(masks))
+    summary = summarise_sweep(
+        cache, sweep_groups(cache.records()), cutoff=0.5, truth=TruthFolder(masks)
+    )
     panel = SweepPanel()
     qtbot.addWidget(panel)
     panel.show_summary(summary)
