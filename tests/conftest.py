@@ -104,6 +104,20 @@ def segdiff(
     )
 
 
+def segdiff_here(
+    capsys: pytest.CaptureFixture[str], *args: str | Path
+) -> subprocess.CompletedProcess[str]:
+    """The ``segdiff`` command line's ``main`` in this process, for a command that only reads
+    and writes a cache (or whose children are the fake engine's, by the ``fake_engine``
+    fixture): what :func:`segdiff` returns, without a Python start-up."""
+    from segdiff_gui.cli.main import main
+
+    capsys.readouterr()
+    code = main([str(arg) for arg in args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([str(arg) for arg in args], code, out, err)
+
+
 def engine_children(pid: int | None = None) -> list[psutil.Process]:
     """The live engine children below ``pid`` (default: this process). A zombie (a child that
     exited and is not reaped yet, perhaps another test's) runs nothing and is left out: its

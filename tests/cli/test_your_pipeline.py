@@ -4,6 +4,7 @@ and ``segdiff run`` of that configuration is served from the cache. Bad maps are
 one line each."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,14 +14,13 @@ import pytest
 from PIL import Image
 
 from segdiff_gui.storage import ResultCache
-from tests.conftest import segdiff
+from tests.conftest import segdiff, segdiff_here
 
 pytestmark = pytest.mark.slow
 
 USER_SCRIPT = """
 import sys
 import numpy as np
-from PIL import Image
 from PIL import Image
 import tf_keras  # TensorFlow's defaults: nothing set, as a user's script has it
 
@@ -37,15 +37,56 @@ for path in images:
 np.save(out, model.predict(np.stack(batch), verbose=0)[0, ..., 0])
 """
 
+BY_HAND = """
+import sys
+import numpy as np
+from PIL import Image
+import keras
+model = keras.saving.load_model(sys.argv[1])
+x = np.asarray(Image.open(sys.argv[2])).astype(np.float32) / 255.0
+x = ((x - 0.5) / 0.25)[None, ..., None]
+np.save(sys.argv[3], np.ascontiguousarray(model.predict(x, verbose=0)[0, ..., 0]))
+"""
 
-def _users_map(model: Path, images: list[Path], arithmetic: str, out: Path) -> Path:
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TF_")}
+ARITHMETICS = ("divide", "multiply")
+
+# Runs each (script, arguments) of its JSON argument as ``__main__``, one after the other.
+_ONE_PROCESS = """
+import json, sys
+for code, args in json.loads(sys.argv[1]):
+    sys.argv[1:] = args
+    exec(compile(code, "<script>", "exec"), {"__name__": "__main__"})
+"""
+
+
+@pytest.fixture(scope="module")
+def users_maps(models, small_images, tmp_path_factory) -> dict[str, Path]:
+    """The maps the user's own scripts make of ``small_images[0]``, in one fresh Python with
+    no ``TF_`` variable (one TensorFlow import for all): a plain tf-keras script's by each
+    arithmetic (``divide``, ``multiply``), and ``prepare``: the tiny Keras 3 model's map of
+    PREPARE's function applied by hand."""
+    out = tmp_path_factory.mktemp("users-maps")
+    maps = {name: out / f"{name}.npy" for name in (*ARITHMETICS, "prepare")}
+    scripts = [
+        *[(USER_SCRIPT, [models / "tiny_tfkeras.h5", maps[a], a, small_images[0]])
+          for a in ARITHMETICS],
+        (BY_HAND, [models / "tiny.keras", small_images[0], maps["prepare"]]),
+    ]  # fmt: skip
+    plan = json.dumps([[code, list(map(str, args))] for code, args in scripts])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TF_")}
     done = subprocess.run(
-        [sys.executable, "-c", USER_SCRIPT, str(model), str(out), arithmetic, *map(str, images)],
+        [sys.executable, "-c", _ONE_PROCESS, plan],
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    return out
+    return maps
+
+
+@pytest.fixture(scope="module")
+def scripts_cache(tmp_path_factory) -> Path:
+    """One cache for both arithmetics' imports: the model's inspection and the reproduce
+    search's runs that both need are computed once."""
+    return tmp_path_factory.mktemp("scripts-cache") / "cache"
 
 
 @pytest.mark.parametrize(
@@ -54,17 +95,16 @@ def _users_map(model: Path, images: list[Path], arithmetic: str, out: Path) -> P
      ("multiply", "your map is cpu b1 bit for bit (x * float32(1/255))")],
 )  # fmt: skip
 def test_a_plain_keras_scripts_map_is_imported_reproduced_and_served_from_the_cache(
-    models, small_images, tmp_path, arithmetic, found
+    models, small_images, users_maps, scripts_cache, tmp_path, capsys, arithmetic, found
 ):
     model = models / "tiny_tfkeras.h5"
-    mine = _users_map(model, small_images[:1], arithmetic, tmp_path / "mine.npy")
-    cache = tmp_path / "cache"
+    mine, cache, label = users_maps[arithmetic], scripts_cache, f"my script {arithmetic}"
     imported = segdiff("import", mine, "--model", model, "--image", small_images[0], "--label",
-                       "my script", "--note", "device=laptop", "--cache", cache)  # fmt: skip
+                       label, "--note", "device=laptop", "--cache", cache)  # fmt: skip
     assert imported.returncode == 0, imported.stderr
-    assert "imported: " in imported.stdout and "imported: my script" in imported.stdout
-    again = segdiff("import", mine, "--model", model, "--image", small_images[0],
-                    "--label", "my script", "--cache", cache)  # fmt: skip
+    assert "imported: " in imported.stdout and f"imported: {label}" in imported.stdout
+    again = segdiff_here(capsys, "import", mine, "--model", model, "--image", small_images[0],
+                 "--label", label, "--cache", cache)  # fmt: skip
     assert "already in the cache" in again.stdout  # the same map is one entry
     answer = segdiff("reproduce", mine, model, small_images[0], "--cache", cache)
     assert answer.returncode == 0, answer.stderr
@@ -75,9 +115,9 @@ def test_a_plain_keras_scripts_map_is_imported_reproduced_and_served_from_the_ca
     assert served.returncode == 0, served.stderr
     (run,) = json.loads(served.stdout)["runs"]
     assert run["status"] == "cached"
-    compared = segdiff("compare", "--cache", cache, "--json")
+    compared = segdiff_here(capsys, "compare", "--cache", cache, "--json")
     rows = [row for group in json.loads(compared.stdout) for row in group["comparisons"]]
-    mine_row = next(row for row in rows if row["label"] == "imported: my script r0")
+    mine_row = next(row for row in rows if row["label"] == f"imported: {label} r0")
     # Against the group's reference, cpu b1 r0, which divides: equal when the script did.
     assert mine_row["bitwise_equal"] is (arithmetic == "divide")
     stored = ResultCache(cache).read_run(mine_row["key"])
@@ -85,20 +125,24 @@ def test_a_plain_keras_scripts_map_is_imported_reproduced_and_served_from_the_ca
     assert stored.probabilities.tobytes() == np.load(mine).astype(np.float32).tobytes()
     group = next(g["group"] for g in json.loads(compared.stdout) if mine_row in g["comparisons"])
     report = tmp_path / "report.html"
-    written = segdiff("report", "--cache", cache, "--group", group, "--html", report)
+    written = segdiff_here(capsys, "report", "--cache", cache, "--group", group, "--html", report)
     assert written.returncode == 0, written.stderr
-    assert "imported: my script r0" in report.read_text()
+    assert f"imported: {label} r0" in report.read_text()
     # It travels in bundles, marked imported there too.
     bundle = tmp_path / "mine.h5"
-    made = segdiff("bundle", bundle, mine_row["id"], "--cache", cache)
+    made = segdiff_here(capsys, "bundle", bundle, mine_row["id"], "--cache", cache)
     assert made.returncode == 0, made.stderr
     elsewhere = tmp_path / "elsewhere"
-    assert segdiff("merge", bundle, "--cache", elsewhere).returncode == 0
-    listed = segdiff("ls", "--cache", elsewhere)
-    assert "imported: my script r0" in listed.stdout
+    assert segdiff_here(capsys, "merge", bundle, "--cache", elsewhere).returncode == 0
+    listed = segdiff_here(capsys, "ls", "--cache", elsewhere)
+    assert f"imported: {label} r0" in listed.stdout
 
 
-def test_import_refuses_bad_maps_in_one_line_each(models, small_images, tmp_path):
+def test_import_refuses_bad_maps_in_one_line_each(
+    models, small_images, tmp_path, capsys, fake_engine
+):
+    """The command line's handling of a map file: the fake engine answers what the model
+    gives (a real child does in the plain Keras script's test above)."""
     model = models / "tiny_tfkeras.h5"
     good = np.full((32, 32), 0.5, dtype=np.float32)
     cases = {
@@ -112,8 +156,8 @@ def test_import_refuses_bad_maps_in_one_line_each(models, small_images, tmp_path
     np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     cases["objects.npy"] = (None, "holds Python objects (object dtype); segdiff never unpickles")
     for name, (_, said) in cases.items():
-        result = segdiff("import", tmp_path / name, "--model", model, "--image",
-                         small_images[0], "--cache", tmp_path / "cache")  # fmt: skip
+        result = segdiff_here(capsys, "import", tmp_path / name, "--model", model, "--image",
+                      small_images[0], "--cache", tmp_path / "cache")  # fmt: skip
         assert result.returncode == 2, (name, result.stderr)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and said in lines[0] and name in lines[0], (name, lines)
@@ -121,18 +165,21 @@ def test_import_refuses_bad_maps_in_one_line_each(models, small_images, tmp_path
     assert not list(ResultCache(tmp_path / "cache").keys())
     wide = tmp_path / "wide.npy"
     np.save(wide, good.astype(np.float64))
-    rounded = segdiff("import", wide, "--model", model, "--image", small_images[0],
-                      "--cache", tmp_path / "cache")  # fmt: skip
+    rounded = segdiff_here(capsys, "import", wide, "--model", model, "--image", small_images[0],
+                   "--cache", tmp_path / "cache")  # fmt: skip
     assert rounded.returncode == 0 and "rounded to float32" in rounded.stdout
 
 
-def test_a_batch_of_maps_is_imported_image_by_image(models, small_images, tmp_path):
+def test_a_batch_of_maps_is_imported_image_by_image(
+    models, small_images, tmp_path, capsys, fake_engine
+):
+    """The fake engine answers what the model gives, as in the test above."""
     model = models / "tiny_tfkeras.h5"
     batch = np.random.default_rng(0).random((4, 32, 32, 1), dtype=np.float32)
     np.save(tmp_path / "batch.npy", batch)
-    result = segdiff("import", tmp_path / "batch.npy", "--model", model,
-                     *[a for image in small_images for a in ("--image", image)],
-                     "--cache", tmp_path / "cache", "--json")  # fmt: skip
+    result = segdiff_here(capsys, "import", tmp_path / "batch.npy", "--model", model,
+                  *[a for image in small_images for a in ("--image", image)],
+                  "--cache", tmp_path / "cache", "--json")  # fmt: skip
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     assert [row["image"] for row in rows] == [path.name for path in small_images]
@@ -142,7 +189,7 @@ def test_a_batch_of_maps_is_imported_image_by_image(models, small_images, tmp_pa
 
 
 def test_a_batch_effect_that_vanishes_with_onednn_off_is_offered_as_its_remedy(
-    models, small_images, tmp_path
+    models, small_images, tmp_path, capsys
 ):
     """Issue 32, on real children: with oneDNN on, batch 4 moves the tiny model's map; with it
     off, it moves nothing. diagnose offers oneDNN off with its figure; explain between two runs
@@ -152,7 +199,9 @@ def test_a_batch_effect_that_vanishes_with_onednn_off_is_offered_as_its_remedy(
                   "--config", "onednn=on", "--config", "batch=4,onednn=on",
                   "--config", "onednn=off", "--config", "batch=4,onednn=off")  # fmt: skip
     assert ran.returncode == 0, ran.stderr
-    diagnosed = segdiff("diagnose", "--cache", cache, "--ref", "cpu b1 onednn", "--json")
+    diagnosed = segdiff_here(
+        capsys, "diagnose", "--cache", cache, "--ref", "cpu b1 onednn", "--json"
+    )
     assert diagnosed.returncode == 0, diagnosed.stderr
     (group,) = json.loads(diagnosed.stdout)
     findings = group["findings"]
@@ -162,8 +211,8 @@ def test_a_batch_effect_that_vanishes_with_onednn_off_is_offered_as_its_remedy(
     assert len(remedy) == 1 and remedy[0]["topic"] == "advice", findings
     assert "cpu b4 onednn-off equals cpu b1 onednn-off bit for bit" in remedy[0]["sentence"]
     assert remedy[0]["figure"].startswith("0 vs ")
-    explained = segdiff("explain", "--cache", cache, "--from", "cpu b1 onednn-off r0",
-                        "--to", "cpu b4 onednn-off r0")  # fmt: skip
+    explained = segdiff_here(capsys, "explain", "--cache", cache, "--from", "cpu b1 onednn-off r0",
+                     "--to", "cpu b4 onednn-off r0")  # fmt: skip
     assert explained.returncode == 0, explained.stderr
     assert "Largest single knob" not in explained.stdout
     assert "The two are bitwise equal in total: no knob explains a difference" in explained.stdout
@@ -181,7 +230,7 @@ def prepare(image):
 
 
 def test_your_preprocessing_function_runs_only_trusted_and_is_keyed_by_its_bytes(
-    models, small_images, tmp_path
+    models, small_images, users_maps, tmp_path
 ):
     """Issue 32: ``--preprocess FILE.py:function`` gives the model's input; it runs in the
     child only with --trust-preprocess, its map equals the same function applied by hand, and
@@ -200,12 +249,9 @@ def test_your_preprocessing_function_runs_only_trusted_and_is_keyed_by_its_bytes
     stored = ResultCache(cache).read_run(run["key"])
     assert stored.preprocessing["function"] == "prepare.py:prepare"
     assert stored.provenance.to_dict()["target_input"] == "your function prepare.py:prepare"
-    by_hand = subprocess.run(
-        [sys.executable, "-c", BY_HAND, str(model), str(small_images[0])],
-        capture_output=True, timeout=300,
-    )  # fmt: skip
-    assert by_hand.returncode == 0, by_hand.stderr[-2000:]
-    assert stored.probabilities.tobytes() == by_hand.stdout
+    by_hand = np.load(users_maps["prepare"])  # the same function applied by hand
+    assert by_hand.dtype == np.float32
+    assert stored.probabilities.tobytes() == by_hand.tobytes()
     code.write_text(PREPARE.replace("0.25", "0.5"))
     again = segdiff("run", *common, "--trust-preprocess", "--json")
     (other,) = json.loads(again.stdout)["runs"]
@@ -215,19 +261,6 @@ def test_your_preprocessing_function_runs_only_trusted_and_is_keyed_by_its_bytes
     assert boom.returncode == 2 and "prepare() in boom.py raised ValueError: my bug" in boom.stderr
 
 
-BY_HAND = """
-import sys
-import numpy as np
-from PIL import Image
-from PIL import Image
-import keras
-model = keras.saving.load_model(sys.argv[1])
-x = np.asarray(Image.open(sys.argv[2])).astype(np.float32) / 255.0
-x = ((x - 0.5) / 0.25)[None, ..., None]
-sys.stdout.buffer.write(np.ascontiguousarray(model.predict(x, verbose=0)[0, ..., 0]).tobytes())
-"""
-
-
 def test_a_float_npy_is_the_models_input_as_it_is(models, small_images, tmp_path):
     """Issue 32: a .npy of float32 is used as it is (no scaling, no colour change); a float64
     one, one of the wrong shape, or one given with scaling, is refused in one line."""
@@ -235,14 +268,14 @@ def test_a_float_npy_is_the_models_input_as_it_is(models, small_images, tmp_path
     tensor = tmp_path / "input.npy"
     np.save(tensor, pixels.astype(np.float32) / 255.0)
     model, cache = models / "tiny.keras", tmp_path / "cache"
-    as_tensor = segdiff("run", model, tensor, "--cache", cache, "--config", "batch=1",
-                        "--repeats", "1", "--json")  # fmt: skip
-    assert as_tensor.returncode == 0, as_tensor.stderr
-    as_image = segdiff("run", model, small_images[0], "--cache", cache, "--config", "batch=1",
-                       "--repeats", "1", "--json")  # fmt: skip
+    # Both in one matrix (one child): --sweep makes each of them a target of its own.
+    both = segdiff("run", model, tensor, small_images[0], "--sweep", "--cache", cache,
+                   "--config", "batch=1", "--repeats", "1", "--json")  # fmt: skip
+    assert both.returncode == 0, both.stderr
     store = ResultCache(cache)
-    tensor_run = store.read_run(json.loads(as_tensor.stdout)["runs"][0]["key"])
-    image_run = store.read_run(json.loads(as_image.stdout)["runs"][0]["key"])
+    runs = [store.read_run(run["key"]) for run in json.loads(both.stdout)["runs"]]
+    tensor_run, image_run = sorted(runs, key=lambda run: run.target_name != tensor.name)
+    assert (tensor_run.target_name, image_run.target_name) == (tensor.name, small_images[0].name)
     assert (
         tensor_run.provenance.to_dict()["target_input"] == "a tensor, as it is (a .npy of floats)"
     )
