@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -20,6 +21,7 @@ from segdiff_gui.api.arguments import configuration, preprocessing
 from segdiff_gui.core.config import parse_config_spec, parse_preprocessing
 from segdiff_gui.storage import ResultCache
 from tests.conftest import TESTS, segdiff
+from tests.fake_engine import FAKE_VERSION
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +38,8 @@ def made(tmp_path_factory, demo):
     return study, ResultCache(root)
 
 
-def cli_json(*args):
-    result = segdiff(*args)
+def cli_json(*args, fake=False):
+    result = segdiff(*args, fake=fake)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -468,21 +470,25 @@ def test_an_interrupted_cell_kills_the_children(demo, tmp_path):
     assert ResultCache(tmp_path / "cache").keys() == []  # the hung run never finished
 
 
-def test_sweep_and_explain_specs_compute_what_they_need(demo, tmp_path):
+def test_sweep_and_explain_specs_compute_what_they_need(demo, tmp_path, fake_engine):
     """On four of the demo's images, in a cache of its own: the sweep adds runs on the other
-    three, which the other tests must not see."""
+    three, which the other tests must not see. What the API computes and how it reads it back
+    is the point, not the maps: the fake engine computes them (real children do for the same
+    workflows in tests/cli/test_explain_commands.py: the sweep's in
+    test_sweep_dice_and_shards_merged_equal_the_unsharded_sweep, explain's specs in
+    test_explain_reports_what_direct_comparisons_give)."""
     model, images = demo
     cache = ResultCache(tmp_path / "cache")
     study = api.run(model, images[:4], SEED, repeats=2, cache=cache.root, progress=False)
     masks = images[0].parent.parent / "masks"
     sweep = study.sweep(masks=masks)
     assert len(sweep.summary.images) == 4
-    expected = cli_json("sweep", "--json", "--cache", cache.root, "--masks", masks)
+    expected = cli_json("sweep", "--json", "--cache", cache.root, "--masks", masks, fake=True)
     assert as_json(sweep.to_dict()) == expected
     # A configuration's label names it on every image, here and on the command line.
     against = study.sweep(ref="cpu b64")
     assert against.summary.reference == "cpu b64" and against.failures == []
-    expected = cli_json("sweep", "--json", "--cache", cache.root, "--ref", "cpu b64")
+    expected = cli_json("sweep", "--json", "--cache", cache.root, "--ref", "cpu b64", fake=True)
     assert as_json(against.to_dict()) == expected
     assert sweep.table.loc["cpu b1", "is_reference"]
     assert sweep.table.loc["cpu b64", "mean_dice"] is not None
@@ -490,20 +496,32 @@ def test_sweep_and_explain_specs_compute_what_they_need(demo, tmp_path):
     explanation = study.explain("device=cpu,batch=1", "device=cpu,batch=1,threads=1")
     assert len(set(cache.keys()) - before) == 2  # threads=1, two repeats, in one child
     assert explanation.to_dict()["target"] == "cpu b1 threads1"
+    assert all(record.provenance.version == FAKE_VERSION for record in cache.records())
 
 
-def test_your_own_map_is_imported_and_reproduced_from_python(made, tmp_path):
+def test_your_own_map_is_imported_and_reproduced_from_python(made, tmp_path, monkeypatch):
     """Issue 32: ``import_maps``, ``reproduce`` and ``Study.reproduce`` over the runner's
     workflows. The demo's own cpu b1 map is found at once; the same map one ULP off in one
-    pixel is found by no configuration, and the nearest is named."""
-    study, cache = made
+    pixel is found by no configuration, and the nearest is named.
+
+    The search that finds nothing runs in a copy of the cache, its trials computed by the fake
+    engine: every trial is compared with the map, whatever computed it, and the nearest is the
+    real cpu b1 run the copy holds. Real children compute the search's trials in
+    tests/cli/test_your_pipeline.py (the plain Keras script's maps, found by ``reproduce``)."""
+    study, made_cache = made
     model, images = segdiff_gui.demo_model(), segdiff_gui.demo_images()
     mine = study.map("cpu b1 r0").copy()
     found = study.reproduce(mine)
     assert found.match == "cpu b1" and "bit for bit (the defaults)" in found.sentence
     assert found.run_arguments["configs"] == "batch=1"
-    again = segdiff_gui.run(model, **found.run_arguments, cache=cache, progress=False)
+    again = segdiff_gui.run(model, **found.run_arguments, cache=made_cache, progress=False)
     assert again.map(again.runs[0].label).tobytes() == mine.tobytes()
+    cache = ResultCache(tmp_path / "cache")
+    shutil.copytree(made_cache.root, cache.root)
+    from segdiff_gui.runner import child
+    from tests.fake_engine import engine_command
+
+    monkeypatch.setattr(child, "engine_command", engine_command)
     off = mine.copy()
     off[5, 7] = np.nextafter(off[5, 7], np.float32(1))
     np.save(tmp_path / "off.npy", off)
