@@ -11,7 +11,7 @@ from PIL import Image
 from segdiff_gui.core.runtime_defaults import tensorflow_onednn_default
 from segdiff_gui.resources import demo_dir, demo_images, demo_model
 from segdiff_gui.storage.cache import ResultCache
-from tests.conftest import segdiff
+from tests.conftest import segdiff, segdiff_here
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +19,7 @@ FIGURES = ("max_ulp", "max_abs", "differing_pixels", "flips")
 IMAGES = 4  # of the demo's 16, for the sweep
 
 
-def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path):
+def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path, capsys):
     root = tmp_path / "cache"
     shutil.copytree(demo_cache.root, root)
     target = "batch=64,threads=1,xla=on,precision=bf16"
@@ -32,7 +32,7 @@ def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path):
     alone = {row["knob"]: row for row in attribution["rows"] if row["kind"] == "alone"}
     assert list(alone) == ["batch", "threads", "xla", "precision"]
     # The demo's own matrix holds each of these knobs alone: compare gives the same figures.
-    compare = json.loads(segdiff("compare", "--cache", root, "--json").stdout)[0]
+    compare = json.loads(segdiff_here(capsys, "compare", "--cache", root, "--json").stdout)[0]
     direct = {row["label"]: row for row in compare["comparisons"]}
     for knob, label in [
         ("batch", "cpu b64 r0"),
@@ -56,20 +56,26 @@ def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path):
     assert cumulative[-1]["to"] == "cpu b64 threads1 xla bf16"
 
     # Two cached runs by label: measured from the cache alone, no child started.
-    text = segdiff("explain", "--from", "cpu b1 r0", "--to", "cpu b64 threads1 r1", "--cache", root)
+    text = segdiff_here(
+        capsys, "explain", "--from", "cpu b1 r0", "--to", "cpu b64 threads1 r1", "--cache", root
+    )
     assert text.returncode == 0, text.stderr
     assert "What moves cpu b1 to cpu b64 threads1" in text.stdout
     assert "Largest single knob: batch" in text.stdout
     assert "cpu b1 r0 (" in text.stdout and "against cpu b64 threads1 r1 (" in text.stdout
     # A configuration's label alone means its first repeat; --image narrows the runs named.
-    by_label = segdiff("explain", "--from", "cpu b1", "--to", "cpu b1 xla", "--image",
-                       "cell_00.png", "--cache", root, "--json")  # fmt: skip
+    by_label = segdiff_here(capsys, "explain", "--from", "cpu b1", "--to", "cpu b1 xla",
+                            "--image", "cell_00.png", "--cache", root, "--json")  # fmt: skip
     assert by_label.returncode == 0, by_label.stderr
     (xla,) = [row for row in json.loads(by_label.stdout)["rows"] if row["kind"] == "alone"]
     assert {f: xla[f] for f in FIGURES} == {f: direct["cpu b1 xla r0"][f] for f in FIGURES}
-    mixed = segdiff("explain", "--from", "cpu b1 r0", "--to", "batch=64", "--cache", root)
+    mixed = segdiff_here(
+        capsys, "explain", "--from", "cpu b1 r0", "--to", "batch=64", "--cache", root
+    )
     assert mixed.returncode == 2 and "both key=value specs, or both name" in mixed.stderr
-    same = segdiff("explain", "--demo", "--from", "batch=1", "--to", "device=cpu", "--cache", root)
+    same = segdiff_here(
+        capsys, "explain", "--demo", "--from", "batch=1", "--to", "device=cpu", "--cache", root
+    )
     assert same.returncode == 2 and "the two configurations are one (cpu b1)" in same.stderr
 
 
@@ -79,8 +85,8 @@ def test_explain_needs_a_model_for_specs(tmp_path):
     assert result.stderr.strip().endswith("name the model and images (or --demo) to run SPECs on")
 
 
-def test_diagnose_says_only_what_was_measured(demo_cache):
-    result = segdiff("diagnose", "--cache", demo_cache.root, "--json")
+def test_diagnose_says_only_what_was_measured(demo_cache, capsys):
+    result = segdiff_here(capsys, "diagnose", "--cache", demo_cache.root, "--json")
     assert result.returncode == 0, result.stderr
     (study,) = json.loads(result.stdout)
     findings = study["findings"]
@@ -90,7 +96,7 @@ def test_diagnose_says_only_what_was_measured(demo_cache):
     assert gpu_sentences and all(f.startswith("No GPU run was measured") for f in gpu_sentences)
     precision = next(f for f in findings if "precision policy alone" in f["sentence"])
     assert precision["link"].startswith("https://www.tensorflow.org/")
-    text = segdiff("diagnose", "--cache", demo_cache.root).stdout
+    text = segdiff_here(capsys, "diagnose", "--cache", demo_cache.root).stdout
     assert "How to avoid it" in text and "bitwise-equal maps over its 2 repeats" in text
 
 
@@ -108,8 +114,8 @@ def _independent_dice(cache_root, masks, config_label):
     return float(np.mean(scores)), len(scores)
 
 
-def test_sweep_dice_and_shards_merged_equal_the_unsharded_sweep(tmp_path):
-    # Four of the demo's images (and their masks): one whole batch of 4, three shards.
+def test_sweep_dice_and_shards_merged_equal_the_unsharded_sweep(tmp_path, capsys):
+    # Four of the demo's images (and their masks): one whole batch of 4, two shards of two.
     model, images, masks = demo_model(), tmp_path / "images", tmp_path / "masks"
     for folder in (images, masks):
         folder.mkdir()
@@ -132,14 +138,14 @@ def test_sweep_dice_and_shards_merged_equal_the_unsharded_sweep(tmp_path):
     assert rows["cpu b1 bf16"]["flips"] > 0
 
     merged = tmp_path / "merged"
-    for shard in ("1/3", "2/3", "3/3"):
+    for shard in ("1/2", "2/2"):
         part = tmp_path / f"shard{shard[0]}"
         result = segdiff("run", model, images, *configs, "--shard", shard, "--repeats", "1",
                          "--cache", part)  # fmt: skip
         assert result.returncode == 0, result.stderr
         bundle = tmp_path / f"shard{shard[0]}.h5"
-        assert segdiff("bundle", bundle, "--cache", part).returncode == 0
-        assert segdiff("merge", bundle, "--cache", merged).returncode == 0
+        assert segdiff_here(capsys, "bundle", bundle, "--cache", part).returncode == 0
+        assert segdiff_here(capsys, "merge", bundle, "--cache", merged).returncode == 0
     whole_cache, merged_cache = ResultCache(whole), ResultCache(merged)
     keys = sorted(r.key for r in whole_cache.records())
     assert sorted(r.key for r in merged_cache.records()) == keys and len(keys) == IMAGES * 3
@@ -147,12 +153,12 @@ def test_sweep_dice_and_shards_merged_equal_the_unsharded_sweep(tmp_path):
         ours = whole_cache.read_run(key).probabilities
         theirs = merged_cache.read_run(key).probabilities
         assert ours.tobytes() == theirs.tobytes()
-    again = segdiff("sweep", "--masks", masks, "--cache", merged, "--json")
+    again = segdiff_here(capsys, "sweep", "--masks", masks, "--cache", merged, "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == sweep
 
     csv_file = tmp_path / "sweep.csv"
-    text = segdiff("sweep", "--masks", masks, "--cache", merged, "--csv", csv_file)
+    text = segdiff_here(capsys, "sweep", "--masks", masks, "--cache", merged, "--csv", csv_file)
     assert "mean Dice" in text.stdout and "Images with the most flips" in text.stdout
     assert len(csv_file.read_text().splitlines()) == 1 + IMAGES * 3
 
