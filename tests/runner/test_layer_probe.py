@@ -6,6 +6,8 @@ map is checked against the plain run."""
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -25,6 +27,9 @@ pytestmark = pytest.mark.slow
 
 REFERENCE = "device=cpu,batch=1"
 OTHERS = ("device=cpu,batch=64", "device=cpu,xla=on", "device=cpu,precision=bf16")
+# Two of the demo's images: every figure is per layer over the images run, a batch of 64 is
+# filled from the set whatever its size, and each probe stays small.
+IMAGES = 2
 
 
 def _probe(session: LayerProbeSession) -> LayerProbe:
@@ -37,13 +42,17 @@ def _probe(session: LayerProbeSession) -> LayerProbe:
 
 @pytest.fixture(scope="module")
 def demo_probes(demo, tmp_path_factory) -> tuple[ResultCache, dict[str, LayerProbeSession]]:
-    """The demo U-Net's batch 1 against batch 64, XLA and bfloat16: the plain runs in one
-    child, then each side's probe in its own."""
+    """The demo U-Net's batch 1 against batch 64, XLA and bfloat16 on two images: the plain
+    runs in one child, then the probes. XLA's and bfloat16's are made first, together (they
+    share a child's process-level settings), so each of the three sessions below compares
+    probes the cache already has, bar batch 64's and the reference's, made in one child."""
     model, images = demo
     cache = ResultCache(tmp_path_factory.mktemp("layers"))
     configs = tuple(parse_config_spec(s) for s in (REFERENCE, *OTHERS))
-    request = MatrixRequest(model, tuple(images), cache, configs=configs, repeats=1)
+    request = MatrixRequest(model, tuple(images[:IMAGES]), cache, configs=configs, repeats=1)
     for _ in request.start([]).run():
+        pass
+    for _ in LayerProbeSession(request, configs[2], configs[3]).probe_runner().run():
         pass
     sessions = {}
     for spec in OTHERS:
@@ -92,8 +101,8 @@ def test_a_probe_asked_again_is_served_from_the_cache(demo_probes, demo):
     cache, sessions = demo_probes
     model, images = demo
     result = segdiff(
-        "layers", model, *images, "--cache", cache.root, "--from", REFERENCE, "--to", OTHERS[2],
-        "--json",
+        "layers", model, *images[:IMAGES], "--cache", cache.root, "--from", REFERENCE,
+        "--to", OTHERS[2], "--json",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
@@ -133,26 +142,46 @@ def _forget_comparisons(cache_root) -> None:
         path.unlink()
 
 
-def test_softmax_output_counts_class_flips_and_the_budget_can_keep_no_tensors(tmp_path, demo):
-    bf16 = "device=cpu,precision=bf16"
-    result = _softmax_layers(tmp_path, demo, bf16, "--json")
+BF16 = "device=cpu,precision=bf16"
+
+
+@pytest.fixture(scope="module")
+def softmax_probe(demo, tmp_path_factory) -> tuple[Path, dict]:
+    """``segdiff layers`` on the softmax demo, ``REFERENCE`` → bfloat16, computed once (a
+    plain child and a probe child): a cache each test below copies and may then spoil, and
+    what the command showed."""
+    root = tmp_path_factory.mktemp("softmax-layers")
+    result = _softmax_layers(root, demo, BF16, "--json")
     assert result.returncode == 0, result.stderr
-    shown = json.loads(result.stdout)
-    _stored_figures_are_direct(ResultCache(tmp_path), shown)
-    maps = [ResultCache(tmp_path).read_run(shown[s]["run_key"]).probabilities
+    return root, json.loads(result.stdout)
+
+
+def _copy_of(softmax_probe, tmp_path) -> tuple[Path, dict]:
+    """A copy of the softmax probe's cache in ``tmp_path``, and what its command showed."""
+    root, shown = softmax_probe
+    return Path(shutil.copytree(root, tmp_path / "cache")), shown
+
+
+def test_softmax_output_counts_class_flips_and_the_budget_can_keep_no_tensors(
+    softmax_probe, tmp_path, demo
+):
+    root, shown = _copy_of(softmax_probe, tmp_path)
+    assert shown["tensors_kept"] and not shown["served_from_cache"]
+    _stored_figures_are_direct(ResultCache(root), shown)
+    maps = [ResultCache(root).read_run(shown[s]["run_key"]).probabilities
             for s in ("reference", "other")]  # fmt: skip
     assert shown["final"]["flips"] == compare_maps(maps[0], maps[1]).flips  # argmax flips
     # Compared again (its stored comparison lost) under a budget of nothing: the probes are
     # read once more, then removed; the figures stay.
-    _forget_comparisons(tmp_path)
-    again = _softmax_layers(tmp_path, demo, bf16, "--keep", "0")
+    _forget_comparisons(root)
+    again = _softmax_layers(root, demo, BF16, "--keep", "0")
     assert again.returncode == 0, again.stderr
     assert "class flips (argmax)" in again.stdout and "Layer tensors not kept" in again.stdout
     assert "The difference is born in enc1_1" in again.stdout
-    last = _softmax_layers(tmp_path, demo, bf16, "--json")
+    last = _softmax_layers(root, demo, BF16, "--json")
     kept = json.loads(last.stdout)
     assert not kept["tensors_kept"] and kept["layers"] == shown["layers"]  # figures stayed
-    assert not list((tmp_path / "layers" / "tensors").rglob("*.h5"))
+    assert not list((root / "layers" / "tensors").rglob("*.h5"))
 
 
 def test_a_nested_encoder_and_a_sequential_block_are_flattened(models, small_images, tmp_path):
@@ -221,23 +250,23 @@ def test_under_jax_each_layer_is_its_own_xla_computation_and_the_output_holds(
     )
 
 
-def test_a_probe_found_damaged_while_compared_is_removed_and_probed_again(tmp_path, demo):
+def test_a_probe_found_damaged_while_compared_is_removed_and_probed_again(
+    softmax_probe, tmp_path, demo
+):
     """Issue 33, case 12: a damaged probe failed every call. Found damaged while the
     comparison reads it, it is removed and said in one line; the next call probes again."""
-    first = _softmax_layers(tmp_path, demo, "device=cpu,batch=2", "--json")
-    assert first.returncode == 0, first.stderr
-    shown = json.loads(first.stdout)
-    _forget_comparisons(tmp_path)
-    damaged = LayerStore(ResultCache(tmp_path)).probe_path(probe_key(shown["other"]["run_key"]))
+    root, shown = _copy_of(softmax_probe, tmp_path)
+    _forget_comparisons(root)
+    damaged = LayerStore(ResultCache(root)).probe_path(probe_key(shown["other"]["run_key"]))
     with h5py.File(damaged, "r+") as handle:  # one value of the first layer changed
         piece = handle["layers/00000/p00000"]
         piece[(0,) * piece.ndim] += 1.0
-    second = _softmax_layers(tmp_path, demo, "device=cpu,batch=2")
+    second = _softmax_layers(root, demo, BF16)
     assert second.returncode == 2
     (line,) = second.stderr.strip().splitlines()[-1:]
     assert str(damaged) in line and "removed, it is probed again on the next run" in line
     assert not damaged.exists()
-    third = _softmax_layers(tmp_path, demo, "device=cpu,batch=2", "--json")
+    third = _softmax_layers(root, demo, BF16, "--json")
     assert third.returncode == 0, third.stderr
     assert damaged.exists()
     assert json.loads(third.stdout)["layers"] == shown["layers"]  # the same figures again
