@@ -6,6 +6,8 @@ left out, and each probe's final map bit for bit its plain run's."""
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -24,13 +26,15 @@ from tests.runner.test_layer_probe import _probe
 pytestmark = pytest.mark.slow
 
 CONVERTED = ("litert", "litert-int8", "onnxruntime")
+# Two of the demo's images: a layer's figures are over the images run, and two calibrate int8.
+IMAGES = 2
 
 
 @pytest.fixture(scope="module")
 def demo_probes(demo, tmp_path_factory) -> dict[str, tuple[LayerProbeSession, LayerProbe]]:
     model, images = demo
     cache = ResultCache(tmp_path_factory.mktemp("converted-layers"))
-    request = MatrixRequest(model, tuple(images), cache, repeats=1)
+    request = MatrixRequest(model, tuple(images[:IMAGES]), cache, repeats=1)
     found = {}
     for name in CONVERTED:
         session = LayerProbeSession(request, RunConfig(), RunConfig(runtime=name))
@@ -87,14 +91,33 @@ def test_int8_tensors_are_dequantized_and_recorded_as_int8(demo_probes):
         assert other.meta["tensors_from"] == "LiteRT full int8"
 
 
-def test_layers_fused_by_the_converter_are_listed_and_left_out(models, small_images, tmp_path):
-    cache = ResultCache(tmp_path / "cache")
-    result = segdiff(
-        "layers", models / "encoder_unet.keras", *small_images, "--from", "runtime=tensorflow",
-        "--to", "runtime=litert", "--cache", cache.root, "--json",
+TF_TO_LITERT = ("runtime=tensorflow", "runtime=litert")
+
+
+def _encoder_unet_layers(models, small_images, root, *sides: str, json_out: bool = True):
+    """``segdiff layers`` on the nested encoder U-Net, ``sides`` its --from and --to."""
+    more = ("--json",) if json_out else ()
+    return segdiff(
+        "layers", models / "encoder_unet.keras", *small_images, "--from", sides[0],
+        "--to", sides[1], "--cache", root, *more,
     )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def encoder_litert(models, small_images, tmp_path_factory) -> tuple[Path, dict]:
+    """The encoder U-Net probed under TensorFlow and LiteRT, computed once: the cache (the
+    tests below add to it, or copy it before they spoil it) and what the command showed."""
+    root = tmp_path_factory.mktemp("encoder-litert")
+    result = _encoder_unet_layers(models, small_images, root, *TF_TO_LITERT)
     assert result.returncode == 0, result.stderr
-    shown = json.loads(result.stdout)
+    return root, json.loads(result.stdout)
+
+
+def test_layers_fused_by_the_converter_are_listed_and_left_out(
+    encoder_litert, models, small_images
+):
+    root, shown = encoder_litert
+    assert not shown["served_from_cache"]
     # Batch normalisation folded into its convolution, each convolution fused with the ReLU
     # layer after it: LiteRT has no tensor for them.
     assert shown["unmatched"] == ["encoder/conv", "encoder/norm", "decoder/conv"]
@@ -109,29 +132,21 @@ def test_layers_fused_by_the_converter_are_listed_and_left_out(models, small_ima
         "mask",
     ]
     assert all(layer["relative_error"] < 1e-5 for layer in shown["layers"])
-    said = subprocess_text(cache, models, small_images)
-    assert "3 layers could not be matched to a tensor of their own in the converted model" in said
+    said = _encoder_unet_layers(models, small_images, root, *TF_TO_LITERT, json_out=False)
+    assert said.returncode == 0, said.stderr
+    text = " ".join(said.stdout.split())
+    assert "3 layers could not be matched to a tensor of their own in the converted model" in text
 
 
-def test_two_converted_sides_name_what_neither_could_match(models, small_images, tmp_path):
-    cache = ResultCache(tmp_path / "cache")
-    result = segdiff(
-        "layers", models / "encoder_unet.keras", *small_images, "--from", "runtime=litert",
-        "--to", "runtime=litert-fp16", "--cache", cache.root, "--json",
-    )  # fmt: skip
+def test_two_converted_sides_name_what_neither_could_match(encoder_litert, models, small_images):
+    root, _ = encoder_litert  # LiteRT's run and probe are there: only float16's are made
+    result = _encoder_unet_layers(
+        models, small_images, root, "runtime=litert", "runtime=litert-fp16"
+    )
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
     assert shown["unmatched"] == ["encoder/conv", "encoder/norm", "decoder/conv"]
     assert len(shown["layers"]) == 7
-
-
-def subprocess_text(cache, models, small_images) -> str:
-    result = segdiff(
-        "layers", models / "encoder_unet.keras", *small_images, "--from", "runtime=tensorflow",
-        "--to", "runtime=litert", "--cache", cache.root,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return " ".join(result.stdout.split())
 
 
 def test_layers_that_keep_kerass_default_names_are_each_matched_to_their_own_tensor(
@@ -179,22 +194,18 @@ def _as_stored_before_whole_scopes(path, attribute, sides=()):
 
 
 def test_a_converted_probe_matched_before_whole_scopes_is_probed_again(
-    models, small_images, tmp_path
+    encoder_litert, models, small_images, tmp_path
 ):
     """A LiteRT probe and its comparison stored before the matching by whole scopes may credit
     a layer with another's tensor: asked again, they are made again, not served."""
-    cache = ResultCache(tmp_path / "cache")
-    arguments = (
-        "layers", models / "tiny.keras", *small_images, "--from", "runtime=tensorflow",
-        "--to", "runtime=litert", "--cache", cache.root, "--json",
-    )  # fmt: skip
-    first = _shown(segdiff(*arguments))
+    root, first = encoder_litert
+    cache = ResultCache(shutil.copytree(root, tmp_path / "cache"))
     store = LayerStore(cache)
     keras_probe, litert_probe = first["reference"]["probe_key"], first["other"]["probe_key"]
     _as_stored_before_whole_scopes(store.probe_path(litert_probe), "meta")
     compared = store.comparison_path(comparison_key(keras_probe, litert_probe))
     _as_stored_before_whole_scopes(compared, "sides", ("reference", "other"))
-    shown = _shown(segdiff(*arguments))
+    shown = _shown(_encoder_unet_layers(models, small_images, cache.root, *TF_TO_LITERT))
     assert not shown["served_from_cache"]
     assert shown["layers"] == first["layers"] and shown["unmatched"] == first["unmatched"]
     with store.open_probe(litert_probe) as probe:
@@ -202,4 +213,5 @@ def test_a_converted_probe_matched_before_whole_scopes_is_probed_again(
     # The Keras side, matched by nothing, was not probed again; the new comparison is served.
     with store.open_probe(keras_probe) as probe:
         assert probe.meta["wall_time_s"] == first["reference"]["wall_time_s"]
-    assert _shown(segdiff(*arguments))["served_from_cache"]
+    again = _encoder_unet_layers(models, small_images, cache.root, *TF_TO_LITERT)
+    assert _shown(again)["served_from_cache"]
