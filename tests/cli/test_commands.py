@@ -1,4 +1,7 @@
-"""The segdiff command line on real runs: cache hits, listing, bundles, devices, exit codes."""
+"""The segdiff command line: cache hits, listing, bundles, devices, exit codes. Its ``main`` runs
+in this process (``segdiff_here``) where a subprocess would prove nothing more, and the fake
+engine computes the runs where what the command does with them is the point; the engine's own
+runs of these models are tests/engine/test_formats.py's."""
 
 import json
 import subprocess
@@ -13,13 +16,14 @@ import segdiff_gui.runner.child as child_module
 from segdiff_gui.cli.main import main
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.storage.provenance import Provenance
+from tests.cli_in_process import segdiff_here
 from tests.conftest import segdiff
 
 pytestmark = pytest.mark.slow
 
 
 def test_second_identical_run_is_served_from_cache_without_tensorflow(
-    models, small_images, cache, capsys, monkeypatch
+    models, small_images, cache, capsys, monkeypatch, fake_engine
 ):
     args = [
         "run",
@@ -33,7 +37,7 @@ def test_second_identical_run_is_served_from_cache_without_tensorflow(
         "batch=4",
         "--json",
     ]
-    first = segdiff(*args)
+    first = segdiff_here(capsys, *args)
     assert first.returncode == 0, first.stderr
     assert {r["status"] for r in json.loads(first.stdout)["runs"]} == {"finished"}
 
@@ -59,8 +63,9 @@ def test_second_identical_run_is_served_from_cache_without_tensorflow(
     assert fresh.stderr.strip().splitlines()[-1] == "[]"
 
 
-def test_ls_lists_runs_with_labels_and_provenance(models, small_images, cache):
-    segdiff(
+def test_ls_lists_runs_with_labels_and_provenance(models, small_images, cache, capsys, fake_engine):
+    segdiff_here(
+        capsys,
         "run",
         models / "tiny.keras",
         small_images[1],
@@ -71,17 +76,20 @@ def test_ls_lists_runs_with_labels_and_provenance(models, small_images, cache):
         "--repeats",
         "1",
     )
-    listing = segdiff("ls", "--cache", cache.root)
+    listing = segdiff_here(capsys, "ls", "--cache", cache.root)
     assert listing.returncode == 0
     assert "cpu b1 xla r0" in listing.stdout and "tiny.keras" in listing.stdout
-    (entry,) = json.loads(segdiff("ls", "--cache", cache.root, "--json").stdout)
+    (entry,) = json.loads(segdiff_here(capsys, "ls", "--cache", cache.root, "--json").stdout)
     assert entry["label"] == "cpu b1 xla r0" and entry["image"] == "small_1.png"
     assert entry["provenance"]["xla"] is True and entry["provenance"]["device"] == "cpu:0"
 
 
-def test_bundle_then_merge_moves_runs_bit_exactly(models, small_images, tmp_path):
+def test_bundle_then_merge_moves_runs_bit_exactly(
+    models, small_images, tmp_path, capsys, fake_engine
+):
     server, laptop = ResultCache(tmp_path / "server"), ResultCache(tmp_path / "laptop")
-    segdiff(
+    segdiff_here(
+        capsys,
         "run",
         models / "tiny.keras",
         *small_images,
@@ -93,17 +101,17 @@ def test_bundle_then_merge_moves_runs_bit_exactly(models, small_images, tmp_path
         "batch=4",
     )
     bundle = tmp_path / "from-server.h5"
-    made = segdiff("bundle", bundle, "cpu b4 r1", "--cache", server.root)
+    made = segdiff_here(capsys, "bundle", bundle, "cpu b4 r1", "--cache", server.root)
     assert made.returncode == 0, made.stderr
     assert "wrote 1 run to" in made.stdout
-    unknown = segdiff("bundle", tmp_path / "x.h5", "zzzz", "--cache", server.root)
+    unknown = segdiff_here(capsys, "bundle", tmp_path / "x.h5", "zzzz", "--cache", server.root)
     assert unknown.returncode == 2 and "zzzz: names no run in the cache" in unknown.stderr
-    into_folder = segdiff("bundle", tmp_path, "--cache", server.root)
+    into_folder = segdiff_here(capsys, "bundle", tmp_path, "--cache", server.root)
     assert into_folder.returncode == 2 and "is a folder" in into_folder.stderr
     (tmp_path / "notes.txt").write_text("mine")
-    onto_file = segdiff("bundle", tmp_path / "notes.txt", "--cache", server.root)
+    onto_file = segdiff_here(capsys, "bundle", tmp_path / "notes.txt", "--cache", server.root)
     assert onto_file.returncode == 2 and "not overwriting it" in onto_file.stderr
-    merged = segdiff("merge", bundle, "--cache", laptop.root)
+    merged = segdiff_here(capsys, "merge", bundle, "--cache", laptop.root)
     assert merged.returncode == 0 and "1 added" in merged.stdout
     (key,) = laptop.keys()
     merged_run = laptop.read_run(key)
@@ -115,7 +123,7 @@ def test_bundle_then_merge_moves_runs_bit_exactly(models, small_images, tmp_path
         laptop.read_run(key).probabilities.tobytes() == server.read_run(key).probabilities.tobytes()
     )
     assert laptop.read_image(laptop.read_run(key).target_hash) is not None
-    listed = segdiff("ls", "--cache", laptop.root)
+    listed = segdiff_here(capsys, "ls", "--cache", laptop.root)
     assert "(merged from from-server.h5)" in listed.stdout  # never taken for this machine's
 
 
@@ -153,18 +161,24 @@ def test_devices_reports_cpu_and_build(tmp_path, capsys, monkeypatch):
     assert "Not installed" not in said
 
 
-def test_usage_errors_exit_2_with_one_line(tmp_path):
-    result = segdiff("run", tmp_path / "missing.keras", tmp_path, "--config", "batch=0")
+def test_usage_errors_exit_2_with_one_line(tmp_path, capsys):
+    result = segdiff_here(
+        capsys, "run", tmp_path / "missing.keras", tmp_path, "--config", "batch=0"
+    )
     assert result.returncode == 2 and result.stderr.count("\n") == 1
-    bad_spec = segdiff("run", "m.keras", "i.png", "--config", "warp=9")
+    bad_spec = segdiff_here(capsys, "run", "m.keras", "i.png", "--config", "warp=9")
     assert bad_spec.returncode == 2
     assert "unknown config key 'warp'" in bad_spec.stderr
-    assert segdiff("frobnicate").returncode == 2
+    assert segdiff_here(capsys, "frobnicate").returncode == 2
 
 
-def test_segdiff_cache_variable_chooses_the_cache(models, small_images, tmp_path):
+def test_segdiff_cache_variable_chooses_the_cache(
+    models, small_images, tmp_path, capsys, fake_engine, monkeypatch
+):
     root = tmp_path / "from-env"
-    result = segdiff(
+    monkeypatch.setenv("SEGDIFF_CACHE", str(root))
+    result = segdiff_here(
+        capsys,
         "run",
         models / "tiny.keras",
         small_images[0],
@@ -172,36 +186,42 @@ def test_segdiff_cache_variable_chooses_the_cache(models, small_images, tmp_path
         "batch=1",
         "--repeats",
         "1",
-        env={"SEGDIFF_CACHE": str(root)},
     )
     assert result.returncode == 0, result.stderr
     assert f"cache {root}" in result.stdout
     assert len(ResultCache(root).keys()) == 1
 
 
-def test_default_matrix_is_batch_1_and_64_on_every_device_twice(models, small_images, cache):
-    result = segdiff("run", models / "tiny.keras", *small_images, "--cache", cache.root, "--json")
+def test_default_matrix_is_batch_1_and_64_on_every_device_twice(
+    models, small_images, cache, capsys, fake_engine
+):
+    result = segdiff_here(
+        capsys, "run", models / "tiny.keras", *small_images, "--cache", cache.root, "--json"
+    )
     assert result.returncode == 0, result.stderr
     labels = sorted(r["label"] for r in json.loads(result.stdout)["runs"])
     assert labels == ["cpu b1 r0", "cpu b1 r1", "cpu b64 r0", "cpu b64 r1"]  # no GPU here
 
 
-def test_demo_shows_how_batch_64_differs_from_batch_1(tmp_path):
-    result = segdiff("demo", "--cache", tmp_path, "--repeats", "1")
+def test_demo_shows_how_batch_64_differs_from_batch_1(demo_cache, capsys):
+    # The demo's real runs (its first repeats), made once for every test that reads them.
+    result = segdiff_here(capsys, "demo", "--cache", demo_cache.root, "--repeats", "1")
     assert result.returncode == 0, result.stderr
     assert "cell_00.png: every run against cpu b1 r0" in result.stdout
     for label in ("cpu b64 r0", "cpu b1 threads1 r0", "cpu b1 xla r0", "cpu b1 bf16 r0"):
         assert label in result.stdout
     assert "cpu b64 r0 vs cpu b1 r0: " in result.stdout
     comparisons = json.loads(
-        segdiff("demo", "--cache", tmp_path, "--repeats", "1", "--json").stdout
+        segdiff_here(capsys, "demo", "--cache", demo_cache.root, "--repeats", "1", "--json").stdout
     )["comparisons"]
     b64 = next(row for row in comparisons if row["label"] == "cpu b64 r0")
     sentence = "bitwise equal." if b64["bitwise_equal"] else f"{b64['differing_pixels']:,} of"
     assert sentence in result.stdout
 
 
-def test_runs_whose_batches_held_other_images_are_never_repeats(models, small_images, tmp_path):
+def test_runs_whose_batches_held_other_images_are_never_repeats(
+    models, small_images, tmp_path, capsys, fake_engine
+):
     """Issue 32: a cache of 6 images and one of 4, both ``cpu b8``, merged. Their batches
     differ, so they are two configurations with two repeats each, named apart, never one
     configuration 'deterministic over 4 repeats'."""
@@ -213,14 +233,14 @@ def test_runs_whose_batches_held_other_images_are_never_repeats(models, small_im
         more.append(extra)
     six, four = ResultCache(tmp_path / "six"), ResultCache(tmp_path / "four")
     for cache, images in ((six, [*small_images, *more]), (four, small_images)):
-        ran = segdiff("run", models / "tiny.keras", *images, "--cache", cache.root,
+        ran = segdiff_here(capsys, "run", models / "tiny.keras", *images, "--cache", cache.root,
                       "--config", "batch=8", "--repeats", "2")  # fmt: skip
         assert ran.returncode == 0, ran.stderr
     bundle = tmp_path / "four.h5"
-    assert segdiff("bundle", bundle, "--cache", four.root).returncode == 0
-    merged = segdiff("merge", bundle, "--cache", six.root)
+    assert segdiff_here(capsys, "bundle", bundle, "--cache", four.root).returncode == 0
+    merged = segdiff_here(capsys, "merge", bundle, "--cache", six.root)
     assert merged.returncode == 0 and "2 added" in merged.stdout, merged.stdout + merged.stderr
-    compared = segdiff("compare", "--cache", six.root, "--json")
+    compared = segdiff_here(capsys, "compare", "--cache", six.root, "--json")
     assert compared.returncode == 0, compared.stderr
     (report,) = json.loads(compared.stdout)
     determinism = report["determinism"]
@@ -229,5 +249,5 @@ def test_runs_whose_batches_held_other_images_are_never_repeats(models, small_im
     names = sorted(determinism)
     assert names[0].startswith("cpu b8 ") and names[0] != names[1]
     assert {name.split()[-1].split("#")[0] for name in names} == {"6img", "4img"}
-    listed = segdiff("ls", "--cache", six.root)
+    listed = segdiff_here(capsys, "ls", "--cache", six.root)
     assert "6img#" in listed.stdout and "4img#" in listed.stdout
