@@ -12,7 +12,7 @@ from PIL import Image
 
 from segdiff_gui.core.runtime_defaults import tensorflow_onednn_default
 from segdiff_gui.storage import ResultCache
-from tests.conftest import segdiff
+from tests.cli_in_process import segdiff_here
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def _wait_idle(qtbot, window) -> None:
 
 
 def test_a_keras2_rgb_model_on_mixed_photos_is_fixed_in_the_window_as_the_cli_runs_it(
-    window, qtbot, models, photos, tmp_path
+    window, qtbot, models, photos, tmp_path, capsys
 ):
     model = models / "rgb_tfkeras.h5"
     window.open_paths([str(model), str(photos)])
@@ -60,17 +60,26 @@ def test_a_keras2_rgb_model_on_mixed_photos_is_fixed_in_the_window_as_the_cli_ru
     assert sorted(shown) == ["cpu b1 r0", "cpu b1 r1", "cpu b64 r0", "cpu b64 r1"]
     cache = window.session.cache
     # The CLI asked for the same is served from the window's cache entries...
-    same = segdiff(
-        "run", model, photos, "--color", "rgb", "--resize", "bilinear", "--cache", cache.root,
-        "--json",
+    same = segdiff_here(
+        capsys, "run", model, photos, "--color", "rgb", "--resize", "bilinear",
+        "--cache", cache.root, "--json",
     )  # fmt: skip
     assert same.returncode == 0, same.stderr
     statuses = {run["label"]: run["status"] for run in json.loads(same.stdout)["runs"]}
     assert statuses == dict.fromkeys(shown, "cached")
     # ...and computing it afresh elsewhere gives the same bits.
     fresh = ResultCache(tmp_path / "cli-cache")
-    again = segdiff(
-        "run", model, photos, "--color", "rgb", "--resize", "bilinear", "--cache", fresh.root
+    again = segdiff_here(
+        capsys,
+        "run",
+        model,
+        photos,
+        "--color",
+        "rgb",
+        "--resize",
+        "bilinear",
+        "--cache",
+        fresh.root,
     )
     assert again.returncode == 0, again.stderr
     for record in fresh.records():
@@ -100,11 +109,14 @@ def test_a_savedmodel_opens_once_the_user_trusts_it_in_the_window(
 
 
 def test_gui_flags_name_the_same_settings_and_cache_entries_as_segdiff_run(
-    window_for, models, small_images, tmp_path
+    window_for, models, small_images, tmp_path, capsys, fake_engine
 ):
+    # The entry is the fake engine's: the key the window plans is the point, not the map.
     cache = tmp_path / "cache"
     options = ["--color", "gray", "--trust-model", "--config", "batch=1", "--repeats", "1"]
-    result = segdiff("run", models / "tiny.keras", small_images[0], *options, "--cache", cache)
+    result = segdiff_here(
+        capsys, "run", models / "tiny.keras", small_images[0], *options, "--cache", cache
+    )
     assert result.returncode == 0, result.stderr
     window = window_for(
         "--cache", cache, "--no-run", *options, models / "tiny.keras", small_images[0]
@@ -118,9 +130,11 @@ def test_gui_flags_name_the_same_settings_and_cache_entries_as_segdiff_run(
 
 
 def test_a_sweeps_footer_counts_what_was_computed_and_what_was_cached(
-    window, qtbot, models, small_images
+    window, qtbot, models, small_images, fake_engine
 ):
-    """Defect 6: the footer said "150 computed, 10 cached" when 140 were computed."""
+    """Defect 6: the footer said "150 computed, 10 cached" when 140 were computed. The runs
+    are the fake engine's: the footer's counts are the point (tests/cli/test_runtime_commands.py
+    sweeps through real children)."""
     from segdiff_gui.core.config import RunConfig
     from segdiff_gui.core.protocol import RunCached, RunFinished
     from segdiff_gui.runner.request import MatrixRequest
