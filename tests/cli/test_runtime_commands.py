@@ -10,15 +10,16 @@ import pytest
 
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.storage import ResultCache
-from tests.conftest import segdiff
+from tests.cli_in_process import segdiff_here
 
 pytestmark = pytest.mark.slow
 
 
-def test_explain_attributes_the_flips_to_the_conversion(tmp_path):
+def test_explain_attributes_the_flips_to_the_conversion(tmp_path, capsys):
     cache = ResultCache(tmp_path / "cache")
-    result = segdiff(
-        "explain", "--demo", "--from", "runtime=tensorflow", "--to", "runtime=litert-int8,batch=4",
+    result = segdiff_here(
+        capsys, "explain", "--demo", "--from", "runtime=tensorflow",
+        "--to", "runtime=litert-int8,batch=4",
         "--repeats", "1", "--cache", cache.root, "--json",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -36,17 +37,26 @@ def test_explain_attributes_the_flips_to_the_conversion(tmp_path):
     assert alone["runtime"]["max_abs"] == measured.max_abs
 
 
-def test_the_sweep_gives_the_dice_change_per_runtime(demo, tmp_path):
+def test_the_sweep_gives_the_dice_change_per_runtime(demo, tmp_path, capsys):
     model, images = demo
     cache = ResultCache(tmp_path / "cache")
     masks = model.with_name("masks")
     specs = ["runtime=tensorflow", "runtime=litert", "runtime=litert-int8"]
     configs = [arg for spec in specs for arg in ("--config", spec)]
-    ran = segdiff(
-        "run", model, *images[:4], "--sweep", *configs, "--repeats", "1", "--cache", cache.root
+    ran = segdiff_here(
+        capsys,
+        "run",
+        model,
+        *images[:4],
+        "--sweep",
+        *configs,
+        "--repeats",
+        "1",
+        "--cache",
+        cache.root,
     )
     assert ran.returncode == 0, ran.stderr
-    result = segdiff("sweep", "--cache", cache.root, "--masks", masks, "--json")
+    result = segdiff_here(capsys, "sweep", "--cache", cache.root, "--masks", masks, "--json")
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)["configurations"]
     # Full int8 is named with its calibration set: the four images.
