@@ -1,5 +1,7 @@
 """Real inference in engine children on every model format, and the clear errors for models
-segdiff must refuse. All through the real ``segdiff`` command line."""
+segdiff must refuse. All through the real ``segdiff`` command line: its ``main``, in this
+process (``segdiff_here``: its engine children are real ones), but for ``--debug``, which
+raises in ``main`` and is printed by the process."""
 
 import json
 import shutil
@@ -8,21 +10,26 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import segdiff_gui.runner.child as child_module
 from segdiff_gui.storage import ResultCache
+from tests.cli_in_process import segdiff_here
 from tests.conftest import segdiff
 
 pytestmark = pytest.mark.slow
 
 
-def run_json(*args, cache):
+def run_json(capsys, *args, cache):
     trust = ["--trust-model"] if any("savedmodel" in str(arg) for arg in args) else []
-    result = segdiff("run", *args, *trust, "--cache", cache.root, "--json", "--repeats", "1")
+    result = segdiff_here(
+        capsys, "run", *args, *trust, "--cache", cache.root, "--json", "--repeats", "1"
+    )
     return result, (json.loads(result.stdout) if result.returncode in (0, 1) else None)
 
 
-def run_once(model, image, *options, cache):
+def run_once(capsys, model, image, *options, cache):
     """One batch-1 run of ``model`` on ``image`` through the real command line."""
-    return segdiff(
+    return segdiff_here(
+        capsys,
         "run",
         model,
         image,
@@ -36,11 +43,13 @@ def run_once(model, image, *options, cache):
     )
 
 
-def test_every_format_gives_the_same_map(models, small_images, tmp_path):
+def test_every_format_gives_the_same_map(models, small_images, tmp_path, capsys):
     maps = {}
     for name in ("tiny.keras", "tiny_tfkeras.h5", "tiny_savedmodel"):
         cache = ResultCache(tmp_path / name)
-        result, data = run_json(models / name, *small_images, "--config", "batch=1", cache=cache)
+        result, data = run_json(
+            capsys, models / name, *small_images, "--config", "batch=1", cache=cache
+        )
         assert result.returncode == 0, result.stderr
         (run,) = data["runs"]
         assert run["status"] == "finished" and run["device"] == "cpu:0"
@@ -53,9 +62,9 @@ def test_every_format_gives_the_same_map(models, small_images, tmp_path):
     np.testing.assert_allclose(maps["tiny.keras"], maps["tiny_savedmodel"], atol=1e-6)
 
 
-def test_softmax_maps_are_stored_whole(models, small_images, cache):
+def test_softmax_maps_are_stored_whole(models, small_images, cache, capsys):
     result, data = run_json(
-        models / "softmax3.keras", small_images[0], "--config", "batch=2", cache=cache
+        capsys, models / "softmax3.keras", small_images[0], "--config", "batch=2", cache=cache
     )
     assert result.returncode == 0, result.stderr
     record = cache.read_run(data["runs"][0]["key"])
@@ -63,35 +72,45 @@ def test_softmax_maps_are_stored_whole(models, small_images, cache):
     np.testing.assert_allclose(record.probabilities.sum(axis=-1), 1.0, atol=1e-5)
 
 
-def test_lambda_model_is_refused_without_trust_and_runs_with_it(models, small_images, cache):
-    refused = run_once(models / "lambda.keras", small_images[0], cache=cache)
+def test_lambda_model_is_refused_without_trust_and_runs_with_it(
+    models, small_images, cache, capsys
+):
+    refused = run_once(capsys, models / "lambda.keras", small_images[0], cache=cache)
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1, refused.stderr
     assert "lambda.keras: contains Python code" in refused.stderr
     assert "--trust-model" in refused.stderr
     trusted = run_once(
-        models / "lambda.keras", small_images[0], "--repeats", "1", "--trust-model", cache=cache
+        capsys,
+        models / "lambda.keras",
+        small_images[0],
+        "--repeats",
+        "1",
+        "--trust-model",
+        cache=cache,
     )
     assert trusted.returncode == 0, trusted.stderr
 
 
-def test_corrupt_model_is_one_clear_line(small_images, cache, tmp_path):
+def test_corrupt_model_is_one_clear_line(small_images, cache, tmp_path, capsys):
     import zipfile
 
     broken = tmp_path / "broken.keras"  # a zip archive, so only Keras itself can tell
     with zipfile.ZipFile(broken, "w") as archive:
         archive.writestr("config.json", "{ not json")
-    result = segdiff("run", broken, small_images[0], "--config", "batch=1", "--cache", cache.root)
+    result = segdiff_here(
+        capsys, "run", broken, small_images[0], "--config", "batch=1", "--cache", cache.root
+    )
     assert result.returncode == 2
     assert result.stderr.startswith(f"segdiff: {broken}: cannot be loaded as a Keras model")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
-def test_wrong_channel_image_names_the_file_and_both_shapes(models, tmp_path, cache):
+def test_wrong_channel_image_names_the_file_and_both_shapes(models, tmp_path, cache, capsys):
     rgb = tmp_path / "colour.png"
     Image.fromarray(np.zeros((32, 32, 3), dtype=np.uint8)).save(rgb)
-    result = segdiff(
-        "run", models / "tiny.keras", rgb, "--config", "batch=1", "--cache", cache.root
+    result = segdiff_here(
+        capsys, "run", models / "tiny.keras", rgb, "--config", "batch=1", "--cache", cache.root
     )
     assert result.returncode == 2
     assert (
@@ -99,30 +118,30 @@ def test_wrong_channel_image_names_the_file_and_both_shapes(models, tmp_path, ca
         "(colour conversion) (add --color gray)"
     ) in result.stderr
     converted = run_once(
-        models / "tiny.keras", rgb, "--repeats", "1", "--color", "gray", cache=cache
+        capsys, models / "tiny.keras", rgb, "--repeats", "1", "--color", "gray", cache=cache
     )
     assert converted.returncode == 0, converted.stderr
 
 
-def test_size_mismatch_is_refused_then_resized_on_request(models, tmp_path, cache):
+def test_size_mismatch_is_refused_then_resized_on_request(models, tmp_path, cache, capsys):
     big = tmp_path / "big.png"
     Image.fromarray(np.zeros((40, 48), dtype=np.uint8)).save(big)
-    result = segdiff(
-        "run", models / "tiny.keras", big, "--config", "batch=1", "--cache", cache.root
+    result = segdiff_here(
+        capsys, "run", models / "tiny.keras", big, "--config", "batch=1", "--cache", cache.root
     )
     assert result.returncode == 2
     assert "big.png: image is 40×48×1 but the model expects 32×32×1" in result.stderr
     resized = run_once(
-        models / "tiny.keras", big, "--repeats", "1", "--resize", "bilinear", cache=cache
+        capsys, models / "tiny.keras", big, "--repeats", "1", "--resize", "bilinear", cache=cache
     )
     assert resized.returncode == 0, resized.stderr
 
 
-def test_non_image_file_is_refused_before_any_child(models, tmp_path, cache):
+def test_non_image_file_is_refused_before_any_child(models, tmp_path, cache, capsys):
     text = tmp_path / "notes.tif"
     text.write_text("not an image")
-    result = segdiff(
-        "run", models / "tiny.keras", text, "--cache", cache.root, "--config", "batch=1"
+    result = segdiff_here(
+        capsys, "run", models / "tiny.keras", text, "--cache", cache.root, "--config", "batch=1"
     )
     assert result.returncode == 2
     assert (
@@ -132,27 +151,31 @@ def test_non_image_file_is_refused_before_any_child(models, tmp_path, cache):
 
 
 def test_a_trusted_lambda_that_cannot_be_built_says_kerass_reason_and_debug_shows_the_child(
-    models, small_images, cache
+    models, small_images, cache, capsys
 ):
     """The trial: "Exception encountered when calling Lambda.call()" and nothing else; and
     --debug showed only the parent's traceback, not the child's log README promises."""
-    result = run_once(models / "broken_lambda.keras", small_images[0], "--trust-model", cache=cache)
+    result = run_once(
+        capsys, models / "broken_lambda.keras", small_images[0], "--trust-model", cache=cache
+    )
     assert result.returncode == 2
     assert "could not automatically infer the shape of the Lambda's output" in result.stderr
     assert "(in Lambda.call())" in result.stderr and result.stderr.count("\n") == 1
-    debug = run_once(
-        models / "broken_lambda.keras", small_images[0], "--trust-model", "--debug", cache=cache
-    )
+    debug = segdiff(  # in a process of its own: --debug lets the error through main
+        "run", models / "broken_lambda.keras", small_images[0], "--config", "batch=1",
+        "--repeats", "1", "--trust-model", "--debug", "--cache", cache.root,
+    )  # fmt: skip
     assert "segdiff_gui/engine/models.py" in debug.stderr  # the child's own traceback
     assert "keras" in debug.stderr and "lambda_layer" in debug.stderr
 
 
-def test_logits_need_an_activation(models, small_images, cache):
-    result = run_once(models / "logits.keras", small_images[0], cache=cache)
+def test_logits_need_an_activation(models, small_images, cache, capsys):
+    result = run_once(capsys, models / "logits.keras", small_images[0], cache=cache)
     assert result.returncode == 2
     assert "is not a probability map" in result.stderr
     assert "apply a sigmoid to them (activation) (add --activation sigmoid)" in result.stderr
     fixed, data = run_json(
+        capsys,
         models / "logits.keras",
         small_images[0],
         "--config",
@@ -166,14 +189,15 @@ def test_logits_need_an_activation(models, small_images, cache):
     assert values.min() >= 0.0 and values.max() <= 1.0
 
 
-def test_several_outputs_are_chosen_by_name_or_index(models, small_images, cache):
-    result = run_once(models / "two_outputs.keras", small_images[0], cache=cache)
+def test_several_outputs_are_chosen_by_name_or_index(models, small_images, cache, capsys):
+    result = run_once(capsys, models / "two_outputs.keras", small_images[0], cache=cache)
     assert result.returncode == 2
     assert (
         "model has 2 outputs (mask, edges); choose one (output: a name or an index) (add "
         "--output NAME|INDEX)"
     ) in result.stderr
     by_name, named = run_json(
+        capsys,
         models / "two_outputs.keras",
         small_images[0],
         "--config",
@@ -183,6 +207,7 @@ def test_several_outputs_are_chosen_by_name_or_index(models, small_images, cache
         cache=cache,
     )
     by_index, indexed = run_json(
+        capsys,
         models / "two_outputs.keras",
         small_images[0],
         "--config",
@@ -198,8 +223,9 @@ def test_several_outputs_are_chosen_by_name_or_index(models, small_images, cache
     assert first.probabilities.tobytes() == second.probabilities.tobytes()
 
 
-def test_savedmodel_refuses_a_precision_override(models, small_images, cache):
+def test_savedmodel_refuses_a_precision_override(models, small_images, cache, capsys):
     result, data = run_json(
+        capsys,
         models / "tiny_savedmodel",
         small_images[0],
         "--config",
@@ -210,26 +236,28 @@ def test_savedmodel_refuses_a_precision_override(models, small_images, cache):
     assert "precision override needs a Keras model" in result.stderr
 
 
-def test_copied_savedmodel_folder_hits_the_same_cache_entry(models, small_images, cache, tmp_path):
+def test_copied_savedmodel_folder_hits_the_same_cache_entry(
+    models, small_images, cache, tmp_path, capsys
+):
     copy = tmp_path / "copy_of_savedmodel"
     shutil.copytree(models / "tiny_savedmodel", copy)
     first, _ = run_json(
-        models / "tiny_savedmodel", small_images[0], "--config", "batch=1", cache=cache
+        capsys, models / "tiny_savedmodel", small_images[0], "--config", "batch=1", cache=cache
     )
-    second, data = run_json(copy, small_images[0], "--config", "batch=1", cache=cache)
+    second, data = run_json(capsys, copy, small_images[0], "--config", "batch=1", cache=cache)
     assert first.returncode == second.returncode == 0
     assert data["runs"][0]["status"] == "cached"
 
 
-def test_savedmodel_needs_trust_like_keras_safe_mode(models, small_images, cache):
-    result = run_once(models / "tiny_savedmodel", small_images[0], cache=cache)
+def test_savedmodel_needs_trust_like_keras_safe_mode(models, small_images, cache, capsys):
+    result = run_once(capsys, models / "tiny_savedmodel", small_images[0], cache=cache)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "is a TensorFlow SavedModel" in result.stderr and "--trust-model" in result.stderr
 
 
-def test_an_activation_on_probabilities_is_refused(models, small_images, cache):
+def test_an_activation_on_probabilities_is_refused(models, small_images, cache, capsys):
     result = run_once(
-        models / "tiny.keras", small_images[0], "--activation", "sigmoid", cache=cache
+        capsys, models / "tiny.keras", small_images[0], "--activation", "sigmoid", cache=cache
     )
     assert result.returncode == 2, result.stderr
     assert (
@@ -238,8 +266,10 @@ def test_an_activation_on_probabilities_is_refused(models, small_images, cache):
     assert result.stderr.count("\n") == 1
 
 
-def test_a_mean_per_channel_mismatch_is_one_line(models, small_images, cache):
-    result = run_once(models / "tiny.keras", small_images[0], "--mean", "0.5,0.5,0.5", cache=cache)
+def test_a_mean_per_channel_mismatch_is_one_line(models, small_images, cache, capsys):
+    result = run_once(
+        capsys, models / "tiny.keras", small_images[0], "--mean", "0.5,0.5,0.5", cache=cache
+    )
     assert result.returncode == 2
     assert (
         "the mean has 3 values but the model input has 1 channel(s); give 1 (add --mean"
@@ -247,10 +277,17 @@ def test_a_mean_per_channel_mismatch_is_one_line(models, small_images, cache):
     )
 
 
-def test_garbage_model_files_are_refused_without_starting_tensorflow(tmp_path, small_images):
+def test_garbage_model_files_are_refused_without_starting_tensorflow(
+    tmp_path, small_images, capsys, monkeypatch
+):
+    def no_children(*_args, **_kwargs):
+        raise AssertionError("a file that is no model must be refused before any engine child")
+
+    monkeypatch.setattr(child_module.ChildProcess, "__init__", no_children)
     for name in ("garbage.keras", "garbage.h5", "notes.txt"):
         (tmp_path / name).write_bytes(b"not a model at all")
-        result = segdiff(
+        result = segdiff_here(
+            capsys,
             "run",
             tmp_path / name,
             small_images[0],
@@ -258,14 +295,14 @@ def test_garbage_model_files_are_refused_without_starting_tensorflow(tmp_path, s
             tmp_path / "c",
             "--config",
             "batch=1",
-            timeout=30,
         )
         assert result.returncode == 2
         assert result.stderr.startswith(f"segdiff: {tmp_path / name}: ")
 
 
-def test_precision_reaches_the_layers_of_a_nested_model(models, small_images, cache):
+def test_precision_reaches_the_layers_of_a_nested_model(models, small_images, cache, capsys):
     result, data = run_json(
+        capsys,
         models / "nested.keras",
         small_images[0],
         "--config",
