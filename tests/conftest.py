@@ -105,15 +105,20 @@ def segdiff(
 
 
 def segdiff_here(
-    capsys: pytest.CaptureFixture[str], *args: str | Path
+    capsys: pytest.CaptureFixture[str], *args: object
 ) -> subprocess.CompletedProcess[str]:
-    """The ``segdiff`` command line's ``main`` in this process, for a command that only reads
-    and writes a cache (or whose children are the fake engine's, by the ``fake_engine``
-    fixture): what :func:`segdiff` returns, without a Python start-up."""
+    """``segdiff ARGS`` run by the command line's ``main`` in this process, answered as the
+    subprocess it stands for (:func:`segdiff`): the same exit code, standard output and standard
+    error, without a second of Python start-up. Its engine children are still processes of
+    their own (real ones, or the fake engine's by the ``fake_engine`` fixture), so TensorFlow
+    never enters this process."""
     from segdiff_gui.cli.main import main
 
-    capsys.readouterr()
-    code = main([str(arg) for arg in args])
+    capsys.readouterr()  # what the test printed before is not this command's
+    try:
+        code = main([str(arg) for arg in args])
+    except SystemExit as exit_:  # argparse's usage errors: exit code 2, its message on stderr
+        code = exit_.code if isinstance(exit_.code, int) else 1
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess([str(arg) for arg in args], code, out, err)
 

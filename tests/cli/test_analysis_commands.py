@@ -10,7 +10,7 @@ import pytest
 
 from segdiff_gui.core.analysis import flip_mask
 from segdiff_gui.io.masks import read_mask
-from tests.cli_in_process import segdiff_here
+from tests.conftest import segdiff_here
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,7 @@ import segdiff_gui.runner.child as child_module
 from segdiff_gui.cli.main import main
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.storage.provenance import Provenance
-from tests.cli_in_process import segdiff_here
-from tests.conftest import segdiff
+from tests.conftest import segdiff, segdiff_here
 
 pytestmark = pytest.mark.slow
 

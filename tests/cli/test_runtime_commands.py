@@ -10,7 +10,7 @@ import pytest
 
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.storage import ResultCache
-from tests.cli_in_process import segdiff_here
+from tests.conftest import segdiff_here
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,7 @@ from PIL import Image
 
 import segdiff_gui.runner.child as child_module
 from segdiff_gui.storage import ResultCache
-from tests.cli_in_process import segdiff_here
-from tests.conftest import segdiff
+from tests.conftest import segdiff, segdiff_here
 
 pytestmark = pytest.mark.slow
 

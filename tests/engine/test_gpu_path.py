@@ -16,8 +16,7 @@ from PIL import Image
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.runner import plan_matrix
 from segdiff_gui.storage import ResultCache
-from tests.cli_in_process import segdiff_here
-from tests.conftest import segdiff
+from tests.conftest import segdiff, segdiff_here
 
 pytestmark = pytest.mark.slow
 

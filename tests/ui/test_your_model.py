@@ -12,7 +12,7 @@ from PIL import Image
 
 from segdiff_gui.core.runtime_defaults import tensorflow_onednn_default
 from segdiff_gui.storage import ResultCache
-from tests.cli_in_process import segdiff_here
+from tests.conftest import segdiff_here
 
 pytestmark = pytest.mark.slow
 
