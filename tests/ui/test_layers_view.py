@@ -87,6 +87,13 @@ def test_a_chosen_layer_gets_a_panel_of_its_own_beside_the_runs(qtbot, tmp_path)
     assert "encoder/conv" in grid.layer_panel.title.whole
     model.set_runs(cache, records)  # another image's runs: the layer is gone
     assert grid.layer_panel is None
+    # Closed here, after the event loop has turned. Left to pytest-qt's teardown, this grid
+    # crashed (SIGSEGV in its processEvents) in 4 of 8 runs since the evented model (40408ab),
+    # 0 of 8 before it; closed here, 0 of 8. The cause is not found yet: see issue 35's note.
+    qtbot.wait(50)
+    grid.close()
+    grid.deleteLater()
+    qtbot.wait(50)
 
 
 def test_the_repair_dialog_keeps_qdialogs_result(qtbot):
