@@ -96,10 +96,6 @@ class Provenance:
         return self._text("device")
 
     @property
-    def device_description(self) -> str | None:
-        return self._text("device_description")
-
-    @property
     def hostname(self) -> str | None:
         return self._text("hostname")
 
@@ -143,7 +139,8 @@ class Provenance:
 
     @property
     def xla(self) -> bool | None:
-        """Whether the forward pass was compiled with XLA, as the child read it back."""
+        """Whether the forward pass was compiled with XLA: the configuration's, a default
+        resolved as ``model.predict`` would (the JAX placement line says how it ran)."""
         return self._switch("xla")
 
     @property

@@ -41,7 +41,7 @@ SAMPLES: Mapping[str, tuple[str, ...]] = {
 
 def _stated(record: Any) -> dict[str, Any]:
     """Everything a run's provenance holds, the runtime's own facts included."""
-    return dict(record.provenance.to_dict())
+    return record.provenance.to_dict()
 
 
 # What a run's record says of a knob, as the child read it back from its runtime (or, for the
