@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +74,35 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.fake_engine import engine_command
 
     monkeypatch.setattr(child, "engine_command", engine_command)
+
+
+class _PoolThatHoldsOn(ThreadPoolExecutor):
+    """A pool that holds on to everything it is handed until it is shut down. A pool thread
+    lets go of a task only after handing over its result, often once the caller has moved on:
+    whatever is still alive once the caller has let go of it is held by the pool, and would
+    have been let go of in a pool thread."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.held: list[object] = []
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.held.append((fn, args, kwargs))
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.fixture
+def pool_that_holds_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[_PoolThatHoldsOn]:
+    """thread_map's shared pool, for this test, one that holds on to all it was handed (see
+    _PoolThatHoldsOn), on a machine of two cores; let go of afterwards, in this thread."""
+    from segdiff_gui.core import parallel
+
+    pool = _PoolThatHoldsOn()
+    monkeypatch.setattr(parallel, "_cores", lambda: 2)
+    monkeypatch.setattr(parallel, "_pool", pool)
+    yield pool
+    pool.shutdown(wait=True)
+    pool.held.clear()
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,13 @@ without copying anything; on the 2-core reference machine four 8192×8192 maps a
 flip masks or colour indices in about half the time. One pool serves the process, so asking
 costs no thread start. Only call :func:`thread_map` from outside the pool (a task that waited
 on the pool from inside it could wait for ever).
+
+What a caller hands over (the function, the items) and what it gets back are let go of in the
+caller's thread, never in a pool thread: the window's grid hands over a function that holds the
+grid, and a widget let go of last in another thread is destroyed there, its scene and items
+under the GUI thread's feet (a segfault). A pool thread lets go of a task only after it has
+handed over the task's result (``concurrent.futures``' ``del work_item``), often after the caller
+has moved on, so the pool is given a :class:`_Task` that the caller empties itself.
 """
 
 from __future__ import annotations
@@ -13,8 +20,8 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from functools import cache
-from typing import TypeVar
+from functools import cache, partial
+from typing import Generic, TypeVar
 
 __all__ = ["for_each_core", "thread_map"]
 
@@ -33,15 +40,18 @@ def thread_map(function: Callable[[_Item], _Result], items: Iterable[_Item]) -> 
     # The caller does the first item itself, and every item the pool has not started by the
     # time the caller gets to it: a call from the GUI thread never waits behind work that a
     # background worker queued in the shared pool.
-    futures = [_shared_pool(cores).submit(function, item) for item in work[1:]]
+    tasks = [_Task(partial(function, item)) for item in work[1:]]
+    futures = [_shared_pool(cores).submit(task.run) for task in tasks]
     try:
-        results = [function(work[0])] + [None] * len(futures)
-        for index, future in enumerate(futures, start=1):
+        results = [function(work[0])]
+        for task, future in zip(tasks, futures, strict=True):
             if future.cancel():  # not started yet: the caller does it
-                results[index] = function(work[index])
-        for index, future in enumerate(futures, start=1):
+                task.run()
+        for task, future in zip(tasks, futures, strict=True):
             if not future.cancelled():
-                results[index] = future.result()
+                future.result()  # the pool has run it
+            results.append(task.outcome())
+        return results
     except BaseException:
         for future in futures:
             future.cancel()
@@ -49,7 +59,42 @@ def thread_map(function: Callable[[_Item], _Result], items: Iterable[_Item]) -> 
         # caller frees as the exception unwinds.
         wait(futures)
         raise
-    return results  # type: ignore[return-value]  # every None was replaced
+    finally:
+        for task in tasks:  # here, in the caller's thread (see the module's docstring)
+            task.empty()
+
+
+class _Task(Generic[_Result]):
+    """One item's call, run by the pool (or by the caller, where the pool has not started it).
+    Its result or error stays here, out of the pool's future, until the caller takes it, and
+    the caller empties it: the pool lets go of nothing but an empty task."""
+
+    __slots__ = ("_call", "_error", "_result")
+
+    def __init__(self, call: Callable[[], _Result]) -> None:
+        self._call: Callable[[], _Result] | None = call
+        self._result: tuple[_Result] | None = None
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        call = self._call
+        assert call is not None, "a task runs once, before it is emptied"
+        try:
+            self._result = (call(),)
+        except BaseException as error:  # the caller's to raise, in its own thread
+            self._error = error
+        finally:
+            del call  # this frame holds nothing of the caller's once the pool has run it
+
+    def outcome(self) -> _Result:
+        """The result, or the error raised again (in the caller's thread)."""
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None, "taken after the task has run"
+        return self._result[0]
+
+    def empty(self) -> None:
+        self._call = self._result = self._error = None
 
 
 def for_each_core(items: Sequence[_Item]) -> list[list[_Item]]:

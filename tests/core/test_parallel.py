@@ -1,8 +1,10 @@
-"""thread_map: the results of a plain loop, computed side by side, and never stuck behind
-another caller's work in the shared pool."""
+"""thread_map: the results of a plain loop, computed side by side, never stuck behind
+another caller's work in the shared pool, and nothing of the caller's let go of in a pool
+thread."""
 
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -62,3 +64,45 @@ def test_nothing_of_a_call_still_runs_once_it_has_raised(monkeypatch):
     with pytest.raises(ValueError, match="first"):
         thread_map(slow_unless_first, range(4))
     assert running == []  # the caller may free what the items were using
+
+
+class _Noted:
+    """Stands for a Qt object: it must be let go of in the thread that made it."""
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["returns", "raises"])
+def test_what_a_caller_hands_over_is_let_go_of_in_the_callers_thread(pool_that_holds_on, fails):
+    # The window's grid hands thread_map a function that holds the grid: let go of last in a
+    # pool thread, a widget and its scene are destroyed there, under the GUI thread's feet.
+    made: list[str] = []
+    released: list[tuple[str, str]] = []
+
+    def noted(name: str) -> _Noted:
+        thing = _Noted()
+        made.append(name)
+        weakref.finalize(thing, lambda: released.append((name, threading.current_thread().name)))
+        return thing
+
+    def call() -> None:  # its function and items are let go of as it returns, here
+        held = noted("held by the function")
+        items = [noted(f"item {n}") for n in range(3)]
+
+        def function(item: _Noted) -> _Noted:
+            assert held is not None
+            if item is items[0]:  # the caller's own: the pool starts the next meanwhile
+                time.sleep(0.05)
+            elif fails:
+                raise ValueError("no")
+            return noted("result")
+
+        if fails:
+            with pytest.raises(ValueError, match="no"):
+                thread_map(function, items)
+        else:
+            assert len(thread_map(function, items)) == 3
+
+    call()
+    # All of it let go of at once, here: the pool holds nothing of it, and no cycle does.
+    here = threading.current_thread().name
+    assert sorted(name for name, _ in released) == sorted(made)
+    assert [name for name, thread in released if thread != here] == []
