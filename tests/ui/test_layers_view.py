@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import shutil
+import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -62,7 +64,8 @@ def test_the_table_marks_the_first_differing_layer_and_choosing_a_layer_says_whi
     assert panel.budgets() == (64 << 20, 1 << 29)
 
 
-def test_a_chosen_layer_gets_a_panel_of_its_own_beside_the_runs(qtbot, tmp_path):
+def _grid_of_runs(qtbot, tmp_path):
+    """A grid alone (no window: nothing else holds it) of two runs, and their cache."""
     model = InspectionModel()
     grid = ProbabilityGridView(model)
     qtbot.addWidget(grid)
@@ -74,6 +77,13 @@ def test_a_chosen_layer_gets_a_panel_of_its_own_beside_the_runs(qtbot, tmp_path)
     for record in records:
         cache.write_run(record)
     model.set_runs(cache, records)
+    return model, grid, cache, records
+
+
+def test_a_chosen_layer_gets_a_panel_of_its_own_beside_the_runs(qtbot, tmp_path):
+    # Left to pytest-qt's teardown, this grid crashed the process (SIGSEGV in processEvents)
+    # when the numpy pool let go of it last: see the next test.
+    model, grid, cache, records = _grid_of_runs(qtbot, tmp_path)
     assert grid.layer_panel is None and len(grid.panels) == 2
     values = np.zeros((8, 8), np.float32)
     values[1, 2] = 1e-6
@@ -87,13 +97,20 @@ def test_a_chosen_layer_gets_a_panel_of_its_own_beside_the_runs(qtbot, tmp_path)
     assert "encoder/conv" in grid.layer_panel.title.whole
     model.set_runs(cache, records)  # another image's runs: the layer is gone
     assert grid.layer_panel is None
-    # Closed here, after the event loop has turned. Left to pytest-qt's teardown, this grid
-    # crashed (SIGSEGV in its processEvents) in 4 of 8 runs since the evented model (40408ab),
-    # 0 of 8 before it; closed here, 0 of 8. The cause is not found yet: see issue 35's note.
-    qtbot.wait(50)
-    grid.close()
-    grid.deleteLater()
-    qtbot.wait(50)
+
+
+def test_a_grid_let_go_of_is_destroyed_at_once_in_the_gui_thread(
+    qtbot, tmp_path, pool_that_holds_on
+):
+    # The grid draws its maps through thread_map, with functions that hold the grid. A pool
+    # thread that let go of one last destroyed the grid, its scene and its items in that thread
+    # while the GUI thread painted them (the test above: 3 crashes in 48 runs).
+    model, grid, _, _ = _grid_of_runs(qtbot, tmp_path)
+    released = []
+    weakref.finalize(grid, lambda: released.append(threading.current_thread().name))
+    model.cutoff = 0.25  # the flips drawn again (through thread_map), as the user drags it
+    del grid
+    assert released == [threading.current_thread().name]  # the pool holds nothing of it
 
 
 def test_the_repair_dialog_keeps_qdialogs_result(qtbot):
