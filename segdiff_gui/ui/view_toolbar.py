@@ -56,6 +56,9 @@ class ViewToolbar(QToolBar):
         self.level_action.setVisible(model.mode.scaled)
         self.reference_box = QComboBox()
         self.reference_box.setToolTip("The run every other run is compared with")
+        # Sized to the labels it holds whenever they change: shown empty (before the first
+        # run), Qt's default sized it once and cut every label after it.
+        self.reference_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.reference_box.currentIndexChanged.connect(self._reference_chosen)
         self.addWidget(QLabel(" reference "))
         self.addWidget(self.reference_box)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PySide6.QtWidgets import QMenu
 
+from segdiff_gui.core.config import RunConfig
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.ui import view_modes
 from segdiff_gui.ui.inspection import InspectionModel, LayerMap, Loaded
@@ -193,6 +194,25 @@ def test_the_toolbar_shows_every_field_it_writes_whoever_writes_it(window, tmp_p
     assert toolbar.reference_box.currentData() == records[2].key
     toolbar.mode_box.setCurrentText("flips")
     assert model.mode is view_mode("flips") and not toolbar.level_action.isVisible()
+
+
+def test_the_reference_box_grows_to_its_longest_run_when_runs_arrive(window, qtbot, tmp_path):
+    """Shown while empty (a fresh window before its first run), the box was sized then and
+    cut every label after it to "cpu b1 r(" ."""
+    cache = ResultCache(tmp_path / "runs")
+    base = np.random.default_rng(3).random((12, 10), dtype=np.float32)
+    many = RunConfig(batch=64, threads=1, xla=True, precision="mixed_bfloat16", determinism=True)
+    records = [
+        sealed(make_record("m", base, "cpu b1 r0")),
+        sealed(make_record("m", base + np.float32(0.02), "cpu b64 r0", config=many.to_dict())),
+    ]
+    for record in records:
+        cache.write_run(record)
+    box = window.toolbar.reference_box
+    window.model.set_runs(cache, records)
+    longest = box.itemText(1)
+    assert longest == "cpu b64 det threads1 xla bf16 r0"
+    qtbot.waitUntil(lambda: box.width() >= box.fontMetrics().horizontalAdvance(longest))
 
 
 # the view modes' table ---------------------------------------------------------------------
