@@ -4,21 +4,41 @@ run the real ``segdiff`` command line in a subprocess."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import psutil
 import pytest
+from filelock import FileLock
 from PIL import Image
 
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.storage import ResultCache
 
 TESTS = Path(__file__).parent
+
+
+def made_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]
+) -> Path:
+    """A folder ``make`` fills, made once for the whole run: under pytest-xdist the first
+    worker to ask makes it and the others wait for it (a session fixture is otherwise made in
+    every worker: a TensorFlow child each). Readers only: a test that changes it copies it."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done = shared / name, shared / f"{name}.done"
+    with FileLock(shared / f"{name}.lock"):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a worker that failed part-way
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
 
 
 @pytest.fixture
@@ -34,14 +54,16 @@ def demo() -> tuple[Path, list[Path]]:
 @pytest.fixture(scope="session")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Test models written by real Keras 3 and tf-keras in a child process."""
-    out = tmp_path_factory.mktemp("models")
-    subprocess.run(
-        [sys.executable, str(TESTS / "fixtures_models.py"), str(out)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return out
+
+    def write(out: Path) -> None:
+        subprocess.run(
+            [sys.executable, str(TESTS / "fixtures_models.py"), str(out)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+
+    return made_once(tmp_path_factory, "models", write)
 
 
 @pytest.fixture(scope="session")
@@ -60,10 +82,12 @@ def small_images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 @pytest.fixture(scope="session")
 def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> ResultCache:
     """The demo's matrix, two repeats each, computed once for every test that reads it."""
-    root = tmp_path_factory.mktemp("demo-cache")
-    result = segdiff("demo", "--cache", root, "--repeats", "2")
-    assert result.returncode == 0, result.stderr
-    return ResultCache(root)
+
+    def compute(root: Path) -> None:
+        result = segdiff("demo", "--cache", root, "--repeats", "2")
+        assert result.returncode == 0, result.stderr
+
+    return ResultCache(made_once(tmp_path_factory, "demo-cache", compute))
 
 
 @pytest.fixture
@@ -109,10 +133,12 @@ def pool_that_holds_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[_PoolThatHol
 def fake_demo_cache(tmp_path_factory: pytest.TempPathFactory) -> ResultCache:
     """The demo's matrix, two repeats each, computed by the fake engine (synthetic maps, in a
     second): for tests of what is shown of a cache, not of what the model computes."""
-    root = tmp_path_factory.mktemp("fake-demo-cache")
-    result = segdiff("demo", "--cache", root, "--repeats", "2", fake=True)
-    assert result.returncode == 0, result.stderr
-    return ResultCache(root)
+
+    def compute(root: Path) -> None:
+        result = segdiff("demo", "--cache", root, "--repeats", "2", fake=True)
+        assert result.returncode == 0, result.stderr
+
+    return ResultCache(made_once(tmp_path_factory, "fake-demo-cache", compute))
 
 
 def segdiff(
