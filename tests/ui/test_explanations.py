@@ -16,8 +16,8 @@ def key_of(window, label):
     return next(run.key for run in window.model.runs if run.label == label)
 
 
-def test_the_diagnosis_tab_follows_the_cutoff(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_the_diagnosis_tab_follows_the_cutoff(window_for, fake_demo_cache, qtbot):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     panel = window.analysis.diagnosis
     assert panel.findings == []  # hidden: nothing computed
     window.tabs.setCurrentWidget(panel)  # shown: diagnosed off the GUI thread
@@ -30,10 +30,10 @@ def test_the_diagnosis_tab_follows_the_cutoff(window_for, demo_cache, qtbot):
 
 
 def test_explaining_a_pair_shows_direct_comparisons_and_runs_what_is_missing(
-    window_for, demo_cache, qtbot, tmp_path
+    window_for, fake_demo_cache, qtbot, tmp_path
 ):
     root = tmp_path / "cache"
-    shutil.copytree(demo_cache.root, root)
+    shutil.copytree(fake_demo_cache.root, root)
     window = window_for("--cache", root, "--no-run")
     window.model.focus_key = key_of(window, "cpu b1 bf16 r0")
     window.analysis.explain()  # measured off the GUI thread

@@ -16,8 +16,8 @@ def test_the_grid_takes_the_columns_that_make_each_view_largest():
 
 
 @pytest.mark.slow
-def test_the_runs_are_rearranged_to_fill_a_wide_or_a_tall_grid(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_the_runs_are_rearranged_to_fill_a_wide_or_a_tall_grid(window_for, fake_demo_cache, qtbot):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     grid = window.grid
 
     def best():
@@ -47,9 +47,9 @@ def test_the_runs_are_rearranged_to_fill_a_wide_or_a_tall_grid(window_for, demo_
 @pytest.mark.slow
 @pytest.mark.parametrize("readable", [0, 2])
 def test_a_load_that_failed_part_way_leaves_the_grid_as_it_was(
-    window_for, demo_cache, qtbot, readable
+    window_for, fake_demo_cache, qtbot, readable
 ):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     shown = len(window.grid.panels)
 
     class Damaged:
@@ -62,11 +62,11 @@ def test_a_load_that_failed_part_way_leaves_the_grid_as_it_was(
             self.read += 1
             if self.read > readable:
                 raise OSError(f"run {key[:8]} is damaged")
-            return demo_cache.read_run(key, with_map)
+            return fake_demo_cache.read_run(key, with_map)
 
     runs = window.model.runs
     with pytest.raises(OSError, match="damaged"):
-        window.model.set_runs(Damaged(), demo_cache.records())
+        window.model.set_runs(Damaged(), fake_demo_cache.records())
     # Nothing was written: the model keeps the runs it showed, and the grid its panels.
     assert window.model.runs is runs and len(window.grid.panels) == shown == len(runs)
     # A resize lays out the panels there are (an exception in a resize event ends the app).
@@ -95,8 +95,8 @@ def test_the_crosshair_spans_the_image_and_leaves_the_chosen_pixel_clear():
 
 
 @pytest.mark.slow
-def test_every_view_draws_the_crosshair_through_the_chosen_pixel(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_every_view_draws_the_crosshair_through_the_chosen_pixel(window_for, fake_demo_cache, qtbot):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     window.model.selected_pixel = (100, 60)
     qtbot.wait(50)
     for panel in window.grid.panels.values():

@@ -30,10 +30,10 @@ def click_pixel(qtbot, window, row, column):
     qtbot.mouseRelease(window.grid.viewport(), Qt.MouseButton.LeftButton, pos=point, delay=30)
 
 
-def test_every_view_shows_the_whole_image_at_the_same_size(window_for, demo_cache, qtbot):
+def test_every_view_shows_the_whole_image_at_the_same_size(window_for, fake_demo_cache, qtbot):
     # Titles of different lengths must not make some columns narrower: linked views of
     # different widths would each show a different part of the image.
-    window = window_for("--cache", demo_cache.root, "--no-run")
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     qtbot.wait(100)  # the layout settles its sizes
     views = [panel.view for panel in window.grid.panels.values()]
     widths = {round(view.width()) for view in views}
@@ -42,8 +42,8 @@ def test_every_view_shows_the_whole_image_at_the_same_size(window_for, demo_cach
     assert x0 <= 0 and x1 >= 256  # the whole width of the demo image is in view
 
 
-def test_the_maps_get_their_share_however_wide_the_docks_contents(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_the_maps_get_their_share_however_wide_the_docks_contents(window_for, fake_demo_cache, qtbot):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     window.analysis.sweep_panel.set_truth(Path("/a/very/long/folder" * 20) / "masks")
     window.resize(1100, 700)
     qtbot.wait(100)
@@ -51,7 +51,7 @@ def test_the_maps_get_their_share_however_wide_the_docks_contents(window_for, de
 
 
 def test_a_first_launch_gives_the_inspector_the_width_of_its_columns(
-    window_for, demo_cache, qtbot, tmp_path
+    window_for, fake_demo_cache, qtbot, tmp_path
 ):
     # A first launch: no saved layout, and no run yet (the demo computes in the background).
     window = window_for("--cache", tmp_path / "empty", "--no-run")
@@ -60,7 +60,7 @@ def test_a_first_launch_gives_the_inspector_the_width_of_its_columns(
     qtbot.wait(50)
     window._share_width()
     qtbot.wait(50)
-    window.model.set_runs(demo_cache, demo_cache.records())  # the runs arrive
+    window.model.set_runs(fake_demo_cache, fake_demo_cache.records())  # the runs arrive
     window.model.selected_pixel = (28, 140)
     qtbot.wait(50)
     table = window.inspector.table
@@ -69,8 +69,8 @@ def test_a_first_launch_gives_the_inspector_the_width_of_its_columns(
     assert window.grid.width() >= _GRID_MINIMUM_WIDTH
 
 
-def test_a_laptop_screen_stacks_the_runs_behind_the_inspector(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_a_laptop_screen_stacks_the_runs_behind_the_inspector(window_for, fake_demo_cache, qtbot):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     runs_dock, inspector_dock = window.docks
     window.resize(1180, 660)  # a first launch on a 1280 × 720 screen
     qtbot.wait(50)
@@ -90,9 +90,9 @@ def test_a_laptop_screen_stacks_the_runs_behind_the_inspector(window_for, demo_c
 
 
 def test_titles_too_long_for_a_narrow_window_are_elided_not_overlapped(
-    window_for, demo_cache, qtbot
+    window_for, fake_demo_cache, qtbot
 ):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     window.resize(1100, 700)
     qtbot.wait(100)
     for run in window.model.runs:
@@ -105,8 +105,8 @@ def test_titles_too_long_for_a_narrow_window_are_elided_not_overlapped(
     assert "…" in title.text and title.item.boundingRect().width() <= 60
 
 
-def test_clicking_a_pixel_shows_the_cached_bits(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_clicking_a_pixel_shows_the_cached_bits(window_for, fake_demo_cache, qtbot):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     assert len(window.model.runs) == 10
     assert not window.toolbar.class_box.isVisibleTo(window)  # a sigmoid map: one class, no choice
     assert not any(action.isVisible() for action in window.toolbar.class_actions)
@@ -116,15 +116,15 @@ def test_clicking_a_pixel_shows_the_cached_bits(window_for, demo_cache, qtbot):
     table = window.inspector.table
     labels = [table.item(i, 0).text().replace(" (reference)", "") for i in range(table.rowCount())]
     for index, label in enumerate(labels):
-        (record,) = [r for r in demo_cache.records() if r.label == label]
-        cached = demo_cache.read_run(record.key).probabilities[row, column]
+        (record,) = [r for r in fake_demo_cache.records() if r.label == label]
+        cached = fake_demo_cache.read_run(record.key).probabilities[row, column]
         assert table.item(index, 1).text() == format_float32(cached)
         assert table.item(index, 2).text() == float32_bits(cached)
     assert window.inspector.as_tsv().startswith("run\tvalue\tbits")
 
 
-def test_moving_the_cutoff_gives_the_flip_counts_of_core(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_moving_the_cutoff_gives_the_flip_counts_of_core(window_for, fake_demo_cache, qtbot):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     window.toolbar.cutoff.spin.setValue(0.55)
     qtbot.waitUntil(lambda: window.model.cutoff == 0.55)
     reference = window.model.reference
@@ -145,8 +145,8 @@ def test_moving_the_cutoff_gives_the_flip_counts_of_core(window_for, demo_cache,
     assert window.model.cutoff == 0.549857 and spin.text() == "0.549857"
 
 
-def test_zooming_far_out_stops_and_the_whole_image_comes_back(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_zooming_far_out_stops_and_the_whole_image_comes_back(window_for, fake_demo_cache, qtbot):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     qtbot.wait(100)  # the window has fitted the image once its layout settled
     view = next(iter(window.grid.panels.values())).view
     for _ in range(40):  # a mouse wheel spun hard
@@ -163,10 +163,10 @@ def test_zooming_far_out_stops_and_the_whole_image_comes_back(window_for, demo_c
     assert x0 <= 0 and x1 >= 256 and y0 <= 0 and y1 >= 256
 
 
-def test_export_writes_the_mask_core_computes(window_for, demo_cache, qtbot, tmp_path, monkeypatch):
+def test_export_writes_the_mask_core_computes(window_for, fake_demo_cache, qtbot, tmp_path, monkeypatch):
     from PySide6.QtWidgets import QFileDialog
 
-    window = window_for("--cache", demo_cache.root, "--no-run")
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     target = tmp_path / "flips.png"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
     window.exports.export_mask()
@@ -177,8 +177,8 @@ def test_export_writes_the_mask_core_computes(window_for, demo_cache, qtbot, tmp
     assert np.array_equal(read_mask(target), expected) and expected.any()
 
 
-def test_modes_and_reference_switch_without_errors(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_modes_and_reference_switch_without_errors(window_for, fake_demo_cache, qtbot):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     for mode in ("difference", "ulp", "flips", "probability"):
         window.toolbar.mode_box.setCurrentText(mode)
         assert window.model.mode.name == mode
@@ -266,13 +266,13 @@ def test_closing_while_running_cancels_and_leaves_no_child(
     assert len(window.model.runs) == 1  # the finished run stayed
 
 
-def test_exports_from_the_menu(window_for, demo_cache, qtbot, tmp_path, monkeypatch):
+def test_exports_from_the_menu(window_for, fake_demo_cache, qtbot, tmp_path, monkeypatch):
     import csv
     import json
 
     from PySide6.QtWidgets import QFileDialog
 
-    window = window_for("--cache", demo_cache.root, "--no-run")
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     targets = iter(
         [tmp_path / "f.csv", tmp_path / "r.html", tmp_path / "r.json", tmp_path / "v.png"]
     )
@@ -303,13 +303,13 @@ def test_about_names_the_versions(window_for, demo_cache):
     assert "TensorFlow 2." in text and "devices: cpu" in text
 
 
-def test_opening_a_bundle_by_drop_shows_its_runs_read_only(window_for, demo_cache, tmp_path):
+def test_opening_a_bundle_by_drop_shows_its_runs_read_only(window_for, fake_demo_cache, tmp_path):
     from tests.conftest import segdiff
 
     bundle = tmp_path / "from-server.h5"
     assert (
         segdiff(
-            "bundle", bundle, "cpu b1 r0", "cpu b1 bf16 r0", "--cache", demo_cache.root
+            "bundle", bundle, "cpu b1 r0", "cpu b1 bf16 r0", "--cache", fake_demo_cache.root
         ).returncode
         == 0
     )
@@ -330,8 +330,8 @@ def test_opening_a_bundle_by_drop_shows_its_runs_read_only(window_for, demo_cach
     assert "no such model file" in panel.problem.text() and not panel.problem.isHidden()
 
 
-def test_editing_the_matrix_plans_it_and_shows_what_is_cached(window_for, demo_cache):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_editing_the_matrix_plans_it_and_shows_what_is_cached(window_for, fake_demo_cache):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     editor = window.run_panel.editor
     assert editor.knobs["XLA"].isChecked() and editor.knobs["bfloat16"].isChecked()
     assert editor.batch_sizes() == [1, 64] and editor.repeats.value() == 2
@@ -385,8 +385,8 @@ def test_a_model_refused_by_safe_mode_is_said_in_the_panel_with_the_control_that
     assert panel.fix_button.text() == "Trust this model and run again"
 
 
-def test_choosing_another_target_replans_on_that_image(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_choosing_another_target_replans_on_that_image(window_for, fake_demo_cache, qtbot):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     images = window.run_panel.images
     assert images.count() == 16 and images.item(0).text() == "◎ cell_00.png"
     # The pictures follow the names, decoded in the background.
@@ -402,8 +402,8 @@ def test_choosing_another_target_replans_on_that_image(window_for, demo_cache, q
     assert "cpu b64 copies r0" in labels
 
 
-def test_probing_devices_offers_them_in_the_matrix(window_for, demo_cache, qtbot):
-    window = window_for("--cache", demo_cache.root, "--no-run")
+def test_probing_devices_offers_them_in_the_matrix(window_for, fake_demo_cache, qtbot):
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     window.sessions.questions.probe_devices()
     qtbot.waitUntil(
         lambda: "devices TensorFlow sees" in window.statusBar().currentMessage(), timeout=120_000

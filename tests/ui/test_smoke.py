@@ -22,7 +22,7 @@ def test_the_smoke_test_runs_one_inference_in_a_child_and_exits_0(tmp_path):
     assert "smoke test passed: cpu b1 r0 computed by an engine child" in result.stdout
 
 
-def test_the_window_uses_the_app_icon(window_for, demo_cache):
+def test_the_window_uses_the_app_icon(window_for, fake_demo_cache):
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
@@ -31,7 +31,7 @@ def test_the_window_uses_the_app_icon(window_for, demo_cache):
 
     app = QApplication.instance()
     app.setWindowIcon(QIcon())  # start from none, as a fresh application does
-    window = window_for("--cache", demo_cache.root, "--no-run")
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
     assert window.windowIcon().isNull()
     configure_application(app)
     assert not window.windowIcon().isNull()
