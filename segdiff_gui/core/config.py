@@ -59,6 +59,7 @@ class RunConfig:
     xla: bool | None = _default("xla")  # None: as model.predict decides (runtime_defaults)
     precision: str = _default("precision")
     keep_float32: tuple[str, ...] = _default("keep_float32")
+    emulate: str = _default("emulate")
     repeat_scope: Literal["process", "fresh"] = _default("repeat_scope")
     # The registry these fields are, and the runtimes that say which knobs each takes (a
     # configuration type with a knob more names its own).
@@ -81,6 +82,31 @@ class RunConfig:
             )
         if refusal:
             raise ConfigError(refusal)
+        if emulation := self._emulation_refusal():
+            raise ConfigError(emulation)
+
+    def _emulation_refusal(self) -> str:
+        """Why an emulation of a GPU's arithmetic cannot be asked with the other knobs ("" when
+        it can): it is a CPU's prediction of a GPU's TF32, in float32, with TF32 on."""
+        if self.emulate == "off":
+            return ""
+        if self.is_gpu:
+            return (
+                f"emulate={self.emulate} runs on {self.device}: emulation is for CPU runs; on a "
+                "GPU use tf32=on, which measures TF32 itself (device=cpu)"
+            )
+        if self.precision != "float32":
+            return (
+                f"emulate={self.emulate} rounds float32 inputs of convolutions and matrix "
+                f"multiplies, and precision={self.precision} computes them in another type "
+                "already (precision=float32)"
+            )
+        if not self.tf32:
+            return (
+                f"emulate={self.emulate} predicts a GPU with TF32 on, and tf32=off says it is "
+                "off (leave tf32 on)"
+            )
+        return ""
 
     @property
     def is_gpu(self) -> bool:

@@ -36,6 +36,7 @@ class Variant:
     value: object
     tooltip: str  # what this value does, beyond the knob's own tooltip
     gpu_only: bool = False  # no effect on a CPU: not added for one (it would equal the plain run)
+    cpu_only: bool = False  # a CPU's emulation of a GPU: not added for a GPU (it would be refused)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from segdiff_gui.core.knob_kinds import (
 )
 from segdiff_gui.core.limits import MAX_BATCH
 from segdiff_gui.core.runtimes import RUNTIME_NAMES, RUNTIMES
+from segdiff_gui.core.tf32 import ROUNDING as TF32_ROUNDING
 
 __all__ = ["KNOBS", "Knob", "KnobRegistry", "Variant", "choice", "switch"]
 
@@ -238,6 +239,33 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         link=_DOCS + "guide/mixed_precision",
         part_of="precision",
         keyed_at_default=False,
+    ),
+    choice(
+        "emulate",
+        ("off", "tf32"),
+        short={"tf32": "emu-tf32"},
+        title="the emulated GPU arithmetic",
+        tooltip="TF32 emulated on this CPU (emulate=tf32): every convolution's and matrix "
+        "multiply's inputs and weights rounded to TF32 (10 mantissa bits: "
+        f"{TF32_ROUNDING}) and summed in float32, as the tensor cores of an Ampere or later GPU "
+        "do with TF32 on: a prediction of what TF32 does to the maps where no GPU is at hand, "
+        "never a GPU run. Depthwise convolutions are left alone (not on tensor cores). "
+        "TensorFlow on the CPU, float32 only.",
+        link=_DOCS + "api_docs/python/tf/config/experimental/enable_tensor_float_32_execution",
+        shown=lambda value: "TF32 (emulated)" if value == "tf32" else "off",
+        describe=lambda value: (
+            "TF32 emulated on this CPU" if value == "tf32" else "no GPU arithmetic emulated"
+        ),
+        keyed_at_default=False,
+        variants=(
+            Variant(
+                "TF32 emulated",
+                "tf32",
+                "Predicts a GPU's TF32 on this CPU: convolution and matmul inputs rounded to "
+                "TF32, summed in float32 (an emulation, not a GPU run).",
+                cpu_only=True,
+            ),
+        ),
     ),
     choice(
         "repeat_scope",

@@ -172,7 +172,24 @@ def _float32_only(why: str) -> Limit:
     )
 
 
+def _emulated_under_tensorflow(why: str) -> Limit:
+    """Emulated TF32 is TensorFlow's here (engine/tf32_emulation.py rounds Keras's TensorFlow
+    ops): another runtime refuses it in one line, saying why."""
+    return Limit(
+        lambda emulate: emulate == "off",
+        lambda emulate, title: (
+            f"emulate={emulate} means nothing under {title}: {why} (runtime=tensorflow)"
+        ),
+    )
+
+
+_KERAS_EMULATION = _emulated_under_tensorflow(
+    "segdiff emulates TF32 in Keras's TensorFlow ops only"
+)
 _CONVERTED = {
+    "emulate": _emulated_under_tensorflow(
+        "the converted model runs in its own kernels, which segdiff does not round"
+    ),
     "xla": _xla_off("the converted model runs in its own kernels, not TensorFlow's (keep xla=off)"),
     "onednn": _onednn_unset(
         "oneDNN is TensorFlow's CPU kernel switch (leave onednn at its default)"
@@ -191,6 +208,7 @@ _CONVERTED = {
     ),
 }
 _JAX_LIMITS = {
+    "emulate": _KERAS_EMULATION,
     "onednn": _onednn_unset(
         "oneDNN is TensorFlow's CPU kernel switch and XLA's CPU backend has none (leave "
         "onednn at its default)"
@@ -204,7 +222,10 @@ _JAX_LIMITS = {
     ),
 }
 _TORCH_LIMITS = {
-    "xla": _xla_off("Keras runs a torch model eagerly, and torch.compile is not XLA (keep xla=off)")
+    "emulate": _KERAS_EMULATION,
+    "xla": _xla_off(
+        "Keras runs a torch model eagerly, and torch.compile is not XLA (keep xla=off)"
+    ),
 }
 _LITERT_LIMITS = {
     **_CONVERTED,
@@ -221,6 +242,7 @@ _LITERT_LIMITS = {
 }
 _ONNX_LIMITS = _CONVERTED
 _OPENVINO_LIMITS = {
+    "emulate": _KERAS_EMULATION,
     "device": _cpu_only("Keras's OpenVINO backend runs on its CPU plugin"),
     "precision": _float32_only("Keras's OpenVINO backend infers in float32 (keep float32)"),
     "xla": _xla_off("OpenVINO compiles the model itself, not with XLA"),
@@ -360,7 +382,8 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         extra="",
         engine="segdiff_gui.engine.backends.tensorflow",
         link="https://www.tensorflow.org/guide/gpu",
-        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,
+        # and TF32 emulated on the CPU (engine/tf32_emulation.py)
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES | {"emulate"},
         environment=_tensorflow_environment,
         build=_cuda_build,
         no_gpu=_tensorflow_no_gpu,

@@ -47,7 +47,7 @@ HALF_ULP = 1 << (_DROPPED_BITS - 1)  # 0x1000: half of TF32's last place, in flo
 KEPT_BITS = (0xFFFFFFFF << _DROPPED_BITS) & 0xFFFFFFFF  # 0xFFFFE000
 QUIET_NAN_BIT = 0x00400000  # the top mantissa bit: kept by TF32, marks a quiet NaN
 # In sentences (provenance, the knob's tooltip): the rounding this module does.
-ROUNDING = "round to nearest, ties away from zero (cvt.rna.tf32.f32, CUTLASS's choice)"
+ROUNDING = "round to nearest, ties away from zero, as cvt.rna.tf32.f32 and CUTLASS do"
 
 
 def to_tf32(values: np.ndarray) -> np.ndarray:

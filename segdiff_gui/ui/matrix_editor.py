@@ -220,6 +220,8 @@ class MatrixEditor(QGroupBox):
                 for device in devices:
                     if variant.gpu_only and device == "cpu":
                         continue  # e.g. TF32 is a GPU mode: the run would equal the plain one
+                    if variant.cpu_only and device != "cpu":
+                        continue  # emulated TF32 predicts a GPU on the CPU: a GPU runs its own
                     try:
                         # A knob's value is the registry's to check (in RunConfig), as parsed.
                         changes: dict[str, Any] = {knob.name: variant.value}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,12 @@ import numpy as np
 import tensorflow as tf
 
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.engine.backends.base import Backend, Outputs, short_device
 from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.engine.gpu_identity import identity_for, loaded_cuda_libraries
+from segdiff_gui.engine.tf32_emulation import emulating
+from segdiff_gui.engine.tf32_emulation import summary as emulation_summary
 
 __all__ = ["TensorFlowBackend"]
 
@@ -71,6 +75,8 @@ class TensorFlowBackend(Backend):
         # This child's GPUs by their physical names ("gpu:1") → TensorFlow's logical index:
         # a child sees only the GPUs its runs use, numbered from 0.
         self._logical: dict[str, int] = {}
+        # What each emulated forward pass rounded when it last traced, by forward key.
+        self._emulated: dict[tuple[Any, ...], Counter[str]] = {}
 
     def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:
         # All of these must happen before the first op initialises the runtime.
@@ -158,6 +164,13 @@ class TensorFlowBackend(Backend):
         as the run computes it (``model.predict``'s choice, resolved by the planner, or the
         user's), never left to Keras inside the child."""
         key = (id(model), config.forward_key())
+        if config.emulate != "off" and model.keras_model is None:
+            raise InputError(
+                model.path,
+                f"emulate={config.emulate} rounds a Keras model's convolutions and matrix "
+                "multiplies; a SavedModel's graph calls TensorFlow's kernels itself (a .keras "
+                "or .h5 model)",
+            )
         if key not in self._functions:
             self._functions[key] = tf.function(
                 model.forward(config.precision, config.keep_float32), jit_compile=config.xla
@@ -166,8 +179,11 @@ class TensorFlowBackend(Backend):
         where = self._tf_device(config.device)
 
         def run(batch: np.ndarray) -> Outputs:
-            with tf.device(where), _hard_placement():
+            # Under the emulation at every call: a new batch size traces again.
+            with tf.device(where), _hard_placement(), emulating(config.emulate) as tally:
                 outputs = function(tf.constant(batch))
+            if tally:
+                self._emulated[config.forward_key()] = tally
             return Outputs(
                 [output.numpy() for output in outputs],
                 tuple(self._physical(output.device) for output in outputs),
@@ -187,7 +203,8 @@ class TensorFlowBackend(Backend):
             key = (id(layer), "layer", config.forward_key())
             if key not in self._functions:
                 self._functions[key] = tf.function(_calling(layer), jit_compile=config.xla)
-            return self._functions[key](*args, **kwargs)
+            with emulating(config.emulate):
+                return self._functions[key](*args, **kwargs)
 
         return call
 
@@ -209,6 +226,15 @@ class TensorFlowBackend(Backend):
             "tf32_enabled": bool(tf.config.experimental.tensor_float_32_execution_enabled()),
             "placement": f"every op on {config.device} (soft placement off)",
             "keras_backend": keras.backend.backend(),
+            **(
+                {
+                    "emulation": emulation_summary(
+                        self._emulated.get(config.forward_key(), Counter())
+                    )
+                }
+                if config.emulate != "off"
+                else {}
+            ),
         }
 
     def explain(self, error: BaseException, config: RunConfig) -> str | None:
