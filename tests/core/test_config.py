@@ -20,7 +20,7 @@ def test_spec_parses_every_knob_and_round_trips():
     config = parse_config_spec(spec)
     assert config == RunConfig(
         "tensorflow", "gpu:1", 64, "copies", 3, True, False, False, 1, True, "mixed_bfloat16",
-        ("enc/conv", "mask"), "fresh",
+        ("enc/conv", "mask"), "off", "fresh",
     )  # fmt: skip
     assert parse_config_spec(config.to_spec()) == config
     assert config.label() == (
@@ -33,6 +33,31 @@ def test_spec_parses_every_knob_and_round_trips():
         RunConfig().to_dict()
     )
     assert parse_config_spec("backend=jax,scope=fresh").label() == "jax cpu b1 fresh"
+
+
+def test_emulated_tf32_is_a_cpu_float32_knob_of_tensorflow_said_in_one_line():
+    """Issue 36: emulate=tf32 predicts a GPU's TF32 on the CPU; asked where it means nothing,
+    it is refused before any child, in one line saying what to set."""
+    config = parse_config_spec("emulate=tf32,xla=on,batch=4")
+    assert config.label() == "cpu b4 xla emu-tf32" and config.to_dict()["emulate"] == "tf32"
+    assert ("emulate", "tf32") in config.forward_key()  # its own compiled forward pass
+    assert "emulate" not in RunConfig().to_dict()  # older keys stay as they were
+    assert parse_config_spec("emulate=emu-tf32") == parse_config_spec("emulate=tf32")
+    refusals = {
+        "device=gpu:0": "emulation is for CPU runs; on a GPU use tf32=on",
+        "precision=mixed_float16": "(precision=float32)",
+        "tf32=off": "(leave tf32 on)",
+        "runtime=jax": "means nothing under JAX: segdiff emulates TF32 in Keras's TensorFlow",
+        "runtime=torch": "means nothing under PyTorch",
+        "runtime=openvino": "means nothing under OpenVINO",
+        "runtime=litert-int8": "the converted model runs in its own kernels",
+        "runtime=onnxruntime": "(runtime=tensorflow)",
+    }
+    for spec, said in refusals.items():
+        with pytest.raises(ConfigError) as refused:
+            parse_config_spec(f"emulate=tf32,{spec}")
+        line = str(refused.value)
+        assert said in line and line.startswith("emulate=tf32 ") and "\n" not in line, line
 
 
 def test_knobs_added_later_leave_older_keys_alone():

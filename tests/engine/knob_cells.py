@@ -35,6 +35,7 @@ SAMPLES: Mapping[str, tuple[str, ...]] = {
     "xla": ("xla=on", "xla=off"),
     "precision": ("precision=bf16", "precision=fp16"),
     "keep_float32": ("precision=bf16,keep_float32=foreground",),
+    "emulate": ("emulate=tf32",),
     "repeat_scope": ("scope=fresh",),
 }
 

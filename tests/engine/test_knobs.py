@@ -34,6 +34,7 @@ SPECS = {
     "onednn": "onednn=off",
     "onednn_on": "onednn=on",
     "determinism": "determinism=on",
+    "emulated": "emulate=tf32",
 }
 FRESH_SPECS = ("batch=1", "batch=1,scope=fresh")
 

@@ -23,7 +23,7 @@ def test_every_variant_of_segdiffs_registry_is_a_checkbox_and_load_round_trips(q
     assert list(editor.knobs) == [
         "JAX", "PyTorch", "LiteRT", "LiteRT fp16", "LiteRT int8 (dynamic)", "LiteRT int8",
         "ONNX Runtime", "OpenVINO", "determinism", "TF32 off", "oneDNN on", "oneDNN off",
-        "1 thread", "XLA", "no XLA", "bfloat16", "float16", "fresh processes",
+        "1 thread", "XLA", "no XLA", "bfloat16", "float16", "TF32 emulated", "fresh processes",
     ]  # fmt: skip
     editor.set_devices(["cpu", "gpu:0"])
     configs = [
@@ -34,6 +34,7 @@ def test_every_variant_of_segdiffs_registry_is_a_checkbox_and_load_round_trips(q
         RunConfig(device="gpu:0", tf32=False),  # a GPU-only variant: no CPU run is added
         RunConfig(xla=True),
         RunConfig(device="gpu:0", xla=True),
+        RunConfig(emulate="tf32"),  # a CPU-only variant: no GPU run is added, none refused
         RunConfig(runtime="jax"),
         RunConfig(runtime="jax", device="gpu:0"),
         RunConfig(runtime="onnxruntime"),
@@ -49,6 +50,7 @@ def test_every_variant_of_segdiffs_registry_is_a_checkbox_and_load_round_trips(q
     assert editor.knobs["JAX"].isChecked() and editor.knobs["fresh processes"].isChecked()
     assert not editor.knobs["PyTorch"].isChecked()
     assert sorted(editor.configs(), key=RunConfig.to_spec) == sorted(configs, key=RunConfig.to_spec)
+    assert editor.knobs["TF32 emulated"].isChecked() and editor.extra_problem.isHidden()
 
 
 def test_an_extra_line_that_cannot_be_read_is_said_under_the_box(qtbot):
