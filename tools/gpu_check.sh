@@ -6,6 +6,14 @@
 #
 #   tools/gpu_check.sh [OUT]        OUT: where the cache and the bundle go (default gpu-check)
 #
+# TF32 predicted against measured (issue 36): TensorFlow's emulate=tf32 run on the CPU beside
+# each runtime's GPU runs with TF32 on and off (TensorFlow's switch, JAX's default matmul
+# precision "tensorfloat32" against "highest", PyTorch's allow_tf32), compared by
+# tools/tf32_check.py: differing pixels, max ULP, max |Δ| and flips at 0.5 of each pair. The
+# emulation is TensorFlow's: without TensorFlow here, run it where TensorFlow is and merge the
+# bundles. Without an NVIDIA GPU (no working nvidia-smi) the script says so and makes a dry
+# run on the CPU: the plain and the emulated run, once each, and the prediction alone.
+#
 # PYTHON picks the interpreter (default python3); segdiff must be importable by it (installed,
 # or PYTHONPATH=. in a checkout). Keeps to a few minutes on one GPU: one image, 3 repeats.
 #
@@ -29,9 +37,18 @@ print(" ".join(r.name for r in installed_runtimes()))')
 echo "runtimes here: $runtimes"
 segdiff devices --cache "$CACHE"
 
+if nvidia-smi -L >/dev/null 2>&1; then
+    gpu=yes
+    repeats=3
+else
+    gpu=""
+    repeats=1
+    echo "no NVIDIA GPU here (nvidia-smi -L fails): a dry run on the CPU, nothing measured"
+fi
+
 configs=()
 reference=""
-for runtime in $runtimes; do
+for runtime in ${gpu:+$runtimes}; do
     prefix="runtime=$runtime,"
     [ -z "$reference" ] && reference=$( [ "$runtime" = tensorflow ] && echo "cpu b1" || echo "$runtime cpu b1")
     for spec in device=cpu,batch=1 device=gpu:0,batch=1 device=gpu:0,batch=64 \
@@ -45,8 +62,17 @@ for runtime in $runtimes; do
     fi
 done
 
+# The prediction: TF32 emulated on this CPU, beside the plain float32 run (TensorFlow's).
+case " $runtimes " in
+    *" tensorflow "*)
+        reference=${reference:-cpu b1}
+        [ -z "$gpu" ] && configs+=(--config device=cpu,batch=1)  # else the loop's
+        configs+=(--config device=cpu,batch=1,emulate=tf32) ;;
+    *) echo "TensorFlow is not installed here: no emulated TF32 run (see above)" ;;
+esac
+
 set +e
-segdiff run "$MODEL" "$IMAGES" "${configs[@]}" --repeats 3 --cache "$CACHE" --timeout 1200
+segdiff run "$MODEL" "$IMAGES" "${configs[@]}" --repeats "$repeats" --cache "$CACHE" --timeout 1200
 status=$?
 set -e
 echo "segdiff run exited with $status"
@@ -55,3 +81,5 @@ segdiff compare --cache "$CACHE" --ref "$reference"
 segdiff diagnose --cache "$CACHE" --ref "$reference"
 segdiff compare --cache "$CACHE" --ref "$reference" --json > "$OUT/compare.json"
 echo "bundle: $OUT/gpu-check.h5; comparisons: $OUT/compare.json"
+echo "TF32: predicted on this CPU (emulated) against measured on the GPU"
+"$PY" tools/tf32_check.py "$CACHE"

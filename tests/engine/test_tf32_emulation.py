@@ -20,6 +20,7 @@ from segdiff_gui.storage import ResultCache
 pytestmark = pytest.mark.slow
 
 CHILD = Path(__file__).with_name("tf32_emulation_child.py")
+TOOLS = Path(__file__).parents[2] / "tools"
 
 
 def _patterns() -> np.ndarray:
@@ -77,10 +78,15 @@ SPECS = {
 
 
 @pytest.fixture(scope="module")
-def demo_runs(demo, tmp_path_factory):
+def demo_folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("emulated")
+
+
+@pytest.fixture(scope="module")
+def demo_runs(demo, demo_folder):
     """The demo's first image (the second fills batch 2), one child, one repeat each."""
     model, images = demo
-    cache = ResultCache(tmp_path_factory.mktemp("emulated"))
+    cache = ResultCache(demo_folder)
     configs = {name: parse_config_spec(spec) for name, spec in SPECS.items()}
     plan = plan_matrix(model, images[:2], list(configs.values()), cache=cache, repeats=1)
     assert len(plan.jobs) == 1  # a run-time knob: the plain runs' child
@@ -122,3 +128,29 @@ def test_the_emulated_run_says_what_it_rounded(demo_runs):
         assert said.endswith(": 11 convolutions rounded"), said  # the demo U-Net's eleven
         assert "emu-tf32" in record.label and record.config["emulate"] == "tf32"
     assert "emulation" not in demo_runs["base"].provenance.to_dict()
+
+
+def test_the_gpu_checks_comparison_prints_the_prediction_and_says_no_gpu_was_here(
+    demo_runs, demo_folder
+):
+    """tools/tf32_check.py, the last step of tools/gpu_check.sh, on a CPU's runs: the
+    prediction's figures, and that nothing was measured."""
+    cache = demo_folder
+    done = subprocess.run(
+        [sys.executable, str(TOOLS / "tf32_check.py"), str(cache)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].split()[-4:] == ["65,344", "159,469", "0.00115", "2"], lines
+    assert lines[1].startswith("predicted: emulated TF32 vs float32 (cpu, TensorFlow)")
+    assert lines[2] == "measured: no GPU run here (a dry run on the CPU): the prediction alone"
+
+
+def test_the_gpu_check_script_parses_and_has_its_dry_run():
+    script = TOOLS / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    text = script.read_text()
+    assert "nvidia-smi -L" in text and "emulate=tf32" in text and "tf32_check.py" in text
