@@ -32,6 +32,7 @@ __all__ = [
     "Effect",
     "attribute",
     "plan_attribution",
+    "single_knob",
 ]
 
 # The knobs in the order of the cumulative path, each with the fields it carries.
@@ -120,6 +121,12 @@ def plan_attribution(
         steps.append(AttributionStep(knob, change, _take(base, target, fields), current, after))
         current = after
     return AttributionPlan(base, target, tuple(steps))
+
+
+def single_knob(base: RunConfig, target: RunConfig) -> str | None:
+    """The knob two configurations differ in, when they differ in exactly one."""
+    steps = plan_attribution(base, target).steps
+    return steps[0].knob if len(steps) == 1 else None
 
 
 @dataclass(frozen=True)

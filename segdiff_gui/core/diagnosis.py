@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from segdiff_gui.core.analysis import at_cutoff
-from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution
+from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution, single_knob
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_findings import cutoff_findings, quietest_cutoff
 from segdiff_gui.core.deployment import Conversion, deployment_advice, is_conversion
 from segdiff_gui.core.findings import Finding, plural, verb
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.knobs import KNOBS
+from segdiff_gui.core.predictions import emulation_findings, emulation_missing
 from segdiff_gui.core.remedies import remedy_findings
 from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.core.study import Study, StudyRun
@@ -217,12 +218,6 @@ def _knob_effects(
     return findings, alone, varied, conversions
 
 
-def _single_knob(first: StudyRun, second: StudyRun) -> str | None:
-    """The knob two runs differ in, when they differ in exactly one."""
-    steps = plan_attribution(first.config, second.config).steps
-    return steps[0].knob if len(steps) == 1 else None
-
-
 def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Finding]:
     advice = []
     reference = study.reference
@@ -277,7 +272,7 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
         if run.config.is_gpu
         and run.config.tf32
         and run.machine == other.machine == reference.machine
-        and _single_knob(run, other) == "tf32"
+        and single_knob(run.config, other.config) == "tf32"
     ]
     if tf32_pairs and not reference.config.is_gpu:
         on, off = tf32_pairs[0]
@@ -343,15 +338,10 @@ def diagnose(study: Study) -> list[Finding]:
     findings += cutoff_findings(study, cutoff_text)
     findings += deployment_advice(conversions, cutoff_text)
     findings += _advice(study, alone, cutoff_text)
+    findings += emulation_findings(study, _first_repeats(study), cutoff_text)
     findings += remedy_findings(study, _first_repeats(study), alone)
     if not any(run.config.is_gpu for run in study.runs):
-        findings.append(
-            Finding(
-                "not measured",
-                "No GPU run was measured, so nothing here speaks for GPUs (TF32, cuDNN "
-                "algorithms, atomics); add a gpu configuration on a machine that has one.",
-            )
-        )
+        findings.append(emulation_missing(study))
     unmeasured = [knob.name for knob, _ in KNOB_GROUPS if knob.name not in varied]
     if unmeasured and study.others:
         names = ", ".join(_KNOB_NAMES[k] for k in unmeasured)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from segdiff_gui.core.analysis import compare_maps
-from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution
+from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution, single_knob
 from segdiff_gui.core.findings import Finding, plural
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.study import Study, StudyRun
@@ -27,11 +27,6 @@ def _size(differing: int, max_ulp: int, flips: int) -> str:
     return f"{plural(differing, 'pixel')} by up to {max_ulp:,} ULP, {plural(flips, 'flip')}"
 
 
-def _single(base: StudyRun, other: StudyRun) -> str | None:
-    steps = plan_attribution(base.config, other.config).steps
-    return steps[0].knob if len(steps) == 1 else None
-
-
 def _value(run: StudyRun, knob: str) -> str:
     return KNOBS[knob].setting_text(getattr(run.config, knob))
 
@@ -43,11 +38,14 @@ def _measured(
     reference = study.reference
     findings = []
     for a in firsts.values():
-        other = _single(reference, a)
+        other = single_knob(reference.config, a.config)
         if other is None or other == knob:
             continue
         for b in firsts.values():
-            if _single(a, b) != knob or set(_steps(reference, b)) != {other, knob}:
+            if single_knob(a.config, b.config) != knob or set(_steps(reference, b)) != {
+                other,
+                knob,
+            }:
                 continue
             if getattr(b.config, knob) != _target_value(study, firsts, knob):
                 continue
@@ -89,7 +87,7 @@ def _target_value(study: Study, firsts: Mapping[str, StudyRun], knob: str) -> ob
     """The value of ``knob`` its single-knob run against the reference has."""
     reference = study.reference
     for run in firsts.values():
-        if _single(reference, run) == knob:
+        if single_knob(reference.config, run.config) == knob:
             return getattr(run.config, knob)
     return None
 
@@ -104,7 +102,11 @@ def _onednn_unmeasured(study: Study, knob: str, effect: Effect) -> Finding | Non
     if not (config.onednn is True or (config.onednn is None and reference.onednn is True)):
         return None
     changed = next(
-        (run for run in study.runs if _single(reference, run) == knob and not run.imported),
+        (
+            run
+            for run in study.runs
+            if single_knob(reference.config, run.config) == knob and not run.imported
+        ),
         None,
     )
     if changed is None:

@@ -264,7 +264,56 @@ def test_a_remedy_is_offered_where_it_was_measured_and_named_where_it_was_not() 
     assert "with the reference's oneDNN on it moved 400 pixels" in remedy[0].sentence
     assert "Set oneDNN off (onednn=off)" in remedy[0].sentence
     unmeasured = Study([_run(on, 0, base), _run(on64, 0, batched)], cutoff=0.5)
-    (suggestion,) = [f for f in diagnose(unmeasured) if f.measure]
+    (suggestion,) = [f for f in diagnose(unmeasured) if f.measure and "oneDNN" in f.sentence]
     assert suggestion.topic == "not measured"
     assert suggestion.measure == ("onednn=off", "batch=64,onednn=off")
     assert "Whether oneDNN off removes the batch" in suggestion.sentence
+
+
+def test_emulated_tf32_is_worded_as_a_prediction_and_kept_apart_from_a_measurement() -> None:
+    """Issue 36: an emulate=tf32 run on the CPU predicts a GPU's TF32 flips; a GPU's own
+    TF32 on/off pair is measured, said beside it, never mixed with it."""
+    base = _base()
+    emulated = base + np.float32(3e-3)  # moves 3 pixels across 0.5 (values 0.4972…0.4992)
+    runs = [_run(RunConfig(), 0, base), _run(RunConfig(emulate="tf32"), 0, emulated)]
+    findings = diagnose(Study(runs, cutoff=0.5))
+    predicted = next(f for f in findings if f.sentence.startswith("Predicted, not measured"))
+    assert predicted.topic == "advice" and predicted.figure == "3 flips predicted"
+    assert (
+        "on a GPU with TF32 on (TensorFlow's and JAX's default on Ampere and later GPUs), "
+        "expect about 3 flips at cutoff 0.5 (emulated on this CPU: cpu b1 emu-tf32 r0 against "
+        "cpu b1 r0 moves 400 pixels" in predicted.sentence
+    )
+    assert predicted.sentence.endswith("; to avoid them: tf32=off.")
+    assert predicted.link == DOCS["tf32"]
+    text = " ".join(f.sentence for f in findings)
+    assert "Measured on" not in text
+    missing = next(f for f in findings if f.sentence.startswith("No GPU run was measured"))
+    assert "the emulated TF32 run predicts TF32's rounding only" in missing.sentence
+
+    gpu = RunConfig(device="gpu:0")
+    runs += [
+        _run(gpu, 0, base + np.float32(5e-3)),
+        _run(RunConfig(device="gpu:0", tf32=False), 0, base + np.float32(1e-6)),
+    ]
+    findings = diagnose(Study(runs, cutoff=0.5))
+    measured = next(f for f in findings if f.sentence.startswith("Measured on gpu:0"))
+    assert "TF32 on against off (gpu:0 b1 r0 against gpu:0 b1 tf32-off r0) flips" in (
+        measured.sentence
+    )
+    assert measured.sentence.endswith("the emulation on this CPU predicted about 3 and 0.003.")
+    assert "No GPU run was measured" not in " ".join(f.sentence for f in findings)
+
+
+def test_without_a_gpu_the_emulation_is_offered_where_this_cpu_can_run_it() -> None:
+    base = _base()
+    study = Study([_run(RunConfig(), 0, base), _run(RunConfig(batch=64), 0, base.copy())])
+    missing = next(f for f in diagnose(study) if f.sentence.startswith("No GPU run"))
+    assert missing.sentence.endswith("or run emulate=tf32 to predict what TF32 does, on this CPU.")
+    assert missing.measure == ("emulate=tf32",)
+    bf16 = RunConfig(precision="mixed_bfloat16")  # no emulation in bfloat16: nothing offered
+    study = Study(
+        [_run(bf16, 0, base), _run(RunConfig(precision="mixed_bfloat16", batch=64), 0, base.copy())]
+    )
+    missing = next(f for f in diagnose(study) if f.sentence.startswith("No GPU run"))
+    assert missing.measure == () and "emulate" not in missing.sentence
