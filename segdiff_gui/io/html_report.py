@@ -39,6 +39,7 @@ _PROVENANCE_FIELDS = (
     ("onednn_in_effect", "oneDNN"),
     ("op_determinism", "op determinism"),
     ("tf32_enabled", "TF32"),
+    ("emulation", "emulated on the CPU"),
     ("intra_op_threads", "intra-op threads"),
     ("xla", "XLA"),
     ("compute_dtype", "compute dtype"),

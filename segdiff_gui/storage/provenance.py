@@ -152,6 +152,12 @@ class Provenance:
         return self._switch("tf32_enabled")
 
     @property
+    def emulation(self) -> str | None:
+        """What a run that emulated a GPU's arithmetic on the CPU rounded (``emulate=tf32``),
+        as its child said it: ``TF32 emulated on this CPU (…): 11 convolutions rounded``."""
+        return self._text("emulation")
+
+    @property
     def wall_time_s(self) -> float | None:
         """The forward pass's wall time in seconds, where recorded."""
         wall = self._attributes.get("wall_time_s")
@@ -242,6 +248,8 @@ class Provenance:
                 lines.append(
                     f"{title} {on_off(value)}" + (" (model.predict's choice)" if chosen else "")
                 )
+        if emulation := self.emulation:
+            lines.append(emulation)  # a prediction of a GPU, never taken for one
         if host := self.hostname:
             lines.append(f"host {host}")
         return lines

@@ -151,6 +151,12 @@ def test_what_a_run_computed_with_is_said_a_line_each():
         "notes: device=T4",
     ]
     assert Provenance().in_effect_lines(RunConfig()) == ["on ?, tensorflow"]
+    emulated = computed.updated({"emulation": "TF32 emulated on this CPU (…): 11 convolutions"})
+    assert emulated.in_effect_lines(RunConfig(emulate="tf32"))[-2:] == [
+        "TF32 emulated on this CPU (…): 11 convolutions",
+        "host laptop",
+    ]
+    assert computed.emulation is None
 
 
 def test_a_provenance_never_changes_under_its_readers(tmp_path):
