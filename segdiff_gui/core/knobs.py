@@ -250,7 +250,7 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         f"{TF32_ROUNDING}) and summed in float32, as the tensor cores of an Ampere or later GPU "
         "do with TF32 on: a prediction of what TF32 does to the maps where no GPU is at hand, "
         "never a GPU run. Depthwise convolutions are left alone (not on tensor cores). "
-        "TensorFlow on the CPU, float32 only.",
+        "Keras on TensorFlow, JAX or PyTorch, on the CPU, in float32.",
         link=_DOCS + "api_docs/python/tf/config/experimental/enable_tensor_float_32_execution",
         shown=lambda value: "TF32 (emulated)" if value == "tf32" else "off",
         describe=lambda value: (

@@ -127,6 +127,8 @@ _EVERY_RUNTIME = frozenset({"runtime", "device", "batch", "context", "position",
 _KERAS = frozenset({"precision", "keep_float32", "xla"})
 # The process's numerics switches, as TensorFlow names them (each runtime maps its own).
 _SWITCHES = frozenset({"determinism", "tf32", "onednn", "threads"})
+# A GPU's TF32 emulated on the CPU in the Keras backend's ops (engine/tf32_emulation.py).
+_EMULATION = frozenset({"emulate"})
 
 
 @dataclass(frozen=True)
@@ -172,22 +174,20 @@ def _float32_only(why: str) -> Limit:
     )
 
 
-def _emulated_under_tensorflow(why: str) -> Limit:
-    """Emulated TF32 is TensorFlow's here (engine/tf32_emulation.py rounds Keras's TensorFlow
-    ops): another runtime refuses it in one line, saying why."""
+def _no_emulation(why: str) -> Limit:
+    """Emulated TF32 rounds the ops of Keras's TensorFlow, JAX and PyTorch backends
+    (engine/tf32_emulation.py): another runtime refuses it in one line, saying why."""
     return Limit(
         lambda emulate: emulate == "off",
         lambda emulate, title: (
-            f"emulate={emulate} means nothing under {title}: {why} (runtime=tensorflow)"
+            f"emulate={emulate} means nothing under {title}: {why} (runtime=tensorflow, jax "
+            "or torch)"
         ),
     )
 
 
-_KERAS_EMULATION = _emulated_under_tensorflow(
-    "segdiff emulates TF32 in Keras's TensorFlow ops only"
-)
 _CONVERTED = {
-    "emulate": _emulated_under_tensorflow(
+    "emulate": _no_emulation(
         "the converted model runs in its own kernels, which segdiff does not round"
     ),
     "xla": _xla_off("the converted model runs in its own kernels, not TensorFlow's (keep xla=off)"),
@@ -208,7 +208,6 @@ _CONVERTED = {
     ),
 }
 _JAX_LIMITS = {
-    "emulate": _KERAS_EMULATION,
     "onednn": _onednn_unset(
         "oneDNN is TensorFlow's CPU kernel switch and XLA's CPU backend has none (leave "
         "onednn at its default)"
@@ -222,7 +221,6 @@ _JAX_LIMITS = {
     ),
 }
 _TORCH_LIMITS = {
-    "emulate": _KERAS_EMULATION,
     "xla": _xla_off(
         "Keras runs a torch model eagerly, and torch.compile is not XLA (keep xla=off)"
     ),
@@ -242,7 +240,9 @@ _LITERT_LIMITS = {
 }
 _ONNX_LIMITS = _CONVERTED
 _OPENVINO_LIMITS = {
-    "emulate": _KERAS_EMULATION,
+    "emulate": _no_emulation(
+        "OpenVINO compiles the model into its own graph, whose ops segdiff does not round"
+    ),
     "device": _cpu_only("Keras's OpenVINO backend runs on its CPU plugin"),
     "precision": _float32_only("Keras's OpenVINO backend infers in float32 (keep float32)"),
     "xla": _xla_off("OpenVINO compiles the model itself, not with XLA"),
@@ -382,8 +382,7 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         extra="",
         engine="segdiff_gui.engine.backends.tensorflow",
         link="https://www.tensorflow.org/guide/gpu",
-        # and TF32 emulated on the CPU (engine/tf32_emulation.py)
-        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES | {"emulate"},
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES | _EMULATION,
         environment=_tensorflow_environment,
         build=_cuda_build,
         no_gpu=_tensorflow_no_gpu,
@@ -395,7 +394,8 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         extra="jax",
         engine="segdiff_gui.engine.backends.jax",
         link="https://keras.io/getting_started/#configuring-your-backend",
-        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,  # mapped to XLA's flags and JAX's precision
+        # mapped to XLA's flags and JAX's precision; TF32 emulated in its ops
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES | _EMULATION,
         limits=_JAX_LIMITS,
         checkbox="JAX",
         checkbox_tip="Keras 3 on JAX (needs segdiff's jax extra).",
@@ -409,7 +409,8 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         extra="torch",
         engine="segdiff_gui.engine.backends.torch",
         link="https://keras.io/getting_started/#configuring-your-backend",
-        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,  # mapped to PyTorch's own switches
+        # mapped to PyTorch's own switches; TF32 emulated in its ops
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES | _EMULATION,
         limits=_TORCH_LIMITS,
         checkbox="PyTorch",
         checkbox_tip="Keras 3 on PyTorch (needs segdiff's torch extra).",

@@ -37,6 +37,7 @@ __all__ = [
     "QUIET_NAN_BIT",
     "ROUNDING",
     "TF32_MANTISSA_BITS",
+    "signed",
     "to_tf32",
 ]
 
@@ -48,6 +49,11 @@ KEPT_BITS = (0xFFFFFFFF << _DROPPED_BITS) & 0xFFFFFFFF  # 0xFFFFE000
 QUIET_NAN_BIT = 0x00400000  # the top mantissa bit: kept by TF32, marks a quiet NaN
 # In sentences (provenance, the knob's tooltip): the rounding this module does.
 ROUNDING = "round to nearest, ties away from zero, as cvt.rna.tf32.f32 and CUTLASS do"
+
+
+def signed(bits: int) -> int:
+    """A 32-bit pattern as the int32 a runtime's bitwise ops take (0xFFFFE000 → -8192)."""
+    return bits - (1 << 32) if bits >= 1 << 31 else bits
 
 
 def to_tf32(values: np.ndarray) -> np.ndarray:

@@ -66,7 +66,7 @@ def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
             step = min(writer.count, total)
             runner.channel.send(BatchProgress(run.key, step, total, f"layer {output.name}"))
 
-        with backend.probe_scope(config):
+        with backend.probe_scope(config), backend.emulation(config):
             outputs = run_layer_by_layer(model, [backend.probe_input(batch, config)], call, emit)
             raw = backend.to_numpy(outputs[runner.output_index][position])
         assert plain is not None

@@ -1,22 +1,25 @@
-"""TF32 emulated on a CPU under Keras on TensorFlow (``emulate=tf32``, issue 36).
+"""TF32 emulated on a CPU (``emulate=tf32``, issue 36), under any Keras backend that can round.
 
 An Ampere or later GPU with TF32 on computes a float32 convolution or matrix multiply on its
 tensor cores: each input and weight rounded to TF32 (10 mantissa bits), the products summed in
-float32. Here the same ops of Keras's TensorFlow backend are wrapped, inside the child only:
-while a forward pass runs under :func:`emulating`, their float32 operands are rounded to TF32
-by TensorFlow's own integer ops on the bits (``tf.bitcast``), as ``core/tf32.py`` rounds them in
-numpy, bit for bit, and the op itself then computes in float32 as before. The wrappers look the
-switch up when a ``tf.function`` traces (every call of an emulated forward pass runs under it,
-so a new batch size traces emulated too), so they compose with XLA and every batch size; a
-forward pass without it calls the original op unchanged.
+float32. Here the same ops of Keras's backend are wrapped, inside the child only: while a
+forward pass (or a probed layer) runs under :func:`emulating`, their float32 operands are
+rounded to TF32 by the runtime's own integer ops on the bits (the backend's ``tf32_operand``:
+``tf.bitcast`` under TensorFlow, ``lax.bitcast_convert_type`` under JAX, ``Tensor.view`` under
+PyTorch), as ``core/tf32.py`` rounds them in numpy, bit for bit; the op itself then computes in
+float32 as before. The wrappers look the switch up when the op is called: a ``tf.function`` or
+``jax.jit`` traces under it (every call of an emulated forward pass runs under it, so a new
+batch size traces emulated too), so it composes with XLA and every batch size; a forward pass
+without it calls the original op unchanged, and has its own compiled function (the knob is in
+the forward key).
 
 Rounded: ``conv`` (Conv1D/2D/3D, grouped ones too), ``conv_transpose`` (Conv*DTranspose), the
 pointwise half of ``separable_conv`` (its 1×1 convolution; the depthwise half is left alone),
 ``matmul`` (Dense, attention's products), ``einsum`` (EinsumDense, MultiHeadAttention) and
 ``tensordot``. Left alone: ``depthwise_conv`` (DepthwiseConv*D) and separable convolutions'
 depthwise half, which cuDNN computes without tensor cores, and everything that is not a
-matrix product (batch normalisation, activations, pooling, resizing). A model that calls
-TensorFlow's ops itself (a Lambda layer, a custom layer calling ``tf.matmul``) is not rounded
+matrix product (batch normalisation, activations, pooling, resizing). A model that calls the
+runtime's ops itself (a Lambda layer, a custom layer calling ``tf.matmul``) is not rounded
 there: the run's provenance says how many ops of each kind were rounded.
 """
 
@@ -28,13 +31,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import tensorflow as tf
-from keras.src.backend.tensorflow import nn as keras_nn
-from keras.src.backend.tensorflow import numpy as keras_numpy
-
 from segdiff_gui.core import tf32
 
-__all__ = ["ROUNDED_KINDS", "emulating", "summary", "tf32_rounded"]
+__all__ = ["ROUNDED_KINDS", "Operand", "emulating", "summary"]
+
+# A float32 operand rounded to TF32 in the runtime's ops; anything else (integers, sparse
+# tensors) as it is.
+Operand = Callable[[Any], Any]
 
 # What a tally counts, in the words provenance uses.
 ROUNDED_KINDS = {
@@ -47,61 +50,42 @@ ROUNDED_KINDS = {
 }
 _LEFT_ALONE = "depthwise_conv"
 
-# The tally of the forward pass being traced under emulation; None: no emulation.
-_ACTIVE: contextvars.ContextVar[Counter[str] | None] = contextvars.ContextVar(
+# The tally of the op calls under emulation, and how operands are rounded; None: no emulation.
+_ACTIVE: contextvars.ContextVar[tuple[Counter[str], Operand] | None] = contextvars.ContextVar(
     "segdiff_tf32_emulation", default=None
 )
 _ORIGINALS: dict[str, Callable[..., Any]] = {}
 
 
-def _int32(bits: int) -> int:
-    """An unsigned 32-bit pattern as the int32 TensorFlow's bitwise ops take."""
-    return bits - (1 << 32) if bits >= 1 << 31 else bits
+def _two_operands(kind: str) -> Callable[..., Any]:
+    """The wrapper of an op of two operands (``conv``, ``conv_transpose``, ``matmul``,
+    ``tensordot``): both rounded under emulation, its other arguments as they are."""
+
+    def wrapper(first: Any, second: Any, *args: Any, **kwargs: Any) -> Any:
+        if (active := _ACTIVE.get()) is not None:
+            tally, rounded = active
+            tally[kind] += 1
+            first, second = rounded(first), rounded(second)
+        return _ORIGINALS[kind](first, second, *args, **kwargs)
+
+    return wrapper
 
 
-def tf32_rounded(values: tf.Tensor) -> tf.Tensor:
-    """``values`` (float32) rounded to TF32 as ``core/tf32.to_tf32`` does, in TensorFlow ops."""
-    bits = tf.bitcast(values, tf.int32)
-    exponent = tf.constant(tf32.EXPONENT_BITS, tf.int32)
-    finite = tf.not_equal(tf.bitwise.bitwise_and(bits, exponent), exponent)
-    # The magnitude's bits plus half a TF32 ULP: ties away from zero; finite values never
-    # overflow an int32 (the largest, 0x7F7FFFFF, becomes infinity's 0x7F800FFF).
-    added = tf.where(finite, bits + tf.constant(tf32.HALF_ULP, tf.int32), bits)
-    kept = tf.bitwise.bitwise_and(added, tf.constant(_int32(tf32.KEPT_BITS), tf.int32))
-    quiet = tf.bitwise.bitwise_or(kept, tf.constant(tf32.QUIET_NAN_BIT, tf.int32))
-    return tf.bitcast(tf.where(tf.math.is_nan(values), quiet, kept), tf.float32)
-
-
-def _operand(value: Any) -> Any:
-    """A float32 operand rounded to TF32; anything else (integers, sparse) as it is."""
-    if isinstance(value, tf.SparseTensor | tf.IndexedSlices):
-        return value
-    tensor = tf.convert_to_tensor(value)
-    return tf32_rounded(tensor) if tensor.dtype == tf.float32 else value
-
-
-def _counting(tally: Counter[str], kind: str) -> None:
-    tally[kind] += 1
-
-
-def _conv(inputs: Any, kernel: Any, *args: Any, **kwargs: Any) -> Any:
-    if (tally := _ACTIVE.get()) is not None:
-        _counting(tally, "conv")
-        inputs, kernel = _operand(inputs), _operand(kernel)
-    return _ORIGINALS["conv"](inputs, kernel, *args, **kwargs)
-
-
-def _conv_transpose(inputs: Any, kernel: Any, *args: Any, **kwargs: Any) -> Any:
-    if (tally := _ACTIVE.get()) is not None:
-        _counting(tally, "conv_transpose")
-        inputs, kernel = _operand(inputs), _operand(kernel)
-    return _ORIGINALS["conv_transpose"](inputs, kernel, *args, **kwargs)
+def _left_alone(*args: Any, **kwargs: Any) -> Any:
+    """A depthwise convolution as the backend computes it, unrounded: emulation is suspended
+    while it runs (PyTorch's Keras backend computes one with its own, wrapped, ``conv``)."""
+    token = _ACTIVE.set(None)
+    try:
+        return _ORIGINALS["depthwise_conv"](*args, **kwargs)
+    finally:
+        _ACTIVE.reset(token)
 
 
 def _depthwise_conv(*args: Any, **kwargs: Any) -> Any:
-    if (tally := _ACTIVE.get()) is not None:
-        _counting(tally, _LEFT_ALONE)  # not on tensor cores: left alone, counted
-    return _ORIGINALS["depthwise_conv"](*args, **kwargs)
+    if (active := _ACTIVE.get()) is None:
+        return _ORIGINALS["depthwise_conv"](*args, **kwargs)
+    active[0][_LEFT_ALONE] += 1  # not on tensor cores: left alone, counted
+    return _left_alone(*args, **kwargs)
 
 
 def _separable_conv(
@@ -115,74 +99,62 @@ def _separable_conv(
 ) -> Any:
     """A separable convolution is a depthwise one (left alone) then a 1×1 convolution
     (rounded), as ``tf.nn.separable_conv2d`` computes it."""
-    tally = _ACTIVE.get()
-    if tally is None:
+    if (active := _ACTIVE.get()) is None:
         return _ORIGINALS["separable_conv"](
             inputs, depthwise_kernel, pointwise_kernel, strides, padding, data_format, dilation_rate
         )
-    _counting(tally, "separable_conv")
-    _counting(tally, _LEFT_ALONE)
-    depthwise = _ORIGINALS["depthwise_conv"](
-        inputs, depthwise_kernel, strides, padding, data_format, dilation_rate
-    )
+    tally, rounded = active
+    tally["separable_conv"] += 1
+    tally[_LEFT_ALONE] += 1
+    depthwise = _left_alone(inputs, depthwise_kernel, strides, padding, data_format, dilation_rate)
     return _ORIGINALS["conv"](
-        _operand(depthwise), _operand(pointwise_kernel), 1, "valid", data_format, 1
+        rounded(depthwise), rounded(pointwise_kernel), 1, "valid", data_format
     )
-
-
-def _matmul(x1: Any, x2: Any) -> Any:
-    if (tally := _ACTIVE.get()) is not None:
-        _counting(tally, "matmul")
-        x1, x2 = _operand(x1), _operand(x2)
-    return _ORIGINALS["matmul"](x1, x2)
 
 
 def _einsum(subscripts: str, *operands: Any, **kwargs: Any) -> Any:
-    if (tally := _ACTIVE.get()) is not None:
-        _counting(tally, "einsum")
-        operands = tuple(_operand(operand) for operand in operands)
+    if (active := _ACTIVE.get()) is not None:
+        tally, rounded = active
+        tally["einsum"] += 1
+        operands = tuple(rounded(operand) for operand in operands)
     return _ORIGINALS["einsum"](subscripts, *operands, **kwargs)
 
 
-def _tensordot(x1: Any, x2: Any, axes: Any = 2) -> Any:
-    if (tally := _ACTIVE.get()) is not None:
-        _counting(tally, "tensordot")
-        x1, x2 = _operand(x1), _operand(x2)
-    return _ORIGINALS["tensordot"](x1, x2, axes=axes)
-
-
-_WRAPPERS: dict[str, tuple[Any, Callable[..., Any]]] = {
-    "conv": (keras_nn, _conv),
-    "conv_transpose": (keras_nn, _conv_transpose),
-    "depthwise_conv": (keras_nn, _depthwise_conv),
-    "separable_conv": (keras_nn, _separable_conv),
-    "matmul": (keras_numpy, _matmul),
-    "einsum": (keras_numpy, _einsum),
-    "tensordot": (keras_numpy, _tensordot),
+_WRAPPERS: dict[str, tuple[str, Callable[..., Any]]] = {
+    "conv": ("nn", _two_operands("conv")),
+    "conv_transpose": ("nn", _two_operands("conv_transpose")),
+    "depthwise_conv": ("nn", _depthwise_conv),
+    "separable_conv": ("nn", _separable_conv),
+    "matmul": ("numpy", _two_operands("matmul")),
+    "einsum": ("numpy", _einsum),
+    "tensordot": ("numpy", _two_operands("tensordot")),
 }
 
 
 def _install() -> None:
-    """Put the wrappers in place of Keras's TensorFlow ops, once per child: Keras's ops look
-    ``backend.nn.conv`` and the like up at every call."""
+    """Put the wrappers in place of the ops of the Keras backend this child runs, once: Keras's
+    ops look ``backend.nn.conv`` and the like up at every call."""
     if _ORIGINALS:
         return
-    for name, (module, wrapper) in _WRAPPERS.items():
+    from keras.src import backend as keras_backend  # the child's runtime, set before import
+
+    for name, (module_name, wrapper) in _WRAPPERS.items():
+        module = getattr(keras_backend, module_name)
         _ORIGINALS[name] = getattr(module, name)
         setattr(module, name, wrapper)
 
 
 @contextlib.contextmanager
-def emulating(emulate: str) -> Iterator[Counter[str]]:
-    """Run a forward pass (or a layer) under ``emulate`` ("tf32" or "off"); the tally it
-    yields counts, kind by kind, the ops rounded while a function traced (none when it
-    traced before)."""
+def emulating(emulate: str, rounded: Operand) -> Iterator[Counter[str]]:
+    """Run a forward pass (or a layer) under ``emulate`` ("tf32" or "off"), operands rounded
+    by ``rounded`` (the backend's). The tally it yields counts, kind by kind, the ops rounded
+    while it ran Python: a traced function counts when it traces, an eager one every call."""
     tally: Counter[str] = Counter()
     if emulate == "off":
         yield tally
         return
     _install()
-    token = _ACTIVE.set(tally)
+    token = _ACTIVE.set((tally, rounded))
     try:
         yield tally
     finally:

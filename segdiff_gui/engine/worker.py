@@ -7,7 +7,7 @@ import contextlib
 import threading
 import time
 import traceback
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from segdiff_gui.engine.inspect_model import answer_for_model_and_devices
 from segdiff_gui.engine.models import LoadedModel, load_model
 from segdiff_gui.engine.outputs import choose_output, to_probabilities
 from segdiff_gui.engine.protocol import Channel
+from segdiff_gui.engine.tf32_emulation import summary as emulation_summary
 from segdiff_gui.engine.user_code import UserPreprocessing
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, compilation_cache_dir
@@ -98,6 +99,9 @@ class JobRunner:
         self._user_function: UserPreprocessing | None = None
         self._tensors: set[int] = set()  # images that are tensors, used as they are
         self._compiled: set[tuple[object, ...]] = set()
+        # What each emulated forward pass rounded (emulate=tf32), by forward key: counted
+        # where it traced (a compiled one counts once, an eager one every call).
+        self._emulated: dict[tuple[object, ...], Counter[str]] = {}
         # Prepared inputs, least recently used first. A sweep over a whole test set must not
         # hold every image: one batch's worth (plus the next target) stays, the rest is redone.
         self._inputs: OrderedDict[int, np.ndarray] = OrderedDict()
@@ -239,6 +243,12 @@ class JobRunner:
         self.cache.write_run(record)
         return record.provenance.device or ""
 
+    def _emulation(self, config: RunConfig) -> dict[str, str]:
+        """An emulated run's provenance: what its forward pass rounded (nothing for others)."""
+        if config.emulate == "off":
+            return {}
+        return {"emulation": emulation_summary(self._emulated.get(config.forward_key(), Counter()))}
+
     def execute(self, run: PlannedRun) -> RunRecord:
         config = run.computed
         device_name = self.check_device(config)
@@ -252,9 +262,11 @@ class JobRunner:
         self.backend.make_ready(self.model_on(config.device), config, batch.shape[1:])
         self.step(run, 3)
         started = time.perf_counter()
-        with self.heartbeat(run, first_use):
+        with self.heartbeat(run, first_use), self.backend.emulation(config) as emulated:
             outputs = forward(batch)
         wall = time.perf_counter() - started
+        if emulated:
+            self._emulated[config.forward_key()] = emulated
         raw = outputs.arrays[self.output_index]
         actual = outputs.devices[self.output_index]
         weights = self.backend.weight_devices(self.model_on(config.device), config)
@@ -284,6 +296,7 @@ class JobRunner:
             "target_input": self.input_kind(run.target),
             "trust_model": self.job.trust_model,
             "wall_time_s": wall,
+            **self._emulation(config),
             "timestamp": local_timestamp(),
         }
         if in_effect := run.in_effect.to_dict():  # keyed: a stored run's key is made from it

@@ -43,15 +43,17 @@ def test_emulated_tf32_is_a_cpu_float32_knob_of_tensorflow_said_in_one_line():
     assert ("emulate", "tf32") in config.forward_key()  # its own compiled forward pass
     assert "emulate" not in RunConfig().to_dict()  # older keys stay as they were
     assert parse_config_spec("emulate=emu-tf32") == parse_config_spec("emulate=tf32")
+    assert parse_config_spec("runtime=jax,emulate=tf32,xla=off").label() == (
+        "jax cpu b1 xla-off emu-tf32"
+    )
+    assert parse_config_spec("runtime=torch,emulate=tf32").emulate == "tf32"
     refusals = {
         "device=gpu:0": "emulation is for CPU runs; on a GPU use tf32=on",
         "precision=mixed_float16": "(precision=float32)",
         "tf32=off": "(leave tf32 on)",
-        "runtime=jax": "means nothing under JAX: segdiff emulates TF32 in Keras's TensorFlow",
-        "runtime=torch": "means nothing under PyTorch",
-        "runtime=openvino": "means nothing under OpenVINO",
+        "runtime=openvino": "means nothing under OpenVINO: OpenVINO compiles the model",
         "runtime=litert-int8": "the converted model runs in its own kernels",
-        "runtime=onnxruntime": "(runtime=tensorflow)",
+        "runtime=onnxruntime": "(runtime=tensorflow, jax or torch)",
     }
     for spec, said in refusals.items():
         with pytest.raises(ConfigError) as refused:

@@ -8,7 +8,7 @@ import pytest
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.runtimes import RUNTIMES
-from tests.engine import test_converted_runtimes, test_knobs, test_runtimes
+from tests.engine import test_converted_runtimes, test_knobs, test_runtimes, test_tf32_emulation
 from tests.engine.knob_cells import (
     BY_CONSTRUCTION,
     NEEDS_GPU,
@@ -24,6 +24,7 @@ REAL_SPECS = [
     *test_knobs.FRESH_SPECS,
     *test_runtimes.SPECS.values(),
     *test_converted_runtimes.SPECS.values(),
+    *test_tf32_emulation.SPECS.values(),
 ]
 
 

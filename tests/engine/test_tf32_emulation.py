@@ -13,6 +13,7 @@ import pytest
 
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.config import parse_config_spec
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.core.tf32 import to_tf32
 from segdiff_gui.runner import MatrixRunner, plan_matrix
 from segdiff_gui.storage import ResultCache
@@ -36,13 +37,23 @@ def _patterns() -> np.ndarray:
     return np.concatenate([np.array(crafted, dtype=np.uint32), random])
 
 
-@pytest.fixture(scope="module")
-def child_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray]:
-    folder = tmp_path_factory.mktemp("tf32")
+RUNTIMES_HERE = [name for name in ("tensorflow", "jax", "torch") if RUNTIMES[name].installed()]
+
+
+@pytest.fixture(scope="module", params=RUNTIMES_HERE)
+def child_results(request, tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray]:
+    """The child's answers under one runtime (TensorFlow, JAX, PyTorch: each installed one)."""
+    folder = tmp_path_factory.mktemp(f"tf32_{request.param}")
     bits = _patterns()
     np.save(folder / "bits.npy", bits)
     done = subprocess.run(
-        [sys.executable, str(CHILD), str(folder / "bits.npy"), str(folder / "out.npz")],
+        [
+            sys.executable,
+            str(CHILD),
+            request.param,
+            str(folder / "bits.npy"),
+            str(folder / "out.npz"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -52,20 +63,23 @@ def child_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndar
         return {"bits": bits, **{name: results[name] for name in results.files}}
 
 
-@pytest.mark.parametrize("how", ["eager", "graph", "xla"])
-def test_the_tensorflow_rounding_equals_core_tf32_bit_for_bit(child_results, how):
+def test_the_runtimes_rounding_equals_core_tf32_bit_for_bit(child_results):
+    """Eagerly and compiled (TensorFlow's graph and XLA, jax.jit): every pattern."""
     expected = to_tf32(child_results["bits"].view(np.float32)).view(np.uint32)
-    got = child_results[how]
-    wrong = np.flatnonzero(got != expected)
-    assert not len(wrong), [
-        f"{child_results['bits'][i]:#010x} → {got[i]:#010x}, not {expected[i]:#010x}"
-        for i in wrong[:5]
-    ]
+    ways = [name for name in child_results if name not in ("bits", "layer_names", "layer_checks")]
+    assert ways and "eager" in ways
+    for how in ways:
+        got = child_results[how]
+        wrong = np.flatnonzero(got != expected)
+        assert not len(wrong), (how, [
+            f"{child_results['bits'][i]:#010x} → {got[i]:#010x}, not {expected[i]:#010x}"
+            for i in wrong[:5]
+        ])  # fmt: skip
 
 
 def test_the_ops_of_tensor_cores_are_rounded_and_depthwise_left_alone(child_results):
     checks = dict(zip(child_results["layer_names"], child_results["layer_checks"], strict=True))
-    assert len(checks) >= 12 and all(checks.values()), checks
+    assert len(checks) == 13 and all(checks.values()), checks
 
 
 SPECS = {
@@ -74,6 +88,11 @@ SPECS = {
     "xla": "xla=on",
     "emulated": "emulate=tf32",
     "emulated_b2_xla": "emulate=tf32,batch=2,xla=on",
+    "jax": "runtime=jax",
+    "jax emulated": "runtime=jax,emulate=tf32",
+    "jax emulated eager": "runtime=jax,emulate=tf32,xla=off",
+    "torch": "runtime=torch",
+    "torch emulated": "runtime=torch,emulate=tf32",
 }
 
 
@@ -89,7 +108,7 @@ def demo_runs(demo, demo_folder):
     cache = ResultCache(demo_folder)
     configs = {name: parse_config_spec(spec) for name, spec in SPECS.items()}
     plan = plan_matrix(model, images[:2], list(configs.values()), cache=cache, repeats=1)
-    assert len(plan.jobs) == 1  # a run-time knob: the plain runs' child
+    assert len(plan.jobs) == 3  # a run-time knob: each runtime's plain runs' child
     messages = list(MatrixRunner(plan, cache).run())
     assert messages[-1].failed == 0, messages
     names = {config: name for name, config in configs.items()}
@@ -120,13 +139,34 @@ def test_on_the_demo_the_emulation_moves_the_map_far_more_than_batch_or_xla(demo
     assert composed.max_abs <= figures["emulated"].max_abs / 100, composed
 
 
+def test_under_jax_and_pytorch_the_emulation_predicts_as_under_tensorflow(demo_runs):
+    """The same rounding in each runtime's ops: the emulation moves each runtime's map as
+    much as TensorFlow's, and far more than the runtimes differ from one another."""
+    base = demo_runs["base"].probabilities
+    tensorflow = compare_maps(base, demo_runs["emulated"].probabilities, cutoff=0.5)
+    for runtime in ("jax", "jax emulated eager", "torch"):
+        plain = demo_runs[runtime.split()[0]].probabilities
+        emulated = demo_runs[f"{runtime} emulated" if " " not in runtime else runtime]
+        figure = compare_maps(plain, emulated.probabilities, cutoff=0.5)
+        between = compare_maps(base, plain, cutoff=0.5)
+        print(
+            f"{runtime}: max |Δ| {figure.max_abs:.3g}, max ULP {figure.max_ulp:,}, "
+            f"{figure.flips} flips; the runtime against TensorFlow: {between.max_abs:.3g}"
+        )
+        assert tensorflow.max_abs / 2 <= figure.max_abs <= tensorflow.max_abs * 2, figure
+        assert figure.max_abs >= 100 * between.max_abs
+
+
 def test_the_emulated_run_says_what_it_rounded(demo_runs):
-    for name in ("emulated", "emulated_b2_xla"):
+    for name in ("emulated", "emulated_b2_xla", "jax emulated", "jax emulated eager"):
         record = demo_runs[name]
         said = record.provenance.to_dict()["emulation"]
         assert said.startswith("TF32 emulated on this CPU (round to nearest, ties away"), said
         assert said.endswith(": 11 convolutions rounded"), said  # the demo U-Net's eleven
         assert "emu-tf32" in record.label and record.config["emulate"] == "tf32"
+    # PyTorch runs eagerly: its ops are counted at every call (one call here)
+    torch = demo_runs["torch emulated"].provenance.to_dict()["emulation"]
+    assert torch.endswith(": 11 convolutions rounded"), torch
     assert "emulation" not in demo_runs["base"].provenance.to_dict()
 
 

@@ -1,40 +1,58 @@
-"""A child for tests/engine/test_tf32_emulation.py (TensorFlow never enters pytest's process):
-``python tf32_emulation_child.py BITS.npy OUT.npz``.
+"""A child for tests/engine/test_tf32_emulation.py (no runtime enters pytest's process):
+``python tf32_emulation_child.py RUNTIME BITS.npy OUT.npz``, RUNTIME tensorflow, jax or torch.
 
-It rounds the float32 patterns of BITS.npy with the emulation's TensorFlow ops, eagerly and
-inside ``tf.function`` with and without XLA, and calls one layer of each kind under the
-emulation beside the same op on operands rounded beforehand by numpy's ``core/tf32``: a layer
-whose op is rounded equals the latter bit for bit, one left alone equals its plain call.
+It rounds the float32 patterns of BITS.npy with the runtime's TF32 rounding (eagerly, and
+compiled where the runtime compiles: ``tf.function`` with and without XLA, ``jax.jit``), and
+calls one layer of each kind under the emulation beside Keras's own op on operands rounded
+beforehand by numpy's ``core/tf32``: a layer whose op is rounded equals the latter bit for bit,
+one left alone equals its plain call.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
+RUNTIME = sys.argv[1]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ["KERAS_BACKEND"] = "tensorflow"
+os.environ["KERAS_BACKEND"] = RUNTIME
+os.environ["JAX_PLATFORMS"] = "cpu"
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from keras import ops  # noqa: E402
 
 from segdiff_gui.core.tf32 import to_tf32  # noqa: E402
-from segdiff_gui.engine.tf32_emulation import emulating, tf32_rounded  # noqa: E402
+from segdiff_gui.engine.tf32_emulation import emulating  # noqa: E402
+
+backend_module = importlib.import_module(f"segdiff_gui.engine.backends.{RUNTIME}")
+BACKEND = backend_module.BACKEND()
 
 
-def _rounded_by_tensorflow(bits: np.ndarray) -> dict[str, np.ndarray]:
-    values = tf.constant(bits.view(np.float32))
-    graph = tf.function(tf32_rounded, jit_compile=False)
-    xla = tf.function(tf32_rounded, jit_compile=True)
-    return {
-        name: np.asarray(result).view(np.uint32)
-        for name, result in (
-            ("eager", tf32_rounded(values)),
-            ("graph", graph(values)),
-            ("xla", xla(values)),
-        )
-    }
+def _compiled(values: np.ndarray) -> dict[str, object]:
+    rounded = backend_module.tf32_rounded
+    if RUNTIME == "tensorflow":
+        import tensorflow as tf
+
+        tensor = tf.constant(values)
+        return {
+            "eager": rounded(tensor),
+            "graph": tf.function(rounded, jit_compile=False)(tensor),
+            "xla": tf.function(rounded, jit_compile=True)(tensor),
+        }
+    if RUNTIME == "jax":
+        import jax
+
+        array = jax.numpy.asarray(values)
+        return {"eager": rounded(array), "jit": jax.jit(rounded)(array)}
+    import torch
+
+    return {"eager": rounded(torch.from_numpy(values.copy()))}
+
+
+def _bits(tensor: object) -> np.ndarray:
+    return np.asarray(ops.convert_to_numpy(tensor)).view(np.uint32)
 
 
 def _layers() -> dict[str, bool]:
@@ -42,66 +60,68 @@ def _layers() -> dict[str, bool]:
     rng = np.random.default_rng(36)
     image = rng.standard_normal((1, 9, 9, 3)).astype(np.float32)
     vector = rng.standard_normal((2, 7)).astype(np.float32)
-    r = to_tf32
     found: dict[str, bool] = {}
 
+    def r(value: object) -> np.ndarray:
+        return to_tf32(np.asarray(ops.convert_to_numpy(value), dtype=np.float32))
+
     def call(layer: keras.layers.Layer, x: np.ndarray, emulate: str) -> np.ndarray:
-        with emulating(emulate) as tally:
-            out = tf.function(lambda t: layer(t))(tf.constant(x))
-        found[f"{type(layer).__name__} traced"] = bool(tally) or emulate == "off"
-        return np.asarray(out)
+        with emulating(emulate, BACKEND.tf32_operand) as tally:
+            out = layer(ops.convert_to_tensor(x))
+        if emulate != "off":
+            found[f"{type(layer).__name__} counted"] = bool(tally)
+        return np.asarray(ops.convert_to_numpy(out))
+
+    def same(first: object, second: object) -> bool:
+        return np.array_equal(_bits(first), _bits(second))
 
     dense = keras.layers.Dense(5, use_bias=False)
     dense.build(vector.shape)
-    kernel = np.asarray(dense.kernel)
-    expected = np.asarray(tf.matmul(r(vector), r(kernel)))
-    found["Dense rounded"] = np.array_equal(call(dense, vector, "tf32"), expected)
-    found["Dense plain when off"] = np.array_equal(
-        call(dense, vector, "off"), np.asarray(tf.matmul(vector, kernel))
+    found["Dense rounded"] = same(
+        call(dense, vector, "tf32"), ops.matmul(r(vector), r(dense.kernel))
     )
-
+    found["Dense plain when off"] = same(
+        call(dense, vector, "off"), ops.matmul(vector, ops.convert_to_numpy(dense.kernel))
+    )
     conv = keras.layers.Conv2D(4, 3, use_bias=False)
     conv.build(image.shape)
-    kernel = np.asarray(conv.kernel)
-    expected = np.asarray(tf.nn.convolution(r(image), r(kernel), padding="VALID"))
-    found["Conv2D rounded"] = np.array_equal(call(conv, image, "tf32"), expected)
-
+    found["Conv2D rounded"] = same(call(conv, image, "tf32"), ops.conv(r(image), r(conv.kernel)))
     transpose = keras.layers.Conv2DTranspose(2, 3, use_bias=False)
     transpose.build(image.shape)
-    kernel = np.asarray(transpose.kernel)
-    expected = np.asarray(
-        tf.nn.conv_transpose(r(image), r(kernel), (1, 11, 11, 2), 1, padding="VALID")
+    found["Conv2DTranspose rounded"] = same(
+        call(transpose, image, "tf32"), ops.conv_transpose(r(image), r(transpose.kernel), 1)
     )
-    found["Conv2DTranspose rounded"] = np.array_equal(call(transpose, image, "tf32"), expected)
-
     depthwise = keras.layers.DepthwiseConv2D(3, use_bias=False)
     depthwise.build(image.shape)
-    found["DepthwiseConv2D left alone"] = np.array_equal(
+    found["DepthwiseConv2D left alone"] = same(
         call(depthwise, image, "tf32"), call(depthwise, image, "off")
     )
-
     separable = keras.layers.SeparableConv2D(4, 3, use_bias=False)
     separable.build(image.shape)
-    spatial = tf.nn.depthwise_conv2d(image, separable.depthwise_kernel, (1, 1, 1, 1), "VALID")
-    pointwise = r(np.asarray(separable.pointwise_kernel))
-    expected = np.asarray(tf.nn.convolution(r(np.asarray(spatial)), pointwise, padding="VALID"))
-    found["SeparableConv2D pointwise rounded"] = np.array_equal(
-        call(separable, image, "tf32"), expected
+    spatial = ops.depthwise_conv(image, separable.depthwise_kernel, 1)
+    found["SeparableConv2D: depthwise left alone, pointwise rounded"] = same(
+        call(separable, image, "tf32"), ops.conv(r(spatial), r(separable.pointwise_kernel))
     )
-
     einsum = keras.layers.EinsumDense("ab,bc->ac", output_shape=5)
     einsum.build(vector.shape)
-    expected = np.asarray(tf.einsum("ab,bc->ac", r(vector), r(np.asarray(einsum.kernel))))
-    found["EinsumDense rounded"] = np.array_equal(call(einsum, vector, "tf32"), expected)
+    found["EinsumDense rounded"] = same(
+        call(einsum, vector, "tf32"), ops.einsum("ab,bc->ac", r(vector), r(einsum.kernel))
+    )
     return found
 
 
 def main() -> None:
-    bits = np.load(sys.argv[1])
-    rounded = _rounded_by_tensorflow(bits)
-    layers = _layers()
+    bits = np.load(sys.argv[2])
+    rounded = {name: _bits(value) for name, value in _compiled(bits.view(np.float32)).items()}
+    if RUNTIME == "torch":
+        import torch
+
+        with torch.inference_mode():
+            layers = _layers()
+    else:
+        layers = _layers()
     np.savez(
-        sys.argv[2],
+        sys.argv[3],
         **rounded,
         layer_names=np.array(list(layers)),
         layer_checks=np.array(list(layers.values())),

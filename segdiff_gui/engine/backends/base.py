@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.engine.tf32_emulation import emulating
 
 __all__ = ["Backend", "Outputs", "RunError", "short_device"]
 
@@ -129,6 +131,17 @@ class Backend(abc.ABC):
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
         """The knobs as the runtime reports them now (read back, never assumed)."""
         return {}
+
+    # Emulated TF32 (engine/tf32_emulation.py) -----------------------------------------------
+    def tf32_operand(self, value: Any) -> Any:
+        """``value`` rounded to TF32 in this runtime's own ops where it is a float32 tensor,
+        else as it is. Only runtimes that take ``emulate`` (core/runtimes.py) have it."""
+        raise NotImplementedError(f"{self.name} does not emulate TF32")
+
+    def emulation(self, config: RunConfig) -> contextlib.AbstractContextManager[Counter[str]]:
+        """Where ``config``'s forward pass or probed layers run: under its emulation, if any;
+        the tally counts the ops rounded."""
+        return emulating(config.emulate, self.tf32_operand)
 
     def predict_compiles(self, model: Any) -> bool | None:
         """Whether the user's ``model.predict`` would compile ``model`` with XLA here, as Keras

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import jaxlib
 import keras
 import numpy as np
 
+from segdiff_gui.core import tf32
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.runtimes import JAX_DETERMINISM_FLAG
 from segdiff_gui.engine.backends.base import Backend, Outputs, RunError, short_device
@@ -159,6 +161,10 @@ class JaxBackend(Backend):
 
         return run
 
+    def tf32_operand(self, value: Any) -> Any:
+        array = jnp.asarray(value)
+        return tf32_rounded(array) if array.dtype == jnp.float32 else value
+
     def layer_call(
         self, config: RunConfig
     ) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
@@ -200,6 +206,19 @@ class JaxBackend(Backend):
             "placement": f"{self._ran} on {config.device}",  # as the forward pass ran
             "keras_backend": keras.backend.backend(),
         }
+
+
+def tf32_rounded(values: jax.Array) -> jax.Array:
+    """``values`` (float32) rounded to TF32 as ``core/tf32.to_tf32`` does, in JAX's integer ops
+    on the bits (they compile under ``jax.jit``)."""
+    bits = jax.lax.bitcast_convert_type(values, jnp.int32)
+    exponent = jnp.int32(tf32.EXPONENT_BITS)
+    finite = (bits & exponent) != exponent
+    # Ties away from zero; a finite value never overflows an int32.
+    added = jnp.where(finite, bits + jnp.int32(tf32.HALF_ULP), bits)
+    kept = added & jnp.int32(tf32.signed(tf32.KEPT_BITS))
+    quiet = kept | jnp.int32(tf32.QUIET_NAN_BIT)
+    return jax.lax.bitcast_convert_type(jnp.where(jnp.isnan(values), quiet, kept), jnp.float32)
 
 
 BACKEND = JaxBackend

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from segdiff_gui.core import tf32
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.engine.backends.base import Backend, Outputs, short_device
 from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.engine.gpu_identity import identity_for, loaded_cuda_libraries
-from segdiff_gui.engine.tf32_emulation import emulating
-from segdiff_gui.engine.tf32_emulation import summary as emulation_summary
 
 __all__ = ["TensorFlowBackend"]
 
@@ -75,8 +73,6 @@ class TensorFlowBackend(Backend):
         # This child's GPUs by their physical names ("gpu:1") → TensorFlow's logical index:
         # a child sees only the GPUs its runs use, numbered from 0.
         self._logical: dict[str, int] = {}
-        # What each emulated forward pass rounded when it last traced, by forward key.
-        self._emulated: dict[tuple[Any, ...], Counter[str]] = {}
 
     def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:
         # All of these must happen before the first op initialises the runtime.
@@ -179,11 +175,8 @@ class TensorFlowBackend(Backend):
         where = self._tf_device(config.device)
 
         def run(batch: np.ndarray) -> Outputs:
-            # Under the emulation at every call: a new batch size traces again.
-            with tf.device(where), _hard_placement(), emulating(config.emulate) as tally:
+            with tf.device(where), _hard_placement():
                 outputs = function(tf.constant(batch))
-            if tally:
-                self._emulated[config.forward_key()] = tally
             return Outputs(
                 [output.numpy() for output in outputs],
                 tuple(self._physical(output.device) for output in outputs),
@@ -203,8 +196,7 @@ class TensorFlowBackend(Backend):
             key = (id(layer), "layer", config.forward_key())
             if key not in self._functions:
                 self._functions[key] = tf.function(_calling(layer), jit_compile=config.xla)
-            with emulating(config.emulate):
-                return self._functions[key](*args, **kwargs)
+            return self._functions[key](*args, **kwargs)
 
         return call
 
@@ -226,16 +218,13 @@ class TensorFlowBackend(Backend):
             "tf32_enabled": bool(tf.config.experimental.tensor_float_32_execution_enabled()),
             "placement": f"every op on {config.device} (soft placement off)",
             "keras_backend": keras.backend.backend(),
-            **(
-                {
-                    "emulation": emulation_summary(
-                        self._emulated.get(config.forward_key(), Counter())
-                    )
-                }
-                if config.emulate != "off"
-                else {}
-            ),
         }
+
+    def tf32_operand(self, value: Any) -> Any:
+        if isinstance(value, tf.SparseTensor | tf.IndexedSlices):
+            return value
+        tensor = tf.convert_to_tensor(value)
+        return tf32_rounded(tensor) if tensor.dtype == tf.float32 else value
 
     def explain(self, error: BaseException, config: RunConfig) -> str | None:
         text = str(error)
@@ -264,6 +253,20 @@ class TensorFlowBackend(Backend):
                 f"run it without op determinism (determinism=off){also}"
             )
         return super().explain(error, config)
+
+
+def tf32_rounded(values: tf.Tensor) -> tf.Tensor:
+    """``values`` (float32) rounded to TF32 as ``core/tf32.to_tf32`` does, in TensorFlow's
+    integer ops on the bits (they compile under XLA too)."""
+    bits = tf.bitcast(values, tf.int32)
+    exponent = tf.constant(tf32.EXPONENT_BITS, tf.int32)
+    finite = tf.not_equal(tf.bitwise.bitwise_and(bits, exponent), exponent)
+    # The magnitude's bits plus half a TF32 ULP: ties away from zero (a finite value never
+    # overflows an int32: the largest, 0x7F7FFFFF, becomes infinity's 0x7F800FFF).
+    added = tf.where(finite, bits + tf.constant(tf32.HALF_ULP, tf.int32), bits)
+    kept = tf.bitwise.bitwise_and(added, tf.constant(tf32.signed(tf32.KEPT_BITS), tf.int32))
+    quiet = tf.bitwise.bitwise_or(kept, tf.constant(tf32.QUIET_NAN_BIT, tf.int32))
+    return tf.bitcast(tf.where(tf.math.is_nan(values), quiet, kept), tf.float32)
 
 
 def _onednn_enabled() -> bool:

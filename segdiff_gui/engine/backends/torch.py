@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
+from segdiff_gui.core import tf32
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.engine.backends.base import Backend, Outputs, RunError, short_device
 from segdiff_gui.engine.facts import cpu_model
@@ -123,6 +124,12 @@ class TorchBackend(Backend):
         weights = model.model_for(config.precision, config.keep_float32).weights
         return {_short(weight.value.device) for weight in weights}
 
+    def tf32_operand(self, value: Any) -> Any:
+        from keras.src.backend.torch.core import convert_to_tensor
+
+        tensor = convert_to_tensor(value)
+        return tf32_rounded(tensor) if tensor.dtype == torch.float32 else value
+
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
         return {
             "tf32_enabled": bool(torch.backends.cuda.matmul.allow_tf32),
@@ -130,6 +137,18 @@ class TorchBackend(Backend):
             "placement": f"eager on {config.device}",
             "keras_backend": keras.backend.backend(),
         }
+
+
+def tf32_rounded(values: torch.Tensor) -> torch.Tensor:
+    """``values`` (float32) rounded to TF32 as ``core/tf32.to_tf32`` does, in PyTorch's
+    integer ops on the bits (a view of the same storage as int32)."""
+    bits = values.detach().view(torch.int32)  # the bits only: no gradient goes through
+    finite = (bits & tf32.EXPONENT_BITS) != tf32.EXPONENT_BITS
+    # Ties away from zero; a finite value never overflows an int32.
+    added = torch.where(finite, bits + tf32.HALF_ULP, bits)
+    kept = added & tf32.signed(tf32.KEPT_BITS)
+    quiet = kept | tf32.QUIET_NAN_BIT
+    return torch.where(torch.isnan(values), quiet, kept).view(torch.float32)
 
 
 BACKEND = TorchBackend
