@@ -6,13 +6,13 @@
 #
 #   tools/gpu_check.sh [OUT]        OUT: where the cache and the bundle go (default gpu-check)
 #
-# TF32 predicted against measured (issue 36): TensorFlow's emulate=tf32 run on the CPU beside
-# each runtime's GPU runs with TF32 on and off (TensorFlow's switch, JAX's default matmul
+# TF32 predicted against measured (issue 36): each Keras runtime's emulate=tf32 run on the
+# CPU beside its GPU runs with TF32 on and off (TensorFlow's switch, JAX's default matmul
 # precision "tensorfloat32" against "highest", PyTorch's allow_tf32), compared by
-# tools/tf32_check.py: differing pixels, max ULP, max |Δ| and flips at 0.5 of each pair. The
-# emulation is TensorFlow's: without TensorFlow here, run it where TensorFlow is and merge the
-# bundles. Without an NVIDIA GPU (no working nvidia-smi) the script says so and makes a dry
-# run on the CPU: the plain and the emulated run, once each, and the prediction alone.
+# tools/tf32_check.py: differing pixels, max ULP, max |Δ| and flips at 0.5 of each pair; each
+# runtime (TensorFlow, JAX, PyTorch) emulates in its own ops. Without an NVIDIA GPU (no
+# working nvidia-smi) the script says so and makes a dry run on the CPU: each runtime's plain
+# and emulated run, once each, and the prediction alone.
 #
 # PYTHON picks the interpreter (default python3); segdiff must be importable by it (installed,
 # or PYTHONPATH=. in a checkout). Keeps to a few minutes on one GPU: one image, 3 repeats.
@@ -62,14 +62,14 @@ for runtime in ${gpu:+$runtimes}; do
     fi
 done
 
-# The prediction: TF32 emulated on this CPU, beside the plain float32 run (TensorFlow's).
-case " $runtimes " in
-    *" tensorflow "*)
-        reference=${reference:-cpu b1}
-        [ -z "$gpu" ] && configs+=(--config device=cpu,batch=1)  # else the loop's
-        configs+=(--config device=cpu,batch=1,emulate=tf32) ;;
-    *) echo "TensorFlow is not installed here: no emulated TF32 run (see above)" ;;
-esac
+# The prediction: TF32 emulated on this CPU under each Keras runtime here, beside its plain
+# float32 run (on a GPU machine the loop above has that run already).
+for runtime in $runtimes; do
+    case $runtime in tensorflow|jax|torch) ;; *) continue ;; esac
+    [ -z "$reference" ] && reference=$( [ "$runtime" = tensorflow ] && echo "cpu b1" || echo "$runtime cpu b1")
+    [ -z "$gpu" ] && configs+=(--config "runtime=$runtime,device=cpu,batch=1")
+    configs+=(--config "runtime=$runtime,device=cpu,batch=1,emulate=tf32")
+done
 
 set +e
 segdiff run "$MODEL" "$IMAGES" "${configs[@]}" --repeats "$repeats" --cache "$CACHE" --timeout 1200

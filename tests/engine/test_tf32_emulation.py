@@ -184,9 +184,15 @@ def test_the_gpu_checks_comparison_prints_the_prediction_and_says_no_gpu_was_her
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[1].split()[-4:] == ["65,344", "159,469", "0.00115", "2"], lines
-    assert lines[1].startswith("predicted: emulated TF32 vs float32 (cpu, TensorFlow)")
-    assert lines[2] == "measured: no GPU run here (a dry run on the CPU): the prediction alone"
+    rows = {line.split(")")[0] + ")": line.split()[-4:] for line in lines[1:4]}
+    assert rows == {
+        "predicted: emulated TF32 vs float32 (cpu, jax)": ["65,099", "159,505", "0.00115", "2"],
+        "predicted: emulated TF32 vs float32 (cpu, tensorflow)": [
+            "65,344", "159,469", "0.00115", "2"
+        ],
+        "predicted: emulated TF32 vs float32 (cpu, torch)": ["65,094", "159,457", "0.00115", "2"],
+    }, lines  # fmt: skip
+    assert lines[4:] == ["measured: no GPU run here (a dry run on the CPU): the prediction alone"]
 
 
 def test_the_gpu_check_script_parses_and_has_its_dry_run():
