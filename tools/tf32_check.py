@@ -52,11 +52,11 @@ def main(argv: list[str]) -> int:
         print(f"{argv[0]}: no emulated run and no GPU TF32 pair to compare")
         return 1
     at = format_float32(cutoff)
-    print(f"{'':52} {'differing':>10} {'max ULP':>10} {'max |Δ|':>10} {'flips @ ' + at:>12}")
+    print(f"{'':58} {'differing':>10} {'max ULP':>10} {'max |Δ|':>10} {'flips @ ' + at:>12}")
     for title, first, second in rows:
         figure = compare_maps(maps[first], maps[second], cutoff=cutoff)
         print(
-            f"{title:52} {figure.differing_pixels:>10,} {figure.max_ulp:>10,} "
+            f"{title:58} {figure.differing_pixels:>10,} {figure.max_ulp:>10,} "
             f"{figure.max_abs:>10.3g} {figure.flips:>12,}"
         )
     if not measured:

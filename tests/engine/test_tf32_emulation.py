@@ -17,6 +17,7 @@ from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.core.tf32 import to_tf32
 from segdiff_gui.runner import MatrixRunner, plan_matrix
 from segdiff_gui.storage import ResultCache
+from tests.conftest import segdiff_here
 
 pytestmark = pytest.mark.slow
 
@@ -200,3 +201,14 @@ def test_the_gpu_check_script_parses_and_has_its_dry_run():
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
     text = script.read_text()
     assert "nvidia-smi -L" in text and "emulate=tf32" in text and "tf32_check.py" in text
+
+
+def test_a_savedmodel_refuses_the_emulation_in_one_line(models, small_images, cache, capsys):
+    """A SavedModel's graph calls TensorFlow's kernels itself: no Keras op to round."""
+    result = segdiff_here(
+        capsys, "run", models / "tiny_savedmodel", small_images[0], "--trust-model",
+        "--config", "emulate=tf32", "--cache", cache.root, "--repeats", "1",
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "tiny_savedmodel" in line and "emulate=tf32 rounds a Keras model's convolutions" in line
