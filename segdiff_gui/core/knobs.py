@@ -244,7 +244,7 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         "emulate",
         ("off", "tf32"),
         short={"tf32": "emu-tf32"},
-        title="the emulated GPU arithmetic",
+        title="the TF32 emulation",
         tooltip="TF32 emulated on this CPU (emulate=tf32): every convolution's and matrix "
         "multiply's inputs and weights rounded to TF32 (10 mantissa bits: "
         f"{TF32_ROUNDING}) and summed in float32, as the tensor cores of an Ampere or later GPU "
@@ -254,7 +254,7 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         link=_DOCS + "api_docs/python/tf/config/experimental/enable_tensor_float_32_execution",
         shown=lambda value: "TF32 (emulated)" if value == "tf32" else "off",
         describe=lambda value: (
-            "TF32 emulated on this CPU" if value == "tf32" else "no GPU arithmetic emulated"
+            "TF32 emulated on this CPU" if value == "tf32" else "no TF32 emulation"
         ),
         keyed_at_default=False,
         variants=(
