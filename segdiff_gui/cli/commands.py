@@ -43,6 +43,7 @@ from segdiff_gui.storage.studies import (
     group_id,
     load_study,
     settings_text,
+    without_exact,
 )
 
 if TYPE_CHECKING:
@@ -262,7 +263,8 @@ def _report(
             except InputError as error:  # damaged, and computing it again failed too
                 damaged.append(error)
     report_damaged(err_console(), damaged)
-    study = load_study(cache, records, args.cutoff) if records else None
+    compared = without_exact(records)  # the exact reference is said beside, not compared
+    study = load_study(cache, compared, args.cutoff) if compared else None
     if args.json:
         _json(
             {

@@ -14,8 +14,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from fractions import Fraction
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
+import numpy as np
+
 from segdiff_gui.core.errors import ConfigError, InputError
-from segdiff_gui.core.knobs import KNOBS, KnobRegistry
+from segdiff_gui.core.knobs import EXACT_PRECISION, KNOBS, KnobRegistry
 from segdiff_gui.core.runtimes import RUNTIMES, Runtime
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "OutputSelection",
     "Preprocessing",
     "RunConfig",
+    "is_reduced_precision",
     "parse_config_spec",
     "parse_preprocessing",
 ]
@@ -35,6 +38,12 @@ PRECISIONS: tuple[str, ...] = KNOBS["precision"].choices
 # What a model's output is before it is a probability map: probabilities already, or logits.
 Activation = Literal["none", "sigmoid", "softmax"]
 ACTIVATIONS: tuple[Activation, ...] = ("none", "sigmoid", "softmax")
+
+
+def is_reduced_precision(precision: str) -> bool:
+    """Whether ``precision`` (a precision knob's value) computes layers below float32: a
+    mixed policy (bfloat16, float16), not float32 or the exact reference's float64."""
+    return precision not in ("float32", EXACT_PRECISION)
 
 
 def _default(name: str) -> Any:
@@ -75,10 +84,15 @@ class RunConfig:
             # A batch of one has no context: normalise so equal runs get equal cache keys.
             object.__setattr__(self, "context", "set")
         refusal = self.runtimes[self.runtime].refusal(self)
-        if self.keep_float32 and self.precision == "float32" and not refusal:
+        if self.keep_float32 and not self.reduced_precision and not refusal:
             raise ConfigError(
                 "keep_float32 keeps layers in float32 under a reduced precision; this "
-                "configuration computes everything in float32 already"
+                f"configuration computes everything in {self.precision} already"
+            )
+        if self.is_exact and not self.tf32 and not refusal:
+            raise ConfigError(
+                "tf32=off means nothing under precision=float64: TF32 rounds float32 matrix "
+                "products only, and the exact reference has none (keep tf32=on)"
             )
         if refusal:
             raise ConfigError(refusal)
@@ -107,6 +121,24 @@ class RunConfig:
                 "off (leave tf32 on)"
             )
         return ""
+
+    @property
+    def reduced_precision(self) -> bool:
+        """Whether layers compute below float32 (a mixed policy: bfloat16 or float16)."""
+        return is_reduced_precision(self.precision)
+
+    @property
+    def is_exact(self) -> bool:
+        """Whether this is the exact reference (issue 36): every layer in float64 on the
+        float32 weights and input widened exactly, its map stored as float64. It is compared
+        beside the reference, never among the float32 runs."""
+        return self.precision == EXACT_PRECISION
+
+    @property
+    def map_dtype(self) -> np.dtype[np.floating[Any]]:
+        """The dtype its probability map is computed, stored and read in: little-endian
+        float64 for the exact reference, float32 for every other run."""
+        return np.dtype("<f8") if self.is_exact else np.dtype("<f4")
 
     @property
     def is_gpu(self) -> bool:

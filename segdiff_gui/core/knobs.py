@@ -34,10 +34,10 @@ from segdiff_gui.core.knob_kinds import (
     unforced_switch,
 )
 from segdiff_gui.core.limits import MAX_BATCH
-from segdiff_gui.core.runtimes import RUNTIME_NAMES, RUNTIMES
+from segdiff_gui.core.runtimes import EXACT_PRECISION, RUNTIME_NAMES, RUNTIMES
 from segdiff_gui.core.tf32 import ROUNDING as TF32_ROUNDING
 
-__all__ = ["KNOBS", "Knob", "KnobRegistry", "Variant", "choice", "switch"]
+__all__ = ["EXACT_PRECISION", "KNOBS", "Knob", "KnobRegistry", "Variant", "choice", "switch"]
 
 _DOCS = "https://www.tensorflow.org/"
 
@@ -209,16 +209,29 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
     ),
     choice(
         "precision",
-        ("float32", "mixed_bfloat16", "mixed_float16"),
-        short={"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"},
+        ("float32", "mixed_bfloat16", "mixed_float16", EXACT_PRECISION),
+        short={
+            "float32": "fp32",
+            "mixed_bfloat16": "bf16",
+            "mixed_float16": "fp16",
+            EXACT_PRECISION: "fp64",
+        },
         title="the precision policy",
-        tooltip="The Keras dtype policy the model is rebuilt with.",
+        tooltip="The Keras dtype policy the model is rebuilt with; float64 is the exact "
+        "reference: the float32 weights and input widened exactly, every layer in float64, "
+        "the map stored in float64 (about 1e-16 relative error, far below a float32 step).",
         link=_DOCS + "guide/mixed_precision",
         advise_keeping=True,
         describe=str,
         variants=(
             Variant("bfloat16", "mixed_bfloat16", "Layers compute in bfloat16 (8-bit mantissa)."),
             Variant("float16", "mixed_float16", "Layers compute in float16 (10-bit mantissa)."),
+            Variant(
+                "exact (float64)",
+                EXACT_PRECISION,
+                "The exact reference: every layer in float64 (52-bit mantissa) on the float32 "
+                "weights and input widened exactly; the map kept in float64.",
+            ),
         ),
     ),
     Knob(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = [
+    "EXACT_PRECISION",
     "RUNTIMES",
     "RUNTIME_NAMES",
     "JAX_DETERMINISM_FLAG",
@@ -30,6 +31,12 @@ __all__ = [
     "recorded_version",
     "refusal",
 ]
+
+
+# The precision of the exact reference (issue 36): the Keras model computed in float64 on its
+# float32 weights and input widened exactly, its map stored as float64. The runtimes that run
+# the Keras model itself take it; a converted model computes as it was converted.
+EXACT_PRECISION = "float64"
 
 
 @dataclass(frozen=True)
@@ -168,10 +175,16 @@ def _cpu_only(why: str) -> Limit:
 
 
 def _float32_only(why: str) -> Limit:
-    return Limit(
-        lambda precision: precision == "float32",
-        lambda precision, title: f"precision={precision} means nothing under {title}: {why}",
-    )
+    def says(precision: str, title: str) -> str:
+        if precision == EXACT_PRECISION:
+            return (
+                f"precision={precision} means nothing under {title}: the exact reference "
+                "computes the Keras model itself in float64, under TensorFlow, JAX or PyTorch "
+                "(runtime=tensorflow)"
+            )
+        return f"precision={precision} means nothing under {title}: {why}"
+
+    return Limit(lambda precision: precision == "float32", says)
 
 
 def _no_emulation(why: str) -> Limit:

@@ -101,6 +101,12 @@ class Study:
         shapes = {run.probabilities.shape for run in runs}
         if len(shapes) != 1:
             raise ValueError(f"runs differ in map shape: {sorted(shapes)}")
+        if exact := [run.label for run in runs if run.probabilities.dtype != np.float32]:
+            # The analysis counts float32 steps: a float64 map would be rounded silently.
+            raise ValueError(
+                f"{', '.join(exact)}: not a float32 map; the exact reference (float64) is "
+                "compared beside the reference, never among the float32 runs"
+            )
         self.runs = list(runs)
         self.cutoff = cutoff
         self.reference = reference or default_reference(self.runs)

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import keras
+from keras import tree
 
 from segdiff_gui.core.errors import InputError, first_line
+from segdiff_gui.core.runtimes import EXACT_PRECISION
 from segdiff_gui.core.trust import untrusted_saved_model
 
 __all__ = ["LoadedModel", "computing_layers", "layer_paths", "load_model"]
@@ -74,6 +76,11 @@ class LoadedModel:
         so a global policy would change nothing: each layer is re-created with the new policy
         and the float32 weights are copied over. The input layer stays float32. This is the
         code ``segdiff repair`` gives the user to apply (see core/repair.py): the same steps.
+
+        The exact reference (``float64``) is rebuilt so too, its input layers (those of nested
+        models as well) float64: the float32 input is widened exactly where it enters and no
+        layer boundary rounds it back to float32; the weights (batch normalisation's moving
+        statistics among them) are widened exactly by the copy.
         """
         assert self.keras_model is not None
         if not keep_float32 and _policies(self.keras_model) == {precision}:
@@ -89,16 +96,12 @@ class LoadedModel:
                     "(names as 'segdiff layers' gives them)",
                 )
             kept = set(keep_float32)
+            exact = precision == EXACT_PRECISION
 
-            def with_policy(layer: keras.layers.Layer) -> keras.layers.Layer:
-                config = layer.get_config()
-                config["dtype"] = "float32" if path_of.get(id(layer)) in kept else precision
-                return layer.__class__.from_config(config)
+            def policy_of(layer: keras.layers.Layer) -> str:
+                return "float32" if path_of.get(id(layer)) in kept else precision
 
-            # recursive: a backbone sub-model is re-created layer by layer too.
-            rebuilt = keras.models.clone_model(
-                self.keras_model, clone_function=with_policy, recursive=True
-            )
+            rebuilt = _rebuilt(self.keras_model, policy_of, precision if exact else None)
             rebuilt.set_weights(self.keras_model.get_weights())
             took = _policies(rebuilt)
             wanted = {precision} | ({"float32"} if kept else set())
@@ -106,8 +109,43 @@ class LoadedModel:
                 raise InputError(
                     self.path, f"precision {precision} did not take effect: layers use {took}"
                 )
+            if exact and (inputs := _input_dtypes(rebuilt)) != {precision}:
+                raise InputError(
+                    self.path, f"precision {precision} did not take effect: inputs are {inputs}"
+                )
             self._rebuilt[key] = rebuilt
         return self._rebuilt[key]
+
+
+def _rebuilt(
+    model: keras.Model, policy_of: Callable[[keras.layers.Layer], str], input_dtype: str | None
+) -> keras.Model:
+    """``model`` re-created layer by layer, each computing layer with the dtype policy
+    ``policy_of`` gives it, nested models walked into (their layers re-created too), every
+    model's inputs of ``input_dtype`` (``None``: as they were). Weights are not copied."""
+
+    def clone_layer(layer: keras.layers.Layer) -> keras.layers.Layer:
+        if isinstance(layer, keras.Model):
+            return _rebuilt(layer, policy_of, input_dtype)
+        config = layer.get_config()
+        config["dtype"] = policy_of(layer)
+        return layer.__class__.from_config(config)
+
+    def input_like(tensor: Any) -> Any:
+        dtype = input_dtype or tensor.dtype
+        return keras.Input(batch_shape=tensor.shape, dtype=dtype, name=tensor.name)
+
+    inputs = tree.map_structure(input_like, model.input)
+    return keras.models.clone_model(model, input_tensors=inputs, clone_function=clone_layer)
+
+
+def _input_dtypes(model: keras.Model) -> set[str]:
+    """The dtypes of every input of ``model`` and of the models nested in it."""
+    found = {str(tensor.dtype) for tensor in tree.flatten(model.input)}
+    for layer in model._flatten_layers(include_self=False):
+        if isinstance(layer, keras.Model):
+            found |= _input_dtypes(layer)
+    return found
 
 
 def layer_paths(model: keras.Model, prefix: str = "") -> list[tuple[int, str]]:

@@ -6,6 +6,7 @@ differs between configurations."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,6 +18,7 @@ __all__ = ["choose_output", "to_probabilities"]
 # float16/bfloat16 softmax sums stray further from 1 than float32 ones.
 _SUM_TOLERANCE_FLOAT32 = 1e-3
 _SUM_TOLERANCE_LOW_PRECISION = 2e-2
+_FLOAT32 = np.dtype("<f4")
 
 
 def choose_output(path: Path, names: list[str], selection: OutputSelection) -> int:
@@ -25,12 +27,14 @@ def choose_output(path: Path, names: list[str], selection: OutputSelection) -> i
 
 
 def _sigmoid(values: np.ndarray) -> np.ndarray:
-    return (0.5 * (np.tanh(0.5 * values) + 1.0)).astype(np.float32)  # stable for large |x|
+    # stable for large |x|; in the map's own dtype (float32, or float64 for the exact run)
+    result: np.ndarray = (0.5 * (np.tanh(0.5 * values) + 1.0)).astype(values.dtype)
+    return result
 
 
 def _softmax(values: np.ndarray) -> np.ndarray:
     shifted = np.exp(values - values.max(axis=-1, keepdims=True))
-    result: np.ndarray = (shifted / shifted.sum(axis=-1, keepdims=True)).astype(np.float32)
+    result: np.ndarray = (shifted / shifted.sum(axis=-1, keepdims=True)).astype(values.dtype)
     return result
 
 
@@ -44,18 +48,25 @@ def _already_probabilities(values: np.ndarray, raw_dtype: np.dtype, quantized: b
 
 
 def _sum_tolerance(raw_dtype: np.dtype, quantized: bool) -> float:
-    """How far a softmax's channels may sum from 1: float32's rounding, or a low
-    precision's: bfloat16 or float16 outputs, or int8 ones dequantized to float32 (LiteRT's
-    int8 softmax has steps of 1/256)."""
-    low_precision = raw_dtype != np.float32 or quantized
+    """How far a softmax's channels may sum from 1: float32's rounding (float64's is far
+    within it), or a low precision's: bfloat16 or float16 outputs, or int8 ones dequantized to
+    float32 (LiteRT's int8 softmax has steps of 1/256)."""
+    low_precision = raw_dtype.itemsize < 4 or quantized
     return _SUM_TOLERANCE_LOW_PRECISION if low_precision else _SUM_TOLERANCE_FLOAT32
 
 
 def to_probabilities(
-    path: Path, name: str, raw: np.ndarray, selection: OutputSelection, quantized: bool = False
+    path: Path,
+    name: str,
+    raw: np.ndarray,
+    selection: OutputSelection,
+    quantized: bool = False,
+    dtype: np.dtype[np.floating[Any]] = _FLOAT32,
 ) -> tuple[np.ndarray, str]:
-    """Turn one image's raw output (H×W×C) into a float32 map and its kind (``quantized``:
-    the runtime computed it in int8, whatever dtype it is handed over in).
+    """Turn one image's raw output (H×W×C) into a map of ``dtype`` and its kind
+    (``quantized``: the runtime computed it in int8, whatever dtype it is handed over in).
+    ``dtype`` is the run's :attr:`~segdiff_gui.core.config.RunConfig.map_dtype`: float32, or
+    float64 for the exact reference, whose output is never rounded to float32.
 
     Returns ``(H×W, "sigmoid")`` for one channel and ``(H×W×C, "softmax")`` for several.
     """
@@ -64,7 +75,7 @@ def to_probabilities(
             path,
             f"output {name!r} has per-image shape {raw.shape}; segdiff needs a per-pixel map H×W×C",
         )
-    values = raw.astype(np.float32)
+    values = raw.astype(dtype)
     channels = values.shape[-1]
     if selection.activation != "none" and _already_probabilities(values, raw.dtype, quantized):
         # A second sigmoid squeezes every value into [0.5, 0.73]: all would "flip" at 0.5.

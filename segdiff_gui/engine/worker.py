@@ -276,7 +276,12 @@ class JobRunner:
         name = self.model.output_names[self.output_index]
         position = config.position
         probabilities, kind = to_probabilities(
-            self.model.path, name, raw[position], self.job.output, self.backend.quantized_output
+            self.model.path,
+            name,
+            raw[position],
+            self.job.output,
+            self.backend.quantized_output,
+            config.map_dtype,
         )
         images = self.job.images
         provenance = {

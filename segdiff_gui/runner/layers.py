@@ -186,6 +186,12 @@ class LayerProbeSession:
     ) -> None:
         if reference == other:
             raise InputError("layers", f"both sides are {reference.label()}: nothing to compare")
+        if exact := next((config for config in (reference, other) if config.is_exact), None):
+            raise InputError(
+                "layers",
+                f"{exact.label()} is the exact reference (float64): the layer probe stores "
+                "and compares float32 layers, and would round it; compare its map instead",
+            )
         if memory_budget < 1 << 20:
             raise InputError("memory budget", "must be at least 1 MiB")
         self.request = replace(request, configs=(reference, other), repeats=1, sweep=False)

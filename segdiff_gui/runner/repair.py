@@ -55,11 +55,11 @@ class RepairSession:
                 "conversion's own quantization is not repaired; the layer probe shows where "
                 "it moves the map",
             )
-        if target.precision == "float32":
+        if not target.reduced_precision:
             raise InputError(
                 "repair",
-                f"{target.label()} computes in float32 already; repair a reduced precision "
-                "(precision=bf16 or precision=fp16)",
+                f"{target.label()} computes in {target.precision} already; repair a reduced "
+                "precision (precision=bf16 or precision=fp16)",
             )
         if bound < 0:
             raise InputError("bound", f"must be 0 or more flips, not {bound}")

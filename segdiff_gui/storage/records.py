@@ -87,8 +87,10 @@ _TEXT_ATTRS = (
 class RunRecord:
     """One run's result and everything needed to tell where it came from.
 
-    ``probabilities`` is float32 H×W (one sigmoid channel) or H×W×C (softmax), or ``None`` when
-    only the metadata was read. ``kind`` is ``sigmoid`` or ``softmax``.
+    ``probabilities`` is H×W (one sigmoid channel) or H×W×C (softmax) of the configuration's
+    :attr:`~segdiff_gui.core.config.RunConfig.map_dtype` (float32; float64 for the exact
+    reference), or ``None`` when only the metadata was read. ``kind`` is ``sigmoid`` or
+    ``softmax``.
     """
 
     key: str
@@ -208,7 +210,13 @@ def write_record(group: h5py.Group, record: RunRecord) -> None:
     """Write ``record`` (which must carry its map) into an empty group."""
     if record.probabilities is None:
         raise ValueError("a record needs its probability map to be written")
-    data = np.ascontiguousarray(record.probabilities, dtype="<f4")
+    dtype = record.run_config.map_dtype
+    if record.probabilities.dtype != dtype:  # never rounded, never widened on the way
+        raise ValueError(
+            f"a {record.run_config.precision} run's map is {dtype.name}, not "
+            f"{record.probabilities.dtype.name}"
+        )
+    data = np.ascontiguousarray(record.probabilities, dtype=dtype)
     chunks = tuple(min(n, 256) for n in data.shape[:2]) + data.shape[2:]
     # gzip+shuffle is lossless and readable by every HDF5 build (no plugin needed elsewhere).
     group.create_dataset(
@@ -255,6 +263,10 @@ def with_checked_map(
     """``record`` with its map, checked against its checksum and, for an imported map,
     against the digest its key was made from."""
     probabilities = read_checked_map(group, where, map_crc32)
+    if probabilities.dtype != (wanted := record.run_config.map_dtype):
+        raise UnreadableEntry(
+            where, f"run {record.key[:16]}'s map is {probabilities.dtype.name}, not {wanted.name}"
+        )
     digest = record.provenance.imported_digest
     if digest and imported_map_digest(probabilities) != digest:
         raise UnreadableEntry(
@@ -282,11 +294,6 @@ def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]
     kind = attrs.text("kind")
     if kind not in ("sigmoid", "softmax"):
         raise attrs.fail("kind", f"is {kind[:40]!r}, not sigmoid or softmax")
-    dataset = plain_dataset(group, _MAP, where)
-    map_shape = check_map_shape(
-        tuple(dataset.shape), dataset.dtype, kind, lambda p: attrs.fail(_MAP, p)
-    )
-    check_stored_bytes(where, map_shape, 4, "a stored map")
 
     decoded: dict[str, Any] = {}
 
@@ -299,6 +306,11 @@ def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]
         return lambda problem: attrs.fail(name, problem)
 
     config = check_config(json_of("config"), failing("config"))
+    dataset = plain_dataset(group, _MAP, where)
+    map_shape = check_map_shape(
+        tuple(dataset.shape), dataset.dtype, config, kind, lambda p: attrs.fail(_MAP, p)
+    )
+    check_stored_bytes(where, map_shape, config.map_dtype.itemsize, "a stored map")
     target_hash = attrs.digest("target_hash")
     batch_hashes = check_digest_list(json_of("batch_hashes"), config.batch, failing("batch_hashes"))
     if batch_hashes[config.position] != target_hash:

@@ -252,11 +252,17 @@ def check_raw_shape(
 
 
 def check_map_shape(
-    shape: tuple[int, ...], dtype: np.dtype, kind: str, fail: Any
+    shape: tuple[int, ...], dtype: np.dtype, config: RunConfig, kind: str, fail: Any
 ) -> tuple[int, ...]:
-    """What a sigmoid (H×W) or softmax (H×W×C) map's dataset must declare, before reading."""
-    if dtype != np.dtype("<f4"):
-        raise fail(f"holds {dtype.str} values; segdiff stores maps as little-endian float32")
+    """What a sigmoid (H×W) or softmax (H×W×C) map's dataset of a run of ``config`` must
+    declare, before reading: its values of the configuration's map dtype, little-endian
+    float32, or float64 for the exact reference (and only for it)."""
+    wanted_dtype = config.map_dtype
+    if dtype != wanted_dtype:
+        raise fail(
+            f"holds {dtype.str} values; segdiff stores a {config.precision} run's map as "
+            f"little-endian {wanted_dtype.name}"
+        )
     wanted = 2 if kind == "sigmoid" else 3
     if len(shape) != wanted or any(n < 1 for n in shape):
         raise fail(f"has shape {list(shape)}; a {kind} map is {'H×W' if wanted == 2 else 'H×W×C'}")

@@ -24,6 +24,8 @@ __all__ = [
     "RunStore",
     "comparable_groups",
     "distinguish_batches",
+    "exact_of",
+    "without_exact",
     "group_id",
     "group_of",
     "group_titles",
@@ -126,11 +128,13 @@ def comparable_groups(
     """Records split into comparable groups (in order of first appearance), optionally only
     those of the model and image named, or the one group of that id. A precision repair's
     trials (runs with layers kept in float32) are left out: dozens of them are the search's
-    steps, not runs anyone set out to compare (its report says what they found)."""
+    steps, not runs anyone set out to compare (its report says what they found). So is the
+    exact reference (float64, issue 36): it is a comparison of its own, beside the reference,
+    never one of the float32 runs (:func:`exact_of` finds a group's)."""
     chosen = [
         r
         for r in records
-        if not r.run_config.keep_float32
+        if _compared(r)
         and (model is None or model in (r.model_name, r.model_hash[:8]))
         and (image is None or image in (r.target_name, r.target_hash[:8]))
         and (group is None or group_id(r).startswith(group.lower()))
@@ -141,6 +145,13 @@ def comparable_groups(
     for record in sorted(chosen, key=natural_order):
         groups.setdefault(_group_key(record), []).append(record)
     return [distinguish_batches(group) for group in groups.values()]
+
+
+def _compared(record: RunRecord) -> bool:
+    """Whether a run is one of its group's compared runs: not a repair's trial, not the
+    exact reference."""
+    config = record.run_config
+    return not config.keep_float32 and not config.is_exact
 
 
 def distinguish_batches(records: Sequence[RunRecord]) -> list[RunRecord]:
@@ -172,10 +183,27 @@ def natural_order(record: RunRecord) -> tuple[object, ...]:
 
 
 def group_of(records: Sequence[RunRecord], member: RunRecord) -> list[RunRecord]:
+    """The runs comparable with ``member``, the exact reference left out (see
+    :func:`comparable_groups`)."""
     key = _group_key(member)
     return distinguish_batches(
-        sorted((r for r in records if _group_key(r) == key), key=natural_order)
+        sorted((r for r in without_exact(records) if _group_key(r) == key), key=natural_order)
     )
+
+
+def without_exact(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """``records`` less the exact reference (float64, issue 36): the runs a
+    :class:`~segdiff_gui.core.study.Study` compares, all float32."""
+    return [record for record in records if not record.run_config.is_exact]
+
+
+def exact_of(records: Sequence[RunRecord], member: RunRecord) -> RunRecord | None:
+    """The exact reference of ``member``'s group (its float64 run of the same model, image,
+    settings and map shape; issue 36), or ``None``. Any batch and repeat computes the same
+    map within float64's rounding; the first in natural order is taken."""
+    key = _group_key(member)
+    exact = [r for r in records if r.run_config.is_exact and _group_key(r) == key]
+    return min(exact, key=natural_order, default=None)
 
 
 def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
@@ -208,9 +236,17 @@ def load_study(
     """The maps of ``records`` (one comparable group) as a :class:`Study`; records read without
     their map are read again with it. With a ``damaged`` list, a run whose map cannot be read
     (a damaged chunk, a checksum that does not match) is left out and its error added there;
-    a group with none left raises the last one's."""
+    a group with none left raises the last one's. The exact reference (float64) is left out:
+    it is compared beside the reference, never among the float32 runs (:func:`exact_of`)."""
+    compared = without_exact(records)
+    if records and not compared:
+        raise InputError(
+            records[0].label,
+            "is the exact reference (float64): it is compared beside a float32 run, and "
+            "there is none of this model and image to compare",
+        )
     runs = []
-    for record in records:
+    for record in compared:
         try:
             full = record if record.probabilities is not None else store.read_run(record.key)
         except InputError as error:

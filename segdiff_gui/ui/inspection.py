@@ -370,7 +370,10 @@ def _joined(
     errors: list[InputError],
 ) -> Loaded:
     """``shown`` with ``taken`` runs each in its place and ``errors`` among the unreadable; the
-    target image (the group's) read once, a damaged one said once with the unreadable runs."""
+    target image (the group's) read once, a damaged one said once with the unreadable runs.
+    The exact reference (float64, issue 36) is not one of the float32 runs shown side by side:
+    it is a comparison of its own, beside the reference, and is left out here."""
+    taken = [(record, values) for record, values in taken if not record.run_config.is_exact]
     records = {**shown.records, **{record.key: record for record, _ in taken}}
     runs = [*shown.runs, *(study_run(record, probabilities) for record, probabilities in taken)]
     runs.sort(key=lambda run: natural_order(records[run.key]))

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from segdiff_gui.core.analysis import is_multiclass
+from segdiff_gui.core.config import is_reduced_precision
 from segdiff_gui.core.defaults import DEFAULT_LAYER_DISK_BUDGET, DEFAULT_LAYER_MEMORY_BUDGET
 from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerStats, layer_cells
 from segdiff_gui.core.text import printable
@@ -150,7 +151,7 @@ class LayersPanel(QWidget):
         if self.probe is None:
             return False
         config = self.probe.stored.other.get("config", {})
-        return str(config.get("precision", "float32")) != "float32"
+        return is_reduced_precision(str(config.get("precision", "float32")))
 
     def show_probe(self, probe: LayerProbe, sentences: list[str]) -> None:
         self.probe = probe

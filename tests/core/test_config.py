@@ -129,7 +129,7 @@ def test_defaults_and_aliases():
         ("batch=4,position=4", "position 4 is outside a batch of 4"),
         ("xla=maybe", "xla must be default, on or off"),
         ("threads=two", "threads must be a whole number"),
-        ("precision=float64", "precision must be one of"),
+        ("precision=float128", "precision must be one of"),
         ("colour=red", "unknown config key 'colour'"),
         ("batch", "not key=value"),
         ("", "an empty configuration"),

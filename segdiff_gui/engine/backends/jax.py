@@ -5,6 +5,7 @@ initialiser: 9–27 s cold, a few seconds warm)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +48,13 @@ def _platform_devices(platform: str) -> list[Any]:
         return list(jax.devices(platform))
     except RuntimeError:  # no such platform in this jaxlib, or JAX_PLATFORMS leaves it out
         return []
+
+
+def _x64(config: RunConfig) -> contextlib.AbstractContextManager[Any]:
+    """JAX's 64-bit values for the exact reference (issue 36), for its run only: without them
+    JAX makes every float64 array float32. Only within this context, so a float32 run of the
+    same child computes as in any other; its state is part of every jit's cache key."""
+    return jax.enable_x64(True) if config.is_exact else contextlib.nullcontext()
 
 
 class JaxBackend(Backend):
@@ -119,7 +127,8 @@ class JaxBackend(Backend):
         }
 
     def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
-        keras_model = model.model_for(config.precision, config.keep_float32)
+        with _x64(config):  # the exact reference's weights are created as float64
+            keras_model = model.model_for(config.precision, config.keep_float32)
         device = self._device(config.device)
         names = model.output_names
         if config.xla:
@@ -152,7 +161,8 @@ class JaxBackend(Backend):
                 return outputs
 
         def run(batch: np.ndarray) -> Outputs:
-            outputs = model.output_list(call(jax.device_put(batch, device)), names)
+            with _x64(config):
+                outputs = model.output_list(call(jax.device_put(batch, device)), names)
             return Outputs(
                 [np.asarray(output) for output in outputs],
                 tuple(",".join(sorted(_short(d) for d in output.devices())) for output in outputs),

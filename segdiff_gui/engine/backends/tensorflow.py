@@ -16,9 +16,11 @@ import tensorflow as tf
 from segdiff_gui.core import tf32
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.engine.backends.base import Backend, Outputs, short_device
+from segdiff_gui.engine.backends.base import Backend, Outputs, RunError, short_device
+from segdiff_gui.engine.backends.tf_float64 import float64_refusal
 from segdiff_gui.engine.facts import cpu_model
 from segdiff_gui.engine.gpu_identity import identity_for, loaded_cuda_libraries
+from segdiff_gui.engine.models import layer_paths
 
 __all__ = ["TensorFlowBackend"]
 
@@ -176,7 +178,14 @@ class TensorFlowBackend(Backend):
 
         def run(batch: np.ndarray) -> Outputs:
             with tf.device(where), _hard_placement():
-                outputs = function(tf.constant(batch))
+                try:
+                    outputs = function(tf.constant(batch))
+                except Exception as error:
+                    if config.is_exact and (
+                        said := self._float64_refusal(model, batch, config, error)
+                    ):
+                        raise RunError(said) from error
+                    raise
             return Outputs(
                 [output.numpy() for output in outputs],
                 tuple(self._physical(output.device) for output in outputs),
@@ -184,6 +193,23 @@ class TensorFlowBackend(Backend):
             )
 
         return run
+
+    def _float64_refusal(
+        self, model: Any, batch: np.ndarray, config: RunConfig, error: BaseException
+    ) -> str:
+        """An exact run's failure as the layer and op without a float64 kernel, or ""."""
+        if model.keras_model is None:
+            return ""
+        rebuilt = model.model_for(config.precision)
+        paths = dict(layer_paths(rebuilt))  # a rebuilt layer keeps its name
+        return float64_refusal(
+            rebuilt,
+            tf.constant(batch),
+            config.device,
+            "GPU" if config.is_gpu else "CPU",
+            lambda layer: paths.get(id(layer), layer.name),
+            error,
+        )
 
     def layer_call(
         self, config: RunConfig
