@@ -21,6 +21,14 @@ fully convolutional net on 32×32×1 inputs), so the formats can be compared wit
   ``conv2d_11``), where TensorFlow's scope of one layer is another layer's name: the first
   convolution runs in scope ``conv2d_1``, and ``conv2d_1``, fused by LiteRT into the ReLU after
   it, has no tensor of its own.
+- ``conv_norm.keras`` (with its weights in ``conv_norm.npz``): a convolution, batch
+  normalisation with statistics that are not the initial ones, and a sigmoid: small enough to
+  compute again in NumPy in float64, for the exact reference (issue 36).
+- ``mobilenet.keras``: a MobileNet-style encoder (a strided convolution, depthwise separable
+  blocks of DepthwiseConv2D, batch normalisation and ReLU6, non-trivial statistics) with an
+  upsampling head.
+- ``pool3d.keras``: a MaxPooling3D over the channels, an op TensorFlow has no float64 CPU
+  kernel for: the exact reference under TensorFlow is refused, naming the layer and the op.
 - ``free_unet_tfkeras.h5``: a tf-keras U-Net of free input size, ``(None, None, 3)``, as most
   U-Nets are saved: converted with that size, its decoder's convolution has unknown input
   channels, which LiteRT's converter refuses.
@@ -132,6 +140,66 @@ def build_keras3(out: Path) -> list[np.ndarray]:
     return [np.asarray(w) for w in tiny.get_weights()]
 
 
+def build_exact_models(out: Path) -> None:
+    import keras
+
+    keras.utils.set_random_seed(5)
+    layers = keras.layers
+    rng = np.random.default_rng(5)
+
+    inputs = keras.Input((32, 32, 1), name="image")
+    conv = layers.Conv2D(1, 3, padding="same", name="conv")
+    norm = layers.BatchNormalization(name="norm")
+    outputs = layers.Activation("sigmoid", name="mask")(norm(conv(inputs)))
+    model = keras.Model(inputs, outputs)
+    norm.moving_mean.assign(np.array([0.31], np.float32))
+    norm.moving_variance.assign(np.array([0.47], np.float32))
+    norm.gamma.assign(np.array([1.7], np.float32))
+    norm.beta.assign(np.array([-0.23], np.float32))
+    model.save(out / "conv_norm.keras")
+    kernel, bias = (np.asarray(w) for w in conv.get_weights())
+    np.savez(
+        out / "conv_norm.npz",
+        kernel=kernel, bias=bias, gamma=np.asarray(norm.gamma), beta=np.asarray(norm.beta),
+        mean=np.asarray(norm.moving_mean), variance=np.asarray(norm.moving_variance),
+        epsilon=np.float64(norm.epsilon),
+    )  # fmt: skip
+
+    def block(hidden: keras.KerasTensor, filters: int, stride: int, name: str) -> keras.KerasTensor:
+        hidden = layers.DepthwiseConv2D(3, stride, padding="same", use_bias=False,
+                                        name=f"{name}_dw")(hidden)  # fmt: skip
+        hidden = layers.BatchNormalization(name=f"{name}_dw_bn")(hidden)
+        hidden = layers.ReLU(6.0, name=f"{name}_dw_relu")(hidden)
+        hidden = layers.Conv2D(filters, 1, use_bias=False, name=f"{name}_pw")(hidden)
+        hidden = layers.BatchNormalization(name=f"{name}_pw_bn")(hidden)
+        return layers.ReLU(6.0, name=f"{name}_pw_relu")(hidden)
+
+    inputs = keras.Input((32, 32, 1), name="image")
+    hidden = layers.Conv2D(8, 3, 2, padding="same", use_bias=False, name="stem")(inputs)
+    hidden = layers.BatchNormalization(name="stem_bn")(hidden)
+    hidden = layers.ReLU(6.0, name="stem_relu")(hidden)
+    hidden = block(hidden, 16, 1, "block1")
+    hidden = block(hidden, 16, 2, "block2")
+    hidden = layers.UpSampling2D(4, interpolation="bilinear", name="up")(hidden)
+    outputs = layers.Conv2D(1, 1, activation="sigmoid", name="mask")(hidden)
+    mobilenet = keras.Model(inputs, outputs)
+    for layer in mobilenet.layers:
+        if isinstance(layer, layers.BatchNormalization):
+            size = layer.moving_mean.shape[0]
+            layer.moving_mean.assign(rng.normal(0, 0.2, size).astype(np.float32))
+            layer.moving_variance.assign(rng.uniform(0.5, 1.5, size).astype(np.float32))
+    mobilenet.save(out / "mobilenet.keras")
+
+    inputs = keras.Input((32, 32, 1), name="image")
+    hidden = layers.Conv2D(4, 3, padding="same", name="conv")(inputs)
+    hidden = layers.Reshape((32, 32, 4, 1), name="to_volume")(hidden)
+    hidden = layers.MaxPooling3D((2, 2, 1), name="pool3d")(hidden)
+    hidden = layers.Reshape((16, 16, 4), name="to_image")(hidden)
+    hidden = layers.UpSampling2D(name="up")(hidden)
+    outputs = layers.Conv2D(1, 1, activation="sigmoid", name="mask")(hidden)
+    keras.Model(inputs, outputs).save(out / "pool3d.keras")
+
+
 def build_default_names(out: Path) -> None:
     import keras
 
@@ -185,6 +253,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     build_tf_keras(out, build_keras3(out))
     build_default_names(out)
+    build_exact_models(out)
 
 
 if __name__ == "__main__":

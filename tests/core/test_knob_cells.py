@@ -8,7 +8,13 @@ import pytest
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.runtimes import RUNTIMES
-from tests.engine import test_converted_runtimes, test_knobs, test_runtimes, test_tf32_emulation
+from tests.engine import (
+    test_converted_runtimes,
+    test_exact,
+    test_knobs,
+    test_runtimes,
+    test_tf32_emulation,
+)
 from tests.engine.knob_cells import (
     BY_CONSTRUCTION,
     NEEDS_GPU,
@@ -25,6 +31,7 @@ REAL_SPECS = [
     *test_runtimes.SPECS.values(),
     *test_converted_runtimes.SPECS.values(),
     *test_tf32_emulation.SPECS.values(),
+    *test_exact.SPECS.values(),
 ]
 
 

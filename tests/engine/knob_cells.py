@@ -33,7 +33,7 @@ SAMPLES: Mapping[str, tuple[str, ...]] = {
     "onednn": ("onednn=off", "onednn=on"),
     "threads": ("threads=1",),
     "xla": ("xla=on", "xla=off"),
-    "precision": ("precision=bf16", "precision=fp16"),
+    "precision": ("precision=bf16", "precision=fp16", "precision=fp64"),
     "keep_float32": ("precision=bf16,keep_float32=foreground",),
     "emulate": ("emulate=tf32",),
     "repeat_scope": ("scope=fresh",),

@@ -294,6 +294,11 @@ BUNDLE_CASES = [
     Case("repeat as text", _attribute("repeat", "zero"), "'repeat' is a str"),
     Case("integer map", _map_of(np.int32), "<i4 values"),
     Case("float16 map", _map_of(np.float16), "<f2 values"),
+    Case(
+        "float64 map of a float32 run",
+        _map_of(np.float64),
+        "<f8 values; segdiff stores a float32 run's map as little-endian float32",
+    ),
     Case("bool map", _map_of(np.bool_), "\\|b1 values"),
     Case("big-endian map", _map_of(">f4"), ">f4 values"),
     Case("compound map", _edit_run(_compound), "values"),

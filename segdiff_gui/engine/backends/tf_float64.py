@@ -117,10 +117,11 @@ def float64_refusal(
         if not ops and (match := _NO_KERNEL.search(str(error))):
             ops = [match.group(1)]
         said = f"op {', '.join(ops)}" if ops else "an op of it"
+        where = f"the {device_type}" if device_type == "CPU" else f"{device_type} {device}"
         return (
             f"layer {names(layer)!r} ({type(layer).__name__}): TensorFlow has no float64 "
-            f"kernel for {said} on the {device_type} ({device}); the exact reference cannot "
-            "run this model under TensorFlow"
+            f"kernel for {said} on {where}; the exact reference of this model needs another "
+            "runtime (runtime=jax or runtime=torch)"
         )
     except Exception:  # noqa: BLE001 - another failure: the run's own error is said
         return ""
