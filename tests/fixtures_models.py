@@ -16,6 +16,7 @@ fully convolutional net on 32×32×1 inputs), so the formats can be compared wit
 - ``encoder_unet.keras``: a small U-Net whose encoder is a functional model of its own with two
   outputs (the skip and the bottleneck) and whose decoder block is a Sequential model, with
   batch normalisation and activations as layers of their own: the layer probe flattens both.
+- ``encoder_unet_flat.keras``: the same network and weights built flat (nothing nested).
 - ``erfinv.keras``: an op (erfinv) that LiteRT's builtins and tf2onnx lack: its conversion fails.
 - ``default_names.keras``: twelve convolutions that keep Keras's default names (``conv2d`` …
   ``conv2d_11``), where TensorFlow's scope of one layer is another layer's name: the first
@@ -132,6 +133,23 @@ def build_keras3(out: Path) -> list[np.ndarray]:
     norm.moving_mean.assign(np.full(4, 0.1, np.float32))
     norm.moving_variance.assign(np.full(4, 0.5, np.float32))
     unet.save(out / "encoder_unet.keras")
+    # The same network and weights with nothing nested: what the nested one computes.
+    inputs = keras.Input((32, 32, 1), name="image")
+    skip = layers.Activation("relu", name="relu")(
+        layers.BatchNormalization(name="norm")(
+            layers.Conv2D(4, 3, padding="same", name="conv")(inputs)
+        )
+    )
+    bottom = layers.Conv2D(8, 3, padding="same", activation="relu", name="deep")(
+        layers.MaxPooling2D(name="pool")(skip)
+    )
+    joined = layers.Concatenate(name="join")([skip, layers.UpSampling2D(name="up")(bottom)])
+    decoded = layers.Activation("relu", name="decoder_relu")(
+        layers.Conv2D(4, 3, padding="same", name="decoder_conv")(joined)
+    )
+    flat = keras.Model(inputs, layers.Conv2D(1, 1, activation="sigmoid", name="mask")(decoded))
+    flat.set_weights(unet.get_weights())
+    flat.save(out / "encoder_unet_flat.keras")
 
     # An op that neither LiteRT's builtins nor tf2onnx has: its conversion fails, naming it.
     inputs = keras.Input((32, 32, 1), name="image")

@@ -165,3 +165,17 @@ def test_an_op_without_a_float64_kernel_is_refused_naming_it_and_its_layer(
         "the CPU"
     ), said
     assert "runtime=jax" in said, said
+
+
+def test_nested_models_compute_in_float64_across_their_boundaries(models, small_images, tmp_path):
+    """A U-Net whose encoder is a functional model and whose decoder block a Sequential one:
+    every nested model's input is float64 too, so its exact map is the flat twin's (a nested
+    input left float32 rounds the activations there: ~1e-8 apart)."""
+    maps = []
+    for name in ("encoder_unet.keras", "encoder_unet_flat.keras"):
+        (entry,) = _run(models / name, small_images[3], tmp_path, "precision=fp64").values()
+        assert entry["status"] == "finished", entry
+        maps.append(ResultCache(tmp_path).read_run(entry["key"]).probabilities)
+    apart = float(np.abs(maps[0] - maps[1]).max())
+    print(f"nested vs flat exact maps: max |Δ| {apart:.3g}")
+    assert apart < 1e-15
