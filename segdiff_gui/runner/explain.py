@@ -44,6 +44,8 @@ def measure_attribution(
         kept_beside = record.provenance.merged_from_key is not None
         if elsewhere or (kept_beside and record.key not in named):
             continue  # another machine's run is no repeat and no knob (but may be an end)
+        if record.run_config.is_exact:
+            continue  # the exact reference's float64 map: never measured as a float32 run
         by_config.setdefault(record.run_config, []).append(record)
     loaded: dict[str, np.ndarray] = {}
 
@@ -93,6 +95,13 @@ class AttributionSession:
     def __init__(
         self, request: MatrixRequest, first: RunConfig, second: RunConfig, cutoff: float
     ) -> None:
+        if exact := next((config for config in (first, second) if config.is_exact), None):
+            raise InputError(
+                "explain",
+                f"{exact.label()} is the exact reference (float64): it is compared beside the "
+                "reference as every run's error against it, not explained knob by knob "
+                "among float32 runs",
+            )
         self.plan = plan_attribution(first, second)
         if not self.plan.steps:
             raise InputError(

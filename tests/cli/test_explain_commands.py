@@ -85,6 +85,22 @@ def test_explain_needs_a_model_for_specs(tmp_path):
     assert result.stderr.strip().endswith("name the model and images (or --demo) to run SPECs on")
 
 
+def test_explain_refuses_the_exact_reference_before_any_run(demo, tmp_path, capsys):
+    """precision=float64 is compared beside the reference (issue 36): explaining it knob by
+    knob would measure its float64 map as a float32 run, rounded on the way."""
+    model, images = demo
+    result = segdiff_here(capsys, "explain", model, images[0], "--from", "batch=1", "--to",
+                          "precision=fp64", "--cache", tmp_path / "cache")  # fmt: skip
+    assert result.returncode == 2, result.stdout
+    (line,) = result.stderr.strip().splitlines()
+    assert line.endswith(
+        "explain: cpu b1 fp64 is the exact reference (float64): it is compared beside the "
+        "reference as every run's error against it, not explained knob by knob among float32 "
+        "runs"
+    ), line
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.h5"))
+
+
 def test_diagnose_says_only_what_was_measured(demo_cache, capsys):
     result = segdiff_here(capsys, "diagnose", "--cache", demo_cache.root, "--json")
     assert result.returncode == 0, result.stderr
