@@ -6,8 +6,9 @@ Benchmarks: startup, fresh_demo (a new cache's first map and all ten demo runs, 
 hand-written script's first map), engine (overhead and cache hit), interaction, bandwidth,
 scale, matrix, runtimes (each runtime's first map, cold and with its compilation cache),
 layers (the layer probe's memory and time on a deep model at 512×512), conversions (LiteRT's
-and ONNX Runtime's conversion and inference times on the demo), api (the Python API's cache
-hit and answers).
+and ONNX Runtime's conversion and inference times on the demo), exact (the float64 reference's
+time against float32's, and float32's distance from it), api (the Python API's cache hit and
+answers).
 """
 
 from __future__ import annotations
@@ -559,6 +560,32 @@ def conversions(work: Path) -> list[Figure]:
     return figures
 
 
+def exact(work: Path) -> list[Figure]:
+    """The exact reference (float64) against the float32 run on the demo, in one child: its
+    forward pass's time (ratio) at batch 1 and 8, and every float32 map's distance from it
+    (see bench_exact)."""
+    from tests.benchmarks.bench_exact import BATCHES, measure
+
+    found = measure(work)
+    ms = found["ms"]
+    figures = []
+    for batch in BATCHES:
+        single, double = ms[batch, "float32"], ms[batch, "float64"]
+        figures += [
+            Figure("exact", f"batch {batch}: float64 forward pass ({single:.1f} ms float32, "
+                   f"{found['images']} images)", double, "ms", "—", True),
+            Figure("exact", f"batch {batch}: float64 / float32 time", double / single, "×",
+                   "≤ 4", double / single <= 4),
+        ]  # fmt: skip
+    return [
+        *figures,
+        Figure("exact", "float32 maps' max |Δ| from the exact map", found["max_delta"], "",
+               "< 1e-5", found["max_delta"] < 1e-5),
+        Figure("exact", "float32 maps' max ULP at the exact value", found["max_ulp"], "ULP",
+               "—", True),
+    ]  # fmt: skip
+
+
 _API_HIT = """
 import sys, time
 started = time.perf_counter()
@@ -630,6 +657,7 @@ BENCHMARKS = {
     "runtimes": runtimes,
     "layers": layers,
     "conversions": conversions,
+    "exact": exact,
     "api": api,
 }
 
