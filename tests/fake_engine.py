@@ -89,11 +89,16 @@ def fake_map(image: np.ndarray, model_hash: str, run: PlannedRun) -> np.ndarray:
     every knob at its default) is a smooth function of the image and the model's hash; any
     other configuration moves a few hundred pixels by a few ULPs (as batching or threads
     reorder sums), and a reduced precision rounds every value to its mantissa (and flips
-    pixels near 0.5). A repeat computes the same map: the fake is deterministic."""
+    pixels near 0.5). The exact reference (precision=float64) is the smooth function itself,
+    in float64, of which the reference map is the rounding. A repeat computes the same map:
+    the fake is deterministic."""
     gray = _gray(image)
     slope = 6.0 + (_seed(model_hash) % 1000) / 500.0
-    base = (1.0 / (1.0 + np.exp(-(gray - 0.5) * slope))).astype(np.float32)
+    exact = 1.0 / (1.0 + np.exp(-(gray - 0.5) * slope))
     config = run.computed
+    if config.is_exact:
+        return np.clip(exact, 0, 1).astype(config.map_dtype)
+    base = exact.astype(np.float32)
     moved = {
         name: value
         for name, value in config.to_dict().items()
