@@ -19,7 +19,7 @@ from segdiff_gui.core.study import StudyRun
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_reference
-from segdiff_gui.storage.studies import RunStore, load_study, target_image
+from segdiff_gui.storage.studies import RunStore, load_study, target_image, without_exact
 
 __all__ = ["Run", "RunName", "StoredGroup"]
 
@@ -96,7 +96,10 @@ class StoredGroup:
         reference: RunRecord | None = None,
     ) -> None:
         self.store = store
-        self.records = list(records)
+        # The exact reference (float64, issue 36) is kept apart: the float32 runs are compared
+        # with one another, and it beside them.
+        self.records = without_exact(records)
+        self.exact = [record for record in records if record.run_config.is_exact]
         self.reference = reference
         #: The runs left out because their stored map could not be read, one line each.
         self.damaged: list[str] = []
@@ -104,7 +107,7 @@ class StoredGroup:
 
     def with_reference(self, reference: RunRecord | None) -> StoredGroup:
         """The same runs against another reference; maps already read are not read again."""
-        group = StoredGroup(self.store, self.records, reference)
+        group = StoredGroup(self.store, [*self.records, *self.exact], reference)
         group.damaged = list(self.damaged)
         if self._analysed:
             cutoff, analysed = next(iter(self._analysed.items()))
