@@ -85,6 +85,11 @@ def test_knobs_added_later_leave_older_keys_alone():
         ("runtime=litert-fp16,determinism=on", "determinism=on means nothing under LiteRT"),
         ("runtime=litert-dynamic-int8,tf32=off", "tf32=off means nothing under LiteRT"),
         ("runtime=litert-int8,keep_float32=enc1", "keep_float32 means nothing under LiteRT full"),
+        # The exact reference (issue 36): the Keras model itself, in float64, nothing rounded.
+        ("runtime=onnxruntime,precision=fp64", "precision=float64 means nothing under ONNX Runt"),
+        ("runtime=openvino,precision=fp64", "the exact reference computes the Keras model"),
+        ("precision=fp64,tf32=off", "tf32=off means nothing under precision=float64"),
+        ("precision=fp64,keep_float32=enc1", "computes everything in float64 already"),
     ],
 )
 def test_knobs_that_mean_nothing_under_a_runtime_are_refused(spec, fragment):
@@ -112,6 +117,14 @@ def test_full_int8_calibration_is_the_sets_distinct_images_in_hash_order_at_most
     chosen = calibration_set(many, 100)
     assert len(chosen) == 100 and chosen[0] == many[0] and chosen == sorted(chosen)
     assert len(set(chosen)) == 100
+
+
+def test_the_exact_reference_is_float64_and_no_reduced_precision():
+    exact = parse_config_spec("precision=fp64")
+    assert exact.precision == "float64" and exact.label() == "cpu b1 fp64"
+    assert exact.is_exact and not exact.reduced_precision and exact.map_dtype.str == "<f8"
+    plain, bf16 = RunConfig(), parse_config_spec("precision=bf16")
+    assert not plain.is_exact and plain.map_dtype.str == "<f4" and bf16.reduced_precision
 
 
 def test_defaults_and_aliases():
