@@ -129,6 +129,28 @@ def pool_that_holds_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[_PoolThatHol
     pool.held.clear()
 
 
+@pytest.fixture
+def exact_cache(
+    demo: tuple[Path, list[Path]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    fake_engine: None,
+) -> Path:
+    """The demo's first image run as cpu, bfloat16 and the exact run (precision=float64)
+    by the fake engine: its exact map is float64, the reference's that map nearly rounded
+    (a configuration away from the defaults moves some pixels by a few ULPs)."""
+    model, images = demo
+    cache = tmp_path / "exact"
+    result = segdiff_here(
+        capsys, "run", model, images[0], "--cache", cache, "--repeats", "1",
+        "--config", "batch=1", "--config", "precision=mixed_bfloat16",
+        "--config", "precision=float64",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Exact: cpu b1 fp64 r0, the model in float64" in result.stdout
+    return cache
+
+
 @pytest.fixture(scope="session")
 def fake_demo_cache(tmp_path_factory: pytest.TempPathFactory) -> ResultCache:
     """The demo's matrix, two repeats each, computed by the fake engine (synthetic maps, in a

@@ -89,12 +89,12 @@ def fake_map(image: np.ndarray, model_hash: str, run: PlannedRun) -> np.ndarray:
     every knob at its default) is a smooth function of the image and the model's hash; any
     other configuration moves a few hundred pixels by a few ULPs (as batching or threads
     reorder sums), and a reduced precision rounds every value to its mantissa (and flips
-    pixels near 0.5). The exact reference (precision=float64) is the smooth function itself,
-    in float64, of which the reference map is the rounding. A repeat computes the same map:
-    the fake is deterministic."""
+    pixels near 0.5). A repeat computes the same map: the fake is deterministic. The exact
+    run (precision=float64) is the same smooth function in float64, so the reference's map is
+    it correctly rounded to float32."""
     gray = _gray(image)
     slope = 6.0 + (_seed(model_hash) % 1000) / 500.0
-    exact = 1.0 / (1.0 + np.exp(-(gray - 0.5) * slope))
+    exact = 1.0 / (1.0 + np.exp(-(gray.astype(np.float64) - 0.5) * slope))
     config = run.computed
     if config.is_exact:
         return np.clip(exact, 0, 1).astype(config.map_dtype)
@@ -189,7 +189,7 @@ def _record(job: EngineJob, run: PlannedRun, probabilities: np.ndarray, wall: fl
         "device_description": "fake CPU",
         "weights_device": "cpu:0",
         "xla": config.xla,
-        "compute_dtype": "float32" if config.precision == "float32" else config.precision[6:],
+        "compute_dtype": config.precision.removeprefix("mixed_"),
         "input_batch_shape": [config.batch, *probabilities.shape, 1],
         "model_path": str(Path(job.model_path).resolve()),
         "model_format": "keras",

@@ -15,6 +15,7 @@ from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.analysis import at_cutoff, flips_heading
 from segdiff_gui.core.attribution import Attribution
 from segdiff_gui.core.diagnosis import by_topic
+from segdiff_gui.core.exact import ExactError, ExactSummary, FlipSides
 from segdiff_gui.core.findings import Finding, plural
 from segdiff_gui.core.study import Study
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
@@ -24,6 +25,7 @@ from segdiff_gui.runner.reports import ReportContext, comparison_summary, diagno
 __all__ = [
     "Comparison",
     "Diagnosis",
+    "Exact",
     "Explanation",
     "Sweep",
     "html_document",
@@ -66,6 +68,8 @@ class Comparison:
         self.verdicts: dict[str, str] = summary.determinism
         self.at_risk_pixels: int = summary.at_risk_pixels
         self.margin: float = summary.at_risk_margin
+        #: Every run against the exact (float64) run, where the group has one.
+        self.exact: ExactSummary | None = summary.exact
 
     @property
     def table(self) -> Table:
@@ -88,6 +92,10 @@ class Comparison:
             )
         lines += [f"  {name}: {verdict}" for name, verdict in self.verdicts.items()]
         lines.append(f"  {self._study.at_risk_sentence()}")
+        if self.exact is not None:
+            lines += [
+                f"  vs exact {self.exact.run}: {e.label}: {e.summary()}" for e in self.exact.errors
+            ]
         return lines
 
     def _repr_html_(self) -> str:
@@ -97,6 +105,72 @@ class Comparison:
         where = at_cutoff(self.cutoff, self._study.multiclass)
         head = f"<Comparison {self._title} against {self.reference}, {where}>"
         return "\n".join([head, *self.text_lines()])
+
+
+class Exact:
+    """Every run of a study against its exact (float64) run, beside the reference: ``errors``
+    (each run's, the reference's first: max and mean |Δ|, ULPs from the exact value, the
+    share within 1 ULP, wrong classes and how many of them float32 cannot decide),
+    ``flips`` (for every run against the reference, which side of their flips is right),
+    ``table`` and ``flips_table``, ``sentences``, and the exact ``map`` (float64).
+    ``to_dict()`` is the ``exact`` of ``segdiff compare --json``."""
+
+    def __init__(self, summary: ExactSummary, exact_map: np.ndarray, title: str) -> None:
+        self._summary = summary
+        #: The exact map: float64, as the cache stores it (a copy).
+        self.map: np.ndarray = exact_map.copy()
+        self._title = title
+        self._where = at_cutoff(summary.cutoff, summary.multiclass)
+        self.run: str = summary.run
+        self.cutoff: float = summary.cutoff
+        self.errors: list[ExactError] = list(summary.errors)
+        self.flips: list[FlipSides] = list(summary.flips)
+        self.sentences: list[str] = [e.sentence(summary.multiclass) for e in self.errors]
+        self.sentences += [sides.sentence() for sides in self.flips if sides.flips]
+
+    @property
+    def table(self) -> Table:
+        """One row per run (the reference first) against the exact map, by label."""
+        return make_table([error.to_dict() for error in self.errors], index="label")
+
+    @property
+    def flips_table(self) -> Table:
+        """One row per run against the reference: its flips and which side is right."""
+        rows = [{k: v for k, v in s.to_dict().items() if k != "sentence"} for s in self.flips]
+        return make_table(rows, index="second", columns=list(_FLIP_COLUMNS))
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._summary.to_dict()
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{escape(h)}</th>" for h in ("run", "against the exact map"))
+        body = "".join(
+            f"<tr><td>{escape(e.label)}</td><td>{escape(e.summary())}</td></tr>"
+            for e in self.errors
+        )
+        return html_document(
+            f"<p><b>{escape(self._title)}</b> against the exact run <b>{escape(self.run)}</b>, "
+            f"{escape(self._where)}</p><table><tr>{head}</tr>{body}</table>" + _list(self.sentences)
+        )
+
+    def __repr__(self) -> str:
+        head = f"<Exact {self._title} against {self.run}, {self._where}>"
+        return "\n".join([head, *(f"  {sentence}" for sentence in self.sentences)])
+
+
+# FlipSides' fields as a table's columns (an empty table keeps its header).
+_FLIP_COLUMNS = (
+    "first",
+    "second",
+    "cutoff",
+    "multiclass",
+    "flips",
+    "first_right",
+    "second_right",
+    "neither_right",
+    "undecidable",
+    "ulp",
+)
 
 
 class Diagnosis:

@@ -94,25 +94,28 @@ class StoredGroup:
         store: RunStore,
         records: Sequence[RunRecord],
         reference: RunRecord | None = None,
+        exact: RunRecord | None = None,
     ) -> None:
         self.store = store
-        # The exact reference (float64, issue 36) is kept apart: the float32 runs are compared
-        # with one another, and it beside them.
+        # The exact run (float64) is no run of the group: it is kept beside it as ``exact``.
         self.records = without_exact(records)
-        self.exact = [record for record in records if record.run_config.is_exact]
         self.reference = reference
+        #: The group's exact run (float64), compared beside the reference; None: none.
+        self.exact = exact
         #: The runs left out because their stored map could not be read, one line each.
         self.damaged: list[str] = []
         self._analysed: dict[float, AnalysedStudy] = {}
 
     def with_reference(self, reference: RunRecord | None) -> StoredGroup:
         """The same runs against another reference; maps already read are not read again."""
-        group = StoredGroup(self.store, [*self.records, *self.exact], reference)
+        group = StoredGroup(self.store, self.records, reference, self.exact)
         group.damaged = list(self.damaged)
         if self._analysed:
             cutoff, analysed = next(iter(self._analysed.items()))
             chosen = None if reference is None else self.analysed_run(reference.key, analysed)
-            group._analysed[cutoff] = AnalysedStudy(analysed.runs, cutoff, chosen)
+            group._analysed[cutoff] = AnalysedStudy(
+                analysed.runs, cutoff, chosen, exact=analysed.exact
+            )
         return group
 
     def analysed(self, cutoff: float) -> AnalysedStudy:
@@ -128,9 +131,14 @@ class StoredGroup:
 
     def _load(self, cutoff: float) -> AnalysedStudy:
         damaged: list[InputError] = []
-        study = load_study(self.store, self.records, cutoff, self.reference, damaged)
+        study = load_study(self.store, self.records, cutoff, self.reference, damaged, self.exact)
         if not damaged:
             return study
+        if self.exact is not None and study.exact is None:  # its map cannot be read
+            error = next((e for e in damaged if self.exact.key in str(e)), damaged[0])
+            self.damaged.append(f"{self.exact.label}: {error}")
+            warnings.warn(f"left out {self.exact.label}: {error}", stacklevel=5)
+            self.exact = None
         loaded = {run.key for run in study.runs}
 
         def error_of(record: RunRecord) -> InputError:

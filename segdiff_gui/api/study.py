@@ -18,6 +18,7 @@ from segdiff_gui.api.recompute import explanation_of_runs, explanation_of_specs,
 from segdiff_gui.api.results import (
     Comparison,
     Diagnosis,
+    Exact,
     Explanation,
     Sweep,
     study_html,
@@ -36,6 +37,7 @@ from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import (
     RunStore,
+    exact_of,
     group_id,
 )
 
@@ -68,8 +70,9 @@ class Study:
     ) -> None:
         if not records:
             raise InputError(where, "holds no run of this study")
-        self._group = StoredGroup(store, records, reference)
         self._everything = list(everything) or list(records)
+        exact = exact_of(self._everything, records[0])
+        self._group = StoredGroup(store, records, reference, exact)
         self._request = request
         self._progress = progress
         self.cutoff = checked_cutoff(cutoff)
@@ -158,6 +161,35 @@ class Study:
         """
         study = self._study(cutoff)
         return Comparison(study, self._context(), self.title, self._group.image)
+
+    def exact(self, cutoff: float | None = None) -> Exact:
+        """Every run against the exact run (the model in float64, ``precision=float64``),
+        beside the reference, never in its place.
+
+        Parameters
+        ----------
+        cutoff : float, optional
+            The class cutoff for wrong classes and flips; default: the study's.
+
+        Returns
+        -------
+        Exact
+            Per run (``table``): max and mean |Δ| from the exact map, the most float32
+            steps from the exact value rounded to float32, the share of pixels within 1 such
+            step, wrong classes and how many of them lie within 1 float32 ULP of the cutoff
+            (float32 cannot decide them); per run against the reference (``flips_table``):
+            which side of each flip is right; ``sentences`` say both.
+        """
+        study = self._study(cutoff)
+        summary = study.exact_summary()
+        if summary is None:
+            raise InputError(
+                self.title,
+                "has no exact run: run the model with precision=float64 (the model in "
+                "float64) on this image, beside the others",
+            )
+        assert study.exact is not None  # a summary is made of it
+        return Exact(summary, study.exact.probabilities, self.title)
 
     def flips(self, run: RunName | None = None, cutoff: float | None = None) -> np.ndarray:
         """Pixels whose class differs from the reference's.

@@ -15,13 +15,19 @@ from segdiff_gui.cli.commands import (
     open_cache,
     report_damaged,
 )
-from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
+from segdiff_gui.cli.summary import (
+    differences_table,
+    exact_lines,
+    plain_sentences,
+    verdict_lines,
+)
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import format_float32
+from segdiff_gui.core.study import Study
 from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import write_json_report
@@ -81,7 +87,10 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
         )
         return status
     for study, record, title in studies:
-        out.print(f"[bold]{escape(title)}[/]: {_plural(len(study.runs), 'run')}", markup=True)
+        exact = f" and the exact run {escape(study.exact.label)}" if study.exact else ""
+        out.print(
+            f"[bold]{escape(title)}[/]: {_plural(len(study.runs), 'run')}{exact}", markup=True
+        )
         if study.reference.merged_from:
             out.print(
                 f"reference {study.reference.label} came from {study.reference.merged_from}: "
@@ -92,7 +101,7 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
             out.print(f"only {study.reference.label}: nothing to compare with", markup=False)
             continue
         out.print(differences_table(study, record.target_name))
-        for line in plain_sentences(study) + verdict_lines(study):
+        for line in plain_sentences(study) + verdict_lines(study) + exact_lines(study):
             say(out, line)
     return status
 
@@ -158,9 +167,34 @@ def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     return status
 
 
+def wrong_class_failures(study: Study, title: str, bound: int) -> list[str]:
+    """``check --max-wrong``: a line per run (the reference's too) whose classes differ from
+    the exact run's at more pixels float32 could decide than ``bound``; one line where the
+    group has no exact run (a gate must not pass by not seeing)."""
+    where = at_cutoff(study.cutoff, study.multiclass)
+    if study.exact is None:
+        return [
+            f"FAIL {study.reference.label} ({title}): no exact run to count wrong classes "
+            "against; run precision=float64 (the model in float64) for this image"
+        ]
+    failures = []
+    for error in study.exact_errors.values():
+        if error.decided_wrong > bound:
+            undecided = (
+                f" ({error.undecidable:,} more within 1 float32 ULP, not counted)"
+                if error.undecidable
+                else ""
+            )
+            failures.append(
+                f"FAIL {error.label} ({title}): wrong classes {error.decided_wrong:,} > "
+                f"{bound:,} against the exact run {study.exact.label} {where}{undecided}"
+            )
+    return failures
+
+
 def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     bounds = {"flips": args.max_flips, "max_ulp": args.max_ulp, "max_abs": args.max_abs}
-    if all(bound is None for bound in bounds.values()):
+    if args.max_wrong is None and all(bound is None for bound in bounds.values()):
         bounds["flips"] = 0  # no bound named: any class flip fails
     # A value that is NaN where the reference has a number always fails: no bound covers it.
     bounds["nan_mismatches"] = 0
@@ -179,12 +213,17 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
                         f"{name.replace('_', ' ')} {row[name]:,} > {bound:,} against "
                         f"{row['reference']} {at_cutoff(study.cutoff, study.multiclass)}"
                     )
+        if args.max_wrong is not None:  # the reference is checked too, against the exact run
+            checked += 1
+            failures += wrong_class_failures(study, title, args.max_wrong)
     if checked == 0 and not damaged:
         raise InputError(
             "check",
             "found no run to compare with a reference (each model and "
             "image has a single run); run more configurations first",
         )
+    if args.max_wrong is not None:
+        bounds["wrong_vs_exact"] = args.max_wrong
     named = ", ".join(f"{k.replace('_', ' ')} ≤ {v:,}" for k, v in bounds.items() if v is not None)
     if args.json:
         _json(

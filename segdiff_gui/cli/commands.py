@@ -15,7 +15,7 @@ from rich.table import Table
 
 from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.progress_view import drive
-from segdiff_gui.cli.summary import differences_table, plain_sentences, verdict_lines
+from segdiff_gui.cli.summary import differences_table, exact_lines, plain_sentences, verdict_lines
 from segdiff_gui.cli.text import TerminalConsole, say
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
@@ -40,6 +40,7 @@ from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_runs
 from segdiff_gui.storage.studies import (
     distinguish_batches,
+    exact_of,
     group_id,
     load_study,
     settings_text,
@@ -264,7 +265,8 @@ def _report(
                 damaged.append(error)
     report_damaged(err_console(), damaged)
     compared = without_exact(records)  # the exact reference is said beside, not compared
-    study = load_study(cache, compared, args.cutoff) if compared else None
+    exact = exact_of(records, compared[0]) if compared else None
+    study = load_study(cache, compared, args.cutoff, exact=exact) if compared else None
     if args.json:
         _json(
             {
@@ -279,6 +281,8 @@ def _report(
         out.print(differences_table(study, plan.images[plan.target].name))
         for line in plain_sentences(study) + verdict_lines(study):
             say(out, line)
+    for line in exact_lines(study) if study is not None else []:
+        say(out, line)
     _print_counts(out, outcome, plan, cache, seconds)
     return exit_code(outcome)
 

@@ -354,4 +354,12 @@ def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     check.add_argument(
         "--max-abs", type=bound_float, metavar="X", help="largest |difference| allowed"
     )
+    check.add_argument(
+        "--max-wrong",
+        type=bound_int,
+        metavar="N",
+        help="pixels allowed whose class differs from the exact (float64) run's where float32 "
+        "could decide it, in every run, the reference's too (a group without an exact run "
+        "fails)",
+    )
     common(check, "print the bounds and failures as JSON")

@@ -11,7 +11,7 @@ from segdiff_gui.core.analysis import flips_heading
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study
 
-__all__ = ["differences_table", "plain_sentences", "verdict_lines"]
+__all__ = ["differences_table", "exact_lines", "plain_sentences", "verdict_lines"]
 
 _NUMBERS = (
     "bitwise_equal",
@@ -42,6 +42,9 @@ def differences_table(study: Study, image: str) -> Table:
     show_ties = any(row["ties"] for row in rows)
     if show_ties:
         table.add_column("tied (no flip)", justify="right")
+    errors = study.exact_errors
+    if errors:
+        table.add_column("vs exact", justify="right", no_wrap=True)
     for row in rows:
         table.add_row(
             row["id"],
@@ -54,8 +57,23 @@ def differences_table(study: Study, image: str) -> Table:
             f"{row['flips']:,}",
             *([f"{row['nan_mismatches']:,}"] if show_nans else []),
             *([f"{row['ties']:,}"] if show_ties else []),
+            *([errors[row["key"]].summary()] if errors else []),
         )
     return table
+
+
+def exact_lines(study: Study) -> list[str]:
+    """The exact run beside the reference: the reference's own error against it (the table
+    has a row for every other run), then which side of each run's flips is right."""
+    if study.exact is None:
+        return []
+    reference = study.exact_errors[study.reference.key]
+    return [
+        f"Exact: {study.exact.label}, the model in float64 (beside the reference, not in its "
+        "place); ≤1 ULP counts float32 steps from the exact value rounded to float32.",
+        reference.sentence(study.multiclass),
+        *(sides.sentence() for sides in study.flip_sides.values() if sides.flips),
+    ]
 
 
 def _sentence(name: str, row: dict[str, Any]) -> str:

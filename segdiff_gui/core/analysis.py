@@ -112,12 +112,17 @@ def class_map(probabilities: np.ndarray, cutoff: float) -> np.ndarray:
 
 def binary_classes_into(probabilities: np.ndarray, cutoff: float, out: np.ndarray) -> None:
     """Write a binary map's classes (``p >= cutoff``: 0 and 1, NaN as 0) into the bytes
-    ``out``, of the map's height and width (or a block's rows of both)."""
+    ``out``, of the map's height and width (or a block's rows of both).
+
+    The cutoff is always its float32. A float32 map is compared in float32, as the maps are
+    stored and as flip_curve compares; the exact (float64) map keeps its own values, against
+    the float32 cutoff widened exactly (core/exact.py): rounding them first would give the
+    cutoff's class to an exact value just below it."""
     binary = probabilities[..., 0] if probabilities.ndim == 3 else probabilities
-    # float32 on both sides, as the maps are stored and as flip_curve compares; the bool
-    # result written straight into the bytes (0 and 1 already), no temporary.
+    dtype = np.float64 if binary.dtype == np.float64 else np.float32
+    # The bool result written straight into the bytes (0 and 1 already), no temporary.
     np.greater_equal(
-        np.asarray(binary, dtype=np.float32), np.float32(cutoff), out=out.view(np.bool_)
+        np.asarray(binary, dtype=dtype), dtype(np.float32(cutoff)), out=out.view(np.bool_)
     )
 
 

@@ -14,6 +14,7 @@ from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution, 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_findings import cutoff_findings, quietest_cutoff
 from segdiff_gui.core.deployment import Conversion, deployment_advice, is_conversion
+from segdiff_gui.core.exact_findings import exact_findings
 from segdiff_gui.core.findings import Finding, plural, verb
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.knobs import KNOBS
@@ -29,6 +30,7 @@ TOPICS = {
     "repeatability": "Is it repeatable?",
     "knobs": "What changes the maps?",
     "cutoff": "What it does at the cutoff",
+    "exact": "Which answer is right?",
     "advice": "How to avoid it",
     "not measured": "Not measured",
 }
@@ -336,6 +338,7 @@ def diagnose(study: Study) -> list[Finding]:
     knob_findings, alone, varied, conversions = _knob_effects(study, cutoff_text)
     findings += knob_findings
     findings += cutoff_findings(study, cutoff_text)
+    findings += exact_findings(study)
     findings += deployment_advice(conversions, cutoff_text)
     findings += _advice(study, alone, cutoff_text)
     findings += emulation_findings(study, _first_repeats(study), cutoff_text)

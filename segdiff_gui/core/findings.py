@@ -11,8 +11,8 @@ __all__ = ["Finding", "plural", "verb"]
 
 @dataclass(frozen=True)
 class Finding:
-    """One sentence. ``topic`` is ``repeatability``, ``knobs``, ``cutoff``, ``advice`` or
-    ``not measured``; ``figure`` the number it rests on; ``link`` the documentation;
+    """One sentence. ``topic`` is ``repeatability``, ``knobs``, ``cutoff``, ``exact``,
+    ``advice`` or ``not measured``; ``figure`` the number it rests on; ``link`` the documentation;
     ``measure`` the configurations (``key=value`` specs) whose runs would answer what it says
     was not measured (core/remedies.py)."""
 

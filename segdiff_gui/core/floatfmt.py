@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["as_float32", "float32_bits", "format_float32"]
+__all__ = ["as_float32", "float32_bits", "float64_bits", "format_float32", "format_float64"]
 
 
 def format_float32(value: float | np.floating) -> str:
@@ -25,3 +25,13 @@ def as_float32(value: float | np.floating) -> float:
 def float32_bits(value: float | np.floating) -> str:
     """The float32 bit pattern as hex: ``0x3f0cc3a1``."""
     return f"0x{int(np.array(value, dtype=np.float32).view(np.uint32)):08x}"
+
+
+def format_float64(value: float | np.floating) -> str:
+    """Shortest text that reads back as the same float64: the exact (float64) map's value."""
+    return np.format_float_positional(np.float64(value), unique=True, trim="-")
+
+
+def float64_bits(value: float | np.floating) -> str:
+    """The float64 bit pattern as hex: ``0x3fe199999999999a``."""
+    return f"0x{int(np.array(value, dtype=np.float64).view(np.uint64)):016x}"

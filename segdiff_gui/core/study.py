@@ -18,11 +18,19 @@ from segdiff_gui.core.analysis import (
     flip_mask,
     is_multiclass,
     row_blocks,
+    tie_mask,
 )
 from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
+from segdiff_gui.core.exact import (
+    ExactError,
+    ExactSummary,
+    FlipSides,
+    exact_error,
+    flip_sides,
+)
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.pages import empty_in_ordinary_pages
@@ -88,26 +96,33 @@ def default_reference(runs: Sequence[StudyRun]) -> StudyRun:
 
 
 class Study:
-    """``runs`` (same model, image and map shape) compared with ``reference`` at ``cutoff``."""
+    """``runs`` (same model, image and map shape; float32) compared with ``reference`` at
+    ``cutoff``, and with ``exact`` (the model in float64), where given, beside it."""
 
     def __init__(
         self,
         runs: Sequence[StudyRun],
         cutoff: float = DEFAULT_CUTOFF,
         reference: StudyRun | None = None,
+        exact: StudyRun | None = None,
     ) -> None:
         if not runs:
             raise ValueError("a study needs at least one run")
         shapes = {run.probabilities.shape for run in runs}
         if len(shapes) != 1:
             raise ValueError(f"runs differ in map shape: {sorted(shapes)}")
-        if exact := [run.label for run in runs if run.probabilities.dtype != np.float32]:
+        if wide := [run.label for run in runs if run.probabilities.dtype != np.float32]:
             # The analysis counts float32 steps: a float64 map would be rounded silently.
             raise ValueError(
-                f"{', '.join(exact)}: not a float32 map; the exact reference (float64) is "
+                f"{', '.join(wide)}: not a float32 map; the exact reference (float64) is "
                 "compared beside the reference, never among the float32 runs"
             )
+        if exact is not None and exact.probabilities.shape not in shapes:
+            raise ValueError(f"the exact map's shape {exact.probabilities.shape} is not {shapes}")
         self.runs = list(runs)
+        # The exact (float64) run the float32 runs are measured against, beside the
+        # reference, never among the runs nor as the reference (None: the group has none).
+        self.exact = exact
         self.cutoff = cutoff
         self.reference = reference or default_reference(self.runs)
         self._flips: dict[str, np.ndarray] = {}
@@ -121,7 +136,7 @@ class Study:
         """The same runs at another cutoff. Differences, ULPs, verdicts and the margin do not
         depend on the cutoff and are carried over; only flips (and at-risk pixels) are redone,
         so dragging a cutoff costs one threshold per run, not a whole comparison."""
-        moved = Study(self.runs, cutoff, self.reference)
+        moved = Study(self.runs, cutoff, self.reference, self.exact)
         moved._masks_grow = False
         for name in ("verdicts", "margin"):
             if name in self.__dict__:
@@ -144,6 +159,75 @@ class Study:
                 for key, comparison in self.__dict__["comparisons"].items()
             }
         return moved
+
+    @property
+    def all_runs(self) -> list[StudyRun]:
+        """The runs and the exact run kept beside them: every map the study read."""
+        return [*self.runs, *([self.exact] if self.exact else [])]
+
+    @cached_property
+    def exact_errors(self) -> dict[str, ExactError]:
+        """Every run's error against the exact map (the reference's first), by key; empty
+        without an exact run."""
+        exact = self.exact
+        if exact is None:
+            return {}
+        runs = [self.reference, *self.others]
+        found = thread_map(
+            lambda run: exact_error(exact.probabilities, run.probabilities, self.cutoff, run.label),
+            runs,
+        )
+        return {run.key: error for run, error in zip(runs, found, strict=True)}
+
+    @cached_property
+    def flip_sides(self) -> dict[str, FlipSides]:
+        """For every run that flips against the reference, which side the exact map takes at
+        each flip, by the run's key; empty without an exact run."""
+        exact = self.exact
+        if exact is None:
+            return {}
+        reference = self.reference
+        return {
+            run.key: flip_sides(
+                exact.probabilities,
+                reference.probabilities,
+                run.probabilities,
+                self.cutoff,
+                (reference.label, run.label),
+            )
+            for run in self.others
+        }
+
+    @cached_property
+    def exact_classes(self) -> np.ndarray | None:
+        """The exact map's class of every pixel at the cutoff (decided in float64), None
+        without an exact run."""
+        if self.exact is None:
+            return None
+        return class_map(self.exact.probabilities, self.cutoff)
+
+    def right_against_exact(self, run: StudyRun) -> np.ndarray | None:
+        """H×W: where ``run``'s class is the exact map's (a pixel tied in the exact map is
+        right nowhere: it has no class); None without an exact run."""
+        truth = self.exact_classes
+        if truth is None or self.exact is None:
+            return None
+        right: np.ndarray = self.classes(run) == truth
+        if self.multiclass:
+            right &= ~tie_mask(self.exact.probabilities)
+        return right
+
+    def exact_summary(self) -> ExactSummary | None:
+        """Every run against the exact run (the reference first), None without one."""
+        if self.exact is None:
+            return None
+        return ExactSummary(
+            run=self.exact.label,
+            cutoff=self.cutoff,
+            multiclass=self.multiclass,
+            errors=tuple(self.exact_errors.values()),
+            flips=tuple(self.flip_sides.values()),
+        )
 
     def _run(self, key: str) -> StudyRun:
         return next(run for run in self.runs if run.key == key)

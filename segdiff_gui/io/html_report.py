@@ -274,6 +274,44 @@ def _summary_table(data: dict[str, Any]) -> str:
     )
 
 
+def _exact_section(exact: dict[str, Any] | None) -> str:
+    """Every run against the exact (float64) run, and which side of each flip is right
+    (``ExactSummary.to_dict``); nothing without an exact run."""
+    if not exact:
+        return ""
+    rows = [
+        [
+            e["label"],
+            f"{e['max_abs']:.3g}",
+            f"{e['mean_abs']:.3g}",
+            f"{e['max_ulp']:,}",
+            f"{e['within_one_ulp']:,} / {e['pixels']:,}",
+            f"{e['wrong']:,}",
+            f"{e['undecidable']:,}",
+        ]
+        for e in exact["errors"]
+    ]
+    table = _table(
+        [
+            "run",
+            "max |Δ|",
+            "mean |Δ|",
+            "max ULP from exact",
+            "pixels within 1 ULP",
+            "wrong classes",
+            "of them undecidable",
+        ],
+        rows,
+    )
+    sentences = "".join(f"<li>{escape(f['sentence'])}</li>" for f in exact["flips"] if f["flips"])
+    return (
+        f"<p>Against the exact run <b>{escape(exact['run'])}</b> (the model in float64, "
+        "beside the reference): ULPs count float32 steps from the exact value rounded to "
+        "float32; a class is undecidable where the exact value lies within 1 float32 ULP of "
+        f"the cutoff.</p>{table}" + (f"<ul>{sentences}</ul>" if sentences else "")
+    )
+
+
 def _verdict_items(determinism: dict[str, str], at_risk: str) -> str:
     verdicts = "".join(f"<li>{escape(name)}: {escape(v)}</li>" for name, v in determinism.items())
     return f"<ul>{verdicts or '<li>no repeats</li>'}<li>{escape(at_risk)}</li></ul>"
@@ -300,9 +338,11 @@ def study_fragment(
     if not study.others:
         return f"<div>{lead}<p>Only the reference: nothing to compare with.</p></div>"
     determinism = {name: v.sentence() for name, v in study.verdicts.items()}
+    exact = study.exact_summary()
     return (
         f"<div>{lead}{_summary_table(data)}"
         f"{_verdict_items(determinism, study.at_risk_sentence())}"
+        f"{_exact_section(exact.to_dict() if exact else None)}"
         f"{_pictures(study, image, picture_width)}</div>"
     )
 
@@ -345,6 +385,10 @@ def _settings_paragraph(data: dict[str, Any]) -> str:
     return f"<p>Model settings{group}: {', '.join(items)}.</p>"
 
 
+def _exact_heading(data: dict[str, Any]) -> str:
+    return "<h2>Which answer is right?</h2>" if data.get("exact") else ""
+
+
 def write_html_report(
     path: str | Path,
     data: dict[str, Any],
@@ -376,6 +420,7 @@ def write_html_report(
 {_settings_paragraph(data)}
 <h2>Every run against the reference</h2>{_summary_table(data)}
 <h2>Determinism and risk</h2>{_verdict_items(determinism, at_risk["sentence"])}
+{_exact_heading(data)}{_exact_section(data.get("exact"))}
 <h2>Pictures</h2>{_pictures(study, image, image_unreadable=image_unreadable)}
 <h2>Flips as a function of the cutoff</h2>{_curve_svg(data)}
 <h2>Every pair of runs (max ULP / flips)</h2>{_table(["", *pairwise["labels"]], pair_rows)}

@@ -64,8 +64,9 @@ def report_data(
                 "config": run.config.to_dict(),
                 "provenance": dict(provenance.get(run.key, {})),
             }
-            for run in study.runs
+            for run in study.all_runs
         ],
+        **({"exact": exact.to_dict()} if (exact := study.exact_summary()) else {}),
     }
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from segdiff_gui.core.diagnosis import diagnose
+from segdiff_gui.core.exact import ExactSummary
 from segdiff_gui.core.findings import Finding
 from segdiff_gui.core.repair import repair_code
 from segdiff_gui.core.study import Study
@@ -81,8 +82,12 @@ class ComparisonSummary:
     determinism: dict[str, str]  # a repeated configuration's verdict, as a sentence
     at_risk_margin: float
     at_risk_pixels: int
+    # Every run against the exact (float64) run, where the group has one: beside the
+    # reference, never in its place.
+    exact: ExactSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        exact = {"exact": self.exact.to_dict()} if self.exact else {}
         return {
             **self.context.to_dict(),
             "cutoff": self.cutoff,
@@ -90,6 +95,7 @@ class ComparisonSummary:
             "comparisons": self.comparisons,
             "determinism": self.determinism,
             "at_risk": {"margin": self.at_risk_margin, "pixels": self.at_risk_pixels},
+            **exact,
         }
 
 
@@ -102,6 +108,7 @@ def comparison_summary(study: Study, context: ReportContext) -> ComparisonSummar
         determinism={name: verdict.sentence() for name, verdict in study.verdicts.items()},
         at_risk_margin=study.margin,
         at_risk_pixels=int(study.at_risk.sum()),
+        exact=study.exact_summary(),
     )
 
 
@@ -133,7 +140,7 @@ def study_report(store: RunStore, study: Study, context: ReportContext) -> dict[
     it had, in words), and the layer probes and precision repairs a cache holds for pairs of
     its runs."""
     provenance = {}
-    for run in study.runs:
+    for run in study.all_runs:
         stored = store.read_run(run.key, with_map=False).provenance
         provenance[run.key] = {
             **stored.to_dict(),

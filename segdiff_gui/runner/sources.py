@@ -16,6 +16,7 @@ from segdiff_gui.storage.selection import select_reference
 from segdiff_gui.storage.studies import (
     RunStore,
     comparable_groups,
+    exact_of,
     group_id,
     group_of,
     group_titles,
@@ -80,12 +81,14 @@ def group_studies(
         # A label like "cpu b1 r0" exists for every image: model/image/group narrow it.
         reference = select_reference(_members(groups), ref)
         chosen = group_of(records, reference)
-        study = load_study(source.store, chosen, cutoff, reference, damaged)
+        exact = exact_of(records, reference)
+        study = load_study(source.store, chosen, cutoff, reference, damaged, exact)
         return [GroupStudy(study, reference, titles[group_id(reference)])]
     studies = []
     for members in groups:
         try:
-            study = load_study(source.store, members, cutoff, None, damaged)
+            exact = exact_of(records, members[0])
+            study = load_study(source.store, members, cutoff, None, damaged, exact)
         except InputError as error:  # no run of the group could be read: the others can
             damaged.append(error)
             continue

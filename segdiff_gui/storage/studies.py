@@ -232,12 +232,15 @@ def load_study(
     cutoff: float,
     reference: RunRecord | None = None,
     damaged: list[InputError] | None = None,
+    exact: RunRecord | None = None,
 ) -> Study:
     """The maps of ``records`` (one comparable group) as a :class:`Study`; records read without
     their map are read again with it. With a ``damaged`` list, a run whose map cannot be read
     (a damaged chunk, a checksum that does not match) is left out and its error added there;
     a group with none left raises the last one's. The exact reference (float64) is left out:
-    it is compared beside the reference, never among the float32 runs (:func:`exact_of`)."""
+    it is compared beside the reference, never among the float32 runs; ``exact`` (the group's,
+    :func:`exact_of`) is read and kept as the study's ``exact`` (one that cannot be read is
+    left out like any run, its error added to ``damaged``)."""
     compared = without_exact(records)
     if records and not compared:
         raise InputError(
@@ -245,19 +248,23 @@ def load_study(
             "is the exact reference (float64): it is compared beside a float32 run, and "
             "there is none of this model and image to compare",
         )
-    runs = []
-    for record in compared:
-        try:
-            full = record if record.probabilities is not None else store.read_run(record.key)
-        except InputError as error:
-            if damaged is None:
-                raise
-            damaged.append(error)
-            continue
-        assert full.probabilities is not None
-        runs.append(study_run(record, full.probabilities))
+    runs = [run for record in compared if (run := _read(store, record, damaged))]
     if not runs:
         assert damaged
         raise damaged.pop()
     chosen = next((run for run in runs if reference and run.key == reference.key), None)
-    return Study(runs, cutoff=cutoff, reference=chosen)
+    return Study(runs, cutoff, chosen, exact=_read(store, exact, damaged) if exact else None)
+
+
+def _read(store: RunStore, record: RunRecord, damaged: list[InputError] | None) -> StudyRun | None:
+    """``record`` with its map as the analysis sees it; with ``damaged``, None (and its error
+    added there) where the map cannot be read, else that error raised."""
+    try:
+        full = record if record.probabilities is not None else store.read_run(record.key)
+    except InputError as error:
+        if damaged is None:
+            raise
+        damaged.append(error)
+        return None
+    assert full.probabilities is not None
+    return study_run(record, full.probabilities)

@@ -12,7 +12,7 @@ from PySide6.QtCore import QPointF, QRectF, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
 from segdiff_gui.core.parallel import thread_map
-from segdiff_gui.core.study import StudyRun
+from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.ui.grid_panels import (
     COLOUR_BAR_ROOM,
     CROSSHAIR_GAP,
@@ -36,8 +36,25 @@ if TYPE_CHECKING:
 __all__ = ["READABLE_PIXEL", "ProbabilityGridView"]
 
 AT_RISK_RGBA = (255, 200, 0, 110)
+# Beside an exact run: a flip where the run is right (its class the exact map's, the
+# reference's not) in cyan; the flips where it is wrong stay magenta.
+RIGHT_FLIP_RGBA = (0, 200, 255, 255)
 _OVERLAY_LUT = np.zeros((256, 4), dtype=np.uint8)
-_OVERLAY_LUT[1], _OVERLAY_LUT[2] = FLIP_RGBA, AT_RISK_RGBA
+_OVERLAY_LUT[1], _OVERLAY_LUT[2], _OVERLAY_LUT[3] = FLIP_RGBA, AT_RISK_RGBA, RIGHT_FLIP_RGBA
+
+
+def _right_flips(study: Study | None, run: StudyRun, factor: int) -> np.ndarray | None:
+    """The (pooled) pixels where ``run`` flips against the reference and is right against the
+    exact map: a pooled block only where none of its flips is wrong. None without an exact
+    run, and for the reference (it flips nowhere)."""
+    if study is None or run.key == study.reference.key:
+        return None
+    right = study.right_against_exact(run)
+    if right is None:
+        return None
+    flips = study.flips(run)
+    settled: np.ndarray = pooled_any(flips & right, factor) & ~pooled_any(flips & ~right, factor)
+    return settled
 
 
 # The colours of a mode without a colour map (ViewMode.colour_map None): a class each.
@@ -297,10 +314,13 @@ class ProbabilityGridView(pg.GraphicsLayoutWidget):  # type: ignore[misc]  # pyq
             elif factor == 1:
                 count = study.flip_count(run)  # unpooled, the blocks are the flips, counted
             marks = flip_marks(flips, factor, self._shape, count)
-            if risky is None:
+            right = _right_flips(study, run, factor)
+            if risky is None and right is None:
                 return flips.view(np.uint8), marks
-            index = risky.view(np.uint8) * np.uint8(2)
+            index = np.zeros(flips.shape, np.uint8) if risky is None else risky.view(np.uint8) * 2
             index[flips] = 1  # a flip shows over the at-risk colour
+            if right is not None:
+                index[right] = 3  # this run is right there, the reference wrong
             return index, marks
 
         for run, (index, (xs, ys)) in zip(shown, thread_map(overlay_of, shown), strict=True):

@@ -25,8 +25,9 @@ from psygnal import SignalGroupDescriptor
 from segdiff_gui.core.analysis import class_map, is_multiclass, ulp_distance
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.floatfmt import float32_bits, format_float32
-from segdiff_gui.core.study import Study, StudyRun, default_reference
+from segdiff_gui.core.exact import undecidable_mask
+from segdiff_gui.core.floatfmt import float32_bits, float64_bits, format_float32, format_float64
+from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore, natural_order, study_run, target_image
 from segdiff_gui.ui import view_modes
@@ -64,6 +65,12 @@ class PixelValue:
     class_index: int
     is_reference: bool
     key: str = ""
+    # Beside an exact (float64) run: float32 steps from the exact value rounded to float32,
+    # and whether the class is the exact map's (None without one; the exact run's own
+    # value is its float64, in full, in ``text`` and ``bits``).
+    exact_ulps: int | None = None
+    right: bool | None = None
+    is_exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,9 @@ class Loaded:
     image: np.ndarray | None = None
     image_problem: InputError | None = None
     unreadable: tuple[InputError, ...] = ()
+    # The exact run (the model in float64), beside the runs and their reference, never one of
+    # the views (issue 36); None where the group has none.
+    exact: StudyRun | None = None
 
 
 @dataclass(eq=False)
@@ -229,7 +239,10 @@ class InspectionModel:
             or cache.reference_key != (self.reference_key)
         ):
             reference = next((run for run in runs if run.key == self.reference_key), None)
-            study = Study(runs, cutoff=self.cutoff, reference=reference or default_reference(runs))
+            exact = self.loaded.exact
+            if exact is not None and exact.probabilities.shape != runs[0].probabilities.shape:
+                exact = None  # it came first, of another map shape than the runs
+            study = Study(runs, self.cutoff, reference, exact=exact)
         elif study.cutoff != self.cutoff:  # keep what the cutoff does not change
             study = study.at_cutoff(self.cutoff)
         cache.study, cache.loaded, cache.reference_key = study, self.loaded, self.reference_key
@@ -321,29 +334,54 @@ class InspectionModel:
         return study.flips(run)
 
     def pixel_values(self, row: int, column: int) -> list[PixelValue]:
-        """Every run's exact value at a pixel, with its difference and ULPs to the reference."""
-        reference = self.reference
-        if reference is None:
+        """Every run's exact value at a pixel, with its difference and ULPs to the reference
+        and, beside an exact run, its ULPs from the exact value and whether its class is the
+        exact map's."""
+        study = self.study
+        if study is None:
             return []
+        reference, exact = study.reference, study.exact
         ref_value = np.float32(self.plane(reference)[row, column])
+        exact_value = None if exact is None else np.float64(self.plane(exact)[row, column])
+        truth = None if exact is None else self._class_at(exact, row, column)
         values = []
-        for run in self.runs:
-            value = np.float32(self.plane(run)[row, column])
-            classes = class_map(run.probabilities[row : row + 1, column : column + 1], self.cutoff)
+        for run in study.all_runs:
+            wide = np.float64(self.plane(run)[row, column])
+            value = np.float32(wide)
+            is_exact = exact is not None and run.key == exact.key
+            class_index = self._class_at(run, row, column)
             values.append(
                 PixelValue(
                     label=run.label,
                     value=value,
-                    text=format_float32(value),
-                    bits=float32_bits(value),
-                    difference=float(np.float64(value) - np.float64(ref_value)),
+                    text=format_float64(wide) if is_exact else format_float32(value),
+                    bits=float64_bits(wide) if is_exact else float32_bits(value),
+                    difference=float(wide - np.float64(ref_value)),
                     ulps=int(ulp_distance(np.asarray(ref_value), np.asarray(value))),
-                    class_index=int(classes[0, 0]),
+                    class_index=class_index,
                     is_reference=run.key == reference.key,
                     key=run.key,
+                    exact_ulps=None
+                    if exact_value is None
+                    else int(ulp_distance(np.asarray(exact_value), np.asarray(value))),
+                    right=None if truth is None else class_index == truth,
+                    is_exact=is_exact,
                 )
             )
         return values
+
+    def undecidable(self, row: int, column: int) -> bool:
+        """Whether float32 cannot decide the pixel's class (its exact value within 1 float32
+        ULP of the cutoff); False without an exact run."""
+        study = self.study
+        if study is None or study.exact is None:
+            return False
+        exact = study.exact.probabilities[row : row + 1, column : column + 1]
+        return bool(undecidable_mask(exact, self.cutoff)[0, 0])
+
+    def _class_at(self, run: StudyRun, row: int, column: int) -> int:
+        classes = class_map(run.probabilities[row : row + 1, column : column + 1], self.cutoff)
+        return int(classes[0, 0])
 
 
 def _read_maps(
@@ -372,17 +410,27 @@ def _joined(
     """``shown`` with ``taken`` runs each in its place and ``errors`` among the unreadable; the
     target image (the group's) read once, a damaged one said once with the unreadable runs.
     The exact reference (float64, issue 36) is not one of the float32 runs shown side by side:
-    it is a comparison of its own, beside the reference, and is left out here."""
+    it is a comparison of its own, beside the reference, kept as ``exact`` (the first in
+    natural order of those of the runs' map shape)."""
+    exact_taken = sorted(
+        ((record, values) for record, values in taken if record.run_config.is_exact),
+        key=lambda pair: natural_order(pair[0]),
+    )
     taken = [(record, values) for record, values in taken if not record.run_config.is_exact]
     records = {**shown.records, **{record.key: record for record, _ in taken}}
     runs = [*shown.runs, *(study_run(record, probabilities) for record, probabilities in taken)]
     runs.sort(key=lambda run: natural_order(records[run.key]))
+    exact = shown.exact
+    shape = runs[0].probabilities.shape if runs else None
+    for record, values in exact_taken:
+        if exact is None and shape in (None, values.shape):
+            exact = study_run(record, values)  # its record is none of the runs' records
     image, problem, unreadable = shown.image, shown.image_problem, [*shown.unreadable, *errors]
     if runs and image is None and problem is None:
         image, problem = target_image(store, records[runs[0].key].target_hash)
         if problem is not None:
             unreadable.append(problem)
-    return Loaded(tuple(runs), MappingProxyType(records), image, problem, tuple(unreadable))
+    return Loaded(tuple(runs), MappingProxyType(records), image, problem, tuple(unreadable), exact)
 
 
 def _unit(_model: InspectionModel, value: float) -> float:

@@ -7,13 +7,15 @@ from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import QHeaderView, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from segdiff_gui.ui.inspection import InspectionModel
+from segdiff_gui.ui.inspection import InspectionModel, PixelValue
 from segdiff_gui.ui.plain_text import tooltip_text
 from segdiff_gui.ui.widgets import cell_text, fill_row, read_only_table
 
 __all__ = ["PixelInspector"]
 
 HEADERS = ("run", "value", "bits", "Δ to reference", "ULPs", "class")
+# Beside an exact (float64) run: each run's float32 steps from the exact value.
+EXACT_HEADER = "ULPs from exact"
 _RUN_COLUMN_LEAST = 110  # pixels: "cpu b64 xl…r0" still says which run
 # A wide row as the table shows it: its width is what the inspector asks of the window, before
 # any pixel is chosen (a first launch sizes its docks while the demo still computes).
@@ -87,17 +89,28 @@ class PixelInspector(QWidget):
         row, column = pixel
         values = self.model.pixel_values(row, column)
         plane = f", class {self.model.class_index}" if self.model.multiclass else ""
-        self.title.setText(f"Pixel row {row}, column {column}{plane}")
+        beside_exact = any(value.is_exact for value in values)
+        undecidable = (
+            "; float32 cannot decide its class (exact value within 1 ULP of the cutoff)"
+            if self.model.undecidable(row, column)
+            else ""
+        )
+        self.title.setText(f"Pixel row {row}, column {column}{plane}{undecidable}")
+        self._set_headers((*HEADERS, EXACT_HEADER) if beside_exact else HEADERS)
         self.table.setRowCount(len(values))
         for index, value in enumerate(values):
-            cells = (
-                value.label + (" (reference)" if value.is_reference else ""),
+            cells: tuple[str, ...] = (
+                value.label
+                + (" (reference)" if value.is_reference else "")
+                + (" (exact)" if value.is_exact else ""),
                 value.text,
                 value.bits,
                 f"{value.difference:+.9g}",
                 f"{value.ulps:,}",
-                str(value.class_index),
+                str(value.class_index) + _rightness(value),
             )
+            if beside_exact:
+                cells += ("—" if value.is_exact else f"{value.exact_ulps:,}",)
             fill_row(self.table, index, cells)
             name = self.table.item(index, 0)
             assert name is not None  # fill_row made it
@@ -109,6 +122,13 @@ class PixelInspector(QWidget):
             needed = self.needed_width()
             if needed > self.width():
                 self.widened.emit(needed)
+
+    def _set_headers(self, headers: tuple[str, ...]) -> None:
+        """The columns, with the exact run's where one is shown (sized again when they change)."""
+        if self.table.columnCount() != len(headers):
+            self.table.setColumnCount(len(headers))
+            self.table.setHorizontalHeaderLabels(list(headers))
+            self._fitted_for = ()
 
     def _run_tip(self, key: str, label: str) -> str:
         """The run's label and what it computed with (names come from files: see
@@ -146,7 +166,8 @@ class PixelInspector(QWidget):
         return columns + frame + margins.left() + margins.right() + slack
 
     def as_tsv(self) -> str:
-        lines = ["\t".join(HEADERS)]
+        columns = range(self.table.columnCount())
+        lines = ["\t".join((*HEADERS, EXACT_HEADER)[c] for c in columns)]
         for row in range(self.table.rowCount()):
             cells = [cell_text(self.table, row, c) for c in range(self.table.columnCount())]
             lines.append("\t".join(cells))
@@ -154,3 +175,10 @@ class PixelInspector(QWidget):
 
     def copy_tsv(self) -> None:
         QGuiApplication.clipboard().setText(self.as_tsv())
+
+
+def _rightness(value: PixelValue) -> str:
+    """A float32 run's class against the exact map's: `` ✓`` right, `` ✗ wrong``."""
+    if value.right is None or value.is_exact:
+        return ""
+    return " ✓" if value.right else " ✗ wrong"

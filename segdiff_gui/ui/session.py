@@ -22,7 +22,13 @@ from segdiff_gui.runner.sweeps import SweepSession
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import RunStore, comparable_groups, group_titles, natural_order
+from segdiff_gui.storage.studies import (
+    RunStore,
+    comparable_groups,
+    exact_of,
+    group_titles,
+    natural_order,
+)
 from segdiff_gui.ui.inspection import InspectionModel
 
 __all__ = ["BundleSession", "MatrixSession", "Planner", "read_runs"]
@@ -136,6 +142,8 @@ class BundleSession:
     damaged: list[UnreadableEntry] = field(default_factory=list)
     groups: list[list[RunRecord]] = field(default_factory=list)
     shown: int = 0
+    # Every readable run, the exact runs (float64) too, which no group holds.
+    scanned: list[RunRecord] = field(default_factory=list)
 
     @property
     def store(self) -> RunStore:
@@ -144,7 +152,8 @@ class BundleSession:
     def read(self) -> None:
         scan = self.bundle.scan()
         self.damaged = scan.damaged
-        self.groups = comparable_groups(scan.records)
+        self.scanned = list(scan.records)
+        self.groups = comparable_groups(self.scanned)
 
     def titles(self) -> list[str]:
         return list(group_titles(self.groups).values())
@@ -159,6 +168,8 @@ class BundleSession:
             return []
         self.shown = index
         group = sorted(self.groups[index], key=natural_order)
+        exact = exact_of(self.scanned, group[0]) if group else None
+        group += [exact] if exact else []  # beside the group's runs, not one of the views
         mapped = sum(math.prod(record.map_shape) * MAP_ITEM_BYTES for record in group)
         if len(group) < 2 or mapped < PROGRESSIVE_FROM_BYTES:
             model.set_runs(self.bundle, group)

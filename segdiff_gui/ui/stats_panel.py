@@ -17,6 +17,7 @@ from segdiff_gui.ui.widgets import fill_row, read_only_table
 __all__ = ["StatsPanel"]
 
 COLUMNS = ("run", "max |Δ|", "mean |Δ|", "max ULP", "differing", "flips")
+EXACT_COLUMN = "vs exact"  # beside an exact (float64) run: each run's error against it
 _PENS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
 
 
@@ -85,9 +86,14 @@ class StatsPanel(QWidget):
         if self._hidden("table") or study is None:
             return
         rows = study.rows()
+        errors = study.exact_errors  # each run against the exact run, where there is one
+        columns = (*COLUMNS, EXACT_COLUMN) if errors else COLUMNS
+        if self.table.columnCount() != len(columns):
+            self.table.setColumnCount(len(columns))
+            self.table.setHorizontalHeaderLabels(list(columns))
         self.table.setRowCount(len(rows))
         for index, row in enumerate(rows):
-            cells = (
+            cells: tuple[str, ...] = (
                 row["label"],
                 f"{row['max_abs']:.3g}",
                 f"{row['mean_abs']:.3g}",
@@ -95,9 +101,13 @@ class StatsPanel(QWidget):
                 f"{row['differing_pixels']:,}",
                 f"{row['flips']:,}" + (f" (+{row['ties']:,} tied)" if row["ties"] else ""),
             )
+            cells += (errors[row["key"]].summary(),) if errors else ()
             fill_row(self.table, index, cells)
         lines = [f"{name}: {verdict.sentence()}" for name, verdict in study.verdicts.items()]
         lines.append(study.at_risk_sentence())
+        if errors:  # the reference against the exact run, and which side of each flip is right
+            lines.append(errors[study.reference.key].sentence(study.multiclass))
+            lines += [sides.sentence() for sides in study.flip_sides.values() if sides.flips]
         tied = max(rows, key=lambda row: row["ties"], default=None)
         if tied is not None and tied["ties"]:
             lines.append(

@@ -14,6 +14,7 @@ from segdiff_gui.ui.view_planes import (
     PlaneSource,
     ViewPlanes,
     difference_planes,
+    exact_error_planes,
     flip_planes,
     probability_planes,
     ulp_planes,
@@ -75,6 +76,16 @@ VIEW_MODES: tuple[ViewMode, ...] = (
         planes=flip_planes,
         colour_map=None,
         follows_cutoff=True,
+    ),
+    ViewMode(
+        name="error against exact",
+        menu_text="&Error against exact",
+        tip="Each run minus the exact map (the model in float64, precision=float64): its "
+        "float32 error, blue below, red above, symmetric levels",
+        shortcut="Ctrl+5",
+        planes=exact_error_planes,
+        colour_map="CET-D1",
+        scaled=True,
     ),
 )
 

@@ -24,6 +24,7 @@ __all__ = [
     "PlaneSource",
     "ViewPlanes",
     "difference_planes",
+    "exact_error_planes",
     "flip_planes",
     "probability_planes",
     "ulp_planes",
@@ -85,19 +86,52 @@ def difference_planes(source: PlaneSource, reference: StudyRun) -> ViewPlanes:
     """Each run minus the reference, at symmetric levels: shared, or each view's own."""
     ref_plane = source.plane(reference)
     planes = {run.key: difference_map(ref_plane, source.plane(run)) for run in source.runs}
+    return _symmetric(source, planes, reference.key, "= ref", ("Δ", None))
+
+
+def exact_error_planes(source: PlaneSource, reference: StudyRun) -> ViewPlanes:
+    """Each run minus the exact (float64) map, the error of its float32 (the difference taken
+    in float64, shown as float32), at symmetric levels; all transparent without an exact
+    run, the colour bar saying so."""
+    study = source.study
+    exact = study.exact if study is not None else None
+    if exact is None:
+        shape = reference.probabilities.shape[:2]
+        planes = {run.key: np.full(shape, np.nan, np.float32) for run in source.runs}
+        texts = dict.fromkeys(planes, "no exact run")
+        label = "no exact run: add precision=float64"
+        return ViewPlanes(planes, dict.fromkeys(planes, (-1.0, 1.0)), (-1.0, 1.0), label, texts)
+    exact_plane = np.asarray(source.plane(exact), dtype=np.float64)
+    planes = {
+        run.key: (np.asarray(source.plane(run), dtype=np.float64) - exact_plane).astype(np.float32)
+        for run in source.runs
+    }
+    return _symmetric(source, planes, exact.key, "= exact", ("Δ from exact", "Δ from exact"))
+
+
+def _symmetric(
+    source: PlaneSource,
+    planes: dict[str, np.ndarray],
+    zero_key: str,
+    same: str,
+    what: tuple[str, str | None],
+) -> ViewPlanes:
+    """Signed ``planes`` at symmetric levels, shared or each view's own (then each view's
+    title says its scale, ``same`` where it is all 0; none for ``zero_key``'s view).
+    ``what`` names the values on the colour bar: per view, and shared (None: unnamed)."""
     largest = {key: _largest(plane) for key, plane in planes.items()}
     own = {key: value or 1e-9 for key, value in largest.items()}
     if source.level_mode == "per view":
         levels = {key: (-limit, limit) for key, limit in own.items()}
         texts = {
-            key: f"±{value:.2g}" if value else "= ref"
+            key: f"±{value:.2g}" if value else same
             for key, value in largest.items()
-            if key != reference.key
+            if key != zero_key
         }
-        return ViewPlanes(planes, levels, (-1.0, 1.0), "Δ / each view's ±max", texts)
+        return ViewPlanes(planes, levels, (-1.0, 1.0), f"{what[0]} / each view's ±max", texts)
     shared = max(own.values(), default=1e-9)
     bar = (-shared, shared)
-    return ViewPlanes(planes, dict.fromkeys(planes, bar), bar, None, {})
+    return ViewPlanes(planes, dict.fromkeys(planes, bar), bar, what[1], {})
 
 
 def ulp_planes(source: PlaneSource, reference: StudyRun) -> ViewPlanes:

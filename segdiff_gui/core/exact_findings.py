@@ -1,0 +1,90 @@
+"""What a diagnosis says against the exact (float64) map: each run's error, which side of
+each flip is right, and which run is wrong where float32 could have decided (core/exact.py
+measures; core/diagnosis.py asks)."""
+
+from __future__ import annotations
+
+from segdiff_gui.core.analysis import at_cutoff
+from segdiff_gui.core.exact import undecidable_words
+from segdiff_gui.core.findings import Finding, plural, verb
+from segdiff_gui.core.runtimes import EXACT_PRECISION
+from segdiff_gui.core.study import Study
+
+__all__ = ["exact_findings"]
+
+
+def exact_findings(study: Study) -> list[Finding]:
+    """The ``exact`` topic: nothing without an exact run, or without runs to measure."""
+    errors = study.exact_errors
+    if not errors:
+        return []
+    cutoff_text = at_cutoff(study.cutoff, study.multiclass)
+    runs = [study.reference, *study.others]
+    findings = [
+        Finding(
+            "exact",
+            errors[run.key].sentence(study.multiclass),
+            f"{errors[run.key].max_ulp:,} ULP, {errors[run.key].wrong:,} wrong",
+        )
+        for run in runs
+    ]
+    findings += [
+        Finding(
+            "exact",
+            sides.sentence(),
+            f"{sides.first_right:,} : {sides.second_right:,}",
+        )
+        for sides in study.flip_sides.values()
+        if sides.flips
+    ]
+    wrong = [(run, errors[run.key]) for run in runs if errors[run.key].decided_wrong]
+    undecided = sum(errors[run.key].undecidable for run in runs)
+    if not wrong:
+        if undecided:
+            who = "Neither is" if len(runs) == 2 else "None of the runs is"
+            findings.append(
+                Finding(
+                    "exact",
+                    f"{who} wrong: wherever a run's class differs from the exact map's "
+                    f"{cutoff_text} ({plural(undecided, 'pixel')} over the runs), the pixel "
+                    f"{undecidable_words(1, study.multiclass, study.cutoff)}, where float32 "
+                    "cannot decide its class: the runs differ there by rounding, not error.",
+                    f"{undecided:,} undecidable",
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    "exact",
+                    f"Every run's classes {cutoff_text} are the exact map's.",
+                    "0 wrong",
+                )
+            )
+        return findings
+    for run, error in wrong:
+        also = (
+            f"; {error.undecidable:,} more "
+            f"{undecidable_words(error.undecidable, study.multiclass, study.cutoff)}"
+            if error.undecidable
+            else ""
+        )
+        findings.append(
+            Finding(
+                "exact",
+                f"{run.label} is wrong at {plural(error.decided_wrong, 'pixel')} {cutoff_text}: "
+                f"its class there differs from the exact ({EXACT_PRECISION}) map's, and "
+                f"float32 could have decided {verb(error.decided_wrong, 'it', 'them')}{also}.",
+                f"{error.decided_wrong:,} wrong",
+            )
+        )
+    right = [run.label for run in runs if not errors[run.key].decided_wrong]
+    if right:
+        findings.append(
+            Finding(
+                "exact",
+                f"{', '.join(right)} {verb(len(right), 'is', 'are')} right at every pixel "
+                "float32 can decide.",
+                "0 wrong",
+            )
+        )
+    return findings

@@ -1,0 +1,47 @@
+"""A study with an exact (float64) run, built in memory: crafted maps with known answers for
+what every front end shows of "exact"."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.study import Study, StudyRun
+
+CUT = 0.5
+C32 = float(np.float32(CUT))
+BELOW = float(np.nextafter(np.float32(CUT), np.float32(0)))
+
+
+def exact_config() -> RunConfig:
+    """precision=float64: the exact run's configuration."""
+    return RunConfig(precision="float64")
+
+
+def study_run(
+    label: str, config: RunConfig, probabilities: np.ndarray, repeat: int = 0
+) -> StudyRun:
+    return StudyRun(f"key-{label}-{repeat}", f"{label} r{repeat}", config, repeat, probabilities)
+
+
+def exact_values() -> np.ndarray:
+    """20×20 exact values from 0.3 to 0.7, the first on the cutoff, the second a hair below."""
+    values = np.linspace(0.3, 0.7, 400).reshape(20, 20)
+    values[0, 0], values[0, 1] = C32, C32 - 1e-12
+    return values
+
+
+def bf16_study(cutoff: float = CUT) -> Study:
+    """cpu (the exact values correctly rounded), bf16 (shifted by 3e-3: 3 pixels wrong where
+    float32 decides, 1 where it cannot) and the exact run."""
+    exact = exact_values()
+    return Study(
+        [
+            study_run("cpu", RunConfig(), exact.astype(np.float32)),
+            study_run(
+                "bf16", RunConfig(precision="mixed_bfloat16"), (exact + 3e-3).astype(np.float32)
+            ),
+        ],
+        cutoff=cutoff,
+        exact=study_run("fp64", exact_config(), exact),
+    )
