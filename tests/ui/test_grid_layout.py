@@ -95,7 +95,9 @@ def test_the_crosshair_spans_the_image_and_leaves_the_chosen_pixel_clear():
 
 
 @pytest.mark.slow
-def test_every_view_draws_the_crosshair_through_the_chosen_pixel(window_for, fake_demo_cache, qtbot):
+def test_every_view_draws_the_crosshair_through_the_chosen_pixel(
+    window_for, fake_demo_cache, qtbot
+):
     window = window_for("--cache", fake_demo_cache.root, "--no-run")
     window.model.selected_pixel = (100, 60)
     qtbot.wait(50)

@@ -145,7 +145,9 @@ def test_the_repair_dialog_lists_the_trials_and_offers_the_code(qtbot):
 
 
 @pytest.mark.slow
-def test_probing_from_the_window_shows_the_demo_layers(window_for, fake_demo_cache, qtbot, tmp_path):
+def test_probing_from_the_window_shows_the_demo_layers(
+    window_for, fake_demo_cache, qtbot, tmp_path
+):
     root = tmp_path / "cache"
     shutil.copytree(fake_demo_cache.root, root)
     window = window_for("--cache", root, "--no-run")

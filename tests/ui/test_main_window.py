@@ -42,7 +42,9 @@ def test_every_view_shows_the_whole_image_at_the_same_size(window_for, fake_demo
     assert x0 <= 0 and x1 >= 256  # the whole width of the demo image is in view
 
 
-def test_the_maps_get_their_share_however_wide_the_docks_contents(window_for, fake_demo_cache, qtbot):
+def test_the_maps_get_their_share_however_wide_the_docks_contents(
+    window_for, fake_demo_cache, qtbot
+):
     window = window_for("--cache", fake_demo_cache.root, "--no-run")
     window.analysis.sweep_panel.set_truth(Path("/a/very/long/folder" * 20) / "masks")
     window.resize(1100, 700)
@@ -163,7 +165,9 @@ def test_zooming_far_out_stops_and_the_whole_image_comes_back(window_for, fake_d
     assert x0 <= 0 and x1 >= 256 and y0 <= 0 and y1 >= 256
 
 
-def test_export_writes_the_mask_core_computes(window_for, fake_demo_cache, qtbot, tmp_path, monkeypatch):
+def test_export_writes_the_mask_core_computes(
+    window_for, fake_demo_cache, qtbot, tmp_path, monkeypatch
+):
     from PySide6.QtWidgets import QFileDialog
 
     window = window_for("--cache", fake_demo_cache.root, "--no-run")
