@@ -98,7 +98,11 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
                 markup=False,
             )
         if not study.others:
-            out.print(f"only {study.reference.label}: nothing to compare with", markup=False)
+            # One float32 run has nothing beside it, but an exact run still measures it.
+            beside = "; against the exact run:" if study.exact else ": nothing to compare with"
+            out.print(f"only {study.reference.label}{beside}", markup=False)
+            for line in exact_lines(study):
+                say(out, line)
             continue
         out.print(differences_table(study, record.target_name))
         for line in plain_sentences(study) + verdict_lines(study) + exact_lines(study):

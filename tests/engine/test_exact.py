@@ -100,7 +100,12 @@ def test_a_cache_holding_an_exact_run_lists_and_compares(demo_runs):
     assert group["reference"] == records["tf"].label  # the only float32 run: none beside it
     assert group["comparisons"] == [], group["comparisons"]
     plain = segdiff("compare", "--cache", root)
-    assert plain.returncode == 0 and "fp64" not in plain.stdout, plain.stdout
+    assert plain.returncode == 0, plain.stderr
+    text = " ".join(plain.stdout.split())
+    # The lone float32 run is measured against the exact run, never compared as one of two.
+    assert f"only {records['tf'].label}; against the exact run:" in text, text
+    assert f"Exact: {records['fp64'].label}, the model in float64" in text, text
+    assert "nothing to compare with" not in text, text
 
 
 def _numpy_conv_norm(weights: dict[str, np.ndarray], image: np.ndarray) -> np.ndarray:
