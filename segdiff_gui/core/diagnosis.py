@@ -14,7 +14,7 @@ from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution, 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_findings import cutoff_findings, quietest_cutoff
 from segdiff_gui.core.deployment import Conversion, deployment_advice, is_conversion
-from segdiff_gui.core.exact_findings import exact_findings
+from segdiff_gui.core.exact_findings import exact_findings, exact_missing
 from segdiff_gui.core.findings import Finding, plural, verb
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.knobs import KNOBS
@@ -343,6 +343,7 @@ def diagnose(study: Study) -> list[Finding]:
     findings += _advice(study, alone, cutoff_text)
     findings += emulation_findings(study, _first_repeats(study), cutoff_text)
     findings += remedy_findings(study, _first_repeats(study), alone)
+    findings += exact_missing(study)
     if not any(run.config.is_gpu for run in study.runs):
         findings.append(emulation_missing(study))
     unmeasured = [knob.name for knob, _ in KNOB_GROUPS if knob.name not in varied]

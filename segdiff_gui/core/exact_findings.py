@@ -4,13 +4,45 @@ measures; core/diagnosis.py asks)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from segdiff_gui.core.analysis import at_cutoff
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.exact import undecidable_words
 from segdiff_gui.core.findings import Finding, plural, verb
+from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.runtimes import EXACT_PRECISION
 from segdiff_gui.core.study import Study
 
-__all__ = ["exact_findings"]
+__all__ = ["exact_findings", "exact_missing"]
+
+
+def exact_missing(study: Study) -> list[Finding]:
+    """Said where runs flip and no exact run was measured: which side of the flips is right is
+    then unknown, and the exact run that would say it, where the reference's configuration can
+    be computed in float64 (else the plain one on its device)."""
+    if study.exact is not None:
+        return []
+    flips = sum(study.flip_count(run) for run in study.others)
+    if not flips:
+        return []
+    reference = study.reference.config
+    try:
+        exact = replace(reference, precision=EXACT_PRECISION, keep_float32=(), emulate="off")
+        exact = replace(exact, tf32=True)
+    except ConfigError:
+        exact = RunConfig(device=reference.device, precision=EXACT_PRECISION)
+    spec = KNOBS.changed_spec(exact)
+    return [
+        Finding(
+            "not measured",
+            f"Which side of the {plural(flips, 'flip')} is right was not measured: the runs "
+            f"say how far apart they are, not which is nearer the exact answer. Run {spec} (the "
+            "model in float64) to know.",
+            measure=(spec,),
+        )
+    ]
 
 
 def exact_findings(study: Study) -> list[Finding]:

@@ -99,3 +99,29 @@ def test_neither_is_wrong_where_every_disagreement_is_within_an_ulp_of_the_cutof
         "cutoff, where float32 cannot decide its class: the runs differ there by rounding, "
         "not error."
     )
+
+
+def test_flips_without_an_exact_run_offer_the_run_that_says_which_side_is_right():
+    exact = exact_values()
+    cpu = study_run("cpu", RunConfig(), exact.astype(np.float32))
+    bf16 = study_run(
+        "bf16", RunConfig(precision="mixed_bfloat16"), (exact + 3e-3).astype(np.float32)
+    )
+    flips = Study([bf16, cpu], cutoff=CUT).flip_count(bf16)
+    assert flips > 0
+    (missing,) = [f for f in diagnose(Study([bf16, cpu], cutoff=CUT)) if "Which side" in f.sentence]
+    assert missing.topic == "not measured" and missing.measure == ("precision=float64",)
+    assert missing.sentence.startswith(f"Which side of the {flips} flips is right was not measured")
+    # A reference that cannot compute in float64 (a converted model): the plain exact run.
+    litert = study_run("litert", RunConfig(runtime="litert"), exact.astype(np.float32))
+    (missing,) = [
+        f for f in diagnose(Study([bf16, litert], cutoff=CUT, reference=litert))
+        if "Which side" in f.sentence
+    ]  # fmt: skip
+    assert missing.measure == ("precision=float64",)
+    # Measured: the exact run answers it; no flips: nothing to answer.
+    fp64 = study_run("fp64", exact_config(), exact)
+    answered = diagnose(Study([bf16, cpu], cutoff=CUT, exact=fp64))
+    assert not [f for f in answered if "Which side" in f.sentence]
+    b8 = study_run("b8", RunConfig(batch=8), exact.astype(np.float32))
+    assert not [f for f in diagnose(Study([b8, cpu], cutoff=CUT)) if "Which side" in f.sentence]
