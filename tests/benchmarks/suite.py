@@ -561,21 +561,23 @@ def conversions(work: Path) -> list[Figure]:
 
 
 def exact(work: Path) -> list[Figure]:
-    """The exact reference (float64) against the float32 run on the demo, in one child: its
-    forward pass's time (ratio) at batch 1 and 8, and every float32 map's distance from it
-    (see bench_exact)."""
+    """The exact reference (float64) and emulated TF32 against the float32 run on the demo, in
+    one child: their forward passes' time (ratio) at batch 1 and 8, and every float32 map's
+    distance from the exact one (see bench_exact)."""
     from tests.benchmarks.bench_exact import BATCHES, measure
 
     found = measure(work)
     ms = found["ms"]
     figures = []
     for batch in BATCHES:
-        single, double = ms[batch, "float32"], ms[batch, "float64"]
+        single, double, tf32 = ms[batch, "float32"], ms[batch, "float64"], ms[batch, "tf32"]
         figures += [
             Figure("exact", f"batch {batch}: float64 forward pass ({single:.1f} ms float32, "
                    f"{found['images']} images)", double, "ms", "—", True),
             Figure("exact", f"batch {batch}: float64 / float32 time", double / single, "×",
                    "≤ 4", double / single <= 4),
+            Figure("exact", f"batch {batch}: emulated TF32 / float32 time", tf32 / single, "×",
+                   "≤ 2", tf32 / single <= 2),
         ]  # fmt: skip
     return [
         *figures,
