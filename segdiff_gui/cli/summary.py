@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from segdiff_gui.core.analysis import flips_heading
+from segdiff_gui.core.exact_findings import flip_sides_named
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study
 
@@ -72,7 +73,7 @@ def exact_lines(study: Study) -> list[str]:
         f"Exact: {study.exact.label}, the model in float64 (beside the reference, not in its "
         "place); ≤1 ULP counts float32 steps from the exact value rounded to float32.",
         reference.sentence(study.multiclass),
-        *(sides.sentence() for sides in study.flip_sides.values() if sides.flips),
+        *(sides.sentence() for sides in flip_sides_named(study) if sides.flips),
     ]
 
 

@@ -9,13 +9,23 @@ from dataclasses import replace
 from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import ConfigError
-from segdiff_gui.core.exact import undecidable_words
+from segdiff_gui.core.exact import FlipSides, undecidable_words
 from segdiff_gui.core.findings import Finding, plural, verb
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.runtimes import EXACT_PRECISION
 from segdiff_gui.core.study import Study
 
-__all__ = ["exact_findings", "exact_missing"]
+__all__ = ["exact_findings", "exact_missing", "flip_sides_named"]
+
+
+def flip_sides_named(study: Study) -> list[FlipSides]:
+    """Which side of each run's flips is right, a configuration's repeats that agree bit for
+    bit said once, named together."""
+    sides = study.flip_sides
+    return [
+        replace(sides[run.key], second=label)
+        for label, run in study.repeats_named_together(study.others)
+    ]
 
 
 def exact_missing(study: Study) -> list[Finding]:
@@ -52,6 +62,10 @@ def exact_findings(study: Study) -> list[Finding]:
         return []
     cutoff_text = at_cutoff(study.cutoff, study.multiclass)
     runs = [study.reference, *study.others]
+    # A configuration's repeats that agree bit for bit are said once, named together.
+    named = study.repeats_named_together(runs)
+    errors = {run.key: replace(errors[run.key], label=label) for label, run in named}
+    runs = [run for _, run in named]
     findings = [
         Finding(
             "exact",
@@ -61,15 +75,11 @@ def exact_findings(study: Study) -> list[Finding]:
         for run in runs
     ]
     findings += [
-        Finding(
-            "exact",
-            sides.sentence(),
-            f"{sides.first_right:,} : {sides.second_right:,}",
-        )
-        for sides in study.flip_sides.values()
+        Finding("exact", sides.sentence(), f"{sides.first_right:,} : {sides.second_right:,}")
+        for sides in flip_sides_named(study)
         if sides.flips
     ]
-    wrong = [(run, errors[run.key]) for run in runs if errors[run.key].decided_wrong]
+    wrong = [errors[run.key] for run in runs if errors[run.key].decided_wrong]
     undecided = sum(errors[run.key].undecidable for run in runs)
     if not wrong:
         if undecided:
@@ -93,7 +103,7 @@ def exact_findings(study: Study) -> list[Finding]:
                 )
             )
         return findings
-    for run, error in wrong:
+    for error in wrong:
         also = (
             f"; {error.undecidable:,} more "
             f"{undecidable_words(error.undecidable, study.multiclass, study.cutoff)}"
@@ -103,13 +113,13 @@ def exact_findings(study: Study) -> list[Finding]:
         findings.append(
             Finding(
                 "exact",
-                f"{run.label} is wrong at {plural(error.decided_wrong, 'pixel')} {cutoff_text}: "
+                f"{error.label} is wrong at {plural(error.decided_wrong, 'pixel')} {cutoff_text}: "
                 f"its class there differs from the exact ({EXACT_PRECISION}) map's, and "
                 f"float32 could have decided {verb(error.decided_wrong, 'it', 'them')}{also}.",
                 f"{error.decided_wrong:,} wrong",
             )
         )
-    right = [run.label for run in runs if not errors[run.key].decided_wrong]
+    right = [errors[run.key].label for run in runs if not errors[run.key].decided_wrong]
     if right:
         findings.append(
             Finding(

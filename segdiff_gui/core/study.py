@@ -217,6 +217,40 @@ class Study:
             right &= ~tie_mask(self.exact.probabilities)
         return right
 
+    def repeats_named_together(self, runs: Sequence[StudyRun]) -> list[tuple[str, StudyRun]]:
+        """``runs``, a configuration's later repeats left out where their map is an earlier
+        repeat's bit for bit, each run kept with the label that names all it stands for
+        (``cpu b1 r0, r1``): what is said of one is then said once."""
+        groups: list[list[StudyRun]] = []
+        for run in sorted(runs, key=lambda run: run.repeat):
+            same = next(
+                (
+                    group
+                    for group in groups
+                    if group[0].identity == run.identity
+                    and np.array_equal(
+                        group[0].probabilities.view(np.uint8), run.probabilities.view(np.uint8)
+                    )
+                ),
+                None,
+            )
+            if same is None:
+                groups.append([run])
+            else:
+                same.append(run)
+        order = {run.key: index for index, run in enumerate(runs)}
+        groups.sort(key=lambda group: order[group[0].key])
+        return [
+            (
+                group[0].label
+                if len(group) == 1
+                else f"{self.configuration_of(group[0])} "
+                + ", ".join(f"r{run.repeat}" for run in group),
+                group[0],
+            )
+            for group in groups
+        ]
+
     def exact_summary(self) -> ExactSummary | None:
         """Every run against the exact run (the reference first), None without one."""
         if self.exact is None:

@@ -125,3 +125,28 @@ def test_flips_without_an_exact_run_offer_the_run_that_says_which_side_is_right(
     assert not [f for f in answered if "Which side" in f.sentence]
     b8 = study_run("b8", RunConfig(batch=8), exact.astype(np.float32))
     assert not [f for f in diagnose(Study([b8, cpu], cutoff=CUT)) if "Which side" in f.sentence]
+
+
+def test_repeats_that_agree_bit_for_bit_are_said_once_against_the_exact_map():
+    exact = exact_values()
+    cpu = study_run("cpu", RunConfig(), exact.astype(np.float32))
+    bf16 = RunConfig(precision="mixed_bfloat16")
+    shifted = (exact + 3e-3).astype(np.float32)
+    first, again = study_run("bf16", bf16, shifted, 0), study_run("bf16", bf16, shifted.copy(), 1)
+    fp64 = study_run("fp64", exact_config(), exact)
+    said = [f.sentence for f in diagnose(Study([cpu, first, again], cutoff=CUT, exact=fp64))]
+    assert sum(s.startswith("bf16 r0, r1 against the exact float64 map") for s in said) == 1
+    assert not [s for s in said if s.startswith(("bf16 r0 ", "bf16 r1 "))]
+    assert sum("and bf16 r0, r1 disagree on" in s for s in said) == 1
+    assert sum(s.startswith("bf16 r0, r1 is wrong at") for s in said) == 1
+    # A repeat that moved is said on its own.
+    moved = shifted.copy()
+    moved[5, 5] = np.nextafter(moved[5, 5], np.float32(1))
+    said = [
+        f.sentence
+        for f in diagnose(
+            Study([cpu, first, study_run("bf16", bf16, moved, 1)], cutoff=CUT, exact=fp64)
+        )
+    ]
+    assert sum(s.startswith("bf16 r0 against the exact") for s in said) == 1
+    assert sum(s.startswith("bf16 r1 against the exact") for s in said) == 1
