@@ -53,7 +53,7 @@ def test_the_maps_get_their_share_however_wide_the_docks_contents(
 
 
 def test_a_first_launch_gives_the_inspector_the_width_of_its_columns(
-    window_for, fake_demo_cache, qtbot, tmp_path
+    window_for, fake_demo_cache, qtbot, tmp_path, fake_engine
 ):
     # A first launch: no saved layout, and no run yet (the demo computes in the background).
     window = window_for("--cache", tmp_path / "empty", "--no-run")
@@ -196,7 +196,9 @@ def children_of_this_process():
     return engine_children()
 
 
-def test_a_failed_run_is_shown_and_the_rest_complete(qtbot, models, small_images, tmp_path):
+def test_a_failed_run_is_shown_and_the_rest_complete(
+    qtbot, models, small_images, tmp_path, fake_engine
+):
     from segdiff_gui.ui.inspection import InspectionModel
     from segdiff_gui.ui.main_window import MainWindow
     from segdiff_gui.ui.session import MatrixSession
@@ -406,7 +408,7 @@ def test_choosing_another_target_replans_on_that_image(window_for, fake_demo_cac
     assert "cpu b64 copies r0" in labels
 
 
-def test_probing_devices_offers_them_in_the_matrix(window_for, fake_demo_cache, qtbot):
+def test_probing_devices_offers_them_in_the_matrix(window_for, fake_demo_cache, qtbot, fake_engine):
     window = window_for("--cache", fake_demo_cache.root, "--no-run")
     window.sessions.questions.probe_devices()
     qtbot.waitUntil(
@@ -489,7 +491,7 @@ def test_a_single_flip_in_a_large_map_stays_visible_zoomed_out(qtbot, tmp_path):
     assert panel.overlay.image.shape == (2048, 2048) and panel.overlay.image[1001, 1502] == 1
 
 
-def test_a_new_window_that_runs_asks_no_inspection_child(qtbot, tmp_path, monkeypatch):
+def test_a_new_window_that_runs_asks_no_inspection_child(qtbot, tmp_path, monkeypatch, fake_engine):
     # Issue 18: on a fresh cache the run child says what the model is; a child of its own
     # would take a core from the first map.
     from segdiff_gui.runner import devices
@@ -504,12 +506,14 @@ def test_a_new_window_that_runs_asks_no_inspection_child(qtbot, tmp_path, monkey
     window.show()
     window.start_runs()  # as segdiff-gui does right after showing the window
     qtbot.waitUntil(lambda: window.worker is None, timeout=180_000)
-    assert "input 256×256×1" in window.run_panel.model_info.text()
+    # What the (fake) run child said of its model: a fully convolutional one-channel sigmoid.
+    said = "keras model · input ?×?×?×1 · output mask ?×?×1 sigmoid"
+    assert said in window.run_panel.model_info.text()
     assert asked == []
     # The answer is remembered for the model file, as an inspection's would be.
     again, _ = build_window(["--cache", cache, "--no-run"])
     qtbot.addWidget(again)
-    qtbot.waitUntil(lambda: "input 256×256×1" in again.run_panel.model_info.text(), timeout=10_000)
+    qtbot.waitUntil(lambda: said in again.run_panel.model_info.text(), timeout=10_000)
     assert asked == []
     window.close()
     again.close()
