@@ -30,7 +30,7 @@ def test_the_diagnosis_tab_follows_the_cutoff(window_for, fake_demo_cache, qtbot
 
 
 def test_explaining_a_pair_shows_direct_comparisons_and_runs_what_is_missing(
-    window_for, fake_demo_cache, qtbot, tmp_path
+    window_for, fake_demo_cache, qtbot, tmp_path, fake_engine
 ):
     root = tmp_path / "cache"
     shutil.copytree(fake_demo_cache.root, root)
@@ -69,7 +69,9 @@ def test_explaining_a_pair_shows_direct_comparisons_and_runs_what_is_missing(
     assert "cpu b64 xla r0" in [run.label for run in window.model.runs]  # it joined the views
 
 
-def test_a_sweep_fills_a_sortable_table_and_a_row_opens_its_image(window_for, tmp_path, qtbot):
+def test_a_sweep_fills_a_sortable_table_and_a_row_opens_its_image(
+    window_for, tmp_path, qtbot, fake_engine
+):
     window = window_for("--cache", tmp_path / "cache", "--no-run")
     editor = window.run_panel.editor
     editor.load([RunConfig(), RunConfig(precision="mixed_bfloat16")], 1)
