@@ -158,7 +158,7 @@ def test_a_sweeps_footer_counts_what_was_computed_and_what_was_cached(
 
 
 def test_your_own_map_is_imported_and_reproduced_in_the_window(
-    window, qtbot, models, small_images, tmp_path
+    window, qtbot, models, small_images, tmp_path, fake_engine
 ):
     """Issue 32: File › Import maps… shows the map beside segdiff's runs, labelled imported
     and never the reference; Analysis › Reproduce your map… names the configuration."""
