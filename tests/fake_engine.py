@@ -22,6 +22,10 @@ test's own) by the label of the run they strike:
   kills itself with SIGKILL before any run, as the OOM killer does while a model loads;
 - ``FAKE_ENGINE_SLOW_FIRST_S``: the first run of each batch size takes this long, saying
   "compiling kernels" every ``FAKE_ENGINE_HEARTBEAT_S`` meanwhile.
+
+What Keras safe mode refuses, the fake refuses as the real child does, with the same
+``ChildFatal`` (core/trust.py's words and fix), to an inspection and to a run: a SavedModel
+folder, and a ``.keras`` file whose config holds a Lambda layer, unless the model is trusted.
 """
 
 from __future__ import annotations
@@ -35,12 +39,14 @@ import socket
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from segdiff_gui.core.environment import KEYED_VARIABLES
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.protocol import (
     BatchProgress,
@@ -52,6 +58,7 @@ from segdiff_gui.core.protocol import (
     RunStarted,
 )
 from segdiff_gui.core.timestamps import local_timestamp
+from segdiff_gui.core.trust import untrusted_keras_code, untrusted_saved_model
 from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.provenance import Provenance
@@ -174,6 +181,25 @@ def _model_answer(channels: int) -> ModelAnswer:
     )
 
 
+def _safe_mode_refusal(model_path: str, trust: bool) -> ChildFatal | None:
+    """What the real child says of a model Keras safe mode refuses to load, or None."""
+    path = Path(model_path)
+    refusal: InputError | None = None
+    if trust:
+        return None
+    if path.is_dir():
+        refusal = untrusted_saved_model(path)
+    elif zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            config = archive.read("config.json") if "config.json" in names else b""
+        if b'"Lambda"' in config:
+            refusal = untrusted_keras_code(path)
+    if refusal is None:
+        return None
+    return ChildFatal(str(refusal.path), refusal.problem, fix=refusal.fix)
+
+
 def _fault(name: str, label: str) -> bool:
     wanted = os.environ.get(name)
     return bool(wanted) and wanted in label
@@ -243,6 +269,9 @@ def _run(channel: _Channel) -> int:
         with contextlib.suppress(OSError):  # a flag that cannot be made: every child dies
             Path(flag).touch()
         os.kill(os.getpid(), signal.SIGKILL)
+    if refused := _safe_mode_refusal(job.model_path, job.trust_model):
+        channel.send(refused)
+        return 3  # as the real child exits on an input error
     cache = ResultCache(job.cache_root)
     decoded: dict[int, np.ndarray] = {}
     compiled: set[int] = set()
@@ -293,6 +322,9 @@ def main(argv: list[str]) -> int:
         path = request.get("model_path", "")
         if not Path(path).exists():
             channel.send(ChildFatal(path, "no such model file"))
+            return 0
+        if refused := _safe_mode_refusal(path, bool(request.get("trust_model", False))):
+            channel.send(refused)
             return 0
         channel.send(_model_answer(1))
         return 0

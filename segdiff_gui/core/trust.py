@@ -7,7 +7,7 @@ from pathlib import Path
 
 from segdiff_gui.core.errors import InputError
 
-__all__ = ["untrusted_saved_model"]
+__all__ = ["untrusted_keras_code", "untrusted_saved_model"]
 
 
 def untrusted_saved_model(path: str | Path) -> InputError:
@@ -17,5 +17,16 @@ def untrusted_saved_model(path: str | Path) -> InputError:
         "is a TensorFlow SavedModel, whose graph can run file and system operations; "
         "Keras safe mode refuses it, so trust the model (safe mode off) only if you "
         "trust its source",
+        fix="trust_model=on",
+    )
+
+
+def untrusted_keras_code(path: str | Path) -> InputError:
+    """A Keras file whose Python code (a Lambda layer) Keras's safe mode refuses to load."""
+    return InputError(
+        path,
+        "contains Python code (e.g. a Lambda layer) that Keras safe mode refuses to "
+        "load; trust the model (safe mode off) only if you trust where the file came "
+        "from",
         fix="trust_model=on",
     )

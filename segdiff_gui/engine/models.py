@@ -16,7 +16,7 @@ from keras import tree
 
 from segdiff_gui.core.errors import InputError, first_line
 from segdiff_gui.core.runtimes import EXACT_PRECISION
-from segdiff_gui.core.trust import untrusted_saved_model
+from segdiff_gui.core.trust import untrusted_keras_code, untrusted_saved_model
 
 __all__ = ["LoadedModel", "computing_layers", "layer_paths", "load_model"]
 
@@ -187,13 +187,7 @@ def _load_keras(path: Path, trust: bool) -> LoadedModel:
         model = keras.models.load_model(path, compile=False, safe_mode=not trust)
     except ValueError as error:
         if not trust and ("safe_mode" in str(error) or "Lambda" in str(error)):
-            raise InputError(
-                path,
-                "contains Python code (e.g. a Lambda layer) that Keras safe mode refuses to "
-                "load; trust the model (safe mode off) only if you trust where the file came "
-                "from",
-                fix="trust_model=on",
-            ) from None
+            raise untrusted_keras_code(path) from None
         # Trusted, the model's own code failed: its cause is the message (and, with --debug,
         # the traceback the child sends along).
         raise InputError(path, f"cannot be loaded as a Keras model: {first_line(error)}") from error

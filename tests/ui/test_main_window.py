@@ -371,7 +371,7 @@ def test_the_run_panel_names_what_the_model_takes_and_gives(
 
 
 def test_a_model_refused_by_safe_mode_is_said_in_the_panel_with_the_control_that_trusts_it(
-    qtbot, models, small_images, tmp_path
+    qtbot, models, small_images, tmp_path, fake_engine
 ):
     from segdiff_gui.ui.inspection import InspectionModel
     from segdiff_gui.ui.main_window import MainWindow

@@ -88,7 +88,7 @@ def test_a_keras2_rgb_model_on_mixed_photos_is_fixed_in_the_window_as_the_cli_ru
 
 
 def test_a_savedmodel_opens_once_the_user_trusts_it_in_the_window(
-    window, qtbot, models, small_images
+    window, qtbot, models, small_images, fake_engine
 ):
     window.open_paths([str(models / "tiny_savedmodel"), *map(str, small_images[:2])])
     panel = window.run_panel
