@@ -74,9 +74,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sweep.add_argument(
         "--shard",
         type=parse_shard,
-        metavar="K/N",
+        metavar="K/N|slurm|k8s/N",
         help="run only shard K of N of the images (a contiguous, deterministic slice; batches "
-        "still draw on the whole set); implies --sweep. Bundle each shard, then merge",
+        "still draw on the whole set); implies --sweep. Bundle each shard, then merge. "
+        "'slurm': K and N from this Slurm array task (SLURM_ARRAY_TASK_ID, _MIN, _MAX, "
+        "_COUNT, _STEP); 'k8s/N': K from a Kubernetes indexed Job's JOB_COMPLETION_INDEX",
     )
     _sweep_outputs(sweep)
     run.set_defaults(model_name=None, ref_configuration=None)

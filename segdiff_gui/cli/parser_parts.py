@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 
 from segdiff_gui.cli.commands import EXIT_USAGE
+from segdiff_gui.core import shards
+from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.floatfmt import as_float32
 from segdiff_gui.runner.arguments import number
 
@@ -72,11 +75,8 @@ def two_sides(parser: argparse.ArgumentParser, model: str, base: str, other: str
 
 
 def parse_shard(value: str) -> tuple[int, int]:
-    """``K/N`` with 1 ≤ K ≤ N."""
+    """``K/N``, or the shard the scheduler gave this process (core/shards.py)."""
     try:
-        number, total = (int(part) for part in value.split("/"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not K/N, e.g. 2/8") from None
-    if not 1 <= number <= total:
-        raise argparse.ArgumentTypeError(f"{value!r}: K must be between 1 and N")
-    return number, total
+        return shards.parse_shard(value, os.environ)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
