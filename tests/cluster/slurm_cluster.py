@@ -66,9 +66,11 @@ def _free_port() -> int:
 
 
 def _config(folder: Path, host: str) -> str:
+    """The cluster's slurm.conf: the controller and the node at 127.0.0.1, so that no name
+    lookup of this host is needed (a container may not resolve its own name)."""
     munge = folder / "munge"
     return f"""ClusterName=segdiff-test
-SlurmctldHost={host}
+SlurmctldHost={host}(127.0.0.1)
 AuthType=auth/munge
 AuthInfo=socket={munge / "munge.socket"}
 CredType=cred/munge
@@ -92,7 +94,7 @@ MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
-NodeName={host} CPUs={os.cpu_count() or 1} State=UNKNOWN
+NodeName={host} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 1} State=UNKNOWN
 PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
 
