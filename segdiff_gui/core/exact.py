@@ -45,10 +45,12 @@ from segdiff_gui.core.analysis import (
 from segdiff_gui.core.findings import plural, verb
 
 __all__ = [
+    "ExactDecisions",
     "ExactError",
     "ExactSummary",
     "FlipSides",
     "cutoff_ulp",
+    "exact_decisions",
     "exact_error",
     "flip_sides",
     "undecidable_mask",
@@ -78,6 +80,24 @@ def undecidable_mask(exact: np.ndarray, cutoff: float) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         near: np.ndarray = np.abs(binary - c32) <= cutoff_ulp(cutoff)
     return near
+
+
+@dataclass(frozen=True)
+class ExactDecisions:
+    """What every run is measured against, decided once per exact map and cutoff: the exact
+    map's class of every pixel, its tied pixels (multi-class), and the pixels float32 cannot
+    decide (H×W each)."""
+
+    classes: np.ndarray
+    ties: np.ndarray
+    undecidable: np.ndarray
+
+
+def exact_decisions(exact: np.ndarray, cutoff: float) -> ExactDecisions:
+    values = np.asarray(exact, dtype=np.float64)
+    return ExactDecisions(
+        class_map(values, cutoff), tie_mask(values), undecidable_mask(values, cutoff)
+    )
 
 
 def undecidable_words(count: int, multiclass: bool, cutoff: float) -> str:
@@ -197,18 +217,27 @@ class _ErrorTotals:
         self.max_abs = max(self.max_abs, float(abs_diff.max(initial=0.0)))
 
 
-def exact_error(exact: np.ndarray, run: np.ndarray, cutoff: float, label: str = "") -> ExactError:
-    """``run`` (float32) against the ``exact`` float64 map of the same shape."""
+def exact_error(
+    exact: np.ndarray,
+    run: np.ndarray,
+    cutoff: float,
+    label: str = "",
+    decided: ExactDecisions | None = None,
+) -> ExactError:
+    """``run`` (float32) against the ``exact`` float64 map of the same shape; ``decided``:
+    the exact map's :func:`exact_decisions` at ``cutoff``, where a study made them once."""
     if exact.shape != run.shape:
         raise ValueError(f"maps differ in shape: {exact.shape} vs {run.shape}")
     exact = np.asarray(exact, dtype=np.float64)
     run = np.asarray(run, dtype=np.float32)
+    decided = decided or exact_decisions(exact, cutoff)
     multiclass = is_multiclass(exact)
     totals = _ErrorTotals()
     for block in row_blocks(run):
         totals.add(exact[block], run[block], multiclass)
-    wrong = flip_mask(exact, run, cutoff)
-    ties = tie_mask(exact) | tie_mask(run) if multiclass else None
+    # As flip_mask decides a flip: another class, a pixel tied in either map being none.
+    ties = decided.ties | tie_mask(run)
+    wrong = (class_map(run, cutoff) != decided.classes) & ~ties
     return ExactError(
         label=label,
         pixels=int(np.prod(exact.shape[:-1])) if multiclass else int(exact.size),
@@ -218,10 +247,10 @@ def exact_error(exact: np.ndarray, run: np.ndarray, cutoff: float, label: str = 
         rounded_pixels=totals.rounded,
         within_one_ulp=totals.within,
         wrong=int(np.count_nonzero(wrong)),
-        undecidable=int(np.count_nonzero(wrong & undecidable_mask(exact, cutoff))),
+        undecidable=int(np.count_nonzero(wrong & decided.undecidable)),
         nan_mismatches=totals.nan_mismatches,
         cutoff=cutoff,
-        ties=int(np.count_nonzero(ties)) if ties is not None else 0,
+        ties=int(np.count_nonzero(ties)),
     )
 
 
@@ -281,14 +310,17 @@ def flip_sides(
     second: np.ndarray,
     cutoff: float,
     labels: tuple[str, str] = ("first", "second"),
+    decided: ExactDecisions | None = None,
 ) -> FlipSides:
-    """Which of two float32 runs is right where their classes differ at ``cutoff``."""
+    """Which of two float32 runs is right where their classes differ at ``cutoff``
+    (``decided``: as for :func:`exact_error`)."""
+    decided = decided or exact_decisions(exact, cutoff)
     flipped = flip_mask(first, second, cutoff)
-    truth = class_map(np.asarray(exact, dtype=np.float64), cutoff)[flipped]
-    tied = tie_mask(exact)[flipped]
+    truth = decided.classes[flipped]
+    tied = decided.ties[flipped]
     first_right = (class_map(first, cutoff)[flipped] == truth) & ~tied
     second_right = (class_map(second, cutoff)[flipped] == truth) & ~tied
-    undecidable = undecidable_mask(exact, cutoff)[flipped]
+    undecidable = decided.undecidable[flipped]
     return FlipSides(
         first=labels[0],
         second=labels[1],

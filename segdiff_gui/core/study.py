@@ -18,16 +18,17 @@ from segdiff_gui.core.analysis import (
     flip_mask,
     is_multiclass,
     row_blocks,
-    tie_mask,
 )
 from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import FlipCurve, flip_curve
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.exact import (
+    ExactDecisions,
     ExactError,
     ExactSummary,
     FlipSides,
+    exact_decisions,
     exact_error,
     flip_sides,
 )
@@ -173,8 +174,11 @@ class Study:
         if exact is None:
             return {}
         runs = [self.reference, *self.others]
+        decided = self.exact_decided
         found = thread_map(
-            lambda run: exact_error(exact.probabilities, run.probabilities, self.cutoff, run.label),
+            lambda run: exact_error(
+                exact.probabilities, run.probabilities, self.cutoff, run.label, decided
+            ),
             runs,
         )
         return {run.key: error for run, error in zip(runs, found, strict=True)}
@@ -194,27 +198,27 @@ class Study:
                 run.probabilities,
                 self.cutoff,
                 (reference.label, run.label),
+                self.exact_decided,
             )
             for run in self.others
         }
 
     @cached_property
-    def exact_classes(self) -> np.ndarray | None:
-        """The exact map's class of every pixel at the cutoff (decided in float64), None
+    def exact_decided(self) -> ExactDecisions | None:
+        """The exact map's classes at the cutoff (decided in float64), its ties and the
+        pixels float32 cannot decide, made once for every run measured against it; None
         without an exact run."""
         if self.exact is None:
             return None
-        return class_map(self.exact.probabilities, self.cutoff)
+        return exact_decisions(self.exact.probabilities, self.cutoff)
 
     def right_against_exact(self, run: StudyRun) -> np.ndarray | None:
         """H×W: where ``run``'s class is the exact map's (a pixel tied in the exact map is
         right nowhere: it has no class); None without an exact run."""
-        truth = self.exact_classes
-        if truth is None or self.exact is None:
+        decided = self.exact_decided
+        if decided is None:
             return None
-        right: np.ndarray = self.classes(run) == truth
-        if self.multiclass:
-            right &= ~tie_mask(self.exact.probabilities)
+        right: np.ndarray = (self.classes(run) == decided.classes) & ~decided.ties
         return right
 
     def repeats_named_together(self, runs: Sequence[StudyRun]) -> list[tuple[str, StudyRun]]:
