@@ -45,6 +45,7 @@ def test_the_gui_window_appears_without_tensorflow(fake_demo_cache):
         "bad = [n for n in ('tensorflow', 'keras', 'tf_keras') if n in sys.modules]\n"
         "assert not bad, bad\n"
         "print('shown', len(window.model.runs))\n"
+        "window.close()\n"  # as a user ends: the window waits for its threads
     )
     result = subprocess.run(
         [sys.executable, "-c", code],

@@ -174,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from segdiff_gui.ui.paint_probe import quit_when_painted
 
         quit_when_painted(app, window)
+    app.aboutToQuit.connect(window.shut_down)  # a quit without a close waits for threads too
     window.show()
     if runs is not None and window.run_panel.run_button.isEnabled():
         window.start_runs(lambda: runs)  # missing runs fill in as they finish

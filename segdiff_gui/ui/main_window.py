@@ -361,10 +361,15 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(0, lambda: self._inspector_widened(self.inspector.needed_width()))
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
-        """Cancel a running matrix cleanly: kill the child, wait for the worker, then close."""
+        self.shut_down()
+        super().closeEvent(event)
+
+    def shut_down(self) -> None:
+        """Cancel a running matrix cleanly: kill the child, wait for every worker thread, save
+        the layout. On closing, and on the application quitting without a close (a thread
+        still running when Qt's objects go away crashes the process)."""
         self.sessions.cancel_and_wait()
         self.analysis.cancel_layers()  # a layer probe's child is killed; its worker ends
-        # A model inspection or device probe may still be asking its child: wait for it.
+        # A model inspection, device probe or diagnosis may still be running: wait for it.
         WorkerBase.await_workers(30_000)
         self.layout_policy.save()
-        super().closeEvent(event)
