@@ -24,6 +24,8 @@ from segdiff_gui.core.config import (
 )
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtime_defaults import on_off
+from segdiff_gui.core.shards import shard_slice
+from segdiff_gui.core.test_sets import SetCoverage, ShardManifest, set_coverage
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
@@ -31,13 +33,14 @@ from segdiff_gui.runner.arguments import model_settings
 from segdiff_gui.runner.matrices import demo_configs
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome
-from segdiff_gui.runner.plan import MatrixPlan, check_model_path, shard_slice
+from segdiff_gui.runner.plan import MatrixPlan, check_model_path
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import check_bundle, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_runs
+from segdiff_gui.storage.set_manifests import cache_manifests
 from segdiff_gui.storage.studies import (
     distinguish_batches,
     exact_of,
@@ -137,10 +140,12 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
     # Cheap checks first (arguments, then files), then the device probe, then TensorFlow.
     configs = [parse_config_spec(spec) for spec in args.config]
-    # A shard or ground truth only makes sense over the whole set: both imply a sweep.
-    args.sweep = bool(args.sweep or args.shard or args.masks)
+    # A shard, ground truth or a sweep's bundle only make sense over the whole set: each
+    # implies a sweep.
+    args.sweep = bool(args.sweep or args.shard or args.masks or args.bundle)
     if args.sweep and args.target:
         raise InputError("--target", "a sweep studies every image; drop --target")
+    bundle = _sweep_bundle_path(args.bundle, args.shard) if args.bundle else None
     settings = model_settings(args)
     model = check_model_path(args.model)
     images = collect_images(args.images)
@@ -167,7 +172,10 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     started = time.perf_counter()
     if sweep is not None:
         result = sweep.run(lambda runner: follow_matrix(args, err, runner))
-        return _report_sweep(args, out, result, cache, time.perf_counter() - started)
+        status = _report_sweep(args, out, result, cache, time.perf_counter() - started)
+        if bundle is not None:
+            _bundle_sweep(args, bundle, result, cache, out)
+        return status
     outcome, plan = run_matrix(args, err, request)
     return _report(args, out, outcome, plan, cache, time.perf_counter() - started)
 
@@ -340,15 +348,59 @@ def _report_sweep(
     return exit_code(outcome)
 
 
+def _sweep_bundle_path(given: str, shard: tuple[int, int] | None) -> Path:
+    """Where ``run --bundle`` writes: the file given, or in the folder given (made if need
+    be) a name from the shard, numbered to sort (``shard-03-of-12.h5``). Checked before
+    anything runs."""
+    path = Path(given)
+    if path.suffix.lower() not in (".h5", ".hdf5"):
+        number, total = shard or (1, 1)
+        width = len(str(total))
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise InputError(
+                path, f"cannot be made a folder for bundles ({error.strerror})"
+            ) from None
+        path = path / f"shard-{number:0{width}d}-of-{total}.h5"
+    return _bundle_target(path)
+
+
+def _bundle_target(path: Path) -> Path:
+    """A bundle file that may be written: not a folder, in one, not another kind of file."""
+    if path.is_dir():
+        raise InputError(path, "is a folder; give the bundle file to write, e.g. results.h5")
+    if not path.parent.is_dir():
+        raise InputError(path.parent, "no such folder for the bundle")
+    if path.exists() and not is_bundle(path):
+        raise InputError(path, "exists and is not a segdiff bundle; not overwriting it")
+    return path
+
+
+def _bundle_sweep(
+    args: argparse.Namespace, path: Path, result: SweepResult, cache: ResultCache, out: Console
+) -> None:
+    """The sweep's runs that are stored, and its manifest (which images of which set, and
+    those whose runs failed), in one bundle."""
+    from segdiff_gui.runner.sweeps import sweep_manifest  # a sweep's only, as above
+
+    plan = result.plan
+    assert plan is not None  # it ran its request
+    stored = [run.key for run in plan.runs if cache.has(run.key)]
+    manifest = sweep_manifest(plan, args.shard, set(stored))
+    count = write_bundle(cache, stored, path, manifest)
+    if not args.json:
+        lacking = _plural(len(manifest.missing), "image")
+        incomplete = f"; runs are missing for {lacking} of it" if manifest.missing else ""
+        out.print(
+            f"wrote {_plural(count, 'run')} of shard {manifest.shard_text} to {path}{incomplete}",
+            markup=False,
+        )
+
+
 def command_bundle(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args)
-    target = Path(args.out)
-    if target.is_dir():
-        raise InputError(target, "is a folder; give the bundle file to write, e.g. results.h5")
-    if not target.parent.is_dir():
-        raise InputError(target.parent, "no such folder for the bundle")
-    if target.exists() and not is_bundle(target):
-        raise InputError(target, "exists and is not a segdiff bundle; not overwriting it")
+    target = _bundle_target(Path(args.out))
     scan = cache.scan(with_maps=True)  # a run whose map is damaged is left out, and named
     records = select_runs(scan.records, args.runs)
     if not records:
@@ -367,8 +419,13 @@ def command_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
     bundles = [check_bundle(path) for path in args.bundles]  # all read whole before any merge
     results = {str(bundle.path): merge_bundle(bundle.path, cache) for bundle in bundles}
+    sets = _merged_sets(cache, [r.manifest for r in results.values() if r.manifest], err)
     if args.json:
-        _json({path: vars(result) for path, result in results.items()})
+        merged = {
+            path: {**vars(result), "manifest": result.manifest and result.manifest.to_dict()}
+            for path, result in results.items()
+        }
+        _json({**merged, "test_sets": [coverage.to_dict() for coverage in sets]})
         return EXIT_OK
     for path, result in results.items():
         others = len(result.from_other_machines)
@@ -385,4 +442,28 @@ def command_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
                 "machine; kept the cached one (a nondeterministic configuration?)",
                 markup=False,
             )
+    for coverage in sets:  # shards arrive one by one: what is still missing is said, once
+        if coverage.complete:
+            out.print(
+                f"test set {coverage.set_id[:8]}: all {coverage.shards} shards merged "
+                f"({_plural(coverage.size, 'image')})",
+                markup=False,
+            )
+        else:
+            say(err, coverage.sentence())
     return EXIT_OK
+
+
+def _merged_sets(
+    cache: ResultCache, merged: list[ShardManifest], err: Console
+) -> list[SetCoverage]:
+    """How whole each test set that a merged bundle belongs to now is in ``cache``: its shards
+    merged so far (this time or before), less the images whose runs their tasks lacked."""
+    known, damaged = cache_manifests(cache)
+    report_damaged(err, damaged)
+    found = []
+    for set_id, model in sorted({(m.set_id, m.model_hash) for m in merged}):
+        chosen = [m for m in known if m.set_id == set_id]
+        present = {h for m in chosen for name, h in m.images if name not in m.missing}
+        found += set_coverage(chosen, model, present)
+    return found

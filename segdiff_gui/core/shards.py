@@ -9,13 +9,20 @@ from collections.abc import Mapping
 
 from segdiff_gui.core.errors import ConfigError
 
-__all__ = ["SCHEDULERS", "parse_shard"]
+__all__ = ["SCHEDULERS", "parse_shard", "shard_slice"]
 
 # What ``--shard`` takes besides K/N: the scheduler's name, and for Kubernetes N (a pod is
 # given its index, never the Job's number of completions).
 SCHEDULERS = ("slurm", "k8s/N")
 
 _SLURM = "SLURM_ARRAY_TASK_"
+
+
+def shard_slice(count: int, shard: tuple[int, int]) -> range:
+    """The images of shard ``K`` of ``N`` (1-based) of ``count``: a contiguous block of the
+    set's order, so the same image list always splits the same way on every machine."""
+    number, total = shard
+    return range((number - 1) * count // total, number * count // total)
 
 
 def parse_shard(value: str, environ: Mapping[str, str]) -> tuple[int, int]:

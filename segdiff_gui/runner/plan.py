@@ -20,6 +20,7 @@ from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_CONFIG_BYTES, MAX_REPEATS
 from segdiff_gui.core.runtime_defaults import Machine, defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
+from segdiff_gui.core.shards import shard_slice
 from segdiff_gui.core.trust import untrusted_saved_model
 from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
@@ -36,7 +37,6 @@ __all__ = [
     "is_model_path",
     "jobs_for",
     "plan_matrix",
-    "shard_slice",
     "index_of_target",
 ]
 
@@ -186,13 +186,6 @@ def check_model_path(path: str | Path) -> Path:
     elif suffix != ".keras":
         raise InputError(path, "unknown model format; expected .keras, .h5 or a SavedModel folder")
     return path
-
-
-def shard_slice(count: int, shard: tuple[int, int]) -> range:
-    """The images of shard ``K`` of ``N`` (1-based): a contiguous block of the set's order, so
-    the same image list always splits the same way on every machine."""
-    number, total = shard
-    return range((number - 1) * count // total, number * count // total)
 
 
 def index_of_target(refs: Sequence[ImageRef], target: str | None) -> int:

@@ -18,6 +18,7 @@ import h5py
 import numpy as np
 
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.test_sets import ShardManifest
 from segdiff_gui.core.text import printable
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.storage.cache import (
@@ -42,6 +43,12 @@ from segdiff_gui.storage.records import (
     write_record,
 )
 from segdiff_gui.storage.schema import AttributeReader, is_digest
+from segdiff_gui.storage.set_manifests import (
+    MANIFEST_ATTRIBUTE,
+    manifest_text,
+    read_manifest_attribute,
+    write_cache_manifest,
+)
 from segdiff_gui.storage.studies import target_image
 from segdiff_gui.version import __version__
 
@@ -55,12 +62,16 @@ def _stored_bytes(paths: list[Path]) -> int:
     return sum(path.stat().st_size for path in paths if path.is_file())
 
 
-def write_bundle(cache: ResultCache, keys: list[str], path: str | Path) -> int:
-    """Write the runs ``keys`` of ``cache`` and their target images to ``path``; returns count.
+def write_bundle(
+    cache: ResultCache, keys: list[str], path: str | Path, manifest: ShardManifest | None = None
+) -> int:
+    """Write the runs ``keys`` of ``cache`` and their target images to ``path``, with the
+    ``manifest`` of the sweep (or shard of one) they are; returns the count.
 
     The free space is checked first (the bundle is about the size of the runs' files): HDF5
     writing onto a full disk fails half-way and can crash while closing."""
     path = Path(path)
+    text = manifest_text(manifest, path) if manifest is not None else None
     records = [cache.read_run(key) for key in keys]  # damaged runs fail here, named
     hashes = sorted({record.target_hash for record in records})
     needed = _stored_bytes([cache.run_path(key) for key in keys])
@@ -73,6 +84,8 @@ def write_bundle(cache: ResultCache, keys: list[str], path: str | Path) -> int:
             handle.attrs["format"] = _MAGIC
             handle.attrs["segdiff_version"] = __version__
             handle.attrs["created"] = local_timestamp()
+            if text is not None:
+                handle.attrs[MANIFEST_ATTRIBUTE] = text
             runs, images = handle.create_group("runs"), handle.create_group("images")
             for record in records:
                 write_record(runs.create_group(record.key), record)
@@ -107,6 +120,12 @@ class BundleReader:
             if "format" not in attrs.names() or attrs.text("format") != _MAGIC:
                 raise InputError(self.path, "is an HDF5 file but not a segdiff bundle")
             plain_group(handle, "runs", str(self.path))
+            #: What sweep (or shard of one) wrote it; ``None`` for a bundle of chosen runs.
+            self.manifest = read_manifest_attribute(attrs)
+
+    def shard_manifests(self) -> list[ShardManifest]:
+        """The test-set manifest it carries, as a cache's (a sweep of it is measured so)."""
+        return [self.manifest] if self.manifest is not None else []
 
     def _open(self) -> h5py.File:
         if not os.path.lexists(self.path):
@@ -197,6 +216,8 @@ class MergeResult:
     conflicts: list[str] = field(default_factory=list)
     # Our copy was damaged: the bundle's whole one replaced it.
     repaired: list[str] = field(default_factory=list)
+    # The sweep (or shard of one) the bundle holds, now kept in the cache too.
+    manifest: ShardManifest | None = None
 
 
 def check_bundle(path: str | Path) -> BundleReader:
@@ -296,6 +317,9 @@ def merge_bundle(path: str | Path, cache: ResultCache) -> MergeResult:
                 written.append(cache.run_path(record.key))
             cache.write_run(record)
             result.added.append(record.key)
+        if bundle.manifest is not None:
+            write_cache_manifest(cache, bundle.manifest)
+            result.manifest = bundle.manifest
     except BaseException:
         for added in written:  # all or nothing: take back what this merge added
             added.unlink(missing_ok=True)

@@ -58,6 +58,7 @@ from segdiff_gui.storage.records import (
 __all__ = [
     "MARKER",
     "CacheScan",
+    "SETS_FOLDER",
     "ResultCache",
     "UnreadableEntry",
     "atomic_h5",
@@ -66,10 +67,15 @@ __all__ = [
     "default_cache_dir",
     "open_h5_for_reading",
     "read_stored_image",
+    "write_file_aside",
 ]
 
+# The merged test sets' manifests (storage/set_manifests.py).
+SETS_FOLDER = "test-sets"
 # What a cache made before caches were marked holds: adopted, never anything else.
-_OWN_ENTRIES = frozenset({"runs", "images", "layers", "converted", "probe", "models", MARKER})
+_OWN_ENTRIES = frozenset(
+    {"runs", "images", "layers", "converted", "probe", "models", SETS_FOLDER, MARKER}
+)
 _TMP_SUFFIX = ".tmp"
 # Keys and content hashes are SHA-256 hex digests; anything else (e.g. "../x" from a crafted
 # bundle) must never become part of a path.
@@ -98,7 +104,7 @@ def no_space(folder: Path, error: OSError | None = None, needed: int = 0) -> Inp
     return InputError(folder, f"{reason} on its disk{detail} ({wanted}{free / 2**20:,.1f} MB free)")
 
 
-def _write_file_aside(final: Path, data: bytes) -> None:
+def write_file_aside(final: Path, data: bytes) -> None:
     """Write ``data`` next to ``final`` and rename it into place once it is on disk."""
     final.parent.mkdir(parents=True, exist_ok=True)
     temporary = final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_TMP_SUFFIX}")
@@ -132,7 +138,7 @@ def in_memory_h5(final: Path) -> Iterator[h5py.File]:
         image = handle.id.get_file_image()
     finally:
         handle.close()
-    _write_file_aside(final, image)
+    write_file_aside(final, image)
 
 
 @contextlib.contextmanager

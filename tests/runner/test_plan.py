@@ -70,7 +70,7 @@ def test_a_cache_hit_decodes_only_the_images_of_runs_to_compute(
 
 
 def test_shards_split_the_set_into_disjoint_near_equal_slices() -> None:
-    from segdiff_gui.runner.plan import shard_slice
+    from segdiff_gui.core.shards import shard_slice
 
     for count in (0, 1, 5, 16, 17):
         for total in (1, 2, 3, 8, 20):

@@ -1,0 +1,192 @@
+"""Which images make a whole test set, so that shards merged from a cluster are never shown as
+the whole set when some are missing.
+
+A sweep's bundle (``segdiff run --sweep --bundle``, a shard's or the whole set's) carries a
+:class:`ShardManifest`: the set's identity (the model and every image of the set, in order),
+its size, the shard, and that shard's images. ``segdiff merge`` keeps the manifests in the
+cache; a sweep over merged runs measures its :class:`SetCoverage` against them: the shards no
+bundle brought, and the images of the shards that came whose runs are absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from segdiff_gui.core.findings import plural
+from segdiff_gui.core.hashing import canonical_json, hash_bytes
+from segdiff_gui.core.shards import shard_slice
+
+__all__ = ["SetCoverage", "ShardManifest", "set_coverage", "set_identity"]
+
+# The most images a manifest may name: a test set far beyond any sweep's, and a bound on what
+# an untrusted file may make segdiff hold.
+MAX_SET_IMAGES = 10_000_000
+_HEX = frozenset("0123456789abcdef")
+
+
+def set_identity(model_hash: str, image_hashes: Sequence[str]) -> str:
+    """The set's identity: the model file and every image of the set, in the order shards cut
+    it (a set given in another order, or with another model, is another set)."""
+    return hash_bytes(canonical_json(["segdiff-test-set", model_hash, list(image_hashes)]).encode())
+
+
+def _digest(value: Any, what: str) -> str:
+    if not (isinstance(value, str) and len(value) == 64 and set(value) <= _HEX):
+        raise ValueError(f"its {what} is not a SHA-256 digest")
+    return value
+
+
+def _whole(value: Any, what: str, low: int, high: int) -> int:
+    if not (isinstance(value, int) and not isinstance(value, bool) and low <= value <= high):
+        raise ValueError(f"its {what} is not a whole number from {low} to {high}")
+    return value
+
+
+@dataclass(frozen=True)
+class ShardManifest:
+    """What one task of a sweep was asked for: shard ``shard`` (K, N) of the set ``set_id`` of
+    ``size`` images, whose images are ``images`` (name, content hash) in the set's order, and
+    of whose runs those of ``missing`` (image names) were not stored (they failed)."""
+
+    set_id: str
+    model_hash: str
+    size: int
+    shard: tuple[int, int]
+    images: tuple[tuple[str, str], ...]
+    missing: tuple[str, ...] = ()
+
+    @property
+    def indices(self) -> range:
+        """The places in the set of this shard's images."""
+        return shard_slice(self.size, self.shard)
+
+    @property
+    def shard_text(self) -> str:
+        return f"{self.shard[0]}/{self.shard[1]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "set": self.set_id,
+            "model": self.model_hash,
+            "size": self.size,
+            "shard": list(self.shard),
+            "images": [list(image) for image in self.images],
+            "missing": list(self.missing),
+        }
+
+    @classmethod
+    def from_dict(cls, value: Any) -> ShardManifest:
+        """A manifest read from a file: every field checked (``ValueError`` says which is
+        wrong), its images exactly its shard's slice of the set."""
+        if not isinstance(value, Mapping):
+            raise ValueError("it is not a test-set manifest")
+        size = _whole(value.get("size"), "set size", 1, MAX_SET_IMAGES)
+        shard = value.get("shard")
+        if not (isinstance(shard, list) and len(shard) == 2):
+            raise ValueError("its shard is not [K, N]")
+        total = _whole(shard[1], "shard count N", 1, size)
+        number = _whole(shard[0], "shard K", 1, total)
+        images = value.get("images")
+        expected = len(shard_slice(size, (number, total)))
+        if not isinstance(images, list) or len(images) != expected:
+            raise ValueError(f"it does not name the {expected} images of shard {number}/{total}")
+        pairs = []
+        for image in images:
+            if not (isinstance(image, list) and len(image) == 2 and isinstance(image[0], str)):
+                raise ValueError("an image of it is not [name, digest]")
+            pairs.append((image[0], _digest(image[1], "image digest")))
+        missing = value.get("missing", [])
+        names = {name for name, _ in pairs}
+        if not isinstance(missing, list) or not all(name in names for name in missing):
+            raise ValueError("its missing images are not images of its shard")
+        return cls(
+            set_id=_digest(value.get("set"), "set identity"),
+            model_hash=_digest(value.get("model"), "model digest"),
+            size=size,
+            shard=(number, total),
+            images=tuple(pairs),
+            missing=tuple(missing),
+        )
+
+
+@dataclass(frozen=True)
+class SetCoverage:
+    """How much of one test set a sweep holds: ``size`` images cut into ``shards``; the
+    shards no manifest came for (``missing_shards``, with their image counts), and the images
+    of the shards that came whose runs are absent or incomplete (``absent``, by name)."""
+
+    set_id: str
+    size: int
+    shards: int
+    present: int  # the set's images the sweep summarised
+    missing_shards: tuple[tuple[int, int], ...]  # (K, its image count)
+    absent: tuple[str, ...]
+
+    @property
+    def complete(self) -> bool:
+        return self.present == self.size
+
+    def sentence(self) -> str:
+        """One line: what of the set is missing, by shard and by image name."""
+        parts = []
+        if self.missing_shards:
+            named = ", ".join(f"{k}/{self.shards}" for k, _ in self.missing_shards)
+            count = sum(n for _, n in self.missing_shards)
+            noun = "shard" if len(self.missing_shards) == 1 else "shards"
+            parts.append(f"{noun} {named} ({plural(count, 'image')}) never merged")
+        if self.absent:
+            shown = ", ".join(self.absent[:5])
+            more = f" and {len(self.absent) - 5} more" if len(self.absent) > 5 else ""
+            parts.append(f"{plural(len(self.absent), 'image')} of merged shards without runs "
+                         f"({shown}{more})")  # fmt: skip
+        return (
+            f"Incomplete test set: {self.present:,} of {plural(self.size, 'image')} "
+            f"(set {self.set_id[:8]}, {self.shards} shards); {'; '.join(parts)}."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "set": self.set_id,
+            "size": self.size,
+            "shards": self.shards,
+            "present": self.present,
+            "missing_shards": [k for k, _ in self.missing_shards],
+            "absent": list(self.absent),
+        }
+
+
+def set_coverage(
+    manifests: Iterable[ShardManifest], model_hash: str, summarised: Iterable[str]
+) -> list[SetCoverage]:
+    """The coverage of every set of ``model_hash`` that the summarised images (content hashes)
+    belong to, by the manifests that came for it. Shards of another N count by the images
+    they cover; the missing shards are named in the N the most manifests have. Images of a
+    shard never merged are not known to be the set's, even where their runs were swept."""
+    done = set(summarised)
+    by_set: dict[str, list[ShardManifest]] = {}
+    for manifest in manifests:
+        if manifest.model_hash == model_hash:
+            by_set.setdefault(manifest.set_id, []).append(manifest)
+    found = []
+    for set_id, chosen in sorted(by_set.items()):
+        if not any(image_hash in done for m in chosen for _, image_hash in m.images):
+            continue  # another set of this model: not what was swept
+        size = chosen[0].size
+        chosen = [m for m in chosen if m.size == size]
+        counts = [m.shard[1] for m in chosen]
+        total = max(set(counts), key=lambda n: (counts.count(n), -n))  # a tie: the fewer
+        covered: dict[int, tuple[str, str]] = {}
+        for manifest in chosen:
+            covered.update(zip(manifest.indices, manifest.images, strict=True))
+        missing_shards = tuple(
+            (k, len(part))
+            for k in range(1, total + 1)
+            if not set(part := shard_slice(size, (k, total))) <= covered.keys()
+        )
+        absent = tuple(name for _, (name, image_hash) in sorted(covered.items())
+                       if image_hash not in done)  # fmt: skip
+        present = sum(image_hash in done for _, image_hash in covered.values())
+        found.append(SetCoverage(set_id, size, total, present, missing_shards, absent))
+    return found

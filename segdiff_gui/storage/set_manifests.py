@@ -1,0 +1,112 @@
+"""Where test-set manifests (core/test_sets.py) are kept: as an attribute of the bundle a sweep
+wrote, and, once merged, as one small JSON file per shard in the cache
+(``test-sets/<set>/<K>-of-<N>.json``). Both are read as untrusted data: bounded, every field
+checked, a file whose name disagrees with its content refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.hashing import canonical_json
+from segdiff_gui.core.limits import MAX_TEXT_BYTES
+from segdiff_gui.core.test_sets import ShardManifest
+from segdiff_gui.storage.cache import SETS_FOLDER, ResultCache, write_file_aside
+from segdiff_gui.storage.hdf5_access import UnreadableEntry
+from segdiff_gui.storage.schema import AttributeReader
+
+__all__ = [
+    "MANIFEST_ATTRIBUTE",
+    "cache_manifests",
+    "manifest_text",
+    "read_manifest_attribute",
+    "write_cache_manifest",
+]
+
+MANIFEST_ATTRIBUTE = "test_set"  # a bundle's: the manifest of the sweep that wrote it
+_FILE = re.compile(r"^([1-9][0-9]{0,7})-of-([1-9][0-9]{0,7})\.json$")
+_SET = re.compile(r"^[0-9a-f]{64}$")
+
+
+def manifest_text(manifest: ShardManifest, where: str | Path) -> str:
+    """The manifest as stored; a shard too large for one is refused before anything runs."""
+    text = canonical_json(manifest.to_dict())
+    if len(text.encode()) > MAX_TEXT_BYTES:
+        raise InputError(
+            where,
+            f"shard {manifest.shard_text} names {len(manifest.images):,} images, too many for "
+            "its test-set record (1 MB); cut the set into more shards",
+        )
+    return text
+
+
+def _checked(value: object, where: str | Path, what: str) -> ShardManifest:
+    try:
+        return ShardManifest.from_dict(value)
+    except ValueError as error:
+        raise UnreadableEntry(str(where), f"{what} is damaged: {error}") from None
+
+
+def read_manifest_attribute(attrs: AttributeReader) -> ShardManifest | None:
+    """A bundle's manifest (``None`` for a bundle of chosen runs, which has none)."""
+    if MANIFEST_ATTRIBUTE not in attrs.names():
+        return None
+    return _checked(attrs.json(MANIFEST_ATTRIBUTE), attrs.where, "its test-set record")
+
+
+def _path(cache: ResultCache, manifest: ShardManifest) -> Path:
+    number, total = manifest.shard
+    return cache.root / SETS_FOLDER / manifest.set_id / f"{number}-of-{total}.json"
+
+
+def write_cache_manifest(cache: ResultCache, manifest: ShardManifest) -> None:
+    """Keep a merged bundle's manifest in ``cache`` (replacing that shard's earlier one)."""
+    path = _path(cache, manifest)
+    write_file_aside(path, manifest_text(manifest, path).encode())
+
+
+def _read(path: Path) -> ShardManifest:
+    try:
+        info = path.lstat()
+        if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_TEXT_BYTES:
+            with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as handle:
+                data = handle.read(MAX_TEXT_BYTES + 1)
+    except OSError as error:
+        raise UnreadableEntry(str(path), f"cannot be read ({error.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UnreadableEntry(str(path), "is not a plain file")
+    if info.st_size > MAX_TEXT_BYTES or len(data) > MAX_TEXT_BYTES:
+        raise UnreadableEntry(str(path), "is over 1 MB, more than segdiff writes")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise UnreadableEntry(str(path), "is not a test-set record (not JSON text)") from None
+    manifest = _checked(value, path, "the test-set record")
+    if path.parent.name != manifest.set_id or path.name != (
+        f"{manifest.shard[0]}-of-{manifest.shard[1]}.json"
+    ):
+        raise UnreadableEntry(str(path), "names another set or shard than the record it holds")
+    return manifest
+
+
+def cache_manifests(cache: ResultCache) -> tuple[list[ShardManifest], list[UnreadableEntry]]:
+    """Every manifest merged into ``cache``, and why each other file there cannot be used."""
+    found: list[ShardManifest] = []
+    damaged: list[UnreadableEntry] = []
+    folder = cache.root / SETS_FOLDER
+    if not folder.is_dir() or folder.is_symlink():
+        return found, damaged
+    for set_folder in sorted(folder.iterdir()):
+        if not _SET.match(set_folder.name) or set_folder.is_symlink() or not set_folder.is_dir():
+            continue  # not one segdiff writes (a temporary, say)
+        for path in sorted(set_folder.iterdir()):
+            if _FILE.match(path.name):
+                try:
+                    found.append(_read(path))
+                except UnreadableEntry as error:
+                    damaged.append(error)
+    return found, damaged

@@ -1,0 +1,114 @@
+"""A sweep's test-set manifest: carried by its bundle, kept by a merge, read back as untrusted
+data (a tampered bundle is refused whole; a damaged record in a cache costs only itself)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.test_sets import ShardManifest, set_coverage, set_identity
+from segdiff_gui.storage import ResultCache, merge_bundle, write_bundle
+from segdiff_gui.storage.bundle import BundleReader
+from segdiff_gui.storage.set_manifests import cache_manifests, write_cache_manifest
+from tests.storage.test_cache import IMAGE_HASH, digest, make_record
+
+MODEL = digest("m.keras")
+# A set of 7 images, the record's own image (t.png) third.
+HASHES = [digest(f"image {i}") for i in range(7)]
+HASHES[2] = IMAGE_HASH
+SET = set_identity(MODEL, HASHES)
+
+
+def manifest(number: int, total: int, missing: tuple[str, ...] = ()) -> ShardManifest:
+    part = range((number - 1) * 7 // total, number * 7 // total)
+    names = ["t.png" if i == 2 else f"i{i}.png" for i in part]
+    return ShardManifest(
+        SET,
+        MODEL,
+        7,
+        (number, total),
+        tuple(zip(names, (HASHES[i] for i in part), strict=True)),
+        missing,
+    )
+
+
+def test_a_sweeps_bundle_carries_its_manifest_and_a_merge_keeps_it(tmp_path):
+    source = ResultCache(tmp_path / "source")
+    record = make_record("m.keras", np.full((4, 4), 0.25, np.float32))
+    source.write_run(record)
+    shard = manifest(1, 3)
+    write_bundle(source, [record.key], tmp_path / "b.h5", shard)
+    assert BundleReader(tmp_path / "b.h5").manifest == shard
+    cache = ResultCache(tmp_path / "cache")
+    assert merge_bundle(tmp_path / "b.h5", cache).manifest == shard
+    assert cache_manifests(cache) == ([shard], [])
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda d: "{not json", "is not valid JSON"),
+        (lambda d: {**d, "shard": [4, 3]}, "its shard K is not a whole number from 1 to 3"),
+        (lambda d: {**d, "images": d["images"][:1]}, "does not name the 2 images of shard 1/3"),
+        (lambda d: {**d, "size": True}, "its set size is not a whole number"),
+        (lambda d: {**d, "missing": ["../elsewhere.png"]}, "are not images of its shard"),
+        (lambda d: {**d, "set": "x" * 64}, "its set identity is not a SHA-256 digest"),
+    ],
+)
+def test_a_tampered_manifest_refuses_the_bundle_naming_it_and_nothing_is_merged(
+    tmp_path, change, problem
+):
+    source = ResultCache(tmp_path / "source")
+    record = make_record("m.keras", np.full((4, 4), 0.25, np.float32))
+    source.write_run(record)
+    path = tmp_path / "b.h5"
+    write_bundle(source, [record.key], path, manifest(1, 3))
+    with h5py.File(path, "r+") as handle:
+        changed = change(json.loads(handle.attrs["test_set"]))
+        handle.attrs["test_set"] = changed if isinstance(changed, str) else json.dumps(changed)
+    cache = ResultCache(tmp_path / "cache")
+    with pytest.raises(InputError) as raised:
+        merge_bundle(path, cache)
+    assert str(raised.value.path) == str(path) and problem in raised.value.problem
+    assert not cache.records() and cache_manifests(cache) == ([], [])
+
+
+def test_a_damaged_record_in_a_cache_is_named_and_costs_only_itself(tmp_path):
+    cache = ResultCache(tmp_path / "cache")
+    cache.claim()
+    for number in (1, 2, 3):
+        write_cache_manifest(cache, manifest(number, 3))
+    folder = cache.root / "test-sets" / SET
+    (folder / "2-of-3.json").write_text("{damaged")
+    (folder / "3-of-3.json").rename(folder / "3-of-4.json")  # its name is another shard
+    (folder / "1-of-4.json").symlink_to(folder / "1-of-3.json")
+    found, damaged = cache_manifests(cache)
+    assert found == [manifest(1, 3)]
+    problems = {Path(entry.path).name: entry.problem for entry in damaged}
+    assert problems == {
+        "1-of-4.json": "is not a plain file",
+        "2-of-3.json": "is not a test-set record (not JSON text)",
+        "3-of-4.json": "names another set or shard than the record it holds",
+    }
+
+
+def test_coverage_counts_images_across_shardings_and_names_whats_missing():
+    summarised = [HASHES[i] for i in (0, 1, 3)]  # image 2 (t.png) of shard 1/3 has no runs
+    (coverage,) = set_coverage([manifest(1, 3), manifest(1, 2)], MODEL, summarised)
+    # Shard 1/2 covers images 0–2, shard 1/3 images 0–1: shard 2/2 (images 3–6) is missing.
+    # Image 3 was swept, but no record says it is the set's: only 0 and 1 are known present.
+    assert (coverage.size, coverage.present, coverage.absent) == (7, 2, ("t.png",))
+    assert coverage.shards == 2 and coverage.missing_shards == ((2, 4),)
+    assert not coverage.complete
+    assert coverage.sentence() == (
+        "Incomplete test set: 2 of 7 images (set " + SET[:8] + ", 2 shards); shard 2/2 "
+        "(4 images) never merged; 1 image of merged shards without runs (t.png)."
+    )
+    # Another model's set, or a set none of whose images were swept, is not this sweep's.
+    assert set_coverage([manifest(1, 3)], digest("other"), summarised) == []
+    assert set_coverage([manifest(3, 3)], MODEL, summarised) == []
