@@ -20,6 +20,8 @@ test's own) by the label of the run they strike:
 - ``FAKE_ENGINE_HANG_ON``: it sleeps an hour in that run;
 - ``FAKE_ENGINE_DIE_AT_START``: a flag file's path; the first child (the file is absent)
   kills itself with SIGKILL before any run, as the OOM killer does while a model loads;
+- ``FAKE_ENGINE_FAIL_ON_IMAGE``: every run whose target is the image of that name fails (as
+  a run out of memory on one large image does), the child going on with the others;
 - ``FAKE_ENGINE_SLOW_FIRST_S``: the first run of each batch size takes this long, saying
   "compiling kernels" every ``FAKE_ENGINE_HEARTBEAT_S`` meanwhile.
 
@@ -283,6 +285,9 @@ def _run(channel: _Channel) -> int:
         if _fault("FAKE_ENGINE_HANG_ON", run.label):
             time.sleep(3600)
         started = time.perf_counter()
+        if os.environ.get("FAKE_ENGINE_FAIL_ON_IMAGE") == job.images[run.target].name:
+            channel.send(RunFailed(run.key, run.label, "fake failure on this image"))
+            continue
         if run.config.is_gpu:
             channel.send(
                 RunFailed(

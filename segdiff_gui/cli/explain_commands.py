@@ -11,6 +11,7 @@ from rich.table import Table
 
 from segdiff_gui.cli.analysis_commands import context_of, runs_source, studies_of
 from segdiff_gui.cli.commands import (
+    EXIT_FAILED_RUNS,
     EXIT_OK,
     exit_code,
     open_cache,
@@ -185,4 +186,5 @@ def command_sweep(args: argparse.Namespace, out: Console, err: Console) -> int:
         _json(summary.to_dict())
     else:
         print_sweep(summary, out)
-    return status
+    # Merged shards that are not the whole set: never a pass, whatever the figures say.
+    return max(status, EXIT_FAILED_RUNS if summary.incomplete else EXIT_OK)

@@ -80,6 +80,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "'slurm': K and N from this Slurm array task (SLURM_ARRAY_TASK_ID, _MIN, _MAX, "
         "_COUNT, _STEP); 'k8s/N': K from a Kubernetes indexed Job's JOB_COMPLETION_INDEX",
     )
+    sweep.add_argument(
+        "--bundle",
+        metavar="FILE|FOLDER",
+        help="write this sweep's runs, and which shard of which test set they are, to a "
+        "bundle: FILE.h5, or in FOLDER as shard-K-of-N.h5; implies --sweep. 'segdiff merge' "
+        "then 'segdiff sweep' name any shard or image that is missing",
+    )
     _sweep_outputs(sweep)
     run.set_defaults(model_name=None, ref_configuration=None)
     common(run, "print the runs and comparisons as JSON on stdout")

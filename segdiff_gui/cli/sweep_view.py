@@ -34,10 +34,7 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
     """The test-set table, the images with most flips, and what it means for a reported mean."""
     rows = summary.rows()
     cutoff = at_cutoff(summary.cutoff, summary.multiclass)
-    table = Table(
-        title=f"Test set: {_plural(len(summary.images), 'image')} against {summary.reference} "
-        f"{cutoff}"
-    )
+    table = Table(title=f"Test set: {summary.images_text()} against {summary.reference} {cutoff}")
     table.add_column("configuration", no_wrap=True)
     headers = ["images", "with flips", "flips", "at risk", "max ULP"]
     if summary.has_truth:

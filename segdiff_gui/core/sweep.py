@@ -23,6 +23,7 @@ from segdiff_gui.core.analysis import class_map
 from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.findings import plural
 from segdiff_gui.core.study import Study
+from segdiff_gui.core.test_sets import SetCoverage
 
 __all__ = [
     "ImageSummary",
@@ -150,6 +151,8 @@ class SweepSummary:
     model: str = ""
     images: list[ImageSummary] = field(default_factory=list)
     without_reference: list[str] = field(default_factory=list)  # images left out
+    # The test sets the images belong to, where their manifests are known (merged shards).
+    coverage: list[SetCoverage] = field(default_factory=list)
     _totals: dict[str, _Totals] = field(default_factory=dict)
 
     def add(self, summary: ImageSummary) -> None:
@@ -163,6 +166,22 @@ class SweepSummary:
             totals.differing_pixels += entry.effect.differing_pixels
             totals.max_ulp = max(totals.max_ulp, entry.effect.max_ulp)
             totals.truth_images += entry.overlaps is not None
+
+    @property
+    def incomplete(self) -> list[SetCoverage]:
+        """The test sets of which some images are missing: never shown as whole."""
+        return [coverage for coverage in self.coverage if not coverage.complete]
+
+    @property
+    def expected_images(self) -> int:
+        """The images a whole sweep would have: its own, and those missing of its sets."""
+        return len(self.images) + sum(c.size - c.present for c in self.incomplete)
+
+    def images_text(self) -> str:
+        """``12 images``, or ``5 of 12 images (incomplete)`` where shards are missing."""
+        if not self.incomplete:
+            return plural(len(self.images), "image")
+        return f"{len(self.images):,} of {plural(self.expected_images, 'image')} (incomplete)"
 
     @property
     def configurations(self) -> list[str]:
@@ -239,6 +258,8 @@ class SweepSummary:
             "model": self.model,
             "reference": self.reference,
             "without_reference": self.without_reference,
+            "expected_images": self.expected_images,
+            "test_sets": [coverage.to_dict() for coverage in self.coverage],
             "cutoff": self.cutoff,
             "kind": "softmax" if self.multiclass else "sigmoid",
             "configurations": self.rows(),
@@ -258,7 +279,7 @@ def sweep_sentences(summary: SweepSummary, how: SweepHints) -> list[str]:
     """The test-set means in words; partial configurations are named, not compared. ``how``
     says, in the front end's words, how to measure what was not."""
     rows = summary.rows()
-    lines = []
+    lines = [coverage.sentence() for coverage in summary.incomplete]
     if summary.without_reference:
         missing = summary.without_reference
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""

@@ -6,7 +6,7 @@ way, and every failure is one :class:`InputError`, the same line whichever front
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -16,13 +16,17 @@ from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.sweep import ImageSummary, SweepSummary, summarise_image
+from segdiff_gui.core.test_sets import ShardManifest, set_coverage, set_identity
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import Drive, MatrixOutcome, follow
 from segdiff_gui.runner.plan import MatrixPlan
 from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.storage.bundle import BundleReader
+from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_run
+from segdiff_gui.storage.set_manifests import cache_manifests
 from segdiff_gui.storage.studies import (
     RunStore,
     comparable_groups,
@@ -36,6 +40,7 @@ __all__ = [
     "SweepSession",
     "default_configuration",
     "summarise_sweep",
+    "sweep_manifest",
     "sweep_groups",
     "sweep_reference",
 ]
@@ -115,17 +120,20 @@ def summarise_sweep(
     truth: TruthFolder | None = None,
     on_image: Callable[[ImageSummary], None] | None = None,
     damaged: list[InputError] | None = None,
+    manifests: Sequence[ShardManifest] = (),
 ) -> SweepSummary:
     """Every image's runs against the ``reference`` configuration (default: ``cpu b1``, else
     the first configuration) and against its ground truth. With a ``damaged`` list, a run
     whose map cannot be read is left out and its error added there (an image whose reference
-    run it was is left out, as one without a reference run); without one, it raises."""
+    run it was is left out, as one without a reference run); without one, it raises. The
+    test sets of ``manifests`` that the images belong to say what of them is missing."""
     if not groups:
         raise _nothing_to_summarise()
     if reference is None:
         reference = default_configuration(groups[0])
     summary: SweepSummary | None = None
     without_reference = []
+    summarised = []
     for group in groups:
         chosen = _reference_run(group, reference)
         if chosen is None:  # an interrupted or partly failed sweep: say so, go on
@@ -148,6 +156,7 @@ def summarise_sweep(
         labels = truth.read(group[0].target_name, shape[:2], classes) if truth else None
         image = summarise_image(group[0].target_name, study, labels)
         summary.add(image)
+        summarised.append(group[0].target_hash)
         if on_image is not None:
             on_image(image)
         del study  # the maps of one image at a time
@@ -155,9 +164,27 @@ def summarise_sweep(
         known = sorted({r.configuration for g in groups for r in g})
         raise InputError(reference, f"has no run on any image (configurations: {', '.join(known)})")
     summary.without_reference = without_reference
+    summary.coverage = set_coverage(manifests, groups[0][0].model_hash, summarised)
     if truth is not None and not summary.has_truth:
         raise truth.matches_none()
     return summary
+
+
+def sweep_manifest(
+    plan: MatrixPlan, shard: tuple[int, int] | None, stored: Collection[str]
+) -> ShardManifest:
+    """What a sweep's bundle says it is: shard ``shard`` (default: the whole set, 1/1) of the
+    set of the plan's model and images, and of its images those with a planned run that is
+    not among the ``stored`` keys (it failed)."""
+    incomplete = {run.target for run in plan.runs if run.key not in stored}
+    return ShardManifest(
+        set_id=set_identity(plan.model_hash, [image.hash for image in plan.images]),
+        model_hash=plan.model_hash,
+        size=len(plan.images),
+        shard=shard or (1, 1),
+        images=tuple((plan.images[t].name, plan.images[t].hash) for t in plan.targets),
+        missing=tuple(plan.images[t].name for t in plan.targets if t in incomplete),
+    )
 
 
 def _unresized(request: MatrixRequest) -> bool:
@@ -264,10 +291,25 @@ class SweepSession:
         groups = sweep_groups(chosen, self.model, self.group)
         reference = None if self.reference is None else sweep_reference(groups, self.reference)
         damaged = self.damaged if self.leave_out_damaged else None
+        manifests = self._manifests()
         return summarise_sweep(
             self.store, groups, cutoff=self.cutoff, reference=reference, truth=self.truth,
-            damaged=damaged,
+            damaged=damaged, manifests=manifests,
         )  # fmt: skip
+
+    def _manifests(self) -> list[ShardManifest]:
+        """The test sets the store knows: a bundle's own, or those merged into a cache (a
+        damaged record stops the sweep, or with ``leave_out_damaged`` is named and left out:
+        then a set may be shown without what is missing of it, and the record is named)."""
+        if isinstance(self.store, BundleReader):
+            return self.store.shard_manifests()
+        if not isinstance(self.store, ResultCache):
+            return []
+        found, damaged = cache_manifests(self.store)
+        if damaged and not self.leave_out_damaged:
+            raise damaged[0]
+        self.damaged.extend(damaged)
+        return found
 
     def run(self, drive: Drive | None = None) -> SweepResult:
         """The sweep: with a request, its runs first, driven to the end by ``drive`` (the

@@ -150,9 +150,11 @@ class SweepPanel(QWidget):
 
     def _status_html(self, summary: SweepSummary) -> str:
         lines = [
-            f"<b>{len(summary.images)} images</b> against <b>{escape(summary.reference)}</b> "
+            f"<b>{summary.images_text()}</b> against <b>{escape(summary.reference)}</b> "
             f"{at_cutoff(summary.cutoff, summary.multiclass)}; double-click a row to show that "
-            "image."
+            "image.",
+            # What of a merged test set is missing, named (image names escaped).
+            *(f"<b>{escape(coverage.sentence())}</b>" for coverage in summary.incomplete),
         ]
         for row in summary.rows():
             text = (

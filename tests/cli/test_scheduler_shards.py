@@ -53,3 +53,70 @@ def test_the_help_names_the_schedulers_variables(capsys):
     shown = " ".join(segdiff_here(capsys, "run", "--help").stdout.split())
     assert "K/N|slurm|k8s/N" in shown
     assert "SLURM_ARRAY_TASK_ID" in shown and "JOB_COMPLETION_INDEX" in shown
+
+
+def _shard(capsys, tmp_path, number: int, *more: object):
+    """Shard ``number`` of 3 of the demo's 16 images, in a cache of its own, bundled into
+    ``tmp_path/results`` as the array script does."""
+    return segdiff_here(
+        capsys, "run", demo_model(), demo_dir() / "images", "--shard", f"{number}/3",
+        "--config", "batch=1", "--repeats", "1", "--cache", tmp_path / f"task{number}",
+        "--bundle", tmp_path / "results", *more,
+    )  # fmt: skip
+
+
+def test_merged_shards_name_the_shard_never_merged_and_the_sweep_never_passes_for_whole(
+    capsys, tmp_path, fake_engine
+):
+    for number in (1, 2, 3):
+        result = _shard(capsys, tmp_path, number)
+        assert result.returncode == 0, result.stderr
+        assert f"of shard {number}/3 to {tmp_path / 'results'}" in result.stdout
+    bundles = sorted(p.name for p in (tmp_path / "results").iterdir())
+    assert bundles == ["shard-1-of-3.h5", "shard-2-of-3.h5", "shard-3-of-3.h5"]
+    merged = tmp_path / "merged"
+    first, third = (tmp_path / "results" / bundles[i] for i in (0, 2))
+    result = segdiff_here(capsys, "merge", first, third, "--cache", merged)
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "Incomplete test set: 11 of 16 images" in said
+    assert "shard 2/3 (5 images) never merged" in said
+
+    swept = segdiff_here(capsys, "sweep", "--cache", merged)
+    assert swept.returncode == 1  # a partial set is never a pass
+    shown = " ".join(swept.stdout.split())
+    assert "Test set: 11 of 16 images (incomplete)" in shown
+    assert "shard 2/3 (5 images) never merged" in shown
+    data = json.loads(segdiff_here(capsys, "sweep", "--cache", merged, "--json").stdout)
+    assert data["expected_images"] == 16 and len(data["images"]) == 11
+    (covered,) = data["test_sets"]
+    assert covered["missing_shards"] == [2] and covered["absent"] == []
+
+    result = segdiff_here(capsys, "merge", tmp_path / "results" / bundles[1], "--cache", merged)
+    assert "all 3 shards merged (16 images)" in result.stdout
+    swept = segdiff_here(capsys, "sweep", "--cache", merged)
+    assert swept.returncode == 0, swept.stderr
+    assert "Test set: 16 images against" in " ".join(swept.stdout.split())
+
+
+def test_a_task_that_failed_on_an_image_is_named_after_every_shard_is_merged(
+    capsys, tmp_path, monkeypatch, fake_engine
+):
+    for number in (1, 3):
+        assert _shard(capsys, tmp_path, number).returncode == 0
+    monkeypatch.setenv("FAKE_ENGINE_FAIL_ON_IMAGE", "cell_07.png")  # shard 2 holds 5–9
+    result = _shard(capsys, tmp_path, 2)
+    assert result.returncode == 1  # a run failed
+    assert "of shard 2/3" in result.stdout and "runs are missing for 1 image of it" in result.stdout
+    bundles = sorted((tmp_path / "results").iterdir())
+    merged = tmp_path / "merged"
+    result = segdiff_here(capsys, "merge", *bundles, "--cache", merged)
+    assert "1 image of merged shards without runs (cell_07.png)" in " ".join(result.stderr.split())
+    swept = segdiff_here(capsys, "sweep", "--cache", merged)
+    assert swept.returncode == 1
+    shown = " ".join(swept.stdout.split())
+    assert "Test set: 15 of 16 images (incomplete)" in shown
+    assert "without runs (cell_07.png)" in shown
+    # The shard's own bundle, swept alone, is its shard: never the set.
+    alone = segdiff_here(capsys, "sweep", "--bundle", bundles[0])
+    assert "Test set: 5 of 16 images (incomplete)" in " ".join(alone.stdout.split())
