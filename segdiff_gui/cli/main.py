@@ -31,11 +31,12 @@ _COMMAND_MODULES = (
     "devices_command",
     "layers_command",
     "pipeline_commands",
+    "slurm_script",
 )
 
 
 def _handler(command: str) -> Callable[[argparse.Namespace, Console, Console], int]:
-    name = f"command_{command}"
+    name = f"command_{command.replace('-', '_')}"
     for module_name in _COMMAND_MODULES:
         module = importlib.import_module(f"segdiff_gui.cli.{module_name}")
         if hasattr(module, name):

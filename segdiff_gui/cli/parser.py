@@ -239,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_explanations(sub)
     add_layers(sub)
     add_repair(sub)
+    _add_slurm_script(sub)
     return parser
 
 
@@ -372,3 +373,39 @@ def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         "fails)",
     )
     common(check, "print the bounds and failures as JSON")
+
+
+def _add_slurm_script(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    script = sub.add_parser(
+        "slurm-script",
+        help="write a Slurm array job that sweeps a test set in shards, then merge and sweep",
+        description="Print (or write) an sbatch script whose task K of N runs 'segdiff run "
+        "MODEL IMAGES … --shard slurm --bundle RESULTS', so that RESULTS fills with "
+        "shard-K-of-N.h5; the script ends with the merge and sweep to run once every task "
+        "has ended. The options of this command come first; everything from MODEL on is "
+        "'segdiff run''s own arguments (configurations, repeats, model settings, --masks, "
+        "--trust-model), checked now.",
+    )
+    script.add_argument("--shards", type=int, required=True, metavar="N", help="array tasks")
+    script.add_argument(
+        "--results",
+        default="segdiff-results",
+        metavar="FOLDER",
+        help="where each task writes its bundle and log (default: segdiff-results)",
+    )
+    script.add_argument("--out", metavar="FILE", help="write the script here (default: print)")
+    slurm = script.add_argument_group("sbatch options (written as #SBATCH lines)")
+    slurm.add_argument("--job-name", default="segdiff", help="default: segdiff")
+    slurm.add_argument("--partition", help="e.g. gpu")
+    slurm.add_argument("--gres", help="e.g. gpu:1")
+    slurm.add_argument("--cpus-per-task", type=int, metavar="N")
+    slurm.add_argument("--mem", help="e.g. 16G")
+    slurm.add_argument("--time", help="e.g. 01:00:00")
+    slurm.add_argument("--account")
+    script.add_argument(
+        "run_arguments",
+        nargs=argparse.REMAINDER,
+        metavar="MODEL IMAGES … [run options]",
+        help="what 'segdiff run' takes",
+    )
+    script.add_argument("--debug", action="store_true", help="show tracebacks")

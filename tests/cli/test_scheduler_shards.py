@@ -4,6 +4,9 @@ pod) runs the slice the scheduler's variables name: the same images as ``--shard
 from __future__ import annotations
 
 import json
+import sys
+
+import pytest
 
 from segdiff_gui.resources import demo_dir, demo_model
 from segdiff_gui.storage import ResultCache
@@ -120,3 +123,59 @@ def test_a_task_that_failed_on_an_image_is_named_after_every_shard_is_merged(
     # The shard's own bundle, swept alone, is its shard: never the set.
     alone = segdiff_here(capsys, "sweep", "--bundle", bundles[0])
     assert "Test set: 5 of 16 images (incomplete)" in " ".join(alone.stdout.split())
+
+
+def test_the_slurm_script_carries_the_runs_options_and_the_merge_that_follows(
+    capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    made = segdiff_here(
+        capsys, "slurm-script", "--shards", "4", "--gres", "gpu:1", "--time", "01:00:00",
+        demo_model(), demo_dir() / "images", "--config", "device=gpu:0,batch=8",
+        "--repeats", "3", "--trust-model",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    lines = made.stdout.splitlines()
+    results = tmp_path / "segdiff-results"
+    assert results.is_dir()  # Slurm writes the tasks' logs there: it must exist at submission
+    for line in (
+        "#SBATCH --array=1-4",
+        "#SBATCH --gres=gpu:1",
+        "#SBATCH --time=01:00:00",
+        f"#SBATCH --chdir={tmp_path}",
+        f"#SBATCH --output={results}/slurm-%A_%a.log",
+    ):
+        assert line in lines
+    (run,) = [line for line in lines if " run " in line and not line.startswith("#")]
+    assert run.endswith(
+        f"{demo_model()} {demo_dir() / 'images'} --config device=gpu:0,batch=8 --repeats 3 "
+        f"--trust-model --shard slurm --bundle {results}"
+    )
+    segdiff = f"{sys.executable} -m segdiff_gui.cli"  # the very installation that wrote it
+    assert run.startswith(f"{segdiff} run ")
+    merge = [line for line in lines if line.startswith("#   ")]
+    assert merge[0] == (
+        f"#   {segdiff} merge {results}/shard-*-of-4.h5 && {segdiff} sweep --model "
+        "unet_sigmoid.keras"
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        (["--shards", "3", demo_model(), "--shard", "1/3"], "sets --shard itself"),
+        (["--shards", "17", demo_model(), demo_dir() / "images"], "17 is not from 1 to the 16"),
+        (["--shards", "2", demo_model(), demo_dir() / "images", "--repeats", "x"],
+         "not what 'segdiff run' takes"),
+        (["--shards", "2", demo_dir() / "absent.keras", demo_dir() / "images"],
+         "no such model file"),
+    ],
+)  # fmt: skip
+def test_a_slurm_script_for_a_run_that_would_fail_is_refused_at_the_desk(
+    capsys, tmp_path, monkeypatch, arguments, problem
+):
+    monkeypatch.chdir(tmp_path)
+    refused = segdiff_here(capsys, "slurm-script", *arguments)
+    assert refused.returncode == 2
+    assert problem in refused.stderr.splitlines()[-1]
+    assert "#!/bin/bash" not in refused.stdout

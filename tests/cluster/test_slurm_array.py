@@ -1,13 +1,13 @@
-"""README's array job on a real Slurm cluster (single node, started for this module): three
-array tasks, indexed from 0, each run ``segdiff run … --shard slurm`` and bundle their cache;
-the bundles merged give the same sweep as one unsharded run, bit for bit."""
+"""The array job ``segdiff slurm-script`` writes, on a real Slurm cluster (single node, started
+for this module): three array tasks each run ``segdiff run … --shard slurm --bundle``; the
+merge and sweep the script names give the same sweep as one unsharded run, bit for bit."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import sys
-import textwrap
+import subprocess
 import time
 from pathlib import Path
 
@@ -20,7 +20,6 @@ from tests.conftest import segdiff
 
 pytestmark = pytest.mark.slow
 
-SEGDIFF = Path(sys.executable).with_name("segdiff")
 IMAGES = 4  # of the demo's 16: three shards of 1, 1 and 2 images
 
 
@@ -43,43 +42,54 @@ def test_set(tmp_path_factory) -> tuple[Path, Path]:
     return root / "images", root / "masks"
 
 
-def test_an_array_job_merged_is_the_unsharded_sweep_bit_for_bit(cluster, test_set, tmp_path):
+def test_the_array_job_segdiff_writes_merged_is_the_unsharded_sweep_bit_for_bit(
+    cluster, test_set, tmp_path
+):
     images, masks = test_set
-    script = tmp_path / "array.sh"
-    script.write_text(
-        textwrap.dedent(
-            f"""\
-            #!/bin/bash
-            set -euo pipefail
-            export SEGDIFF_CACHE={tmp_path}/cache-$SLURM_ARRAY_TASK_ID
-            {SEGDIFF} run {demo_model()} {images} --shard slurm --config batch=1 --repeats 1
-            {SEGDIFF} bundle {tmp_path}/shard-$SLURM_ARRAY_TASK_ID.h5
-            """
-        )
-    )
+    results, script = tmp_path / "results", tmp_path / "array.sh"
+    made = segdiff(
+        "slurm-script", "--shards", "3", "--results", results, "--out", script,
+        demo_model(), images, "--config", "batch=1", "--repeats", "1", "--masks", masks,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert f"submit it with: sbatch {script}" in made.stdout
     started = time.monotonic()
-    job = cluster.sbatch("--array=0-2", f"--output={tmp_path}/task-%a.log", script)
+    job = cluster.sbatch(script)  # exactly as written: its #SBATCH lines and all
     cluster.wait(job, deadline_s=600)
     took = time.monotonic() - started
-    logs = {path.name: path.read_text() for path in sorted(tmp_path.glob("task-*.log"))}
-    bundles = sorted(tmp_path.glob("shard-*.h5"))
-    assert [path.name for path in bundles] == ["shard-0.h5", "shard-1.h5", "shard-2.h5"], logs
-    # Each task ran its own slice (--array=0-2: tasks 0, 1, 2 are shards 1, 2, 3 of 3).
+    logs = {path.name: path.read_text() for path in sorted(results.glob("slurm-*.log"))}
+    bundles = sorted(results.glob("shard-*.h5"))
+    names = ["shard-1-of-3.h5", "shard-2-of-3.h5", "shard-3-of-3.h5"]
+    assert [path.name for path in bundles] == names, logs
+    # Each task ran its own slice (tasks 1, 2, 3 are shards 1, 2, 3 of 3).
     ran = [" ".join(log.split()) for log in logs.values()]
     assert "1 run of unet_sigmoid.keras on cell_00.png: 1 computed" in ran[0], ran[0]
     assert "1 run of unet_sigmoid.keras on cell_01.png: 1 computed" in ran[1], ran[1]
     assert "2 runs of unet_sigmoid.keras on 2 of 4 images (this shard): 2 computed" in ran[2]
+    assert not list(tmp_path.glob("segdiff-*"))  # each task's own cache went with it
 
+    # The merge and sweep the script names, as written, into a cache of the test's.
+    (after,) = [line[4:] for line in script.read_text().splitlines() if line.startswith("#   ")][:1]
     merged = tmp_path / "merged"
-    assert segdiff("merge", *bundles, "--cache", merged).returncode == 0
-    swept = segdiff("sweep", "--masks", masks, "--cache", merged, "--json")
-    assert swept.returncode == 0, swept.stderr
+    done = subprocess.run(
+        ["bash", "-c", after], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "SEGDIFF_CACHE": str(merged)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "test set" in done.stdout and "all 3 shards merged (4 images)" in done.stdout
+    assert "Test set: 4 images against cpu b1" in " ".join(done.stdout.split())
+    swept = json.loads(segdiff("sweep", "--masks", masks, "--cache", merged, "--json").stdout)
+    (covered,) = swept.pop("test_sets")
+    assert covered["present"] == covered["size"] == 4 and covered["missing_shards"] == []
     whole = segdiff(
         "run", demo_model(), images, "--sweep", "--masks", masks, "--config", "batch=1",
         "--repeats", "1", "--cache", tmp_path / "whole", "--json",
     )  # fmt: skip
     assert whole.returncode == 0, whole.stderr
-    assert json.loads(swept.stdout) == json.loads(whole.stdout)["sweep"]
+    unsharded = json.loads(whole.stdout)["sweep"]
+    assert unsharded.pop("test_sets") == []  # one run on one machine: no shards to account for
+    assert swept == unsharded
     ours = {r.key: r for r in ResultCache(merged).records()}
     theirs = {r.key: r for r in ResultCache(tmp_path / "whole").records()}
     assert sorted(ours) == sorted(theirs) and len(ours) == IMAGES
