@@ -315,6 +315,8 @@ class Sweep:
         #: The runs left out because their stored map could not be read, one line each.
         self.damaged = list(damaged)
         self.sentences: list[str] = sweep_sentences(summary, _HOW)
+        #: The merged test sets whose shards or images are missing (empty: none known to be).
+        self.incomplete = summary.incomplete
         if self.damaged:
             self.sentences.append(
                 f"{plural(len(self.damaged), 'stored run')} could not be read and "
@@ -372,14 +374,14 @@ class Sweep:
         )
         rule = at_cutoff(self.summary.cutoff, self.summary.multiclass)
         lead = (
-            f"<p><b>Test set</b>: {len(self.summary.images):,} images of "
+            f"<p><b>Test set</b>: {escape(self.summary.images_text())} of "
             f"{escape(self.summary.model)} against {escape(self.summary.reference)}, {rule}</p>"
         )
         return html_document(f"{lead}<table><tr>{head}</tr>{body}</table>" + _list(self.sentences))
 
     def __repr__(self) -> str:
         lines = [
-            f"<Sweep {self.summary.model}: {len(self.summary.images):,} images against "
+            f"<Sweep {self.summary.model}: {self.summary.images_text()} against "
             f"{self.summary.reference}, {at_cutoff(self.summary.cutoff, self.summary.multiclass)}>"
         ]
         header = self._header()

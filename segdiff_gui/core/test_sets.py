@@ -135,11 +135,11 @@ class SetCoverage:
             named = ", ".join(f"{k}/{self.shards}" for k, _ in self.missing_shards)
             count = sum(n for _, n in self.missing_shards)
             noun = "shard" if len(self.missing_shards) == 1 else "shards"
-            parts.append(f"{noun} {named} ({plural(count, 'image')}) never merged")
+            parts.append(f"{noun} {named} ({plural(count, 'image')}) missing")
         if self.absent:
             shown = ", ".join(self.absent[:5])
             more = f" and {len(self.absent) - 5} more" if len(self.absent) > 5 else ""
-            parts.append(f"{plural(len(self.absent), 'image')} of merged shards without runs "
+            parts.append(f"{plural(len(self.absent), 'image')} of the shards present without runs "
                          f"({shown}{more})")  # fmt: skip
         return (
             f"Incomplete test set: {self.present:,} of {plural(self.size, 'image')} "

@@ -83,17 +83,23 @@ def test_merged_shards_name_the_shard_never_merged_and_the_sweep_never_passes_fo
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
     assert "Incomplete test set: 11 of 16 images" in said
-    assert "shard 2/3 (5 images) never merged" in said
+    assert "shard 2/3 (5 images) missing" in said
 
     swept = segdiff_here(capsys, "sweep", "--cache", merged)
     assert swept.returncode == 1  # a partial set is never a pass
     shown = " ".join(swept.stdout.split())
     assert "Test set: 11 of 16 images (incomplete)" in shown
-    assert "shard 2/3 (5 images) never merged" in shown
+    assert "shard 2/3 (5 images) missing" in shown
     data = json.loads(segdiff_here(capsys, "sweep", "--cache", merged, "--json").stdout)
     assert data["expected_images"] == 16 and len(data["images"]) == 11
     (covered,) = data["test_sets"]
     assert covered["missing_shards"] == [2] and covered["absent"] == []
+    # A notebook's sweep of the merged cache says the same.
+    from segdiff_gui import api
+
+    noted = api.open_cache(merged).study(image="cell_00.png").sweep()
+    assert "11 of 16 images (incomplete)" in repr(noted) and len(noted.incomplete) == 1
+    assert "shard 2/3 (5 images) missing" in noted._repr_html_()
 
     result = segdiff_here(capsys, "merge", tmp_path / "results" / bundles[1], "--cache", merged)
     assert "all 3 shards merged (16 images)" in result.stdout
@@ -114,7 +120,9 @@ def test_a_task_that_failed_on_an_image_is_named_after_every_shard_is_merged(
     bundles = sorted((tmp_path / "results").iterdir())
     merged = tmp_path / "merged"
     result = segdiff_here(capsys, "merge", *bundles, "--cache", merged)
-    assert "1 image of merged shards without runs (cell_07.png)" in " ".join(result.stderr.split())
+    assert "1 image of the shards present without runs (cell_07.png)" in " ".join(
+        result.stderr.split()
+    )
     swept = segdiff_here(capsys, "sweep", "--cache", merged)
     assert swept.returncode == 1
     shown = " ".join(swept.stdout.split())

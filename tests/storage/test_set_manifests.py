@@ -107,7 +107,7 @@ def test_coverage_counts_images_across_shardings_and_names_whats_missing():
     assert not coverage.complete
     assert coverage.sentence() == (
         "Incomplete test set: 2 of 7 images (set " + SET[:8] + ", 2 shards); shard 2/2 "
-        "(4 images) never merged; 1 image of merged shards without runs (t.png)."
+        "(4 images) missing; 1 image of the shards present without runs (t.png)."
     )
     # Another model's set, or a set none of whose images were swept, is not this sweep's.
     assert set_coverage([manifest(1, 3)], digest("other"), summarised) == []

@@ -296,3 +296,26 @@ def test_the_test_set_tab_says_how_many_images_a_change_is_over(qtbot, tmp_path)
     assert "against <b>cpu b1</b> at cutoff 0.5;" in status
     assert "mean Dice 1.000000 (+0.00e+00 over 1 of 4 images)" in status
     assert "mean Dice 0.750000," not in status and "mean Dice 0.750000<br>" in status
+
+
+def test_the_test_set_tab_of_merged_shards_says_what_is_missing(qtbot, tmp_path):
+    """Issue 37 in the window: two shards of three, merged, are not shown as the whole set."""
+    from dataclasses import replace
+
+    from segdiff_gui.core.test_sets import SetCoverage
+    from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
+    from segdiff_gui.ui.sweep_panel import SweepPanel
+    from tests.cli.test_sweep_partial import partial_sweep
+
+    cache, _ = partial_sweep(tmp_path)
+    summary = summarise_sweep(cache, sweep_groups(cache.records()), cutoff=0.5)
+    whole = len(summary.images)
+    missing = SetCoverage("ab" * 32, whole + 3, 3, whole, ((2, 3),), ("<b>x</b>.png",))
+    summary = replace(summary, coverage=[missing])
+    panel = SweepPanel()
+    qtbot.addWidget(panel)
+    panel.show_summary(summary)
+    status = panel.status.text()
+    assert f"<b>{whole} of {whole + 3} images (incomplete)</b> against" in status
+    assert "shard 2/3 (3 images) missing" in status
+    assert "(&lt;b&gt;x&lt;/b&gt;.png)" in status  # a name is plain text
