@@ -396,19 +396,25 @@ class KnobRegistry:
         }
         return {name: value for name, value in values.items() if name not in omitted}
 
+    def _in_process(self, knob: Knob, config: Any) -> bool:
+        """Whether ``knob`` is set once per process for ``config``: a process-level knob but
+        where its runtime sets it on each session (``Runtime.per_session``)."""
+        return knob.process_level and knob.name not in config.runtimes[config.runtime].per_session
+
     def process_settings(self, config: Any) -> tuple[object, ...]:
-        """The knobs TensorFlow reads once per process: equal values may share a child."""
-        return tuple(getattr(config, k.name) for k in self.knobs if k.process_level)
+        """The knobs ``config``'s runtime reads once per process: equal values may share a
+        child."""
+        return tuple(getattr(config, k.name) for k in self.knobs if self._in_process(k, config))
 
     def forward_key(self, config: Any) -> tuple[tuple[str, object], ...]:
-        """What a child's forward pass for ``config`` is built for: every knob set at run time
-        (the process-level ones are equal within a child) but those that only fill the batch.
-        A child keeps one compiled forward pass per key, so two configurations share one only
-        where every such knob agrees."""
+        """What a child's forward pass (or a converted runtime's session) for ``config`` is
+        built for: every knob set at run time (the process-level ones are equal within a
+        child) but those that only fill the batch. A child keeps one compiled forward pass
+        per key, so two configurations share one only where every such knob agrees."""
         return tuple(
             (knob.name, getattr(config, knob.name))
             for knob in self.knobs
-            if knob.builds_forward and not knob.process_level
+            if knob.builds_forward and not self._in_process(knob, config)
         )
 
     def groups(self) -> tuple[tuple[Knob, tuple[str, ...]], ...]:

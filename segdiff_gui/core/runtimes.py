@@ -80,6 +80,12 @@ class Runtime:
     takes: frozenset[str]
     # Knobs it takes at some values only (``Limit``), by name.
     limits: Mapping[str, Limit] = field(default_factory=dict)
+    # Process-level knobs (TensorFlow reads them once per process) that this runtime sets on
+    # each session it opens instead (LiteRT's interpreter, ONNX Runtime's session options):
+    # runs that differ only in them share a child, and each builds its own session, as a
+    # run-time knob builds its own forward pass (``KnobRegistry.process_settings``,
+    # ``forward_key``).
+    per_session: frozenset[str] = frozenset()
     conversion: Conversion | None = None
     # Modules the conversion needs besides ``package`` (TensorFlow converts; tf2onnx to ONNX).
     converters: tuple[str, ...] = ()
@@ -377,6 +383,7 @@ def _litert(
         # The interpreter's thread count; its XLA, oneDNN and precision are the conversion's.
         takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,
         limits=_LITERT_LIMITS,
+        per_session=frozenset({"threads"}),  # Interpreter(num_threads=…)
         conversion=Conversion("litert", quantization, title),
         converters=("tensorflow",),
         checkbox=checkbox,
@@ -472,6 +479,9 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         # Its session's determinism, TF32 and thread count, and the CUDA provider's GPUs.
         takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,
         limits=_ONNX_LIMITS,
+        # SessionOptions' intra_op_num_threads and use_deterministic_compute (its TF32 is the
+        # CUDA provider's, kept per process as TensorFlow's is)
+        per_session=frozenset({"threads", "determinism"}),
         conversion=Conversion("onnx", "float32", "float32"),
         converters=("tensorflow", "tf2onnx"),
         checkbox="ONNX Runtime",

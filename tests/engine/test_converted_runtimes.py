@@ -5,6 +5,7 @@ every map cached bit-exactly, and a conversion the converters refuse said in one
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,8 @@ pytestmark = pytest.mark.slow
 CONVERTED = ("litert", "litert-fp16", "litert-dynamic-int8", "litert-int8", "onnxruntime")
 LITERT = CONVERTED[:4]
 # Keras on TensorFlow, every conversion, and the knobs a converted runtime maps (batch, and
-# threads: each its own child, as for TensorFlow).
+# threads, and ONNX Runtime's determinism: options of each run's own session, so in the
+# runtime's one child).
 SPECS = {
     "tensorflow": "batch=1",
     **{name: f"runtime={name}" for name in CONVERTED},
@@ -95,14 +97,24 @@ def test_threads_and_determinism_reach_the_runtimes_sessions(demo_runs):
     _, records = demo_runs
     assert records["litert threads1"].provenance.to_dict()["litert_threads"] == 1
     assert records["litert"].provenance.to_dict()["litert_threads"] == "the interpreter's default"
+    # ONNX Runtime's as its sessions report them: each run its own session, in one child.
     onnx = records["onnxruntime threads1"].provenance.to_dict()
-    assert onnx["onnxruntime_threads"] == 1 and onnx["onnxruntime_deterministic_compute"]
+    assert onnx["onnxruntime_threads"] == onnx["intra_op_threads"] == 1
+    assert onnx["onnxruntime_deterministic_compute"] and onnx["op_determinism"]
+    plain = records["onnxruntime"].provenance.to_dict()
+    assert plain["onnxruntime_threads"] == "ONNX Runtime's default"
+    assert plain["intra_op_threads"] == 0 and plain["op_determinism"] is False
+    # Session options share the runtime's child: one TensorFlow import, one conversion.
+    for name in ("litert", "onnxruntime"):
+        pids = {records[n].provenance.to_dict()["process_id"] for n in (name, f"{name} threads1")}
+        assert len(pids) == 1, name
     # One conversion serves every run of a runtime: batch and threads do not convert again.
     keys = {
         records[name].provenance.to_dict()["conversion_key"] for name in ("litert", "litert b4")
     }
     assert len(keys) == 1
-    assert records["litert threads1"].provenance.to_dict()["conversion_reused"]
+    threads = records["litert threads1"].provenance.to_dict()
+    assert threads["conversion_key"] == records["litert"].provenance.to_dict()["conversion_key"]
 
 
 def test_conversions_move_the_demo_as_their_precision_says(demo_runs):
@@ -153,34 +165,43 @@ def test_a_second_run_is_served_from_the_cache_without_converting_again(demo_run
     assert _converted_files(cache) == before
 
 
-def test_a_damaged_artefact_is_converted_again_not_an_error(demo, tmp_path):
-    model, images = demo
-    cache = ResultCache(tmp_path / "cache")
-    (first,) = _run(model, images[:1], cache, ["runtime=litert"])
-    (stored,) = _converted_files(cache)
+def _copy_without(demo_runs, name: str, tmp_path: Path) -> tuple[ResultCache, Path]:
+    """A copy of the demo's cache without the run ``name`` (asked again, it is computed), and
+    the stored artefact that run was computed on."""
+    source, records = demo_runs
+    cache = ResultCache(shutil.copytree(source.root, tmp_path / "cache"))
+    cache.run_path(records[name].key).unlink()
+    key = records[name].provenance.to_dict()["conversion_key"]
+    (stored,) = (path for path in _converted_files(cache) if path.stem == key)
+    return cache, stored
+
+
+def test_a_damaged_artefact_is_converted_again_not_an_error(demo_runs, demo4, tmp_path):
+    model, images = demo4
+    _, records = demo_runs
+    cache, stored = _copy_without(demo_runs, "litert threads1", tmp_path)
     data = bytearray(stored.read_bytes())
     data[-64] ^= 0xFF  # inside the artefact's bytes, at the file's end
     stored.write_bytes(bytes(data))
-    (second,) = _run(model, images[:1], cache, ["runtime=litert,threads=1"])
+    (second,) = _run(model, images, cache, [SPECS["litert threads1"]])
     provenance = cache.read_run(second["key"]).provenance.to_dict()
     assert second["status"] == "finished" and not provenance["conversion_reused"]
     assert (
         cache.read_run(second["key"]).probabilities.tobytes()
-        == cache.read_run(first["key"]).probabilities.tobytes()
+        == records["litert threads1"].probabilities.tobytes()
     )
 
 
-def test_a_planted_onnx_artefact_with_external_data_is_never_opened(demo, tmp_path):
+def test_a_planted_onnx_artefact_with_external_data_is_never_opened(demo_runs, demo4, tmp_path):
     """Issue 33, case 1: an artefact at the right key, with the right checksum, whose tensor
     is kept as ONNX external data naming a file of the user's: ONNX Runtime would read that
     file (relative to the working folder) into the model. It is converted again instead."""
     import onnx
     from onnx import numpy_helper
 
-    model, images = demo
-    cache = ResultCache(tmp_path / "cache")
-    (first,) = _run(model, images[:1], cache, ["runtime=onnxruntime"])
-    (path,) = _converted_files(cache)
+    model, images = demo4
+    _, records = demo_runs
+    cache, path = _copy_without(demo_runs, "onnxruntime threads1", tmp_path)
     store = ConvertedStore(cache.root)
     stored = store.read(path.stem)
     planted = onnx.load_from_string(stored.data)
@@ -196,9 +217,9 @@ def test_a_planted_onnx_artefact_with_external_data_is_never_opened(demo, tmp_pa
         entry.key, entry.value = key, value
     tensor.data_location = onnx.TensorProto.EXTERNAL
     store.write(ConvertedModel(stored.ingredients, planted.SerializeToString(), stored.facts))
-    configs = ["--config", "runtime=onnxruntime,threads=1"]
+    configs = ["--config", SPECS["onnxruntime threads1"]]
     result = segdiff(
-        "run", model, images[0], *configs, "--repeats", "1", "--cache", cache.root, "--json",
+        "run", model, *images, *configs, "--repeats", "1", "--cache", cache.root, "--json",
         cwd=home,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -207,7 +228,7 @@ def test_a_planted_onnx_artefact_with_external_data_is_never_opened(demo, tmp_pa
     assert second["status"] == "finished" and not provenance["conversion_reused"]
     assert (
         cache.read_run(second["key"]).probabilities.tobytes()
-        == cache.read_run(first["key"]).probabilities.tobytes()
+        == records["onnxruntime threads1"].probabilities.tobytes()
     )
     # The artefact stored now is the converter's own again: every tensor inside it. (The
     # engine's own check is not imported here: it would bring Keras into the test process,

@@ -117,6 +117,33 @@ def test_fresh_repeats_each_get_a_child_of_their_own(demo, cache):
     assert not plain & {run.key for run in fresh}
 
 
+def test_session_options_of_a_converted_runtime_share_its_child_with_a_session_each(demo, cache):
+    """LiteRT's thread count and ONNX Runtime's thread count and determinism are options of
+    the interpreter or session the child opens per run, not of the process: the runs that
+    differ only in them share one child (one TensorFlow import, one conversion), and each is
+    its own forward key, so that no run is computed on another's session. TensorFlow's and
+    the other knobs of these runtimes still split children."""
+    model, images = demo
+    configs = [
+        RunConfig(runtime="litert"), RunConfig(runtime="litert", threads=1),
+        RunConfig(runtime="litert-int8", threads=2),
+        RunConfig(runtime="onnxruntime"), RunConfig(runtime="onnxruntime", threads=1),
+        RunConfig(runtime="onnxruntime", determinism=True),
+        RunConfig(), RunConfig(threads=1), RunConfig(determinism=True),
+    ]  # fmt: skip
+    plan = plan_matrix(model, images[:1], configs, cache=cache, repeats=1)
+    children = sorted(
+        (job.runs[0].config.runtime, len(job.runs)) for job in plan.jobs
+    )  # fmt: skip
+    assert children == [
+        ("litert", 2), ("litert-int8", 1), ("onnxruntime", 3),
+        ("tensorflow", 1), ("tensorflow", 1), ("tensorflow", 1),
+    ]  # fmt: skip
+    for job in plan.jobs:
+        keys = [run.config.forward_key() for run in job.runs]
+        assert len(set(keys)) == len(keys), keys
+
+
 def test_a_full_int8_runs_key_holds_its_calibration_images_and_no_other_runs_does(
     models, small_images, cache
 ):

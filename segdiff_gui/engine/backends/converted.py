@@ -46,7 +46,9 @@ class _Artefact:
 
     converted: ConvertedModel
     reused: bool  # the artefact came from the cache
-    sessions: dict[str, Session] = field(default_factory=dict)  # by output device
+    # by forward key: the device, and the knobs its runtime sets per session (the thread
+    # count, …), so that runs differing in them never share a session
+    sessions: dict[tuple[tuple[str, object], ...], Session] = field(default_factory=dict)
 
 
 class ConvertedBackend(Backend):
@@ -64,6 +66,7 @@ class ConvertedBackend(Backend):
         self.source: JobInputs | None = None
         self._artefacts: dict[InputSize, _Artefact] = {}
         self.in_use: _Artefact | None = None  # the last batch's: its run's provenance
+        self.session_used: Session | None = None  # the last batch's session, likewise
 
     def attach(self, inputs: JobInputs) -> None:
         self.source = inputs
@@ -208,13 +211,15 @@ class ConvertedBackend(Backend):
         }[self.conversion.quantization]
 
     def _session(self, model: Any, config: RunConfig, image_shape: tuple[int, ...]) -> Session:
-        """The session of the artefact for inputs of ``image_shape`` on ``config``'s device."""
+        """The session of the artefact for inputs of ``image_shape``, opened for ``config``
+        (its device and its session options)."""
         self.artefact(model, image_shape)
         assert self.in_use is not None
-        where = self.output_device(config)
-        if where not in self.in_use.sessions:
-            self.in_use.sessions[where] = self.open_session(self.in_use.converted.data, config)
-        return self.in_use.sessions[where]
+        key = config.forward_key()
+        if key not in self.in_use.sessions:
+            self.in_use.sessions[key] = self.open_session(self.in_use.converted.data, config)
+        self.session_used = self.in_use.sessions[key]
+        return self.session_used
 
     def make_ready(self, model: Any, config: RunConfig, image_shape: tuple[int, ...]) -> None:
         self._session(model, config, image_shape)

@@ -40,7 +40,6 @@ class LiteRTBackend(ConvertedBackend):
         return {
             "runtime_version": version,
             "litert_version": version,
-            "intra_op_threads": self.settings.threads,
             "delegate": "XNNPACK (the interpreter's default)",
         }
 
@@ -95,6 +94,7 @@ class LiteRTBackend(ConvertedBackend):
         return {
             **self.conversion_facts(),
             "litert_threads": config.threads or "the interpreter's default",
+            "intra_op_threads": config.threads,  # the run's own: a child's runs may differ
             "placement": "cpu (LiteRT interpreter, XNNPACK)",
         }
 

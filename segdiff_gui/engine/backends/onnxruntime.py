@@ -84,6 +84,12 @@ def _gpu_index(device: str) -> int:
 
 
 class OnnxRuntimeBackend(ConvertedBackend):
+    def __init__(self, runtime: str) -> None:
+        super().__init__(runtime)
+        # Each session's options as ONNX Runtime reports them: a run's provenance reads back
+        # those of the session that computed it.
+        self._options_of: dict[Session, ort.SessionOptions] = {}
+
     def devices(self) -> list[dict[str, Any]]:
         devices = [self.cpu_device()]
         if _CUDA in ort.get_available_providers():
@@ -104,8 +110,6 @@ class OnnxRuntimeBackend(ConvertedBackend):
             "runtime_version": ort.__version__,
             "onnxruntime_version": ort.__version__,
             "onnxruntime_providers": list(ort.get_available_providers()),
-            "intra_op_threads": self.settings.threads,
-            "op_determinism": self.settings.determinism,
         }
 
     def output_device(self, config: RunConfig) -> str:
@@ -147,6 +151,7 @@ class OnnxRuntimeBackend(ConvertedBackend):
         def run(batch: np.ndarray) -> list[np.ndarray]:
             return [np.asarray(array) for array in session.run(names, {model_input.name: batch})]
 
+        self._options_of[run] = session.get_session_options()
         return run
 
     def intermediates(
@@ -187,12 +192,24 @@ class OnnxRuntimeBackend(ConvertedBackend):
         ]
         return arrays[: len(outputs)], tensors
 
+    def _read_back(self) -> dict[str, Any]:
+        """The thread count and determinism of the session that computed the last batch, as
+        ONNX Runtime reports them (a child's runs may differ in them: each has its own)."""
+        assert self.session_used is not None
+        options = self._options_of[self.session_used]
+        threads, deterministic = options.intra_op_num_threads, options.use_deterministic_compute
+        return {
+            "onnxruntime_threads": threads or "ONNX Runtime's default",
+            "onnxruntime_deterministic_compute": deterministic,
+            "intra_op_threads": threads,
+            "op_determinism": deterministic,
+        }
+
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
         return {
             **self.conversion_facts(),
             "onnxruntime_provider": _CUDA if config.is_gpu else _CPU,
-            "onnxruntime_threads": config.threads or "ONNX Runtime's default",
-            "onnxruntime_deterministic_compute": config.determinism,
+            **self._read_back(),
             "onnxruntime_tf32": config.tf32 if config.is_gpu else "n/a (CPU)",
             "placement": f"every node on {config.device}" if config.is_gpu else "cpu",
         }
