@@ -10,6 +10,8 @@ from itertools import cycle, islice
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
 from segdiff_gui.core.defaults import DEFAULT_CALIBRATION_IMAGES
 from segdiff_gui.core.environment import keyed_environment
@@ -18,6 +20,7 @@ from segdiff_gui.core.hashing import hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_CONFIG_BYTES, MAX_REPEATS
+from segdiff_gui.core.preprocess import is_tensor, tensor_input
 from segdiff_gui.core.runtime_defaults import Machine, defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
 from segdiff_gui.core.shards import shard_slice
@@ -132,8 +135,21 @@ def _held_together(
     return [[Path(refs[index].path) for index in group] for group in groups.values()]
 
 
+def _decoded(ref: ImageRef, preprocessing: Preprocessing) -> np.ndarray:
+    """The image ``ref`` decoded; a tensor (a ``.npy`` of floats) the child would refuse
+    whatever the model takes (its dtype, or preprocessing given for it) refused here, by the
+    child's own check, before any child starts."""
+    image = read_image(Path(ref.path))
+    if preprocessing.function is None and is_tensor(ref.path, image):
+        tensor_input(image, preprocessing, None, None, None, ref.path)  # the model's size: unknown
+    return image
+
+
 def _check_images(
-    refs: Sequence[ImageRef], to_compute: Sequence[PlannedRun], decoded: set[str]
+    refs: Sequence[ImageRef],
+    to_compute: Sequence[PlannedRun],
+    decoded: set[str],
+    preprocessing: Preprocessing,
 ) -> None:
     """Decode every image a run still to compute will read (unless ``decoded`` already), so
     that a bad file fails here, before any child starts, naming the file. Images only cached
@@ -143,7 +159,7 @@ def _check_images(
     for index in needed:
         ref = refs[index]
         if ref.hash not in decoded:
-            read_image(Path(ref.path))
+            _decoded(ref, preprocessing)
             decoded.add(ref.hash)  # the same file given twice is decoded once
 
 
@@ -346,9 +362,10 @@ def plan_matrix(
         # Keep each target image beside its results, so they can be shown without the original.
         target_ref = refs[target_index]
         if target_ref.hash not in decoded:  # decode only what is not stored (whole)
-            cache.write_image(target_ref.hash, target_ref.name, read_image(target_ref.path))
+            image = _decoded(target_ref, preprocessing)
+            cache.write_image(target_ref.hash, target_ref.name, image)
             decoded.add(target_ref.hash)
-    _check_images(refs, to_compute, decoded)
+    _check_images(refs, to_compute, decoded, preprocessing)
     _check_runtimes(model, to_compute)
     template = EngineJob(
         model_path=str(model),

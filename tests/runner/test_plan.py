@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.runner import MatrixRequest, MatrixRunner, plan_matrix
 
@@ -44,6 +44,27 @@ def test_a_bad_image_fails_at_planning_before_any_child(models, small_images, ca
         )
     with pytest.raises(InputError, match="broken.png.*not a readable image"):  # the target
         plan_matrix(models / "tiny.keras", [broken, *small_images], CONFIGS, cache=cache, repeats=1)
+
+
+def test_a_tensor_no_model_can_take_is_refused_at_planning_before_any_child(demo, cache, tmp_path):
+    """A .npy of floats is the model's input as it is: a float64 one, or one given with
+    scaling, is refused by the child's own check whatever the model takes, so the planner
+    says it before a child imports TensorFlow to say it (the target, or beside it in a
+    batch); a float32 one passes (its size against the model's is the child's to check)."""
+    model, images = demo
+    wide, good = tmp_path / "wide.npy", tmp_path / "good.npy"
+    np.save(wide, np.zeros((256, 256), np.float64))
+    np.save(good, np.zeros((256, 256), np.float32))
+    with pytest.raises(InputError, match=r"wide.npy.*is a float64 tensor"):
+        plan_matrix(model, [wide], CONFIGS, cache=cache, repeats=1)
+    with pytest.raises(InputError, match=r"wide.npy.*is a float64 tensor"):
+        plan_matrix(model, [good, wide], [RunConfig(batch=2)], cache=cache, repeats=1)
+    with pytest.raises(InputError, match=r"good.npy.*it takes no divide"):
+        plan_matrix(
+            model, [good], CONFIGS, cache=cache, repeats=1,
+            preprocessing=Preprocessing(divisor=255.0),
+        )  # fmt: skip
+    assert len(plan_matrix(model, [good, images[0]], CONFIGS, cache=cache, repeats=1).jobs) == 1
 
 
 @pytest.mark.slow
