@@ -180,7 +180,7 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         "N",
         title="the intra-op thread count",
         tooltip="Intra-op threads (0: TensorFlow's default); fewer threads sum in fewer pieces. "
-        "Own process.",
+        "Own process (LiteRT and ONNX Runtime: a session option, in the runtime's child).",
         parse=parse_count,
         check=at_least(0, None, " (TensorFlow's default)"),
         fragment=lambda value: f"threads{value}" if value else "",
