@@ -40,10 +40,15 @@ FRESH_SPECS = ("batch=1", "batch=1,scope=fresh")
 
 
 @pytest.fixture(scope="module")
-def runs(demo, tmp_path_factory):
+def knobs_cache(tmp_path_factory):
+    return ResultCache(tmp_path_factory.mktemp("knobs"))
+
+
+@pytest.fixture(scope="module")
+def runs(demo, knobs_cache):
     """Every knob once, twice each (repeats), on the demo's first image; records by name."""
     model, images = demo
-    cache = ResultCache(tmp_path_factory.mktemp("knobs"))
+    cache = knobs_cache
     configs = {name: parse_config_spec(spec) for name, spec in SPECS.items()}
     plan = plan_matrix(model, images, list(configs.values()), cache=cache, repeats=2)
     # default, threads=1, oneDNN off, oneDNN on, determinism, TF32 off (issue 14, defect 5):
@@ -191,14 +196,21 @@ def test_provenance_names_versions_device_and_host(runs):
     assert provenance["device"] == "cpu:0" and provenance["device_requested"] == "cpu"
 
 
-def test_fresh_process_repeats_run_each_in_a_new_child_and_are_diagnosed(demo, tmp_path):
+def test_fresh_process_repeats_run_each_in_a_new_child_and_are_diagnosed(demo, runs, knobs_cache):
+    """Beside the runs above (their in-process repeats served from the cache): only the
+    fresh repeats are computed, each in a child of its own."""
     model, images = demo
-    cache = ResultCache(tmp_path / "cache")
+    cache = knobs_cache
     result = segdiff(
-        "run", model, images[0], *(word for spec in FRESH_SPECS for word in ("--config", spec)),
+        "run", model, *images, *(word for spec in FRESH_SPECS for word in ("--config", spec)),
         "--repeats", "2", "--cache", cache.root, "--json",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    statuses = {run["label"]: run["status"] for run in json.loads(result.stdout)["runs"]}
+    assert statuses == {
+        "cpu b1 r0": "cached", "cpu b1 r1": "cached",
+        "cpu b1 fresh r0": "finished", "cpu b1 fresh r1": "finished",
+    }  # fmt: skip
     records = [cache.read_run(run["key"]) for run in json.loads(result.stdout)["runs"]]
     processes = {r.label: r.provenance.to_dict()["process_id"] for r in records}
     assert processes["cpu b1 r0"] == processes["cpu b1 r1"]
