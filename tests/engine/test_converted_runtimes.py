@@ -255,13 +255,24 @@ def test_the_softmax_demo_converts_with_its_classes(demo, tmp_path):
     assert 1e-3 < np.abs(int8.sum(axis=-1) - 1).max() <= 2e-2
 
 
-def test_a_legacy_tf_keras_h5_runs_under_every_converted_runtime(models, small_images, tmp_path):
+def test_a_legacy_tf_keras_h5_runs_under_every_converted_runtime_and_jax_and_torch(
+    models, small_images, tmp_path
+):
+    """The legacy .h5 under every runtime, in one request: TensorFlow's child serves as the
+    reference of the converted runtimes and of Keras's JAX and PyTorch backends alike."""
     cache = ResultCache(tmp_path / "cache")
     specs = ["batch=1", *(f"runtime={name}" for name in CONVERTED)]
-    runs = _run(models / "tiny_tfkeras.h5", small_images, cache, specs)
+    keras_backends = ["runtime=jax", "runtime=torch,batch=2"]
+    runs = _run(models / "tiny_tfkeras.h5", small_images, cache, [*specs, *keras_backends])
     assert all(run["status"] == "finished" for run in runs), runs
     records = [cache.read_run(run["key"]) for run in runs]
     reference = records[0].probabilities
+    # JAX and PyTorch load the legacy file too, and agree with TensorFlow to float32 rounding.
+    jax, torch = records[len(specs) :]
+    assert (jax.label, torch.label) == ("jax cpu b1 r0", "torch cpu b2 r0")
+    for other in (jax, torch):
+        np.testing.assert_allclose(other.probabilities, reference, atol=1e-6)
+    records = records[: len(specs)]
     onnx = records[-1].probabilities
     ulp = np.abs(reference.view(np.int32).astype(np.int64) - onnx.view(np.int32))
     assert ulp.max() <= 8  # ONNX Runtime float32: within a few ULP of Keras on this model

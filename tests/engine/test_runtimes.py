@@ -143,20 +143,6 @@ def test_runs_of_other_runtimes_are_served_from_the_cache(runs, demo):
     assert {run["status"] for run in json.loads(result.stdout)["runs"]} == {"cached"}
 
 
-def test_a_legacy_h5_runs_under_jax_and_torch(models, small_images, cache):
-    result = segdiff(
-        "run", models / "tiny_tfkeras.h5", *small_images, "--config", "batch=1",
-        "--config", "runtime=jax", "--config", "runtime=torch,batch=2",
-        "--repeats", "1", "--cache", cache.root, "--json",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    runs = {run["label"]: run for run in json.loads(result.stdout)["runs"]}
-    assert set(runs) == {"cpu b1 r0", "jax cpu b1 r0", "torch cpu b2 r0"}
-    maps = {label: cache.read_run(run["key"]).probabilities for label, run in runs.items()}
-    for label in ("jax cpu b1 r0", "torch cpu b2 r0"):
-        np.testing.assert_allclose(maps[label], maps["cpu b1 r0"], atol=1e-6)
-
-
 def test_a_savedmodel_is_refused_under_jax_in_one_line_before_anything_runs(
     models, small_images, cache
 ):
