@@ -25,7 +25,7 @@ from segdiff_gui.core.config import (
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtime_defaults import on_off
 from segdiff_gui.core.shards import shard_slice
-from segdiff_gui.core.test_sets import SetCoverage, ShardManifest, set_coverage
+from segdiff_gui.core.test_sets import SetCoverage, ShardManifest, manifests_of, set_coverage
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
@@ -388,7 +388,7 @@ def _bundle_sweep(
     assert plan is not None  # it ran its request
     stored = [run.key for run in plan.runs if cache.has(run.key)]
     manifest = sweep_manifest(plan, args.shard, set(stored))
-    count = write_bundle(cache, stored, path, manifest)
+    count = write_bundle(cache, stored, path, [manifest])
     if not args.json:
         lacking = _plural(len(manifest.missing), "image")
         incomplete = f"; runs are missing for {lacking} of it" if manifest.missing else ""
@@ -406,23 +406,28 @@ def command_bundle(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not records:
         report_damaged(err, scan.damaged)
         raise InputError(cache.root, "holds no runs to bundle")
-    count = write_bundle(cache, [r.key for r in records], target)
+    # The test sets merged here that these runs belong to travel with them (a damaged record
+    # cannot, and is named below).
+    known, unreadable = cache_manifests(cache)
+    carried = manifests_of(known, ((r.model_hash, r.target_hash) for r in records))
+    count = write_bundle(cache, [r.key for r in records], target, carried)
     if args.json:
         _json({"bundle": str(target), "runs": [r.key for r in records]})
     else:
-        out.print(f"wrote {_plural(count, 'run')} to {target}", markup=False)
+        shards = f", with {_plural(len(carried), 'test-set shard')}" if carried else ""
+        out.print(f"wrote {_plural(count, 'run')} to {target}{shards}", markup=False)
     # The damaged ones are left out, and said to be: the bundle is not all the cache had.
-    return report_damaged(err, scan.damaged)
+    return report_damaged(err, [*scan.damaged, *unreadable])
 
 
 def command_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
     bundles = [check_bundle(path) for path in args.bundles]  # all read whole before any merge
     results = {str(bundle.path): merge_bundle(bundle.path, cache) for bundle in bundles}
-    sets = _merged_sets(cache, [r.manifest for r in results.values() if r.manifest], err)
+    sets = _merged_sets(cache, [m for r in results.values() for m in r.manifests], err)
     if args.json:
         merged = {
-            path: {**vars(result), "manifest": result.manifest and result.manifest.to_dict()}
+            path: {**vars(result), "manifests": [m.to_dict() for m in result.manifests]}
             for path, result in results.items()
         }
         _json({**merged, "test_sets": [coverage.to_dict() for coverage in sets]})

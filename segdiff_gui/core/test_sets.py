@@ -18,7 +18,7 @@ from segdiff_gui.core.findings import plural
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.core.shards import shard_slice
 
-__all__ = ["SetCoverage", "ShardManifest", "set_coverage", "set_identity"]
+__all__ = ["SetCoverage", "ShardManifest", "manifests_of", "set_coverage", "set_identity"]
 
 # The most images a manifest may name: a test set far beyond any sweep's, and a bound on what
 # an untrusted file may make segdiff hold.
@@ -190,3 +190,16 @@ def set_coverage(
         present = sum(image_hash in done for _, image_hash in covered.values())
         found.append(SetCoverage(set_id, size, total, present, missing_shards, absent))
     return found
+
+
+def manifests_of(
+    manifests: Iterable[ShardManifest], runs: Iterable[tuple[str, str]]
+) -> list[ShardManifest]:
+    """The manifests of the sets that runs (model hash, image hash) belong to: what a bundle of
+    them carries on, so that the set's shards are still counted wherever it is merged."""
+    wanted = set(runs)
+    return [
+        manifest
+        for manifest in manifests
+        if any((manifest.model_hash, image_hash) in wanted for _, image_hash in manifest.images)
+    ]

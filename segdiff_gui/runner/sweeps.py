@@ -302,7 +302,7 @@ class SweepSession:
         damaged record stops the sweep, or with ``leave_out_damaged`` is named and left out:
         then a set may be shown without what is missing of it, and the record is named)."""
         if isinstance(self.store, BundleReader):
-            return self.store.shard_manifests()
+            return self.store.manifests
         if not isinstance(self.store, ResultCache):
             return []
         found, damaged = cache_manifests(self.store)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -45,7 +45,7 @@ from segdiff_gui.storage.records import (
 from segdiff_gui.storage.schema import AttributeReader, is_digest
 from segdiff_gui.storage.set_manifests import (
     MANIFEST_ATTRIBUTE,
-    manifest_text,
+    manifests_text,
     read_manifest_attribute,
     write_cache_manifest,
 )
@@ -63,15 +63,18 @@ def _stored_bytes(paths: list[Path]) -> int:
 
 
 def write_bundle(
-    cache: ResultCache, keys: list[str], path: str | Path, manifest: ShardManifest | None = None
+    cache: ResultCache,
+    keys: list[str],
+    path: str | Path,
+    manifests: Sequence[ShardManifest] = (),
 ) -> int:
     """Write the runs ``keys`` of ``cache`` and their target images to ``path``, with the
-    ``manifest`` of the sweep (or shard of one) they are; returns the count.
+    ``manifests`` of the sweeps (or shards of them) they are; returns the count.
 
     The free space is checked first (the bundle is about the size of the runs' files): HDF5
     writing onto a full disk fails half-way and can crash while closing."""
     path = Path(path)
-    text = manifest_text(manifest, path) if manifest is not None else None
+    text = manifests_text(manifests, path) if manifests else None
     records = [cache.read_run(key) for key in keys]  # damaged runs fail here, named
     hashes = sorted({record.target_hash for record in records})
     needed = _stored_bytes([cache.run_path(key) for key in keys])
@@ -120,12 +123,9 @@ class BundleReader:
             if "format" not in attrs.names() or attrs.text("format") != _MAGIC:
                 raise InputError(self.path, "is an HDF5 file but not a segdiff bundle")
             plain_group(handle, "runs", str(self.path))
-            #: What sweep (or shard of one) wrote it; ``None`` for a bundle of chosen runs.
-            self.manifest = read_manifest_attribute(attrs)
-
-    def shard_manifests(self) -> list[ShardManifest]:
-        """The test-set manifest it carries, as a cache's (a sweep of it is measured so)."""
-        return [self.manifest] if self.manifest is not None else []
+            #: The shards of test sets its runs are (the sweep's that wrote it, or those a
+            #: cache's bundle carries on); none for runs of no recorded sweep.
+            self.manifests = read_manifest_attribute(attrs)
 
     def _open(self) -> h5py.File:
         if not os.path.lexists(self.path):
@@ -216,8 +216,8 @@ class MergeResult:
     conflicts: list[str] = field(default_factory=list)
     # Our copy was damaged: the bundle's whole one replaced it.
     repaired: list[str] = field(default_factory=list)
-    # The sweep (or shard of one) the bundle holds, now kept in the cache too.
-    manifest: ShardManifest | None = None
+    # The shards of test sets the bundle's runs are, now kept in the cache too.
+    manifests: list[ShardManifest] = field(default_factory=list)
 
 
 def check_bundle(path: str | Path) -> BundleReader:
@@ -317,9 +317,9 @@ def merge_bundle(path: str | Path, cache: ResultCache) -> MergeResult:
                 written.append(cache.run_path(record.key))
             cache.write_run(record)
             result.added.append(record.key)
-        if bundle.manifest is not None:
-            write_cache_manifest(cache, bundle.manifest)
-            result.manifest = bundle.manifest
+        for manifest in bundle.manifests:
+            write_cache_manifest(cache, manifest)
+        result.manifests = list(bundle.manifests)
     except BaseException:
         for added in written:  # all or nothing: take back what this merge added
             added.unlink(missing_ok=True)

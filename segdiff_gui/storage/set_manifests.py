@@ -1,7 +1,8 @@
-"""Where test-set manifests (core/test_sets.py) are kept: as an attribute of the bundle a sweep
-wrote, and, once merged, as one small JSON file per shard in the cache
-(``test-sets/<set>/<K>-of-<N>.json``). Both are read as untrusted data: bounded, every field
-checked, a file whose name disagrees with its content refused."""
+"""Where test-set manifests (core/test_sets.py) are kept: as an attribute of a bundle (the
+shard of the sweep that wrote it, or the manifests a cache's bundle carries on), and, once
+merged, as one small JSON file per shard in the cache (``test-sets/<set>/<K>-of-<N>.json``).
+Both are read as untrusted data: bounded, every field checked, a file whose name disagrees
+with its content refused."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 from segdiff_gui.core.errors import InputError
@@ -23,25 +25,36 @@ __all__ = [
     "MANIFEST_ATTRIBUTE",
     "cache_manifests",
     "manifest_text",
+    "manifests_text",
     "read_manifest_attribute",
     "write_cache_manifest",
 ]
 
-MANIFEST_ATTRIBUTE = "test_set"  # a bundle's: the manifest of the sweep that wrote it
+MANIFEST_ATTRIBUTE = "test_sets"  # a bundle's: the manifests of the shards its runs are
 _FILE = re.compile(r"^([1-9][0-9]{0,7})-of-([1-9][0-9]{0,7})\.json$")
 _SET = re.compile(r"^[0-9a-f]{64}$")
 
 
 def manifest_text(manifest: ShardManifest, where: str | Path) -> str:
-    """The manifest as stored; a shard too large for one is refused before anything runs."""
-    text = canonical_json(manifest.to_dict())
-    if len(text.encode()) > MAX_TEXT_BYTES:
-        raise InputError(
-            where,
-            f"shard {manifest.shard_text} names {len(manifest.images):,} images, too many for "
-            "its test-set record (1 MB); cut the set into more shards",
-        )
-    return text
+    """One manifest as stored; a shard too large for one is refused before anything runs."""
+    return _bounded(canonical_json(manifest.to_dict()), where, manifest)
+
+
+def manifests_text(manifests: Sequence[ShardManifest], where: str | Path) -> str:
+    """A bundle's manifests as stored, within the bound of one record."""
+    return _bounded(canonical_json([m.to_dict() for m in manifests]), where, None)
+
+
+def _bounded(text: str, where: str | Path, manifest: ShardManifest | None) -> str:
+    if len(text.encode()) <= MAX_TEXT_BYTES:
+        return text
+    what = (
+        f"shard {manifest.shard_text} names {len(manifest.images):,} images, too many for "
+        "its test-set record (1 MB); cut the set into more shards"
+        if manifest is not None
+        else "would carry test-set records of over 1 MB; bundle the runs of fewer shards"
+    )
+    raise InputError(where, what)
 
 
 def _checked(value: object, where: str | Path, what: str) -> ShardManifest:
@@ -51,11 +64,14 @@ def _checked(value: object, where: str | Path, what: str) -> ShardManifest:
         raise UnreadableEntry(str(where), f"{what} is damaged: {error}") from None
 
 
-def read_manifest_attribute(attrs: AttributeReader) -> ShardManifest | None:
-    """A bundle's manifest (``None`` for a bundle of chosen runs, which has none)."""
+def read_manifest_attribute(attrs: AttributeReader) -> list[ShardManifest]:
+    """A bundle's manifests (none for a bundle of runs that belong to no recorded sweep)."""
     if MANIFEST_ATTRIBUTE not in attrs.names():
-        return None
-    return _checked(attrs.json(MANIFEST_ATTRIBUTE), attrs.where, "its test-set record")
+        return []
+    value = attrs.json(MANIFEST_ATTRIBUTE)
+    if not isinstance(value, list):
+        raise attrs.fail(MANIFEST_ATTRIBUTE, "is not a list of test-set records")
+    return [_checked(item, attrs.where, "its test-set record") for item in value]
 
 
 def _path(cache: ResultCache, manifest: ShardManifest) -> Path:

@@ -101,6 +101,16 @@ def test_merged_shards_name_the_shard_never_merged_and_the_sweep_never_passes_fo
     assert "11 of 16 images (incomplete)" in repr(noted) and len(noted.incomplete) == 1
     assert "shard 2/3 (5 images) missing" in noted._repr_html_()
 
+    # Bundled again (merged on the cluster, taken home): the set's shards travel with the runs.
+    home = segdiff_here(capsys, "bundle", tmp_path / "home.h5", "--cache", merged)
+    assert "wrote 11 runs" in home.stdout and "with 2 test-set shards" in home.stdout
+    assert (
+        segdiff_here(capsys, "merge", tmp_path / "home.h5", "--cache", tmp_path / "h").returncode
+        == 0
+    )
+    swept = segdiff_here(capsys, "sweep", "--cache", tmp_path / "h")
+    assert swept.returncode == 1 and "11 of 16 images (incomplete)" in swept.stdout
+
     result = segdiff_here(capsys, "merge", tmp_path / "results" / bundles[1], "--cache", merged)
     assert "all 3 shards merged (16 images)" in result.stdout
     swept = segdiff_here(capsys, "sweep", "--cache", merged)

@@ -42,10 +42,10 @@ def test_a_sweeps_bundle_carries_its_manifest_and_a_merge_keeps_it(tmp_path):
     record = make_record("m.keras", np.full((4, 4), 0.25, np.float32))
     source.write_run(record)
     shard = manifest(1, 3)
-    write_bundle(source, [record.key], tmp_path / "b.h5", shard)
-    assert BundleReader(tmp_path / "b.h5").manifest == shard
+    write_bundle(source, [record.key], tmp_path / "b.h5", [shard])
+    assert BundleReader(tmp_path / "b.h5").manifests == [shard]
     cache = ResultCache(tmp_path / "cache")
-    assert merge_bundle(tmp_path / "b.h5", cache).manifest == shard
+    assert merge_bundle(tmp_path / "b.h5", cache).manifests == [shard]
     assert cache_manifests(cache) == ([shard], [])
 
 
@@ -53,6 +53,7 @@ def test_a_sweeps_bundle_carries_its_manifest_and_a_merge_keeps_it(tmp_path):
     ("change", "problem"),
     [
         (lambda d: "{not json", "is not valid JSON"),
+        (lambda d: d, "is not a list of test-set records"),
         (lambda d: {**d, "shard": [4, 3]}, "its shard K is not a whole number from 1 to 3"),
         (lambda d: {**d, "images": d["images"][:1]}, "does not name the 2 images of shard 1/3"),
         (lambda d: {**d, "size": True}, "its set size is not a whole number"),
@@ -67,10 +68,13 @@ def test_a_tampered_manifest_refuses_the_bundle_naming_it_and_nothing_is_merged(
     record = make_record("m.keras", np.full((4, 4), 0.25, np.float32))
     source.write_run(record)
     path = tmp_path / "b.h5"
-    write_bundle(source, [record.key], path, manifest(1, 3))
+    write_bundle(source, [record.key], path, [manifest(1, 3)])
     with h5py.File(path, "r+") as handle:
-        changed = change(json.loads(handle.attrs["test_set"]))
-        handle.attrs["test_set"] = changed if isinstance(changed, str) else json.dumps(changed)
+        (stored,) = json.loads(handle.attrs["test_sets"])
+        changed = change(stored)
+        if not isinstance(changed, str):  # the record changed, in its list (or alone)
+            changed = json.dumps(changed if changed is stored else [changed])
+        handle.attrs["test_sets"] = changed
     cache = ResultCache(tmp_path / "cache")
     with pytest.raises(InputError) as raised:
         merge_bundle(path, cache)
