@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,8 @@ from segdiff_gui.cli.text import TerminalConsole, say
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.config import (
+    ModelSettings,
+    RunConfig,
     parse_config_spec,
 )
 from segdiff_gui.core.errors import InputError
@@ -51,6 +54,7 @@ from segdiff_gui.storage.studies import (
 )
 
 if TYPE_CHECKING:
+    from segdiff_gui.core.sweep import SweepSummary
     from segdiff_gui.runner.sweeps import SweepResult
 
 EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -136,19 +140,43 @@ def _runtime_text(provenance: Provenance) -> str:
     return text
 
 
-def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = open_cache(args, writing=True)
-    # Cheap checks first (arguments, then files), then the device probe, then TensorFlow.
-    configs = [parse_config_spec(spec) for spec in args.config]
+@dataclass(frozen=True)
+class RunInputs:
+    """What ``segdiff run``'s arguments ask for, checked before anything is written or run."""
+
+    configs: tuple[RunConfig, ...]
+    settings: ModelSettings
+    model: Path
+    images: list[Path]
+
+
+def checked_run_inputs(args: argparse.Namespace) -> RunInputs:
+    """``segdiff run``'s cheap checks, arguments then files (``slurm-script`` makes them too,
+    at the desk, before N tasks would each fail on them)."""
+    configs = tuple(parse_config_spec(spec) for spec in args.config)
     # A shard, ground truth or a sweep's bundle only make sense over the whole set: each
     # implies a sweep.
     args.sweep = bool(args.sweep or args.shard or args.masks or args.bundle)
     if args.sweep and args.target:
         raise InputError("--target", "a sweep studies every image; drop --target")
-    bundle = _sweep_bundle_path(args.bundle, args.shard) if args.bundle else None
     settings = model_settings(args)
     model = check_model_path(args.model)
     images = collect_images(args.images)
+    if args.masks:
+        from segdiff_gui.io.truth import TruthFolder  # a sweep's only
+
+        TruthFolder(args.masks)
+    return RunInputs(configs, settings, model, images)
+
+
+def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    cache = open_cache(args, writing=True)
+    # Cheap checks first (arguments, then files), then the device probe, then TensorFlow.
+    checked = checked_run_inputs(args)
+    configs, settings, model, images = (
+        checked.configs, checked.settings, checked.model, checked.images
+    )  # fmt: skip
+    bundle = _sweep_bundle_path(args.bundle, args.shard) if args.bundle else None
     request = request_of(
         args,
         model,
@@ -341,11 +369,20 @@ def _report_sweep(
                 "sweep": summary.to_dict() if summary else None,
             }
         )
-        return exit_code(outcome)
+        return _sweep_status(args, outcome, summary)
     if summary is not None:
         print_sweep(summary, out)
     _print_counts(out, outcome, plan, cache, seconds)
-    return exit_code(outcome)
+    return _sweep_status(args, outcome, summary)
+
+
+def _sweep_status(
+    args: argparse.Namespace, outcome: MatrixOutcome, summary: SweepSummary | None
+) -> int:
+    """A sweep of a whole set that is not whole (merged shards missing) never passes; a
+    shard's own run is one shard by design, and is judged by its runs."""
+    incomplete = summary is not None and summary.incomplete and not args.shard
+    return max(exit_code(outcome), EXIT_FAILED_RUNS if incomplete else EXIT_OK)
 
 
 def _sweep_bundle_path(given: str, shard: tuple[int, int] | None) -> Path:

@@ -15,11 +15,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from segdiff_gui.cli.commands import checked_run_inputs
 from segdiff_gui.cli.parser import build_parser
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.io.images import collect_images
-from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.version import __version__
 
 __all__ = ["command_slurm_script", "slurm_script"]
@@ -34,17 +33,25 @@ _SBATCH = {
     "time": "--time",
     "account": "--account",
 }
-# What the script sets itself: a run given them would fight it.
-_SET_BY_THE_SCRIPT = ("--shard", "--bundle", "--target", "--json")
+# What the script sets itself (the options' destinations in ``segdiff run``'s namespace):
+# a run given them would fight it.
+_SET_BY_THE_SCRIPT = {
+    "shard": "--shard",
+    "bundle": "--bundle",
+    "target": "--target",
+    "json": "--json",
+    "cache": "--cache",
+}
 
 
 def _checked_run(arguments: list[str], shards: int) -> argparse.Namespace:
-    """The run's arguments parsed as ``segdiff run`` parses them, its model and images found."""
+    """The run's arguments parsed as ``segdiff run`` parses them, and checked as it checks
+    them before it runs anything (configurations, settings, model, images, masks)."""
     if not arguments:
         raise InputError("slurm-script", "give MODEL and IMAGES, then any 'segdiff run' options")
-    if given := sorted({a.split("=")[0] for a in arguments} & set(_SET_BY_THE_SCRIPT)):
+    if "--" in arguments:
         raise InputError(
-            "slurm-script", f"the script sets {', '.join(given)} itself; drop it from the run"
+            "slurm-script", "drop '--': MODEL and IMAGES follow this command's options"
         )
     try:
         parsed = build_parser().parse_args(["run", *arguments])
@@ -54,29 +61,43 @@ def _checked_run(arguments: list[str], shards: int) -> argparse.Namespace:
             "the run's arguments above are not what 'segdiff run' takes (this command's own "
             "options go before MODEL)",
         ) from None
-    check_model_path(parsed.model)
-    count = len(collect_images(parsed.images))
+    given = [flag for name, flag in _SET_BY_THE_SCRIPT.items() if getattr(parsed, name, None)]
+    if given:
+        raise InputError(
+            "slurm-script", f"the script sets {', '.join(given)} itself; drop it from the run"
+        )
+    count = len(checked_run_inputs(parsed).images)
     if not 1 <= shards <= count:
         raise InputError("--shards", f"{shards} is not from 1 to the {count} images given")
     return parsed
+
+
+def _sbatch_value(text: str, what: str) -> str:
+    """A value as an ``#SBATCH`` line takes it: sbatch reads double quotes, not a shell's
+    single ones, and has no escape for a double quote or a line break."""
+    if '"' in text or "\n" in text or "\r" in text:
+        raise InputError(text, f"cannot be written on an #SBATCH line ({what})")
+    return f'"{text}"' if any(c.isspace() for c in text) else text
 
 
 def slurm_script(args: argparse.Namespace, run: argparse.Namespace, here: Path) -> str:
     """The script's text: sbatch lines, one task's run, and the merge and sweep after."""
     segdiff = f"{shlex.quote(sys.executable)} -m segdiff_gui.cli"  # this very installation
     results = (here / args.results).resolve()
+    # Slurm expands % in --output (%A the job, %a the task): a % of the path is doubled.
+    log = _sbatch_value(str(results).replace("%", "%%") + "/slurm-%A_%a.log", "--output")
     lines = [
         "#!/bin/bash",
         f"# A segdiff {__version__} sweep as a Slurm array job: task K of {args.shards} runs",
         f"# shard K/{args.shards} of the images and writes {results}/shard-K-of-{args.shards}.h5.",
         f"#SBATCH --array=1-{args.shards}",
-        f"#SBATCH --chdir={shlex.quote(str(here))}",
-        f"#SBATCH --output={shlex.quote(str(results))}/slurm-%A_%a.log",
+        f"#SBATCH --chdir={_sbatch_value(str(here), '--chdir')}",
+        f"#SBATCH --output={log}",
     ]
     for name, option in _SBATCH.items():
         value = getattr(args, name)
         if value is not None:
-            lines.append(f"#SBATCH {option}={shlex.quote(str(value))}")
+            lines.append(f"#SBATCH {option}={_sbatch_value(str(value), option)}")
     run_line = " ".join(shlex.quote(word) for word in args.run_arguments)
     sweep = ["--model", Path(run.model).name, *(["--masks", run.masks] if run.masks else [])]
     after = f"{segdiff} merge {shlex.quote(str(results))}/shard-*-of-{args.shards}.h5 && "
@@ -101,6 +122,8 @@ def slurm_script(args: argparse.Namespace, run: argparse.Namespace, here: Path) 
 
 
 def command_slurm_script(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if Path(args.results).suffix.lower() in (".h5", ".hdf5"):
+        raise InputError(args.results, "--results names a folder (each task writes its own file)")
     run = _checked_run(list(args.run_arguments), args.shards)
     here = Path.cwd()
     (here / args.results).mkdir(parents=True, exist_ok=True)  # Slurm writes the logs there
@@ -110,6 +133,7 @@ def command_slurm_script(args: argparse.Namespace, out: Console, err: Console) -
         return 0
     target = Path(args.out)
     target.write_text(text)
-    target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    mode = target.stat().st_mode  # executable where readable, as the umask made it
+    target.chmod(mode | stat.S_IXUSR | ((mode & (stat.S_IRGRP | stat.S_IROTH)) >> 2))
     say(out, f"wrote {target}; submit it with: sbatch {shlex.quote(os.fspath(target))}")
     return 0

@@ -99,7 +99,9 @@ class ShardManifest:
             pairs.append((image[0], _digest(image[1], "image digest")))
         missing = value.get("missing", [])
         names = {name for name, _ in pairs}
-        if not isinstance(missing, list) or not all(name in names for name in missing):
+        if not isinstance(missing, list) or not all(
+            isinstance(name, str) and name in names for name in missing
+        ):
             raise ValueError("its missing images are not images of its shard")
         return cls(
             set_id=_digest(value.get("set"), "set identity"),
@@ -162,8 +164,9 @@ def set_coverage(
 ) -> list[SetCoverage]:
     """The coverage of every set of ``model_hash`` that the summarised images (content hashes)
     belong to, by the manifests that came for it. Shards of another N count by the images
-    they cover; the missing shards are named in the N the most manifests have. Images of a
-    shard never merged are not known to be the set's, even where their runs were swept."""
+    they cover; the missing shards are named in the N that needs the fewest, each with the
+    images of it no manifest covers. Images of a shard never merged are not known to be the
+    set's, even where their runs were swept (a sweep run here records its own manifest)."""
     done = set(summarised)
     by_set: dict[str, list[ShardManifest]] = {}
     for manifest in manifests:
@@ -175,16 +178,19 @@ def set_coverage(
             continue  # another set of this model: not what was swept
         size = chosen[0].size
         chosen = [m for m in chosen if m.size == size]
-        counts = [m.shard[1] for m in chosen]
-        total = max(set(counts), key=lambda n: (counts.count(n), -n))  # a tie: the fewer
         covered: dict[int, tuple[str, str]] = {}
         for manifest in chosen:
             covered.update(zip(manifest.indices, manifest.images, strict=True))
-        missing_shards = tuple(
-            (k, len(part))
-            for k in range(1, total + 1)
-            if not set(part := shard_slice(size, (k, total))) <= covered.keys()
-        )
+        # The missing images named in the shards of one N: the N that names them in the
+        # fewest shards (shards of an N partly covered by another N count their own gaps).
+        gaps = {
+            n: tuple(
+                (k, len(set(shard_slice(size, (k, n))) - covered.keys())) for k in range(1, n + 1)
+            )
+            for n in {m.shard[1] for m in chosen}
+        }
+        total = min(gaps, key=lambda n: (sum(1 for _, gap in gaps[n] if gap), n))
+        missing_shards = tuple((k, gap) for k, gap in gaps[total] if gap)
         absent = tuple(name for _, (name, image_hash) in sorted(covered.items())
                        if image_hash not in done)  # fmt: skip
         present = sum(image_hash in done for _, image_hash in covered.values())

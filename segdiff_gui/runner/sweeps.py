@@ -26,7 +26,7 @@ from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_run
-from segdiff_gui.storage.set_manifests import cache_manifests
+from segdiff_gui.storage.set_manifests import cache_manifests, write_cache_manifest
 from segdiff_gui.storage.studies import (
     RunStore,
     comparable_groups,
@@ -261,6 +261,8 @@ class SweepSession:
         #: The runs left out because they could not be read, one error each.
         self.damaged: list[InputError] = []
         self.plan: MatrixPlan | None = None
+        #: Which set (or shard of one) a sweep that ran its request stored (see stored()).
+        self.manifest: ShardManifest | None = None
 
     def start(self, gpus: Sequence[str] | None = None) -> MatrixRunner:
         """The runner of the sweep's request (what is cached is served from the cache)."""
@@ -282,6 +284,11 @@ class SweepSession:
                     found.append(cache.read_run(run.key, with_map=False))
                 except InputError as error:  # damaged, and computing it again failed too
                     self.damaged.append(error)
+        # Which set (or shard of one) these runs are, kept in the cache as a merge keeps a
+        # bundle's: a later sweep there counts the set by it.
+        stored = {record.key for record in found}
+        self.manifest = sweep_manifest(self.plan, self.request.shard, stored)
+        write_cache_manifest(cache, self.manifest)
         return found
 
     def summarise(self, records: Sequence[RunRecord] | None = None) -> SweepSummary:
@@ -298,9 +305,12 @@ class SweepSession:
         )  # fmt: skip
 
     def _manifests(self) -> list[ShardManifest]:
-        """The test sets the store knows: a bundle's own, or those merged into a cache (a
+        """The test sets the sweep is measured against: the one it ran, where it ran its
+        request; else those the store knows, a bundle's own or those merged into a cache (a
         damaged record stops the sweep, or with ``leave_out_damaged`` is named and left out:
         then a set may be shown without what is missing of it, and the record is named)."""
+        if self.manifest is not None:
+            return [self.manifest]
         if isinstance(self.store, BundleReader):
             return self.store.manifests
         if not isinstance(self.store, ResultCache):

@@ -60,7 +60,7 @@ def _bounded(text: str, where: str | Path, manifest: ShardManifest | None) -> st
 def _checked(value: object, where: str | Path, what: str) -> ShardManifest:
     try:
         return ShardManifest.from_dict(value)
-    except ValueError as error:
+    except (TypeError, ValueError) as error:  # a crafted record, whatever its shape
         raise UnreadableEntry(str(where), f"{what} is damaged: {error}") from None
 
 
@@ -99,7 +99,9 @@ def _read(path: Path) -> ShardManifest:
         raise UnreadableEntry(str(path), "is over 1 MB, more than segdiff writes")
     try:
         value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        # "\\udcff" escapes decode to lone surrogates, which no writer can encode again.
+        json.dumps(value, ensure_ascii=False).encode()
+    except (UnicodeError, ValueError, RecursionError):
         raise UnreadableEntry(str(path), "is not a test-set record (not JSON text)") from None
     manifest = _checked(value, path, "the test-set record")
     if path.parent.name != manifest.set_id or path.name != (

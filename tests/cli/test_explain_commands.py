@@ -171,7 +171,12 @@ def test_sweep_dice_and_shards_merged_equal_the_unsharded_sweep(tmp_path, capsys
         assert ours.tobytes() == theirs.tobytes()
     again = segdiff_here(capsys, "sweep", "--masks", masks, "--cache", merged, "--json")
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout) == sweep
+    merged_sweep = json.loads(again.stdout)
+    # Each shard's cache recorded its shard, its bundle carried it: the set counts as whole.
+    (two,) = merged_sweep.pop("test_sets")
+    (one,) = sweep.pop("test_sets")
+    assert (two["shards"], two["present"], one["shards"], one["present"]) == (2, IMAGES, 1, IMAGES)
+    assert merged_sweep == sweep
 
     csv_file = tmp_path / "sweep.csv"
     text = segdiff_here(capsys, "sweep", "--masks", masks, "--cache", merged, "--csv", csv_file)

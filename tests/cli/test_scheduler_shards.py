@@ -178,15 +178,53 @@ def test_the_slurm_script_carries_the_runs_options_and_the_merge_that_follows(
     )
 
 
+def test_a_sweep_run_where_shards_were_merged_counts_its_own_set_and_a_shard_is_a_shard(
+    capsys, tmp_path, fake_engine
+):
+    for number in (1, 3):
+        assert _shard(capsys, tmp_path, number).returncode == 0
+    merged = tmp_path / "merged"
+    bundles = sorted((tmp_path / "results").iterdir())
+    assert segdiff_here(capsys, "merge", *bundles, "--cache", merged).returncode == 0
+    # The whole set run here, into the cache that holds shards 1 and 3: whole, and said so.
+    whole = segdiff_here(
+        capsys, "run", demo_model(), demo_dir() / "images", "--sweep", "--config", "batch=1",
+        "--repeats", "1", "--cache", merged,
+    )  # fmt: skip
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert "Test set: 16 images against" in " ".join(whole.stdout.split())
+    swept = segdiff_here(capsys, "sweep", "--cache", merged)
+    assert swept.returncode == 0 and "Incomplete" not in swept.stdout
+    # A shard's own run reports its shard as part of the set, and passes: it is one by design.
+    shard = segdiff_here(
+        capsys, "run", demo_model(), demo_dir() / "images", "--shard", "2/3", "--config",
+        "batch=1", "--repeats", "1", "--cache", tmp_path / "alone",
+    )  # fmt: skip
+    assert shard.returncode == 0
+    assert "Test set: 5 of 16 images (incomplete)" in " ".join(shard.stdout.split())
+
+
 @pytest.mark.parametrize(
     ("arguments", "problem"),
     [
-        (["--shards", "3", demo_model(), "--shard", "1/3"], "sets --shard itself"),
+        (["--shards", "3", demo_model(), demo_dir() / "images", "--shard", "1/3"],
+         "sets --shard itself"),
         (["--shards", "17", demo_model(), demo_dir() / "images"], "17 is not from 1 to the 16"),
         (["--shards", "2", demo_model(), demo_dir() / "images", "--repeats", "x"],
          "not what 'segdiff run' takes"),
         (["--shards", "2", demo_dir() / "absent.keras", demo_dir() / "images"],
          "no such model file"),
+        (["--shards", "2", demo_model(), demo_dir() / "images", "--config", "bogus=1"],
+         "unknown config key 'bogus'"),
+        (["--shards", "2", demo_model(), demo_dir() / "images", "--masks", "absent"],
+         "no such folder of ground-truth masks"),
+        (["--shards", "2", demo_model(), demo_dir() / "images", "--targ", "cell_00.png"],
+         "sets --target itself"),
+        (["--shards", "2", demo_model(), demo_dir() / "images", "--cache", "c"],
+         "sets --cache itself"),
+        (["--shards", "2", "--", demo_model(), demo_dir() / "images"], "drop '--'"),
+        (["--shards", "2", "--results", "out.h5", demo_model(), demo_dir() / "images"],
+         "--results names a folder"),
     ],
 )  # fmt: skip
 def test_a_slurm_script_for_a_run_that_would_fail_is_refused_at_the_desk(
@@ -197,3 +235,23 @@ def test_a_slurm_script_for_a_run_that_would_fail_is_refused_at_the_desk(
     assert refused.returncode == 2
     assert problem in refused.stderr.splitlines()[-1]
     assert "#!/bin/bash" not in refused.stdout
+
+
+def test_sbatch_lines_take_paths_with_spaces_and_percent_signs_as_sbatch_reads_them(
+    capsys, tmp_path, monkeypatch
+):
+    # sbatch reads double quotes on an #SBATCH line (not a shell's single ones), and expands %.
+    monkeypatch.chdir(tmp_path)
+    made = segdiff_here(
+        capsys, "slurm-script", "--shards", "2", "--results", "my 100% results",
+        "--job-name", "seg diff", demo_model(), demo_dir() / "images",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    lines = made.stdout.splitlines()
+    assert f'#SBATCH --output="{tmp_path}/my 100%% results/slurm-%A_%a.log"' in lines
+    assert '#SBATCH --job-name="seg diff"' in lines
+    refused = segdiff_here(
+        capsys, "slurm-script", "--shards", "2", "--job-name", 'say "hi"', demo_model(),
+        demo_dir() / "images",
+    )  # fmt: skip
+    assert refused.returncode == 2 and "cannot be written on an #SBATCH line" in refused.stderr

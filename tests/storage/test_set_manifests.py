@@ -58,6 +58,7 @@ def test_a_sweeps_bundle_carries_its_manifest_and_a_merge_keeps_it(tmp_path):
         (lambda d: {**d, "images": d["images"][:1]}, "does not name the 2 images of shard 1/3"),
         (lambda d: {**d, "size": True}, "its set size is not a whole number"),
         (lambda d: {**d, "missing": ["../elsewhere.png"]}, "are not images of its shard"),
+        (lambda d: {**d, "missing": [[1]]}, "are not images of its shard"),  # unhashable
         (lambda d: {**d, "set": "x" * 64}, "its set identity is not a SHA-256 digest"),
     ],
 )
@@ -113,6 +114,17 @@ def test_coverage_counts_images_across_shardings_and_names_whats_missing():
         "Incomplete test set: 2 of 7 images (set " + SET[:8] + ", 2 shards); shard 2/2 "
         "(4 images) missing; 1 image of the shards present without runs (t.png)."
     )
+    # Shards 1/2 and 3/3 of 16 leave images 8 and 9: one shard, two images, not eight.
+    sixteen = [digest(f"16 {i}") for i in range(16)]
+
+    def of_16(number: int, total: int) -> ShardManifest:
+        part = range((number - 1) * 16 // total, number * 16 // total)
+        pairs = tuple((f"{i}.png", sixteen[i]) for i in part)
+        return ShardManifest(set_identity(MODEL, sixteen), MODEL, 16, (number, total), pairs)
+
+    (mixed,) = set_coverage([of_16(1, 2), of_16(3, 3)], MODEL, sixteen)
+    assert (mixed.present, mixed.missing_shards) == (14, ((2, 2),))
+    assert "shard 2/2 (2 images) missing" in mixed.sentence()
     # Another model's set, or a set none of whose images were swept, is not this sweep's.
     assert set_coverage([manifest(1, 3)], digest("other"), summarised) == []
     assert set_coverage([manifest(3, 3)], MODEL, summarised) == []
