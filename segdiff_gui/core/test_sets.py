@@ -56,6 +56,9 @@ class ShardManifest:
     shard: tuple[int, int]
     images: tuple[tuple[str, str], ...]
     missing: tuple[str, ...] = ()
+    # The runs its request planned on each image, by label (``cpu b1 r0``): shards of one set
+    # run with other configurations or repeats are not one whole set.
+    runs: tuple[str, ...] = ()
 
     @property
     def indices(self) -> range:
@@ -74,6 +77,7 @@ class ShardManifest:
             "shard": list(self.shard),
             "images": [list(image) for image in self.images],
             "missing": list(self.missing),
+            "runs": list(self.runs),
         }
 
     @classmethod
@@ -103,6 +107,9 @@ class ShardManifest:
             isinstance(name, str) and name in names for name in missing
         ):
             raise ValueError("its missing images are not images of its shard")
+        runs = value.get("runs", [])
+        if not isinstance(runs, list) or not all(isinstance(label, str) for label in runs):
+            raise ValueError("its runs are not a list of labels")
         return cls(
             set_id=_digest(value.get("set"), "set identity"),
             model_hash=_digest(value.get("model"), "model digest"),
@@ -110,6 +117,7 @@ class ShardManifest:
             shard=(number, total),
             images=tuple(pairs),
             missing=tuple(missing),
+            runs=tuple(runs),
         )
 
 
@@ -125,10 +133,12 @@ class SetCoverage:
     present: int  # the set's images the sweep summarised
     missing_shards: tuple[tuple[int, int], ...]  # (K, its image count)
     absent: tuple[str, ...]
+    # Shards run without some of the runs the others have ("K/N", those labels).
+    lacking: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def complete(self) -> bool:
-        return self.present == self.size
+        return self.present == self.size and not self.lacking
 
     def sentence(self) -> str:
         """One line: what of the set is missing, by shard and by image name."""
@@ -143,6 +153,9 @@ class SetCoverage:
             more = f" and {len(self.absent) - 5} more" if len(self.absent) > 5 else ""
             parts.append(f"{plural(len(self.absent), 'image')} of the shards present without runs "
                          f"({shown}{more})")  # fmt: skip
+        for shard, labels in self.lacking:
+            more = f" and {len(labels) - 3} more" if len(labels) > 3 else ""
+            parts.append(f"shard {shard} was run without {', '.join(labels[:3])}{more}")
         return (
             f"Incomplete test set: {self.present:,} of {plural(self.size, 'image')} "
             f"(set {self.set_id[:8]}, {self.shards} shards); {'; '.join(parts)}."
@@ -156,6 +169,7 @@ class SetCoverage:
             "present": self.present,
             "missing_shards": [k for k, _ in self.missing_shards],
             "absent": list(self.absent),
+            "lacking": {shard: list(labels) for shard, labels in self.lacking},
         }
 
 
@@ -194,7 +208,13 @@ def set_coverage(
         absent = tuple(name for _, (name, image_hash) in sorted(covered.items())
                        if image_hash not in done)  # fmt: skip
         present = sum(image_hash in done for _, image_hash in covered.values())
-        found.append(SetCoverage(set_id, size, total, present, missing_shards, absent))
+        everything = {label for manifest in chosen for label in manifest.runs}
+        lacking = tuple(
+            (manifest.shard_text, tuple(sorted(everything - set(manifest.runs))))
+            for manifest in sorted(chosen, key=lambda m: (m.shard[1], m.shard[0]))
+            if everything - set(manifest.runs)
+        )
+        found.append(SetCoverage(set_id, size, total, present, missing_shards, absent, lacking))
     return found
 
 

@@ -204,6 +204,21 @@ def test_a_sweep_run_where_shards_were_merged_counts_its_own_set_and_a_shard_is_
     assert "Test set: 5 of 16 images (incomplete)" in " ".join(shard.stdout.split())
 
 
+def test_shards_run_with_other_configurations_are_not_one_whole_set(capsys, tmp_path, fake_engine):
+    # A stale bundle of an earlier job, say: shard 2 ran without batch 2.
+    for number in (1, 3):
+        assert _shard(capsys, tmp_path, number, "--config", "batch=2").returncode == 0
+    assert _shard(capsys, tmp_path, 2).returncode == 0
+    merged = tmp_path / "merged"
+    bundles = sorted((tmp_path / "results").iterdir())
+    result = segdiff_here(capsys, "merge", *bundles, "--cache", merged)
+    assert "all 3 shards merged" not in result.stdout
+    assert "shard 2/3 was run without cpu b2 r0" in " ".join(result.stderr.split())
+    swept = segdiff_here(capsys, "sweep", "--cache", merged)
+    assert swept.returncode == 1
+    assert "shard 2/3 was run without cpu b2 r0" in " ".join(swept.stdout.split())
+
+
 @pytest.mark.parametrize(
     ("arguments", "problem"),
     [

@@ -59,6 +59,7 @@ def test_a_sweeps_bundle_carries_its_manifest_and_a_merge_keeps_it(tmp_path):
         (lambda d: {**d, "size": True}, "its set size is not a whole number"),
         (lambda d: {**d, "missing": ["../elsewhere.png"]}, "are not images of its shard"),
         (lambda d: {**d, "missing": [[1]]}, "are not images of its shard"),  # unhashable
+        (lambda d: {**d, "runs": [1]}, "its runs are not a list of labels"),
         (lambda d: {**d, "set": "x" * 64}, "its set identity is not a SHA-256 digest"),
     ],
 )
