@@ -152,7 +152,8 @@ class RunInputs:
 
 def checked_run_inputs(args: argparse.Namespace) -> RunInputs:
     """``segdiff run``'s cheap checks, arguments then files (``slurm-script`` makes them too,
-    at the desk, before N tasks would each fail on them)."""
+    at the desk, before N tasks would each fail on them; a sweep's masks are checked by its
+    session)."""
     configs = tuple(parse_config_spec(spec) for spec in args.config)
     # A shard, ground truth or a sweep's bundle only make sense over the whole set: each
     # implies a sweep.
@@ -160,31 +161,22 @@ def checked_run_inputs(args: argparse.Namespace) -> RunInputs:
     if args.sweep and args.target:
         raise InputError("--target", "a sweep studies every image; drop --target")
     settings = model_settings(args)
-    model = check_model_path(args.model)
-    images = collect_images(args.images)
-    if args.masks:
-        from segdiff_gui.io.truth import TruthFolder  # a sweep's only
-
-        TruthFolder(args.masks)
-    return RunInputs(configs, settings, model, images)
+    return RunInputs(configs, settings, check_model_path(args.model), collect_images(args.images))
 
 
 def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
     # Cheap checks first (arguments, then files), then the device probe, then TensorFlow.
     checked = checked_run_inputs(args)
-    configs, settings, model, images = (
-        checked.configs, checked.settings, checked.model, checked.images
-    )  # fmt: skip
     bundle = _sweep_bundle_path(args.bundle, args.shard) if args.bundle else None
     request = request_of(
         args,
-        model,
-        images,
+        checked.model,
+        checked.images,
         cache,
-        configs=tuple(configs),
+        configs=checked.configs,
         target=args.target,
-        settings=settings,
+        settings=checked.settings,
         sweep=args.sweep,
         shard=args.shard,
     )
@@ -193,9 +185,9 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         from segdiff_gui.cli.sweep_view import sweep_session  # a sweep's only (5 ms)
 
         sweep = sweep_session(args, cache, request=request)
-    if args.shard and not shard_slice(len(images), args.shard):
+    if args.shard and not shard_slice(len(checked.images), args.shard):
         # A scheduler's array may be larger than the set: an empty shard is no error.
-        err.print(f"shard {args.shard[0]}/{args.shard[1]} of {len(images)} images is empty")
+        err.print(f"shard {args.shard[0]}/{args.shard[1]} of {len(checked.images)} images is empty")
         return EXIT_OK
     started = time.perf_counter()
     if sweep is not None:
@@ -419,13 +411,9 @@ def _bundle_sweep(
 ) -> None:
     """The sweep's runs that are stored, and its manifest (which images of which set, and
     those whose runs failed), in one bundle."""
-    from segdiff_gui.runner.sweeps import sweep_manifest  # a sweep's only, as above
-
-    plan = result.plan
-    assert plan is not None  # it ran its request
-    stored = [run.key for run in plan.runs if cache.has(run.key)]
-    manifest = sweep_manifest(plan, args.shard, set(stored))
-    count = write_bundle(cache, stored, path, [manifest])
+    manifest = result.manifest
+    assert manifest is not None  # it ran its request
+    count = write_bundle(cache, list(result.stored), path, [manifest])
     if not args.json:
         lacking = _plural(len(manifest.missing), "image")
         incomplete = f"; runs are missing for {lacking} of it" if manifest.missing else ""

@@ -19,6 +19,7 @@ from segdiff_gui.cli.commands import checked_run_inputs
 from segdiff_gui.cli.parser import build_parser
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.version import __version__
 
 __all__ = ["command_slurm_script", "slurm_script"]
@@ -67,6 +68,8 @@ def _checked_run(arguments: list[str], shards: int) -> argparse.Namespace:
             "slurm-script", f"the script sets {', '.join(given)} itself; drop it from the run"
         )
     count = len(checked_run_inputs(parsed).images)
+    if parsed.masks:
+        TruthFolder(parsed.masks)  # as the sweep's session checks them before anything runs
     if not 1 <= shards <= count:
         raise InputError("--shards", f"{shards} is not from 1 to the {count} images given")
     return parsed
@@ -98,17 +101,17 @@ def slurm_script(args: argparse.Namespace, run: argparse.Namespace, here: Path) 
         value = getattr(args, name)
         if value is not None:
             lines.append(f"#SBATCH {option}={_sbatch_value(str(value), option)}")
-    run_line = " ".join(shlex.quote(word) for word in args.run_arguments)
+    folder = shlex.quote(str(results))
     sweep = ["--model", Path(run.model).name, *(["--masks", run.masks] if run.masks else [])]
-    after = f"{segdiff} merge {shlex.quote(str(results))}/shard-*-of-{args.shards}.h5 && "
-    after += f"{segdiff} sweep {' '.join(shlex.quote(word) for word in sweep)}"
+    after = f"{segdiff} merge {folder}/shard-*-of-{args.shards}.h5 && "
+    after += f"{segdiff} sweep {shlex.join(sweep)}"
     lines += [
         "set -euo pipefail",
         "# Each task computes into a cache of its own; its bundle carries the runs home.",
         'export SEGDIFF_CACHE="${TMPDIR:-/tmp}/segdiff-${SLURM_ARRAY_JOB_ID}-'
         '${SLURM_ARRAY_TASK_ID}"',
         "trap 'rm -rf -- \"$SEGDIFF_CACHE\"' EXIT",
-        f"{segdiff} run {run_line} --shard slurm --bundle {shlex.quote(str(results))}",
+        f"{segdiff} run {shlex.join(args.run_arguments)} --shard slurm --bundle {folder}",
         "",
         "# Once every task has ended, merge the shards and sweep the whole set (a shard or an",
         "# image that is missing is named, and the sweep exits 1):",

@@ -204,13 +204,17 @@ def _nothing_to_summarise() -> InputError:
 @dataclass(frozen=True)
 class SweepResult:
     """What a sweep did: its summary (``None`` where a sweep that ran its matrix first has no
-    run stored), and, where it ran, the plan, what happened to every run, and the runs left
-    out because they could not be read."""
+    run stored), and, where it ran, the plan, what happened to every run, the runs left out
+    because they could not be read, and what it stored."""
 
     summary: SweepSummary | None
     plan: MatrixPlan | None = None
     outcome: MatrixOutcome | None = None
     damaged: tuple[InputError, ...] = ()
+    # Where it ran: the keys of its runs that are stored (readable), and which set (or shard
+    # of one) they are, as :meth:`SweepSession.stored` recorded them.
+    stored: tuple[str, ...] = ()
+    manifest: ShardManifest | None = None
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -287,9 +291,10 @@ class SweepSession:
                     self.damaged.append(error)
         # Which set (or shard of one) these runs are, kept in the cache as a merge keeps a
         # bundle's: a later sweep there counts the set by it.
-        stored = {record.key for record in found}
-        self.manifest = sweep_manifest(self.plan, self.request.shard, stored)
-        write_cache_manifest(cache, self.manifest)
+        manifest = sweep_manifest(self.plan, self.request.shard, {r.key for r in found})
+        if manifest != self.manifest:  # the window summarises again: written once, as it is
+            self.manifest = manifest
+            write_cache_manifest(cache, manifest)
         return found
 
     def summarise(self, records: Sequence[RunRecord] | None = None) -> SweepSummary:
@@ -333,4 +338,7 @@ class SweepSession:
         outcome = (drive or _quietly)(runner)
         records = self.stored()
         summary = self.summarise(records) if records else None
-        return SweepResult(summary, runner.plan, outcome, tuple(self.damaged))
+        return SweepResult(
+            summary, runner.plan, outcome, tuple(self.damaged),
+            tuple(record.key for record in records), self.manifest,
+        )  # fmt: skip

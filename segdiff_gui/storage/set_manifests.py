@@ -24,7 +24,6 @@ from segdiff_gui.storage.schema import AttributeReader
 __all__ = [
     "MANIFEST_ATTRIBUTE",
     "cache_manifests",
-    "manifest_text",
     "manifests_text",
     "read_manifest_attribute",
     "write_cache_manifest",
@@ -35,26 +34,27 @@ _FILE = re.compile(r"^([1-9][0-9]{0,7})-of-([1-9][0-9]{0,7})\.json$")
 _SET = re.compile(r"^[0-9a-f]{64}$")
 
 
-def manifest_text(manifest: ShardManifest, where: str | Path) -> str:
-    """One manifest as stored; a shard too large for one is refused before anything runs."""
-    return _bounded(canonical_json(manifest.to_dict()), where, manifest)
+def _manifest_text(manifest: ShardManifest, where: str | Path) -> str:
+    """One manifest as a cache keeps it, within the bound of one record."""
+    return _bounded(
+        canonical_json(manifest.to_dict()), where,
+        f"shard {manifest.shard_text} names {len(manifest.images):,} images, too many for its "
+        "test-set record (1 MB); cut the set into more shards",
+    )  # fmt: skip
 
 
 def manifests_text(manifests: Sequence[ShardManifest], where: str | Path) -> str:
-    """A bundle's manifests as stored, within the bound of one record."""
-    return _bounded(canonical_json([m.to_dict() for m in manifests]), where, None)
+    """A bundle's manifests as it keeps them, within the bound of one record."""
+    return _bounded(
+        canonical_json([m.to_dict() for m in manifests]), where,
+        "would carry test-set records of over 1 MB; bundle the runs of fewer shards",
+    )  # fmt: skip
 
 
-def _bounded(text: str, where: str | Path, manifest: ShardManifest | None) -> str:
-    if len(text.encode()) <= MAX_TEXT_BYTES:
-        return text
-    what = (
-        f"shard {manifest.shard_text} names {len(manifest.images):,} images, too many for "
-        "its test-set record (1 MB); cut the set into more shards"
-        if manifest is not None
-        else "would carry test-set records of over 1 MB; bundle the runs of fewer shards"
-    )
-    raise InputError(where, what)
+def _bounded(text: str, where: str | Path, too_large: str) -> str:
+    if len(text.encode()) > MAX_TEXT_BYTES:
+        raise InputError(where, too_large)
+    return text
 
 
 def _checked(value: object, where: str | Path, what: str) -> ShardManifest:
@@ -82,7 +82,7 @@ def _path(cache: ResultCache, manifest: ShardManifest) -> Path:
 def write_cache_manifest(cache: ResultCache, manifest: ShardManifest) -> None:
     """Keep a merged bundle's manifest in ``cache`` (replacing that shard's earlier one)."""
     path = _path(cache, manifest)
-    write_file_aside(path, manifest_text(manifest, path).encode())
+    write_file_aside(path, _manifest_text(manifest, path).encode())
 
 
 def _read(path: Path) -> ShardManifest:
