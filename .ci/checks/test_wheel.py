@@ -6,7 +6,10 @@ The wheel goes in without its dependencies, which the fresh environment reaches 
 ``.pth`` line naming this environment's packages (a path only: the editable segdiff there is
 never loaded, as the test checks): pip resolving TensorFlow again proves nothing CI's own
 install does not, and cost half this test's time. What the wheel asks of pip is checked in
-its metadata instead."""
+its metadata instead.
+
+Run by ``.ci/run`` after README's test command, outside it (a build and a TensorFlow child:
+20-odd seconds that a newcomer's test run need not wait for)."""
 
 import subprocess
 import sys
