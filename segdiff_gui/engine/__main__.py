@@ -13,7 +13,11 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import EngineJob
 from segdiff_gui.core.protocol import ChildFatal
 from segdiff_gui.core.runtimes import RUNTIMES, installed_runtimes
-from segdiff_gui.engine.environment import apply_common_settings, apply_process_settings
+from segdiff_gui.engine.environment import (
+    apply_common_settings,
+    apply_process_settings,
+    unused_imports_skipped,
+)
 from segdiff_gui.engine.protocol import Channel, die_with_parent
 
 
@@ -25,11 +29,11 @@ def _run(channel: Channel) -> int:
     except InputError as error:  # a knob this runtime's version cannot take
         channel.send(ChildFatal(error.path, error.problem, ""))
         return 3
-    from segdiff_gui.engine.worker import run_job
+    with unused_imports_skipped(settings.runtime):  # the runtime is imported here
+        from segdiff_gui.engine.layer_probe import probe_run
+        from segdiff_gui.engine.worker import run_job
 
     if job.probes_layers:  # each run probed layer by layer, not computed
-        from segdiff_gui.engine.layer_probe import probe_run
-
         return run_job(job, channel, probe_run)
     return run_job(job, channel)
 
@@ -47,11 +51,13 @@ def main(argv: list[str]) -> int:
         return _run(Channel())
     if command == "inspect":
         request = json.loads(sys.stdin.read())
-        apply_common_settings(_inspection_runtime())
+        runtime = _inspection_runtime()
+        apply_common_settings(runtime)
         channel = Channel()
         from segdiff_gui.engine import inspect_model
 
-        return inspect_model.main(channel, request)
+        with unused_imports_skipped(runtime):
+            return inspect_model.main(channel, request)
     if command == "probe":
         runtime = argv[1] if len(argv) > 1 else "tensorflow"
         if runtime not in RUNTIMES:
@@ -61,7 +67,8 @@ def main(argv: list[str]) -> int:
         channel = Channel()
         from segdiff_gui.engine import probe
 
-        return probe.main(channel, runtime)
+        with unused_imports_skipped(runtime):
+            return probe.main(channel, runtime)
     print("usage: python -m segdiff_gui.engine run|probe [RUNTIME]|inspect", file=sys.stderr)
     return 2
 

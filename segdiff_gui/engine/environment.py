@@ -9,6 +9,7 @@ import importlib.util
 import mmap
 import os
 import sys
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -20,9 +21,9 @@ from segdiff_gui.core.runtimes import RUNTIMES
 __all__ = [
     "apply_common_settings",
     "apply_process_settings",
-    "skip_unused_imports",
     "inherited_keyed",
     "recorded_environment",
+    "unused_imports_skipped",
 ]
 
 # Environment variables that change numerics or placement; recorded with every result (the
@@ -50,25 +51,34 @@ def inherited_keyed() -> dict[str, str]:
     return dict(_INHERITED)
 
 
-def skip_unused_imports(runtime: str) -> None:
-    """Mark as absent the packages a runtime's import pulls in that no child of segdiff uses:
-    TensorFlow imports JAX (for TFLite's JAX converter, ``tensorflow/lite/python/util.py``) and
-    Keras imports pandas (to slice DataFrames in ``fit``), each in a ``try`` that already
-    handles a machine without them. Both cost about 1.2 s of every TensorFlow child's start-up
-    on the 2-core reference machine (a fresh demo's first map waits for it). A name set to
-    ``None`` in ``sys.modules`` makes ``import`` raise ImportError and ``find_spec`` say None,
-    as where the package is not installed; nothing of the maths changes."""
-    unused = ["pandas"]
+@contextlib.contextmanager
+def unused_imports_skipped(runtime: str) -> Iterator[None]:
+    """While the runtime is imported, mark as absent the packages its import pulls in that no
+    child of segdiff uses: TensorFlow imports JAX (for TFLite's JAX converter,
+    ``tensorflow/lite/python/util.py``), Keras imports pandas (to slice DataFrames in ``fit``)
+    and IPython (to tell a notebook), each in a ``try`` that already handles a machine without
+    them. They cost about a second of every TensorFlow child's start-up on the 2-core
+    reference machine (a fresh demo's first map waits for it). A name set to ``None`` in
+    ``sys.modules`` makes ``import`` raise ImportError, as where the package is not installed;
+    nothing of the maths changes. Afterwards they import as usual: a trusted preprocessing
+    file of the user's may import pandas."""
+    unused = ["pandas", "IPython"]
     if RUNTIMES[runtime].keras_backend != "jax":
         unused.append("jax")
-    for name in unused:
-        sys.modules.setdefault(name, None)  # type: ignore[arg-type] # one already imported stays
+    skipped = [name for name in unused if name not in sys.modules]  # one imported stays
+    for name in skipped:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in skipped:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
 def apply_common_settings(runtime: str = "tensorflow") -> None:
-    """Quiet C++ logs (they go to stderr anyway), pin Keras to the run's runtime (a user's
-    KERAS_BACKEND would silently change the maths) and skip the imports it never uses."""
-    skip_unused_imports(runtime)
+    """Quiet C++ logs (they go to stderr anyway) and pin Keras to the run's runtime (a user's
+    KERAS_BACKEND would silently change the maths)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["KERAS_BACKEND"] = RUNTIMES[runtime].keras_backend
     if runtime == "jax":

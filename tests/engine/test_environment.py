@@ -1,20 +1,28 @@
 """A child's start-up skips what its runtime would import unused (issue 18): TensorFlow's import
-of JAX and Keras's of pandas, about a second of every TensorFlow child's start-up."""
+of JAX and Keras's of pandas and IPython, about a second of every TensorFlow child's start-up.
+Only while the runtime is imported: a user's trusted preprocessing file may import pandas."""
 
+import json
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+from PIL import Image
+
+from segdiff_gui.storage import ResultCache
+from tests.conftest import segdiff
 
 pytestmark = pytest.mark.slow
 
 _CHILD = """
 import sys
-from segdiff_gui.engine.environment import apply_common_settings
+from segdiff_gui.engine.environment import apply_common_settings, unused_imports_skipped
 apply_common_settings(sys.argv[1])
-import keras, tensorflow
-print(sorted(name for name in ("jax", "pandas") if sys.modules.get(name) is not None))
+with unused_imports_skipped(sys.argv[1]):
+    import keras, tensorflow
+print(sorted(name for name in ("jax", "pandas", "IPython") if sys.modules.get(name) is not None))
 print(keras.backend.backend())
 """
 
@@ -31,6 +39,33 @@ def test_a_tensorflow_child_imports_neither_jax_nor_pandas():
     # Both are installed here (the test extras): without the skip, TensorFlow and Keras
     # import them at ``import tensorflow``.
     assert _loaded_in_child("tensorflow") == ("[]", "tensorflow")
+
+
+_PANDAS_PREPARE = """
+import numpy as np
+import pandas as pd
+
+
+def prepare(image):
+    scale = pd.Series([255.0], dtype="float32").iloc[0]
+    return image.astype(np.float32) / scale
+"""
+
+
+def test_a_trusted_preprocessing_file_may_import_pandas(models, small_images, tmp_path):
+    """The skip once lasted the child's whole life: a trusted ``--preprocess`` file that
+    imported pandas failed with "import of pandas halted; None in sys.modules"."""
+    code = tmp_path / "prepare.py"
+    code.write_text(_PANDAS_PREPARE)
+    ran = segdiff("run", models / "tiny.keras", small_images[0], "--cache", tmp_path / "cache",
+                  "--config", "batch=1", "--repeats", "1", "--preprocess", f"{code}:prepare",
+                  "--trust-preprocess", "--json")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    (run,) = json.loads(ran.stdout)["runs"]
+    stored = ResultCache(tmp_path / "cache").read_run(run["key"])
+    assert stored.provenance.to_dict()["target_input"] == "your function prepare.py:prepare"
+    pixels = np.asarray(Image.open(small_images[0]))
+    assert stored.probabilities.shape == pixels.shape[:2]
 
 
 def test_a_jax_child_still_has_jax():
