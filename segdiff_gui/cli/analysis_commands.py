@@ -228,7 +228,11 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
         )
     if args.max_wrong is not None:
         bounds["wrong_vs_exact"] = args.max_wrong
-    named = ", ".join(f"{k.replace('_', ' ')} ≤ {v:,}" for k, v in bounds.items() if v is not None)
+    named = ", ".join(
+        f"{k.replace('_', ' ')} ≤ {v:,}"
+        for k, v in bounds.items()
+        if v is not None and k != "nan_mismatches"
+    )
     if args.json:
         _json(
             {"bounds": bounds, "checked": checked, "failures": failures, "unreadable": unreadable}
@@ -239,7 +243,8 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
         verdict = "FAILED" if failures or unreadable else "OK"
         could_not = f", {len(unreadable)} could not be read" if unreadable else ""
         out.print(
-            f"{verdict}: {_plural(checked, 'run')} checked against {named}; "
+            f"{verdict}: {_plural(checked, 'run')} checked against {named} (and no NaN where "
+            f"the reference has a number); "
             f"{len(failures)} over a bound{could_not}",
             markup=False,
         )
