@@ -20,9 +20,12 @@ IMAGES = 4  # of the demo's 16, for the sweep
 
 
 def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path, capsys):
+    """The target's batch is 2, not the demo matrix's 64: explain computes the batch knob's
+    runs itself (a batch of two is filled with two images, one of 64 with 64), and compare
+    measures them from the cache as it does the demo's own runs of the other knobs."""
     root = tmp_path / "cache"
     shutil.copytree(demo_cache.root, root)
-    target = "batch=64,threads=1,xla=on,precision=bf16"
+    target = "batch=2,threads=1,xla=on,precision=bf16"
     result = segdiff(
         "explain", "--demo", "--from", "device=cpu,batch=1", "--to", target,
         "--cache", root, "--json", "--repeats", "2",
@@ -31,11 +34,12 @@ def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path, caps
     attribution = json.loads(result.stdout)
     alone = {row["knob"]: row for row in attribution["rows"] if row["kind"] == "alone"}
     assert list(alone) == ["batch", "threads", "xla", "precision"]
-    # The demo's own matrix holds each of these knobs alone: compare gives the same figures.
+    # The demo's own matrix holds the other knobs alone, explain made batch 2's: compare
+    # gives the same figures.
     compare = json.loads(segdiff_here(capsys, "compare", "--cache", root, "--json").stdout)[0]
     direct = {row["label"]: row for row in compare["comparisons"]}
     for knob, label in [
-        ("batch", "cpu b64 r0"),
+        ("batch", "cpu b2 r0"),
         ("threads", "cpu b1 threads1 r0"),
         ("xla", "cpu b1 xla r0"),
         ("precision", "cpu b1 bf16 r0"),
@@ -43,7 +47,7 @@ def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path, caps
         assert {f: alone[knob][f] for f in FIGURES} == {f: direct[label][f] for f in FIGURES}
     total = next(row for row in attribution["rows"] if row["kind"] == "total")
     assert {f: total[f] for f in FIGURES} == {
-        f: direct["cpu b64 threads1 xla bf16 r0"][f] for f in FIGURES
+        f: direct["cpu b2 threads1 xla bf16 r0"][f] for f in FIGURES
     }
     # One thread moves the demo's map only with oneDNN off, TensorFlow's default on CPUs
     # without VNNI or AMX (measured: 136 pixels; 0 with oneDNN on).
@@ -53,16 +57,17 @@ def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path, caps
     repeats = [row for row in attribution["rows"] if row["kind"] == "repeats"]
     assert len(repeats) == 8 and all(row["differing_pixels"] == 0 for row in repeats)
     cumulative = [row for row in attribution["rows"] if row["kind"] == "cumulative"]
-    assert cumulative[-1]["to"] == "cpu b64 threads1 xla bf16"
+    assert cumulative[-1]["to"] == "cpu b2 threads1 xla bf16"
 
     # Two cached runs by label: measured from the cache alone, no child started.
     text = segdiff_here(
-        capsys, "explain", "--from", "cpu b1 r0", "--to", "cpu b64 threads1 r1", "--cache", root
-    )
+        capsys, "explain", "--from", "cpu b1 r0", "--to", "cpu b2 threads1 xla bf16 r1",
+        "--cache", root,
+    )  # fmt: skip
     assert text.returncode == 0, text.stderr
-    assert "What moves cpu b1 to cpu b64 threads1" in text.stdout
-    assert "Largest single knob: batch" in text.stdout
-    assert "cpu b1 r0 (" in text.stdout and "against cpu b64 threads1 r1 (" in text.stdout
+    assert "What moves cpu b1 to cpu b2 threads1 xla bf16" in text.stdout
+    assert "Largest single knob: precision" in text.stdout  # bfloat16's flips
+    assert "cpu b1 r0 (" in text.stdout and "against cpu b2 threads1 xla bf16 r1 (" in text.stdout
     # A configuration's label alone means its first repeat; --image narrows the runs named.
     by_label = segdiff_here(capsys, "explain", "--from", "cpu b1", "--to", "cpu b1 xla",
                             "--image", "cell_00.png", "--cache", root, "--json")  # fmt: skip
