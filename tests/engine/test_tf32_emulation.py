@@ -5,6 +5,7 @@ convolutions alone, and on the demo it moves the map far more than batch or XLA 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -215,16 +216,22 @@ def test_a_savedmodel_refuses_the_emulation_in_one_line(models, small_images, ca
     assert "tiny_savedmodel" in line and "emulate=tf32 rounds a Keras model's convolutions" in line
 
 
-def test_the_layer_probe_emulates_as_the_forward_pass_does(demo, tmp_path, capsys):
+def test_the_layer_probe_emulates_as_the_forward_pass_does(
+    demo, demo_runs, demo_folder, tmp_path, capsys
+):
     """A probe of an emulated run rounds each layer as its forward pass did: its final map
     equals the plain run's bit for bit (the probe checks), and the emulation's difference is
-    born in the first convolution."""
+    born in the first convolution. The plain runs are the module's (a copy of its cache):
+    only the probes' child starts."""
     model, images = demo
+    cache = shutil.copytree(demo_folder, tmp_path / "cache")
+    runs = ResultCache(cache).keys()
     result = segdiff_here(
         capsys, "layers", "--from", "batch=1", "--to", "emulate=tf32", model, images[0],
-        "--cache", tmp_path, "--json",
+        "--cache", cache, "--json",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    assert ResultCache(cache).keys() == runs  # both plain runs were the module's
     comparison = json.loads(result.stdout)
     assert comparison["other"]["final"]["bitwise_equal"], comparison["other"]
     assert comparison["first_differing"] == "enc1_1"
