@@ -28,7 +28,11 @@ the low bits alone could turn a NaN whose payload lies there into an infinity.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+
+from segdiff_gui.core.errors import InputError
 
 __all__ = [
     "EXPONENT_BITS",
@@ -37,6 +41,7 @@ __all__ = [
     "QUIET_NAN_BIT",
     "ROUNDING",
     "TF32_MANTISSA_BITS",
+    "saved_model_refuses_emulation",
     "signed",
     "to_tf32",
 ]
@@ -49,6 +54,16 @@ KEPT_BITS = (0xFFFFFFFF << _DROPPED_BITS) & 0xFFFFFFFF  # 0xFFFFE000
 QUIET_NAN_BIT = 0x00400000  # the top mantissa bit: kept by TF32, marks a quiet NaN
 # In sentences (provenance, the knob's tooltip): the rounding this module does.
 ROUNDING = "round to nearest, ties away from zero, as cvt.rna.tf32.f32 and CUTLASS do"
+
+
+def saved_model_refuses_emulation(model: str | Path, emulate: str) -> InputError:
+    """Why a SavedModel takes no emulation: the runner says it before any child starts, the
+    TensorFlow backend (where planning was passed by) in the same words."""
+    return InputError(
+        model,
+        f"emulate={emulate} rounds a Keras model's convolutions and matrix multiplies; a "
+        "SavedModel's graph calls TensorFlow's kernels itself (a .keras or .h5 model)",
+    )
 
 
 def signed(bits: int) -> int:

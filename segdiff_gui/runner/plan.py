@@ -24,6 +24,7 @@ from segdiff_gui.core.preprocess import is_tensor, tensor_input
 from segdiff_gui.core.runtime_defaults import Machine, defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
 from segdiff_gui.core.shards import shard_slice
+from segdiff_gui.core.tf32 import saved_model_refuses_emulation
 from segdiff_gui.core.trust import untrusted_saved_model
 from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
@@ -218,7 +219,7 @@ def index_of_target(refs: Sequence[ImageRef], target: str | None) -> int:
 
 def _check_runtimes(model: Path, runs: Sequence[PlannedRun]) -> None:
     """A runtime the runs need but this Python lacks, or a SavedModel under a runtime other
-    than TensorFlow, is said before any child starts."""
+    than TensorFlow or emulated, is said before any child starts."""
     needed = {getattr(run.config, "runtime", "tensorflow") for run in runs}
     if model.is_dir() and (others := sorted(needed - {"tensorflow"})):
         raise InputError(
@@ -226,6 +227,9 @@ def _check_runtimes(model: Path, runs: Sequence[PlannedRun]) -> None:
             f"is a TensorFlow SavedModel: its graph runs only under TensorFlow, not "
             f"{', '.join(others)} (runtime=tensorflow)",
         )
+    emulated = sorted({getattr(run.config, "emulate", "off") for run in runs} - {"off"})
+    if model.is_dir() and emulated:
+        raise saved_model_refuses_emulation(model, emulated[0])
     for name in sorted(needed):
         runtime = RUNTIMES[name]
         if not runtime.installed():

@@ -205,8 +205,12 @@ def test_the_gpu_check_script_parses_and_has_its_dry_run():
     assert "nvidia-smi -L" in text and "emulate=tf32" in text and "tf32_check.py" in text
 
 
-def test_a_savedmodel_refuses_the_emulation_in_one_line(models, small_images, cache, capsys):
-    """A SavedModel's graph calls TensorFlow's kernels itself: no Keras op to round."""
+def test_a_savedmodel_refuses_the_emulation_in_one_line(
+    models, small_images, cache, capsys, fake_engine
+):
+    """A SavedModel's graph calls TensorFlow's kernels itself: no Keras op to round. Said
+    when the runs are planned, before any child starts (the fake engine, which would compute
+    the run, is never asked)."""
     result = segdiff_here(
         capsys, "run", models / "tiny_savedmodel", small_images[0], "--trust-model",
         "--config", "emulate=tf32", "--cache", cache.root, "--repeats", "1",
@@ -214,6 +218,7 @@ def test_a_savedmodel_refuses_the_emulation_in_one_line(models, small_images, ca
     assert result.returncode == 2, result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert "tiny_savedmodel" in line and "emulate=tf32 rounds a Keras model's convolutions" in line
+    assert not cache.keys()
 
 
 def test_the_layer_probe_emulates_as_the_forward_pass_does(

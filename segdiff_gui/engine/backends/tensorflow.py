@@ -15,7 +15,6 @@ import tensorflow as tf
 
 from segdiff_gui.core import tf32
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.errors import InputError
 from segdiff_gui.engine.backends.base import Backend, Outputs, RunError, short_device
 from segdiff_gui.engine.backends.tf_float64 import float64_refusal
 from segdiff_gui.engine.facts import cpu_model
@@ -163,12 +162,7 @@ class TensorFlowBackend(Backend):
         user's), never left to Keras inside the child."""
         key = (id(model), config.forward_key())
         if config.emulate != "off" and model.keras_model is None:
-            raise InputError(
-                model.path,
-                f"emulate={config.emulate} rounds a Keras model's convolutions and matrix "
-                "multiplies; a SavedModel's graph calls TensorFlow's kernels itself (a .keras "
-                "or .h5 model)",
-            )
+            raise tf32.saved_model_refuses_emulation(model.path, config.emulate)
         if key not in self._functions:
             self._functions[key] = tf.function(
                 model.forward(config.precision, config.keep_float32), jit_compile=config.xla
