@@ -21,12 +21,12 @@ from tests.engine.test_gpu_path import engine_script
 pytestmark = pytest.mark.slow
 
 
-def _apply(model, image, code: str) -> np.ndarray:
-    """The printed code run on a fresh model in a fresh process (TensorFlow's defaults and
-    the input prepared as the engine's runs have them); its map of ``image``."""
+def _apply(model, image, codes: list[str]) -> list[np.ndarray]:
+    """Each printed code run on a fresh model, each in a namespace of its own, in one fresh
+    process (one TensorFlow import; its defaults, and the input prepared as the engine's runs
+    have them); each one's map of ``image``."""
     seen = engine_script(
-        code
-        + f"""
+        f"""
 import json
 import numpy as np
 import tensorflow as tf
@@ -34,11 +34,17 @@ from segdiff_gui.core.config import Preprocessing
 from segdiff_gui.core.preprocess import prepare_input
 from segdiff_gui.io.images import read_image
 one = prepare_input(read_image({str(image)!r}), Preprocessing(), 256, 256, 1, "image")
-out = tf.function(lambda b: model(b, training=False))(tf.constant(one[None])).numpy()[0, ..., 0]
-print(json.dumps(out.astype(np.float32).view(np.uint32).ravel().tolist()))
+maps = []
+for code in {codes!r}:
+    namespace = {{"__name__": "__main__"}}
+    exec(code, namespace)
+    model = namespace["model"]
+    out = tf.function(lambda b: model(b, training=False))(tf.constant(one[None])).numpy()
+    maps.append(out[0, ..., 0].astype(np.float32).view(np.uint32).ravel().tolist())
+print(json.dumps(maps))
 """
     )
-    return np.asarray(seen, dtype=np.uint32).view(np.float32).reshape(256, 256)
+    return [np.asarray(bits, dtype=np.uint32).view(np.float32).reshape(256, 256) for bits in seen]
 
 
 def test_the_repair_brings_bfloat16_to_no_flips_and_its_code_does_the_same(demo, tmp_path):
@@ -63,8 +69,9 @@ def test_the_repair_brings_bfloat16_to_no_flips_and_its_code_does_the_same(demo,
         assert compare_maps(reference, maps[trial.kept], 0.5).flips == trial.flips
     # The code, applied to a fresh model: the repaired set, and a partial one that flips.
     partial = max((t for t in result.trials if t.flips), key=lambda t: len(t.kept))
-    for kept in (result.kept, partial.kept):
-        applied = _apply(model, images[0], repair_code(str(model), "mixed_bfloat16", kept))
+    both = (result.kept, partial.kept)
+    codes = [repair_code(str(model), "mixed_bfloat16", kept) for kept in both]
+    for kept, applied in zip(both, _apply(model, images[0], codes), strict=True):
         assert np.array_equal(applied.view(np.uint32), maps[kept].view(np.uint32))
     assert compare_maps(reference, applied, 0.5).flips == partial.flips > 0
 
