@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from segdiff_gui.cli.commands import EXIT_OK, exit_code, open_cache, request_of, run_matrix
+from segdiff_gui.cli.commands import EXIT_OK, exit_code, follow_matrix, open_cache, request_of
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.text import print_json, say
 from segdiff_gui.core.config import RunConfig, parse_config_spec
@@ -102,7 +102,7 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
     status = EXIT_OK
     probe = session.cached_result()
     if probe is None:
-        outcome, _ = run_matrix(args, err, session.request)
+        outcome = follow_matrix(args, err, session.plain_runner())
         status = exit_code(outcome)
         probes = drive(
             session.probe_runner(), err, quiet=args.json, debug=args.debug, done="probed"

@@ -3,7 +3,9 @@
 The batch, device, precision, XLA and the process-level knobs are the run's own; every layer's
 output for the target image goes into the cache's layer store as it comes (one layer at a
 time), then the probe's final map is checked bit for bit against the plain run of the same
-configuration, already cached: a probe that changed what it measures says so.
+configuration: the cache's, or computed by this child first where none is cached (one child
+for both, not a run child and then a probe child); a probe that changed what it measures says
+so.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, cast
 
 import keras
+import numpy as np
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import PlannedRun
@@ -42,12 +45,9 @@ def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
             "is a TensorFlow SavedModel: its graph has no Keras layers to tap; the .keras or "
             ".h5 model it was saved from can be probed layer by layer",
         )
-    try:
-        plain = runner.cache.read_run(run.key).probabilities
-    except KeyError:
-        raise InputError(run.label, "has no plain run in the cache to check the probe on") from None
     model = loaded.model_for(config.precision, config.keep_float32)
     tappable_graph(model, loaded.path)
+    plain = _plain_map(runner, run)
     batch = runner.batch_for(run)
     call = backend.layer_call(config)
     position, total = config.position, max(len(computing_layers(model)), 1)
@@ -69,6 +69,18 @@ def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
         with backend.probe_scope(config), backend.emulation(config):
             outputs = run_layer_by_layer(model, [backend.probe_input(batch, config)], call, emit)
             raw = backend.to_numpy(outputs[runner.output_index][position])
-        assert plain is not None
         finish_probe(runner, run, writer, key, raw=raw, plain=plain, started=started)
     return config.device
+
+
+def _plain_map(runner: ProbeContext, run: PlannedRun) -> np.ndarray:
+    """The plain run's map the probe is checked on: the cache's, or, where none is cached,
+    computed here first by the run's own forward pass and written to the cache as any run's."""
+    try:
+        plain = runner.cache.read_run(run.key).probabilities
+    except KeyError:
+        record = runner.execute(run)
+        runner.cache.write_run(record)
+        plain = record.probabilities
+    assert plain is not None
+    return plain

@@ -14,13 +14,15 @@ if TYPE_CHECKING:
     from segdiff_gui.engine.models import LoadedModel
     from segdiff_gui.engine.protocol import Channel
     from segdiff_gui.storage.cache import ResultCache
+    from segdiff_gui.storage.records import RunRecord
 
 __all__ = ["ProbeContext"]
 
 
 class ProbeContext(Protocol):
     """The job, its backend, cache and channel, the model as loaded (and on each device), the
-    output the map is made of, and the batch a run computes."""
+    output the map is made of, the batch a run computes, and the run itself (its plain map,
+    where the cache has none to check the probe on)."""
 
     job: EngineJob
     backend: Backend
@@ -34,3 +36,5 @@ class ProbeContext(Protocol):
     def model_on(self, device: str) -> LoadedModel: ...
 
     def batch_for(self, run: PlannedRun) -> np.ndarray: ...
+
+    def execute(self, run: PlannedRun) -> RunRecord: ...

@@ -1,10 +1,13 @@
 """The layer probe (issue 15) between two configurations of one model on one image.
 
-Three steps, each a front end drives like a matrix: the two plain runs (cached or computed,
-:meth:`LayerProbeSession.plain_runner`), the probes each configuration still needs, each in
-the child its process-level knobs require (:meth:`probe_runner`), and the comparison, read
-from the two probes one piece of one layer at a time (:meth:`compare`). A comparison is
-stored; asking again is served from the cache without starting a child.
+Three steps, each a front end drives like a matrix: the plain runs the probes do not compute
+themselves (:meth:`LayerProbeSession.plain_runner`: those cached, and a converted model's,
+whose probe reads its own tensors against a plain run made before it), the probes each
+configuration still needs, each in the child its process-level knobs require, which computes
+a Keras model's plain run first where the cache has none (:meth:`probe_runner`: one child,
+not a run child and then a probe child), and the comparison, read from the two probes one
+piece of one layer at a time (:meth:`compare`). A comparison is stored; asking again is
+served from the cache without starting a child.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from segdiff_gui.core.layer_stats import (
     compare_layer_blocks,
     layer_sentences,
 )
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, jobs_for
 from segdiff_gui.runner.request import MatrixRequest
@@ -215,9 +219,32 @@ class LayerProbeSession:
         return stored
 
     def plain_runner(self) -> MatrixRunner:
-        """The two plain runs (the probe is checked against them)."""
+        """The plain runs (each probe is checked against its side's) the probes' children do
+        not compute themselves: the cached ones, and those :meth:`_probed_with_its_run`
+        leaves out."""
         self.request.cache.remove_stale_temporaries()
-        return MatrixRunner(self.plan, self.request.cache, timeout_s=self.request.timeout_s)
+        cached = set(self.plan.cached)
+        here = tuple(
+            run for run in self.plan.runs if run in cached or not self._probed_with_its_run(run)
+        )
+        assert self.plan.template is not None
+        computed = [run for run in here if run not in cached]
+        plan = replace(
+            self.plan, runs=here, jobs=jobs_for(self.plan.template, computed, self.request.knobs)
+        )
+        return MatrixRunner(plan, self.request.cache, timeout_s=self.request.timeout_s)
+
+    def _probed_with_its_run(self, run: PlannedRun) -> bool:
+        """Whether the child that probes ``run`` computes its plain run too: a Keras model's
+        probe does, where the cache has no file for the run (a damaged one is computed again
+        by the plain runs, as any matrix does) and its probe is still to make. A converted
+        model's probe reads the runtime's own tensors against a plain run made before it, and
+        a whole probe only needs its plain run for the comparison."""
+        return (
+            RUNTIMES[run.config.runtime].conversion is None
+            and not self.request.cache.has(run.key)
+            and not self._probe_is_whole(run)
+        )
 
     def _probe_is_whole(self, run: PlannedRun) -> bool:
         try:
@@ -227,11 +254,12 @@ class LayerProbeSession:
             return False
 
     def probe_runner(self) -> MatrixRunner:
-        """The probes still missing, each in its configuration's own child."""
-        for run in self.sides:
-            if not self.request.cache.has(run.key):
-                raise InputError(run.label, "its run failed, so there is nothing to probe against")
+        """The probes still missing, each in its configuration's own child (which computes a
+        Keras model's plain run first, where the cache has none)."""
         needed = tuple(run for run in self.sides if not self._probe_is_whole(run))
+        for run in self.sides:
+            if not self.request.cache.has(run.key) and not self._probed_with_its_run(run):
+                raise InputError(run.label, "its run failed, so there is nothing to probe against")
         assert self.plan.template is not None
         jobs = jobs_for(
             self.plan.template,

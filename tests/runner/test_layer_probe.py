@@ -42,16 +42,15 @@ def _probe(session: LayerProbeSession) -> LayerProbe:
 
 @pytest.fixture(scope="module")
 def demo_probes(demo, tmp_path_factory) -> tuple[ResultCache, dict[str, LayerProbeSession]]:
-    """The demo U-Net's batch 1 against batch 64, XLA and bfloat16 on two images: the plain
-    runs in one child, then the probes. XLA's and bfloat16's are made first, together (they
-    share a child's process-level settings), so each of the three sessions below compares
-    probes the cache already has, bar batch 64's and the reference's, made in one child."""
+    """The demo U-Net's batch 1 against batch 64, XLA and bfloat16 on two images. XLA's and
+    bfloat16's probes are made first, together (they share a child's process-level settings:
+    the child computes both plain runs, then probes them), so each of the three sessions below
+    compares probes the cache already has, bar batch 64's and the reference's, made (with
+    their plain runs) in one child."""
     model, images = demo
     cache = ResultCache(tmp_path_factory.mktemp("layers"))
     configs = tuple(parse_config_spec(s) for s in (REFERENCE, *OTHERS))
     request = MatrixRequest(model, tuple(images[:IMAGES]), cache, configs=configs, repeats=1)
-    for _ in request.start([]).run():
-        pass
     for _ in LayerProbeSession(request, configs[2], configs[3]).probe_runner().run():
         pass
     sessions = {}
@@ -184,7 +183,18 @@ def test_softmax_output_counts_class_flips_and_the_budget_can_keep_no_tensors(
     assert not list((root / "layers" / "tensors").rglob("*.h5"))
 
 
-def test_a_nested_encoder_and_a_sequential_block_are_flattened(models, small_images, tmp_path):
+def test_a_nested_encoder_and_a_sequential_block_are_flattened(
+    models, small_images, tmp_path, monkeypatch
+):
+    """A fresh probe of two sides that share a process's settings starts one child: it
+    computes both plain runs (into the cache, as any run child would), then probes them."""
+    from segdiff_gui.runner import child
+
+    started: list[str] = []
+    engine_command = child.engine_command
+    monkeypatch.setattr(
+        child, "engine_command", lambda words: started.append(words) or engine_command(words)
+    )
     request = MatrixRequest(
         models / "encoder_unet.keras", tuple(small_images), ResultCache(tmp_path), repeats=1
     )
@@ -194,6 +204,8 @@ def test_a_nested_encoder_and_a_sequential_block_are_flattened(models, small_ima
         parse_config_spec("device=cpu,batch=4,precision=bf16"),
     )
     probe = _probe(session)
+    assert len(started) == 1, started
+    assert all(request.cache.read_run(run.key).provenance.device for run in session.sides)
     names = [layer.name for layer in probe.comparison.layers]
     assert names == [
         "encoder/conv", "encoder/norm", "encoder/relu", "encoder/pool", "encoder/deep",
