@@ -100,6 +100,23 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(child, "engine_command", engine_command)
 
 
+@pytest.fixture
+def engine_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The words (``run``, ``probe jax``…) of every engine child this test process starts,
+    in order; the children are the real ones, started as ever."""
+    from segdiff_gui.runner import child
+
+    started: list[str] = []
+    real = child.engine_command
+
+    def counted(words: str) -> list[str]:
+        started.append(words)
+        return real(words)
+
+    monkeypatch.setattr(child, "engine_command", counted)
+    return started
+
+
 class _PoolThatHoldsOn(ThreadPoolExecutor):
     """A pool that holds on to everything it is handed until it is shut down. A pool thread
     lets go of a task only after handing over its result, often once the caller has moved on:
