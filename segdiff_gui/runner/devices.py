@@ -182,16 +182,28 @@ def inspect_model(
         if state_dir and model_hash
         else None
     )
-    if remembered and (known := _recall(remembered)) is not None:
-        message = decode_message(json.dumps(known))
-        if isinstance(message, ModelAnswer):
-            return message
+    if remembered and (known := _recalled_answer(remembered)) is not None:
+        return known
     request = {"model_path": str(model_path), "trust_model": trust}
     answer = ask_child("inspect", request, (ModelAnswer, ChildFatal), "model inspection", timeout_s)
     assert isinstance(answer, ModelAnswer | ChildFatal)
     if remembered and isinstance(answer, ModelAnswer):
         _remember(remembered, answer.to_dict())
     return answer
+
+
+def remembered_inspection(
+    state_dir: Path, model_path: Path, model_hash: str, trust: bool
+) -> ModelAnswer | None:
+    """What a child said of this model file before (an inspection's or a run child's
+    answer), or None: asks no child."""
+    return _recalled_answer(_inspection_file(state_dir, model_path, model_hash, trust))
+
+
+def _recalled_answer(path: Path) -> ModelAnswer | None:
+    known = _recall(path)
+    message = decode_message(json.dumps(known)) if known is not None else None
+    return message if isinstance(message, ModelAnswer) else None
 
 
 def remember_inspection(

@@ -28,7 +28,7 @@ from segdiff_gui.core.tf32 import saved_model_refuses_emulation
 from segdiff_gui.core.trust import untrusted_saved_model
 from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
-from segdiff_gui.runner.devices import machine_defaults
+from segdiff_gui.runner.devices import machine_defaults, remembered_inspection
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 
 __all__ = [
@@ -136,13 +136,29 @@ def _held_together(
     return [[Path(refs[index].path) for index in group] for group in groups.values()]
 
 
-def _decoded(ref: ImageRef, preprocessing: Preprocessing) -> np.ndarray:
+# What the model takes (height, width, channels), each None where free or not known.
+InputShape = tuple[int | None, int | None, int | None]
+_UNKNOWN_INPUT: InputShape = (None, None, None)
+
+
+def _known_input(model: Path, model_hash: str, trust: bool, state_dir: Path) -> InputShape:
+    """What the model takes, where a child has said it of this file before (remembered in
+    the cache's folder); nothing known otherwise: no child is asked for it here."""
+    answer = remembered_inspection(state_dir, model, model_hash, trust)
+    if answer is None or len(answer.input_shape) < 3:
+        return _UNKNOWN_INPUT
+    height, width, channels = answer.input_shape[-3:]
+    return height, width, channels
+
+
+def _decoded(ref: ImageRef, preprocessing: Preprocessing, model_input: InputShape) -> np.ndarray:
     """The image ``ref`` decoded; a tensor (a ``.npy`` of floats) the child would refuse
-    whatever the model takes (its dtype, or preprocessing given for it) refused here, by the
+    (its dtype, or preprocessing given for it, and its shape where what the model takes is
+    known: ``model_input``, asked only where the images hold a ``.npy``) refused here, by the
     child's own check, before any child starts."""
     image = read_image(Path(ref.path))
     if preprocessing.function is None and is_tensor(ref.path, image):
-        tensor_input(image, preprocessing, None, None, None, ref.path)  # the model's size: unknown
+        tensor_input(image, preprocessing, *model_input, ref.path)
     return image
 
 
@@ -151,6 +167,7 @@ def _check_images(
     to_compute: Sequence[PlannedRun],
     decoded: set[str],
     preprocessing: Preprocessing,
+    model_input: InputShape,
 ) -> None:
     """Decode every image a run still to compute will read (unless ``decoded`` already), so
     that a bad file fails here, before any child starts, naming the file. Images only cached
@@ -160,7 +177,7 @@ def _check_images(
     for index in needed:
         ref = refs[index]
         if ref.hash not in decoded:
-            _decoded(ref, preprocessing)
+            _decoded(ref, preprocessing, model_input)
             decoded.add(ref.hash)  # the same file given twice is decoded once
 
 
@@ -362,14 +379,18 @@ def plan_matrix(
     if to_compute or unstored:  # said before anything is computed that could not be stored
         cache.check_writable()
     decoded: set[str] = set()
+    tensors = any(ref.path.lower().endswith(".npy") for ref in refs)
+    model_input = (
+        _known_input(model, model_hash, trust_model, cache.root) if tensors else _UNKNOWN_INPUT
+    )
     for target_index in unstored:
         # Keep each target image beside its results, so they can be shown without the original.
         target_ref = refs[target_index]
         if target_ref.hash not in decoded:  # decode only what is not stored (whole)
-            image = _decoded(target_ref, preprocessing)
+            image = _decoded(target_ref, preprocessing, model_input)
             cache.write_image(target_ref.hash, target_ref.name, image)
             decoded.add(target_ref.hash)
-    _check_images(refs, to_compute, decoded, preprocessing)
+    _check_images(refs, to_compute, decoded, preprocessing, model_input)
     _check_runtimes(model, to_compute)
     template = EngineJob(
         model_path=str(model),

@@ -261,9 +261,12 @@ def test_your_preprocessing_function_runs_only_trusted_and_is_keyed_by_its_bytes
     assert boom.returncode == 2 and "prepare() in boom.py raised ValueError: my bug" in boom.stderr
 
 
-def test_a_float_npy_is_the_models_input_as_it_is(models, small_images, tmp_path):
+def test_a_float_npy_is_the_models_input_as_it_is(
+    models, small_images, tmp_path, capsys, engine_starts
+):
     """Issue 32: a .npy of float32 is used as it is (no scaling, no colour change); a float64
-    one, one of the wrong shape, or one given with scaling, is refused in one line."""
+    one, one of the wrong shape, or one given with scaling, is refused in one line, before
+    any child starts (the model's size is what the first run's child said of it)."""
     pixels = np.asarray(Image.open(small_images[0]))
     tensor = tmp_path / "input.npy"
     np.save(tensor, pixels.astype(np.float32) / 255.0)
@@ -286,7 +289,9 @@ def test_a_float_npy_is_the_models_input_as_it_is(models, small_images, tmp_path
         ("scaled.npy", pixels.astype(np.float32), ["--divide", "255"], "takes no divide"),
     ):
         np.save(tmp_path / name, values)
-        refused = segdiff("run", model, tmp_path / name, "--cache", cache, "--config",
-                          "batch=1", "--repeats", "1", *extra)  # fmt: skip
+        refused = segdiff_here(capsys, "run", model, tmp_path / name, "--cache", cache,
+                               "--config", "batch=1", "--repeats", "1", *extra)  # fmt: skip
         assert refused.returncode == 2, (name, refused.stdout, refused.stderr)
-        assert said in refused.stderr and name in refused.stderr, (name, refused.stderr)
+        (line,) = refused.stderr.strip().splitlines()
+        assert said in line and name in line, (name, refused.stderr)
+    assert engine_starts == []  # each refused when planned
