@@ -44,11 +44,15 @@ RUNTIMES_HERE = [name for name in ("tensorflow", "jax", "torch") if RUNTIMES[nam
 
 
 @pytest.fixture(scope="module", params=RUNTIMES_HERE)
-def child_results(request, tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray]:
-    """The child's answers under one runtime (TensorFlow, JAX, PyTorch: each installed one)."""
+def child_results(
+    request, models, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, np.ndarray]:
+    """The child's answers under one runtime (TensorFlow, JAX, PyTorch: each installed one);
+    TensorFlow's say too how its backend refuses to emulate a SavedModel."""
     folder = tmp_path_factory.mktemp(f"tf32_{request.param}")
     bits = _patterns()
     np.save(folder / "bits.npy", bits)
+    saved_model = [str(models / "tiny_savedmodel")] if request.param == "tensorflow" else []
     done = subprocess.run(
         [
             sys.executable,
@@ -56,6 +60,7 @@ def child_results(request, tmp_path_factory: pytest.TempPathFactory) -> dict[str
             request.param,
             str(folder / "bits.npy"),
             str(folder / "out.npz"),
+            *saved_model,
         ],
         capture_output=True,
         text=True,
@@ -63,13 +68,15 @@ def child_results(request, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     )
     assert done.returncode == 0, done.stderr[-3000:]
     with np.load(folder / "out.npz") as results:
-        return {"bits": bits, **{name: results[name] for name in results.files}}
+        answers = {name: results[name] for name in results.files}
+        return {"bits": bits, "runtime": np.array(request.param), **answers}
 
 
 def test_the_runtimes_rounding_equals_core_tf32_bit_for_bit(child_results):
     """Eagerly and compiled (TensorFlow's graph and XLA, jax.jit): every pattern."""
     expected = to_tf32(child_results["bits"].view(np.float32)).view(np.uint32)
-    ways = [name for name in child_results if name not in ("bits", "layer_names", "layer_checks")]
+    answers = ("bits", "runtime", "layer_names", "layer_checks", "saved_model_refusal")
+    ways = [name for name in child_results if name not in answers]
     assert ways and "eager" in ways
     for how in ways:
         got = child_results[how]
@@ -203,6 +210,17 @@ def test_the_gpu_check_script_parses_and_has_its_dry_run():
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
     text = script.read_text()
     assert "nvidia-smi -L" in text and "emulate=tf32" in text and "tf32_check.py" in text
+
+
+def test_the_tensorflow_backend_refuses_to_emulate_a_savedmodel_too(child_results):
+    """Where planning was passed by, the backend refuses in the runner's words (a SavedModel
+    loads under TensorFlow only: the other runtimes' children are not asked)."""
+    refused = child_results.get("saved_model_refusal")
+    if refused is None:
+        assert str(child_results["runtime"]) != "tensorflow"
+        return
+    said = str(refused)
+    assert "tiny_savedmodel" in said and "emulate=tf32 rounds a Keras model's convolutions" in said
 
 
 def test_a_savedmodel_refuses_the_emulation_in_one_line(

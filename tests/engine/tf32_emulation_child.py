@@ -1,11 +1,14 @@
 """A child for tests/engine/test_tf32_emulation.py (no runtime enters pytest's process):
-``python tf32_emulation_child.py RUNTIME BITS.npy OUT.npz``, RUNTIME tensorflow, jax or torch.
+``python tf32_emulation_child.py RUNTIME BITS.npy OUT.npz [SAVED_MODEL]``, RUNTIME tensorflow,
+jax or torch.
 
 It rounds the float32 patterns of BITS.npy with the runtime's TF32 rounding (eagerly, and
 compiled where the runtime compiles: ``tf.function`` with and without XLA, ``jax.jit``), and
 calls one layer of each kind under the emulation beside Keras's own op on operands rounded
 beforehand by numpy's ``core/tf32``: a layer whose op is rounded equals the latter bit for bit,
-one left alone equals its plain call.
+one left alone equals its plain call. Under TensorFlow, ``SAVED_MODEL`` (a fourth argument)
+is a SavedModel folder whose emulated forward pass the backend must refuse: the runner refuses
+it when the runs are planned, the backend still does where planning was passed by.
 """
 
 from __future__ import annotations
@@ -110,6 +113,19 @@ def _layers() -> dict[str, bool]:
     return found
 
 
+def _saved_model_refusal(path: str) -> str:
+    """What the backend says when asked for an emulated forward pass of a SavedModel."""
+    from segdiff_gui.core.config import RunConfig
+    from segdiff_gui.core.errors import InputError
+    from segdiff_gui.engine.models import load_model
+
+    try:
+        BACKEND.forward(load_model(path, trust=True), RunConfig(emulate="tf32"))
+    except InputError as error:
+        return str(error)
+    return "not refused"
+
+
 def main() -> None:
     bits = np.load(sys.argv[2])
     rounded = {name: _bits(value) for name, value in _compiled(bits.view(np.float32)).items()}
@@ -120,9 +136,13 @@ def main() -> None:
             layers = _layers()
     else:
         layers = _layers()
+    refused = {}
+    if len(sys.argv) > 4:
+        refused["saved_model_refusal"] = np.array(_saved_model_refusal(sys.argv[4]))
     np.savez(
         sys.argv[3],
         **rounded,
+        **refused,
         layer_names=np.array(list(layers)),
         layer_checks=np.array(list(layers.values())),
     )
