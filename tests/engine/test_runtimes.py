@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from segdiff_gui.storage import ResultCache
-from tests.conftest import segdiff
+from tests.conftest import segdiff, segdiff_here
 from tests.engine.knob_cells import assert_honoured
 
 pytestmark = pytest.mark.slow
@@ -40,8 +40,16 @@ SPECS = {
 
 
 @pytest.fixture(scope="module")
-def runs(demo, tmp_path_factory):
+def demo4(demo):
+    """The demo model on four of its images: enough for a batch of four, and each child's
+    work a quarter of the sixteen's (the children and their imports are the same)."""
     model, images = demo
+    return model, images[:4]
+
+
+@pytest.fixture(scope="module")
+def runs(demo4, tmp_path_factory):
+    model, images = demo4
     cache = ResultCache(tmp_path_factory.mktemp("runtimes"))
     configs = [arg for spec in SPECS.values() for arg in ("--config", spec)]
     result = segdiff(
@@ -119,35 +127,36 @@ def test_process_level_knobs_are_read_back_from_each_runtime(runs):
     assert torch_maps[0].tobytes() != torch_maps[1].tobytes()
 
 
-def test_compare_shows_every_runtime_against_tensorflow(runs):
+def test_compare_shows_every_runtime_against_tensorflow(runs, capsys):
     cache, _ = runs
-    result = segdiff("compare", "--cache", cache.root, "--json")
+    result = segdiff_here(capsys, "compare", "--cache", cache.root, "--json")
     assert result.returncode == 0, result.stderr
     (study,) = json.loads(result.stdout)
     assert study["reference"] == "cpu b1 r0"
     rows = {row["label"]: row for row in study["comparisons"]}
     assert not rows["jax cpu b1 r0"]["bitwise_equal"]
     assert 0 < rows["torch cpu b1 r0"]["max_ulp"] < 1000
-    again = segdiff("compare", "--cache", cache.root, "--ref", "jax cpu b1")
+    again = segdiff_here(capsys, "compare", "--cache", cache.root, "--ref", "jax cpu b1")
     assert again.returncode == 0 and "torch cpu b1 r0" in again.stdout
 
 
-def test_runs_of_other_runtimes_are_served_from_the_cache(runs, demo):
+def test_runs_of_other_runtimes_are_served_from_the_cache(runs, demo4, capsys):
     cache, _ = runs
-    model, images = demo
+    model, images = demo4
     configs = [arg for spec in SPECS.values() for arg in ("--config", spec)]
-    result = segdiff(
-        "run", model, *images, *configs, "--repeats", "1", "--cache", cache.root, "--json"
-    )
+    result = segdiff_here(
+        capsys, "run", model, *images, *configs, "--repeats", "1", "--cache", cache.root,
+        "--json",
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert {run["status"] for run in json.loads(result.stdout)["runs"]} == {"cached"}
 
 
 def test_a_savedmodel_is_refused_under_jax_in_one_line_before_anything_runs(
-    models, small_images, cache
+    models, small_images, cache, capsys
 ):
-    result = segdiff(
-        "run", models / "tiny_savedmodel", small_images[0], "--config", "batch=1",
+    result = segdiff_here(
+        capsys, "run", models / "tiny_savedmodel", small_images[0], "--config", "batch=1",
         "--config", "runtime=jax", "--repeats", "1", "--trust-model", "--cache", cache.root,
     )  # fmt: skip
     assert result.returncode == 2
@@ -163,54 +172,63 @@ def test_a_savedmodel_is_refused_under_jax_in_one_line_before_anything_runs(
         ("runtime=jax,onednn=off", "onednn=off means nothing under JAX"),
     ],
 )
-def test_knobs_a_runtime_cannot_take_are_refused_before_any_child(demo, cache, spec, said):
+def test_knobs_a_runtime_cannot_take_are_refused_before_any_child(demo, cache, capsys, spec, said):
     model, images = demo
-    result = segdiff("run", model, images[0], "--config", spec, "--cache", cache.root)
+    result = segdiff_here(capsys, "run", model, images[0], "--config", spec, "--cache", cache.root)
     assert result.returncode == 2
     assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_nan_outputs_are_the_runtimes_failure_and_never_cached(models, small_images, cache):
-    """A precision that overflows gives NaN maps: said as what they are, for each runtime,
-    and not stored as results (the float32 run beside them is)."""
+@pytest.fixture(scope="module")
+def overflow(models, small_images, tmp_path_factory):
+    """The overflowing model under TensorFlow and JAX, float32 and float16 (two children),
+    with JAX's compilation cache in a folder any user can write to: what the command said,
+    the runs by label, the cache and that folder."""
+    base = tmp_path_factory.mktemp("overflow")
+    shared = base / "shared"
+    (shared / "compiled" / "jax").mkdir(parents=True)
+    os.chmod(shared / "compiled" / "jax", 0o777)
+    cache = ResultCache(base / "cache")
     result = segdiff(
         "run", models / "overflow16.keras", small_images[0], "--config", "batch=1",
-        "--config", "precision=fp16", "--config", "runtime=jax,precision=fp16",
-        "--repeats", "1", "--cache", cache.root, "--json",
+        "--config", "precision=fp16", "--config", "runtime=jax",
+        "--config", "runtime=jax,precision=fp16", "--repeats", "1", "--cache", cache.root,
+        "--json", env={"SEGDIFF_COMPILATION_CACHE": str(shared)},
     )  # fmt: skip
-    assert result.returncode == 1, result.stderr
     runs = {run["label"]: run for run in json.loads(result.stdout)["runs"]}
-    assert runs["cpu b1 r0"]["status"] == "finished"
+    return result, runs, cache, shared
+
+
+def test_nan_outputs_are_the_runtimes_failure_and_never_cached(overflow):
+    """A precision that overflows gives NaN maps: said as what they are, for each runtime,
+    and not stored as results (the float32 runs beside them are)."""
+    result, runs, cache, _ = overflow
+    assert result.returncode == 1, result.stderr
+    for label in ("cpu b1 r0", "jax cpu b1 r0"):
+        assert runs[label]["status"] == "finished", runs[label]
     for label, runtime in (("cpu b1 fp16 r0", "tensorflow"), ("jax cpu b1 fp16 r0", "jax")):
         assert runs[label]["status"] == "failed"
         assert runs[label]["error"].startswith(
             f"{runtime} produced NaN in 100 % of the target's output"
         ), runs[label]["error"]
-    assert cache.keys() == [runs["cpu b1 r0"]["key"]]
+    assert sorted(cache.keys()) == sorted(
+        runs[label]["key"] for label in runs if "fp16" not in label
+    )
 
 
-def test_a_compilation_cache_others_can_write_to_is_not_used_and_said(
-    models, small_images, tmp_path
-):
+def test_a_compilation_cache_others_can_write_to_is_not_used_and_said(overflow):
     """Issue 33, case 4: a compiled executable runs as it is, so JAX's cache in a folder that
     any user can write to is refused in one line before the run, and the run compiles afresh
     (its provenance says why)."""
-    shared = tmp_path / "shared"
-    (shared / "compiled" / "jax").mkdir(parents=True)
-    os.chmod(shared / "compiled" / "jax", 0o777)
-    result = segdiff(
-        "run", models / "tiny.keras", small_images[0], "--config", "runtime=jax",
-        "--repeats", "1", "--cache", tmp_path / "cache", "--json",
-        env={"SEGDIFF_COMPILATION_CACHE": str(shared)},
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    result, runs, cache, shared = overflow
     said = [line for line in result.stderr.splitlines() if "compilation cache" in line]
     assert said == [
         f"segdiff: JAX's compilation cache is not used: {shared / 'compiled' / 'jax'} can be "
         "written by other users (mode 777); the model is compiled afresh"
     ]
-    (run,) = json.loads(result.stdout)["runs"]
-    provenance = ResultCache(tmp_path / "cache").read_run(run["key"]).provenance.to_dict()
+    run = runs["jax cpu b1 r0"]
+    assert run["status"] == "finished", run
+    provenance = cache.read_run(run["key"]).provenance.to_dict()
     assert provenance["compilation_cache"] == ""
     assert "can be written by other users" in provenance["compilation_cache_refused"]
     assert not any((shared / "compiled" / "jax").iterdir())  # nothing written there either
@@ -224,11 +242,11 @@ def test_a_compilation_cache_others_can_write_to_is_not_used_and_said(
         ("runtime=openvino,threads=1", "threads=1 means nothing under OpenVINO: it has no such"),
     ],
 )
-def test_knobs_openvino_does_not_take_are_refused_in_one_line(demo, cache, spec, said):
+def test_knobs_openvino_does_not_take_are_refused_in_one_line(demo, cache, capsys, spec, said):
     """Issue 35: a runtime added as one entry and one module (core/runtimes.py, and
     engine/backends/openvino.py) refuses what it does not take, before any child."""
     model, images = demo
-    result = segdiff("run", model, images[0], "--config", spec, "--cache", cache.root)
+    result = segdiff_here(capsys, "run", model, images[0], "--config", spec, "--cache", cache.root)
     assert result.returncode == 2 and said in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
