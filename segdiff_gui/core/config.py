@@ -32,6 +32,7 @@ __all__ = [
     "is_reduced_precision",
     "parse_config_spec",
     "parse_preprocessing",
+    "saved_model_refuses_precision",
 ]
 
 PRECISIONS: tuple[str, ...] = KNOBS["precision"].choices
@@ -44,6 +45,16 @@ def is_reduced_precision(precision: str) -> bool:
     """Whether ``precision`` (a precision knob's value) computes layers below float32: a
     mixed policy (bfloat16, float16), not float32 or the exact reference's float64."""
     return precision not in ("float32", EXACT_PRECISION)
+
+
+def saved_model_refuses_precision(model: object) -> InputError:
+    """Why a SavedModel takes no precision policy but float32: the runner says it before any
+    child starts, the child (where planning was passed by) in the same words."""
+    return InputError(
+        model,
+        "precision override needs a Keras model (.keras or .h5); a SavedModel's graph has "
+        "fixed dtypes",
+    )
 
 
 def _default(name: str) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 import keras
 from keras import tree
 
+from segdiff_gui.core.config import saved_model_refuses_precision
 from segdiff_gui.core.errors import InputError, first_line
 from segdiff_gui.core.runtimes import EXACT_PRECISION
 from segdiff_gui.core.trust import untrusted_keras_code, untrusted_saved_model
@@ -42,11 +43,7 @@ class LoadedModel:
         the layers ``keep_float32`` names in float32."""
         if self.keras_model is None:
             if precision != "float32":
-                raise InputError(
-                    self.path,
-                    "precision override needs a Keras model "
-                    "(.keras or .h5); a SavedModel's graph has fixed dtypes",
-                )
+                raise saved_model_refuses_precision(self.path)
             signature, name, names = self.signature, self.signature_input, self.output_names
 
             def call_signature(batch: Any) -> list[Any]:

@@ -12,7 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
+from segdiff_gui.core.config import (
+    OutputSelection,
+    Preprocessing,
+    RunConfig,
+    saved_model_refuses_precision,
+)
 from segdiff_gui.core.defaults import DEFAULT_CALIBRATION_IMAGES
 from segdiff_gui.core.environment import keyed_environment
 from segdiff_gui.core.errors import InputError
@@ -290,6 +295,8 @@ def plan_matrix(
     model = check_model_path(model_path)
     if model.is_dir() and not trust_model:  # before its files are read to be hashed
         raise untrusted_saved_model(model)
+    if model.is_dir() and any(config.precision != "float32" for config in configs):
+        raise saved_model_refuses_precision(model)  # said here, not by a TensorFlow child
     if not image_paths:
         raise InputError(model, "no images given")
     if not 1 <= repeats <= MAX_REPEATS:

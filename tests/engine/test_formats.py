@@ -238,17 +238,29 @@ def test_several_outputs_are_chosen_by_name_or_index(models, small_images, cache
     assert first.probabilities.tobytes() == second.probabilities.tobytes()
 
 
-def test_savedmodel_refuses_a_precision_override(models, small_images, cache, capsys):
-    result, data = run_json(
-        capsys,
-        models / "tiny_savedmodel",
-        small_images[0],
-        "--config",
-        "batch=1,precision=mixed_bfloat16",
+def _no_children(monkeypatch, why: str) -> None:
+    def refuse(*_args, **_kwargs):
+        raise AssertionError(why)
+
+    monkeypatch.setattr(child_module.ChildProcess, "__init__", refuse)
+
+
+def test_savedmodel_refuses_a_precision_override_before_any_child(
+    models, small_images, cache, capsys, monkeypatch
+):
+    """A SavedModel's graph has its own dtypes: the planner says so in one line, without a
+    TensorFlow child to be told."""
+    _no_children(monkeypatch, "a SavedModel's precision is refused before any engine child")
+    model = models / "tiny_savedmodel"
+    result, _ = run_json(
+        capsys, model, small_images[0], "--config", "batch=1,precision=mixed_bfloat16",
         cache=cache,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"segdiff: {model}: precision override needs a Keras model (.keras or .h5); a "
+        "SavedModel's graph has fixed dtypes\n"
     )
-    assert result.returncode == 2
-    assert "precision override needs a Keras model" in result.stderr
 
 
 def test_copied_savedmodel_folder_hits_the_same_cache_entry(
@@ -297,10 +309,7 @@ def test_a_mean_per_channel_mismatch_is_one_line(models, small_images, cache, ca
 def test_garbage_model_files_are_refused_without_starting_tensorflow(
     tmp_path, small_images, capsys, monkeypatch
 ):
-    def no_children(*_args, **_kwargs):
-        raise AssertionError("a file that is no model must be refused before any engine child")
-
-    monkeypatch.setattr(child_module.ChildProcess, "__init__", no_children)
+    _no_children(monkeypatch, "a file that is no model must be refused before any engine child")
     for name in ("garbage.keras", "garbage.h5", "notes.txt"):
         (tmp_path / name).write_bytes(b"not a model at all")
         result = segdiff_here(
