@@ -17,7 +17,7 @@ from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.runtimes import calibration_tag
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore
-from tests.conftest import segdiff
+from tests.conftest import segdiff, segdiff_here
 from tests.engine.knob_cells import assert_honoured
 
 pytestmark = pytest.mark.slow
@@ -43,12 +43,15 @@ LABELS = {
 }
 
 
-def _run(model, images, cache, specs, *options):
+def _run(model, images, cache, specs, *options, capsys=None):
+    """``segdiff run --json`` of ``specs``: its runs. With ``capsys``, its ``main`` runs in
+    this process (its children are still real); without (a module's fixture), in its own."""
     configs = [arg for spec in specs for arg in ("--config", spec)]
-    result = segdiff(
+    args = (
         "run", model, *images, *configs, *options, "--repeats", "1", "--cache", cache.root,
         "--json",
     )  # fmt: skip
+    result = segdiff_here(capsys, *args) if capsys is not None else segdiff(*args)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)["runs"]
 
@@ -143,18 +146,18 @@ def test_full_int8_is_calibrated_on_the_sets_images_and_keyed_by_them(demo_runs,
     assert records["litert-int8"].label == f"litert-int8 cpu b1 {calibration_tag(calibration)} r0"
 
 
-def test_a_second_run_is_served_from_the_cache_without_converting_again(demo_runs, demo4):
+def test_a_second_run_is_served_from_the_cache_without_converting_again(demo_runs, demo4, capsys):
     cache, records = demo_runs
     model, images = demo4
     before = _converted_files(cache)
     assert len(before) == len(CONVERTED)
-    runs = _run(model, images, cache, SPECS.values())
+    runs = _run(model, images, cache, SPECS.values(), capsys=capsys)
     assert {run["status"] for run in runs} == {"cached"}
     for name, record in records.items():
         again = cache.read_run(record.key)
         assert again.probabilities.tobytes() == record.probabilities.tobytes(), name
     # A new run of a converted runtime (batch 2) reuses the stored artefact.
-    (run,) = _run(model, images, cache, ["runtime=litert-int8,batch=2"])
+    (run,) = _run(model, images, cache, ["runtime=litert-int8,batch=2"], capsys=capsys)
     assert run["status"] == "finished"
     provenance = cache.read_run(run["key"]).provenance.to_dict()
     assert provenance["conversion_reused"]
@@ -176,14 +179,14 @@ def _copy_without(demo_runs, name: str, tmp_path: Path) -> tuple[ResultCache, Pa
     return cache, stored
 
 
-def test_a_damaged_artefact_is_converted_again_not_an_error(demo_runs, demo4, tmp_path):
+def test_a_damaged_artefact_is_converted_again_not_an_error(demo_runs, demo4, tmp_path, capsys):
     model, images = demo4
     _, records = demo_runs
     cache, stored = _copy_without(demo_runs, "litert threads1", tmp_path)
     data = bytearray(stored.read_bytes())
     data[-64] ^= 0xFF  # inside the artefact's bytes, at the file's end
     stored.write_bytes(bytes(data))
-    (second,) = _run(model, images, cache, [SPECS["litert threads1"]])
+    (second,) = _run(model, images, cache, [SPECS["litert threads1"]], capsys=capsys)
     provenance = cache.read_run(second["key"]).provenance.to_dict()
     assert second["status"] == "finished" and not provenance["conversion_reused"]
     assert (
@@ -237,12 +240,12 @@ def test_a_planted_onnx_artefact_with_external_data_is_never_opened(demo_runs, d
     assert all(t.data_location != onnx.TensorProto.EXTERNAL for t in again.graph.initializer)
 
 
-def test_the_softmax_demo_converts_with_its_classes(demo, tmp_path):
+def test_the_softmax_demo_converts_with_its_classes(demo, tmp_path, capsys):
     _, images = demo
     model = Path(demo[0]).with_name("unet_softmax3.keras")
     cache = ResultCache(tmp_path / "cache")
     specs = ["batch=1", "runtime=litert", "runtime=onnxruntime", "runtime=litert-int8"]
-    runs = _run(model, images[:2], cache, specs)
+    runs = _run(model, images[:2], cache, specs, capsys=capsys)
     # Full int8's softmax sums to 1 only within int8's steps (1/256): still probabilities.
     assert all(run["status"] == "finished" for run in runs), runs
     maps = [cache.read_run(run["key"]) for run in runs]
@@ -255,14 +258,18 @@ def test_the_softmax_demo_converts_with_its_classes(demo, tmp_path):
     assert 1e-3 < np.abs(int8.sum(axis=-1) - 1).max() <= 2e-2
 
 
-def test_a_legacy_tf_keras_h5_runs_under_onnx_runtime_jax_and_torch(models, small_images, tmp_path):
+def test_a_legacy_tf_keras_h5_runs_under_onnx_runtime_jax_and_torch(
+    models, small_images, tmp_path, capsys
+):
     """The legacy .h5 under ONNX Runtime and Keras's JAX and PyTorch backends, in one request:
     TensorFlow's child serves as the reference of them all. (LiteRT's four conversions of a
     legacy .h5 run in the free-size U-Net's test below.)"""
     cache = ResultCache(tmp_path / "cache")
     specs = ["batch=1", "runtime=onnxruntime"]
     keras_backends = ["runtime=jax", "runtime=torch,batch=2"]
-    runs = _run(models / "tiny_tfkeras.h5", small_images, cache, [*specs, *keras_backends])
+    runs = _run(
+        models / "tiny_tfkeras.h5", small_images, cache, [*specs, *keras_backends], capsys=capsys
+    )
     assert all(run["status"] == "finished" for run in runs), runs
     records = [cache.read_run(run["key"]) for run in runs]
     reference = records[0].probabilities
@@ -278,12 +285,12 @@ def test_a_legacy_tf_keras_h5_runs_under_onnx_runtime_jax_and_torch(models, smal
     assert {record.provenance.to_dict()["model_format"] for record in records} == {"h5"}
 
 
-def test_an_op_the_converters_refuse_is_one_line_naming_it(models, small_images, tmp_path):
+def test_an_op_the_converters_refuse_is_one_line_naming_it(models, small_images, tmp_path, capsys):
     cache = ResultCache(tmp_path / "cache")
     specs = ["runtime=litert", "runtime=onnxruntime"]
     configs = [arg for spec in specs for arg in ("--config", spec)]
-    result = segdiff(
-        "run", models / "erfinv.keras", *small_images, *configs, "--repeats", "1",
+    result = segdiff_here(
+        capsys, "run", models / "erfinv.keras", *small_images, *configs, "--repeats", "1",
         "--cache", cache.root, "--json",
     )  # fmt: skip
     runs = {run["label"]: run for run in json.loads(result.stdout)["runs"]}
@@ -298,7 +305,7 @@ def test_an_op_the_converters_refuse_is_one_line_naming_it(models, small_images,
 
 
 def test_a_unet_of_free_input_size_runs_under_litert_at_each_size_it_is_given(
-    models, demo, tmp_path
+    models, demo, tmp_path, capsys
 ):
     """Issue 34, 1: a tf-keras U-Net saved with input (None, None, 3) converts for LiteRT at
     the size of the images it runs (the batch stays free): one artefact per size, each keyed
@@ -311,7 +318,7 @@ def test_a_unet_of_free_input_size_runs_under_litert_at_each_size_it_is_given(
     model = models / "free_unet_tfkeras.h5"
     specs = ["batch=1", *(f"runtime={name}" for name in LITERT)]
     targets = [images[0], images[1], other]
-    runs = _run(model, targets, cache, specs, "--color", "rgb", "--sweep")
+    runs = _run(model, targets, cache, specs, "--color", "rgb", "--sweep", capsys=capsys)
     assert len(runs) == 3 * len(specs)
     assert all(run["status"] == "finished" for run in runs), [run.get("error") for run in runs]
     records = [cache.read_run(run["key"]) for run in runs]
@@ -348,7 +355,8 @@ def test_a_unet_of_free_input_size_runs_under_litert_at_each_size_it_is_given(
     sizes = sorted(tuple(converted.ingredients["input_shape"]) for converted in stored)
     assert sizes == sorted([(72, 100, 3), (256, 256, 3)] * len(LITERT))
     # Asked again (another thread count: new runs), every size's artefact is reused.
-    again = _run(model, targets, cache, ["runtime=litert,threads=1"], "--color", "rgb", "--sweep")
+    threads = ["runtime=litert,threads=1"]
+    again = _run(model, targets, cache, threads, "--color", "rgb", "--sweep", capsys=capsys)
     assert all(run["status"] == "finished" for run in again)
     reused = [cache.read_run(run["key"]).provenance.to_dict() for run in again]
     assert all(provenance["conversion_reused"] for provenance in reused)

@@ -20,7 +20,7 @@ from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.layers import LayerStore, comparison_key, probe_key
 from segdiff_gui.storage.probe_files import CONVERTED_MATCHING
-from tests.conftest import segdiff
+from tests.conftest import segdiff, segdiff_here
 from tests.runner.test_layer_probe import _probe
 
 pytestmark = pytest.mark.slow
@@ -94,13 +94,18 @@ def test_int8_tensors_are_dequantized_and_recorded_as_int8(demo_probes):
 TF_TO_LITERT = ("runtime=tensorflow", "runtime=litert")
 
 
-def _encoder_unet_layers(models, small_images, root, *sides: str, json_out: bool = True):
-    """``segdiff layers`` on the nested encoder U-Net, ``sides`` its --from and --to."""
+def _encoder_unet_layers(
+    models, small_images, root, *sides: str, json_out: bool = True, capsys=None
+):
+    """``segdiff layers`` on the nested encoder U-Net, ``sides`` its --from and --to. With
+    ``capsys``, its ``main`` runs in this process (its children are still real); without (a
+    module's fixture), in its own."""
     more = ("--json",) if json_out else ()
-    return segdiff(
+    args = (
         "layers", models / "encoder_unet.keras", *small_images, "--from", sides[0],
         "--to", sides[1], "--cache", root, *more,
     )  # fmt: skip
+    return segdiff_here(capsys, *args) if capsys is not None else segdiff(*args)
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +119,7 @@ def encoder_litert(models, small_images, tmp_path_factory) -> tuple[Path, dict]:
 
 
 def test_layers_fused_by_the_converter_are_listed_and_left_out(
-    encoder_litert, models, small_images
+    encoder_litert, models, small_images, capsys
 ):
     root, shown = encoder_litert
     assert not shown["served_from_cache"]
@@ -132,16 +137,20 @@ def test_layers_fused_by_the_converter_are_listed_and_left_out(
         "mask",
     ]
     assert all(layer["relative_error"] < 1e-5 for layer in shown["layers"])
-    said = _encoder_unet_layers(models, small_images, root, *TF_TO_LITERT, json_out=False)
+    said = _encoder_unet_layers(
+        models, small_images, root, *TF_TO_LITERT, json_out=False, capsys=capsys
+    )
     assert said.returncode == 0, said.stderr
     text = " ".join(said.stdout.split())
     assert "3 layers could not be matched to a tensor of their own in the converted model" in text
 
 
-def test_two_converted_sides_name_what_neither_could_match(encoder_litert, models, small_images):
+def test_two_converted_sides_name_what_neither_could_match(
+    encoder_litert, models, small_images, capsys
+):
     root, _ = encoder_litert  # LiteRT's run and probe are there: only float16's are made
     result = _encoder_unet_layers(
-        models, small_images, root, "runtime=litert", "runtime=litert-fp16"
+        models, small_images, root, "runtime=litert", "runtime=litert-fp16", capsys=capsys
     )
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
@@ -150,7 +159,7 @@ def test_two_converted_sides_name_what_neither_could_match(encoder_litert, model
 
 
 def test_layers_that_keep_kerass_default_names_are_each_matched_to_their_own_tensor(
-    models, small_images, tmp_path
+    models, small_images, tmp_path, capsys
 ):
     """Issue 34, 3: twelve convolutions named conv2d … conv2d_11, as Keras names them. The
     first runs in TensorFlow's scope conv2d_1; conv2d_1, fused by LiteRT into the ReLU layer
@@ -160,8 +169,8 @@ def test_layers_that_keep_kerass_default_names_are_each_matched_to_their_own_ten
     cache = ResultCache(tmp_path / "cache")
     shown = {}
     for runtime in ("litert", "onnxruntime"):
-        result = segdiff(
-            "layers", models / "default_names.keras", *small_images,
+        result = segdiff_here(
+            capsys, "layers", models / "default_names.keras", *small_images,
             "--from", "runtime=tensorflow", "--to", f"runtime={runtime}",
             "--cache", cache.root, "--json",
         )  # fmt: skip
@@ -194,7 +203,7 @@ def _as_stored_before_whole_scopes(path, attribute, sides=()):
 
 
 def test_a_converted_probe_matched_before_whole_scopes_is_probed_again(
-    encoder_litert, models, small_images, tmp_path
+    encoder_litert, models, small_images, tmp_path, capsys
 ):
     """A LiteRT probe and its comparison stored before the matching by whole scopes may credit
     a layer with another's tensor: asked again, they are made again, not served."""
@@ -205,7 +214,9 @@ def test_a_converted_probe_matched_before_whole_scopes_is_probed_again(
     _as_stored_before_whole_scopes(store.probe_path(litert_probe), "meta")
     compared = store.comparison_path(comparison_key(keras_probe, litert_probe))
     _as_stored_before_whole_scopes(compared, "sides", ("reference", "other"))
-    shown = _shown(_encoder_unet_layers(models, small_images, cache.root, *TF_TO_LITERT))
+    shown = _shown(
+        _encoder_unet_layers(models, small_images, cache.root, *TF_TO_LITERT, capsys=capsys)
+    )
     assert not shown["served_from_cache"]
     assert shown["layers"] == first["layers"] and shown["unmatched"] == first["unmatched"]
     with store.open_probe(litert_probe) as probe:
@@ -213,5 +224,5 @@ def test_a_converted_probe_matched_before_whole_scopes_is_probed_again(
     # The Keras side, matched by nothing, was not probed again; the new comparison is served.
     with store.open_probe(keras_probe) as probe:
         assert probe.meta["wall_time_s"] == first["reference"]["wall_time_s"]
-    again = _encoder_unet_layers(models, small_images, cache.root, *TF_TO_LITERT)
+    again = _encoder_unet_layers(models, small_images, cache.root, *TF_TO_LITERT, capsys=capsys)
     assert _shown(again)["served_from_cache"]
