@@ -12,8 +12,9 @@ A layer fused into another (an activation into its convolution, a batch normalis
 away) has no tensor of its own: the probe lists it as unmatched and the comparison leaves it
 out, saying so.
 
-The probe's final map is checked bit for bit against the plain run's, as for Keras: exposing a
-tensor can stop a fusion, and then the probe says the numerics changed.
+The probe's final map is checked bit for bit against the plain run's (the cache's, or computed
+by this child first through the runtime's ordinary session, as for Keras): exposing a tensor
+can stop a fusion, and then the probe says the numerics changed.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.protocol import BatchProgress
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
-from segdiff_gui.engine.probe_finish import finish_probe
+from segdiff_gui.engine.probe_finish import finish_probe, plain_map
 from segdiff_gui.engine.tensor_matching import (
     ExpectedLayer,
     RuntimeTensor,
@@ -81,11 +81,8 @@ def converted_probe_run(runner: ProbeContext, run: PlannedRun, backend: Converte
     runner.check_device(config)
     loaded = runner.model_on(config.device)
     assert loaded.keras_model is not None
-    try:
-        plain = runner.cache.read_run(run.key).probabilities
-    except KeyError:
-        raise InputError(run.label, "has no plain run in the cache to check the probe on") from None
     tappable_graph(loaded.keras_model, loaded.path)
+    plain = plain_map(runner, run)
     batch = runner.batch_for(run)
     expected = _expected_layers(runner, loaded.keras_model, batch)
     converted = backend.artefact(loaded, batch.shape[1:])

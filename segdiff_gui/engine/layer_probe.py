@@ -14,7 +14,6 @@ import time
 from typing import TYPE_CHECKING, cast
 
 import keras
-import numpy as np
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import PlannedRun
@@ -22,7 +21,7 @@ from segdiff_gui.core.protocol import BatchProgress
 from segdiff_gui.engine.converted_probe import converted_probe_run
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
 from segdiff_gui.engine.models import computing_layers
-from segdiff_gui.engine.probe_finish import finish_probe
+from segdiff_gui.engine.probe_finish import finish_probe, plain_map
 from segdiff_gui.storage.layers import LayerStore, probe_key
 
 if TYPE_CHECKING:
@@ -47,7 +46,7 @@ def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
         )
     model = loaded.model_for(config.precision, config.keep_float32)
     tappable_graph(model, loaded.path)
-    plain = _plain_map(runner, run)
+    plain = plain_map(runner, run)
     batch = runner.batch_for(run)
     call = backend.layer_call(config)
     position, total = config.position, max(len(computing_layers(model)), 1)
@@ -71,16 +70,3 @@ def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
             raw = backend.to_numpy(outputs[runner.output_index][position])
         finish_probe(runner, run, writer, key, raw=raw, plain=plain, started=started)
     return config.device
-
-
-def _plain_map(runner: ProbeContext, run: PlannedRun) -> np.ndarray:
-    """The plain run's map the probe is checked on: the cache's, or, where none is cached,
-    computed here first by the run's own forward pass and written to the cache as any run's."""
-    try:
-        plain = runner.cache.read_run(run.key).probabilities
-    except KeyError:
-        record = runner.execute(run)
-        runner.cache.write_run(record)
-        plain = record.probabilities
-    assert plain is not None
-    return plain

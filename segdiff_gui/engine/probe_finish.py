@@ -1,5 +1,6 @@
-"""The end every layer probe shares (Keras layers or a converted runtime's tensors): the
-probe's own final map, checked bit for bit against the plain run's, stored with its meta."""
+"""What every layer probe shares (Keras layers or a converted runtime's tensors): the plain
+run's map it is checked on, and its end: the probe's own final map, checked bit for bit
+against the plain run's, stored with its meta."""
 
 from __future__ import annotations
 
@@ -18,7 +19,20 @@ from segdiff_gui.storage.probe_files import ProbeWriter
 if TYPE_CHECKING:
     from segdiff_gui.engine.probe_context import ProbeContext
 
-__all__ = ["finish_probe"]
+__all__ = ["finish_probe", "plain_map"]
+
+
+def plain_map(runner: ProbeContext, run: PlannedRun) -> np.ndarray:
+    """The plain run's map the probe is checked on: the cache's, or, where none is cached,
+    computed here first by the run's own forward pass and written to the cache as any run's."""
+    try:
+        plain = runner.cache.read_run(run.key).probabilities
+    except KeyError:
+        record = runner.execute(run)
+        runner.cache.write_run(record)
+        plain = record.probabilities
+    assert plain is not None
+    return plain
 
 
 def finish_probe(

@@ -1,13 +1,12 @@
 """The layer probe (issue 15) between two configurations of one model on one image.
 
 Three steps, each a front end drives like a matrix: the plain runs the probes do not compute
-themselves (:meth:`LayerProbeSession.plain_runner`: those cached, and a converted model's,
-whose probe reads its own tensors against a plain run made before it), the probes each
+themselves (:meth:`LayerProbeSession.plain_runner`: those cached), the probes each
 configuration still needs, each in the child its process-level knobs require, which computes
-a Keras model's plain run first where the cache has none (:meth:`probe_runner`: one child,
-not a run child and then a probe child), and the comparison, read from the two probes one
-piece of one layer at a time (:meth:`compare`). A comparison is stored; asking again is
-served from the cache without starting a child.
+its plain run first where the cache has none, a Keras model's or a converted one's
+(:meth:`probe_runner`: one child, not a run child and then a probe child), and the
+comparison, read from the two probes one piece of one layer at a time (:meth:`compare`). A
+comparison is stored; asking again is served from the cache without starting a child.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ from segdiff_gui.core.layer_stats import (
     compare_layer_blocks,
     layer_sentences,
 )
-from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan, jobs_for
 from segdiff_gui.runner.request import MatrixRequest
@@ -235,16 +233,12 @@ class LayerProbeSession:
         return MatrixRunner(plan, self.request.cache, timeout_s=self.request.timeout_s)
 
     def _probed_with_its_run(self, run: PlannedRun) -> bool:
-        """Whether the child that probes ``run`` computes its plain run too: a Keras model's
-        probe does, where the cache has no file for the run (a damaged one is computed again
-        by the plain runs, as any matrix does) and its probe is still to make. A converted
-        model's probe reads the runtime's own tensors against a plain run made before it, and
-        a whole probe only needs its plain run for the comparison."""
-        return (
-            RUNTIMES[run.config.runtime].conversion is None
-            and not self.request.cache.has(run.key)
-            and not self._probe_is_whole(run)
-        )
+        """Whether the child that probes ``run`` computes its plain run too (a Keras model's
+        or a converted runtime's, through its ordinary forward pass or session): where the
+        cache has no file for the run (a damaged one is computed again by the plain runs, as
+        any matrix does) and its probe is still to make. A whole probe only needs its plain
+        run for the comparison."""
+        return not self.request.cache.has(run.key) and not self._probe_is_whole(run)
 
     def _probe_is_whole(self, run: PlannedRun) -> bool:
         try:
@@ -254,8 +248,8 @@ class LayerProbeSession:
             return False
 
     def probe_runner(self) -> MatrixRunner:
-        """The probes still missing, each in its configuration's own child (which computes a
-        Keras model's plain run first, where the cache has none)."""
+        """The probes still missing, each in its configuration's own child (which computes
+        its plain run first, where the cache has none)."""
         needed = tuple(run for run in self.sides if not self._probe_is_whole(run))
         for run in self.sides:
             if not self.request.cache.has(run.key) and not self._probed_with_its_run(run):

@@ -146,13 +146,26 @@ def test_layers_fused_by_the_converter_are_listed_and_left_out(
 
 
 def test_two_converted_sides_name_what_neither_could_match(
-    encoder_litert, models, small_images, capsys
+    encoder_litert, models, small_images, capsys, monkeypatch
 ):
-    root, _ = encoder_litert  # LiteRT's run and probe are there: only float16's are made
+    """LiteRT's run and probe are in the cache: only float16's are made, by one child, which
+    computes its plain run (into the cache, as any run child would) and then probes it."""
+    from segdiff_gui.runner import child
+
+    started: list[str] = []
+    engine_command = child.engine_command
+    monkeypatch.setattr(
+        child, "engine_command", lambda words: started.append(words) or engine_command(words)
+    )
+    root, _ = encoder_litert
     result = _encoder_unet_layers(
         models, small_images, root, "runtime=litert", "runtime=litert-fp16", capsys=capsys
     )
     assert result.returncode == 0, result.stderr
+    assert started == ["run"]
+    cache = ResultCache(root)
+    labels = {cache.read_run(key).label for key in cache.keys()}
+    assert "litert-fp16 cpu b1 r0" in labels, labels
     shown = json.loads(result.stdout)
     assert shown["unmatched"] == ["encoder/conv", "encoder/norm", "decoder/conv"]
     assert len(shown["layers"]) == 7
