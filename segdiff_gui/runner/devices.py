@@ -203,7 +203,36 @@ def remembered_inspection(
 def _recalled_answer(path: Path) -> ModelAnswer | None:
     known = _recall(path)
     message = decode_message(json.dumps(known)) if known is not None else None
-    return message if isinstance(message, ModelAnswer) else None
+    return message if isinstance(message, ModelAnswer) and _well_formed(message) else None
+
+
+def _is_size(value: object) -> bool:
+    return value is None or (type(value) is int and 0 < value < 2**31)
+
+
+def _well_formed(answer: ModelAnswer) -> bool:
+    """A remembered answer is a file in the cache's folder that anyone could have written: it
+    is used only where every field has the type a child gives (sizes positive integers or
+    None, names and kinds text); anything else is asked of a child again."""
+    outputs = answer.outputs if isinstance(answer.outputs, list) else None
+    return (
+        isinstance(answer.format, str)
+        and isinstance(answer.input_shape, list)
+        and len(answer.input_shape) <= 8
+        and all(_is_size(size) for size in answer.input_shape)
+        and outputs is not None
+        and all(
+            isinstance(output, dict)
+            and isinstance(output.get("name"), str)
+            and isinstance(output.get("shape"), list)
+            and all(_is_size(size) for size in output["shape"])
+            for output in outputs
+        )
+        and isinstance(answer.kinds, list)
+        and all(isinstance(kind, str) for kind in answer.kinds)
+        and isinstance(answer.dtype_policies, list)
+        and all(isinstance(policy, str) for policy in answer.dtype_policies)
+    )
 
 
 def remember_inspection(

@@ -1,8 +1,12 @@
 """The remembered device probe: what it depends on, so that it is never stale in a way that
 hides a GPU (issue 14, defect 8: installing the gpu extra left "no GPU" for a day)."""
 
+import json
 import sys
 
+import pytest
+
+from segdiff_gui.core.protocol import ModelAnswer
 from segdiff_gui.runner import devices
 
 
@@ -37,3 +41,42 @@ def test_the_driver_version_is_part_of_the_fingerprint(monkeypatch):
     old = devices._fingerprint()
     monkeypatch.setattr(devices, "_driver_version", lambda: "565.57.01")
     assert devices._fingerprint() != old
+
+
+_ANSWER = ModelAnswer(
+    format="keras",
+    input_shape=[None, 64, 64, 1],
+    outputs=[{"name": "mask", "shape": [None, 64, 64, 1]}],
+    kinds=["sigmoid"],
+    dtype_policies=["float32"],
+)
+
+
+@pytest.mark.parametrize(
+    "crafted",
+    [
+        {"input_shape": 5},
+        {"input_shape": "abc"},
+        {"input_shape": [None, "64", 64, 1]},
+        {"input_shape": [None, -64, 64, 1]},
+        {"input_shape": [None, True, 64, 1]},
+        {"input_shape": [None] * 1000},
+        {"outputs": [{"name": 3, "shape": [None]}]},
+        {"outputs": [{"name": "mask", "shape": "x"}]},
+        {"kinds": [None]},
+        {"format": ["keras"]},
+    ],
+)
+def test_a_remembered_model_answer_is_used_only_as_a_child_would_give_it(tmp_path, crafted):
+    """A remembered inspection is a file in the cache's folder: planning reads its input
+    shape for a tensor's check (``.npy`` images), so one of the wrong types was an internal
+    error there ("TypeError: object of type 'int' has no len()"). Malformed, it is not
+    remembered: a child is asked again."""
+    model = tmp_path / "m.keras"
+    model.write_bytes(b"weights")
+    state = tmp_path / "state"
+    devices.remember_inspection(state, model, "ab" * 32, False, _ANSWER)
+    assert devices.remembered_inspection(state, model, "ab" * 32, False) == _ANSWER
+    (remembered,) = (state / "models").glob("*.json")
+    remembered.write_text(json.dumps({**_ANSWER.to_dict(), **crafted}))
+    assert devices.remembered_inspection(state, model, "ab" * 32, False) is None
