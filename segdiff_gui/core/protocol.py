@@ -167,11 +167,11 @@ def decode_message(line: str) -> Message | None:
     """Parse one line from a child; anything that is not one of our messages gives ``None``."""
     try:
         data: Any = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # a line of nested brackets, too deep to parse
         return None
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or not isinstance(data.get("event"), str):
         return None
-    cls = _TYPES.get(data.pop("event", None))
+    cls = _TYPES.get(data.pop("event"))
     if cls is None:
         return None
     try:

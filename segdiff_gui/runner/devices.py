@@ -229,6 +229,7 @@ def _well_formed(answer: ModelAnswer) -> bool:
             for output in outputs
         )
         and isinstance(answer.kinds, list)
+        and len(answer.kinds) == len(outputs)  # one kind per output, as the window pairs them
         and all(isinstance(kind, str) for kind in answer.kinds)
         and isinstance(answer.dtype_policies, list)
         and all(isinstance(policy, str) for policy in answer.dtype_policies)
@@ -262,9 +263,10 @@ def _inspection_key(model_path: Path, model_hash: str, trust: bool) -> str:
 
 
 def _recall(path: Path) -> dict[str, Any] | None:
-    with contextlib.suppress(ValueError, OSError):
-        data: dict[str, Any] = json.loads(path.read_text())
-        return data
+    """A remembered answer, or None: any file there could have been written by anyone."""
+    with contextlib.suppress(ValueError, OSError, RecursionError):
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else None
     return None
 
 

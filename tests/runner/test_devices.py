@@ -45,7 +45,7 @@ def test_the_driver_version_is_part_of_the_fingerprint(monkeypatch):
 
 _ANSWER = ModelAnswer(
     format="keras",
-    input_shape=[None, 64, 64, 1],
+    input_shape=[64, 64, 1],  # height, width, channels, as a child says it
     outputs=[{"name": "mask", "shape": [None, 64, 64, 1]}],
     kinds=["sigmoid"],
     dtype_policies=["float32"],
@@ -64,7 +64,11 @@ _ANSWER = ModelAnswer(
         {"outputs": [{"name": 3, "shape": [None]}]},
         {"outputs": [{"name": "mask", "shape": "x"}]},
         {"kinds": [None]},
+        {"kinds": []},  # the window pairs each output with its kind
         {"format": ["keras"]},
+        '{"event": ["model"]}',  # a whole file: an event that is no name
+        "[" * 100_000,  # nested too deep to parse
+        "[]",
     ],
 )
 def test_a_remembered_model_answer_is_used_only_as_a_child_would_give_it(tmp_path, crafted):
@@ -78,5 +82,6 @@ def test_a_remembered_model_answer_is_used_only_as_a_child_would_give_it(tmp_pat
     devices.remember_inspection(state, model, "ab" * 32, False, _ANSWER)
     assert devices.remembered_inspection(state, model, "ab" * 32, False) == _ANSWER
     (remembered,) = (state / "models").glob("*.json")
-    remembered.write_text(json.dumps({**_ANSWER.to_dict(), **crafted}))
+    text = crafted if isinstance(crafted, str) else json.dumps({**_ANSWER.to_dict(), **crafted})
+    remembered.write_text(text)
     assert devices.remembered_inspection(state, model, "ab" * 32, False) is None
