@@ -279,6 +279,11 @@ class LayerProbeSession:
         """Compare the two stored probes, store the comparison, keep within the budget. A
         probe found damaged while it is read (derived data) is removed, and said in one line:
         the next call probes it again rather than fail on it every time."""
+        for run in self.sides:  # a probe's child computes a missing plain run: it may fail
+            if not self.request.cache.has(run.key):
+                raise InputError(run.label, "its run failed, so there is nothing to probe against")
+            if not self.store.has_probe(probe_key(run.key)):
+                raise InputError(run.label, "its layer probe failed: nothing to compare")
         try:
             with (
                 self.store.open_probe(probe_key(self.sides[0].key)) as reference,

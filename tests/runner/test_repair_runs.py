@@ -94,3 +94,16 @@ def test_the_repair_brings_bfloat16_to_no_flips_and_its_code_does_the_same(demo,
     data = json.loads((tmp_path / "r.json").read_text())
     assert [r["label"] for r in data["comparisons"]] == ["cpu b1 bf16 r0"]
     assert data["repairs"][0]["after"]["flips"] == 0
+
+
+def test_a_side_whose_run_fails_in_its_probe_child_is_named_not_called_damaged(
+    models, small_images, tmp_path
+):
+    """A probe's child computes its side's missing plain run first; where that run fails (all
+    NaN under float16 here), ``repair`` said the missing probe file was "a dangling symbolic
+    link; removed, it is probed again". It names the run that failed, as before the change."""
+    repaired = segdiff("repair", models / "overflow16.keras", small_images[0], "--config",
+                       "precision=fp16", "--cache", tmp_path / "cache")  # fmt: skip
+    assert repaired.returncode == 2, repaired.stdout + repaired.stderr
+    assert "its run failed, so there is nothing to probe against" in repaired.stderr
+    assert "dangling" not in repaired.stderr
