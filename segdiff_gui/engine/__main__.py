@@ -54,10 +54,12 @@ def main(argv: list[str]) -> int:
         runtime = _inspection_runtime()
         apply_common_settings(runtime)
         channel = Channel()
-        from segdiff_gui.engine import inspect_model
+        with unused_imports_skipped(runtime):  # the runtime is imported here
+            import keras  # noqa: F401 - imported for its side: the model loads after
 
-        with unused_imports_skipped(runtime):
-            return inspect_model.main(channel, request)
+            from segdiff_gui.engine import inspect_model
+
+        return inspect_model.main(channel, request)
     if command == "probe":
         runtime = argv[1] if len(argv) > 1 else "tensorflow"
         if runtime not in RUNTIMES:
