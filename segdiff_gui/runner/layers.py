@@ -253,7 +253,7 @@ class LayerProbeSession:
         needed = tuple(run for run in self.sides if not self._probe_is_whole(run))
         for run in self.sides:
             if not self.request.cache.has(run.key) and not self._probed_with_its_run(run):
-                raise InputError(run.label, "its run failed, so there is nothing to probe against")
+                raise _run_failed(run)
         assert self.plan.template is not None
         jobs = jobs_for(
             self.plan.template,
@@ -281,7 +281,7 @@ class LayerProbeSession:
         the next call probes it again rather than fail on it every time."""
         for run in self.sides:  # a probe's child computes a missing plain run: it may fail
             if not self.request.cache.has(run.key):
-                raise InputError(run.label, "its run failed, so there is nothing to probe against")
+                raise _run_failed(run)
             if not self.store.has_probe(probe_key(run.key)):
                 raise InputError(run.label, "its layer probe failed: nothing to compare")
         try:
@@ -329,3 +329,7 @@ def final_maps_of(
 def _side(meta: dict[str, Any]) -> dict[str, Any]:
     keep = ("label", "run_key", "probe_key", "config", "final", "wall_time_s", "layers", "matching")
     return {name: meta[name] for name in keep if name in meta}
+
+
+def _run_failed(run: PlannedRun) -> InputError:
+    return InputError(run.label, "its run failed, so there is nothing to probe against")

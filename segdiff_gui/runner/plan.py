@@ -3,8 +3,9 @@ and group the rest by the process-level settings that force separate children.""
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import cycle, islice
 from pathlib import Path
@@ -156,14 +157,16 @@ def _known_input(model: Path, model_hash: str, trust: bool, state_dir: Path) -> 
     return height, width, channels
 
 
-def _decoded(ref: ImageRef, preprocessing: Preprocessing, model_input: InputShape) -> np.ndarray:
+def _decoded(
+    ref: ImageRef, preprocessing: Preprocessing, model_input: Callable[[], InputShape]
+) -> np.ndarray:
     """The image ``ref`` decoded; a tensor (a ``.npy`` of floats) the child would refuse
     (its dtype, or preprocessing given for it, and its shape where what the model takes is
-    known: ``model_input``, asked only where the images hold a ``.npy``) refused here, by the
-    child's own check, before any child starts."""
+    known: ``model_input``, asked only once a tensor is decoded) refused here, by the child's
+    own check, before any child starts."""
     image = read_image(Path(ref.path))
     if preprocessing.function is None and is_tensor(ref.path, image):
-        tensor_input(image, preprocessing, *model_input, ref.path)
+        tensor_input(image, preprocessing, *model_input(), ref.path)
     return image
 
 
@@ -172,7 +175,7 @@ def _check_images(
     to_compute: Sequence[PlannedRun],
     decoded: set[str],
     preprocessing: Preprocessing,
-    model_input: InputShape,
+    model_input: Callable[[], InputShape],
 ) -> None:
     """Decode every image a run still to compute will read (unless ``decoded`` already), so
     that a bad file fails here, before any child starts, naming the file. Images only cached
@@ -239,9 +242,19 @@ def index_of_target(refs: Sequence[ImageRef], target: str | None) -> int:
     raise InputError(target, f"is not one of the images given ({names}{more})")
 
 
+def _check_saved_model_configs(model: Path, configs: Sequence[RunConfig]) -> None:
+    """What a SavedModel's fixed graph cannot take (a precision policy, the TF32 emulation),
+    said here rather than by a TensorFlow child."""
+    for config in configs:
+        if config.precision != "float32":
+            raise saved_model_refuses_precision(model)
+        if config.emulate != "off":
+            raise saved_model_refuses_emulation(model, config.emulate)
+
+
 def _check_runtimes(model: Path, runs: Sequence[PlannedRun]) -> None:
     """A runtime the runs need but this Python lacks, or a SavedModel under a runtime other
-    than TensorFlow or emulated, is said before any child starts."""
+    than TensorFlow, is said before any child starts."""
     needed = {getattr(run.config, "runtime", "tensorflow") for run in runs}
     if model.is_dir() and (others := sorted(needed - {"tensorflow"})):
         raise InputError(
@@ -249,9 +262,6 @@ def _check_runtimes(model: Path, runs: Sequence[PlannedRun]) -> None:
             f"is a TensorFlow SavedModel: its graph runs only under TensorFlow, not "
             f"{', '.join(others)} (runtime=tensorflow)",
         )
-    emulated = sorted({getattr(run.config, "emulate", "off") for run in runs} - {"off"})
-    if model.is_dir() and emulated:
-        raise saved_model_refuses_emulation(model, emulated[0])
     for name in sorted(needed):
         runtime = RUNTIMES[name]
         if not runtime.installed():
@@ -295,8 +305,8 @@ def plan_matrix(
     model = check_model_path(model_path)
     if model.is_dir() and not trust_model:  # before its files are read to be hashed
         raise untrusted_saved_model(model)
-    if model.is_dir() and any(config.precision != "float32" for config in configs):
-        raise saved_model_refuses_precision(model)  # said here, not by a TensorFlow child
+    if model.is_dir():
+        _check_saved_model_configs(model, configs)
     if not image_paths:
         raise InputError(model, "no images given")
     if not 1 <= repeats <= MAX_REPEATS:
@@ -386,9 +396,8 @@ def plan_matrix(
     if to_compute or unstored:  # said before anything is computed that could not be stored
         cache.check_writable()
     decoded: set[str] = set()
-    tensors = any(ref.path.lower().endswith(".npy") for ref in refs)
-    model_input = (
-        _known_input(model, model_hash, trust_model, cache.root) if tensors else _UNKNOWN_INPUT
+    model_input = functools.cache(
+        functools.partial(_known_input, model, model_hash, trust_model, cache.root)
     )
     for target_index in unstored:
         # Keep each target image beside its results, so they can be shown without the original.
