@@ -25,7 +25,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,9 +36,11 @@ from segdiff_gui.engine.converter_errors import (
     installed_version,
     onnx_refusals,
 )
-from segdiff_gui.engine.models import LoadedModel
 from segdiff_gui.engine.native_log import native_stderr
 from segdiff_gui.storage.converted import ConvertedModel
+
+if TYPE_CHECKING:  # Keras is imported where a model is converted, not by a runtime's probe
+    from segdiff_gui.engine.models import LoadedModel
 
 __all__ = ["conversion_ingredients", "convert", "fixed_input_shape"]
 

@@ -5,6 +5,7 @@ part comes from its backend; what every runtime shares is here."""
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import platform
 import socket
@@ -29,16 +30,22 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _keras_version() -> str:
+    """The Keras the process runs; where it imported none (a converted runtime's probe has no
+    model to convert), the installed one: saying it costs no TensorFlow import."""
+    keras = sys.modules.get("keras")
+    return str(keras.__version__) if keras is not None else importlib.metadata.version("keras")
+
+
 def process_facts(backend: Backend) -> dict[str, Any]:
     """Versions, build info and process-level settings, as flat JSON-friendly values."""
     import h5py
-    import keras
     import numpy as np
 
     return {
         "segdiff_version": __version__,
         "runtime": backend.name,
-        "keras_version": keras.__version__,
+        "keras_version": _keras_version(),
         "numpy_version": np.__version__,
         "h5py_version": h5py.__version__,
         "hdf5_version": h5py.version.hdf5_version,

@@ -99,3 +99,24 @@ def test_a_runtime_without_an_entry_is_an_error_not_pytorchs_path():
     assert done.stdout.strip() == ("runtime: 'mxnet' is not a runtime this engine knows | None"), (
         done.stderr[-2000:]
     )
+
+
+_PROBE = """
+import sys
+from segdiff_gui.engine.backends import load_backend
+from segdiff_gui.engine.facts import process_facts
+backend = load_backend(sys.argv[1])  # what ``python -m segdiff_gui.engine probe`` asks
+process_facts(backend)
+backend.devices()
+print(sorted(name for name in ("tensorflow", "keras") if name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("runtime", ["litert", "onnxruntime"])
+def test_a_converted_runtimes_probe_imports_no_tensorflow(runtime):
+    # ``segdiff devices`` asks each runtime in a child: a converted runtime's has no model to
+    # convert, so it says its devices and versions without TensorFlow's seconds of import.
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, runtime], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split("\n")[-2] == "[]"
