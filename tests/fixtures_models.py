@@ -239,6 +239,22 @@ def build_default_names(out: Path) -> None:
     model.save(out / "default_names.keras")
 
 
+def build_hostile_names(out: Path) -> None:
+    """Layers named with a window-title escape, a newline that would forge the next line of
+    output, and a right-to-left override (tests/hostile/test_names_through_commands.py)."""
+    import keras
+
+    inputs = keras.Input((16, 16, 1))
+    hidden = keras.layers.Conv2D(
+        4, 3, padding="same", activation="relu", name="conv\x1b]0;pwned\x07"
+    )(inputs)
+    hidden = keras.layers.Conv2D(
+        4, 3, padding="same", activation="relu", name="pool\nFAIL forged line"
+    )(hidden)
+    outputs = keras.layers.Conv2D(1, 1, activation="sigmoid", name="out\u202egnp.exe")(hidden)
+    keras.Model(inputs, outputs).save(out / "hostile_names.keras")
+
+
 def build_tf_keras(out: Path, weights: list[np.ndarray]) -> None:
     import tf_keras
 
@@ -272,6 +288,7 @@ def main() -> None:
     build_tf_keras(out, build_keras3(out))
     build_default_names(out)
     build_exact_models(out)
+    build_hostile_names(out)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,6 @@
 (issue 33, case 6): ``layers`` and ``repair`` on a model whose layers are named with a
 window-title escape and a newline that would forge the next line of output."""
 
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 from PIL import Image
@@ -15,24 +11,9 @@ from tests.hostile.names import TERMINAL_CONTROLS
 
 pytestmark = pytest.mark.slow
 
-_BUILD = textwrap.dedent(
-    """
-    import sys
-    import keras
-    inputs = keras.Input((16, 16, 1))
-    x = keras.layers.Conv2D(4, 3, padding="same", activation="relu",
-                            name="conv\\x1b]0;pwned\\x07")(inputs)
-    x = keras.layers.Conv2D(4, 3, padding="same", activation="relu",
-                            name="pool\\nFAIL forged line")(x)
-    outputs = keras.layers.Conv2D(1, 1, activation="sigmoid", name="out\\u202egnp.exe")(x)
-    keras.Model(inputs, outputs).save(sys.argv[1])
-    """
-)
 
-
-def test_hostile_layer_names_reach_the_terminal_as_text(tmp_path):
-    model = tmp_path / "hostile.keras"
-    subprocess.run([sys.executable, "-c", _BUILD, str(model)], check=True, timeout=300)
+def test_hostile_layer_names_reach_the_terminal_as_text(models, tmp_path):
+    model = models / "hostile_names.keras"  # built with the session's test models
     rng = np.random.default_rng(1)
     images = []
     for index in range(2):
