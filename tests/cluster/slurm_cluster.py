@@ -5,6 +5,7 @@ process ids they wrote. Skipped, saying why, where Slurm is not installed or can
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -149,17 +150,27 @@ def single_node_cluster(folder: Path) -> Iterator[Cluster]:
             time.sleep(0.5)
         yield Cluster(folder, env, version)
     finally:
-        for pid in reversed(started):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            end = time.monotonic() + 20
-            while time.monotonic() < end:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.2)
-            else:
+        _stop(started)
+
+
+def _stop(pids: list[int]) -> None:
+    """Each daemon asked to stop at once (slurmd takes seconds to): killed where it has not
+    within 20 s."""
+    for pid in reversed(pids):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + 20
+    for pid in reversed(pids):
+        while _alive(pid):
+            if time.monotonic() > end:
                 os.kill(pid, signal.SIGKILL)
+                break
+            time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
