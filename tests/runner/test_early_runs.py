@@ -12,8 +12,10 @@ from segdiff_gui.runner.request import MatrixRequest
 
 
 def test_the_runs_started_early_give_every_message_in_order_with_the_maps_cached(
-    models, small_images, cache
+    models, small_images, cache, fake_engine
 ):
+    # The runner's thread and messages: the fake engine's child (segdiff-gui starts real ones
+    # early in tests/ui/test_app_start.py).
     request = MatrixRequest(
         models / "tiny.keras", tuple(small_images[:1]), cache, (RunConfig(),), repeats=2
     )

@@ -67,10 +67,11 @@ def test_a_tensor_no_model_can_take_is_refused_at_planning_before_any_child(demo
     assert len(plan_matrix(model, [good, images[0]], CONFIGS, cache=cache, repeats=1).jobs) == 1
 
 
-@pytest.mark.slow
 def test_a_cache_hit_decodes_only_the_images_of_runs_to_compute(
-    models, small_images, cache, tmp_path, decoded
+    models, small_images, cache, tmp_path, decoded, fake_engine
 ):
+    # Planning's work: the fake engine writes the first runs (real children fill the cache
+    # as the runner asks in tests/engine/, e.g. test_runtimes.py's cache hits).
     model = models / "tiny.keras"
     first = plan_matrix(model, small_images[:2], CONFIGS, cache=cache, repeats=1)
     assert sorted(decoded) == ["small_0.png", "small_1.png"]  # nothing cached yet: all of them
