@@ -27,6 +27,7 @@ import numpy as np
 
 from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.protocol import BatchProgress
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
 from segdiff_gui.engine.probe_finish import finish_probe, plain_map
 from segdiff_gui.engine.tensor_matching import (
@@ -85,7 +86,7 @@ def converted_probe_run(runner: ProbeContext, run: PlannedRun, backend: Converte
     plain = plain_map(runner, run)
     batch = runner.batch_for(run)
     expected = _expected_layers(runner, loaded.keras_model, batch)
-    converted = backend.artefact(loaded, batch.shape[1:])
+    converted = backend.artefact(loaded, config, batch.shape[1:])
     started = time.perf_counter()
     named: list[str] = []  # every tensor's name, where the runtime returns only those chosen
 
@@ -101,6 +102,7 @@ def converted_probe_run(runner: ProbeContext, run: PlannedRun, backend: Converte
         for path, array in zip(output_layer_paths(loaded.keras_model), outputs, strict=False)
     ]
     matched, unmatched = match_layers(expected, tensors, finals, named or None)
+    title = RUNTIMES[config.runtime].title  # the run's conversion: a child may run several
     position, total = config.position, max(len(expected), 1)
     store = LayerStore(runner.cache)
     key = probe_key(run.key)
@@ -118,6 +120,6 @@ def converted_probe_run(runner: ProbeContext, run: PlannedRun, backend: Converte
         raw = outputs[runner.output_index][position]
         finish_probe(
             runner, run, writer, key, raw=raw, plain=plain, started=started,
-            unmatched=unmatched, tensors_from=backend.runtime.title, matching=CONVERTED_MATCHING,
+            unmatched=unmatched, tensors_from=title, matching=CONVERTED_MATCHING,
         )  # fmt: skip
     return "cpu:0" if not config.is_gpu else config.device

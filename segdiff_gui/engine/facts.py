@@ -38,13 +38,14 @@ def _keras_version() -> str:
 
 
 def process_facts(backend: Backend) -> dict[str, Any]:
-    """Versions, build info and process-level settings, as flat JSON-friendly values."""
+    """Versions, build info and process-level settings, as flat JSON-friendly values. Which
+    runtime is not among them: a child may run several (LiteRT's conversions), each run
+    records its own, and a probe the runtime it was asked for."""
     import h5py
     import numpy as np
 
     return {
         "segdiff_version": __version__,
-        "runtime": backend.name,
         "keras_version": _keras_version(),
         "numpy_version": np.__version__,
         "h5py_version": h5py.__version__,

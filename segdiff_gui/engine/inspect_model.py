@@ -60,7 +60,7 @@ def answer_for_model_and_devices(
     try:
         channel.send(describe_loaded(model))
         if settings.process_settings() == RunConfig().process_settings():
-            channel.send(probe_answer(devices, facts, []))
+            channel.send(probe_answer(devices, {"runtime": settings.runtime, **facts}, []))
     except Exception:  # the inspection child will say it instead
         pass
 

@@ -26,7 +26,7 @@ def main(channel: Channel, runtime: str) -> int:
 
         backend = load_backend(runtime)
         devices = backend.devices()
-        facts = process_facts(backend)
+        facts = {"runtime": runtime, **process_facts(backend)}
     log = list(dict.fromkeys(line.rstrip(".") for line in lines if _TELLING.search(line)))
     channel.send(probe_answer(devices, facts, log[-_MAX_LOG_LINES:]))
     return 0

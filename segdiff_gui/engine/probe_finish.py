@@ -52,7 +52,11 @@ def finish_probe(
     loaded = runner.model
     name = loaded.output_names[runner.output_index]
     probabilities, _ = to_probabilities(
-        loaded.path, name, raw, runner.job.output, runner.backend.quantized_output
+        loaded.path,
+        name,
+        raw,
+        runner.job.output,
+        runner.backend.quantized_output(run.computed),
     )
     if probabilities.shape != plain.shape:
         raise InputError(run.label, "the probe's final map has another shape than its run's")

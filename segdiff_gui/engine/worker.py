@@ -227,7 +227,7 @@ class JobRunner:
         device_name = config.device if config.is_gpu else "cpu"
         if device_name not in self.devices:
             seen = ", ".join(sorted(self.devices)) or "none"
-            title = RUNTIMES[self.backend.name].title
+            title = RUNTIMES[config.runtime].title
             raise RunError(
                 f"{config.device} requested but {title} sees no such device (it sees: {seen}); "
                 "not falling back"
@@ -280,12 +280,13 @@ class JobRunner:
             name,
             raw[position],
             self.job.output,
-            self.backend.quantized_output,
+            self.backend.quantized_output(config),
             config.map_dtype,
         )
         images = self.job.images
         provenance = {
             **self.facts,
+            "runtime": config.runtime,  # the run's own: LiteRT's conversions share a child
             "device": actual,
             "device_requested": config.device,
             "device_description": self.devices[device_name]["description"],
@@ -400,9 +401,9 @@ def run_job(job: EngineJob, channel: Channel, probe: Probe | None = None) -> int
     """Compute every run of ``job`` into the cache (or, with ``probe``, probe each into the
     layer store), saying each step on ``channel``; the child's exit code."""
     settings = job.process_config()
-    backend = load_backend(settings.runtime)
+    backend = load_backend(settings.runtime)  # its engine module's: it serves the job's runtimes
     try:
-        compiled = compilation_cache_dir(settings.runtime, job.model_hash)  # one per model
+        compiled = compilation_cache_dir(backend.name, job.model_hash)  # one per model
         backend.configure(settings, _gpus_of(job), compiled)
         runner = JobRunner(job, channel, backend, probe)
         if backend.answers_for_inspection:

@@ -12,8 +12,8 @@ __all__ = ["Backend", "load_backend"]
 
 
 def load_backend(runtime: str) -> Backend:
+    """The backend of ``runtime``'s engine module: it serves every runtime of that module a
+    child runs (LiteRT's four conversions, each run told its own by its configuration)."""
     module = importlib.import_module(RUNTIMES[runtime].engine)
-    # Each backend module names its class BACKEND; one converted runtime's class serves all
-    # its conversions (LiteRT float32 … int8), told which by name.
-    backend: Backend = module.BACKEND(runtime) if RUNTIMES[runtime].conversion else module.BACKEND()
+    backend: Backend = module.BACKEND()  # each backend module names its class BACKEND
     return backend

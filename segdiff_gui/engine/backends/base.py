@@ -53,16 +53,18 @@ class JobInputs:
 class Backend(abc.ABC):
     """One runtime (TensorFlow, JAX, PyTorch) as the run loop sees it."""
 
-    name: str
-    # Whether outputs are computed in int8 (a full-int8 conversion): a softmax's channels then
-    # sum to 1 only within int8's steps.
-    quantized_output = False
+    name: str  # its engine module's runtime, as its compilation cache's folder is named
     # Whether its run child says what the model takes and what devices there are, as an
     # inspection child (which runs TensorFlow) and a device probe would: TensorFlow's only.
     answers_for_inspection = False
     # Whether a layer probe reads the runtime's own intermediate tensors (a converted model)
     # rather than the Keras layers' outputs.
     probes_own_tensors = False
+
+    def quantized_output(self, config: RunConfig) -> bool:
+        """Whether ``config``'s outputs are computed in int8 (a full-int8 conversion): a
+        softmax's channels then sum to 1 only within int8's steps."""
+        return False
 
     def attach(self, inputs: JobInputs) -> None:
         """Take what the job gives beyond its runs (see :class:`JobInputs`); nothing by

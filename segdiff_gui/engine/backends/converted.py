@@ -10,7 +10,12 @@ A model of free input size is converted for LiteRT once per size of the inputs i
 (``Conversion.fixes_input_size``): a request of images of several sizes runs each batch (one
 size) on the artefact of its size, each converted once and cached under its own key, as a
 user of such a model expects every image to run. Full int8 calibrates each size's artefact on
-the calibration images of that size."""
+the calibration images of that size.
+
+One backend serves every runtime of its engine module that a child runs (LiteRT's four
+conversions share a child: ``runtime`` is in their ``Runtime.per_session``): each run's
+configuration names its runtime, whose conversion it is converted, keyed, stored and run by,
+on a session of its own."""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.runtimes import RUNTIMES
+from segdiff_gui.core.runtimes import RUNTIMES, Conversion, Runtime
 from segdiff_gui.engine.backends.base import Backend, JobInputs, Outputs, RunError
 from segdiff_gui.engine.conversion import conversion_ingredients, convert, fixed_input_shape
 from segdiff_gui.engine.facts import cpu_model
@@ -44,6 +49,7 @@ InputSize = tuple[int, int, int] | None
 class _Artefact:
     """One conversion this child uses: the model, whether the cache had it, its sessions."""
 
+    runtime: Runtime  # whose conversion it is
     converted: ConvertedModel
     reused: bool  # the artefact came from the cache
     # by forward key: the device, and the knobs its runtime sets per session (the thread
@@ -51,28 +57,32 @@ class _Artefact:
     sessions: dict[tuple[tuple[str, object], ...], Session] = field(default_factory=dict)
 
 
+def _conversion(runtime: Runtime) -> Conversion:
+    conversion = runtime.conversion
+    assert conversion is not None, f"{runtime.name} is not a converted runtime"
+    return conversion
+
+
 class ConvertedBackend(Backend):
-    """One converted runtime; subclasses open its sessions."""
+    """The converted runtimes of one engine module; subclasses open their sessions."""
 
     probes_own_tensors = True  # LiteRT's and ONNX Runtime's, matched to the Keras layers
 
-    def __init__(self, runtime: str) -> None:
-        self.name = runtime
-        self.runtime = RUNTIMES[runtime]
-        self.conversion = self.runtime.conversion
-        assert self.conversion is not None
-        self.quantized_output = self.conversion.quantization == "int8"
-        self.settings = RunConfig(runtime=runtime)
+    def __init__(self) -> None:
         self.source: JobInputs | None = None
-        self._artefacts: dict[InputSize, _Artefact] = {}
+        # by runtime and input size: each conversion of each size once
+        self._artefacts: dict[tuple[str, InputSize], _Artefact] = {}
         self.in_use: _Artefact | None = None  # the last batch's: its run's provenance
         self.session_used: Session | None = None  # the last batch's session, likewise
+
+    def quantized_output(self, config: RunConfig) -> bool:
+        return _conversion(RUNTIMES[config.runtime]).quantization == "int8"
 
     def attach(self, inputs: JobInputs) -> None:
         self.source = inputs
 
     def configure(self, settings: RunConfig, gpus: list[str], compiled_dir: Path) -> None:
-        self.settings = settings
+        return None  # its settings are each session's options (open_session)
 
     def device_scope(self, device: str) -> contextlib.AbstractContextManager[Any]:
         import keras
@@ -86,12 +96,7 @@ class ConvertedBackend(Backend):
         return {"name": "cpu", "type": "CPU", "description": cpu_model(), "compute_capability": []}
 
     # the artefact ---------------------------------------------------------------------------
-    @property
-    def converted(self) -> ConvertedModel | None:
-        """The conversion the last batch ran on (None before the first)."""
-        return self.in_use.converted if self.in_use is not None else None
-
-    def _calibration(self, model: Any, size: InputSize) -> list[str]:
+    def _calibration(self, model: Any, runtime: Runtime, size: InputSize) -> list[str]:
         """The images a full-int8 conversion for ``size`` calibrates on: the calibration set,
         or, for a size the conversion fixes, those of its images prepared to that size."""
         source = self.source
@@ -102,7 +107,7 @@ class ConvertedBackend(Backend):
         if not fitting:
             raise InputError(
                 model.path,
-                f"cannot be calibrated for {self.runtime.title} at "
+                f"cannot be calibrated for {runtime.title} at "
                 f"{'×'.join(map(str, size))}: none of the {len(source.calibration)} "
                 "calibration images has that size once prepared (a model of free input size "
                 "is converted, and calibrated, for each size it runs; run images of this size "
@@ -115,22 +120,24 @@ class ConvertedBackend(Backend):
         for image_hash in hashes:
             yield [self.source.prepare(image_hash)[np.newaxis]]
 
-    def artefact(self, model: Any, image_shape: tuple[int, ...]) -> ConvertedModel:
-        """The converted model for inputs of ``image_shape`` (H×W×C): from the cache, or
-        converted now and stored."""
-        assert self.conversion is not None
-        size = fixed_input_shape(model, self.conversion, image_shape)
-        if size not in self._artefacts:
-            self._artefacts[size] = self._made(model, size)
-        self.in_use = self._artefacts[size]
+    def artefact(
+        self, model: Any, config: RunConfig, image_shape: tuple[int, ...]
+    ) -> ConvertedModel:
+        """The model converted as ``config``'s runtime converts it, for inputs of
+        ``image_shape`` (H×W×C): from the cache, or converted now and stored."""
+        runtime = RUNTIMES[config.runtime]
+        size = fixed_input_shape(model, _conversion(runtime), image_shape)
+        if (runtime.name, size) not in self._artefacts:
+            self._artefacts[runtime.name, size] = self._made(model, runtime, size)
+        self.in_use = self._artefacts[runtime.name, size]
         return self.in_use.converted
 
-    def _made(self, model: Any, size: InputSize) -> _Artefact:
-        assert self.conversion is not None
+    def _made(self, model: Any, runtime: Runtime, size: InputSize) -> _Artefact:
+        conversion = _conversion(runtime)
         source = self.source
         assert source is not None, "a converted runtime's backend needs its job (attach)"
         ingredients = conversion_ingredients(
-            self.runtime, source.model_hash, source.calibration, source.preprocessing, size
+            runtime, source.model_hash, source.calibration, source.preprocessing, size
         )
         store = ConvertedStore(source.cache_root)
         stored: ConvertedModel | None = None
@@ -139,19 +146,19 @@ class ConvertedBackend(Backend):
         if stored is not None and self.refuses_artefact(stored.data):
             stored = None  # a planted one (external data, say): made again, never opened
         if stored is not None:
-            return _Artefact(stored, reused=True)
-        calibration = self._calibration(model, size) if self.conversion.calibrated else []
-        made = convert(model, self.runtime, ingredients, lambda: self._batches(calibration))
+            return _Artefact(runtime, stored, reused=True)
+        calibration = self._calibration(model, runtime, size) if conversion.calibrated else []
+        made = convert(model, runtime, ingredients, lambda: self._batches(calibration))
         if problem := self.refuses_artefact(made.data):
-            raise InputError(model.path, f"converted for {self.runtime.title} {problem}")
-        made = self._with_quantization_count(made)
-        if size is not None and self.conversion.calibrated:
+            raise InputError(model.path, f"converted for {runtime.title} {problem}")
+        made = self._with_quantization_count(made, runtime)
+        if size is not None and conversion.calibrated:
             # The images of its size only: named, as they may be fewer than the runs' keys hold.
             made = ConvertedModel(
                 made.ingredients, made.data, {**made.facts, "calibrated_on": calibration}
             )
         store.write(made)
-        return _Artefact(made, reused=False)
+        return _Artefact(runtime, made, reused=False)
 
     def refuses_artefact(self, data: bytes) -> str:
         """What makes an artefact unsafe to open, as the end of a sentence ("" when nothing):
@@ -163,17 +170,18 @@ class ConvertedBackend(Backend):
         """How many of the artefact's tensors the conversion quantized (None: not counted)."""
         return None
 
-    def _with_quantization_count(self, converted: ConvertedModel) -> ConvertedModel:
+    def _with_quantization_count(
+        self, converted: ConvertedModel, runtime: Runtime
+    ) -> ConvertedModel:
         """A quantizing conversion that quantized nothing says so: LiteRT leaves weights of
         fewer than 1,024 elements in float32, so a small model's "int8" is its float32."""
-        assert self.conversion is not None
         count = self.quantized_tensors(converted.data)
-        if count is None or self.conversion.quantization == "float32":
+        if count is None or _conversion(runtime).quantization == "float32":
             return converted
         facts = {**converted.facts, "quantized_tensors": count}
         if count == 0:
             said = (
-                f"{self.runtime.title} quantized no tensor of this model (LiteRT quantizes "
+                f"{runtime.title} quantized no tensor of this model (LiteRT quantizes "
                 "weights of 1,024 elements or more): it computes as the float32 conversion"
             )
             facts["warnings"] = [said, *facts.get("warnings", [])]
@@ -200,20 +208,21 @@ class ConvertedBackend(Backend):
         return "cpu:0"
 
     def compute_dtype(self) -> str:
-        assert self.conversion is not None
-        if self.converted is not None and self.converted.facts.get("quantized_tensors") == 0:
+        """What the last batch's conversion computes in."""
+        assert self.in_use is not None
+        if self.in_use.converted.facts.get("quantized_tensors") == 0:
             return "float32 (nothing quantized)"
         return {
             "float32": "float32",
             "float16": "float32 (float16 weights)",
             "dynamic-int8": "float32 (int8 weights, dynamic-range int8 kernels)",
             "int8": "int8 (float input and output)",
-        }[self.conversion.quantization]
+        }[_conversion(self.in_use.runtime).quantization]
 
     def _session(self, model: Any, config: RunConfig, image_shape: tuple[int, ...]) -> Session:
-        """The session of the artefact for inputs of ``image_shape``, opened for ``config``
-        (its device and its session options)."""
-        self.artefact(model, image_shape)
+        """The session of ``config``'s conversion for inputs of ``image_shape``, opened for
+        ``config`` (its device and its session options)."""
+        self.artefact(model, config, image_shape)
         assert self.in_use is not None
         key = config.forward_key()
         if key not in self.in_use.sessions:
@@ -227,10 +236,11 @@ class ConvertedBackend(Backend):
     def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
         where = self.output_device(config)
         expected = [tuple(output.shape[1:]) for output in model.keras_model.outputs]
+        title = RUNTIMES[config.runtime].title
 
         def run(batch: np.ndarray) -> Outputs:
             arrays = self._session(model, config, batch.shape[1:])(batch)
-            _check_outputs(model.path, arrays, expected, self.runtime.title)
+            _check_outputs(model.path, arrays, expected, title)
             dtype = self.compute_dtype()
             return Outputs(arrays, (where,) * len(arrays), (dtype,) * len(arrays))
 
@@ -250,8 +260,8 @@ class ConvertedBackend(Backend):
             "conversion_reused": self.in_use.reused,
             **{f"conversion_{name}": value for name, value in converted.facts.items()},
         }
-        assert self.conversion is not None and self.source is not None
-        if self.conversion.calibrated:
+        assert self.source is not None
+        if _conversion(self.in_use.runtime).calibrated:
             facts["calibration_hashes"] = list(self.source.calibration)
         return facts
 

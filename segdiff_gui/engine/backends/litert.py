@@ -32,6 +32,10 @@ def _position(name: str) -> int:
 
 
 class LiteRTBackend(ConvertedBackend):
+    """Every LiteRT conversion a child runs (float32 … full int8: one child for the four)."""
+
+    name = "litert"
+
     def devices(self) -> list[dict[str, Any]]:
         return [self.cpu_device()]
 

@@ -84,8 +84,10 @@ def _gpu_index(device: str) -> int:
 
 
 class OnnxRuntimeBackend(ConvertedBackend):
-    def __init__(self, runtime: str) -> None:
-        super().__init__(runtime)
+    name = "onnxruntime"
+
+    def __init__(self) -> None:
+        super().__init__()
         # Each session's options as ONNX Runtime reports them: a run's provenance reads back
         # those of the session that computed it.
         self._options_of: dict[Session, ort.SessionOptions] = {}
