@@ -402,9 +402,14 @@ class KnobRegistry:
         return knob.process_level and knob.name not in config.runtimes[config.runtime].per_session
 
     def process_settings(self, config: Any) -> tuple[object, ...]:
-        """The knobs ``config``'s runtime reads once per process: equal values may share a
-        child."""
-        return tuple(getattr(config, k.name) for k in self.knobs if self._in_process(k, config))
+        """The engine module that runs ``config`` and the knobs its runtime reads once per
+        process: equal values may share a child (the runtimes of a module that opens each
+        run's session for its runtime, ``runtime`` in ``Runtime.per_session``, share one)."""
+        engine = config.runtimes[config.runtime].engine
+        return (
+            engine,
+            *(getattr(config, k.name) for k in self.knobs if self._in_process(k, config)),
+        )
 
     def forward_key(self, config: Any) -> tuple[tuple[str, object], ...]:
         """What a child's forward pass (or a converted runtime's session) for ``config`` is

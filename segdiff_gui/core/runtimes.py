@@ -84,7 +84,9 @@ class Runtime:
     # each session it opens instead (LiteRT's interpreter, ONNX Runtime's session options):
     # runs that differ only in them share a child, and each builds its own session, as a
     # run-time knob builds its own forward pass (``KnobRegistry.process_settings``,
-    # ``forward_key``).
+    # ``forward_key``). ``runtime`` among them: the runtimes of this engine module (which
+    # share one pre-import environment) open their sessions in one child, each run on its
+    # own runtime's (LiteRT's four conversions: one TensorFlow import converts them all).
     per_session: frozenset[str] = frozenset()
     conversion: Conversion | None = None
     # Modules the conversion needs besides ``package`` (TensorFlow converts; tf2onnx to ONNX).
@@ -383,7 +385,9 @@ def _litert(
         # The interpreter's thread count; its XLA, oneDNN and precision are the conversion's.
         takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,
         limits=_LITERT_LIMITS,
-        per_session=frozenset({"threads"}),  # Interpreter(num_threads=…)
+        # Interpreter(num_threads=…), on the artefact of the run's own conversion: the four
+        # share one child (one import of TensorFlow, which converts each).
+        per_session=frozenset({"threads", "runtime"}),
         conversion=Conversion("litert", quantization, title),
         converters=("tensorflow",),
         checkbox=checkbox,

@@ -7,7 +7,7 @@ from segdiff_gui.core.config import (
     parse_config_spec,
     parse_preprocessing,
 )
-from segdiff_gui.core.runtimes import calibration_set
+from segdiff_gui.core.runtimes import RUNTIMES, calibration_set
 from segdiff_gui.runner.plan import batch_slots
 
 
@@ -163,6 +163,29 @@ def test_process_settings_split_children():
     assert RunConfig(threads=1).process_settings() != RunConfig().process_settings()
     assert RunConfig(onednn=False).process_settings() != RunConfig().process_settings()
     assert RunConfig(determinism=True).process_settings() != RunConfig().process_settings()
+
+
+def test_runtimes_share_a_child_only_where_their_module_and_environment_are_one():
+    """A runtime whose sessions are opened for it (``runtime`` in ``per_session``) shares its
+    child with the runtimes of its engine module: they must set one environment before that
+    module's import and take the same session knobs, or a child would run one runtime in
+    another's process. Every other runtime's runs are alone in their children."""
+    by_child: dict[tuple[object, ...], set[str]] = {}
+    for runtime in RUNTIMES.values():
+        by_child.setdefault(RunConfig(runtime=runtime.name).process_settings(), set()).add(
+            runtime.name
+        )
+    shared = [names for names in by_child.values() if len(names) > 1]
+    assert shared == [{"litert", "litert-fp16", "litert-dynamic-int8", "litert-int8"}]
+    for names in by_child.values():
+        entries = [RUNTIMES[name] for name in names]
+        assert (
+            len({(r.engine, r.environment, r.keras_backend, r.per_session) for r in entries}) == 1
+        )
+        assert len(names) == 1 or all("runtime" in r.per_session for r in entries)
+    assert (
+        RunConfig(runtime="litert").forward_key() != RunConfig(runtime="litert-fp16").forward_key()
+    )
 
 
 def test_batch_slots_place_target_and_context():

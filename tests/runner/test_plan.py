@@ -158,12 +158,50 @@ def test_session_options_of_a_converted_runtime_share_its_child_with_a_session_e
         (job.runs[0].config.runtime, len(job.runs)) for job in plan.jobs
     )  # fmt: skip
     assert children == [
-        ("litert", 2), ("litert-int8", 1), ("onnxruntime", 3),
+        ("litert", 3), ("onnxruntime", 3),
         ("tensorflow", 1), ("tensorflow", 1), ("tensorflow", 1),
     ]  # fmt: skip
     for job in plan.jobs:
         keys = [run.config.forward_key() for run in job.runs]
         assert len(set(keys)) == len(keys), keys
+
+
+LITERT = ("litert", "litert-fp16", "litert-dynamic-int8", "litert-int8")
+
+
+def test_litert_conversions_share_one_child_and_other_runtimes_keep_their_own(demo, cache):
+    """LiteRT's four conversions are one engine module under one pre-import environment: their
+    runs share a child (one TensorFlow import converts all four) where their other
+    process-level knobs agree, each its own forward key (its own conversion and session) and
+    its own key, label and configuration. ONNX Runtime and TensorFlow keep children of their
+    own, and a process-level knob LiteRT reads once still splits its conversions."""
+    model, images = demo
+    configs = [
+        *(RunConfig(runtime=name) for name in LITERT),
+        RunConfig(runtime="litert-fp16", batch=2),
+        RunConfig(runtime="litert-int8", repeat_scope="fresh"),
+        RunConfig(runtime="onnxruntime"), RunConfig(),
+    ]  # fmt: skip
+    plan = plan_matrix(model, images[:2], configs, cache=cache, repeats=1)
+    jobs = sorted(
+        (sorted({run.config.runtime for run in job.runs}), len(job.runs)) for job in plan.jobs
+    )
+    assert jobs == [
+        (["litert", "litert-dynamic-int8", "litert-fp16", "litert-int8"], 5),
+        (["litert-int8"], 1),  # a repeat in a fresh process is alone in its child
+        (["onnxruntime"], 1),
+        (["tensorflow"], 1),
+    ]
+    (shared,) = (job for job in plan.jobs if len(job.runs) == 5)
+    assert shared.process_config() in {run.config for run in shared.runs}
+    # A forward pass (a session on its conversion) per runtime: batch 2 reuses float16's.
+    keys = {run.config.forward_key() for run in shared.runs}
+    assert sorted(dict(key)["runtime"] for key in keys) == sorted(LITERT)
+    # Each run keeps the key and label it has planned alone in a child of its own.
+    for run in shared.runs:
+        alone = plan_matrix(model, images[:2], [run.config], cache=cache, repeats=1)
+        (same,) = alone.runs
+        assert (same.key, same.label, same.config) == (run.key, run.label, run.config)
 
 
 def test_a_full_int8_runs_key_holds_its_calibration_images_and_no_other_runs_does(
