@@ -59,7 +59,8 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         title="the runtime",
         tooltip="What runs the model: TensorFlow, Keras 3's JAX or PyTorch backend (the same "
         "file, other kernels), or the model converted for deployment: LiteRT (float32, "
-        "float16 weights, dynamic-range or full int8) or ONNX Runtime. Own process.",
+        "float16 weights, dynamic-range or full int8) or ONNX Runtime. Own process (LiteRT's "
+        "four conversions share one).",
         link=RUNTIMES["jax"].link,
         process_level=True,
         advise_keeping=True,
