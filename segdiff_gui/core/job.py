@@ -100,7 +100,9 @@ class EngineJob:
         return self.probe_memory_budget > 0
 
     def process_config(self) -> RunConfig:
-        """A configuration of this job; its process-level knobs are those of every run."""
+        """A configuration of this job; its process-level knobs are those of every run, and
+        its runtime's engine module and environment those of every run's runtime (LiteRT's
+        four conversions share a child: each run still names its own)."""
         settings = {run.config.process_settings() for run in self.runs}
         if len(settings) != 1:
             raise ValueError("a job's runs must share their process-level settings")
