@@ -3,6 +3,7 @@ setting TensorFlow reports inside the child, and, where the CPU shows it, by the
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -39,9 +40,15 @@ SPECS = {
 FRESH_SPECS = ("batch=1", "batch=1,scope=fresh")
 
 
+# The demo's matrix (tests/conftest.py ``demo_cache``, computed once for the whole run) holds
+# these knobs' runs on the same images, two repeats each: the module starts from a copy of it,
+# so they are cache hits here and threads=1 needs no child of its own.
+FROM_DEMO = ("base", "b64", "xla", "bf16", "threads")
+
+
 @pytest.fixture(scope="module")
-def knobs_cache(tmp_path_factory):
-    return ResultCache(tmp_path_factory.mktemp("knobs"))
+def knobs_cache(demo_cache, tmp_path_factory):
+    return ResultCache(shutil.copytree(demo_cache.root, tmp_path_factory.mktemp("knobs") / "c"))
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +58,20 @@ def runs(demo, knobs_cache):
     cache = knobs_cache
     configs = {name: parse_config_spec(spec) for name, spec in SPECS.items()}
     plan = plan_matrix(model, images, list(configs.values()), cache=cache, repeats=2)
-    # default, threads=1, oneDNN off, oneDNN on, determinism, TF32 off (issue 14, defect 5):
-    # own processes
-    assert len(plan.jobs) == 6
+    cached = {next(n for n, c in configs.items() if c == run.config) for run in plan.cached}
+    assert cached == set(FROM_DEMO) and len(plan.cached) == 2 * len(FROM_DEMO)
+    # default, oneDNN off, oneDNN on, determinism, TF32 off (issue 14, defect 5): own
+    # processes; threads=1 ran in its own in the demo's matrix
+    assert len(plan.jobs) == 5
     messages = list(MatrixRunner(plan, cache).run())
     assert messages[-1].failed == 0, messages
     by_config = {}
     for run in plan.runs:
         name = next(n for n, c in configs.items() if c == run.config)
         by_config[name, run.repeat] = cache.read_run(run.key)
+    own = ("base", "threads", "onednn", "onednn_on", "determinism", "tf32")
+    processes = {by_config[name, 0].provenance.to_dict()["process_id"] for name in own}
+    assert len(processes) == len(own)  # each process-level setting in a child of its own
     return by_config
 
 
