@@ -29,13 +29,22 @@ SEED = ["device=cpu,batch=1", "device=cpu,batch=64"]
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory, demo):
-    """The seed's CPU half on the demo (batch 1 and 64, two repeats), run through the API,
-    with what it printed on stderr."""
-    root = tmp_path_factory.mktemp("api-cache")
+def made(tmp_path_factory, demo, demo_cache):
+    """The seed's CPU half on the demo (batch 1 and 64, two repeats), asked of the API in a
+    cache that holds just those runs of the demo's matrix (``demo_cache``, whose real child
+    computed them): served from it, with no child of its own. The API's runs in a real child
+    are the hostile names' and the kernel's below."""
+    root = shutil.copytree(demo_cache.root, tmp_path_factory.mktemp("api-cache") / "cache")
+    cache = ResultCache(root)
+    seed = {f"cpu b{batch} r{repeat}" for batch in (1, 64) for repeat in (0, 1)}
+    for key in cache.keys():
+        if cache.read_run(key, with_map=False).label not in seed:
+            cache.run_path(key).unlink()
+    assert len(cache.keys()) == len(seed)
     model, images = demo
     study = api.run(model, images, SEED, repeats=2, cache=root, progress=False)
-    return study, ResultCache(root)
+    assert {run.label for run in study.runs} == seed
+    return study, cache
 
 
 def cli_json(*args, fake=False):
