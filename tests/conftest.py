@@ -90,6 +90,26 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> ResultCache:
     return ResultCache(made_once(tmp_path_factory, "demo-cache", compute))
 
 
+def demo_runs_in(demo_cache: ResultCache, root: Path, labels: set[str]) -> ResultCache:
+    """A cache at ``root`` holding only the runs of ``demo_cache`` labelled ``labels`` (each
+    computed by the demo's real child): a test that asks for them again is served from it
+    and starts no child for them. Every label must be there."""
+
+    def runs_folder(folder: str, names: list[str]) -> list[str]:
+        return names if Path(folder) == demo_cache.root / "runs" else []
+
+    cache = ResultCache(shutil.copytree(demo_cache.root, root, ignore=runs_folder))
+    kept = set()
+    for key in demo_cache.keys():
+        label = demo_cache.read_run(key, with_map=False).label
+        if label in labels:
+            kept.add(label)
+            cache.run_path(key).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(demo_cache.run_path(key), cache.run_path(key))
+    assert kept == labels, f"the demo's cache has no {sorted(labels - kept)}"
+    return cache
+
+
 @pytest.fixture
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Engine children started by this test process are the fake engine (tests/fake_engine.py:

@@ -20,7 +20,7 @@ from segdiff_gui import api
 from segdiff_gui.api.arguments import configuration, preprocessing
 from segdiff_gui.core.config import parse_config_spec, parse_preprocessing
 from segdiff_gui.storage import ResultCache
-from tests.conftest import TESTS, segdiff
+from tests.conftest import TESTS, demo_runs_in, segdiff
 from tests.fake_engine import FAKE_VERSION
 
 pytestmark = pytest.mark.slow
@@ -34,13 +34,9 @@ def made(tmp_path_factory, demo, demo_cache):
     cache that holds just those runs of the demo's matrix (``demo_cache``, whose real child
     computed them): served from it, with no child of its own. The API's runs in a real child
     are the hostile names' and the kernel's below."""
-    root = shutil.copytree(demo_cache.root, tmp_path_factory.mktemp("api-cache") / "cache")
-    cache = ResultCache(root)
     seed = {f"cpu b{batch} r{repeat}" for batch in (1, 64) for repeat in (0, 1)}
-    for key in cache.keys():
-        if cache.read_run(key, with_map=False).label not in seed:
-            cache.run_path(key).unlink()
-    assert len(cache.keys()) == len(seed)
+    root = tmp_path_factory.mktemp("api-cache") / "cache"
+    cache = demo_runs_in(demo_cache, root, seed)
     model, images = demo
     study = api.run(model, images, SEED, repeats=2, cache=root, progress=False)
     assert {run.label for run in study.runs} == seed
