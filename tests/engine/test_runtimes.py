@@ -85,6 +85,20 @@ def test_each_runtime_runs_the_demo_on_the_cpu_with_its_weights_there(runs):
     assert records["openvino b4"].provenance.to_dict()["input_batch_shape"] == [4, 256, 256, 1]
 
 
+def test_a_cpu_only_child_opens_no_gpu_in_any_runtime(runs):
+    """Defect 1 of issue 14, as far as a machine without a GPU shows it: a CPU-only
+    TensorFlow child makes no GPU visible, a JAX child is limited to the CPU platform and
+    never preallocates (the runs above are such children: tests/engine/test_gpu_path.py
+    shows the rest of the GPU path)."""
+    _, records = runs
+    assert records["tf"].provenance.to_dict()["visible_gpus"] == []
+    for name in ("jax", "jax knobs"):
+        provenance = records[name].provenance.to_dict()
+        assert provenance["jax_platforms"] == ["cpu"], name
+        assert provenance["environment"]["JAX_PLATFORMS"] == "cpu", name
+        assert provenance["environment"]["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false", name
+
+
 def test_runtimes_differ_from_tensorflow_by_a_few_hundred_ulp_at_most(runs):
     _, records = runs
     reference = records["tf"].probabilities
