@@ -77,16 +77,6 @@ def test_every_format_gives_the_same_map(formats):
     np.testing.assert_allclose(maps["tiny.keras"], maps["tiny_savedmodel"], atol=1e-6)
 
 
-def test_softmax_maps_are_stored_whole(models, small_images, cache, capsys):
-    result, data = run_json(
-        capsys, models / "softmax3.keras", small_images[0], "--config", "batch=2", cache=cache
-    )
-    assert result.returncode == 0, result.stderr
-    record = cache.read_run(data["runs"][0]["key"])
-    assert record.kind == "softmax" and record.map_shape == (32, 32, 3)
-    np.testing.assert_allclose(record.probabilities.sum(axis=-1), 1.0, atol=1e-5)
-
-
 def test_lambda_model_is_refused_without_trust_and_runs_with_it(
     models, small_images, cache, capsys
 ):
