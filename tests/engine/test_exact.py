@@ -175,12 +175,19 @@ def test_an_op_without_a_float64_kernel_is_refused_naming_it_and_its_layer(
 def test_nested_models_compute_in_float64_across_their_boundaries(models, small_images, tmp_path):
     """A U-Net whose encoder is a functional model and whose decoder block a Sequential one:
     every nested model's input is float64 too, so its exact map is the flat twin's (a nested
-    input left float32 rounds the activations there: ~1e-8 apart)."""
-    maps = []
-    for name in ("encoder_unet.keras", "encoder_unet_flat.keras"):
-        (entry,) = _run(models / name, small_images[3], tmp_path, "precision=fp64").values()
-        assert entry["status"] == "finished", entry
-        maps.append(ResultCache(tmp_path).read_run(entry["key"]).probabilities)
+    input left float32 rounds the activations there: ~1e-8 apart). A precision policy
+    reaches the nested models' layers as well: bfloat16, run beside the nested one's exact run
+    in its child (tests/engine/test_formats.py's nested model no longer starts one)."""
+    cache = ResultCache(tmp_path)
+    nested = _run(models / "encoder_unet.keras", small_images[3], tmp_path, "precision=fp64",
+                  "precision=bf16")  # fmt: skip
+    (flat,) = _run(models / "encoder_unet_flat.keras", small_images[3], tmp_path,
+                   "precision=fp64").values()  # fmt: skip
+    entries = [nested["precision=fp64"], flat, nested["precision=bf16"]]
+    assert {entry["status"] for entry in entries} == {"finished"}, entries
+    maps = [cache.read_run(entry["key"]).probabilities for entry in entries[:2]]
+    bf16 = cache.read_run(nested["precision=bf16"]["key"])
+    assert bf16.provenance.to_dict()["compute_dtype"] == "bfloat16"
     apart = float(np.abs(maps[0] - maps[1]).max())
     print(f"nested vs flat exact maps: max |Δ| {apart:.3g}")
     assert apart < 1e-15

@@ -314,17 +314,3 @@ def test_garbage_model_files_are_refused_without_starting_tensorflow(
         )
         assert result.returncode == 2
         assert result.stderr.startswith(f"segdiff: {tmp_path / name}: ")
-
-
-def test_precision_reaches_the_layers_of_a_nested_model(models, small_images, cache, capsys):
-    result, data = run_json(
-        capsys,
-        models / "nested.keras",
-        small_images[0],
-        "--config",
-        "precision=mixed_bfloat16",
-        cache=cache,
-    )
-    assert result.returncode == 0, result.stderr
-    record = cache.read_run(data["runs"][0]["key"])
-    assert record.provenance.to_dict()["compute_dtype"] == "bfloat16"
