@@ -90,24 +90,29 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> ResultCache:
     return ResultCache(made_once(tmp_path_factory, "demo-cache", compute))
 
 
-def demo_runs_in(demo_cache: ResultCache, root: Path, labels: set[str]) -> ResultCache:
-    """A cache at ``root`` holding only the runs of ``demo_cache`` labelled ``labels`` (each
-    computed by the demo's real child): a test that asks for them again is served from it
-    and starts no child for them. Every label must be there."""
+def copy_runs(source: ResultCache, root: Path, keys: set[str]) -> ResultCache:
+    """A cache at ``root`` holding only the runs ``keys`` of ``source`` (and whatever else
+    ``source`` keeps beside its runs): a test that asks for them again is served from it and
+    starts no child for them."""
 
     def runs_folder(folder: str, names: list[str]) -> list[str]:
-        return names if Path(folder) == demo_cache.root / "runs" else []
+        return names if Path(folder) == source.root / "runs" else []
 
-    cache = ResultCache(shutil.copytree(demo_cache.root, root, ignore=runs_folder))
-    kept = set()
-    for key in demo_cache.keys():
-        label = demo_cache.read_run(key, with_map=False).label
-        if label in labels:
-            kept.add(label)
-            cache.run_path(key).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(demo_cache.run_path(key), cache.run_path(key))
-    assert kept == labels, f"the demo's cache has no {sorted(labels - kept)}"
+    cache = ResultCache(shutil.copytree(source.root, root, ignore=runs_folder))
+    for key in keys:
+        cache.run_path(key).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source.run_path(key), cache.run_path(key))
     return cache
+
+
+def demo_runs_in(demo_cache: ResultCache, root: Path, labels: set[str]) -> ResultCache:
+    """A cache at ``root`` holding only the runs of ``demo_cache`` labelled ``labels`` (each
+    computed by the demo's real child). Every label must be there."""
+    keys = {
+        key for key in demo_cache.keys() if demo_cache.read_run(key, with_map=False).label in labels
+    }
+    assert len(keys) == len(labels), f"the demo's cache lacks some of {sorted(labels)}"
+    return copy_runs(demo_cache, root, keys)
 
 
 @pytest.fixture

@@ -17,18 +17,12 @@ from segdiff_gui.core.config import Preprocessing
 from segdiff_gui.core.preprocess import prepare_input
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff
+from tests.engine.demo_runs import EXACT, module_runs
 from tests.engine.knob_cells import assert_honoured
 
 pytestmark = pytest.mark.slow
 
-# The exact reference under each runtime that runs the Keras model itself, beside the float32
-# run; JAX without XLA (its float64 XLA compilation of the demo takes a minute on two cores).
-SPECS = {
-    "tf": "batch=1",
-    "fp64": "precision=fp64",
-    "jax fp64": "runtime=jax,precision=fp64,xla=off",
-    "torch fp64": "runtime=torch,precision=fp64",
-}
+SPECS = EXACT  # tests/engine/demo_runs.py: computed there with the runtimes' and TF32 runs
 
 
 def _run(model: Path, image: Path, cache: Path, *specs: str) -> dict[str, dict]:
@@ -47,13 +41,14 @@ def _ulps_from(exact: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def demo_runs(demo, tmp_path_factory):
+def demo_runs(demo, demo_runtime_runs, tmp_path_factory):
+    """The specs' runs of the demo's first image by the real ``segdiff run`` (with the
+    runtimes' and TF32 tests' runs, tests/engine/demo_runs.py), in a cache of these alone."""
     model, images = demo
-    root = tmp_path_factory.mktemp("exact")
-    entries = _run(model, images[0], root, *SPECS.values())
+    root = tmp_path_factory.mktemp("exact") / "cache"
+    cache, entries = module_runs(demo_runtime_runs, root, SPECS)
     assert all(entry["status"] == "finished" for entry in entries.values()), entries
-    cache = ResultCache(root)
-    by_name = {name: cache.read_run(entries[spec]["key"]) for name, spec in SPECS.items()}
+    by_name = {name: cache.read_run(entry["key"]) for name, entry in entries.items()}
     return model, images[0], root, by_name
 
 

@@ -10,33 +10,13 @@ import numpy as np
 import pytest
 
 from segdiff_gui.storage import ResultCache
-from tests.conftest import demo_runs_in, segdiff, segdiff_here
+from tests.conftest import segdiff, segdiff_here
+from tests.engine.demo_runs import RUNTIMES, module_runs
 from tests.engine.knob_cells import assert_honoured
 
 pytestmark = pytest.mark.slow
 
-# One child per runtime's defaults, and one with every process-level knob changed at once:
-# each knob's read-back shows it took effect, at the cost of two children per runtime.
-SPECS = {
-    "tf": "batch=1",
-    "jax": "runtime=jax",
-    "jax xla": "runtime=jax,xla=on",
-    "jax eager": "runtime=jax,xla=off",
-    "jax b4": "runtime=jax,batch=4",
-    "jax bf16": "runtime=jax,precision=bf16,xla=on",
-    "jax keep": "runtime=jax,precision=bf16,keep_float32=foreground,xla=on",
-    "jax fp16": "runtime=jax,precision=fp16,xla=on",
-    "jax knobs": "runtime=jax,tf32=off,threads=1,determinism=on",
-    "torch": "runtime=torch",
-    "torch b4": "runtime=torch,batch=4",
-    "torch bf16": "runtime=torch,precision=bf16",
-    "torch keep": "runtime=torch,precision=bf16,keep_float32=foreground",
-    "torch fp16": "runtime=torch,precision=fp16",
-    "torch knobs": "runtime=torch,tf32=off,threads=1,determinism=on,onednn=off",
-    "torch onednn": "runtime=torch,onednn=on",
-    "openvino": "runtime=openvino",
-    "openvino b4": "runtime=openvino,batch=4",
-}
+SPECS = RUNTIMES  # tests/engine/demo_runs.py: computed there with the exact and TF32 runs
 
 
 @pytest.fixture(scope="module")
@@ -48,24 +28,14 @@ def demo4(demo):
 
 
 @pytest.fixture(scope="module")
-def runs(demo4, demo_cache, tmp_path_factory):
-    """Every spec's run. TensorFlow's, ``cpu b1 r0`` (batch 1 computes the first image
-    alone: the same key on four images as on the demo's sixteen), is the demo's matrix's
-    (``demo_cache``), computed there by a real TensorFlow child: served here, it needs no
-    child of its own; every other runtime's run is computed here."""
-    model, images = demo4
-    cache = demo_runs_in(demo_cache, tmp_path_factory.mktemp("runtimes") / "cache", {"cpu b1 r0"})
-    configs = [arg for spec in SPECS.values() for arg in ("--config", spec)]
-    result = segdiff(
-        "run", model, *images, *configs, "--repeats", "1", "--cache", cache.root, "--json"
-    )
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
-    by_label = {run["label"]: run for run in data["runs"]}
-    labels = dict(zip(SPECS, by_label, strict=True))  # the order asked for is kept
-    statuses = {name: by_label[label]["status"] for name, label in labels.items()}
-    assert statuses == {name: "cached" if name == "tf" else "finished" for name in SPECS}, data
-    return cache, {name: cache.read_run(by_label[label]["key"]) for name, label in labels.items()}
+def runs(demo_runtime_runs, tmp_path_factory):
+    """Every spec's run on the demo's first four images, by the real ``segdiff run``
+    (tests/engine/demo_runs.py: with test_exact.py's and test_tf32_emulation.py's, one child
+    per runtime's process-level settings for all three), in a cache of this module's runs."""
+    root = tmp_path_factory.mktemp("runtimes") / "cache"
+    cache, entries = module_runs(demo_runtime_runs, root, SPECS)
+    assert all(entry["status"] == "finished" for entry in entries.values()), entries
+    return cache, {name: cache.read_run(entry["key"]) for name, entry in entries.items()}
 
 
 def test_each_runtime_runs_the_demo_on_the_cpu_with_its_weights_there(runs):

@@ -17,9 +17,10 @@ from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.config import parse_config_spec
 from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.core.tf32 import to_tf32
-from segdiff_gui.runner import MatrixRunner, plan_matrix
+from segdiff_gui.runner import plan_matrix
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff_here
+from tests.engine.demo_runs import TF32, module_runs
 
 pytestmark = pytest.mark.slow
 
@@ -92,37 +93,38 @@ def test_the_ops_of_tensor_cores_are_rounded_and_depthwise_left_alone(child_resu
     assert len(checks) == 13 and all(checks.values()), checks
 
 
-SPECS = {
-    "base": "batch=1",
-    "b2": "batch=2",
-    "xla": "xla=on",
-    "emulated": "emulate=tf32",
-    "emulated_b2_xla": "emulate=tf32,batch=2,xla=on",
-    "jax": "runtime=jax",
-    "jax emulated": "runtime=jax,emulate=tf32",
-    "jax emulated eager": "runtime=jax,emulate=tf32,xla=off",
-    "torch": "runtime=torch",
-    "torch emulated": "runtime=torch,emulate=tf32",
-}
+SPECS = TF32  # tests/engine/demo_runs.py: computed there with the runtimes' and exact runs
 
 
 @pytest.fixture(scope="module")
-def demo_folder(tmp_path_factory):
-    return tmp_path_factory.mktemp("emulated")
+def demo_folder(demo_runtime_runs, tmp_path_factory):
+    """A cache of the specs' runs alone, computed by the real ``segdiff run`` with the
+    runtimes' and exact tests' runs (tests/engine/demo_runs.py), one repeat each."""
+    root = tmp_path_factory.mktemp("emulated") / "cache"
+    _, entries = module_runs(demo_runtime_runs, root, SPECS)
+    assert all(entry["status"] == "finished" for entry in entries.values()), entries
+    return root
 
 
 @pytest.fixture(scope="module")
 def demo_runs(demo, demo_folder):
-    """The demo's first image (the second fills batch 2), one child, one repeat each."""
+    """The demo's first image (the second fills batch 2), one repeat each, by name: a
+    run-time knob, the emulation is computed in its runtime's plain runs' child."""
     model, images = demo
     cache = ResultCache(demo_folder)
     configs = {name: parse_config_spec(spec) for name, spec in SPECS.items()}
     plan = plan_matrix(model, images[:2], list(configs.values()), cache=cache, repeats=1)
-    assert len(plan.jobs) == 3  # a run-time knob: each runtime's plain runs' child
-    messages = list(MatrixRunner(plan, cache).run())
-    assert messages[-1].failed == 0, messages
+    assert not plan.jobs  # every run is the module's, served from its cache
     names = {config: name for name, config in configs.items()}
-    return {names[run.config]: cache.read_run(run.key) for run in plan.runs}
+    runs = {names[run.config]: cache.read_run(run.key) for run in plan.runs}
+    children = {
+        runtime: {runs[name].provenance.to_dict()["process_id"] for name in SPECS
+                  if runs[name].provenance.to_dict()["runtime"] == runtime}
+        for runtime in ("tensorflow", "jax", "torch")
+    }  # fmt: skip
+    assert all(len(ids) == 1 for ids in children.values()), children  # one child each
+    assert len(set.union(*children.values())) == 3, children
+    return runs
 
 
 def test_on_the_demo_the_emulation_moves_the_map_far_more_than_batch_or_xla(demo_runs):
