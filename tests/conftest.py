@@ -90,6 +90,30 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> ResultCache:
     return ResultCache(made_once(tmp_path_factory, "demo-cache", compute))
 
 
+@pytest.fixture(scope="session")
+def softmax_cache(
+    models: Path, small_images: list[Path], tmp_path_factory: pytest.TempPathFactory
+) -> ResultCache:
+    """The tiny three-class model (``softmax3.keras``) on the first small image at batch 1 and
+    in bfloat16, and at batch 2 (filled with the second image), computed once for every test
+    that reads it, by a real TensorFlow child. Readers only: a test that changes it copies it."""
+
+    def compute(root: Path) -> None:
+        result = segdiff(
+            "run", models / "softmax3.keras", *small_images[:2], "--config", "batch=1",
+            "--config", "precision=mixed_bfloat16", "--config", "batch=2", "--repeats", "1",
+            "--cache", root,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+
+    return ResultCache(made_once(tmp_path_factory, "softmax-cache", compute))
+
+
+def run_keys(cache: ResultCache) -> dict[str, str]:
+    """Each run's key in ``cache``, by its label."""
+    return {cache.read_run(key, with_map=False).label: key for key in cache.keys()}
+
+
 def copy_runs(source: ResultCache, root: Path, keys: set[str]) -> ResultCache:
     """A cache at ``root`` holding only the runs ``keys`` of ``source`` (and whatever else
     ``source`` keeps beside its runs): a test that asks for them again is served from it and
@@ -108,9 +132,7 @@ def copy_runs(source: ResultCache, root: Path, keys: set[str]) -> ResultCache:
 def demo_runs_in(demo_cache: ResultCache, root: Path, labels: set[str]) -> ResultCache:
     """A cache at ``root`` holding only the runs of ``demo_cache`` labelled ``labels`` (each
     computed by the demo's real child). Every label must be there."""
-    keys = {
-        key for key in demo_cache.keys() if demo_cache.read_run(key, with_map=False).label in labels
-    }
+    keys = {key for label, key in run_keys(demo_cache).items() if label in labels}
     assert len(keys) == len(labels), f"the demo's cache lacks some of {sorted(labels)}"
     return copy_runs(demo_cache, root, keys)
 

@@ -4,6 +4,7 @@ shown of a cache is the point)."""
 
 import csv
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from segdiff_gui.core.analysis import flip_mask
 from segdiff_gui.io.masks import read_mask
 from segdiff_gui.storage import ResultCache
-from tests.conftest import segdiff_here
+from tests.conftest import run_keys, segdiff_here
 
 pytestmark = pytest.mark.slow
 
@@ -128,23 +129,15 @@ def test_compare_a_bundle_without_merging(demo_cache, tmp_path, capsys):
     assert [row["label"] for row in study["comparisons"]] == ["cpu b64 r0"]
 
 
-def test_softmax_compare_uses_argmax_and_maps_are_stored_whole(
-    models, small_images, tmp_path, capsys
-):
-    """One child: batch 1 and bfloat16 for compare's argmax, and batch 2 (filled with a
-    second image) whose map is stored whole, every class's probability."""
-    cache = tmp_path / "soft"
-    run = segdiff_here(
-        capsys, "run", models / "softmax3.keras", *small_images[:2], "--cache", cache,
-        "--config", "batch=1", "--config", "precision=mixed_bfloat16", "--config", "batch=2",
-        "--repeats", "1", "--json",
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    runs = {entry["label"]: entry for entry in json.loads(run.stdout)["runs"]}
-    record = ResultCache(cache).read_run(runs["cpu b2 r0"]["key"])
+def test_softmax_compare_uses_argmax_and_maps_are_stored_whole(softmax_cache, tmp_path, capsys):
+    """The session's softmax runs (``softmax_cache``: batch 1 and bfloat16 for compare's
+    argmax, and batch 2, filled with a second image, whose map is stored whole, every class's
+    probability), computed by a real child; compared in a copy."""
+    cache = ResultCache(shutil.copytree(softmax_cache.root, tmp_path / "soft"))
+    record = cache.read_run(run_keys(cache)["cpu b2 r0"])
     assert record.kind == "softmax" and record.map_shape == (32, 32, 3)
     np.testing.assert_allclose(record.probabilities.sum(axis=-1), 1.0, atol=1e-5)
-    result = segdiff_here(capsys, "compare", "--cache", cache)
+    result = segdiff_here(capsys, "compare", "--cache", cache.root)
     assert "class flips (argmax)" in result.stdout
 
 

@@ -15,7 +15,7 @@ from segdiff_gui.io.masks import read_mask
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.ui.window_layout import GRID_MINIMUM_WIDTH as _GRID_MINIMUM_WIDTH
-from tests.conftest import engine_children
+from tests.conftest import copy_runs, engine_children, run_keys
 
 pytestmark = pytest.mark.slow
 
@@ -417,13 +417,21 @@ def test_probing_devices_offers_them_in_the_matrix(window_for, fake_demo_cache, 
     assert list(window.run_panel.editor.devices) == ["cpu"]  # no GPU on this machine
 
 
-def test_a_softmax_model_flips_on_argmax_per_class_view(qtbot, models, small_images, tmp_path):
+def test_a_softmax_model_flips_on_argmax_per_class_view(
+    qtbot, models, small_images, softmax_cache, tmp_path
+):
+    """The session's softmax runs (``softmax_cache``, computed by a real child: the window's
+    own real children are tests/ui/test_your_model.py's), batch 1 and bfloat16, in a cache of
+    their own: the window's runs are served from it."""
     from segdiff_gui.core.analysis import class_map, tie_mask
     from segdiff_gui.ui.inspection import InspectionModel
     from segdiff_gui.ui.main_window import MainWindow
     from segdiff_gui.ui.session import MatrixSession
 
-    cache = ResultCache(tmp_path / "cache")
+    keys = run_keys(softmax_cache)
+    cache = copy_runs(
+        softmax_cache, tmp_path / "cache", {keys["cpu b1 r0"], keys["cpu b1 bf16 r0"]}
+    )
     session = MatrixSession(
         MatrixRequest(
             models / "softmax3.keras",
