@@ -32,9 +32,18 @@ IMAGES = 2
 
 @pytest.fixture(scope="module")
 def demo_probes(demo, tmp_path_factory) -> dict[str, tuple[LayerProbeSession, LayerProbe]]:
+    """The demo probed under TensorFlow and each converted runtime. LiteRT's two are probed
+    first, together: one child (LiteRT's conversions share one) converts, runs and probes
+    both, so the sessions below find them in the cache."""
     model, images = demo
     cache = ResultCache(tmp_path_factory.mktemp("converted-layers"))
     request = MatrixRequest(model, tuple(images[:IMAGES]), cache, repeats=1)
+    both = LayerProbeSession(request, RunConfig(runtime="litert"), RunConfig(runtime="litert-int8"))
+    runner = both.probe_runner()
+    (job,) = runner.plan.jobs
+    assert {run.config.runtime for run in job.runs} == {"litert", "litert-int8"}
+    for _ in runner.run():
+        pass
     found = {}
     for name in CONVERTED:
         session = LayerProbeSession(request, RunConfig(), RunConfig(runtime=name))
