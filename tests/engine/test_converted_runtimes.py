@@ -19,6 +19,7 @@ from segdiff_gui.core.runtimes import calibration_tag
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore
 from tests.conftest import segdiff, segdiff_here
+from tests.engine.demo_runs import module_runs
 from tests.engine.knob_cells import assert_honoured
 
 pytestmark = pytest.mark.slow
@@ -70,11 +71,16 @@ def demo4(demo):
 
 
 @pytest.fixture(scope="module")
-def demo_runs(demo4, tmp_path_factory):
+def demo_runs(demo4, demo_runtime_runs, tmp_path_factory):
+    """Every spec's run. TensorFlow's, the reference, is the engine tests' shared run of the
+    same four images (tests/engine/demo_runs.py): served from the cache, no child of its own."""
     model, images = demo4
-    cache = ResultCache(tmp_path_factory.mktemp("converted"))
+    tensorflow = {"tensorflow": SPECS["tensorflow"]}
+    cache, _ = module_runs(
+        demo_runtime_runs, tmp_path_factory.mktemp("converted") / "c", tensorflow
+    )
     runs = _run(model, images, cache, SPECS.values())
-    assert all(run["status"] == "finished" for run in runs), runs
+    assert [run["status"] for run in runs] == ["cached"] + ["finished"] * (len(SPECS) - 1), runs
     # A full-int8 label names its calibration set (cal4#…): looked up without it.
     keys = {re.sub(r" cal\d+#\w+", "", run["label"]): run["key"] for run in runs}
     return cache, {name: cache.read_run(keys[label]) for name, label in LABELS.items()}
