@@ -156,7 +156,8 @@ class RunConfig:
         return self.device.startswith("gpu")
 
     def process_settings(self) -> tuple[object, ...]:
-        """The knobs TensorFlow reads once per process; equal values may share a child."""
+        """The engine module and the knobs its runtime reads once per process; equal values may
+        share a child (``KnobRegistry.process_settings``)."""
         return self.knobs.process_settings(self)
 
     def forward_key(self) -> tuple[tuple[str, object], ...]:

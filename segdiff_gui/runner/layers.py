@@ -248,8 +248,9 @@ class LayerProbeSession:
             return False
 
     def probe_runner(self) -> MatrixRunner:
-        """The probes still missing, each in its configuration's own child (which computes
-        its plain run first, where the cache has none)."""
+        """The probes still missing, each in the child of its process-level settings (both
+        sides in one where they agree; the child computes a plain run first, where the cache
+        has none)."""
         needed = tuple(run for run in self.sides if not self._probe_is_whole(run))
         for run in self.sides:
             if not self.request.cache.has(run.key) and not self._probed_with_its_run(run):

@@ -93,7 +93,10 @@ def shared_runs(root: Path) -> SharedRuns:
     specs = list(dict.fromkeys([*RUNTIMES.values(), *EXACT.values(), *TF32.values()]))
     assert len(runs) == len(specs)  # in the order asked for
     entries = {parse_config_spec(spec): run for spec, run in zip(specs, runs, strict=True)}
-    return SharedRuns(ResultCache(root / "cache"), entries)
+    cache = ResultCache(root / "cache")
+    for config, run in entries.items():  # paired by position: each is its spec's run
+        assert cache.read_run(run["key"], with_map=False).run_config == config, run
+    return SharedRuns(cache, entries)
 
 
 def module_runs(

@@ -18,8 +18,7 @@ from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.runtimes import calibration_tag
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore
-from tests.conftest import segdiff, segdiff_here
-from tests.engine.demo_runs import module_runs
+from tests.conftest import demo_runs_in, segdiff, segdiff_here
 from tests.engine.knob_cells import assert_honoured
 
 pytestmark = pytest.mark.slow
@@ -71,14 +70,11 @@ def demo4(demo):
 
 
 @pytest.fixture(scope="module")
-def demo_runs(demo4, demo_runtime_runs, tmp_path_factory):
-    """Every spec's run. TensorFlow's, the reference, is the engine tests' shared run of the
-    same four images (tests/engine/demo_runs.py): served from the cache, no child of its own."""
+def demo_runs(demo4, demo_cache, tmp_path_factory):
+    """Every spec's run. TensorFlow's, the reference, is the demo's own batch-1 run of the
+    first image (``segdiff demo``'s real child, the same key): served, no child of its own."""
     model, images = demo4
-    tensorflow = {"tensorflow": SPECS["tensorflow"]}
-    cache, _ = module_runs(
-        demo_runtime_runs, tmp_path_factory.mktemp("converted") / "c", tensorflow
-    )
+    cache = demo_runs_in(demo_cache, tmp_path_factory.mktemp("converted") / "c", {"cpu b1 r0"})
     runs = _run(model, images, cache, SPECS.values())
     assert [run["status"] for run in runs] == ["cached"] + ["finished"] * (len(SPECS) - 1), runs
     # A full-int8 label names its calibration set (cal4#…): looked up without it.

@@ -101,22 +101,26 @@ def test_a_runtime_without_an_entry_is_an_error_not_pytorchs_path():
     )
 
 
-_PROBE = """
-import sys
-from segdiff_gui.engine.backends import load_backend
-from segdiff_gui.engine.facts import process_facts
-backend = load_backend(sys.argv[1])  # what ``python -m segdiff_gui.engine probe`` asks
-process_facts(backend)
-backend.devices()
-print(sorted(name for name in ("tensorflow", "keras") if name in sys.modules))
+_SEEN_AT_EXIT = """
+import atexit, json, os, sys
+atexit.register(lambda: open(os.environ["MODULES_SEEN"], "w").write(json.dumps(
+    sorted(name for name in ("numpy", "tensorflow", "keras") if name in sys.modules))))
 """
 
 
 @pytest.mark.parametrize("runtime", ["litert", "onnxruntime"])
-def test_a_converted_runtimes_probe_imports_no_tensorflow(runtime):
+def test_a_converted_runtimes_probe_imports_no_tensorflow(runtime, tmp_path):
     # ``segdiff devices`` asks each runtime in a child: a converted runtime's has no model to
     # convert, so it says its devices and versions without TensorFlow's seconds of import.
+    # What the child imported is written as it exits (a sitecustomize of this test's).
+    (tmp_path / "sitecustomize.py").write_text(_SEEN_AT_EXIT)
+    seen = tmp_path / "seen.json"
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
     result = subprocess.run(
-        [sys.executable, "-c", _PROBE, runtime], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.split("\n")[-2] == "[]"
+        [sys.executable, "-m", "segdiff_gui.engine", "probe", runtime],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": path, "MODULES_SEEN": str(seen)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.splitlines()[-1])["facts"]["runtime"] == runtime
+    assert json.loads(seen.read_text()) == ["numpy"]

@@ -42,11 +42,15 @@ def demo_probes(demo, tmp_path_factory) -> dict[str, tuple[LayerProbeSession, La
     runner = both.probe_runner()
     (job,) = runner.plan.jobs
     assert {run.config.runtime for run in job.runs} == {"litert", "litert-int8"}
-    for _ in runner.run():
-        pass
+    messages = list(runner.run())
+    assert messages[-1].failed == 0, messages
+    assert all(both.store.has_probe(probe_key(run.key)) for run in both.sides)
     found = {}
     for name in CONVERTED:
         session = LayerProbeSession(request, RunConfig(), RunConfig(runtime=name))
+        # Only TensorFlow's side (once) and ONNX Runtime's are probed here: LiteRT's are stored.
+        left = {run.config.runtime for run in session.probe_runner().plan.runs}
+        assert left == {"litert": {"tensorflow"}, "litert-int8": set()}.get(name, {name})
         found[name] = (session, _probe(session))
     return found
 
