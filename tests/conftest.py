@@ -129,12 +129,12 @@ def copy_runs(source: ResultCache, root: Path, keys: set[str]) -> ResultCache:
     return cache
 
 
-def demo_runs_in(demo_cache: ResultCache, root: Path, labels: set[str]) -> ResultCache:
-    """A cache at ``root`` holding only the runs of ``demo_cache`` labelled ``labels`` (each
-    computed by the demo's real child). Every label must be there."""
-    keys = {key for label, key in run_keys(demo_cache).items() if label in labels}
-    assert len(keys) == len(labels), f"the demo's cache lacks some of {sorted(labels)}"
-    return copy_runs(demo_cache, root, keys)
+def copy_labelled(source: ResultCache, root: Path, labels: set[str]) -> ResultCache:
+    """A cache at ``root`` holding only the runs of ``source`` labelled ``labels`` (each
+    computed by ``source``'s real child). Every label must be there."""
+    keys = {key for label, key in run_keys(source).items() if label in labels}
+    assert len(keys) == len(labels), f"{source.root} lacks some of {sorted(labels)}"
+    return copy_runs(source, root, keys)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from segdiff_gui import api
 from segdiff_gui.api.arguments import configuration, preprocessing
 from segdiff_gui.core.config import parse_config_spec, parse_preprocessing
 from segdiff_gui.storage import ResultCache
-from tests.conftest import TESTS, demo_runs_in, segdiff
+from tests.conftest import TESTS, copy_labelled, segdiff
 from tests.fake_engine import FAKE_VERSION
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,7 @@ def made(tmp_path_factory, demo, demo_cache):
     are the hostile names' and the kernel's below."""
     seed = {f"cpu b{batch} r{repeat}" for batch in (1, 64) for repeat in (0, 1)}
     root = tmp_path_factory.mktemp("api-cache") / "cache"
-    cache = demo_runs_in(demo_cache, root, seed)
+    cache = copy_labelled(demo_cache, root, seed)
     model, images = demo
     study = api.run(model, images, SEED, repeats=2, cache=root, progress=False)
     assert {run.label for run in study.runs} == seed

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import made_once
-from tests.engine.demo_runs import SharedRuns, compute, shared_runs
+from tests.engine.demo_runs import IMAGES, SharedRuns, compute, shared_runs
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +20,11 @@ def demo_runtime_runs(
     return shared_runs(
         made_once(tmp_path_factory, "demo-runtime-runs", lambda root: compute(model, images, root))
     )
+
+
+@pytest.fixture(scope="session")
+def demo4(demo: tuple[Path, list[Path]]) -> tuple[Path, list[Path]]:
+    """The demo model on the shared runs' four images: enough for a batch of four, the set a
+    full-int8 conversion calibrates on, and each child's work a quarter of the sixteen's."""
+    model, images = demo
+    return model, images[:IMAGES]

@@ -18,7 +18,7 @@ from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.runtimes import calibration_tag
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.storage.converted import ConvertedModel, ConvertedStore
-from tests.conftest import demo_runs_in, segdiff, segdiff_here
+from tests.conftest import copy_labelled, segdiff, segdiff_here
 from tests.engine.knob_cells import assert_honoured
 
 pytestmark = pytest.mark.slow
@@ -62,19 +62,11 @@ def _converted_files(cache: ResultCache) -> dict[Path, float]:
 
 
 @pytest.fixture(scope="module")
-def demo4(demo):
-    """The demo model on four of its images: the set a full-int8 conversion calibrates on, and
-    enough for a batch of four (16 cost four times the calibration and the same children)."""
-    model, images = demo
-    return model, images[:4]
-
-
-@pytest.fixture(scope="module")
 def demo_runs(demo4, demo_cache, tmp_path_factory):
     """Every spec's run. TensorFlow's, the reference, is the demo's own batch-1 run of the
     first image (``segdiff demo``'s real child, the same key): served, no child of its own."""
     model, images = demo4
-    cache = demo_runs_in(demo_cache, tmp_path_factory.mktemp("converted") / "c", {"cpu b1 r0"})
+    cache = copy_labelled(demo_cache, tmp_path_factory.mktemp("converted") / "c", {"cpu b1 r0"})
     runs = _run(model, images, cache, SPECS.values())
     assert [run["status"] for run in runs] == ["cached"] + ["finished"] * (len(SPECS) - 1), runs
     # A full-int8 label names its calibration set (cal4#…): looked up without it.

@@ -20,14 +20,6 @@ SPECS = RUNTIMES  # tests/engine/demo_runs.py: computed there with the exact and
 
 
 @pytest.fixture(scope="module")
-def demo4(demo):
-    """The demo model on four of its images: enough for a batch of four, and each child's
-    work a quarter of the sixteen's (the children and their imports are the same)."""
-    model, images = demo
-    return model, images[:4]
-
-
-@pytest.fixture(scope="module")
 def runs(demo_runtime_runs, tmp_path_factory):
     """Every spec's run on the demo's first four images, by the real ``segdiff run``
     (tests/engine/demo_runs.py: with test_exact.py's and test_tf32_emulation.py's, one child

@@ -15,7 +15,7 @@ from segdiff_gui.io.masks import read_mask
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.ui.window_layout import GRID_MINIMUM_WIDTH as _GRID_MINIMUM_WIDTH
-from tests.conftest import copy_runs, engine_children, run_keys
+from tests.conftest import copy_labelled, engine_children
 
 pytestmark = pytest.mark.slow
 
@@ -428,10 +428,7 @@ def test_a_softmax_model_flips_on_argmax_per_class_view(
     from segdiff_gui.ui.main_window import MainWindow
     from segdiff_gui.ui.session import MatrixSession
 
-    keys = run_keys(softmax_cache)
-    cache = copy_runs(
-        softmax_cache, tmp_path / "cache", {keys["cpu b1 r0"], keys["cpu b1 bf16 r0"]}
-    )
+    cache = copy_labelled(softmax_cache, tmp_path / "cache", {"cpu b1 r0", "cpu b1 bf16 r0"})
     session = MatrixSession(
         MatrixRequest(
             models / "softmax3.keras",
