@@ -72,7 +72,7 @@ class SessionController(QObject):
         # Some run could not be read (and was said so): the app then exits with code 2.
         self.unreadable_reported = False
         # The image list's pictures, read in the background.
-        self.thumbnails = Thumbnails(panel.set_thumbnail)
+        self.thumbnails = Thumbnails(panel.set_thumbnail, on_screen=panel.images.viewport())
         self.questions = ChildQuestions(panel, cache, notify, lambda: self.session)
         self._reader: GroupReader | None = None  # a large bundle group's other runs
         panel.run_requested.connect(self.start_runs)
