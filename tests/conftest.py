@@ -274,7 +274,8 @@ def engine_children(pid: int | None = None) -> list[psutil.Process]:
     for process in psutil.Process(pid).children(recursive=True):
         try:
             command = " ".join(process.cmdline())
-            engine = "segdiff_gui.engine" in command or "fake_engine.py run" in command
+            fake = any(f"fake_engine.py {word}" in command for word in ("run", "probe", "inspect"))
+            engine = "segdiff_gui.engine" in command or fake
             if process.status() != psutil.STATUS_ZOMBIE and engine:
                 found.append(process)
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):

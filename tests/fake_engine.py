@@ -25,6 +25,13 @@ test's own) by the label of the run they strike:
 - ``FAKE_ENGINE_SLOW_FIRST_S``: the first run of each batch size takes this long, saying
   "compiling kernels" every ``FAKE_ENGINE_HEARTBEAT_S`` meanwhile.
 
+A device probe (``probe RUNTIME``) answers at once, unless:
+
+- ``FAKE_ENGINE_PROBE_MEET``: a folder; the probe writes its runtime's name there and answers
+  only once another probe has written its own (within a minute, else it exits unanswered):
+  probes asked one after another never meet;
+- ``FAKE_ENGINE_PROBE_HANG``: set, the probe sleeps an hour before answering.
+
 What Keras safe mode refuses, the fake refuses as the real child does, with the same
 ``ChildFatal`` (core/trust.py's words and fix), to an inspection and to a run: a SavedModel
 folder, and a ``.keras`` file whose config holds a Lambda layer, unless the model is trusted.
@@ -313,6 +320,21 @@ def _run(channel: _Channel) -> int:
     return 0
 
 
+def _probe_may_answer(runtime: str) -> bool:
+    """The probe faults (see the module's docstring): whether the probe answers."""
+    if os.environ.get("FAKE_ENGINE_PROBE_HANG"):
+        time.sleep(3600)
+    if meeting := os.environ.get("FAKE_ENGINE_PROBE_MEET"):
+        place = Path(meeting)
+        (place / runtime).touch()
+        deadline = time.monotonic() + 60
+        while len(list(place.iterdir())) < 2:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+    return True
+
+
 def main(argv: list[str]) -> int:
     channel = _Channel()
     command = argv[0] if argv else ""
@@ -320,6 +342,8 @@ def main(argv: list[str]) -> int:
         return _run(channel)
     if command == "probe":
         runtime = argv[1] if len(argv) > 1 else "tensorflow"
+        if not _probe_may_answer(runtime):
+            return 3
         channel.send(ProbeAnswer([dict(_CPU)], {**_facts(runtime), "gpu_absent": ["fake"]}))
         return 0
     if command == "inspect":

@@ -11,20 +11,11 @@ from rich.table import Table
 
 from segdiff_gui.cli.commands import EXIT_OK, open_cache
 from segdiff_gui.cli.text import print_json as _json
-from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtime_defaults import Machine, keras_predict_compiles
 from segdiff_gui.core.runtimes import RUNTIMES, installed_runtimes
-from segdiff_gui.runner.devices import ProbeError, build_text, probe_devices
-from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.runner.devices import ProbeError, build_text, probe_runtimes
 
 __all__ = ["command_devices"]
-
-
-def _probe(cache: ResultCache, fresh: bool, runtime: str = "tensorflow") -> dict[str, Any]:
-    try:
-        return probe_devices(cache.root, fresh=fresh, runtime=runtime)
-    except ProbeError as error:
-        raise InputError(f"runtime={runtime}", str(error)) from None
 
 
 def _identity_text(device: dict[str, Any]) -> str:
@@ -44,12 +35,13 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
     """What every installed runtime sees: its devices (GPUs by name, memory, UUID, driver),
     its build, and, where it sees no GPU, why."""
     cache = open_cache(args, writing=True)
+    runtimes = [runtime.name for runtime in installed_runtimes(one_per_engine=True)]
     probes, failed = {}, {}
-    for runtime in installed_runtimes(one_per_engine=True):
-        try:  # one runtime that cannot start does not hide what the others see
-            probes[runtime.name] = _probe(cache, fresh=True, runtime=runtime.name)
-        except InputError as error:
-            failed[runtime.name] = error.problem
+    for name, answer in probe_runtimes(cache.root, runtimes, fresh=True).items():
+        if isinstance(answer, ProbeError):  # one runtime that cannot start hides no other
+            failed[name] = str(answer)
+        else:
+            probes[name] = answer
     if args.json:
         _json({**probes.get("tensorflow", {}), "runtimes": probes, "failed": failed})
         return EXIT_OK

@@ -149,7 +149,7 @@ def test_devices_reports_cpu_and_build(tmp_path, capsys, monkeypatch):
     from segdiff_gui.cli import devices_command
 
     answers = probe["runtimes"]
-    monkeypatch.setattr(devices_command, "_probe", lambda cache, fresh, runtime: answers[runtime])
+    monkeypatch.setattr(devices_command, "probe_runtimes", lambda root, runtimes, fresh: answers)
     assert main(["devices", "--cache", str(tmp_path)]) == 0
     said = " ".join(capsys.readouterr().out.split())
     assert "CUDA_VISIBLE_DEVICES='' hides every GPU" in said

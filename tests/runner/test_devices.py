@@ -1,19 +1,27 @@
 """The remembered device probe: what it depends on, so that it is never stale in a way that
 hides a GPU (issue 14, defect 8: installing the gpu extra left "no GPU" for a day)."""
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
+from segdiff_gui.cli.commands import EXIT_INTERRUPTED
 from segdiff_gui.core.protocol import ModelAnswer
 from segdiff_gui.runner import devices
+from tests.conftest import TESTS, engine_children
 
 
 def test_installing_cuda_wheels_makes_the_remembered_probe_stale(tmp_path, monkeypatch):
     asked = []
 
-    def fresh_probe(timeout_s, runtime):
+    def fresh_probe(timeout_s, runtime, should_stop=None):
         asked.append(runtime)
         return {"devices": [{"name": "cpu", "type": "CPU"}], "facts": {}}
 
@@ -85,3 +93,47 @@ def test_a_remembered_model_answer_is_used_only_as_a_child_would_give_it(tmp_pat
     text = crafted if isinstance(crafted, str) else json.dumps({**_ANSWER.to_dict(), **crafted})
     remembered.write_text(text)
     assert devices.remembered_inspection(state, model, "ab" * 32, False) is None
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: one probe at a time")
+def test_the_runtimes_are_probed_side_by_side_each_answer_in_its_place(
+    fake_engine, tmp_path, monkeypatch
+):
+    """``segdiff devices`` asked six runtimes one after another (11.4 s on 2 cores, each child
+    seconds of one core importing its framework); now their children run at once. Each fake
+    probe here answers only once another probe has started: probes asked in turn never meet
+    (the first gives up after a minute)."""
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    monkeypatch.setenv("FAKE_ENGINE_PROBE_MEET", str(meeting))
+    found = devices.probe_runtimes(tmp_path / "state", ["jax", "tensorflow"], fresh=True)
+    assert list(found) == ["jax", "tensorflow"]
+    assert [answer["facts"]["runtime"] for answer in found.values()] == ["jax", "tensorflow"]
+    assert sorted(path.name for path in meeting.iterdir()) == ["jax", "tensorflow"]
+
+
+def test_ctrl_c_during_segdiff_devices_kills_every_probe_child(tmp_path):
+    """Probes asked side by side are all stopped by one Ctrl-C: the command says it was
+    interrupted and no probe child outlives it (each child runs in a session of its own, out
+    of the terminal's reach)."""
+    env = {**os.environ, "FAKE_ENGINE_PROBE_HANG": "1"}
+    command = [sys.executable, str(TESTS / "fake_engine.py"), "cli", "devices",
+               "--cache", str(tmp_path / "cache")]  # fmt: skip
+    cli = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    children: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(children := engine_children(cli.pid)) < min(2, os.cpu_count() or 1):
+            assert time.monotonic() < deadline, "no probe child started"
+            time.sleep(0.05)
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=60)
+    finally:
+        cli.kill()
+        for child in children:  # a hung probe of a failed test sleeps no hour after it
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+    assert cli.returncode == EXIT_INTERRUPTED, err
+    assert err.decode().strip() == "segdiff: interrupted"
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert alive == []
