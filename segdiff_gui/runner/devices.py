@@ -19,10 +19,12 @@ from typing import Any
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
+from segdiff_gui.core.limits import MAX_TEXT_BYTES
 from segdiff_gui.core.protocol import ChildFatal, Message, ModelAnswer, ProbeAnswer, decode_message
 from segdiff_gui.core.runtime_defaults import Machine, needs_accelerator_answer
 from segdiff_gui.core.runtimes import RUNTIMES, recorded_version
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
+from segdiff_gui.storage.small_files import read_small_file
 
 __all__ = [
     "ProbeError",
@@ -300,9 +302,11 @@ def _inspection_key(model_path: Path, model_hash: str, trust: bool) -> str:
 
 
 def _recall(path: Path) -> dict[str, Any] | None:
-    """A remembered answer, or None: any file there could have been written by anyone."""
-    with contextlib.suppress(ValueError, OSError, RecursionError):
-        data = json.loads(path.read_text())
+    """A remembered answer, or None: any file there could have been written by anyone (a
+    FIFO there would have held the window's launch for ever, a link to /dev/zero filled its
+    memory)."""
+    with contextlib.suppress(InputError, ValueError, RecursionError):
+        data = json.loads(read_small_file(path, MAX_TEXT_BYTES).decode("utf-8"))
         return data if isinstance(data, dict) else None
     return None
 

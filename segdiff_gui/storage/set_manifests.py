@@ -7,9 +7,7 @@ with its content refused."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from segdiff_gui.core.test_sets import ShardManifest
 from segdiff_gui.storage.cache import SETS_FOLDER, ResultCache, write_file_aside
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
 from segdiff_gui.storage.schema import AttributeReader
+from segdiff_gui.storage.small_files import read_small_file
 
 __all__ = [
     "MANIFEST_ATTRIBUTE",
@@ -86,17 +85,7 @@ def write_cache_manifest(cache: ResultCache, manifest: ShardManifest) -> None:
 
 
 def _read(path: Path) -> ShardManifest:
-    try:
-        info = path.lstat()
-        if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_TEXT_BYTES:
-            with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as handle:
-                data = handle.read(MAX_TEXT_BYTES + 1)
-    except OSError as error:
-        raise UnreadableEntry(str(path), f"cannot be read ({error.strerror})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise UnreadableEntry(str(path), "is not a plain file")
-    if info.st_size > MAX_TEXT_BYTES or len(data) > MAX_TEXT_BYTES:
-        raise UnreadableEntry(str(path), "is over 1 MB, more than segdiff writes")
+    data = read_small_file(path, MAX_TEXT_BYTES)
     try:
         value = json.loads(data.decode("utf-8"))
         # "\\udcff" escapes decode to lone surrogates, which no writer can encode again.

@@ -137,3 +137,37 @@ def test_ctrl_c_during_segdiff_devices_kills_every_probe_child(tmp_path):
     assert err.decode().strip() == "segdiff: interrupted"
     _, alive = psutil.wait_procs(children, timeout=10)
     assert alive == []
+
+
+def test_a_remembered_answer_that_is_no_plain_small_file_is_asked_again(tmp_path):
+    """A remembered probe is a file in the cache's folder that anyone could have put there: a
+    FIFO held the window's launch for ever (it was read whole, waiting for a writer), and a
+    link to /dev/zero or a huge file would fill memory. Each is now ignored, in no time."""
+    import threading
+
+    state = tmp_path / "state"
+    remembered = state / "probe" / f"{devices._fingerprint()}.json"
+    remembered.parent.mkdir(parents=True)
+    good = {"devices": [{"name": "cpu", "type": "CPU"}], "facts": {}}
+    remembered.write_text(json.dumps(good))
+    assert devices.remembered_probe(state) == good
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps(good))
+    huge = json.dumps({**good, "padding": "x" * (2 << 20)})
+    for made in (
+        lambda: os.mkfifo(remembered),
+        lambda: remembered.symlink_to(elsewhere),
+        lambda: remembered.write_text(huge),
+    ):
+        remembered.unlink()
+        made()
+        found: list[object] = []
+
+        def read(into: list[object] = found) -> None:
+            into.append(devices.remembered_probe(state))
+
+        # A daemon: a reader stuck on the FIFO must not hold the test run.
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(10)
+        assert found == [None]

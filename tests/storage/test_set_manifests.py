@@ -4,6 +4,7 @@ data (a tampered bundle is refused whole; a damaged record in a cache costs only
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import h5py
@@ -93,11 +94,13 @@ def test_a_damaged_record_in_a_cache_is_named_and_costs_only_itself(tmp_path):
     (folder / "2-of-3.json").write_text("{damaged")
     (folder / "3-of-3.json").rename(folder / "3-of-4.json")  # its name is another shard
     (folder / "1-of-4.json").symlink_to(folder / "1-of-3.json")
+    os.mkfifo(folder / "2-of-4.json")  # opened, it is seen for what it is: no wait for a writer
     found, damaged = cache_manifests(cache)
     assert found == [manifest(1, 3)]
     problems = {Path(entry.path).name: entry.problem for entry in damaged}
     assert problems == {
-        "1-of-4.json": "is not a plain file",
+        "1-of-4.json": "is a symbolic link, not a plain file",
+        "2-of-4.json": "is not a plain file",
         "2-of-3.json": "is not a test-set record (not JSON text)",
         "3-of-4.json": "names another set or shard than the record it holds",
     }
