@@ -32,6 +32,8 @@ from segdiff_gui.storage.cache import (
 from segdiff_gui.storage.hdf5_access import (
     UnreadableEntry,
     detached,
+    has_member,
+    member_names,
     plain_dataset,
     plain_group,
 )
@@ -119,7 +121,7 @@ class BundleReader:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         with self._open() as handle:
-            attrs = AttributeReader(handle.attrs, str(self.path), "the file's")
+            attrs = AttributeReader(handle, str(self.path), "the file's")
             if "format" not in attrs.names() or attrs.text("format") != _MAGIC:
                 raise InputError(self.path, "is an HDF5 file but not a segdiff bundle")
             plain_group(handle, "runs", str(self.path))
@@ -138,12 +140,12 @@ class BundleReader:
     def keys(self) -> list[str]:
         """The names of the runs it holds (each still to be read and checked)."""
         with self._open() as handle:
-            return _names(self._runs(handle))[0]
+            return _names(self._runs(handle), str(self.path))[0]
 
     def read_run(self, key: str, with_map: bool = True) -> RunRecord:
         with self._open() as handle:
             runs = self._runs(handle)
-            if key not in runs:
+            if not has_member(runs, key, str(self.path)):
                 raise KeyError(key)
             return self._read(runs, key, with_map)
 
@@ -165,7 +167,7 @@ class BundleReader:
         scan = CacheScan()
         with self._open() as handle:
             runs = self._runs(handle)
-            keys, odd = _names(runs)
+            keys, odd = _names(runs, str(self.path))
             for _ in range(odd):
                 scan.damaged.append(
                     UnreadableEntry(self.path, "holds a run whose name is not text")
@@ -185,16 +187,18 @@ class BundleReader:
     def read_image(self, image_hash: str) -> np.ndarray | None:
         where = str(self.path)
         with self._open() as handle:
-            if "images" not in handle or image_hash not in plain_group(handle, "images", where):
+            if not has_member(handle, "images", where) or not has_member(
+                plain_group(handle, "images", where), image_hash, where
+            ):
                 return None
             dataset = plain_dataset(plain_group(handle, "images", where), image_hash, where)
             return read_stored_image(dataset, where)
 
 
-def _names(group: h5py.Group) -> tuple[list[str], int]:
+def _names(group: h5py.Group, where: str) -> tuple[list[str], int]:
     """A group's member names that are text, sorted; and how many are not (h5py gives a name
     that is not UTF-8 as bytes)."""
-    names = list(group.keys())
+    names = member_names(group, where)
     text = sorted(name for name in names if isinstance(name, str))
     return text, len(names) - len(text)
 

@@ -81,7 +81,7 @@ class ConvertedStore:
             return None
         where = str(path)
         with open_h5_for_reading(path, follow_symlinks=False) as handle:
-            attrs = AttributeReader(handle.attrs, where, "converted model")
+            attrs = AttributeReader(handle, where, "converted model")
             if attrs.text("format") != FORMAT or attrs.integer("version", 0, 99) != VERSION:
                 raise UnreadableEntry(path, "is not a converted model of this segdiff version")
             digest = attrs.digest("sha256")

@@ -7,25 +7,52 @@ blocks for ever. So before HDF5 sees a file we check that it is a plain, non-emp
 HDF5 signature, and every object segdiff reads is reached through a hard link and stored in the
 file itself. Anything else is refused, before a byte of it is read, as :class:`UnreadableEntry`:
 one line that names the file and what is wrong with it.
+
+Damaged metadata makes h5py raise what a program's own mistakes raise (a corrupt object header
+is a ``KeyError``, a damaged link or attribute table a ``RuntimeError``): each structural read
+(a member, an object's attributes) goes through :func:`h5py_damage`, which says it as that line.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
 
 from segdiff_gui.core.errors import InputError, first_line
 
-__all__ = ["UnreadableEntry", "detached", "open_h5_for_reading", "plain_dataset", "plain_group"]
+__all__ = [
+    "UnreadableEntry",
+    "detached",
+    "h5py_damage",
+    "has_member",
+    "member_names",
+    "open_h5_for_reading",
+    "plain_dataset",
+    "plain_group",
+]
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
 class UnreadableEntry(InputError):
     """A file, or one run in it, that cannot be read safely; the rest of a cache still can."""
+
+
+@contextmanager
+def h5py_damage(where: str, what: str) -> Iterator[None]:
+    """Around one structural read by h5py: an error h5py raises on damaged metadata becomes
+    the line that names the file (``where``) and the object (``what``)."""
+    try:
+        yield
+    except (KeyError, RuntimeError, ValueError, OSError) as error:
+        # A KeyError's text is its argument quoted: the argument is h5py's message.
+        said = error.args[0] if isinstance(error, KeyError) and error.args else error
+        raise UnreadableEntry(where, f"{what} is damaged ({first_line(said)})") from None
 
 
 def detached(error: UnreadableEntry) -> UnreadableEntry:
@@ -81,14 +108,28 @@ def open_h5_for_reading(path: str | Path, follow_symlinks: bool = True) -> h5py.
 def _hard_child(group: h5py.Group, name: str, where: str) -> h5py.HLObject:
     if not name or "/" in name:
         raise UnreadableEntry(where, f"{group.name} names a member {name[:40]!r}")
-    link = group.get(name, getlink=True)
+    with h5py_damage(where, f"the member table of {group.name}"):
+        link = group.get(name, getlink=True)
     if link is None:
         raise UnreadableEntry(where, f"has no {_path(group, name)}")
     if isinstance(link, h5py.ExternalLink):
         raise UnreadableEntry(where, f"{_path(group, name)} is a link to another file")
     if not isinstance(link, h5py.HardLink):
         raise UnreadableEntry(where, f"{_path(group, name)} is a soft link, not stored data")
-    return group[name]
+    with h5py_damage(where, _path(group, name)):
+        return group[name]
+
+
+def member_names(group: h5py.Group, where: str) -> list[str | bytes]:
+    """The names of ``group``'s members, as h5py gives them (bytes where a name is not
+    UTF-8)."""
+    with h5py_damage(where, f"the member table of {group.name}"):
+        return list(group.keys())
+
+
+def has_member(group: h5py.Group, name: str, where: str) -> bool:
+    with h5py_damage(where, f"the member table of {group.name}"):
+        return name in group
 
 
 def _path(group: h5py.Group, name: str) -> str:
@@ -108,8 +149,11 @@ def plain_dataset(group: h5py.Group, name: str, where: str) -> h5py.Dataset:
     found = _hard_child(group, name, where)
     if not isinstance(found, h5py.Dataset):
         raise UnreadableEntry(where, f"{_path(group, name)} is not a dataset")
-    if found.is_virtual:
+    with h5py_damage(where, _path(group, name)):
+        virtual, external = found.is_virtual, found.external
+        found.shape, found.dtype  # noqa: B018 - what a reader asks first, read here once
+    if virtual:
         raise UnreadableEntry(where, f"{_path(group, name)} is a virtual dataset (other files)")
-    if found.external:
+    if external:
         raise UnreadableEntry(where, f"{_path(group, name)} keeps its bytes in external files")
     return found

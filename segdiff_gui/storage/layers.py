@@ -167,7 +167,7 @@ class LayerStore:
             return None
         where = str(path)
         with open_h5_for_reading(path, follow_symlinks=False) as handle:
-            attrs = AttributeReader(handle.attrs, where, "comparison")
+            attrs = AttributeReader(handle, where, "comparison")
             if attrs.text("format") != COMPARISON_FORMAT or attrs.integer("version", 0, 99) != 1:
                 raise UnreadableEntry(path, "is not a segdiff layer comparison of this version")
             if attrs.digest("key") != key:
@@ -235,7 +235,7 @@ class LayerStore:
         if not os.path.lexists(path):
             return None
         with open_h5_for_reading(path, follow_symlinks=False) as handle:
-            attrs = AttributeReader(handle.attrs, str(path), "repair")
+            attrs = AttributeReader(handle, str(path), "repair")
             if attrs.text("format") != REPAIR_FORMAT or attrs.integer("version", 0, 99) != 1:
                 raise UnreadableEntry(path, "is not a segdiff repair of this version")
             if attrs.json("runs") != [target_run, reference_run]:

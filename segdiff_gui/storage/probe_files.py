@@ -93,7 +93,7 @@ def read_array(group: h5py.Group, name: str, where: str, what: str) -> np.ndarra
     if dataset.dtype != np.dtype("<f4") or not 1 <= dataset.ndim <= 4:
         raise UnreadableEntry(where, f"{dataset.name} is not a float32 array segdiff wrote")
     check_stored_bytes(where, dataset.shape, 4, what)
-    crc = AttributeReader(dataset.attrs, where, dataset.name).integer("crc32", 0, 2**32)
+    crc = AttributeReader(dataset, where, dataset.name).integer("crc32", 0, 2**32)
     values = read_stored_array(dataset, where)
     if array_checksum(values) != crc:
         raise UnreadableEntry(where, f"{dataset.name} does not match its checksum")
@@ -166,7 +166,7 @@ class ProbeTensors:
         self.where = str(path)
         self._handle = open_h5_for_reading(path, follow_symlinks=False)
         try:
-            attrs = AttributeReader(self._handle.attrs, self.where, "probe")
+            attrs = AttributeReader(self._handle, self.where, "probe")
             if attrs.text("format") != PROBE_FORMAT or attrs.integer("version", 0, 99) != VERSION:
                 raise UnreadableEntry(path, "is not a segdiff layer probe of this version")
             count = attrs.integer("layer_count", 0, MAX_LAYERS)
@@ -183,7 +183,7 @@ class ProbeTensors:
 
     def _info(self, group: h5py.Group, index: int) -> LayerInfo:
         layer = plain_group(group, f"{index:05d}", self.where)
-        attrs = AttributeReader(layer.attrs, self.where, layer.name)
+        attrs = AttributeReader(layer, self.where, layer.name)
         data = attrs.json("layer")
         try:
             info = LayerInfo(
@@ -214,7 +214,7 @@ class ProbeTensors:
         group = plain_group(
             plain_group(self._handle, "layers", self.where), f"{index:05d}", self.where
         )
-        count = AttributeReader(group.attrs, self.where, group.name).integer("pieces", 1, 2**20)
+        count = AttributeReader(group, self.where, group.name).integer("pieces", 1, 2**20)
         rows = 0
         trailing = info.shape[1:] if info.shape else ()
         for number in range(count):

@@ -285,7 +285,7 @@ def read_checked_map(group: h5py.Group, where: str, map_crc32: int | None) -> np
 
 def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]:
     """The run without its map, every attribute checked; and its map's checksum."""
-    attrs = AttributeReader(group.attrs, where, f"run {group.name}")
+    attrs = AttributeReader(group, where, f"run {group.name}")
     version = attrs.integer("format_version", 0, 2**31)
     if version != FORMAT_VERSION:
         raise UnreadableEntry(
@@ -389,7 +389,7 @@ _PROVENANCE_TEXT = ("hostname", "device", "device_description", "tf_version", "t
 
 
 def _read_provenance(group: h5py.Group, where: str) -> Provenance:
-    attrs = AttributeReader(group.attrs, where, "provenance")
+    attrs = AttributeReader(group, where, "provenance")
     names = attrs.names()
     encoded = attrs.json(_ENCODED) if _ENCODED in names else []
     if not isinstance(encoded, list) or not all(isinstance(name, str) for name in encoded):

@@ -21,7 +21,7 @@ import numpy as np
 
 from segdiff_gui.core.config import ConfigError, OutputSelection, Preprocessing, RunConfig
 from segdiff_gui.core.limits import MAX_BATCH, MAX_CHANNELS, MAX_TEXT_BYTES
-from segdiff_gui.storage.hdf5_access import UnreadableEntry
+from segdiff_gui.storage.hdf5_access import UnreadableEntry, h5py_damage
 
 __all__ = [
     "AttributeReader",
@@ -54,17 +54,20 @@ class AttributeReader:
     as unreadable, and refused only if it is asked for.
     """
 
-    def __init__(self, attrs: h5py.AttributeManager, where: str, owner: str) -> None:
+    def __init__(self, stored: h5py.HLObject, where: str, owner: str) -> None:
         self.where = where
         self.owner = owner  # the group's name inside the file, for the message
         self._values: dict[str, Any] = {}
         self._unreadable: dict[str, str] = {}
-        count = len(attrs)  # from the object header, before any is read: no CPU bomb
-        if count > MAX_ATTRIBUTES:
-            raise UnreadableEntry(
-                where, f"{owner} holds {count:,} attributes (segdiff writes <100)"
-            )
-        for name in attrs:
+        with h5py_damage(where, f"the attributes of {owner}"):
+            attrs = stored.attrs
+            count = len(attrs)  # from the object header, before any is read: no CPU bomb
+            if count > MAX_ATTRIBUTES:
+                raise UnreadableEntry(
+                    where, f"{owner} holds {count:,} attributes (segdiff writes <100)"
+                )
+            names = list(attrs)
+        for name in names:
             if not isinstance(name, str):  # h5py gives a name that is not UTF-8 as bytes
                 raise UnreadableEntry(where, f"{owner} has an attribute whose name is not text")
             try:

@@ -377,6 +377,21 @@ def _another_runs_file(path: Path, outside: Path) -> None:
     shutil.copy(other, path)
 
 
+def _damaged_structure(signature: bytes) -> Callable[[Path, Path], None]:
+    """The file's first HDF5 structure that starts with ``signature`` (a group's B-tree, its
+    local heap of names, a symbol table node) overwritten, as a bad sector would: h5py raised
+    a RuntimeError there, which every command reported as an internal error."""
+
+    def craft(path: Path, outside: Path) -> None:
+        data = bytearray(path.read_bytes())
+        at = data.find(signature)
+        assert at > 0, f"no {signature!r} in {path}"
+        data[at : at + len(signature)] = b"\0" * len(signature)
+        path.write_bytes(bytes(data))
+
+    return craft
+
+
 CACHE_CASES = [
     Case("truncated file", _truncate, "not a readable HDF5 file"),
     Case("zero-length file", _zero, "is empty"),
@@ -388,4 +403,7 @@ CACHE_CASES = [
     Case("another run's file", _another_runs_file, "not the run its name says"),
     Case("a flipped byte in a map", flip_a_byte_of("map"), "damaged chunk|map does not match"),
     Case("a flipped byte in a label", flip_a_byte_of("label"), "do not match their checksum"),
+    Case("a damaged group B-tree", _damaged_structure(b"TREE"), "member table of / is damaged"),
+    Case("a damaged heap of names", _damaged_structure(b"HEAP"), "member table of / is damaged"),
+    Case("a damaged symbol table", _damaged_structure(b"SNOD"), "member table of / is damaged"),
 ]

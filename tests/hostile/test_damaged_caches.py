@@ -186,3 +186,33 @@ except Exception as error:
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("InputError") and "cannot write on its disk" in result.stdout
     assert not list((tmp_path / "cache").rglob("*.h5*"))  # no temporary left behind
+
+
+def test_damage_anywhere_in_a_runs_file_reads_whole_or_is_one_line(tmp_path):
+    """A new user's trial: a few bytes flipped in a run's object header made h5py raise a
+    KeyError ("corrupt object header"), and a damaged member or attribute table a
+    RuntimeError; every command said "internal error" (exit 3) and the window crashed at
+    start. Stripes of flipped bytes across the whole file, one stripe at a time: each read
+    gives the stored run bit for bit, or the one line that names the file."""
+    cache, keys = base_cache(tmp_path / "cache")
+    path = cache.run_path(keys[2])
+    data = path.read_bytes()
+    stored = cache.read_run(keys[2])
+    assert stored.probabilities is not None
+    said = set()
+    for start in range(0, len(data), 47):
+        damaged = bytearray(data)
+        damaged[start : start + 64 : 7] = bytes(
+            byte ^ 0xFF for byte in damaged[start : start + 64 : 7]
+        )
+        path.write_bytes(bytes(damaged))
+        try:
+            read = ResultCache(cache.root).read_run(keys[2])
+        except InputError as error:
+            assert_one_line(error, path, ".")
+            said.add(type(error).__name__)
+        else:
+            assert read.probabilities is not None
+            assert read.probabilities.tobytes() == stored.probabilities.tobytes()
+            assert read.provenance == stored.provenance and read.key == stored.key
+    assert said == {"UnreadableEntry"}
