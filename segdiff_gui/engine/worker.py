@@ -26,6 +26,7 @@ from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.backends import Backend, load_backend
 from segdiff_gui.engine.backends.base import JobInputs, Outputs, RunError
 from segdiff_gui.engine.facts import process_facts
+from segdiff_gui.engine.input_sizes import SizeFit
 from segdiff_gui.engine.inspect_model import answer_for_model_and_devices
 from segdiff_gui.engine.models import LoadedModel, load_model
 from segdiff_gui.engine.outputs import choose_output, to_probabilities
@@ -97,6 +98,12 @@ class JobRunner:
         self.facts = process_facts(backend)
         self._forwards: dict[tuple[object, ...], Callable[[np.ndarray], Outputs]] = {}
         self._user_function: UserPreprocessing | None = None
+        # A model of free height and width takes some sizes only (a U-Net's, multiples of
+        # 2**depth): asked of a Keras model's trace where a size fails or is to be resized.
+        height, width, _ = self.model.input_shape
+        self._free_size = height is None and width is None
+        keras_model = self.model.keras_model
+        self._sizes = SizeFit(keras_model) if self._free_size and keras_model else None
         self._tensors: set[int] = set()  # images that are tensors, used as they are
         self._compiled: set[tuple[object, ...]] = set()
         # What each emulated forward pass rounded (emulate=tf32), by forward key: counted
@@ -104,7 +111,7 @@ class JobRunner:
         self._emulated: dict[tuple[object, ...], Counter[str]] = {}
         # Prepared inputs, least recently used first. A sweep over a whole test set must not
         # hold every image: one batch's worth (plus the next target) stays, the rest is redone.
-        self._inputs: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._inputs: OrderedDict[tuple[int, tuple[int, ...] | None], np.ndarray] = OrderedDict()
         self._input_capacity = max((run.config.batch for run in job.runs), default=1) + 1
 
     def _job_inputs(self) -> JobInputs:
@@ -128,16 +135,26 @@ class JobRunner:
                 self._models[device] = load_model(self.job.model_path, self.job.trust_model)
         return self._models[device]
 
-    def _input(self, index: int) -> np.ndarray:
-        if index in self._inputs:
-            self._inputs.move_to_end(index)
+    def _input(self, index: int, size: tuple[int, ...] | None = None) -> np.ndarray:
+        """The model's input from the image at ``index`` (at ``size``, a batch's target's,
+        where bilinear resizing fills a free-size model's batch), kept for the next runs."""
+        key = (index, size)
+        if key in self._inputs:
+            self._inputs.move_to_end(key)
         else:
-            self._inputs[index] = self._prepare(index)
+            self._inputs[key] = self._prepare(index, size)
             if len(self._inputs) > self._input_capacity:
                 self._inputs.popitem(last=False)
-        return self._inputs[index]
+        return self._inputs[key]
 
-    def _prepare(self, index: int) -> np.ndarray:
+    @property
+    def _resizes_freely(self) -> bool:
+        """Bilinear resizing for a model of free size: each target to the nearest size the
+        model takes (its own, where it takes that), the rest of its batch to the target's."""
+        preprocessing = self.job.preprocessing
+        return self._free_size and preprocessing.resize == "bilinear" and not preprocessing.function
+
+    def _prepare(self, index: int, size: tuple[int, ...] | None = None) -> np.ndarray:
         image = self.job.images[index]
         _check_unchanged(image.path, image.hash)
         height, width, channels = self.model.input_shape
@@ -150,7 +167,16 @@ class JobRunner:
         if is_tensor(image.path, decoded):
             self._tensors.add(index)
             return tensor_input(decoded, preprocessing, height, width, channels, image.path)
-        return prepare_input(decoded, preprocessing, height, width, channels, image.path)
+        if size is not None:
+            height, width = size
+        prepared = prepare_input(decoded, preprocessing, height, width, channels, image.path)
+        fit = self._sizes if size is None and self._resizes_freely else None
+        refused = fit.refused(*prepared.shape) if fit is not None else None
+        if refused is None:
+            return prepared
+        if refused.nearest is None:
+            raise refused.error(image.path)
+        return prepare_input(decoded, preprocessing, *refused.nearest, channels, image.path)
 
     def input_kind(self, index: int) -> str:
         """How the image at ``index`` became the model's input, for provenance."""
@@ -162,19 +188,31 @@ class JobRunner:
 
     def batch_for(self, run: PlannedRun) -> np.ndarray:
         target = self._input(run.target)
-        inputs = [self._input(index) for index in run.batch]
+        size = target.shape[:2] if self._resizes_freely else None
+        inputs = [target if i == run.target else self._input(i, size) for i in run.batch]
         for index, prepared in zip(run.batch, inputs, strict=True):
             if prepared.shape != target.shape:
                 # Only a model with free height/width gets here: batches need equal sizes.
-                raise InputError(
-                    self.job.images[index].path,
-                    f"is {_shape_text(prepared)} but the target is "
-                    f"{_shape_text(target)}; a batch needs equal sizes (bilinear resizing, for "
-                    "a model with a fixed input size; or a batch context of copies)",
-                    fix="resize=bilinear",
-                )
+                raise self._unequal_sizes(index, prepared, target)
         _check_batch_fits(run.config.batch, target)
         return np.stack(inputs)
+
+    def _unequal_sizes(self, index: int, prepared: np.ndarray, target: np.ndarray) -> InputError:
+        """A batch image whose size is not its target's: bilinear resizing mends it where
+        segdiff preprocesses both (not a tensor, not the user's function)."""
+        said = f"is {_shape_text(prepared)} but the target is {_shape_text(target)}; a batch "
+        resizable = not self.job.preprocessing.function and not self._tensors & {index}
+        if resizable:  # resize=refuse: with bilinear it is resized to the target's size
+            said += "needs equal sizes (bilinear resizing to the target's, or a batch context "
+            return InputError(self.job.images[index].path, said + "of copies)", "resize=bilinear")
+        said += "needs equal sizes (a batch context of copies, or images of one size)"
+        return InputError(self.job.images[index].path, said)
+
+    def _size_refused(self, run: PlannedRun, shape: tuple[int, ...]) -> InputError | None:
+        """Where a forward pass failed: the one line for a target of a size the model
+        cannot take (the image, its size, the model's reason and the size that works)."""
+        refused = self._sizes.refused(*shape) if self._sizes is not None else None
+        return refused.error(self.job.images[run.target].path) if refused else None
 
     def forward(self, config: RunConfig) -> tuple[Callable[[np.ndarray], Outputs], bool]:
         """The runtime's forward pass for ``config`` on its device, and whether this is its
@@ -259,12 +297,17 @@ class JobRunner:
         batch = self.batch_for(run)
         self.step(run, 2)
         forward, first_use = self.forward(config)
-        self.backend.make_ready(self.model_on(config.device), config, batch.shape[1:])
-        self.step(run, 3)
-        started = time.perf_counter()
-        with self.heartbeat(run, first_use), self.backend.emulation(config) as emulated:
-            outputs = forward(batch)
-        wall = time.perf_counter() - started
+        try:
+            self.backend.make_ready(self.model_on(config.device), config, batch.shape[1:])
+            self.step(run, 3)
+            started = time.perf_counter()
+            with self.heartbeat(run, first_use), self.backend.emulation(config) as emulated:
+                outputs = forward(batch)
+            wall = time.perf_counter() - started
+        except Exception as error:
+            if refused := self._size_refused(run, batch.shape[1:]):
+                raise refused from error
+            raise
         if emulated:
             self._emulated[config.forward_key()] = emulated
         raw = outputs.arrays[self.output_index]

@@ -142,6 +142,67 @@ def test_size_mismatch_is_refused_then_resized_on_request(models, tmp_path, cach
     assert resized.returncode == 0, resized.stderr
 
 
+def _rgb(path, height, width, seed):
+    rng = np.random.default_rng(seed)
+    Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path)
+    return path
+
+
+def test_a_free_size_unet_refuses_a_size_it_cannot_take_in_one_line_then_resizes_to_one(
+    models, tmp_path, cache, capsys
+):
+    """Trial 48, 7: a U-Net of free input size given an image whose side its pooling and
+    upsampling do not give back (33 rows: pooled to 16, upsampled to 32, joined with 33) failed
+    with TensorFlow's raw concat error, cut off, naming no image. It is one line naming the
+    image and its size, the model's reason, the sizes it takes, and bilinear resizing, which
+    then resizes the image to the nearest of them."""
+    odd = _rgb(tmp_path / "odd.png", 33, 34, 1)
+    model = models / "free_unet_tfkeras.h5"
+    result = run_once(capsys, model, odd, cache=cache)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"segdiff: {odd}: is 33×34×3, a size this model cannot take (its Concatenate layer: "
+        "Dimension 1 in both shapes must be equal, but are 33 and 32); it takes 34×34 or "
+        "32×34 (sides a multiple of 2): bilinear resizing resizes it to 34×34 "
+        "(add --resize bilinear)\n"
+    )
+    resized, data = run_json(
+        capsys, model, odd, "--config", "batch=1", "--resize", "bilinear", cache=cache
+    )
+    assert resized.returncode == 0, resized.stderr
+    record = cache.read_run(data["runs"][0]["key"])
+    assert record.probabilities.shape == (34, 34)
+    assert record.provenance.to_dict()["input_batch_shape"] == [1, 34, 34, 3]
+
+
+def test_a_free_size_batch_of_other_sizes_is_resized_to_its_targets_size_on_request(
+    models, tmp_path, cache, capsys
+):
+    """Trial 48, 2: a free-size model's batch of a 32×32 target and a 24×24 image was refused
+    with "add --resize bilinear", and with it refused again, identically: a loop. Bilinear
+    resizing now resizes the rest of the batch to the target's size (the batch context stays
+    the set's images), and the refusal offers it."""
+    target = _rgb(tmp_path / "target.png", 32, 32, 2)
+    other = _rgb(tmp_path / "other.png", 24, 24, 3)
+    model = models / "free_unet_tfkeras.h5"
+    args = (model, target, other, "--target", "target.png", "--config", "batch=2")
+    resized, data = run_json(capsys, *args, "--resize", "bilinear", cache=cache)
+    assert resized.returncode == 0, resized.stderr
+    (run,) = data["runs"]
+    record = cache.read_run(run["key"])
+    assert record.batch_names == ["target.png", "other.png"]
+    assert record.probabilities.shape == (32, 32)
+    assert record.provenance.to_dict()["input_batch_shape"] == [2, 32, 32, 3]
+    # Without it, the refusal offers it.
+    refused = segdiff_here(capsys, "run", *args, "--repeats", "1", "--cache", cache.root)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"segdiff: {other}: is 24×24×3 but the target is 32×32×3; a batch needs equal sizes "
+        "(bilinear resizing to the target's, or a batch context of copies) "
+        "(add --resize bilinear)\n"
+    )
+
+
 def test_non_image_file_is_refused_before_any_child(models, tmp_path, cache, capsys):
     text = tmp_path / "notes.tif"
     text.write_text("not an image")
