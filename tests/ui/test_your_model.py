@@ -87,6 +87,34 @@ def test_a_keras2_rgb_model_on_mixed_photos_is_fixed_in_the_window_as_the_cli_ru
         assert fresh.read_run(record.key).probabilities.tobytes() == ours.tobytes()
 
 
+def test_a_free_size_unet_is_fixed_by_the_windows_resize_button_not_refused_again(
+    window, qtbot, models, tmp_path
+):
+    """Trial 48, 2 and 7: a U-Net of free input size on photos of several sizes, one of a size
+    it cannot take. The window's problem line named TensorFlow's raw concat error, or offered
+    bilinear resizing and, clicked, failed the same way again. It names the image and the
+    sizes the model takes, and its button's bilinear resizing runs every run."""
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    rng = np.random.default_rng(12)
+    Image.fromarray(rng.integers(0, 255, (33, 34, 3), dtype=np.uint8)).save(folder / "a_odd.png")
+    Image.fromarray(rng.integers(0, 255, (24, 24, 3), dtype=np.uint8)).save(folder / "b_small.png")
+    window.open_paths([str(models / "free_unet_tfkeras.h5"), str(folder)])
+    panel = window.run_panel
+    _wait_idle(qtbot, window)
+    assert "a_odd.png: is 33×34×3, a size this model cannot take" in panel.problem.text() or (
+        "b_small.png: is 24×24×3 but the target is 33×34×3" in panel.problem.text()
+    ), panel.problem.text()
+    assert "— in Model settings, resize: bilinear" in panel.problem.text()
+    assert panel.fix_button.text() == "Set resize to bilinear and run again"
+    panel.fix_button.click()
+    _wait_idle(qtbot, window)
+    assert panel.problem.isHidden(), panel.problem.text()
+    assert window.model.runs and {run.probabilities.shape for run in window.model.runs} == {
+        (34, 34)
+    }
+
+
 def test_a_savedmodel_opens_once_the_user_trusts_it_in_the_window(
     window, qtbot, models, small_images, fake_engine
 ):
