@@ -71,20 +71,20 @@ class SizeRefused:
     multiple: int = 0
     others: tuple[tuple[int, int], ...] = ()
 
-    def error(self, path: str) -> InputError:
+    def error(self, path: str, resizable: bool = True) -> InputError:
         """The one line naming the image: what the model said, and the size that works (with
-        bilinear resizing, the fix, where one was found)."""
+        bilinear resizing, the fix, where one was found and segdiff ``resizable`` the input:
+        not a tensor, not the user's own function's)."""
         said = f"is {_size_text(self.height, self.width, self.channels)}, a size this model "
         said += f"cannot take ({self.reason})"
         if self.nearest is None:
             return InputError(path, said + "; give it an image of a size it takes")
         sizes = " or ".join(_size_text(*size) for size in (self.nearest, *self.others))
-        return InputError(
-            path,
-            f"{said}; it takes {sizes} (sides a multiple of {self.multiple}): bilinear "
-            f"resizing resizes it to {_size_text(*self.nearest)}",
-            fix="resize=bilinear",
-        )
+        said += f"; it takes {sizes} (sides a multiple of {self.multiple})"
+        if not resizable:
+            return InputError(path, said)
+        resized = f"{said}: bilinear resizing resizes it to {_size_text(*self.nearest)}"
+        return InputError(path, resized, fix="resize=bilinear")
 
 
 class SizeFit:

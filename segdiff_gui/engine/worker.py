@@ -193,16 +193,18 @@ class JobRunner:
         for index, prepared in zip(run.batch, inputs, strict=True):
             if prepared.shape != target.shape:
                 # Only a model with free height/width gets here: batches need equal sizes.
-                raise self._unequal_sizes(index, prepared, target)
+                # A target of a size the model cannot take is the first thing to mend.
+                refused = self._size_refused(run, target.shape)
+                raise refused or self._unequal_sizes(run, index, prepared)
         _check_batch_fits(run.config.batch, target)
         return np.stack(inputs)
 
-    def _unequal_sizes(self, index: int, prepared: np.ndarray, target: np.ndarray) -> InputError:
-        """A batch image whose size is not its target's: bilinear resizing mends it where
-        segdiff preprocesses both (not a tensor, not the user's function)."""
+    def _unequal_sizes(self, run: PlannedRun, index: int, prepared: np.ndarray) -> InputError:
+        """A batch image whose size is not its target's: bilinear resizing (to the target's
+        size) mends it where segdiff preprocesses both (no tensor, not the user's function)."""
+        target = self._input(run.target)
         said = f"is {_shape_text(prepared)} but the target is {_shape_text(target)}; a batch "
-        resizable = not self.job.preprocessing.function and not self._tensors & {index}
-        if resizable:  # resize=refuse: with bilinear it is resized to the target's size
+        if self._resizable(index) and self._resizable(run.target):
             said += "needs equal sizes (bilinear resizing to the target's, or a batch context "
             return InputError(self.job.images[index].path, said + "of copies)", "resize=bilinear")
         said += "needs equal sizes (a batch context of copies, or images of one size)"
@@ -212,7 +214,14 @@ class JobRunner:
         """Where a forward pass failed: the one line for a target of a size the model
         cannot take (the image, its size, the model's reason and the size that works)."""
         refused = self._sizes.refused(*shape) if self._sizes is not None else None
-        return refused.error(self.job.images[run.target].path) if refused else None
+        if refused is None:
+            return None
+        return refused.error(self.job.images[run.target].path, self._resizable(run.target))
+
+    def _resizable(self, index: int) -> bool:
+        """Whether bilinear resizing reaches the image at ``index``: segdiff preprocesses it
+        (not a tensor, used as it is; not the user's own function's input)."""
+        return not self.job.preprocessing.function and index not in self._tensors
 
     def forward(self, config: RunConfig) -> tuple[Callable[[np.ndarray], Outputs], bool]:
         """The runtime's forward pass for ``config`` on its device, and whether this is its

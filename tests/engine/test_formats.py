@@ -175,6 +175,30 @@ def test_a_free_size_unet_refuses_a_size_it_cannot_take_in_one_line_then_resizes
     assert record.provenance.to_dict()["input_batch_shape"] == [1, 34, 34, 3]
 
 
+def test_a_size_a_free_size_unet_cannot_take_offers_no_resizing_to_your_own_function(
+    models, tmp_path, cache, capsys
+):
+    """Bilinear resizing does not reach an input the user's own function makes: the sizes the
+    model takes are said, and no fix that would be refused the same way again; a batch of a
+    target of such a size says it before the batch's other sizes."""
+    odd = _rgb(tmp_path / "odd.png", 33, 34, 1)
+    other = _rgb(tmp_path / "other.png", 24, 24, 3)
+    code = tmp_path / "prepare.py"
+    code.write_text("def prepare(image):\n    return image / 255\n")
+    model = models / "free_unet_tfkeras.h5"
+    function = ("--preprocess", f"{code}:prepare", "--trust-preprocess")
+    result = run_once(capsys, model, odd, *function, cache=cache)
+    assert result.returncode == 2
+    assert result.stderr.endswith(
+        "are 33 and 32); it takes 34×34 or 32×34 (sides a multiple of 2)\n"
+    ), result.stderr
+    args = (model, odd, other, "--target", "odd.png", "--config", "batch=2", "--repeats", "1")
+    batch = segdiff_here(capsys, "run", *args, "--cache", cache.root)
+    assert batch.returncode == 2
+    assert batch.stderr.startswith(f"segdiff: {odd}: is 33×34×3, a size this model cannot take")
+    assert batch.stderr.endswith("resizes it to 34×34 (add --resize bilinear)\n")
+
+
 def test_a_free_size_batch_of_other_sizes_is_resized_to_its_targets_size_on_request(
     models, tmp_path, cache, capsys
 ):
