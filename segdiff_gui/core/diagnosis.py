@@ -231,8 +231,9 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
         advice.append(
             Finding(
                 "advice",
-                f"Keep {_KNOB_NAMES[knob]} as in the reference ({value}) wherever maps are "
-                f"compared: it alone moved the map by up to {_size_text(changing[knob])} here.",
+                f"Keep {value}, as in the reference, wherever maps are compared: "
+                f"{_KNOB_NAMES[knob]} alone moved the map by up to {_size_text(changing[knob])} "
+                "here.",
                 _size_text(changing[knob]),
                 DOCS[knob],
             )

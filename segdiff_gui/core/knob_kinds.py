@@ -71,7 +71,8 @@ class Knob:
     keyed_at_default: bool = True
 
     def setting_text(self, value: object) -> str:
-        """The knob at ``value`` in a sentence: "XLA off", "batch 1", "cpu"."""
+        """The knob at ``value`` as a sentence names it: "XLA off", "batch 1", "device cpu",
+        "oneDNN at TensorFlow's default"."""
         return self.describe(value) if self.describe else f"{self.title} {self.shown(value)}"
 
 
@@ -139,6 +140,9 @@ def unforced_switch(name: str, *, on: str, off: str, runtime_default: str, **res
     def shown(value: object) -> str:
         return runtime_default if value is None else _on_off(value)
 
+    def describe(value: object) -> str:  # "oneDNN at TensorFlow's default", "XLA off"
+        return f"{rest['title']} {'at ' if value is None else ''}{shown(value)}"
+
     return Knob(
         name,
         None,
@@ -147,6 +151,7 @@ def unforced_switch(name: str, *, on: str, off: str, runtime_default: str, **res
         check=_check_unforced,
         fragment=lambda value: "" if value is None else on if value else off,
         shown=shown,
+        describe=describe,
         spec=lambda value: "default" if value is None else _on_off(value),
         keyed_at_default=False,
         **rest,

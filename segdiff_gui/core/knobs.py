@@ -87,13 +87,13 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         fragment=str,
         link=_DOCS + "guide/gpu",
         advise_keeping=True,
-        describe=str,
+        describe=lambda value: f"device {value}",
     ),
     Knob(
         "batch",
         1,
         "N",
-        title="the batch (size, context or position)",
+        title="the batch",
         tooltip="The batch size the target is inferred in: batched kernels sum in other orders.",
         parse=parse_count,
         check=at_least(1, MAX_BATCH),
@@ -190,7 +190,11 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         process_level=True,
         advise_keeping=True,
         variants=(Variant("1 thread", 1, "One thread: the CPU sums in one order."),),
-        describe=lambda value: f"{value or 'default'} intra-op threads",
+        describe=lambda value: (
+            f"{value} intra-op thread{'' if value == 1 else 's'}"
+            if value
+            else "the default intra-op thread count"
+        ),
     ),
     unforced_switch(
         "xla",

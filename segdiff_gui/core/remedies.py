@@ -58,7 +58,7 @@ def _measured(
                         "advice",
                         f"With {with_setting}, {_TITLES[knob]} changes nothing: "
                         f"{b.configuration} equals {a.configuration} bit for bit, while with "
-                        f"the reference's {_value(reference, other)} it moved {before}. "
+                        f"{_value(reference, other)}, as in the reference, it moved {before}. "
                         f"Set {with_setting} ({KNOBS.changed_spec(a.config)}) where maps "
                         "must not depend on it.",
                         f"0 vs {effect.max_ulp:,} ULP",
@@ -72,7 +72,7 @@ def _measured(
                         f"With {with_setting}, {_TITLES[knob]} still moves the map: "
                         f"{b.configuration} against {a.configuration} differs in "
                         f"{_size(compared.differing_pixels, compared.max_ulp, compared.flips)} "
-                        f"(with the reference's {_value(reference, other)}: {before}).",
+                        f"(with {_value(reference, other)}, as in the reference: {before}).",
                         f"{compared.max_ulp:,} vs {effect.max_ulp:,} ULP",
                     )
                 )

@@ -38,7 +38,7 @@ def test_cpu_only_runs_never_speak_for_gpus_and_name_unvaried_knobs() -> None:
     assert len(knobs) == 1 and "batch 1 → 64" in knobs[0].sentence
     assert knobs[0].link == DOCS["batch"]
     advice = [f for f in findings if f.topic == "advice"]
-    assert any("Keep the batch" in f.sentence for f in advice)
+    assert any("Keep batch 1, as in the reference" in f.sentence for f in advice)
     assert any("at-risk" in f.sentence and "cutoff" in f.sentence for f in advice)
     not_measured = [f.sentence for f in findings if f.topic == "not measured"]
     assert any("XLA" in s and "the device" in s for s in not_measured)
@@ -96,7 +96,7 @@ def test_nan_only_differences_are_named_not_called_equal() -> None:
     assert "bitwise equal" not in text and "Every run is" not in text
     cutoff = [f for f in findings if f.topic == "cutoff"]
     assert cutoff and "change class" in cutoff[0].sentence  # NaN is background: flips counted
-    keep = next(f for f in findings if f.sentence.startswith("Keep the precision"))
+    keep = next(f for f in findings if f.sentence.startswith("Keep float32, as in the reference"))
     assert "40 values NaN in one map only" in keep.figure
 
 
@@ -120,7 +120,7 @@ def test_another_machines_run_is_no_repeat_and_no_knob() -> None:
     assert any(s.startswith("server: cpu b1 was computed on another machine;") for s in knobs)
     assert any("server: cpu b8 was computed on another machine and in batch" in s for s in knobs)
     assert not any("Changing the batch" in s for s in knobs)
-    assert not any("Keep the batch" in f.sentence for f in findings)
+    assert not any("Keep batch" in f.sentence for f in findings)
 
 
 def test_determinism_advice_cites_only_a_measured_deterministic_run() -> None:
@@ -209,8 +209,8 @@ def test_conversions_get_deployment_advice_with_their_runtimes_documentation() -
     assert "calibrate on more representative images" in shipping.sentence
     assert shipping.link.endswith("post_training_integer_quant")
     # The batch is still a knob to keep; the runtime is not (it is the deployment).
-    assert any("Keep the batch" in f.sentence for f in advice)
-    assert not any("Keep the runtime" in f.sentence for f in advice)
+    assert any("Keep batch 1" in f.sentence for f in advice)
+    assert not any("Keep runtime" in f.sentence for f in advice)
 
 
 def test_full_int8_runs_calibrated_on_other_images_are_not_repeats() -> None:
@@ -261,7 +261,7 @@ def test_a_remedy_is_offered_where_it_was_measured_and_named_where_it_was_not() 
     remedy = [f for f in diagnose(measured) if f.sentence.startswith("With oneDNN off")]
     assert len(remedy) == 1 and remedy[0].topic == "advice"
     assert "cpu b64 onednn-off equals cpu b1 onednn-off bit for bit" in remedy[0].sentence
-    assert "with the reference's oneDNN on it moved 400 pixels" in remedy[0].sentence
+    assert "while with oneDNN on, as in the reference, it moved 400 pixels" in remedy[0].sentence
     assert "Set oneDNN off (onednn=off)" in remedy[0].sentence
     unmeasured = Study([_run(on, 0, base), _run(on64, 0, batched)], cutoff=0.5)
     (suggestion,) = [f for f in diagnose(unmeasured) if f.measure and "oneDNN" in f.sentence]
@@ -317,3 +317,25 @@ def test_without_a_gpu_the_emulation_is_offered_where_this_cpu_can_run_it() -> N
     )
     missing = next(f for f in diagnose(study) if f.sentence.startswith("No GPU run"))
     assert missing.measure == () and "emulate" not in missing.sentence
+
+
+def test_keeping_a_knob_as_in_the_reference_reads_as_one_plain_sentence() -> None:
+    """Trial 48: "Keep oneDNN as in the reference (oneDNN TensorFlow's default)". A knob left
+    to its runtime's choice is said as such, the knob named once, for every knob advised."""
+    from segdiff_gui.core.knobs import KNOBS
+
+    base = _base()
+    study = Study([_run(RunConfig(), 0, base), _run(RunConfig(onednn=False), 0, base + 1e-3)])
+    (keep,) = [f.sentence for f in diagnose(study) if f.sentence.startswith("Keep ")]
+    assert keep.startswith(
+        "Keep oneDNN at TensorFlow's default, as in the reference, wherever maps are compared: "
+        "oneDNN alone moved the map by up to "
+    )
+    assert KNOBS["xla"].setting_text(None) == "XLA at model.predict's choice"
+    assert KNOBS["xla"].setting_text(False) == "XLA off"
+    assert KNOBS["threads"].setting_text(1) == "1 intra-op thread"
+    assert KNOBS["threads"].setting_text(0) == "the default intra-op thread count"
+    assert KNOBS["device"].setting_text("gpu:0") == "device gpu:0"
+    for knob in KNOBS.knobs:
+        if knob.advise_keeping:
+            assert "(" not in knob.title, knob.name  # a title sits inside other parentheses
