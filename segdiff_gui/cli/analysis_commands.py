@@ -8,13 +8,8 @@ import argparse
 from rich.console import Console
 from rich.markup import escape
 
-from segdiff_gui.cli.commands import (
-    EXIT_FAILED_RUNS,
-    EXIT_OK,
-    err_console,
-    open_cache,
-    report_damaged,
-)
+from segdiff_gui.cli.commands import err_console, open_cache, report_damaged
+from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_OK
 from segdiff_gui.cli.summary import (
     differences_table,
     exact_lines,

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.summary import differences_table, exact_lines, plain_sentences, verdict_lines
@@ -56,8 +57,6 @@ from segdiff_gui.storage.studies import (
 if TYPE_CHECKING:
     from segdiff_gui.core.sweep import SweepSummary
     from segdiff_gui.runner.sweeps import SweepResult
-
-EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def open_cache(args: argparse.Namespace, writing: bool = False) -> ResultCache:

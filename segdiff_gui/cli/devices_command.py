@@ -9,7 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from segdiff_gui.cli.commands import EXIT_OK, open_cache
+from segdiff_gui.cli.commands import open_cache
+from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.runtime_defaults import Machine, keras_predict_compiles
 from segdiff_gui.core.runtimes import RUNTIMES, installed_runtimes

@@ -10,15 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.cli.analysis_commands import context_of, runs_source, studies_of
-from segdiff_gui.cli.commands import (
-    EXIT_FAILED_RUNS,
-    EXIT_OK,
-    exit_code,
-    open_cache,
-    report_damaged,
-    request_of,
-    run_matrix,
-)
+from segdiff_gui.cli.commands import exit_code, open_cache, report_damaged, request_of, run_matrix
+from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_OK
 from segdiff_gui.cli.sweep_view import print_sweep, sweep_session, write_csv
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.cli.text import say

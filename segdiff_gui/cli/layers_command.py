@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from segdiff_gui.cli.commands import EXIT_OK, exit_code, follow_matrix, open_cache, request_of
+from segdiff_gui.cli.commands import exit_code, follow_matrix, open_cache, request_of
+from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.text import print_json, say
 from segdiff_gui.core.config import RunConfig, parse_config_spec

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from rich.console import Console
 
-from segdiff_gui.cli.commands import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from segdiff_gui.cli.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.parser import build_parser
 from segdiff_gui.cli.text import TerminalConsole

@@ -7,7 +7,7 @@ import argparse
 import math
 import os
 
-from segdiff_gui.cli.commands import EXIT_USAGE
+from segdiff_gui.cli.exit_codes import EXIT_USAGE
 from segdiff_gui.core import shards
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.floatfmt import as_float32

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from segdiff_gui.cli.commands import EXIT_OK, open_cache, request_of
+from segdiff_gui.cli.commands import open_cache, request_of
+from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.core.config import Preprocessing, RunConfig, parse_config_spec
 from segdiff_gui.core.errors import InputError

@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from segdiff_gui.cli.commands import EXIT_INTERRUPTED
+from segdiff_gui.cli.exit_codes import EXIT_INTERRUPTED
 from segdiff_gui.core.protocol import ModelAnswer
 from segdiff_gui.runner import devices
 from tests.conftest import TESTS, engine_children
