@@ -4,7 +4,7 @@ argument of ``segdiff_gui.run`` that changes it."""
 
 from __future__ import annotations
 
-from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.errors import InputError, with_remedy
 
 __all__ = ["argument_for", "hinted", "with_argument"]
 
@@ -33,7 +33,7 @@ def argument_for(fix: str) -> str:
 
 
 def with_argument(error: InputError) -> InputError:
-    """``error`` with the argument that mends it added: ``… (pass activation="sigmoid")``."""
+    """``error`` with the argument that mends it added: ``… — pass activation="sigmoid"``."""
     if not argument_for(error.fix):
         return error
     return InputError(error.path, hinted(error.problem, error.fix), error.fix)
@@ -42,4 +42,4 @@ def with_argument(error: InputError) -> InputError:
 def hinted(message: str, fix: str) -> str:
     """A failure's one line with the argument that mends it, where one does."""
     argument = argument_for(fix)
-    return f"{message} (pass {argument})" if argument else message
+    return with_remedy(message, f"pass {argument}" if argument else "")

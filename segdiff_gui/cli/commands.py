@@ -113,7 +113,7 @@ def follow_matrix(args: argparse.Namespace, stderr: Console, runner: MatrixRunne
     if not args.json:
         for run in outcome.failed:
             if run.get("input_error"):
-                reason = with_flag(run["error"], run["fix"])
+                reason = with_flag(run["error"], run["fix"], args.command)
                 stderr.print(
                     f"[red]failed[/] {escape(run['label'])}: {escape(reason)}", markup=True
                 )

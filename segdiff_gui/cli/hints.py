@@ -3,6 +3,9 @@ lower rooms say what to change, in words; the CLI adds the flag that changes it.
 
 from __future__ import annotations
 
+from segdiff_gui.cli.parser import command_options
+from segdiff_gui.core.errors import with_remedy
+
 __all__ = ["with_flag"]
 
 # setting → the flag of `segdiff run` (and `segdiff-gui`) that sets it; {} is the value.
@@ -22,14 +25,18 @@ _FLAGS = {
 }
 
 
-def flag_for(fix: str) -> str:
-    """``color=rgb`` → ``--color rgb``; ``""`` for no fix (or one the CLI has no flag for)."""
+def flag_for(fix: str, command: str) -> str:
+    """``color=rgb`` → ``--color rgb``; ``""`` for no fix, or one whose flag ``command`` (a
+    ``segdiff`` subcommand) does not have: a hint never names an option the command rejects."""
     setting, _, value = fix.partition("=")
     pattern = _FLAGS.get(setting)
-    return pattern.format(value) if pattern else ""
+    if not pattern or pattern.split()[0] not in command_options(command):
+        return ""
+    return pattern.format(value)
 
 
-def with_flag(message: str, fix: str) -> str:
-    """The message and, where a setting mends it, the flag: ``… (add --color rgb)``."""
-    flag = flag_for(fix)
-    return f"{message} (add {flag})" if flag else message
+def with_flag(message: str, fix: str, command: str) -> str:
+    """The message and, where a flag of ``command`` mends it, that flag, as one sentence:
+    ``… (colour conversion) — add --color rgb``."""
+    flag = flag_for(fix, command)
+    return with_remedy(message, f"add {flag}" if flag else "")

@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         fix = error.fix if isinstance(error, InputError) else ""
-        print(f"segdiff: {printable(with_flag(str(error), fix))}", file=sys.stderr)
+        print(f"segdiff: {printable(with_flag(str(error), fix, args.command))}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         # The reader (``head``, a closed pager) left: not an error of ours, and nothing to say.

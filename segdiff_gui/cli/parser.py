@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import cache
 
 from segdiff_gui.cli.layers_parser import add_layers, add_repair
 from segdiff_gui.cli.parser_parts import (
@@ -24,7 +25,7 @@ from segdiff_gui.runner.arguments import (
 )
 from segdiff_gui.version import __version__
 
-__all__ = ["build_parser"]
+__all__ = ["build_parser", "command_options"]
 
 # What --ref means in every command that has it.
 _REF_HELP = (
@@ -409,3 +410,12 @@ def _add_slurm_script(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         help="what 'segdiff run' takes",
     )
     script.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+@cache
+def command_options(command: str) -> frozenset[str]:
+    """Every option string ``segdiff COMMAND`` takes (``--group``, ``-h``, …)."""
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return frozenset(action.choices[command]._option_string_actions)
+    return frozenset()

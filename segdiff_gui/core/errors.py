@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ConfigError", "InputError", "first_line"]
+__all__ = ["ConfigError", "InputError", "first_line", "with_remedy"]
 
 
 class ConfigError(ValueError):
@@ -30,6 +30,14 @@ class InputError(ValueError):
     def from_message(cls, message: str, fix: str = "") -> InputError:
         """Rebuild an error from its one line (as it crossed from a child process)."""
         return cls("", message, fix)
+
+
+def with_remedy(message: str, remedy: str) -> str:
+    """A failure's one line and the control a front end offers to mend it (``add --color
+    rgb``, ``pass activation="sigmoid"``, ``in Model settings, colour: rgb``), as one sentence:
+    the message often ends with the setting in words in parentheses, so the control follows a
+    dash, never a second pair of parentheses."""
+    return f"{message} — {remedy}" if remedy else message
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

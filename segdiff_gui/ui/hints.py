@@ -3,6 +3,8 @@ CLI adds a flag, the window names its field in Model settings and offers to set 
 
 from __future__ import annotations
 
+from segdiff_gui.core.errors import with_remedy
+
 __all__ = ["fix_action", "with_control"]
 
 # setting → the field of Model settings (or the Matrix) that sets it
@@ -32,7 +34,8 @@ def with_control(message: str, fix: str) -> str:
         return message
     where = "the Matrix" if control == "repeats" else "Model settings"
     setting = f"tick “{control}”" if control.startswith("trust") else control
-    return f"{message} — in {where}, {setting}" + (f": {value}" if value and value != "on" else "")
+    shown = f": {value}" if value and value != "on" else ""
+    return with_remedy(message, f"in {where}, {setting}{shown}")
 
 
 def fix_action(fix: str) -> str:

@@ -310,7 +310,7 @@ def test_a_setting_that_mends_an_error_is_named_as_the_api_s_argument(demo, tmp_
     with pytest.raises(api.InputError) as error:
         api.run(demo[0], small, "batch=1", repeats=1, cache=tmp_path / "cache", progress=False)
     assert str(error.value).endswith(
-        'it needs resizing (bilinear) (pass preprocess={"resize": "bilinear"})'
+        'it needs resizing (bilinear) — pass preprocess={"resize": "bilinear"}'
     )
     assert error.value.fix == "resize=bilinear"
     for fix, argument in [
@@ -320,7 +320,7 @@ def test_a_setting_that_mends_an_error_is_named_as_the_api_s_argument(demo, tmp_
         ("output", "output=NAME or INDEX"),
     ]:
         assert str(with_argument(api.InputError("m.keras", "…", fix))).endswith(
-            f"(pass {argument})"
+            f"… — pass {argument}"
         )
 
 

@@ -246,7 +246,9 @@ def test_runs_that_differ_in_settings_never_look_alike(
     # A configuration in two groups is ambiguous, said with the groups: never one picked.
     both = segdiff_here(capsys, "compare", "--cache", cache, "--ref", "cpu b1")
     assert both.returncode == 2 and "cpu b1: is in 2 groups:" in both.stderr
-    assert f"group {gray}, color gray)" in both.stderr and "(add --group ID)" in both.stderr
+    assert f"group {gray}, color gray)" in both.stderr and both.stderr.rstrip().endswith(
+        " — add --group ID"
+    )
     # explain takes the model settings run does: the gray runs are served from the cache.
     explained = segdiff_here(
         capsys,
@@ -265,7 +267,7 @@ def test_runs_that_differ_in_settings_never_look_alike(
     mixed = segdiff_here(capsys, "sweep", "--cache", cache)
     assert mixed.returncode == 2 and f"group {gray} (small_0.png): model" in mixed.stderr
     assert "color gray" in mixed.stderr
-    assert "choose one by the group of any of its images (add --group ID)" in mixed.stderr
+    assert "choose one by the group of any of its images — add --group ID" in mixed.stderr
     swept = segdiff_here(
         capsys, "sweep", "--cache", cache, "--group", gray, "--ref", "cpu b2", "--json"
     )

@@ -120,7 +120,7 @@ def test_wrong_channel_image_names_the_file_and_both_shapes(models, tmp_path, ca
     assert result.returncode == 2
     assert (
         f"{rgb}: model expects 1 channel(s), image has 3; it needs grayscale input "
-        "(colour conversion) (add --color gray)"
+        "(colour conversion) — add --color gray"
     ) in result.stderr
     converted = run_once(
         capsys, models / "tiny.keras", rgb, "--repeats", "1", "--color", "gray", cache=cache
@@ -263,7 +263,7 @@ def test_logits_need_an_activation(models, small_images, cache, capsys):
     result = run_once(capsys, models / "logits.keras", small_images[0], cache=cache)
     assert result.returncode == 2
     assert "is not a probability map" in result.stderr
-    assert "apply a sigmoid to them (activation) (add --activation sigmoid)" in result.stderr
+    assert "apply a sigmoid to them (activation) — add --activation sigmoid" in result.stderr
     fixed, data = run_json(
         capsys,
         models / "logits.keras",
@@ -283,8 +283,8 @@ def test_several_outputs_are_chosen_by_name_or_index(models, small_images, cache
     result = run_once(capsys, models / "two_outputs.keras", small_images[0], cache=cache)
     assert result.returncode == 2
     assert (
-        "model has 2 outputs (mask, edges); choose one (output: a name or an index) (add "
-        "--output NAME|INDEX)"
+        "model has 2 outputs (mask, edges); choose one (output: a name or an index) — add "
+        "--output NAME|INDEX"
     ) in result.stderr
     by_name, named = run_json(
         capsys,
@@ -365,7 +365,7 @@ def test_an_activation_on_probabilities_is_refused(models, small_images, cache, 
     )
     assert result.returncode == 2, result.stderr
     assert (
-        "already holds probabilities; apply no sigmoid to them (activation) (add --activation none)"
+        "already holds probabilities; apply no sigmoid to them (activation) — add --activation none"
     ) in result.stderr
     assert result.stderr.count("\n") == 1
 
@@ -376,7 +376,7 @@ def test_a_mean_per_channel_mismatch_is_one_line(models, small_images, cache, ca
     )
     assert result.returncode == 2
     assert (
-        "the mean has 3 values but the model input has 1 channel(s); give 1 (add --mean"
+        "the mean has 3 values but the model input has 1 channel(s); give 1 — add --mean"
         in result.stderr
     )
 
