@@ -36,12 +36,11 @@ from segdiff_gui.runner.reports import (
 from segdiff_gui.runner.sources import GroupStudy, RunsSource, group_studies, read_source
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.selection import select_reference, select_run
+from segdiff_gui.storage.selection import select_pair
 from segdiff_gui.storage.studies import (
     RunStore,
     comparable_groups,
     group_id,
-    group_of,
     load_study,
     target_image,
 )
@@ -111,18 +110,7 @@ def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     store, records, _, damaged = runs_source(args)
     groups = comparable_groups(records, args.model, args.image, args.group)
     candidates = [r for group in groups for r in group]
-    reference = select_reference(candidates, args.ref)
-    group = group_of(records, reference)
-    try:  # a label is looked up beside the reference first, where it is usually unique
-        other = select_run(group, args.other)
-    except InputError:
-        other = select_run(candidates, args.other)
-    if other.key not in {r.key for r in group}:
-        raise InputError(
-            args.other,
-            f"is not comparable with {reference.label} (another "
-            "model, image, preprocessing or map shape)",
-        )
+    reference, other, group = select_pair(records, candidates, args.ref, args.other)
     study = load_study(store, group, args.cutoff, reference, damaged)
     status = report_damaged(err, damaged)
     other_run = next(run for run in study.runs if run.key == other.key)

@@ -26,8 +26,8 @@ from segdiff_gui.runner.arguments import model_settings
 from segdiff_gui.runner.explain import AttributionSession, compared_runs, measure_between
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.reports import diagnosis_summary
-from segdiff_gui.storage.selection import select_reference
-from segdiff_gui.storage.studies import comparable_groups, group_of
+from segdiff_gui.storage.selection import select_pair
+from segdiff_gui.storage.studies import comparable_groups
 
 __all__ = ["command_diagnose", "command_explain", "command_sweep"]
 
@@ -112,13 +112,7 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
             for group in comparable_groups(every, image=args.image, group=args.group)
             for r in group
         ]
-        first, second = (
-            select_reference(candidates, args.from_),
-            select_reference(candidates, args.to),
-        )
-        records = group_of(every, first)
-        if second.key not in {r.key for r in records}:
-            raise InputError(args.to, f"is not comparable with {first.label} (another image?)")
+        first, second, records = select_pair(every, candidates, args.from_, args.to)
         compared = compared_runs(first, second)
         attribution = measure_between(cache, records, first, second, args.cutoff)
     if args.json:

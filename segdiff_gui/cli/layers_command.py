@@ -27,7 +27,8 @@ from segdiff_gui.runner.layers import LayerProbeSession
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.repair import RepairSession
 from segdiff_gui.storage.cache import ResultCache
-from segdiff_gui.storage.selection import select_reference
+from segdiff_gui.storage.selection import select_pair
+from segdiff_gui.storage.studies import comparable_groups
 
 __all__ = ["command_layers", "command_repair", "error_bar", "layer_table"]
 
@@ -64,8 +65,12 @@ def layer_table(comparison: LayerComparison, title: str) -> Table:
     return table
 
 
-def _configs_of(args: argparse.Namespace, cache: ResultCache) -> tuple[RunConfig, RunConfig]:
-    """The two sides: key=value specs, or the configurations of two cached runs."""
+def _configs_of(
+    args: argparse.Namespace, cache: ResultCache, model: Path
+) -> tuple[RunConfig, RunConfig]:
+    """The two sides: key=value specs, or the configurations of two cached runs of ``model``,
+    named as ``--ref`` names a run, on ``--image`` (or the ``--target``) and in ``--group``
+    where given."""
     if ("=" in args.from_) != ("=" in args.to):
         raise InputError(
             "layers", "--from and --to are both key=value specs, or both name cached runs"
@@ -73,9 +78,9 @@ def _configs_of(args: argparse.Namespace, cache: ResultCache) -> tuple[RunConfig
     if "=" in args.from_:
         return parse_config_spec(args.from_), parse_config_spec(args.to)
     records = cache.records()
-    if args.image:
-        records = [r for r in records if r.target_name == args.image]
-    first, second = select_reference(records, args.from_), select_reference(records, args.to)
+    groups = comparable_groups(records, model.name, args.image or args.target, args.group)
+    candidates = [record for group in groups for record in group]
+    first, second, _ = select_pair(records, candidates, args.from_, args.to)
     if args.target is None:
         args.target = first.target_name
     return first.run_config, second.run_config
@@ -95,7 +100,7 @@ def _model_and_images(args: argparse.Namespace, command: str) -> tuple[Path, lis
 def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
     model, images = _model_and_images(args, "layers")
-    reference, other = _configs_of(args, cache)
+    reference, other = _configs_of(args, cache, model)
     request = request_of(
         args, model, images, cache, target=args.target, settings=model_settings(args)
     )

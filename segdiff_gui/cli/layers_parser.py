@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from segdiff_gui.cli.parser_parts import EPILOG, bound_int, common, cutoff, two_sides
+from segdiff_gui.cli.parser_parts import EPILOG, RUN_NAME, bound_int, common, cutoff, two_sides
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.runner.arguments import add_layer_budgets, add_model_settings, add_timeout
 
@@ -27,9 +27,9 @@ def add_layers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     two_sides(
         layers,
         ".keras or legacy .h5 (functional/Sequential)",
-        "reference: key=value spec (e.g. device=cpu,batch=1) or a cached run's id or label "
-        "(its configuration is probed)",
-        "the other side: a spec or a cached run",
+        "reference: key=value spec (e.g. device=cpu,batch=1) or a cached run of MODEL (its "
+        f"configuration is probed): {RUN_NAME}",
+        "the other side: a spec or a cached run, named as --from names one",
     )
     layers.add_argument(
         "--cutoff", type=cutoff, default=DEFAULT_CUTOFF, help="class cutoff for the output's flips"

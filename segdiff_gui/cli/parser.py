@@ -8,6 +8,7 @@ from functools import cache
 from segdiff_gui.cli.layers_parser import add_layers, add_repair
 from segdiff_gui.cli.parser_parts import (
     EPILOG,
+    RUN_NAME,
     Parser,
     bound_float,
     bound_int,
@@ -28,10 +29,7 @@ from segdiff_gui.version import __version__
 __all__ = ["build_parser", "command_options"]
 
 # What --ref means in every command that has it.
-_REF_HELP = (
-    "reference: a run's id prefix or label ('cpu b1 r0'), or a configuration's label ('cpu "
-    "b1': its first repeat); default: this machine's run with every knob at its default"
-)
+_REF_HELP = f"reference: {RUN_NAME}; default: this machine's run with every knob at its default"
 
 
 def _matrix_options(parser: argparse.ArgumentParser) -> None:
@@ -119,11 +117,8 @@ def _add_explanations(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     two_sides(
         explain,
         ".keras, legacy .h5, or a SavedModel folder",
-        "base: key=value spec (e.g. device=cpu,batch=1) or a cached run's id or label",
-        "target: a spec or a cached run",
-    )
-    explain.add_argument(
-        "--group", metavar="ID", help="with cached runs: the group (see 'segdiff ls') they are in"
+        f"base: key=value spec (e.g. device=cpu,batch=1) or a cached run: {RUN_NAME}",
+        "target: a spec or a cached run, named as --from names one",
     )
     _matrix_options(explain)
     add_model_settings(explain)
@@ -223,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
         "runs",
         nargs="*",
         help="run id prefixes or labels such as 'cpu b64 r0' (a label takes "
-        "every run that has it); default: all runs",
+        "every run that has it; a configuration's, 'cpu b64', every repeat of it); default: all "
+        "runs",
     )
     common(bundle, "print what was written as JSON")
 
@@ -333,7 +329,12 @@ def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         "values, ULP distances and classes at those pixels.",
     )
     _selection(export, ref_required=True)
-    export.add_argument("--other", metavar="RUN", required=True, help="the run to compare")
+    export.add_argument(
+        "--other",
+        metavar="RUN",
+        required=True,
+        help=f"the run to compare: {RUN_NAME}",
+    )
     export.add_argument("--mask", metavar="FILE", help="flip mask: .png, .tif or .npy")
     export.add_argument("--csv", metavar="FILE", help="flipped pixels with every run's values")
     export.add_argument("--at-risk", action="store_true", help="add at-risk pixels to the CSV")

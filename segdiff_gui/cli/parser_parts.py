@@ -30,6 +30,13 @@ EPILOG = (
 )
 
 
+# How every option that names a cached run (--ref, --other, --from, --to) takes it.
+RUN_NAME = (
+    "a run's id prefix or label ('cpu b1 r0'), or a configuration's label ('cpu b1': its first "
+    "repeat)"
+)
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # One clear line and exit 2, as for every other input error.
@@ -71,6 +78,9 @@ def two_sides(parser: argparse.ArgumentParser, model: str, base: str, other: str
     parser.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
     parser.add_argument(
         "--image", metavar="NAME", help="with cached runs: the image whose runs are named"
+    )
+    parser.add_argument(
+        "--group", metavar="ID", help="with cached runs: the group (see 'segdiff ls') they are in"
     )
 
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import group_id, settings_text
+from segdiff_gui.storage.studies import group_id, group_of, settings_text
 
-__all__ = ["select_reference", "select_run", "select_runs"]
+__all__ = ["select_pair", "select_reference", "select_run", "select_runs"]
 
 _LISTED = 8
 
@@ -64,14 +64,38 @@ def select_reference(records: Sequence[RunRecord], name: str) -> RunRecord:
         return min(firsts, key=lambda r: r.repeat)
 
 
+def select_pair(
+    records: Sequence[RunRecord], candidates: Sequence[RunRecord], first: str, second: str
+) -> tuple[RunRecord, RunRecord, list[RunRecord]]:
+    """Two runs to compare, as ``export --ref/--other`` and ``explain`` and ``layers``
+    ``--from/--to`` name them, each as ``--ref`` does (:func:`select_reference`): the first
+    among ``candidates`` (the runs the command's model, image and group leave), the second
+    beside it first (in its group, where a label is one run), else among ``candidates``; it
+    must be comparable with the first. Returns both and the first's group, from ``records``."""
+    one = select_reference(candidates, first)
+    group = group_of(records, one)
+    try:
+        other = select_reference(group, second)
+    except InputError:
+        other = select_reference(candidates, second)
+    if other.key not in {r.key for r in group}:
+        raise InputError(
+            second,
+            f"is not comparable with {one.label} (another model, image, preprocessing or map "
+            "shape)",
+        )
+    return one, other, group
+
+
 def select_runs(records: Sequence[RunRecord], names: Sequence[str]) -> list[RunRecord]:
-    """Every run a label names, the one run an id prefix names; all runs for no names."""
+    """Every run a label names (a run's, ``cpu b1 r0``, or a configuration's, ``cpu b1``: each
+    of its repeats), the one run an id prefix names; all runs for no names."""
     if not names:
         return list(records)
     chosen: dict[str, RunRecord] = {}
     for name in names:
-        matches = _matches(records, name)
-        by_id = not any(r.label == name for r in matches)
+        matches = _matches(records, name) or [r for r in records if r.configuration == name]
+        by_id = not any(name in (r.label, r.configuration) for r in matches)
         if not matches:
             raise InputError(name, f"names no run in the cache (runs: {_listing(records)})")
         if by_id and len(matches) > 1:

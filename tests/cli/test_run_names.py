@@ -1,0 +1,69 @@
+"""Every option that names a cached run takes what ``--ref`` takes (a run's id prefix or
+label, or a configuration's label), among the runs the command's model, image and group
+leave; and a hint names only an option the command has (trial 48, findings 4 and 6)."""
+
+import json
+
+import numpy as np
+
+from tests.conftest import segdiff_here
+
+
+def _run(capsys, model, image, cache, *batches):
+    configs = [arg for batch in batches for arg in ("--config", f"batch={batch}")]
+    result = segdiff_here(capsys, "run", model, image, *configs, "--repeats", "2", "--cache", cache)
+    assert result.returncode == 0, result.stderr
+
+
+def test_export_other_and_bundle_take_a_configurations_label(
+    models, small_images, tmp_path, capsys, fake_engine
+):
+    """``export --ref "cpu b1" --other "cpu b2"``: --other said "names no run in the cache"
+    while --ref, explain's --to and the API took the configuration's label."""
+    cache = tmp_path / "cache"
+    _run(capsys, models / "tiny.keras", small_images[0], cache, 1, 2)
+    exported = segdiff_here(
+        capsys, "export", "--cache", cache, "--ref", "cpu b1", "--other", "cpu b2",
+        "--mask", tmp_path / "m.npy",
+    )  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    assert "of cpu b2 r0 against cpu b1 r0" in exported.stdout
+    assert np.load(tmp_path / "m.npy").dtype == bool
+    listing = json.loads(segdiff_here(capsys, "ls", "--cache", cache, "--json").stdout)
+    b2 = sorted(row["key"] for row in listing if row["label"].startswith("cpu b2 "))
+    bundled = segdiff_here(
+        capsys, "bundle", tmp_path / "b2.h5", "cpu b2", "--cache", cache, "--json"
+    )
+    assert bundled.returncode == 0, bundled.stderr
+    assert sorted(json.loads(bundled.stdout)["runs"]) == b2 and len(b2) == 2
+    explained = segdiff_here(
+        capsys, "explain", "--cache", cache, "--from", "cpu b1", "--to", "cpu b2", "--json"
+    )
+    assert explained.returncode == 0, explained.stderr
+
+
+def test_layers_names_runs_among_its_models_own_and_takes_the_group_it_hints(
+    models, small_images, tmp_path, capsys, fake_engine
+):
+    """The trial: ``layers ship_unet.keras … --from "cpu b1 r0"`` listed another model's runs
+    as candidates, then hinted --group, which layers refused."""
+    cache = tmp_path / "cache"
+    _run(capsys, models / "tiny.keras", small_images[0], cache, 1, 2)
+    _run(capsys, models / "nested.keras", small_images[0], cache, 1, 3)
+    tiny = [models / "tiny.keras", small_images[0], "--cache", cache]
+    # cpu b3 is nested.keras's only: it names no run of tiny.keras, whose runs are listed.
+    missing = segdiff_here(capsys, "layers", *tiny, "--from", "cpu b1 r0", "--to", "cpu b3 r0")
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("segdiff: cpu b3 r0: names no run in the cache (runs: ")
+    assert "tiny.keras" in missing.stderr and "nested.keras" not in missing.stderr
+    listing = json.loads(segdiff_here(capsys, "ls", "--cache", cache, "--json").stdout)
+    group = next(row["group"] for row in listing if row["model"] == "tiny.keras")
+    grouped = segdiff_here(
+        capsys, "layers", *tiny, "--group", group, "--from", "cpu b1 r0", "--to", "cpu b3 r0"
+    )
+    assert grouped.returncode == 2 and "names no run in the cache" in grouped.stderr
+    # Across two images a label is two runs: the hint names --group, which layers takes.
+    _run(capsys, models / "tiny.keras", small_images[1], cache, 1, 2)
+    both = segdiff_here(capsys, "layers", *tiny, "--from", "cpu b1 r0", "--to", "cpu b2 r0")
+    assert both.returncode == 2 and "cpu b1 r0: is ambiguous: " in both.stderr
+    assert both.stderr.rstrip().endswith(" — add --group ID") and ") (" not in both.stderr
