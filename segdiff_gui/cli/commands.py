@@ -417,7 +417,7 @@ def _bundle_sweep(
         lacking = _plural(len(manifest.missing), "image")
         incomplete = f"; runs are missing for {lacking} of it" if manifest.missing else ""
         out.print(
-            f"wrote {_plural(count, 'run')} of shard {manifest.shard_text} to {path}{incomplete}",
+            f"wrote {_plural(count, 'run')} of {manifest.part_text} to {path}{incomplete}",
             markup=False,
         )
 
@@ -473,11 +473,7 @@ def command_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
             )
     for coverage in sets:  # shards arrive one by one: what is still missing is said, once
         if coverage.complete:
-            out.print(
-                f"test set {coverage.set_id[:8]}: all {coverage.shards} shards merged "
-                f"({_plural(coverage.size, 'image')})",
-                markup=False,
-            )
+            out.print(coverage.merged_sentence(), markup=False)
         else:
             say(err, coverage.sentence())
     return EXIT_OK

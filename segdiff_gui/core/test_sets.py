@@ -69,6 +69,11 @@ class ShardManifest:
     def shard_text(self) -> str:
         return f"{self.shard[0]}/{self.shard[1]}"
 
+    @property
+    def part_text(self) -> str:
+        """What of the set this is, in words: ``shard 2/4``, or the set run whole."""
+        return f"shard {self.shard_text}" if self.shard[1] > 1 else "the whole test set"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "set": self.set_id,
@@ -151,14 +156,38 @@ class SetCoverage:
         if self.absent:
             shown = ", ".join(self.absent[:5])
             more = f" and {len(self.absent) - 5} more" if len(self.absent) > 5 else ""
-            parts.append(f"{plural(len(self.absent), 'image')} of the shards present without runs "
+            among = " of the shards present" if self.sharded else ""
+            parts.append(f"{plural(len(self.absent), 'image')}{among} without runs "
                          f"({shown}{more})")  # fmt: skip
         for shard, labels in self.lacking:
             more = f" and {len(labels) - 3} more" if len(labels) > 3 else ""
             parts.append(f"shard {shard} was run without {', '.join(labels[:3])}{more}")
         return (
             f"Incomplete test set: {self.present:,} of {plural(self.size, 'image')} "
-            f"(set {self.set_id[:8]}, {self.shards} shards); {'; '.join(parts)}."
+            f"({self._named()}); {'; '.join(parts)}."
+        )
+
+    def merged_sentence(self) -> str:
+        """One line for a set whose every shard is merged (a set run whole: every image)."""
+        images = plural(self.size, "image")
+        merged = (
+            f"all {self.shards} shards merged ({images})"
+            if self.sharded
+            else f"all {images} merged"
+        )
+        return f"test set {self.set_id[:8]}: {merged}"
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the set was cut into shards (a sweep run whole is one, said in no shard's
+        terms)."""
+        return self.shards > 1
+
+    def _named(self) -> str:
+        return (
+            f"set {self.set_id[:8]}, {self.shards} shards"
+            if self.sharded
+            else f"set {self.set_id[:8]}"
         )
 
     def to_dict(self) -> dict[str, Any]:

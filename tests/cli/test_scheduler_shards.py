@@ -270,3 +270,33 @@ def test_sbatch_lines_take_paths_with_spaces_and_percent_signs_as_sbatch_reads_t
         demo_dir() / "images",
     )  # fmt: skip
     assert refused.returncode == 2 and "cannot be written on an #SBATCH line" in refused.stderr
+
+
+def test_a_sweep_run_whole_is_never_said_in_shards(capsys, tmp_path, monkeypatch, fake_engine):
+    """Trial 48: ``run --sweep`` with one image failing said "(set 865a0b5b, 1 shards); 1
+    image of the shards present without runs": a set run whole has no shards to speak of."""
+    images = sorted((demo_dir() / "images").iterdir())[:4]
+    monkeypatch.setenv("FAKE_ENGINE_FAIL_ON_IMAGE", images[2].name)
+    result = segdiff_here(
+        capsys, "run", demo_model(), *images, "--sweep", "--config", "batch=1", "--repeats", "1",
+        "--cache", tmp_path / "cache", "--bundle", tmp_path / "whole.h5",
+    )  # fmt: skip
+    assert result.returncode == 1  # a run failed: an incomplete set is never a pass
+    said = " ".join((result.stdout + result.stderr).split())
+    assert f"(set {_set_id(tmp_path / 'cache')}); 1 image without runs ({images[2].name})." in said
+    assert "wrote 3 runs of the whole test set to" in said
+    assert "shard" not in said
+    monkeypatch.delenv("FAKE_ENGINE_FAIL_ON_IMAGE")
+    again = segdiff_here(
+        capsys, "run", demo_model(), *images, "--sweep", "--config", "batch=1", "--repeats", "1",
+        "--cache", tmp_path / "cache", "--bundle", tmp_path / "whole.h5",
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    merged = segdiff_here(capsys, "merge", tmp_path / "whole.h5", "--cache", tmp_path / "home")
+    assert f"test set {_set_id(tmp_path / 'cache')}: all 4 images merged" in merged.stdout
+    assert "shard" not in merged.stdout + merged.stderr
+
+
+def _set_id(cache) -> str:
+    (folder,) = (cache / "test-sets").iterdir()
+    return folder.name[:8]
