@@ -15,7 +15,13 @@ from segdiff_gui.cli.commands import exit_code, follow_matrix, open_cache, reque
 from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.text import print_json, say
-from segdiff_gui.core.config import RunConfig, parse_config_spec
+from segdiff_gui.core.config import (
+    ModelSettings,
+    OutputSelection,
+    Preprocessing,
+    RunConfig,
+    parse_config_spec,
+)
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerComparison, layer_cells
 from segdiff_gui.core.repair import RepairResult, repair_code
@@ -27,6 +33,7 @@ from segdiff_gui.runner.layers import LayerProbeSession
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.repair import RepairSession
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_pair
 from segdiff_gui.storage.studies import comparable_groups
 
@@ -66,11 +73,12 @@ def layer_table(comparison: LayerComparison, title: str) -> Table:
 
 
 def _configs_of(
-    args: argparse.Namespace, cache: ResultCache, model: Path
+    args: argparse.Namespace, cache: ResultCache, model: Path, settings: ModelSettings
 ) -> tuple[RunConfig, RunConfig]:
     """The two sides: key=value specs, or the configurations of two cached runs of ``model``,
     named as ``--ref`` names a run, on ``--image`` (or the ``--target``) and in ``--group``
-    where given."""
+    where given; the first looked up among the runs made with the model settings the command
+    gives (those it probes with) before the others."""
     if ("=" in args.from_) != ("=" in args.to):
         raise InputError(
             "layers", "--from and --to are both key=value specs, or both name cached runs"
@@ -80,10 +88,19 @@ def _configs_of(
     records = cache.records()
     groups = comparable_groups(records, model.name, args.image or args.target, args.group)
     candidates = [record for group in groups for record in group]
-    first, second, _ = select_pair(records, candidates, args.from_, args.to)
+    alike = [record for record in candidates if _made_with(record, settings)]
+    first, second, _ = select_pair(records, candidates, args.from_, args.to, preferred=alike)
     if args.target is None:
         args.target = first.target_name
     return first.run_config, second.run_config
+
+
+def _made_with(record: RunRecord, settings: ModelSettings) -> bool:
+    """Whether ``record`` was run with ``settings``' preprocessing and output."""
+    return (
+        Preprocessing.from_dict(record.preprocessing) == settings.preprocessing
+        and OutputSelection.from_dict(record.output) == settings.output
+    )
 
 
 def _model_and_images(args: argparse.Namespace, command: str) -> tuple[Path, list[Path]]:
@@ -100,10 +117,9 @@ def _model_and_images(args: argparse.Namespace, command: str) -> tuple[Path, lis
 def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
     model, images = _model_and_images(args, "layers")
-    reference, other = _configs_of(args, cache, model)
-    request = request_of(
-        args, model, images, cache, target=args.target, settings=model_settings(args)
-    )
+    settings = model_settings(args)
+    reference, other = _configs_of(args, cache, model, settings)
+    request = request_of(args, model, images, cache, target=args.target, settings=settings)
     session = LayerProbeSession(request, reference, other, args.memory, args.keep)
     status = EXIT_OK
     probe = session.cached_result()

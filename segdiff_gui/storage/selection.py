@@ -65,19 +65,21 @@ def select_reference(records: Sequence[RunRecord], name: str) -> RunRecord:
 
 
 def select_pair(
-    records: Sequence[RunRecord], candidates: Sequence[RunRecord], first: str, second: str
+    records: Sequence[RunRecord],
+    candidates: Sequence[RunRecord],
+    first: str,
+    second: str,
+    preferred: Sequence[RunRecord] = (),
 ) -> tuple[RunRecord, RunRecord, list[RunRecord]]:
     """Two runs to compare, as ``export --ref/--other`` and ``explain`` and ``layers``
     ``--from/--to`` name them, each as ``--ref`` does (:func:`select_reference`): the first
-    among ``candidates`` (the runs the command's model, image and group leave), the second
-    beside it first (in its group, where a label is one run), else among ``candidates``; it
-    must be comparable with the first. Returns both and the first's group, from ``records``."""
-    one = select_reference(candidates, first)
+    among ``preferred`` (where given: the runs of the settings a command runs with), else among
+    ``candidates`` (the runs the command's model, image and group leave); the second beside it
+    (in its group, where a label is one run), else among ``candidates``; it must be comparable
+    with the first. Returns both and the first's group, from ``records``."""
+    one = _select_in_turn((preferred, candidates), first)
     group = group_of(records, one)
-    try:
-        other = select_reference(group, second)
-    except InputError:
-        other = select_reference(candidates, second)
+    other = _select_in_turn((group, candidates), second)
     if other.key not in {r.key for r in group}:
         raise InputError(
             second,
@@ -85,6 +87,18 @@ def select_pair(
             "shape)",
         )
     return one, other, group
+
+
+def _select_in_turn(pools: Sequence[Sequence[RunRecord]], name: str) -> RunRecord:
+    """What ``name`` names in the first pool where it names one run, else in the last (whose
+    error is said)."""
+    for pool in pools[:-1]:
+        if pool:
+            try:
+                return select_reference(pool, name)
+            except InputError:
+                pass
+    return select_reference(pools[-1], name)
 
 
 def select_runs(records: Sequence[RunRecord], names: Sequence[str]) -> list[RunRecord]:

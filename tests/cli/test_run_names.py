@@ -9,9 +9,13 @@ import numpy as np
 from tests.conftest import segdiff_here
 
 
-def _run(capsys, model, image, cache, *batches):
+def _run(capsys, model, image, cache, *batches_and_options):
+    batches = [item for item in batches_and_options if isinstance(item, int)]
+    options = [item for item in batches_and_options if isinstance(item, str)]
     configs = [arg for batch in batches for arg in ("--config", f"batch={batch}")]
-    result = segdiff_here(capsys, "run", model, image, *configs, "--repeats", "2", "--cache", cache)
+    result = segdiff_here(
+        capsys, "run", model, image, *configs, "--repeats", "2", "--cache", cache, *options
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -62,6 +66,17 @@ def test_layers_names_runs_among_its_models_own_and_takes_the_group_it_hints(
         capsys, "layers", *tiny, "--group", group, "--from", "cpu b1 r0", "--to", "cpu b3 r0"
     )
     assert grouped.returncode == 2 and "names no run in the cache" in grouped.stderr
+    # 'cpu b1 r0' is a run of tiny.keras under --color gray too: the runs of the settings the
+    # command gives (those it probes with) are looked in first.
+    _run(capsys, models / "tiny.keras", small_images[0], cache, 1, 4, "--color", "gray")
+    settled = segdiff_here(capsys, "layers", *tiny, "--from", "cpu b1 r0", "--to", "cpu b3 r0")
+    assert settled.stderr.startswith("segdiff: cpu b3 r0: names no run in the cache (runs: ")
+    assert "nested.keras" not in settled.stderr
+    elsewhere = segdiff_here(capsys, "layers", *tiny, "--from", "cpu b1 r0", "--to", "cpu b4 r0")
+    assert elsewhere.stderr.startswith(  # b4 is gray's
+        "segdiff: cpu b4 r0: is not comparable with cpu b1 r0 (another model, image, "
+        "preprocessing or map shape)"
+    )
     # Across two images a label is two runs: the hint names --group, which layers takes.
     _run(capsys, models / "tiny.keras", small_images[1], cache, 1, 2)
     both = segdiff_here(capsys, "layers", *tiny, "--from", "cpu b1 r0", "--to", "cpu b2 r0")
