@@ -164,7 +164,7 @@ def test_a_free_size_unet_refuses_a_size_it_cannot_take_in_one_line_then_resizes
         f"segdiff: {odd}: is 33×34×3, a size this model cannot take (its Concatenate layer: "
         "Dimension 1 in both shapes must be equal, but are 33 and 32); it takes 34×34 or "
         "32×34 (sides a multiple of 2): bilinear resizing resizes it to 34×34 "
-        "(add --resize bilinear)\n"
+        "— add --resize bilinear\n"
     )
     resized, data = run_json(
         capsys, model, odd, "--config", "batch=1", "--resize", "bilinear", cache=cache
@@ -196,7 +196,7 @@ def test_a_size_a_free_size_unet_cannot_take_offers_no_resizing_to_your_own_func
     batch = segdiff_here(capsys, "run", *args, "--cache", cache.root)
     assert batch.returncode == 2
     assert batch.stderr.startswith(f"segdiff: {odd}: is 33×34×3, a size this model cannot take")
-    assert batch.stderr.endswith("resizes it to 34×34 (add --resize bilinear)\n")
+    assert batch.stderr.endswith("resizes it to 34×34 — add --resize bilinear\n")
 
 
 def test_a_free_size_batch_of_other_sizes_is_resized_to_its_targets_size_on_request(
@@ -223,7 +223,7 @@ def test_a_free_size_batch_of_other_sizes_is_resized_to_its_targets_size_on_requ
     assert refused.stderr == (
         f"segdiff: {other}: is 24×24×3 but the target is 32×32×3; a batch needs equal sizes "
         "(bilinear resizing to the target's, or a batch context of copies) "
-        "(add --resize bilinear)\n"
+        "— add --resize bilinear\n"
     )
 
 
