@@ -137,6 +137,24 @@ def copy_labelled(source: ResultCache, root: Path, labels: set[str]) -> ResultCa
     return copy_runs(source, root, keys)
 
 
+def read_only(monkeypatch: pytest.MonkeyPatch, cache: ResultCache) -> None:
+    """``cache`` can no longer be written, as on a read-only mount (which needs privileges
+    CI lacks): making a file in its folder fails with EROFS. Its runs still read."""
+    import errno
+    import tempfile
+
+    from segdiff_gui.storage import cache as cache_module
+
+    real = tempfile.mkstemp
+
+    def mkstemp(*args: object, dir: str | Path | None = None, **kwargs: object) -> object:
+        if dir is not None and Path(dir) == cache.root:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(dir))
+        return real(*args, dir=dir, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(cache_module.tempfile, "mkstemp", mkstemp)
+
+
 @pytest.fixture
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Engine children started by this test process are the fake engine (tests/fake_engine.py:

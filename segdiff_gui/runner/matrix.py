@@ -155,7 +155,12 @@ class MatrixRunner:
         )
         for run in plan.cached:
             yield self._named(RunCached(run.key, run.label))
-        finished = failed = 0
+        finished, failed = 0, len(plan.unstorable)
+        if plan.unwritable is not None:  # a read-only cache: what it lacks is not computed
+            for run in plan.unstorable:
+                yield self._named(
+                    RunFailed(run.key, run.label, str(plan.unwritable), input_error=True)
+                )
         errors: list[str] = []
         for message in self._run_jobs(list(plan.jobs)):
             if isinstance(message, RunFinished):

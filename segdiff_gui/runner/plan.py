@@ -80,6 +80,10 @@ class MatrixPlan:
     merged: frozenset[str] = frozenset()
     # The job every child of this plan gets, without its runs (see jobs_for).
     template: EngineJob | None = None
+    # Runs to compute that the cache could not store (a read-only cache): no child computes
+    # them; ``unwritable`` says why, and the cached runs are served all the same.
+    unstorable: tuple[PlannedRun, ...] = ()
+    unwritable: InputError | None = None
 
     @property
     def target(self) -> int:
@@ -393,8 +397,11 @@ def plan_matrix(
     # Images are decoded below: first their headers say whether they fit in memory.
     unstored = [i for i in targets if not cache.has_image(refs[i].hash)]
     check_images_fit(_held_together(refs, to_compute, unstored))
-    if to_compute or unstored:  # said before anything is computed that could not be stored
-        cache.check_writable()
+    # Said before anything is computed that could not be stored: the runs cached are still
+    # served, and those to compute are left, each said to be unstorable (see MatrixRunner).
+    unwritable = cache.write_problem() if to_compute or unstored else None
+    if unwritable is not None:
+        unstored = []
     decoded: set[str] = set()
     model_input = functools.cache(
         functools.partial(_known_input, model, model_hash, trust_model, cache.root)
@@ -418,7 +425,7 @@ def plan_matrix(
         images=tuple(refs),
         cache_root=str(cache.root),
     )
-    jobs = jobs_for(template, to_compute, knobs)
+    jobs = jobs_for(template, to_compute, knobs) if unwritable is None else ()
     return MatrixPlan(
         model_path=model,
         images=tuple(refs),
@@ -430,6 +437,8 @@ def plan_matrix(
         damaged=tuple(damaged),
         merged=frozenset(merged),
         template=template,
+        unstorable=tuple(to_compute) if unwritable is not None else (),
+        unwritable=unwritable,
     )
 
 

@@ -202,20 +202,23 @@ class ResultCache:
         if self.root.exists() and not self.root.is_dir():
             raise InputError(self.root, "is not a folder, so it cannot be a segdiff cache")
 
-    def check_writable(self) -> None:
-        """A cache that can be read but not written (a read-only mount, a folder of another
-        user's) is said in one line before anything is computed for it, not after each run."""
+    def write_problem(self) -> InputError | None:
+        """Why new runs could not be stored here (a read-only mount, a folder of another
+        user's), said in one line before anything is computed for it, not after each run; None
+        where the cache can be written. Its runs can still be read and shown."""
         try:
             descriptor, name = tempfile.mkstemp(prefix=".write-check.", suffix=_TMP_SUFFIX,
                                                 dir=self.root)  # fmt: skip
         except OSError as error:
-            raise InputError(
+            return InputError(
                 self.root,
-                f"cannot be written ({error.strerror or error}): its runs can be read, but new "
-                "ones could not be stored; choose another cache folder",
-            ) from None
+                f"cannot be written ({error.strerror or error}): the runs it holds are shown, "
+                "but runs it lacks cannot be stored in it; choose another cache folder to "
+                "compute them",
+            )
         os.close(descriptor)
         os.unlink(name)
+        return None
 
     @property
     def is_marked(self) -> bool:

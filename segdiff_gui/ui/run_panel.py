@@ -41,7 +41,15 @@ from segdiff_gui.ui.plain_text import button_text, plain_label, tooltip_text
 __all__ = ["RunPanel"]
 
 _SUMMARY_CHARACTERS = 34
-_STATES = {"queued": "○", "cached": "●", "running": "◐", "finished": "●", "failed": "✕"}
+_STATES = {
+    "queued": "○",
+    "cached": "●",
+    "running": "◐",
+    "finished": "●",
+    "failed": "✕",
+    "cannot be stored": "✕",
+}
+_RUN_TIP = "Compute every run of the matrix that is not cached yet"
 
 
 class RunPanel(QWidget):
@@ -101,7 +109,8 @@ class RunPanel(QWidget):
         self.status = plain_label(QLabel())  # labels and names are text
         self.status.setWordWrap(True)
         self.run_button = QPushButton("Run missing")
-        self.run_button.setToolTip("Compute every run of the matrix that is not cached yet")
+        self.run_button.setToolTip(_RUN_TIP)
+        self._refused = ""  # why the missing runs cannot be computed (see set_planned)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("Stop now: the run in flight is lost, finished runs stay")
         self.cancel_button.setEnabled(False)
@@ -234,15 +243,20 @@ class RunPanel(QWidget):
             )
         )
 
-    def set_planned(self, labels: dict[str, str], cached: set[str]) -> None:
+    def set_planned(self, labels: dict[str, str], cached: set[str], refused: str = "") -> None:
+        """The matrix's runs, those cached marked; ``refused`` says why the others cannot be
+        computed (a cache that cannot be written): they are marked so, and not offered."""
         self.status.setText("")  # "done: …" was about the matrix before this one
         self.runs.clear()
         self._items = {}
+        self._refused = refused
+        uncached = "cannot be stored" if refused else "queued"
         for key, label in labels.items():
             item = QListWidgetItem()
             self._items[key] = item
             self.runs.addItem(item)
-            self._set_state(key, label, "cached" if key in cached else "queued")
+            state = "cached" if key in cached else uncached
+            self._set_state(key, label, state, refused if state == "cannot be stored" else "")
         missing = len(labels) - len(cached)
         self.matrix_bar.setRange(0, max(1, missing))
         self.matrix_bar.setValue(0 if missing else 1)
@@ -250,7 +264,17 @@ class RunPanel(QWidget):
             self.matrix_bar.setFormat("matrix %v / %m")
         else:  # a bundle plans nothing: it is read-only
             self.matrix_bar.setFormat(f"all {len(labels)} runs cached" if labels else "read-only")
-        self.run_button.setEnabled(missing > 0)
+        self._offer_runs(missing > 0)
+
+    def _offer_runs(self, missing: bool) -> None:
+        """Run missing is offered where runs are missing and they could be stored; where not,
+        its tooltip says why."""
+        self.run_button.setEnabled(missing and not self._refused)
+        self.run_button.setToolTip(
+            tooltip_text(f"Cannot compute the missing runs: {self._refused}")
+            if self._refused
+            else _RUN_TIP
+        )
 
     def _set_state(self, key: str, label: str, state: str, tip: str = "") -> None:
         item = self._items.get(key)
@@ -285,7 +309,7 @@ class RunPanel(QWidget):
             not item.text().endswith(("cached", "finished"))
             for item in (self.runs.item(i) for i in range(self.runs.count()))
         )
-        self.run_button.setEnabled(not running and missing)
+        self._offer_runs(not running and missing)
 
     def show_message(self, message: Message) -> None:
         if isinstance(message, PlanReady):

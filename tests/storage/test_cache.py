@@ -276,8 +276,9 @@ def test_an_imported_map_must_be_the_map_its_key_was_made_from(tmp_path):
 
 def test_a_cache_that_cannot_be_written_is_said_before_anything_is_computed(tmp_path):
     """Issue 33: a read-only cache computed the whole run and then failed each run with
-    ``OSError: [Errno 30]``. The planner says it in one line before any child starts; a
-    request whose runs are all stored is still served."""
+    ``OSError: [Errno 30]``. The planner says it in one line before any child starts: the
+    runs it lacks get no job, each is planned as unstorable for that reason (trial 48: the
+    whole request was refused, its cached runs too), and the image is not written."""
     import subprocess
 
     from segdiff_gui.resources import demo_images, demo_model
@@ -293,12 +294,13 @@ def test_a_cache_that_cannot_be_written_is_said_before_anything_is_computed(tmp_
     else:
         os.chmod(root, 0o555)
     try:
-        with pytest.raises(InputError) as caught:
-            plan_matrix(demo_model(), demo_images()[:1], [RunConfig()], cache=ResultCache(root),
-                        repeats=1)  # fmt: skip
-        text = str(caught.value)
+        plan = plan_matrix(demo_model(), demo_images()[:1], [RunConfig()],
+                           cache=ResultCache(root), repeats=1)  # fmt: skip
+        text = str(plan.unwritable)
         assert text.startswith(f"{root}: cannot be written") and "\n" not in text
         assert "choose another cache folder" in text
+        assert plan.jobs == () and plan.unstorable == plan.runs and plan.cached == ()
+        assert not (root / "images").exists() or not any((root / "images").iterdir())
     finally:
         if os.geteuid() == 0:
             subprocess.run(["umount", str(root)], check=False)

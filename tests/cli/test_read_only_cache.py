@@ -1,0 +1,41 @@
+"""A cache that can be read but not written (a read-only mount): the runs it holds are
+served, the runs it lacks are said, in one line each, not to be computable into it."""
+
+from __future__ import annotations
+
+import json
+
+from segdiff_gui.resources import demo_images, demo_model
+from tests.conftest import copy_labelled, read_only, segdiff_here
+
+
+def test_a_read_only_cache_serves_its_runs_and_says_which_it_cannot_compute(
+    fake_demo_cache, tmp_path, monkeypatch, capsys, engine_starts
+):
+    """Finding 5: ``segdiff run`` refused the whole request (exit 2) although one of its two
+    runs was cached. Now it reports the cached run and fails only the other, for the cache's
+    reason (exit 1, as for any failed run); with nothing cached, the reason is one line
+    (exit 2). No child starts either way."""
+    cache = copy_labelled(fake_demo_cache, tmp_path / "cache", {"cpu b1 r0"})
+    read_only(monkeypatch, cache)
+    reason = f"{cache.root}: cannot be written (Read-only file system): the runs it holds"
+    args = ["run", demo_model(), *demo_images(), "--cache", cache.root, "--repeats", "1"]
+
+    both = segdiff_here(capsys, *args, "--config", "batch=1", "--config", "threads=1", "--json")
+    assert both.returncode == 1, both.stderr
+    runs = json.loads(both.stdout)["runs"]
+    assert [(run["label"], run["status"]) for run in runs] == [
+        ("cpu b1 r0", "cached"),
+        ("cpu b1 threads1 r0", "failed"),
+    ]
+    assert runs[1]["error"].startswith(reason)
+
+    said = segdiff_here(capsys, *args, "--config", "batch=1", "--config", "threads=1")
+    assert said.returncode == 1
+    assert f"failed cpu b1 threads1 r0: {reason}" in said.stderr.replace("\n", " ")
+    assert "1 from the cache, 1 failed" in said.stdout + said.stderr
+
+    lacking = segdiff_here(capsys, *args, "--config", "threads=1")
+    assert lacking.returncode == 2
+    assert lacking.stderr.startswith(f"segdiff: {reason}") and lacking.stderr.count("\n") == 1
+    assert engine_starts == []
