@@ -33,6 +33,7 @@ __all__ = ["MatrixEditor"]
 
 class MatrixEditor(QGroupBox):
     changed = Signal()
+    problem_said = Signal()  # a new problem is said under the extra lines: bring it in view
 
     def __init__(
         self,
@@ -229,6 +230,10 @@ class MatrixEditor(QGroupBox):
                     except ConfigError as error:  # LiteRT on a GPU: said, not run
                         self._problems.append(f"{name}: {error}")
         configs += self.extra_configs(devices)
-        self.extra_problem.setText("; ".join(self._problems))
-        self.extra_problem.setVisible(bool(self._problems))
+        said = "; ".join(self._problems)
+        if said != self.extra_problem.text():
+            self.extra_problem.setText(said)
+            self.extra_problem.setVisible(bool(said))
+            if said:
+                self.problem_said.emit()
         return list(dict.fromkeys(configs))

@@ -3,7 +3,7 @@ for the run in flight, Run and Cancel. Failures are listed here, never as a stor
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
     QComboBox,
@@ -41,6 +41,8 @@ from segdiff_gui.ui.plain_text import button_text, plain_label, tooltip_text
 __all__ = ["RunPanel"]
 
 _SUMMARY_CHARACTERS = 34
+_CAPTION_CHARACTERS = 16  # an image's caption is cut to this many average characters' width
+_CAPTION_GAP = 12  # pixels between two captions
 _STATES = {
     "queued": "○",
     "cached": "●",
@@ -89,6 +91,9 @@ class RunPanel(QWidget):
         self.images = QListWidget()
         self.images.setViewMode(QListWidget.ViewMode.IconMode)
         self.images.setIconSize(QSize(56, 56))
+        # Captions apart, each cut in the middle to a bounded width (see set_images): names
+        # never touch.
+        self.images.setSpacing(_CAPTION_GAP // 2)
         self.images.setMaximumHeight(92)
         self.images.setFlow(QListWidget.Flow.LeftToRight)
         self.images.setWrapping(False)
@@ -143,6 +148,8 @@ class RunPanel(QWidget):
         scroll_bar = self.editors.verticalScrollBar().sizeHint().width()
         self.editors.setMinimumWidth(editors.minimumSizeHint().width() + scroll_bar)
         layout.addWidget(self.editors, 3)
+        # A typo's message, under the line typed, is brought in view whole once laid out.
+        self.editor.problem_said.connect(lambda: QTimer.singleShot(0, self._show_matrix_problem))
         self.runs.setMinimumHeight(90)
         layout.addWidget(self.runs, 1)
         layout.addWidget(self.matrix_bar)
@@ -150,6 +157,11 @@ class RunPanel(QWidget):
         layout.addWidget(self.status)
         layout.addLayout(buttons)
         self._items: dict[str, QListWidgetItem] = {}
+
+    def _show_matrix_problem(self) -> None:
+        label = self.editor.extra_problem
+        if label.isVisible():
+            self.editors.ensureWidgetVisible(label, 0, 0)
 
     def _group_picked(self, index: int) -> None:
         if index >= 0:  # -1: the box was emptied
@@ -197,8 +209,14 @@ class RunPanel(QWidget):
 
     def set_images(self, names: list[str], thumbnails: list[QIcon], target: int) -> None:
         self.images.clear()
+        metrics = self.images.fontMetrics()
         for index, (name, icon) in enumerate(zip(names, thumbnails, strict=True)):
-            item = QListWidgetItem(icon, ("◎ " if index == target else "") + printable(name))
+            caption = metrics.elidedText(
+                ("◎ " if index == target else "") + printable(name),
+                Qt.TextElideMode.ElideMiddle,
+                metrics.averageCharWidth() * _CAPTION_CHARACTERS,
+            )
+            item = QListWidgetItem(icon, caption)
             item.setToolTip(tooltip_text(f"{name} (target)" if index == target else name))
             self.images.addItem(item)
         if 0 <= target < len(names):

@@ -3,6 +3,9 @@ right-hand tables at the default size, the matrix's typo message and the image c
 
 from __future__ import annotations
 
+from PySide6.QtCore import QPoint, QRect
+from PySide6.QtGui import QIcon, QPixmap
+
 from segdiff_gui.resources import demo_images, demo_model
 from tests.conftest import copy_labelled, read_only
 
@@ -28,3 +31,51 @@ def test_a_read_only_cache_shows_its_runs_and_refuses_only_the_missing_ones(
     assert reason in panel.run_button.toolTip()
     assert panel.problem.isVisible() and panel.problem.text().startswith(reason)
     assert engine_starts == []
+
+
+def test_a_typo_in_the_matrix_is_said_whole_in_view_under_the_line_typed(
+    window_for, fake_demo_cache, qtbot
+):
+    """Finding 12: the message for ``xlaa=on`` / ``batch=two`` was right, but sat below the
+    fold of the editors' scroll area, cut off after its first words. It is scrolled into
+    view, every wrapped line of it."""
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
+    panel = window.run_panel
+    panel.editors.verticalScrollBar().setValue(0)  # the matrix's top in view, as opened
+    panel.editor.extra.setPlainText("xlaa=on\nbatch=two")
+    label = panel.editor.extra_problem
+    qtbot.waitUntil(lambda: label.isVisible(), timeout=5000)
+    assert "unknown config key 'xlaa'" in label.text() and "'two'" in label.text()
+    assert not panel.run_button.isEnabled()
+    viewport = panel.editors.viewport()
+
+    def in_view() -> bool:
+        top_left = label.mapTo(viewport, QPoint(0, 0))
+        return viewport.rect().contains(QRect(top_left, label.size()))
+
+    qtbot.waitUntil(in_view, timeout=5000)
+    assert label.height() >= label.heightForWidth(label.width())  # wrapped, none cut
+
+
+def test_image_captions_never_touch(window_for, fake_demo_cache, tmp_path):
+    """Finding 12: the captions ``ihc.png`` and ``chelsea.png`` ran together. Each caption
+    keeps to a cell of its own, long names cut in the middle (the whole name its tooltip)."""
+    window = window_for("--cache", fake_demo_cache.root, "--no-run")
+    panel = window.run_panel
+    names = ["ihc.png", "chelsea.png", "astronaut.png", "a_much_longer_image_name_than_fits.png"]
+    picture = QPixmap(56, 56)
+    picture.fill()
+    panel.set_images(names, [QIcon(picture)] * len(names), 1)
+    images = panel.images
+    metrics = images.fontMetrics()
+    captions = [images.item(i).text() for i in range(images.count())]
+    spans = []  # each caption's pixels, centred in its item
+    for index, caption in enumerate(captions):
+        centre = images.visualItemRect(images.item(index)).center().x()
+        half = metrics.horizontalAdvance(caption) / 2
+        spans.append((centre - half, centre + half))
+    for (_, left_end), (right_start, _) in zip(spans, spans[1:], strict=False):
+        assert right_start - left_end >= 8, spans
+    assert captions[:3] == ["ihc.png", "◎ chelsea.png", "astronaut.png"]
+    assert "…" in captions[3] and captions[3].endswith(".png")
+    assert images.item(3).toolTip().startswith(names[3])
