@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QResizeEvent, QShortcut
-from PySide6.QtWidgets import QHeaderView, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from segdiff_gui.ui.inspection import InspectionModel, PixelValue
 from segdiff_gui.ui.plain_text import tooltip_text
@@ -13,9 +20,23 @@ from segdiff_gui.ui.widgets import cell_text, fill_row, read_only_table
 
 __all__ = ["PixelInspector"]
 
-HEADERS = ("run", "value", "bits", "Δ to reference", "ULPs", "class")
+# Each column's name in a copy (TSV), its header (short: the numbers need the width) and the
+# header's tooltip.
+_COLUMNS = (
+    ("run", "run", "The run; hover a run for what it computed with"),
+    ("value", "value", "The pixel's value, shortest round-trip float32 (float64 for exact)"),
+    ("bits", "bits", "The value's bits in hexadecimal"),
+    ("Δ to reference", "Δ ref", "Difference to the reference run"),
+    ("ULPs", "ULPs", "float32 steps from the reference run's value"),
+    ("class", "class", "Class at the cutoff; beside an exact run, ✓ right or ✗ wrong"),
+)
 # Beside an exact (float64) run: each run's float32 steps from the exact value.
-EXACT_HEADER = "ULPs from exact"
+_EXACT_COLUMN = ("ULPs from exact", "vs exact", "float32 steps from the exact (float64) value")
+HEADERS = tuple(name for name, _, _ in _COLUMNS)
+EXACT_HEADER = _EXACT_COLUMN[0]
+_BITS = HEADERS.index("bits")  # shown last: what is needed most stays in view on a narrow dock
+_CLASS = HEADERS.index("class")
+_FULL_TEXT = Qt.ItemDataRole.UserRole  # a cell's text in a copy, where the cell shows less
 _RUN_COLUMN_LEAST = 110  # pixels: "cpu b64 xl…r0" still says which run
 # A wide row as the table shows it: its width is what the inspector asks of the window, before
 # any pixel is chosen (a first launch sizes its docks while the demo still computes).
@@ -38,6 +59,8 @@ class PixelInspector(QWidget):
         self.model = model
         self.title = QLabel("Click a pixel to read every run's exact value.")
         self.table = read_only_table(HEADERS)
+        self._columns: tuple[tuple[str, str, str], ...] = ()  # see _set_headers
+        self._set_headers(_COLUMNS)
         # The numbers must stay in view: the run's name takes what is left (elided, with the
         # whole name as its tooltip), never pushes Δ, ULPs and class off the edge.
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
@@ -64,9 +87,11 @@ class PixelInspector(QWidget):
             event.connect(self.refresh)
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
-        """As wide as the table's columns for a typical row, whatever the table holds now."""
+        """As wide as the table's columns for a typical row, or for the rows it holds if
+        they are wider."""
         if self._typical_width is None:
-            sample = read_only_table(HEADERS)  # the same fonts, style and header as the table
+            # The same fonts, style and headers as the table.
+            sample = read_only_table([header for _, header, _ in _COLUMNS])
             sample.setFont(self.table.font())
             sample.setRowCount(1)
             fill_row(sample, 0, _TYPICAL_ROW)
@@ -76,7 +101,10 @@ class PixelInspector(QWidget):
             margins = self._layout.contentsMargins()
             self._typical_width = columns + frame + margins.left() + margins.right()
             sample.deleteLater()
-        return QSize(self._typical_width, super().sizeHint().height())
+        # Rows wider than the typical one (an exact run's float64 value) are shown already:
+        # the window's first share of its width must not take their room back.
+        width = max(self._typical_width, self.needed_width() if self.table.rowCount() else 0)
+        return QSize(width, super().sizeHint().height())
 
     def refresh(self, *_: object) -> None:
         if not self.model.runs:  # nothing shown (a new plan, a failed run): no stale values
@@ -96,7 +124,7 @@ class PixelInspector(QWidget):
             else ""
         )
         self.title.setText(f"Pixel row {row}, column {column}{plane}{undecidable}")
-        self._set_headers((*HEADERS, EXACT_HEADER) if beside_exact else HEADERS)
+        self._set_headers((*_COLUMNS, _EXACT_COLUMN) if beside_exact else _COLUMNS)
         self.table.setRowCount(len(values))
         for index, value in enumerate(values):
             cells: tuple[str, ...] = (
@@ -107,14 +135,18 @@ class PixelInspector(QWidget):
                 value.bits,
                 f"{value.difference:+.9g}",
                 f"{value.ulps:,}",
-                str(value.class_index) + _rightness(value),
+                f"{value.class_index}{_rightness(value)}",
             )
             if beside_exact:
                 cells += ("—" if value.is_exact else f"{value.exact_ulps:,}",)
             fill_row(self.table, index, cells)
-            name = self.table.item(index, 0)
-            assert name is not None  # fill_row made it
+            name, mark = self.table.item(index, 0), self.table.item(index, _CLASS)
+            assert name is not None and mark is not None  # fill_row made them
             name.setToolTip(tooltip_text(self._run_tip(value.key, cells[0])))
+            # The mark alone in the table; its word in the tooltip and in a copy.
+            said = f"{value.class_index}{_rightness(value, words=True)}"
+            mark.setData(_FULL_TEXT, said)
+            mark.setToolTip(said if said != cells[_CLASS] else "")
         labels = tuple(value.label for value in values)
         if labels != self._fitted_for:  # sizing asks every cell: only when the runs change
             self._fitted_for = labels
@@ -123,12 +155,21 @@ class PixelInspector(QWidget):
             if needed > self.width():
                 self.widened.emit(needed)
 
-    def _set_headers(self, headers: tuple[str, ...]) -> None:
-        """The columns, with the exact run's where one is shown (sized again when they change)."""
-        if self.table.columnCount() != len(headers):
-            self.table.setColumnCount(len(headers))
-            self.table.setHorizontalHeaderLabels(list(headers))
-            self._fitted_for = ()
+    def _set_headers(self, columns: tuple[tuple[str, str, str], ...]) -> None:
+        """The columns, with the exact run's where one is shown (sized again when they
+        change): short headers, each explained by its tooltip; the bits last."""
+        table = self.table
+        if columns == self._columns:
+            return
+        self._columns = columns
+        table.setColumnCount(len(columns))
+        for column, (_, header, tip) in enumerate(columns):
+            item = QTableWidgetItem(header)
+            item.setToolTip(tip)
+            table.setHorizontalHeaderItem(column, item)
+        sections = table.horizontalHeader()
+        sections.moveSection(sections.visualIndex(_BITS), len(columns) - 1)
+        self._fitted_for = ()
 
     def _run_tip(self, key: str, label: str) -> str:
         """The run's label and what it computed with (names come from files: see
@@ -166,10 +207,16 @@ class PixelInspector(QWidget):
         return columns + frame + margins.left() + margins.right() + slack
 
     def as_tsv(self) -> str:
-        columns = range(self.table.columnCount())
+        """The table as tab-separated text, its columns in their first order, named whole."""
+        table = self.table
+        columns = range(table.columnCount())
         lines = ["\t".join((*HEADERS, EXACT_HEADER)[c] for c in columns)]
-        for row in range(self.table.rowCount()):
-            cells = [cell_text(self.table, row, c) for c in range(self.table.columnCount())]
+        for row in range(table.rowCount()):
+            cells = []
+            for column in columns:
+                item = table.item(row, column)
+                full = item.data(_FULL_TEXT) if item is not None else None
+                cells.append(full if isinstance(full, str) else cell_text(table, row, column))
             lines.append("\t".join(cells))
         return "\n".join(lines) + "\n"
 
@@ -177,8 +224,9 @@ class PixelInspector(QWidget):
         QGuiApplication.clipboard().setText(self.as_tsv())
 
 
-def _rightness(value: PixelValue) -> str:
-    """A float32 run's class against the exact map's: `` ✓`` right, `` ✗ wrong``."""
+def _rightness(value: PixelValue, words: bool = False) -> str:
+    """A float32 run's class against the exact map's: `` ✓`` right, `` ✗`` wrong (with
+    ``words``: `` ✗ wrong``)."""
     if value.right is None or value.is_exact:
         return ""
-    return " ✓" if value.right else " ✗ wrong"
+    return " ✓" if value.right else " ✗ wrong" if words else " ✗"

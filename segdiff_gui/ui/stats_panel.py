@@ -7,7 +7,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHeaderView, QLabel, QVBoxLayout, QWidget
 
 from segdiff_gui.core.analysis import difference_map
 from segdiff_gui.ui.inspection import InspectionModel
@@ -26,6 +26,8 @@ class StatsPanel(QWidget):
         super().__init__(parent)
         self.model = model
         self.table = read_only_table(COLUMNS)
+        self.table.setWordWrap(True)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.verdicts = plain_label(QLabel())  # runs' labels (a host's name, an import's)
         self.verdicts.setWordWrap(True)
         self._layout = QVBoxLayout(self)
@@ -63,7 +65,7 @@ class StatsPanel(QWidget):
         )
         self.histogram = pg.PlotWidget(background="w")
         self.histogram.setLabel("bottom", "difference to the reference")
-        self.histogram.setLabel("left", "pixels (log10 of 1 + count)")
+        self.histogram.setLabel("left", "log10(1 + pixels)")  # short: the plot is low
         self.histogram.setMinimumHeight(140)
         self._layout.addWidget(self.curve_plot, 1)
         self._layout.addWidget(self.histogram, 1)
@@ -91,6 +93,10 @@ class StatsPanel(QWidget):
         if self.table.columnCount() != len(columns):
             self.table.setColumnCount(len(columns))
             self.table.setHorizontalHeaderLabels(list(columns))
+            if errors:  # its sentence wraps in the width left: never cut at the dock's edge
+                self.table.horizontalHeader().setSectionResizeMode(
+                    len(COLUMNS), QHeaderView.ResizeMode.Stretch
+                )
         self.table.setRowCount(len(rows))
         for index, row in enumerate(rows):
             cells: tuple[str, ...] = (

@@ -3,11 +3,14 @@ right-hand tables at the default size, the matrix's typo message and the image c
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QRect
+import pytest
+from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QIcon, QPixmap
 
 from segdiff_gui.resources import demo_images, demo_model
+from segdiff_gui.ui.inspection import Loaded
 from tests.conftest import copy_labelled, read_only
+from tests.exact_runs import CUT, bf16_study
 
 
 def test_a_read_only_cache_shows_its_runs_and_refuses_only_the_missing_ones(
@@ -79,3 +82,41 @@ def test_image_captions_never_touch(window_for, fake_demo_cache, tmp_path):
     assert captions[:3] == ["ihc.png", "◎ chelsea.png", "astronaut.png"]
     assert "…" in captions[3] and captions[3].endswith(".png")
     assert images.item(3).toolTip().startswith(names[3])
+
+
+# The window's first size on a 1600×1000 screen and on a 1366×768 one (92% of what is free).
+@pytest.mark.parametrize("size", [(1472, 920), (1313, 707)])
+def test_beside_an_exact_run_class_and_ulps_from_exact_are_in_view_at_the_first_size(
+    window, qtbot, size
+):
+    """Finding 10: the Inspector's class (``1 ✓`` / ``0 ✗ wrong``) and ULPs from exact
+    were behind a horizontal scroll bar at the window's first size; the Statistics tab cut
+    its "vs exact" column. Only the bits may be out of view now; the copy keeps every column,
+    in its order and words."""
+    window.resize(*size)
+    study = bf16_study()
+    window.model.cutoff = CUT
+    window.model.loaded = Loaded(runs=tuple(study.runs), exact=study.exact)
+    window.model.selected_pixel = (0, 1)  # the reference's class is wrong there
+    window._share_width()
+    qtbot.wait(100)
+    table = window.inspector.table
+    assert table.columnCount() == 7
+    for column in (0, 1, 3, 4, 5, 6):  # run, value, Δ, ULPs, class, ULPs from exact
+        right = table.columnViewportPosition(column) + table.columnWidth(column)
+        assert table.columnViewportPosition(column) >= 0 and right <= table.viewport().width()
+    rows = [line.split("\t") for line in window.inspector.as_tsv().splitlines()]
+    assert rows[0] == ["run", "value", "bits", "Δ to reference", "ULPs", "class", "ULPs from exact"]
+    assert rows[1][0] == "cpu r0 (reference)" and rows[1][5] == "1 ✗ wrong"
+    assert table.item(0, 5).text() == "1 ✗" and table.item(0, 5).toolTip() == "1 ✗ wrong"
+
+    window.tabs.setCurrentWidget(window.stats)
+    qtbot.wait(100)
+    stats = window.stats.table
+    assert stats.horizontalHeaderItem(6).text() == "vs exact"
+    assert stats.horizontalScrollBar().maximum() == 0
+    summary = stats.item(0, 6)
+    needed = stats.fontMetrics().boundingRect(
+        QRect(0, 0, stats.columnWidth(6) - 8, 1000), Qt.TextFlag.TextWordWrap, summary.text()
+    )
+    assert stats.rowHeight(0) >= needed.height()  # wrapped whole, not cut
