@@ -3,6 +3,7 @@ run the real ``segdiff`` command line in a subprocess."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -135,6 +136,26 @@ def copy_labelled(source: ResultCache, root: Path, labels: set[str]) -> ResultCa
     keys = {key for label, key in run_keys(source).items() if label in labels}
     assert len(keys) == len(labels), f"{source.root} lacks some of {sorted(labels)}"
     return copy_runs(source, root, keys)
+
+
+@contextlib.contextmanager
+def mounted_read_only(root: Path) -> Iterator[None]:
+    """``root`` read-only for the block: bind-mounted so as root (who writes through
+    permissions; the test is skipped where mounting is not allowed), else its mode."""
+    if os.geteuid() == 0:
+        mounted = subprocess.run(["mount", "--bind", "-o", "ro", str(root), str(root)],
+                                 capture_output=True)  # fmt: skip
+        if mounted.returncode != 0:
+            pytest.skip("no read-only mount here (needs CAP_SYS_ADMIN)")
+    else:
+        os.chmod(root, 0o555)
+    try:
+        yield
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", str(root)], check=False)
+        else:
+            os.chmod(root, 0o755)
 
 
 def read_only(monkeypatch: pytest.MonkeyPatch, cache: ResultCache) -> None:

@@ -294,7 +294,8 @@ class SweepSession:
         manifest = sweep_manifest(self.plan, self.request.shard, {r.key for r in found})
         if manifest != self.manifest:  # the window summarises again: written once, as it is
             self.manifest = manifest
-            write_cache_manifest(cache, manifest)
+            if cache.write_problem() is None:  # a read-only cache is summarised, not added to
+                write_cache_manifest(cache, manifest)
         return found
 
     def summarise(self, records: Sequence[RunRecord] | None = None) -> SweepSummary:

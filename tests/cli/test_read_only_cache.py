@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from segdiff_gui.resources import demo_images, demo_model
-from tests.conftest import copy_labelled, read_only, segdiff_here
+from tests.conftest import copy_labelled, mounted_read_only, read_only, segdiff_here
 
 
 def test_a_read_only_cache_serves_its_runs_and_says_which_it_cannot_compute(
@@ -38,4 +38,24 @@ def test_a_read_only_cache_serves_its_runs_and_says_which_it_cannot_compute(
     lacking = segdiff_here(capsys, *args, "--config", "threads=1")
     assert lacking.returncode == 2
     assert lacking.stderr.startswith(f"segdiff: {reason}") and lacking.stderr.count("\n") == 1
+    assert engine_starts == []
+
+
+def test_a_sweep_on_a_read_only_cache_summarises_what_it_holds(
+    fake_demo_cache, tmp_path, capsys, engine_starts
+):
+    """A sweep on a read-only cache (mounted so) summarises the runs it holds and fails the
+    others for the cache's reason; the test set's manifest, which a later sweep there would
+    count by, is left unwritten, not a ``Read-only file system`` error ending the sweep."""
+    cache = copy_labelled(fake_demo_cache, tmp_path / "cache", {"cpu b1 r0"})
+    with mounted_read_only(cache.root):
+        swept = segdiff_here(
+            capsys, "run", demo_model(), *demo_images(), "--cache", cache.root,
+            "--config", "batch=1", "--repeats", "1", "--sweep",
+        )  # fmt: skip
+    assert swept.returncode == 1, swept.stderr
+    assert "Test set:" in swept.stdout and "cpu b1 (reference)" in swept.stdout
+    failed = [line for line in swept.stderr.splitlines() if line.startswith("failed ")]
+    assert failed and all("cannot be written (Read-only file system)" in f for f in failed)
+    assert not any(line.startswith("segdiff:") for line in swept.stderr.splitlines())
     assert engine_starts == []

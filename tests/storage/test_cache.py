@@ -279,21 +279,13 @@ def test_a_cache_that_cannot_be_written_is_said_before_anything_is_computed(tmp_
     ``OSError: [Errno 30]``. The planner says it in one line before any child starts: the
     runs it lacks get no job, each is planned as unstorable for that reason (trial 48: the
     whole request was refused, its cached runs too), and the image is not written."""
-    import subprocess
-
     from segdiff_gui.resources import demo_images, demo_model
     from segdiff_gui.runner import plan_matrix
+    from tests.conftest import mounted_read_only
 
     root = tmp_path / "cache"
     ResultCache(root).claim()
-    if os.geteuid() == 0:  # root writes through permissions: a read-only mount is needed
-        mounted = subprocess.run(["mount", "--bind", "-o", "ro", str(root), str(root)],
-                                 capture_output=True)  # fmt: skip
-        if mounted.returncode != 0:
-            pytest.skip("no read-only mount here (needs CAP_SYS_ADMIN)")
-    else:
-        os.chmod(root, 0o555)
-    try:
+    with mounted_read_only(root):
         plan = plan_matrix(demo_model(), demo_images()[:1], [RunConfig()],
                            cache=ResultCache(root), repeats=1)  # fmt: skip
         text = str(plan.unwritable)
@@ -301,8 +293,3 @@ def test_a_cache_that_cannot_be_written_is_said_before_anything_is_computed(tmp_
         assert "choose another cache folder" in text
         assert plan.jobs == () and plan.unstorable == plan.runs and plan.cached == ()
         assert not (root / "images").exists() or not any((root / "images").iterdir())
-    finally:
-        if os.geteuid() == 0:
-            subprocess.run(["umount", str(root)], check=False)
-        else:
-            os.chmod(root, 0o755)
