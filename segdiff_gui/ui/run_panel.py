@@ -278,7 +278,9 @@ class RunPanel(QWidget):
         missing = len(labels) - len(cached)
         self.matrix_bar.setRange(0, max(1, missing))
         self.matrix_bar.setValue(0 if missing else 1)
-        if missing:
+        if missing and refused:
+            self.matrix_bar.setFormat(f"{len(cached)} cached, {missing} cannot be stored")
+        elif missing:
             self.matrix_bar.setFormat("matrix %v / %m")
         else:  # a bundle plans nothing: it is read-only
             self.matrix_bar.setFormat(f"all {len(labels)} runs cached" if labels else "read-only")

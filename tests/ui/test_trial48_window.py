@@ -30,6 +30,7 @@ def test_a_read_only_cache_shows_its_runs_and_refuses_only_the_missing_ones(
     panel = window.run_panel
     rows = [panel.runs.item(i).text() for i in range(panel.runs.count())]
     assert rows == ["● cpu b1 r0 — cached", "✕ cpu b1 threads1 r0 — cannot be stored"]
+    assert panel.matrix_bar.format() == "1 cached, 1 cannot be stored"
     assert not panel.run_button.isEnabled()
     assert reason in panel.run_button.toolTip()
     assert panel.problem.isVisible() and panel.problem.text().startswith(reason)
