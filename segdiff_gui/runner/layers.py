@@ -201,6 +201,7 @@ class LayerProbeSession:
         self.memory_budget, self.disk_budget = memory_budget, disk_budget
         self.store = LayerStore(request.cache)
         self.plan: MatrixPlan = self.request.plan()
+        self.plan.check_storable()
         by_config = {run.config: run for run in self.plan.runs}
         self.sides: tuple[PlannedRun, PlannedRun] = (by_config[reference], by_config[other])
         self.key = comparison_key(*(probe_key(run.key) for run in self.sides))

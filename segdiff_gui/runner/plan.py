@@ -85,6 +85,12 @@ class MatrixPlan:
     unstorable: tuple[PlannedRun, ...] = ()
     unwritable: InputError | None = None
 
+    def check_storable(self) -> None:
+        """Raise why the runs to compute could not be stored, where some could not: for a
+        workflow that is nothing without them (a layer comparison, a repair's trials)."""
+        if self.unstorable and self.unwritable is not None:
+            raise self.unwritable
+
     @property
     def target(self) -> int:
         """The first (for a single-image matrix, the only) target."""

@@ -98,6 +98,7 @@ class RepairSession:
                 break
             configs = [replace(self.target, keep_float32=kept) for kept in wanted]
             plan = self.request.with_configs(configs).plan()
+            plan.check_storable()
             key_of = {run.config: run.key for run in plan.runs}
             runner = MatrixRunner(plan, self.request.cache, timeout_s=self.request.timeout_s)
             yield f"round {search.rounds + 1}: {len(configs)} trials", runner

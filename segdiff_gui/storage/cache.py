@@ -212,7 +212,7 @@ class ResultCache:
         except OSError as error:
             return InputError(
                 self.root,
-                f"cannot be written ({error.strerror or error}): the runs it holds are shown, "
+                f"cannot be written ({error.strerror or error}): the runs it holds are read, "
                 "but runs it lacks cannot be stored in it; choose another cache folder to "
                 "compute them",
             )

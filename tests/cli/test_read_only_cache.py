@@ -59,3 +59,23 @@ def test_a_sweep_on_a_read_only_cache_summarises_what_it_holds(
     assert failed and all("cannot be written (Read-only file system)" in f for f in failed)
     assert not any(line.startswith("segdiff:") for line in swept.stderr.splitlines())
     assert engine_starts == []
+
+
+def test_a_layer_comparison_or_repair_on_a_read_only_cache_is_refused_in_one_line(
+    fake_demo_cache, tmp_path, monkeypatch, capsys, engine_starts
+):
+    """A layer comparison and a repair are nothing without their runs: on a cache that
+    cannot store them they are refused before any child starts, in the cache's one line, as
+    every request was before a matrix served what such a cache holds."""
+    cache = copy_labelled(fake_demo_cache, tmp_path / "cache", {"cpu b1 r0"})
+    read_only(monkeypatch, cache)
+    reason = f"segdiff: {cache.root}: cannot be written (Read-only file system)"
+    inputs = (demo_model(), *demo_images(), "--cache", cache.root)
+    for command in (
+        ("layers", *inputs, "--from", "batch=1", "--to", "batch=1,threads=1"),
+        ("repair", *inputs, "--config", "batch=1,precision=mixed_float16"),
+    ):
+        refused = segdiff_here(capsys, *command)
+        assert refused.returncode == 2, (command[0], refused.stderr)
+        assert refused.stderr.startswith(reason) and refused.stderr.count("\n") == 1
+    assert engine_starts == []
