@@ -77,6 +77,14 @@ def to_probabilities(
         )
     values = raw.astype(dtype)
     channels = values.shape[-1]
+    if selection.activation == "softmax" and channels == 1:
+        # A softmax over one channel is 1 at every pixel: a map of nothing, stored as if real.
+        raise InputError(
+            path,
+            f"output {name!r} has one channel, over which a softmax is 1 everywhere; a "
+            "one-channel map's logits take a sigmoid (activation)",
+            fix="activation=sigmoid",
+        )
     if selection.activation != "none" and _already_probabilities(values, raw.dtype, quantized):
         # A second sigmoid squeezes every value into [0.5, 0.73]: all would "flip" at 0.5.
         raise InputError(

@@ -277,6 +277,18 @@ def test_logits_need_an_activation(models, small_images, cache, capsys):
     assert fixed.returncode == 0, fixed.stderr
     values = cache.read_run(data["runs"][0]["key"]).probabilities
     assert values.min() >= 0.0 and values.max() <= 1.0
+    # A softmax over the one channel was taken, and a map of 1.0 everywhere stored (trial 48).
+    runs = len(cache.keys())
+    softmax = run_once(
+        capsys, models / "logits.keras", small_images[0], "--activation", "softmax", cache=cache
+    )
+    assert softmax.returncode == 2
+    assert softmax.stderr == (
+        f"segdiff: {models / 'logits.keras'}: output 'logits' has one channel, over which a "
+        "softmax is 1 everywhere; a one-channel map's logits take a sigmoid (activation) — add "
+        "--activation sigmoid\n"
+    )
+    assert len(cache.keys()) == runs
 
 
 def test_several_outputs_are_chosen_by_name_or_index(models, small_images, cache, capsys):
