@@ -32,7 +32,7 @@ import numpy as np
 
 from segdiff_gui.core.pages import empty_in_ordinary_pages
 from segdiff_gui.core.parallel import thread_map
-from segdiff_gui.storage.hdf5_access import UnreadableEntry
+from segdiff_gui.storage.hdf5_access import UnreadableEntry, h5py_damage
 
 try:  # ISA-L inflates about 1.5× faster than zlib on the reference machine; same bytes out
     from isal.isal_zlib import decompressobj
@@ -70,6 +70,11 @@ class _Chunk(NamedTuple):
 def read_stored_array(dataset: h5py.Dataset, where: str) -> np.ndarray:
     """The whole of ``dataset`` (chunked, shuffle then deflate, every chunk stored), refusing
     anything else as :class:`UnreadableEntry` naming ``where`` and the dataset."""
+    with h5py_damage(dataset, where, dataset.name):
+        return _read_stored_array(dataset, where)
+
+
+def _read_stored_array(dataset: h5py.Dataset, where: str) -> np.ndarray:
     name = dataset.name
     _check_layout(dataset, where)
     chunks = _locate_chunks(dataset, where)

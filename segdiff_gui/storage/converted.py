@@ -26,7 +26,7 @@ import numpy as np
 
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.storage.cache import checked_digest, in_memory_h5, open_h5_for_reading
-from segdiff_gui.storage.hdf5_access import UnreadableEntry, plain_dataset
+from segdiff_gui.storage.hdf5_access import UnreadableEntry, h5py_damage, plain_dataset
 from segdiff_gui.storage.schema import AttributeReader
 
 __all__ = ["MAX_ARTEFACT_BYTES", "ConvertedModel", "ConvertedStore", "conversion_key"]
@@ -92,14 +92,15 @@ class ConvertedStore:
             if not isinstance(facts, dict):
                 raise UnreadableEntry(path, "holds conversion facts segdiff did not write")
             dataset = plain_dataset(handle, "artefact", where)
-            if (
-                dataset.dtype != np.uint8
-                or dataset.ndim != 1
-                or dataset.chunks is not None  # contiguous: no filter can inflate it
-                or not 0 < dataset.shape[0] <= MAX_ARTEFACT_BYTES
-            ):
-                raise UnreadableEntry(path, "holds an artefact segdiff did not write")
-            data = dataset[()].tobytes()
+            with h5py_damage(dataset, where, "/artefact"):
+                if (
+                    dataset.dtype != np.uint8
+                    or dataset.ndim != 1
+                    or dataset.chunks is not None  # contiguous: no filter can inflate it
+                    or not 0 < dataset.shape[0] <= MAX_ARTEFACT_BYTES
+                ):
+                    raise UnreadableEntry(path, "holds an artefact segdiff did not write")
+                data = dataset[()].tobytes()
         if hashlib.sha256(data).hexdigest() != digest:
             raise UnreadableEntry(path, "artefact does not match its checksum")
         return ConvertedModel(ingredients, data, facts)

@@ -44,12 +44,19 @@ class UnreadableEntry(InputError):
 
 
 @contextmanager
-def h5py_damage(where: str, what: str) -> Iterator[None]:
-    """Around one structural read by h5py: an error h5py raises on damaged metadata becomes
-    the line that names the file (``where``) and the object (``what``)."""
+def h5py_damage(stored: h5py.HLObject, where: str, what: str) -> Iterator[None]:
+    """Around one structural read of ``stored`` by h5py: an error h5py raises on damaged
+    metadata becomes the line that names the file (``where``) and the object (``what``).
+    segdiff's own lines pass through as they are, and so does any error once ``stored``'s
+    file is closed: reading a closed file is a mistake of segdiff's, not damage (a run taken
+    for damaged would be computed again over a good one)."""
     try:
         yield
+    except InputError:
+        raise
     except (KeyError, RuntimeError, ValueError, OSError) as error:
+        if not stored.id.valid:
+            raise
         # A KeyError's text is its argument quoted: the argument is h5py's message.
         said = error.args[0] if isinstance(error, KeyError) and error.args else error
         raise UnreadableEntry(where, f"{what} is damaged ({first_line(said)})") from None
@@ -108,7 +115,7 @@ def open_h5_for_reading(path: str | Path, follow_symlinks: bool = True) -> h5py.
 def _hard_child(group: h5py.Group, name: str, where: str) -> h5py.HLObject:
     if not name or "/" in name:
         raise UnreadableEntry(where, f"{group.name} names a member {name[:40]!r}")
-    with h5py_damage(where, f"the member table of {group.name}"):
+    with h5py_damage(group, where, f"the member table of {group.name}"):
         link = group.get(name, getlink=True)
     if link is None:
         raise UnreadableEntry(where, f"has no {_path(group, name)}")
@@ -116,19 +123,19 @@ def _hard_child(group: h5py.Group, name: str, where: str) -> h5py.HLObject:
         raise UnreadableEntry(where, f"{_path(group, name)} is a link to another file")
     if not isinstance(link, h5py.HardLink):
         raise UnreadableEntry(where, f"{_path(group, name)} is a soft link, not stored data")
-    with h5py_damage(where, _path(group, name)):
+    with h5py_damage(group, where, _path(group, name)):
         return group[name]
 
 
 def member_names(group: h5py.Group, where: str) -> list[str | bytes]:
     """The names of ``group``'s members, as h5py gives them (bytes where a name is not
     UTF-8)."""
-    with h5py_damage(where, f"the member table of {group.name}"):
+    with h5py_damage(group, where, f"the member table of {group.name}"):
         return list(group.keys())
 
 
 def has_member(group: h5py.Group, name: str, where: str) -> bool:
-    with h5py_damage(where, f"the member table of {group.name}"):
+    with h5py_damage(group, where, f"the member table of {group.name}"):
         return name in group
 
 
@@ -149,7 +156,7 @@ def plain_dataset(group: h5py.Group, name: str, where: str) -> h5py.Dataset:
     found = _hard_child(group, name, where)
     if not isinstance(found, h5py.Dataset):
         raise UnreadableEntry(where, f"{_path(group, name)} is not a dataset")
-    with h5py_damage(where, _path(group, name)):
+    with h5py_damage(found, where, _path(group, name)):
         virtual, external = found.is_virtual, found.external
         found.shape, found.dtype  # noqa: B018 - what a reader asks first, read here once
     if virtual:

@@ -59,7 +59,7 @@ class AttributeReader:
         self.owner = owner  # the group's name inside the file, for the message
         self._values: dict[str, Any] = {}
         self._unreadable: dict[str, str] = {}
-        with h5py_damage(where, f"the attributes of {owner}"):
+        with h5py_damage(stored, where, f"the attributes of {owner}"):
             attrs = stored.attrs
             count = len(attrs)  # from the object header, before any is read: no CPU bomb
             if count > MAX_ATTRIBUTES:

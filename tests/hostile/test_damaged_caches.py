@@ -216,3 +216,20 @@ def test_damage_anywhere_in_a_runs_file_reads_whole_or_is_one_line(tmp_path):
             assert read.probabilities.tobytes() == stored.probabilities.tobytes()
             assert read.provenance == stored.provenance and read.key == stored.key
     assert said == {"UnreadableEntry"}
+
+
+def test_reading_a_closed_file_is_segdiffs_own_mistake_not_damage(tmp_path):
+    """The review: an error h5py raises once a file is closed (a reader used after its file
+    was closed) was said as damage, and a good run taken for damaged is computed again over
+    itself. It surfaces as the mistake it is."""
+    from segdiff_gui.storage.hdf5_access import member_names, open_h5_for_reading
+
+    cache, keys = base_cache(tmp_path / "cache")
+    path = cache.run_path(keys[0])
+    handle = open_h5_for_reading(path)
+    root = handle["/"]
+    assert "probabilities" in member_names(root, str(path))
+    handle.close()
+    with pytest.raises(Exception) as raised:
+        member_names(root, str(path))
+    assert not isinstance(raised.value, InputError), raised.value
