@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -73,7 +74,11 @@ def layer_table(comparison: LayerComparison, title: str) -> Table:
 
 
 def _configs_of(
-    args: argparse.Namespace, cache: ResultCache, model: Path, settings: ModelSettings
+    args: argparse.Namespace,
+    cache: ResultCache,
+    model: Path,
+    images: Sequence[Path],
+    settings: ModelSettings,
 ) -> tuple[RunConfig, RunConfig]:
     """The two sides: key=value specs, or the configurations of two cached runs of ``model``,
     named as ``--ref`` names a run, on ``--image`` (or the ``--target``) and in ``--group``
@@ -86,13 +91,25 @@ def _configs_of(
     if "=" in args.from_:
         return parse_config_spec(args.from_), parse_config_spec(args.to)
     records = cache.records()
-    groups = comparable_groups(records, model.name, args.image or args.target, args.group)
+    image = args.image or _target_name(args.target, images)
+    groups = comparable_groups(records, model.name, image, args.group)
     candidates = [record for group in groups for record in group]
     alike = [record for record in candidates if _made_with(record, settings)]
     first, second, _ = select_pair(records, candidates, args.from_, args.to, preferred=alike)
     if args.target is None:
         args.target = first.target_name
     return first.run_config, second.run_config
+
+
+def _target_name(target: str | None, images: Sequence[Path]) -> str | None:
+    """The file name of the image ``--target`` names: by its name, path or stem, as planning
+    reads it (``runner.plan.index_of_target``); a stored run knows its image by name."""
+    if target is None:
+        return None
+    for path in images:
+        if target in (path.name, str(path), path.stem):
+            return path.name
+    return Path(target).name
 
 
 def _made_with(record: RunRecord, settings: ModelSettings) -> bool:
@@ -118,7 +135,7 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
     model, images = _model_and_images(args, "layers")
     settings = model_settings(args)
-    reference, other = _configs_of(args, cache, model, settings)
+    reference, other = _configs_of(args, cache, model, images, settings)
     request = request_of(args, model, images, cache, target=args.target, settings=settings)
     session = LayerProbeSession(request, reference, other, args.memory, args.keep)
     status = EXIT_OK

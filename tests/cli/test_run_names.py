@@ -82,3 +82,14 @@ def test_layers_names_runs_among_its_models_own_and_takes_the_group_it_hints(
     both = segdiff_here(capsys, "layers", *tiny, "--from", "cpu b1 r0", "--to", "cpu b2 r0")
     assert both.returncode == 2 and "cpu b1 r0: is ambiguous: " in both.stderr
     assert both.stderr.rstrip().endswith(" — add --group ID") and ") (" not in both.stderr
+    # --target names the image by its name, path or stem, as planning reads it (the review:
+    # a path or a stem matched no run): the label is then one run, that image's.
+    images = [models / "tiny.keras", small_images[0], small_images[1], "--cache", cache]
+    for target in (str(small_images[1]), small_images[1].stem, small_images[1].name):
+        named = segdiff_here(
+            capsys, "layers", *images, "--target", target, "--from", "cpu b1 r0", "--to",
+            "cpu b7 r0",
+        )  # fmt: skip
+        assert named.returncode == 2
+        assert named.stderr.startswith("segdiff: cpu b7 r0: names no run in the cache (runs: ")
+        assert small_images[0].name not in named.stderr.split("(runs: ")[1]
