@@ -205,6 +205,10 @@ class LayerProbeSession:
         by_config = {run.config: run for run in self.plan.runs}
         self.sides: tuple[PlannedRun, PlannedRun] = (by_config[reference], by_config[other])
         self.key = comparison_key(*(probe_key(run.key) for run in self.sides))
+        # Its probes and comparison are written into the cache, even where both runs are
+        # there already: a cache that cannot store them refuses it now, in its one line.
+        if self.stored() is None and (problem := request.cache.write_problem()) is not None:
+            raise problem
 
     def stored(self) -> StoredComparison | None:
         """The comparison, if the cache has it whole (a damaged one, or one of a converted

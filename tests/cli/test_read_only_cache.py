@@ -78,4 +78,14 @@ def test_a_layer_comparison_or_repair_on_a_read_only_cache_is_refused_in_one_lin
         refused = segdiff_here(capsys, *command)
         assert refused.returncode == 2, (command[0], refused.stderr)
         assert refused.stderr.startswith(reason) and refused.stderr.count("\n") == 1
+    # Both runs cached: the probes and the comparison would still be written (the review).
+    both = copy_labelled(fake_demo_cache, tmp_path / "both", {"cpu b1 r0", "cpu b64 r0"})
+    read_only(monkeypatch, both)
+    cached = segdiff_here(
+        capsys, "layers", demo_model(), *demo_images(), "--cache", both.root,
+        "--from", "cpu b1", "--to", "cpu b64",
+    )  # fmt: skip
+    assert cached.returncode == 2, cached.stderr
+    assert cached.stderr.startswith(f"segdiff: {both.root}: cannot be written (Read-only file")
+    assert cached.stderr.count("\n") == 1
     assert engine_starts == []
