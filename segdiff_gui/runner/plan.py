@@ -405,9 +405,10 @@ def plan_matrix(
     check_images_fit(_held_together(refs, to_compute, unstored))
     # Said before anything is computed that could not be stored: the runs cached are still
     # served, and those to compute are left, each said to be unstorable (see MatrixRunner).
-    unwritable = cache.write_problem() if to_compute or unstored else None
-    if unwritable is not None:
-        unstored = []
+    cannot_write = cache.write_problem() if to_compute or unstored else None
+    unwritable = cannot_write if to_compute else None  # no run to compute: nothing refused
+    if cannot_write is not None:
+        unstored = []  # a target image is kept beside its runs only where it can be
     decoded: set[str] = set()
     model_input = functools.cache(
         functools.partial(_known_input, model, model_hash, trust_model, cache.root)

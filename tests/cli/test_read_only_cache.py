@@ -89,3 +89,28 @@ def test_a_layer_comparison_or_repair_on_a_read_only_cache_is_refused_in_one_lin
     assert cached.stderr.startswith(f"segdiff: {both.root}: cannot be written (Read-only file")
     assert cached.stderr.count("\n") == 1
     assert engine_starts == []
+
+
+def test_a_read_only_cache_holding_every_run_asked_for_says_nothing_of_writing(
+    fake_demo_cache, tmp_path, monkeypatch, capsys, engine_starts
+):
+    """The review: where every run asked for is cached but a target image is not kept beside
+    them, the plan said the cache could not be written (the window's problem line: "choose
+    another cache folder to compute them") though nothing was to be computed."""
+    import shutil
+
+    from segdiff_gui.core.config import RunConfig
+    from segdiff_gui.runner.request import MatrixRequest
+
+    cache = copy_labelled(fake_demo_cache, tmp_path / "cache", {"cpu b1 r0"})
+    shutil.rmtree(cache.root / "images")
+    read_only(monkeypatch, cache)
+    request = MatrixRequest(demo_model(), tuple(demo_images()), cache, (RunConfig(),), repeats=1)
+    plan = request.plan()
+    assert [run.label for run in plan.cached] == ["cpu b1 r0"]
+    assert plan.unwritable is None and plan.unstorable == ()
+    args = ("run", demo_model(), *demo_images(), "--cache", cache.root, "--repeats", "1")
+    served = segdiff_here(capsys, *args, "--config", "batch=1")
+    assert served.returncode == 0, served.stderr
+    assert "cannot be written" not in served.stdout + served.stderr
+    assert engine_starts == []
