@@ -61,14 +61,14 @@ def _size_text(height: int, width: int, channels: int | None = None) -> str:
 @dataclass(frozen=True)
 class SizeRefused:
     """A size the model cannot take: its own reason in one short line, and the nearest size
-    it takes (``None`` where none was found) with the multiple its sides are of."""
+    it takes with the multiple its sides are of."""
 
     height: int
     width: int
     channels: int
     reason: str
-    nearest: tuple[int, int] | None = None
-    multiple: int = 0
+    nearest: tuple[int, int]
+    multiple: int
     others: tuple[tuple[int, int], ...] = ()
 
     def error(self, path: str, resizable: bool = True) -> InputError:
@@ -77,8 +77,6 @@ class SizeRefused:
         not a tensor, not the user's own function's)."""
         said = f"is {_size_text(self.height, self.width, self.channels)}, a size this model "
         said += f"cannot take ({self.reason})"
-        if self.nearest is None:
-            return InputError(path, said + "; give it an image of a size it takes")
         sizes = " or ".join(_size_text(*size) for size in (self.nearest, *self.others))
         said += f"; it takes {sizes} (sides a multiple of {self.multiple})"
         if not resizable:
@@ -98,11 +96,11 @@ class SizeFit:
         """``""`` if the model takes an input of this size, else its reason in one line."""
         key = (height, width, channels)
         if key not in self._said:
-            import keras  # the child's runtime, imported by now
-            from keras.src import backend as keras_backend
-
             model = self._model
             try:
+                import keras  # the child's runtime, imported by now
+                from keras.src import backend as keras_backend  # where Keras 3 keeps it
+
                 keras_backend.compute_output_spec(
                     lambda batch: model(batch, training=False),
                     keras.KerasTensor((1, height, width, channels)),
@@ -114,8 +112,10 @@ class SizeFit:
         return self._said[key]
 
     def refused(self, height: int, width: int, channels: int) -> SizeRefused | None:
-        """``None`` where the model takes this size; else what it said, with the nearest size
-        it takes (and the other nearby one of the same multiple, where it takes that too)."""
+        """What the model said of this size, with the nearest size it takes (and the other
+        nearby one of the same multiple, where it takes that too); ``None`` where it takes
+        this size, and where no nearby size traces either: then the trace, not the size, is
+        what fails (a layer without a symbolic form), and the forward pass decides."""
         reason = self.reason(height, width, channels)
         if not reason:
             return None
@@ -132,4 +132,4 @@ class SizeFit:
             taken = other != nearest and not self.reason(other[0], other[1], channels)
             others = ((other[0], other[1]),) if taken else ()
             return SizeRefused(height, width, channels, reason, nearest, multiple, others)
-        return SizeRefused(height, width, channels, reason)
+        return None

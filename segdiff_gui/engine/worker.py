@@ -174,8 +174,6 @@ class JobRunner:
         refused = fit.refused(*prepared.shape) if fit is not None else None
         if refused is None:
             return prepared
-        if refused.nearest is None:
-            raise refused.error(image.path)
         return prepare_input(decoded, preprocessing, *refused.nearest, channels, image.path)
 
     def input_kind(self, index: int) -> str:

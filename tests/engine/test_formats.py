@@ -5,6 +5,8 @@ raises in ``main`` and is printed by the process."""
 
 import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -411,3 +413,27 @@ def test_garbage_model_files_are_refused_without_starting_tensorflow(
         )
         assert result.returncode == 2
         assert result.stderr.startswith(f"segdiff: {tmp_path / name}: ")
+
+
+_TRACE_FAILS = """
+from segdiff_gui.engine.input_sizes import SizeFit
+
+class Untraceable:  # a layer with no symbolic form fails the trace at every size
+    def __call__(self, batch, training=False):
+        raise NotImplementedError("no symbolic form")
+
+fit = SizeFit(Untraceable())
+print(fit.refused(33, 34, 3), fit.reason(33, 34, 3) != "")
+"""
+
+
+def test_a_trace_that_fails_at_every_size_leaves_the_forward_pass_to_decide():
+    """The review: a free-size model whose shapes-only trace fails at every size (a layer
+    without a symbolic form) was refused as "a size this model cannot take" before its
+    forward pass ran, and any forward failure (out of memory, say) was said that way too.
+    Where no nearby size traces either, the trace, not the size, is what fails: no refusal."""
+    done = subprocess.run(
+        [sys.executable, "-c", _TRACE_FAILS], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "True"]
