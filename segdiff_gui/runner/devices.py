@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 _MAX_AGE_S = 24 * 3600.0
+# How long a probe or an inspection child may stay silent (it imports its framework first).
+_ASK_TIMEOUT_S = 180.0
 
 
 class ProbeError(RuntimeError):
@@ -159,7 +161,7 @@ def remembered_probe(state_dir: Path) -> dict[str, Any] | None:
 def probe_devices(
     state_dir: Path | None = None,
     fresh: bool = False,
-    timeout_s: float = 180.0,
+    timeout_s: float = _ASK_TIMEOUT_S,
     runtime: str = "tensorflow",
     should_stop: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
@@ -177,7 +179,7 @@ def probe_devices(
 
 
 def probe_runtimes(
-    state_dir: Path, runtimes: Sequence[str], fresh: bool = False, timeout_s: float = 180.0
+    state_dir: Path, runtimes: Sequence[str], fresh: bool = False, timeout_s: float = _ASK_TIMEOUT_S
 ) -> dict[str, dict[str, Any] | ProbeError]:
     """Each of ``runtimes``' probe (as :func:`probe_devices`), or why it failed, in their
     order. Their children run side by side, as many at once as there are cores: each spends
@@ -186,6 +188,8 @@ def probe_runtimes(
     stop = threading.Event()
 
     def probe(runtime: str) -> dict[str, Any] | ProbeError:
+        if stop.is_set():  # interrupted before its turn: no child is started for it
+            return ProbeError(f"device probe ({RUNTIMES[runtime].title}): stopped")
         try:
             return probe_devices(state_dir, fresh, timeout_s, runtime, stop.is_set)
         except ProbeError as error:
@@ -197,7 +201,7 @@ def probe_runtimes(
         futures = [pool.submit(probe, runtime) for runtime in runtimes]
         return {runtime: future.result() for runtime, future in zip(runtimes, futures, strict=True)}
     except BaseException:
-        stop.set()  # each child asked is killed within a poll (0.2 s)
+        stop.set()  # each child asked is killed within a poll of its lines
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -206,7 +210,7 @@ def probe_runtimes(
 def inspect_model(
     model_path: str | Path,
     trust: bool = False,
-    timeout_s: float = 180.0,
+    timeout_s: float = _ASK_TIMEOUT_S,
     state_dir: Path | None = None,
     model_hash: str | None = None,
 ) -> ModelAnswer | ChildFatal:

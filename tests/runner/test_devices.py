@@ -14,6 +14,7 @@ import pytest
 
 from segdiff_gui.cli.exit_codes import EXIT_INTERRUPTED
 from segdiff_gui.core.protocol import ModelAnswer
+from segdiff_gui.core.runtimes import installed_runtimes
 from segdiff_gui.runner import devices
 from tests.conftest import TESTS, engine_children
 
@@ -123,7 +124,8 @@ def test_ctrl_c_during_segdiff_devices_kills_every_probe_child(tmp_path):
     children: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 60
-        while len(children := engine_children(cli.pid)) < min(2, os.cpu_count() or 1):
+        asked = len(installed_runtimes(one_per_engine=True))
+        while len(children := engine_children(cli.pid)) < min(2, os.cpu_count() or 1, asked):
             assert time.monotonic() < deadline, "no probe child started"
             time.sleep(0.05)
         cli.send_signal(signal.SIGINT)

@@ -185,7 +185,7 @@ def test_thumbnails_arrive_after_the_names_and_a_new_list_drops_the_old(qtbot, t
     assert shown == [0] and len(thumbnails.icons) == 1
 
 
-def test_the_image_lists_pictures_are_read_once_the_list_has_painted(qtbot, tmp_path):
+def test_the_image_lists_pictures_are_read_once_the_list_has_painted(qtbot, tmp_path, monkeypatch):
     """Issue 38: the thumbnails' worker started at the event loop's first turn, before the
     window's first paint, and took the interpreter from it (Pillow's import and 16 decodes,
     ~60 ms of the launch on the demo's cache). A list not on screen reads nothing; shown and
@@ -193,25 +193,33 @@ def test_the_image_lists_pictures_are_read_once_the_list_has_painted(qtbot, tmp_
     from PIL import Image
     from PySide6.QtWidgets import QListWidget
 
+    from segdiff_gui.ui import thumbnails as thumbnails_module
     from segdiff_gui.ui.thumbnails import Thumbnails
 
     paths = [tmp_path / "a.png", tmp_path / "b.png"]
     for path in paths:
         Image.fromarray(np.full((20, 30), 7, dtype=np.uint8)).save(path)
+    decoded: list[str] = []  # every picture decoded, by any reader
+    real = thumbnails_module.thumbnail_image
+    monkeypatch.setattr(
+        thumbnails_module,
+        "thumbnail_image",
+        lambda path: (decoded.append(path.name), real(path))[1],
+    )
     listing = QListWidget()
     qtbot.addWidget(listing)
     shown: list[int] = []
     thumbnails = Thumbnails(lambda index, icon: shown.append(index), on_screen=listing.viewport())
     thumbnails.read(paths[:1])  # dropped for the next list before the list is on screen
     thumbnails.read(paths)
-    qtbot.wait(100)
-    assert shown == [] and all(icon.isNull() for icon in thumbnails.icons)
+    qtbot.wait(100)  # the event loop turns: a reader started at its first turn would decode
+    assert decoded == [] and shown == [] and all(icon.isNull() for icon in thumbnails.icons)
 
     listing.show()
     qtbot.waitExposed(listing)
     qtbot.waitUntil(lambda: sorted(shown) == [0, 1])
     qtbot.wait(50)
-    assert sorted(shown) == [0, 1]  # the dropped list's reader never ran
+    assert decoded == ["a.png", "b.png"]  # the dropped list's reader never ran
     shown.clear()
     thumbnails.read(paths[1:])  # painted already: read at the next turn
     qtbot.waitUntil(lambda: shown == [0])
