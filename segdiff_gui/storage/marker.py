@@ -14,10 +14,12 @@ import contextlib
 import json
 import os
 import re
-import stat
 import uuid
 from enum import Enum
 from pathlib import Path
+
+from segdiff_gui.storage.hdf5_access import UnreadableEntry
+from segdiff_gui.storage.small_files import read_small_file
 
 __all__ = ["MARKER", "MarkerState", "is_marker_temporary", "marker_state", "write_marker"]
 
@@ -27,7 +29,6 @@ _MAX_BYTES = 4096
 # write_marker's temporaries, exactly: ".segdiff-cache.<pid>.<8 hex>.tmp".
 _TEMPORARY = re.compile(r"^\.segdiff-cache\.\d+\.[0-9a-f]{8}\.tmp$")
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_NO_BLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 class MarkerState(Enum):
@@ -37,28 +38,14 @@ class MarkerState(Enum):
     FOREIGN = "foreign"  # a link, a FIFO, a folder, other content: not segdiff's
 
 
-def _content(marker: Path) -> bytes | None:
-    """The marker's bytes if it is a plain small file (never followed, never waited on)."""
-    info = marker.lstat()
-    if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_BYTES:
-        return None
-    descriptor = os.open(marker, os.O_RDONLY | _NO_FOLLOW | _NO_BLOCK)
-    try:
-        return os.read(descriptor, _MAX_BYTES)
-    finally:
-        os.close(descriptor)
-
-
 def marker_state(folder: Path) -> MarkerState:
     """What stands where ``folder``'s marker belongs."""
     marker = folder / MARKER
     if not os.path.lexists(marker):
         return MarkerState.ABSENT
-    try:
-        content = _content(marker)
-    except OSError:
-        return MarkerState.FOREIGN
-    if content is None:
+    try:  # a plain small file only (never followed, never waited on)
+        content = read_small_file(marker, _MAX_BYTES)
+    except UnreadableEntry:
         return MarkerState.FOREIGN
     if _CONTENT.startswith(content) and content != _CONTENT:
         return MarkerState.UNFINISHED
