@@ -15,6 +15,7 @@ from segdiff_gui.api.study import Study
 from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.text import shape_text
 from segdiff_gui.runner.sources import RunsSource, read_source
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache
@@ -114,7 +115,7 @@ class Runs:
                         "settings": settings_text(record) or "defaults",
                         "label": record.label,
                         "id": record.short_id,
-                        "shape": "×".join(map(str, record.map_shape)),
+                        "shape": shape_text(record.map_shape),
                         "kind": record.kind,
                         "device": p.device or "",
                         "runtime": p.runtime,

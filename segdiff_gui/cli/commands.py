@@ -30,7 +30,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtime_defaults import on_off
 from segdiff_gui.core.shards import shard_slice
 from segdiff_gui.core.test_sets import SetCoverage, ShardManifest, manifests_of, set_coverage
-from segdiff_gui.core.text import printable
+from segdiff_gui.core.text import printable, shape_text
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
@@ -254,7 +254,7 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
             r.model_name,
             r.target_name,
             *((settings_text(r) or "defaults",) * with_settings),
-            "×".join(map(str, r.map_shape)) + f" {r.kind}",
+            shape_text(r.map_shape) + f" {r.kind}",
             p.device or "",
             _runtime_text(p),
             (p.hostname or "")

@@ -16,6 +16,7 @@ from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.core.config import Preprocessing, RunConfig, parse_config_spec
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Candidate, Reproduction
+from segdiff_gui.core.text import shape_text
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.maps import read_maps
 from segdiff_gui.runner.arguments import model_settings
@@ -63,7 +64,7 @@ def command_import(args: argparse.Namespace, out: Console, err: Console) -> int:
         what = "imported" if item.added else "already in the cache"
         out.print(
             f"{what}: {record.short_id} {record.label} on {record.target_name} "
-            f"({'×'.join(map(str, record.map_shape))} {record.kind})",
+            f"({shape_text(record.map_shape)} {record.kind})",
             markup=False,
         )
         if item.rounded:

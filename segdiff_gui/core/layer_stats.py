@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui.core.analysis import ulp_distance
+from segdiff_gui.core.text import shape_text
 
 _BLOCK_VALUES = 1 << 20
 
@@ -267,7 +268,7 @@ def layer_cells(index: int, layer: LayerStats, first: bool) -> list[str]:
     return [
         f"{'▶ ' if first else ''}{index}",
         layer.name,
-        "×".join(map(str, layer.shape)),
+        shape_text(layer.shape),
         _number(layer.max_abs),
         _number(layer.mean_abs),
         f"{layer.max_ulp:,}",

@@ -10,6 +10,7 @@ import numpy as np
 
 from segdiff_gui.core.config import Preprocessing
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.text import shape_text
 
 __all__ = [
     "dtype_divisor",
@@ -162,8 +163,8 @@ def tensor_input(
     if data.shape != wanted:
         raise InputError(
             name,
-            f"is a tensor of shape {'×'.join(map(str, data.shape))}; the model takes "
-            f"{'×'.join(map(str, wanted))} (a .npy of floats is used as it is: not resized)",
+            f"is a tensor of shape {shape_text(data.shape)}; the model takes "
+            f"{shape_text(wanted)} (a .npy of floats is used as it is: not resized)",
         )
     if not np.isfinite(data).all():
         raise InputError(name, "is a tensor with NaN or infinite values")

@@ -4,8 +4,9 @@ in a crafted bundle must not reach the terminal, and a newline must not forge re
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-__all__ = ["format_size", "parse_size", "printable", "terminal_safe"]
+__all__ = ["format_size", "parse_size", "printable", "shape_text", "terminal_safe"]
 
 # C0 controls (tab, newline and escape among them), DEL and the C1 controls; also the Unicode
 # line and paragraph separators and the bidirectional overrides that reorder what is shown.
@@ -38,6 +39,11 @@ def parse_size(text: str) -> int:
     if not match:
         raise ValueError(f"{text!r} is not a size (e.g. 512M, 2G)")
     return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+def shape_text(dims: Iterable[int]) -> str:
+    """An array's or an image's dimensions as people write them: ``256×256×3``."""
+    return "×".join(map(str, dims))
 
 
 def format_size(size: int) -> str:

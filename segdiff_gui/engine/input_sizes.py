@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from segdiff_gui.core.errors import InputError, first_line
+from segdiff_gui.core.text import shape_text
 
 __all__ = ["SizeFit", "SizeRefused", "short_reason"]
 
@@ -54,10 +55,6 @@ def _above(side: int, multiple: int) -> int:
     return -(-side // multiple) * multiple
 
 
-def _size_text(height: int, width: int, channels: int | None = None) -> str:
-    return "×".join(str(n) for n in (height, width, channels) if n is not None)
-
-
 @dataclass(frozen=True)
 class SizeRefused:
     """A size the model cannot take: its own reason in one short line, and the nearest size
@@ -75,13 +72,13 @@ class SizeRefused:
         """The one line naming the image: what the model said, and the size that works (with
         bilinear resizing, the fix, where one was found and segdiff ``resizable`` the input:
         not a tensor, not the user's own function's)."""
-        said = f"is {_size_text(self.height, self.width, self.channels)}, a size this model "
+        said = f"is {shape_text((self.height, self.width, self.channels))}, a size this model "
         said += f"cannot take ({self.reason})"
-        sizes = " or ".join(_size_text(*size) for size in (self.nearest, *self.others))
+        sizes = " or ".join(shape_text(size) for size in (self.nearest, *self.others))
         said += f"; it takes {sizes} (sides a multiple of {self.multiple})"
         if not resizable:
             return InputError(path, said)
-        resized = f"{said}: bilinear resizing resizes it to {_size_text(*self.nearest)}"
+        resized = f"{said}: bilinear resizing resizes it to {shape_text(self.nearest)}"
         return InputError(path, resized, fix="resize=bilinear")
 
 

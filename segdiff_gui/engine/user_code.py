@@ -15,6 +15,7 @@ import numpy as np
 
 from segdiff_gui.core.config import Preprocessing
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.text import shape_text
 
 __all__ = ["UserPreprocessing"]
 
@@ -69,11 +70,11 @@ class UserPreprocessing:
             values = values[..., None]
         wanted = (height or values.shape[0], width or values.shape[1], channels or values.shape[-1])
         if values.ndim != 3 or values.shape != wanted:
-            shape = "×".join(map(str, values.shape))
+            shape = shape_text(values.shape)
             raise InputError(
                 where,
                 f"{self.name}() gave an input of shape {shape}; the model takes "
-                f"{'×'.join(map(str, wanted))}",
+                f"{shape_text(wanted)}",
             )
         if not np.isfinite(values).all():
             raise InputError(where, f"{self.name}() gave NaN or infinite values")

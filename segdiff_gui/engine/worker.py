@@ -22,6 +22,7 @@ from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.preprocess import is_tensor, prepare_input, tensor_input
 from segdiff_gui.core.protocol import BatchProgress, ChildFatal, RunFailed, RunFinished, RunStarted
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set
+from segdiff_gui.core.text import shape_text
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.backends import Backend, load_backend
 from segdiff_gui.engine.backends.base import JobInputs, Outputs, RunError
@@ -48,10 +49,6 @@ _STEPS = ("building batch", "preparing model", "inference", "writing result")
 _HEARTBEAT_LIMIT_S = 3600.0
 
 
-def _shape_text(array: np.ndarray) -> str:
-    return "×".join(map(str, array.shape))
-
-
 def _check_unchanged(path: str, expected: str) -> None:
     if hash_path(path) != expected:
         raise InputError(path, "changed after segdiff planned the runs; run again")
@@ -64,7 +61,7 @@ def _check_batch_fits(batch: int, one: np.ndarray) -> None:
     if needed > available // 2:
         raise InputError(
             "batch",
-            f"a batch of {batch:,} inputs of {_shape_text(one)} float32 needs "
+            f"a batch of {batch:,} inputs of {shape_text(one.shape)} float32 needs "
             f"{needed / 2**30:,.1f} GiB, over half of the {available / 2**30:,.1f} GiB this "
             "machine has free; choose a smaller batch",
         )
@@ -193,20 +190,22 @@ class JobRunner:
                 # Only a model with free height/width gets here: batches need equal sizes.
                 # A target of a size the model cannot take is the first thing to mend.
                 refused = self._size_refused(run, target.shape)
-                raise refused or self._unequal_sizes(run, index, prepared)
+                raise refused or self._unequal_sizes(run, index, prepared, target)
         _check_batch_fits(run.config.batch, target)
         return np.stack(inputs)
 
-    def _unequal_sizes(self, run: PlannedRun, index: int, prepared: np.ndarray) -> InputError:
+    def _unequal_sizes(
+        self, run: PlannedRun, index: int, prepared: np.ndarray, target: np.ndarray
+    ) -> InputError:
         """A batch image whose size is not its target's: bilinear resizing (to the target's
         size) mends it where segdiff preprocesses both (no tensor, not the user's function)."""
-        target = self._input(run.target)
-        said = f"is {_shape_text(prepared)} but the target is {_shape_text(target)}; a batch "
+        path = self.job.images[index].path
+        said = f"is {shape_text(prepared.shape)} but the target is {shape_text(target.shape)}"
+        said += "; a batch needs equal sizes "
         if self._resizable(index) and self._resizable(run.target):
-            said += "needs equal sizes (bilinear resizing to the target's, or a batch context "
-            return InputError(self.job.images[index].path, said + "of copies)", "resize=bilinear")
-        said += "needs equal sizes (a batch context of copies, or images of one size)"
-        return InputError(self.job.images[index].path, said)
+            said += "(bilinear resizing to the target's, or a batch context of copies)"
+            return InputError(path, said, "resize=bilinear")
+        return InputError(path, said + "(a batch context of copies, or images of one size)")
 
     def _size_refused(self, run: PlannedRun, shape: tuple[int, ...]) -> InputError | None:
         """Where a forward pass failed: the one line for a target of a size the model

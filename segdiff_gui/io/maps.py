@@ -18,7 +18,7 @@ import numpy as np
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.limits import check_stored_bytes
-from segdiff_gui.core.text import printable
+from segdiff_gui.core.text import printable, shape_text
 
 __all__ = ["MAP_SUFFIXES", "UserMap", "fit_to_map_shape", "read_maps", "target_map"]
 
@@ -172,10 +172,10 @@ def fit_to_map_shape(where: str, values: np.ndarray, expected: tuple[int, ...]) 
         return list(values)
     if len(expected) == 2 and len(shape) == 4 and shape[1:] == (*expected, 1):
         return list(values[..., 0])
-    wanted = "×".join(map(str, expected))
+    wanted = shape_text(expected)
     raise InputError(
         where,
-        f"has shape {'×'.join(map(str, shape))}; the model's map is {wanted} (or N×{wanted} "
+        f"has shape {shape_text(shape)}; the model's map is {wanted} (or N×{wanted} "
         "for a batch of N images)",
     )
 

@@ -206,8 +206,9 @@ class LayerProbeSession:
         self.sides: tuple[PlannedRun, PlannedRun] = (by_config[reference], by_config[other])
         self.key = comparison_key(*(probe_key(run.key) for run in self.sides))
         # Its probes and comparison are written into the cache, even where both runs are
-        # there already: a cache that cannot store them refuses it now, in its one line.
-        if self.stored() is None and (problem := request.cache.write_problem()) is not None:
+        # there already: a cache that cannot store them refuses it now, in its one line
+        # (unless the comparison is stored whole: read only then, once cached_result reads it).
+        if (problem := request.cache.write_problem()) is not None and self.stored() is None:
             raise problem
 
     def stored(self) -> StoredComparison | None:

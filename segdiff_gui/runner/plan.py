@@ -88,7 +88,7 @@ class MatrixPlan:
     def check_storable(self) -> None:
         """Raise why the runs to compute could not be stored, where some could not: for a
         workflow that is nothing without them (a layer comparison, a repair's trials)."""
-        if self.unstorable and self.unwritable is not None:
+        if self.unwritable is not None:  # set only where runs are to compute (unstorable)
             raise self.unwritable
 
     @property

@@ -29,6 +29,7 @@ from segdiff_gui.core.reproduce import (
     varied_knobs,
 )
 from segdiff_gui.core.runtime_defaults import defaults_in_effect
+from segdiff_gui.core.text import shape_text
 from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
 from segdiff_gui.io.maps import UserMap, target_map
@@ -132,8 +133,8 @@ def _run_stage(
             record = cache.read_run(run.key)
             assert record.probabilities is not None
             if record.probabilities.shape != search.user_map.shape:
-                shape = "×".join(map(str, search.user_map.shape))
-                wanted = "×".join(map(str, record.probabilities.shape))
+                shape = shape_text(search.user_map.shape)
+                wanted = shape_text(record.probabilities.shape)
                 raise InputError(
                     search.map_name, f"has shape {shape}; the model's map of the target is {wanted}"
                 )

@@ -14,6 +14,7 @@ from segdiff_gui.core.config import OutputSelection, Preprocessing
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.text import shape_text
 from segdiff_gui.storage.records import (
     RunRecord,
     batch_id,
@@ -113,7 +114,7 @@ def group_titles(groups: Sequence[Sequence[RunRecord]]) -> dict[str, str]:
         if settings:
             title = f"{title} ({settings})"
         elif shared[(record.model_hash, record.target_hash)] > 1:  # other settings or shape
-            shape = "×".join(map(str, record.map_shape))
+            shape = shape_text(record.map_shape)
             title = f"{title} (default settings, {shape} map, group {group_id(record)})"
         titles[group_id(record)] = title
     return titles

@@ -94,7 +94,9 @@ class RunPanel(QWidget):
         # Captions apart, each cut in the middle to a bounded width (see set_images): names
         # never touch.
         self.images.setSpacing(_CAPTION_GAP // 2)
-        self.images.setMaximumHeight(92)
+        # One row of pictures with their captions and the scroll bar; the spacing is around
+        # each item, above and below too, so the row is taller by the whole gap.
+        self.images.setMaximumHeight(92 + _CAPTION_GAP)
         self.images.setFlow(QListWidget.Flow.LeftToRight)
         self.images.setWrapping(False)
         self.images.setToolTip(

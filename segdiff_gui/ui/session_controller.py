@@ -266,13 +266,13 @@ class SessionController(QObject):
             self.panel.set_planned({}, set())
             self.model.set_runs(session.cache, [])
             return False
-        unwritable = plan.unwritable
         # A cache that cannot be written: its runs are shown, the others not offered.
-        self.panel.show_problem(str(unwritable) if unwritable is not None else "")
+        refused = str(plan.unwritable) if plan.unwritable is not None else ""
+        self.panel.show_problem(refused)
         self.panel.set_planned(
             {run.key: run.label for run in plan.runs},
             {run.key for run in plan.cached},
-            str(unwritable) if unwritable is not None else "",
+            refused,
         )
         paths = [Path(image.path) for image in plan.images]
         self._show_inputs(paths, [image.name for image in plan.images], plan.target)

@@ -80,6 +80,10 @@ def test_image_captions_never_touch(window_for, fake_demo_cache, tmp_path):
         spans.append((centre - half, centre + half))
     for (_, left_end), (right_start, _) in zip(spans, spans[1:], strict=False):
         assert right_start - left_end >= 8, spans
+    # The gap is around each item, above and below too: the captions are not cut at the
+    # list's bottom (the reread: the row grew by the gap, the list did not).
+    bottoms = [images.visualItemRect(images.item(i)).bottom() for i in range(images.count())]
+    assert max(bottoms) < images.viewport().height(), (bottoms, images.viewport().height())
     assert captions[:3] == ["ihc.png", "◎ chelsea.png", "astronaut.png"]
     assert "…" in captions[3] and captions[3].endswith(".png")
     assert images.item(3).toolTip().startswith(names[3])

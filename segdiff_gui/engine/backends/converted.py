@@ -30,6 +30,7 @@ import numpy as np
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtimes import RUNTIMES, Conversion, Runtime
+from segdiff_gui.core.text import shape_text
 from segdiff_gui.engine.backends.base import Backend, JobInputs, Outputs, RunError
 from segdiff_gui.engine.conversion import conversion_ingredients, convert, fixed_input_shape
 from segdiff_gui.engine.facts import cpu_model
@@ -108,7 +109,7 @@ class ConvertedBackend(Backend):
             raise InputError(
                 model.path,
                 f"cannot be calibrated for {runtime.title} at "
-                f"{'×'.join(map(str, size))}: none of the {len(source.calibration)} "
+                f"{shape_text(size)}: none of the {len(source.calibration)} "
                 "calibration images has that size once prepared (a model of free input size "
                 "is converted, and calibrated, for each size it runs; run images of this size "
                 "in a request of their own)",
