@@ -167,14 +167,18 @@ def wrong_class_failures(study: Study, title: str, bound: int) -> list[str]:
     failures = []
     for error in study.exact_errors.values():
         if error.decided_wrong > bound:
-            undecided = (
-                f" ({error.undecidable:,} more within 1 float32 ULP, not counted)"
-                if error.undecidable
-                else ""
-            )
+            notes = [
+                *([f"{error.wrong_tied:,} of them tied"] if error.wrong_tied else []),
+                *(
+                    [f"{error.undecidable:,} more within 1 float32 ULP, not counted"]
+                    if error.undecidable
+                    else []
+                ),
+            ]
             failures.append(
                 f"FAIL {error.label} ({title}): wrong classes {error.decided_wrong:,} > "
-                f"{bound:,} against the exact run {study.exact.label} {where}{undecided}"
+                f"{bound:,} against the exact run {study.exact.label} {where}"
+                + (f" ({'; '.join(notes)})" if notes else "")
             )
     return failures
 

@@ -16,8 +16,11 @@ Pure numpy; the definitions hold in every front end:
 - **Classes** are decided as everywhere in segdiff (core/analysis.py), the exact map's in
   float64 against the cutoff's float32 widened exactly: an exact value equal to that float32
   is foreground, one a hair below it is background, though it rounds to the cutoff. A run's
-  class **is wrong** where it differs from the exact map's; a pixel tied in either map (two
-  top classes exactly equal) has no class decision and is counted as a tie, as for flips.
+  class **is wrong** wherever the exact map decides the pixel and the run takes another
+  class or none: a run whose two top classes are exactly equal there (a bfloat16 map can
+  round three softmax classes to one value; argmax then takes the lowest) has made no
+  decision, and a tie is no answer. A pixel tied in the exact map has no class to be right
+  or wrong (``exact_ties``).
 - **Float32 cannot decide** a binary pixel whose exact value lies within one float32 ULP of
   the cutoff (``|exact - cutoff| <= ulp(cutoff)``, the spacing of float32 at the cutoff: 2**-24
   ≈ 5.96e-8 at 0.55): a float32 result within 1 ULP of the exact value can then fall on
@@ -53,8 +56,10 @@ __all__ = [
     "exact_decisions",
     "exact_error",
     "flip_sides",
+    "right_mask",
     "undecidable_mask",
     "undecidable_words",
+    "wrong_mask",
 ]
 
 
@@ -100,6 +105,34 @@ def exact_decisions(exact: np.ndarray, cutoff: float) -> ExactDecisions:
     )
 
 
+def wrong_mask(
+    decided: ExactDecisions, run: np.ndarray, cutoff: float, classes: np.ndarray | None = None
+) -> np.ndarray:
+    """H×W: where the exact map decides the pixel (it is not tied there) and ``run`` does not
+    take its class: another class, or a tie of its own top classes (no decision).
+    ``classes``: the run's class map at ``cutoff``, where it is made already."""
+    return _wrong_and_tied(decided, run, cutoff, classes)[0]
+
+
+def _wrong_and_tied(
+    decided: ExactDecisions, run: np.ndarray, cutoff: float, classes: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`wrong_mask`, and where among it the run's top classes are tied."""
+    classes = class_map(run, cutoff) if classes is None else classes
+    tied = tie_mask(run) & ~decided.ties
+    wrong: np.ndarray = tied | ((classes != decided.classes) & ~decided.ties)
+    return wrong, tied
+
+
+def right_mask(
+    decided: ExactDecisions, run: np.ndarray, cutoff: float, classes: np.ndarray | None = None
+) -> np.ndarray:
+    """H×W: where ``run`` takes the exact map's class, untied (as :func:`wrong_mask`); a
+    pixel tied in the exact map is neither right nor wrong."""
+    right: np.ndarray = ~decided.ties & ~wrong_mask(decided, run, cutoff, classes)
+    return right
+
+
 def undecidable_words(count: int, multiclass: bool, cutoff: float) -> str:
     """What "float32 cannot decide" means, with the number, after a count of ``count``
     pixels: ``lie within 1 float32 ULP (5.96e-08) of the cutoff``."""
@@ -120,9 +153,11 @@ class ExactError:
     is the most float32 steps any of them lies from its exact value rounded to float32;
     ``rounded_pixels`` and ``within_one_ulp`` count the pixels whose every value is 0 and at
     most 1 such step away (a NaN on one side only is neither, and is counted in
-    ``nan_mismatches``). ``wrong`` counts the pixels whose class differs from the exact map's
-    at ``cutoff``, ``undecidable`` those of them float32 cannot decide; ``ties`` the
-    multi-class pixels tied in either map, which have no class to be wrong."""
+    ``nan_mismatches``). ``wrong`` counts the pixels the exact map decides at ``cutoff`` where
+    the run takes another class or ties its top classes (:func:`wrong_mask`); of them,
+    ``undecidable`` those float32 cannot decide and ``wrong_tied`` those it can, where the run
+    is tied (the two apart, so ``decided_wrong`` holds the ties);
+    ``exact_ties`` the multi-class pixels tied in the exact map, neither right nor wrong."""
 
     label: str
     pixels: int
@@ -135,7 +170,8 @@ class ExactError:
     undecidable: int
     nan_mismatches: int
     cutoff: float
-    ties: int = 0
+    wrong_tied: int = 0
+    exact_ties: int = 0
 
     @property
     def within_one_ulp_share(self) -> float:
@@ -154,11 +190,22 @@ class ExactError:
         }
 
     def summary(self) -> str:
-        """``≤1 ULP 99.98%, max 3 ULP, 2 wrong (1 undecidable)``: a table cell."""
-        wrong = f"{self.wrong:,} wrong"
-        if self.undecidable:
-            wrong += f" ({self.undecidable:,} undecidable)"
+        """``≤1 ULP 99.98%, max 3 ULP, 2 wrong (1 tied, 1 undecidable)``: a table cell."""
+        parts = [
+            *([f"{self.wrong_tied:,} tied"] if self.wrong_tied else []),
+            *([f"{self.undecidable:,} undecidable"] if self.undecidable else []),
+        ]
+        wrong = f"{self.wrong:,} wrong" + (f" ({', '.join(parts)})" if parts else "")
         return f"≤1 ULP {_percent(self.within_one_ulp_share)}, max {self.max_ulp:,} ULP, {wrong}"
+
+    def of_the_wrong(self) -> str:
+        """`` (3 of them tied, no class decided; 1 of them undecidable in float32)``: what the
+        wrong count holds, after it; empty when it is all plain wrong classes."""
+        parts = [
+            *([f"{self.wrong_tied:,} of them tied, no class decided"] if self.wrong_tied else []),
+            *([f"{self.undecidable:,} of them undecidable in float32"] if self.undecidable else []),
+        ]
+        return f" ({'; '.join(parts)})" if parts else ""
 
     def sentence(self, multiclass: bool) -> str:
         """Against the exact map, in words (diagnosis, reports)."""
@@ -172,13 +219,7 @@ class ExactError:
             f"|Δ| {self.mean_abs:.3g}, up to {self.max_ulp:,} ULP from the exact value; "
             f"{_percent(self.within_one_ulp_share)} of pixels within 1 ULP"
             f"{nans}; {self.wrong:,} wrong {verb(self.wrong, 'class', 'classes')} "
-            f"{at_cutoff(self.cutoff, multiclass)}"
-            + (
-                f" ({self.undecidable:,} of them undecidable in float32)"
-                if self.undecidable
-                else ""
-            )
-            + "."
+            f"{at_cutoff(self.cutoff, multiclass)}{self.of_the_wrong()}."
         )
 
 
@@ -235,9 +276,7 @@ def exact_error(
     totals = _ErrorTotals()
     for block in row_blocks(run):
         totals.add(exact[block], run[block], multiclass)
-    # As flip_mask decides a flip: another class, a pixel tied in either map being none.
-    ties = decided.ties | tie_mask(run)
-    wrong = (class_map(run, cutoff) != decided.classes) & ~ties
+    wrong, tied = _wrong_and_tied(decided, run, cutoff)
     return ExactError(
         label=label,
         pixels=int(np.prod(exact.shape[:-1])) if multiclass else int(exact.size),
@@ -250,7 +289,8 @@ def exact_error(
         undecidable=int(np.count_nonzero(wrong & decided.undecidable)),
         nan_mismatches=totals.nan_mismatches,
         cutoff=cutoff,
-        ties=int(np.count_nonzero(ties)),
+        wrong_tied=int(np.count_nonzero(tied & ~decided.undecidable)),
+        exact_ties=int(np.count_nonzero(decided.ties)),
     )
 
 

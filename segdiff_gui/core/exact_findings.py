@@ -110,11 +110,16 @@ def exact_findings(study: Study) -> list[Finding]:
             if error.undecidable
             else ""
         )
+        ties = (
+            f" or its top classes are tied, no class decided ({error.wrong_tied:,} of them)"
+            if error.wrong_tied
+            else ""
+        )
         findings.append(
             Finding(
                 "exact",
                 f"{error.label} is wrong at {plural(error.decided_wrong, 'pixel')} {cutoff_text}: "
-                f"its class there differs from the exact ({EXACT_PRECISION}) map's, and "
+                f"its class there differs from the exact ({EXACT_PRECISION}) map's{ties}, and "
                 f"float32 could have decided {verb(error.decided_wrong, 'it', 'them')}{also}.",
                 f"{error.decided_wrong:,} wrong",
             )

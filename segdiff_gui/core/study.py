@@ -31,6 +31,7 @@ from segdiff_gui.core.exact import (
     exact_decisions,
     exact_error,
     flip_sides,
+    right_mask,
 )
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.knobs import KNOBS
@@ -213,13 +214,13 @@ class Study:
         return exact_decisions(self.exact.probabilities, self.cutoff)
 
     def right_against_exact(self, run: StudyRun) -> np.ndarray | None:
-        """H×W: where ``run``'s class is the exact map's (a pixel tied in the exact map is
-        right nowhere: it has no class); None without an exact run."""
+        """H×W: where ``run``'s class is the exact map's and untied (core/exact.right_mask:
+        a pixel tied in the exact map is right nowhere, and a run's own tie is no answer);
+        None without an exact run."""
         decided = self.exact_decided
         if decided is None:
             return None
-        right: np.ndarray = (self.classes(run) == decided.classes) & ~decided.ties
-        return right
+        return right_mask(decided, run.probabilities, self.cutoff, self.classes(run))
 
     def repeats_named_together(self, runs: Sequence[StudyRun]) -> list[tuple[str, StudyRun]]:
         """``runs``, a configuration's later repeats left out where their map is an earlier

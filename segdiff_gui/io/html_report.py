@@ -287,6 +287,7 @@ def _exact_section(exact: dict[str, Any] | None) -> str:
             f"{e['max_ulp']:,}",
             f"{e['within_one_ulp']:,} / {e['pixels']:,}",
             f"{e['wrong']:,}",
+            f"{e['wrong_tied']:,}",
             f"{e['undecidable']:,}",
         ]
         for e in exact["errors"]
@@ -299,6 +300,7 @@ def _exact_section(exact: dict[str, Any] | None) -> str:
             "max ULP from exact",
             "pixels within 1 ULP",
             "wrong classes",
+            "of them tied",
             "of them undecidable",
         ],
         rows,
@@ -307,8 +309,9 @@ def _exact_section(exact: dict[str, Any] | None) -> str:
     return (
         f"<p>Against the exact run <b>{escape(exact['run'])}</b> (the model in float64, "
         "beside the reference): ULPs count float32 steps from the exact value rounded to "
-        "float32; a class is undecidable where the exact value lies within 1 float32 ULP of "
-        f"the cutoff.</p>{table}" + (f"<ul>{sentences}</ul>" if sentences else "")
+        "float32; a class is wrong where the run's is another or its top classes are tied "
+        "(no class decided), and undecidable where the exact value lies within 1 float32 ULP "
+        f"of the cutoff.</p>{table}" + (f"<ul>{sentences}</ul>" if sentences else "")
     )
 
 

@@ -22,10 +22,10 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from psygnal import SignalGroupDescriptor
 
-from segdiff_gui.core.analysis import class_map, is_multiclass, ulp_distance
+from segdiff_gui.core.analysis import class_map, is_multiclass, tie_mask, ulp_distance
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.exact import undecidable_mask
+from segdiff_gui.core.exact import exact_decisions, right_mask, undecidable_mask
 from segdiff_gui.core.floatfmt import float32_bits, float64_bits, format_float32, format_float64
 from segdiff_gui.core.study import Study, StudyRun
 from segdiff_gui.storage.records import RunRecord
@@ -66,11 +66,13 @@ class PixelValue:
     is_reference: bool
     key: str = ""
     # Beside an exact (float64) run: float32 steps from the exact value rounded to float32,
-    # and whether the class is the exact map's (None without one; the exact run's own
-    # value is its float64, in full, in ``text`` and ``bits``).
+    # and whether the class is the exact map's (core/exact.right_mask: a tie of the run's top
+    # classes is no answer; None without one, or where the exact map is tied; the exact run's
+    # own value is its float64, in full, in ``text`` and ``bits``).
     exact_ulps: int | None = None
     right: bool | None = None
     is_exact: bool = False
+    tied: bool = False  # a multi-class run's top classes exactly equal: argmax's lowest class
 
 
 @dataclass(frozen=True)
@@ -343,13 +345,21 @@ class InspectionModel:
         reference, exact = study.reference, study.exact
         ref_value = np.float32(self.plane(reference)[row, column])
         exact_value = None if exact is None else np.float64(self.plane(exact)[row, column])
-        truth = None if exact is None else self._class_at(exact, row, column)
+        decided = (
+            None if exact is None else exact_decisions(self._pixel(exact, row, column), self.cutoff)
+        )
         values = []
         for run in study.all_runs:
             wide = np.float64(self.plane(run)[row, column])
             value = np.float32(wide)
             is_exact = exact is not None and run.key == exact.key
-            class_index = self._class_at(run, row, column)
+            pixel = self._pixel(run, row, column)
+            class_index = int(class_map(pixel, self.cutoff)[0, 0])
+            right = (
+                None
+                if decided is None or decided.ties[0, 0]  # tied exactly: no class to be right
+                else bool(right_mask(decided, pixel, self.cutoff)[0, 0])
+            )
             values.append(
                 PixelValue(
                     label=run.label,
@@ -364,8 +374,9 @@ class InspectionModel:
                     exact_ulps=None
                     if exact_value is None
                     else int(ulp_distance(np.asarray(exact_value), np.asarray(value))),
-                    right=None if truth is None else class_index == truth,
+                    right=right,
                     is_exact=is_exact,
+                    tied=bool(tie_mask(pixel)[0, 0]),
                 )
             )
         return values
@@ -376,12 +387,12 @@ class InspectionModel:
         study = self.study
         if study is None or study.exact is None:
             return False
-        exact = study.exact.probabilities[row : row + 1, column : column + 1]
-        return bool(undecidable_mask(exact, self.cutoff)[0, 0])
+        return bool(undecidable_mask(self._pixel(study.exact, row, column), self.cutoff)[0, 0])
 
-    def _class_at(self, run: StudyRun, row: int, column: int) -> int:
-        classes = class_map(run.probabilities[row : row + 1, column : column + 1], self.cutoff)
-        return int(classes[0, 0])
+    @staticmethod
+    def _pixel(run: StudyRun, row: int, column: int) -> np.ndarray:
+        """``run``'s map at one pixel, as a 1×1 map (every class)."""
+        return run.probabilities[row : row + 1, column : column + 1]
 
 
 def _read_maps(

@@ -28,7 +28,12 @@ _COLUMNS = (
     ("bits", "bits", "The value's bits in hexadecimal"),
     ("Δ to reference", "Δ ref", "Difference to the reference run"),
     ("ULPs", "ULPs", "float32 steps from the reference run's value"),
-    ("class", "class", "Class at the cutoff; beside an exact run, ✓ right or ✗ wrong"),
+    (
+        "class",
+        "class",
+        "Class at the cutoff ('tie': the top classes exactly equal, no class decided); "
+        "beside an exact run, ✓ right or ✗ wrong (a tie is wrong where the exact map decides)",
+    ),
 )
 # Beside an exact (float64) run: each run's float32 steps from the exact value.
 _EXACT_COLUMN = ("ULPs from exact", "vs exact", "float32 steps from the exact (float64) value")
@@ -135,7 +140,7 @@ class PixelInspector(QWidget):
                 value.bits,
                 f"{value.difference:+.9g}",
                 f"{value.ulps:,}",
-                f"{value.class_index}{_rightness(value)}",
+                f"{_class_text(value)}{_rightness(value)}",
             )
             if beside_exact:
                 cells += ("—" if value.is_exact else f"{value.exact_ulps:,}",)
@@ -144,7 +149,7 @@ class PixelInspector(QWidget):
             assert name is not None and mark is not None  # fill_row made them
             name.setToolTip(tooltip_text(self._run_tip(value.key, cells[0])))
             # The mark alone in the table; its word in the tooltip and in a copy.
-            said = f"{value.class_index}{_rightness(value, words=True)}"
+            said = f"{_class_text(value)}{_rightness(value, words=True)}"
             mark.setData(_FULL_TEXT, said)
             mark.setToolTip(said if said != cells[_CLASS] else "")
         labels = tuple(value.label for value in values)
@@ -224,9 +229,19 @@ class PixelInspector(QWidget):
         QGuiApplication.clipboard().setText(self.as_tsv())
 
 
+def _class_text(value: PixelValue) -> str:
+    """The run's class at the pixel; ``0 tie`` where its top classes are exactly equal (argmax
+    takes the lowest: no class decided)."""
+    return f"{value.class_index} tie" if value.tied else f"{value.class_index}"
+
+
 def _rightness(value: PixelValue, words: bool = False) -> str:
     """A float32 run's class against the exact map's: `` ✓`` right, `` ✗`` wrong (with
     ``words``: `` ✗ wrong``)."""
     if value.right is None or value.is_exact:
         return ""
-    return " ✓" if value.right else " ✗ wrong" if words else " ✗"
+    if value.right:
+        return " ✓"
+    if not words:
+        return " ✗"
+    return " ✗ wrong: no class decided" if value.tied else " ✗ wrong"

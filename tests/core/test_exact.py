@@ -4,7 +4,15 @@ import numpy as np
 import pytest
 
 from segdiff_gui.core.analysis import class_map
-from segdiff_gui.core.exact import cutoff_ulp, exact_error, flip_sides, undecidable_mask
+from segdiff_gui.core.exact import (
+    cutoff_ulp,
+    exact_decisions,
+    exact_error,
+    flip_sides,
+    right_mask,
+    undecidable_mask,
+    wrong_mask,
+)
 
 CUT = 0.55
 C32 = float(np.float32(CUT))  # 0.550000011920929: the cutoff the classes are decided at
@@ -124,15 +132,32 @@ def test_softmax_flips_the_exact_class_settles_and_ties_it_does_not():
     )
 
 
-def test_softmax_wrong_classes_leave_ties_of_either_map_out():
+def test_softmax_wrong_classes_count_a_runs_tie_and_leave_the_exact_maps_out():
     exact, a, b = _softmax_case()
     error_b = exact_error(exact, b, CUT, "bf16")
-    # Wrong: pixels 0, 2 and 3; pixel 1 is tied in the exact map, pixel 4 right.
-    assert (error_b.wrong, error_b.undecidable, error_b.ties) == (3, 0, 1)
+    # Wrong: pixels 0, 2 and 3; pixel 1 is tied in the exact map (neither), pixel 4 right.
+    assert (error_b.wrong, error_b.undecidable, error_b.wrong_tied) == (3, 0, 0)
+    assert error_b.exact_ties == 1
     error_a = exact_error(exact, a, CUT, "fp32")
-    # Wrong: pixel 2 and pixel 4 (float32 cannot decide it); 1 and 3 are ties.
-    assert (error_a.wrong, error_a.undecidable, error_a.ties) == (2, 1, 2)
+    # Wrong: pixel 2, pixel 3 (a is tied there: no class decided, though argmax's lowest
+    # class is the exact one) and pixel 4 (float32 cannot decide it); pixel 1 is neither.
+    assert (error_a.wrong, error_a.undecidable, error_a.wrong_tied) == (3, 1, 1)
+    assert error_a.decided_wrong == 2
     assert error_a.pixels == 5 and error_a.rounded_pixels == 1  # pixel 0 only
+    assert error_a.sentence(multiclass=True).endswith(
+        "3 wrong classes at argmax (1 of them tied, no class decided; 1 of them undecidable "
+        "in float32)."
+    )
+    assert error_a.summary().endswith("3 wrong (1 tied, 1 undecidable)")
+
+
+def test_right_and_wrong_split_the_pixels_the_exact_map_decides():
+    exact, a, _ = _softmax_case()
+    decided = exact_decisions(exact, CUT)
+    right, wrong = right_mask(decided, a, CUT), wrong_mask(decided, a, CUT)
+    assert right.tolist() == [[True, False, False, False, False]]
+    assert wrong.tolist() == [[False, False, True, True, True]]
+    assert not (right | wrong)[decided.ties].any()  # an exact tie is neither
 
 
 def test_nan_against_a_number_is_a_mismatch_not_an_error_figure():

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.study import Study
 from segdiff_gui.ui.inspection import InspectionModel, Loaded
 from segdiff_gui.ui.inspector import PixelInspector
 from segdiff_gui.ui.view_modes import view_mode
-from tests.exact_runs import C32, CUT, bf16_study
+from tests.exact_runs import C32, CUT, bf16_study, exact_config, study_run
 
 
 def _model(study: Study) -> InspectionModel:
@@ -65,6 +66,37 @@ def test_the_inspector_gives_the_exact_value_and_which_class_is_right(qtbot):
     rows = {line.split("\t")[0]: line.split("\t") for line in inspector.as_tsv().splitlines()}
     assert rows["cpu r0 (reference)"][5] == "0 ✓" and rows["bf16 r0"][5] == "0 ✓"
     assert "cannot decide" not in inspector.title.text()
+
+
+def test_the_inspector_marks_a_runs_tie_wrong_where_the_exact_map_decides(qtbot):
+    """A bfloat16 run whose top classes are exactly equal has decided nothing: argmax's
+    lowest class is the exact one at pixel 0, yet the tie is wrong; where the exact map is
+    itself tied (pixel 1) the run is neither right nor wrong."""
+    exact = np.array([[[0.5, 0.3, 0.2], [0.4, 0.4, 0.2], [0.2, 0.3, 0.5]]])
+    tied = np.array([[[0.4, 0.4, 0.2], [0.4, 0.3, 0.3], [0.2, 0.3, 0.5]]], np.float32)
+    study = Study(
+        [
+            study_run("cpu", RunConfig(), exact.astype(np.float32)),
+            study_run("bf16", RunConfig(precision="mixed_bfloat16"), tied),
+        ],
+        CUT,
+        exact=study_run("fp64", exact_config(), exact),
+    )
+    model = _model(study)
+    inspector = PixelInspector(model)
+    qtbot.addWidget(inspector)
+
+    def classes() -> dict[str, str]:
+        rows = [line.split("\t") for line in inspector.as_tsv().splitlines()[1:]]
+        return {cells[0]: cells[5] for cells in rows}
+
+    model.selected_pixel = (0, 0)
+    assert classes()["bf16 r0"] == "0 tie ✗ wrong: no class decided"
+    assert classes()["cpu r0 (reference)"] == "0 ✓"
+    model.selected_pixel = (0, 1)  # the exact map tied: no mark either way
+    assert classes()["bf16 r0"] == "0" and classes()["cpu r0 (reference)"] == "0 tie"
+    right = study.right_against_exact(study.runs[1])
+    assert right is not None and right.tolist() == [[False, False, True]]
 
 
 def test_without_an_exact_run_the_inspector_keeps_its_columns(qtbot):
