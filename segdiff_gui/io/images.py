@@ -1,22 +1,23 @@
 """Reading images: PNG/JPEG (8- and 16-bit) through Pillow, TIFF (any dtype) through tifffile,
-NPY through numpy without pickles. Every failure is an :class:`InputError` naming the file."""
+NPY through numpy without pickles, each from a plain file and a TIFF from its own bytes only
+(io/untrusted.py). Every failure is an :class:`InputError` naming the file. Ground-truth masks
+are read here too (:func:`read_labels`), in the one bounded way."""
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
 import threading
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.limits import check_pixels, max_pixels, over_pixel_bound
+from segdiff_gui.io.untrusted import decoding, npy_header, open_plain, open_tiff
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -26,6 +27,7 @@ __all__ = [
     "open_with_pillow",
     "read_header",
     "read_image",
+    "read_labels",
 ]
 
 _T = TypeVar("_T")
@@ -43,9 +45,10 @@ PILLOW_FORMATS = ("PNG", "JPEG", "BMP", "TIFF")
 _PILLOW_LIMIT = threading.Lock()
 
 
-def open_with_pillow(path: Path) -> Any:
-    """``PIL.Image.open`` limited to :data:`PILLOW_FORMATS` (UnidentifiedImageError else), and
-    to segdiff's pixel bound (:func:`~segdiff_gui.core.limits.max_pixels`), said in one line.
+def open_with_pillow(path: Path, handle: IO[bytes]) -> Any:
+    """``PIL.Image.open`` of ``path``'s open ``handle`` limited to :data:`PILLOW_FORMATS`
+    (UnidentifiedImageError else), and to segdiff's pixel bound
+    (:func:`~segdiff_gui.core.limits.max_pixels`), said in one line naming ``path``.
 
     Pillow checks a size against its process-wide ``Image.MAX_IMAGE_PIXELS`` when it opens a
     file, and refuses at twice it. segdiff's bound stands in for it during the open only, then
@@ -58,7 +61,7 @@ def open_with_pillow(path: Path) -> Any:
         before = Image.MAX_IMAGE_PIXELS
         Image.MAX_IMAGE_PIXELS = limit
         try:
-            return Image.open(path, formats=PILLOW_FORMATS)
+            return Image.open(handle, formats=PILLOW_FORMATS)
         except Image.DecompressionBombError:
             raise InputError(path, f"image is {over_pixel_bound(limit)}") from None
         finally:
@@ -69,37 +72,41 @@ class _NotAnImage(Exception):
     """Neither Pillow nor tifffile recognises the file's format."""
 
 
-def _is_deep_colour_png(path: Path) -> bool:
+def _is_deep_colour_png(handle: IO[bytes]) -> bool:
     """16-bit PNG with colour or alpha, which Pillow decodes to 8 bits without a word."""
-    with path.open("rb") as handle:
-        header = handle.read(26)
+    header = handle.read(26)
+    handle.seek(0)
     is_png = header[:8] == b"\x89PNG\r\n\x1a\n" and header[12:16] == b"IHDR"
     return is_png and header[24] == 16 and header[25] in (2, 4, 6)
 
 
-def _read_with_pillow(path: Path) -> np.ndarray:
+def _read_with_pillow(path: Path, indices: bool = False) -> np.ndarray:
+    """The image's pixels; with ``indices``, a palette image's indices instead of its colours."""
     # Imported here: a cache hit decodes no image, and Pillow's import is 12 ms of its 0.28 s.
     from PIL import UnidentifiedImageError
 
-    if _is_deep_colour_png(path):
-        raise InputError(
-            path,
-            "is a 16-bit colour PNG, which would be read with only 8 bits per channel; "
-            "save it as a 16-bit TIFF",
-        )
-    try:
-        opened = open_with_pillow(path)
-    except UnidentifiedImageError:
-        raise _NotAnImage from None
-    with opened as image:
-        width, height = image.size
-        check_pixels(path, height, width)
-        image.load()
-        mode = _PIL_MODES.get(image.mode)
-        if image.mode == "P" and "transparency" not in image.info:
-            mode = "RGB"
-        converted = image.convert(mode) if mode else image
-        array = np.asarray(converted)
+    with open_plain(path, "image") as handle:
+        if _is_deep_colour_png(handle):
+            raise InputError(
+                path,
+                "is a 16-bit colour PNG, which would be read with only 8 bits per channel; "
+                "save it as a 16-bit TIFF",
+            )
+        try:
+            opened = open_with_pillow(path, handle)
+        except UnidentifiedImageError:
+            raise _NotAnImage from None
+        with opened as image:
+            width, height = image.size
+            check_pixels(path, height, width)
+            image.load()
+            mode = _PIL_MODES.get(image.mode)
+            if image.mode == "P" and "transparency" not in image.info:
+                mode = "RGB"
+            if image.mode == "P" and indices:
+                mode = None  # the classes, not their colours
+            converted = image.convert(mode) if mode else image
+            array = np.asarray(converted)
     if converted.mode.startswith("I;16"):
         array = array.astype(np.uint16)
     return array
@@ -110,7 +117,7 @@ def _read_with_tifffile(path: Path) -> np.ndarray:
     import tifffile
 
     try:
-        with tifffile.TiffFile(path) as tiff:
+        with open_tiff(path, "image") as tiff:
             if not tiff.series:
                 raise _NotAnImage
             series = tiff.series[0]
@@ -130,32 +137,12 @@ def _check_declared_shape(path: Path, shape: tuple[int, ...]) -> None:
         raise InputError(path, f"declares {values:,} values (shape {list(shape)}), not an image")
 
 
-def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype[Any]]:
-    with path.open("rb") as handle:
-        version = np.lib.format.read_magic(handle)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
-        else:
-            shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
-    return tuple(shape), dtype
-
-
 def _read_npy(path: Path) -> np.ndarray:
-    _check_declared_shape(path, _npy_header(path)[0])
-    loaded: np.ndarray = np.load(path, allow_pickle=False)
+    with open_plain(path, "image") as handle:
+        _check_declared_shape(path, npy_header(handle)[0])
+        handle.seek(0)
+        loaded: np.ndarray = np.load(handle, allow_pickle=False)
     return loaded
-
-
-@contextlib.contextmanager
-def _quiet_logger(name: str) -> Iterator[None]:
-    """tifffile logs what it skips (a bad tag) through ``logging``, which prints to stderr."""
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 @dataclass(frozen=True)
@@ -178,14 +165,15 @@ class ImageHeader:
 def _pillow_header(path: Path) -> ImageHeader:
     from PIL import UnidentifiedImageError
 
-    try:
-        opened = open_with_pillow(path)
-    except UnidentifiedImageError:
-        raise _NotAnImage from None
-    with opened as image:  # its header only: nothing is decoded before load()
-        width, height = image.size
-        mode = image.mode
-        channels = 4 if mode == "P" else len(image.getbands())  # a palette may become RGBA
+    with open_plain(path, "image") as handle:
+        try:
+            opened = open_with_pillow(path, handle)
+        except UnidentifiedImageError:
+            raise _NotAnImage from None
+        with opened as image:  # its header only: nothing is decoded before load()
+            width, height = image.size
+            mode = image.mode
+            channels = 4 if mode == "P" else len(image.getbands())  # a palette may become RGBA
     itemsize = 4 if mode in ("I", "F") else 2 if mode.startswith("I;16") else 1
     return ImageHeader((height, width, channels), itemsize)
 
@@ -194,7 +182,7 @@ def _tiff_header(path: Path) -> ImageHeader:
     import tifffile
 
     try:
-        with tifffile.TiffFile(path) as tiff:
+        with open_tiff(path, "image") as tiff:
             if not tiff.series:
                 raise _NotAnImage
             series = tiff.series[0]
@@ -210,29 +198,26 @@ def _by_format(
     pillow: Callable[[Path], _T],
 ) -> _T:
     """Call the reader of ``path``'s format (by its suffix: ``.npy``, TIFF, else Pillow); a
-    file that is missing or that no reader can read is one line naming it. A decoder's
-    warnings (a truncated file, an odd tag) would be raw lines on stderr: they are dropped."""
-    if not path.is_file():
-        raise InputError(path, "no such image file")
+    file that is missing, not a plain file, or that no reader can read is one line naming it.
+    A decoder's warnings (a truncated file, an odd tag) would be raw lines on stderr: they are
+    dropped."""
     suffix = path.suffix.lower()
-    try:
-        with warnings.catch_warnings(), _quiet_logger("tifffile"):
-            warnings.simplefilter("ignore")
+    with decoding(path, "an image"):
+        try:
             if suffix == ".npy":
                 return npy(path)
             if suffix in (".tif", ".tiff"):
                 return tiff(path)
             return pillow(path)
-    except InputError:
-        raise
-    except _NotAnImage:
-        raise InputError(path, "not a readable image (PNG, JPEG, TIFF or NPY expected)") from None
-    except Exception as error:  # noqa: BLE001 - each decoder fails in its own way on a bad file
-        raise InputError(path, f"cannot be read as an image: {error}") from None
+        except _NotAnImage:
+            raise InputError(
+                path, "not a readable image (PNG, JPEG, TIFF or NPY expected)"
+            ) from None
 
 
 def _npy_image_header(path: Path) -> ImageHeader:
-    shape, dtype = _npy_header(path)
+    with open_plain(path, "image") as handle:
+        shape, _, dtype = npy_header(handle)
     return ImageHeader(shape, dtype.itemsize)
 
 
@@ -248,8 +233,21 @@ def read_header(path: str | Path) -> ImageHeader:
 def read_image(path: str | Path) -> np.ndarray:
     """Decode one image to H×W or H×W×C in its own dtype (uint8, uint16, float32 …)."""
     path = Path(path)
-    array = _by_format(path, _read_npy, _read_with_tifffile, _read_with_pillow)
-    array = np.asarray(array)
+    return _pixels(path, _by_format(path, _read_npy, _read_with_tifffile, _read_with_pillow))
+
+
+def read_labels(path: str | Path) -> np.ndarray:
+    """A label map (a ground-truth mask), read as :func:`read_image` reads an image, but an
+    indexed (palette) image keeps its indices, as VOC and Cityscapes ship their label maps:
+    the palette's colours are for eyes, the indices are the classes."""
+    path = Path(path)
+    pillow = partial(_read_with_pillow, indices=True)
+    return _pixels(path, _by_format(path, _read_npy, _read_with_tifffile, pillow))
+
+
+def _pixels(path: Path, decoded: np.ndarray) -> np.ndarray:
+    """A decoded array as H×W or H×W×C pixel values, or one line saying why it is not one."""
+    array = np.asarray(decoded)
     if array.dtype == object or array.dtype.kind not in "uifb":
         raise InputError(path, f"holds {array.dtype} data, not pixel values")
     if array.ndim == 3 and array.shape[0] in (1, 3, 4) and array.shape[-1] not in (1, 3, 4):

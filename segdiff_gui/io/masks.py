@@ -9,7 +9,7 @@ import tifffile
 from PIL import Image
 
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.io.images import open_with_pillow
+from segdiff_gui.io.images import read_image
 
 __all__ = ["MASK_SUFFIXES", "read_mask", "write_mask"]
 
@@ -42,8 +42,5 @@ def write_mask(path: str | Path, mask: np.ndarray) -> Path:
 def read_mask(path: str | Path) -> np.ndarray:
     """Read a mask written by :func:`write_mask` back as booleans."""
     path = Path(path)
-    suffix = _suffix(path)
-    if suffix == ".npy":
-        return np.asarray(np.load(path, allow_pickle=False), dtype=bool)
-    data = tifffile.imread(path) if suffix != ".png" else np.asarray(open_with_pillow(path))
-    return np.asarray(data) > 0
+    _suffix(path)
+    return np.asarray(read_image(path)) > 0

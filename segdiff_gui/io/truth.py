@@ -14,24 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.io.images import IMAGE_SUFFIXES, open_with_pillow, read_image
+from segdiff_gui.io.images import IMAGE_SUFFIXES, read_image, read_labels
 
 __all__ = ["TruthFolder"]
 
 _SUFFIXES = ("", "_mask", "_gt")
-
-
-def _read_labels(path: Path) -> np.ndarray:
-    """A mask's pixels. Indexed (palette) PNGs, as VOC and Cityscapes ship their label maps,
-    keep their indices: the palette's colours are for eyes, the indices are the classes."""
-    if path.suffix.lower() == ".png":
-        try:
-            with open_with_pillow(path) as image:
-                if image.mode == "P":
-                    return np.asarray(image)
-        except Exception:  # noqa: BLE001, S110 - read_image says what is wrong, naming the file
-            pass
-    return read_image(path)
 
 
 class TruthFolder:
@@ -64,7 +51,7 @@ class TruthFolder:
             if path is None:
                 continue
             matched += 1
-            mask_shape, image_shape = _read_labels(path).shape[:2], read_image(image).shape[:2]
+            mask_shape, image_shape = read_labels(path).shape[:2], read_image(image).shape[:2]
             if mask_shape != image_shape:
                 raise InputError(
                     path,
@@ -85,7 +72,7 @@ class TruthFolder:
         path = self.path_for(image_name)
         if path is None:
             return None
-        mask = _read_labels(path)
+        mask = read_labels(path)  # as images are read: a plain file, within the bounds
         if mask.ndim == 3:
             if not all(np.array_equal(mask[..., 0], mask[..., c]) for c in range(mask.shape[-1])):
                 raise InputError(path, "is a colour image; a mask holds one label per pixel")
