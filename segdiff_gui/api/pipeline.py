@@ -31,7 +31,7 @@ from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Reproduction
-from segdiff_gui.io.maps import UserMap, read_maps
+from segdiff_gui.io.maps import MapFile, open_maps
 from segdiff_gui.runner.imports import ImportRequest
 from segdiff_gui.runner.imports import import_maps as import_request
 from segdiff_gui.runner.matrix import MatrixRunner
@@ -195,13 +195,13 @@ def reproduce_in(
     """Search ``request``'s model, images and settings for ``user_map`` (an array of the
     target, or the maps of a file), from ``config`` (default: the defaults)."""
     if isinstance(user_map, str | Path):
-        maps = tuple(read_maps(checked_path(user_map, "map")))
+        maps = open_maps(checked_path(user_map, "map"))
         name = str(user_map)
     else:
         values = np.asarray(user_map)
-        if values.dtype.kind != "f" or values.ndim not in (2, 3):
-            raise InputError("map", f"is {values.dtype} of shape {values.shape}: give a float map")
-        maps = (UserMap("", np.ascontiguousarray(values, dtype=np.float32), str(values.dtype)),)
+        if values.ndim not in (2, 3):
+            raise InputError("map", f"has shape {values.shape}: give the target's map, H×W[×C]")
+        maps = MapFile.of_array("map", values)  # checked as a file's map is
         name = "map"
     base = configuration(config) if config is not None else RunConfig()
     search = ReproduceSearch(maps, request, name, base)

@@ -18,7 +18,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Candidate, Reproduction
 from segdiff_gui.core.text import shape_text
 from segdiff_gui.io.images import collect_images
-from segdiff_gui.io.maps import read_maps
+from segdiff_gui.io.maps import open_maps
 from segdiff_gui.runner.arguments import model_settings
 from segdiff_gui.runner.imports import ImportRequest, import_maps
 from segdiff_gui.runner.plan import check_model_path
@@ -87,7 +87,7 @@ def command_reproduce(args: argparse.Namespace, out: Console, err: Console) -> i
     cache = open_cache(args, writing=True)
     model = check_model_path(args.model)
     images = collect_images(args.images)
-    maps = tuple(read_maps(args.map))
+    maps = open_maps(args.map)
     settings = model_settings(args)
     request = request_of(args, model, images, cache, target=args.target, settings=settings)
     base = parse_config_spec(args.config) if args.config else RunConfig()

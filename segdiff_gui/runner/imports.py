@@ -27,7 +27,7 @@ from segdiff_gui.core.text import printable
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
-from segdiff_gui.io.maps import UserMap, fit_to_map_shape, read_maps
+from segdiff_gui.io.maps import MapFile, UserMap, fit_to_map_shape, maps_in, open_maps
 from segdiff_gui.runner.devices import inspect_model
 from segdiff_gui.runner.plan import check_model_path, image_refs
 from segdiff_gui.storage.cache import ResultCache
@@ -84,42 +84,47 @@ def map_shape_of(
 
 
 def _pairs(
-    maps: Sequence[UserMap],
+    maps: MapFile,
     refs: Sequence[ImageRef],
     expected: tuple[int, ...],
-    where: Path,
     target: int | None,
 ) -> list[tuple[ImageRef, np.ndarray, UserMap]]:
     """Each map with its image: an ``.npz``'s members by the images' names (or stems), else
-    in order; a batch's maps in the images' order; one map, the ``target``'s where given."""
+    in order; a batch's maps in the images' order; one map, the ``target``'s where given.
+    Every array's shape is checked from its header, and the maps counted against the images,
+    before a byte of their values is read: a file of a few megabytes may declare gigabytes."""
     by_name = {}
     for ref in refs:
         by_name[ref.name] = by_name[Path(ref.name).stem] = ref
-    named = len(maps) > 1 and all(m.name in by_name for m in maps)
+    declared = maps.declared
+    named = len(declared) > 1 and all(m.name in by_name for m in declared)
+    counts = [maps_in(maps.label(i), item.shape, expected) for i, item in enumerate(declared)]
+    if named:
+        for index, count in enumerate(counts):
+            if count != 1:
+                raise InputError(
+                    maps.label(index), "is a batch; an .npz member named after an image is one map"
+                )
+    elif sum(counts) != len(refs) and not (target is not None and sum(counts) == 1):
+        names = ", ".join(ref.name for ref in refs[:5])
+        raise InputError(
+            maps.where,
+            f"holds {sum(counts)} map(s) but {len(refs)} image(s) were given ({names}); give "
+            "the images in the order of the maps",
+        )
     pairs = []
     flat: list[tuple[np.ndarray, UserMap]] = []
-    for user_map in maps:
-        label = f"{where} [{user_map.name}]" if user_map.name else str(where)
-        fitted = fit_to_map_shape(label, user_map.values, expected)
+    for index, item in enumerate(declared):
+        user_map = maps.read(index)
+        fitted = fit_to_map_shape(maps.label(index), user_map.values, expected)
         if named:
-            if len(fitted) != 1:
-                raise InputError(
-                    label, "is a batch; an .npz member named after an image is one map"
-                )
-            pairs.append((by_name[user_map.name], fitted[0], user_map))
+            pairs.append((by_name[item.name], fitted[0], user_map))
         else:
             flat += [(values, user_map) for values in fitted]
     if named:
         return pairs
     if target is not None and len(flat) == 1:
         return [(refs[target], *flat[0])]
-    if len(flat) != len(refs):
-        names = ", ".join(ref.name for ref in refs[:5])
-        raise InputError(
-            where,
-            f"holds {len(flat)} map(s) but {len(refs)} image(s) were given ({names}); give the "
-            "images in the order of the maps",
-        )
     return [(ref, values, user_map) for ref, (values, user_map) in zip(refs, flat, strict=True)]
 
 
@@ -139,7 +144,7 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
     model = check_model_path(request.model)
     if not request.images:
         raise InputError(request.maps, "no image given: name the image(s) the map was made of")
-    maps = read_maps(request.maps)
+    maps = open_maps(request.maps)  # its headers: its values once their shapes are checked
     request.cache.claim()
     model_hash = hash_path(model)
     refs = image_refs(list(request.images))
@@ -151,7 +156,7 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
     if isinstance(answer, ChildFatal):
         raise InputError(answer.path, answer.problem, answer.fix)
     expected = map_shape_of(answer, request.settings, first, model)
-    pairs = _pairs(maps, refs, expected, request.maps, request.target)
+    pairs = _pairs(maps, refs, expected, request.target)
     notes = _notes(request.notes)
     label = printable(request.label.strip()) or request.maps.stem
     records = []

@@ -32,7 +32,7 @@ from segdiff_gui.core.runtime_defaults import defaults_in_effect
 from segdiff_gui.core.text import shape_text
 from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
-from segdiff_gui.io.maps import UserMap, target_map
+from segdiff_gui.io.maps import MapFile, target_map
 from segdiff_gui.runner.devices import machine_defaults
 from segdiff_gui.runner.outcome import Drive
 from segdiff_gui.runner.plan import image_refs, index_of_target
@@ -46,7 +46,7 @@ class ReproduceSearch:
     """The search's inputs: the user's map of the target, and the request naming the model,
     the images (in the user's order), the target, the cache and the model settings."""
 
-    maps: tuple[UserMap, ...]  # the map file's (io/maps.read_maps), or one array's
+    maps: MapFile  # the map file's (io/maps.open_maps), or one array's (MapFile.of_array)
     request: MatrixRequest
     map_name: str = "your map"
     # Where the search starts: the defaults, or a runtime's (runtime=jax for a JAX pipeline).
@@ -61,7 +61,7 @@ class ReproduceSearch:
 
     @cached_property
     def user_map(self) -> np.ndarray:
-        """The target's map among :attr:`maps` (io/maps.target_map)."""
+        """The target's map among :attr:`maps` (io/maps.target_map): only its array is read."""
         names = [ref.name for ref in self._refs]
         return target_map(self.map_name, self.maps, names, self.target_index())
 
@@ -155,6 +155,7 @@ def reproduce(
 ) -> Reproduction:
     """Run the search's stages until one holds a configuration equal to the user's map bit
     for bit (a stage is one or two matrices; every run is cached like any other)."""
+    search.user_map  # noqa: B018 - read and checked before any child starts
     stages = search.stages()
     trials: list[Trial] = []
     failed: list[str] = []

@@ -17,7 +17,7 @@ from superqt.utils import create_worker
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import Message, RunFinished, RunStarted
 from segdiff_gui.core.text import printable
-from segdiff_gui.io.maps import MAP_SUFFIXES, read_maps
+from segdiff_gui.io.maps import MAP_SUFFIXES, open_maps
 from segdiff_gui.runner.imports import Imported, ImportRequest, import_maps
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome, follow
@@ -137,7 +137,7 @@ class YourMaps(QObject):
             return follow(runner, self._progress)
 
         def work() -> tuple[str, str, str]:
-            search = ReproduceSearch(tuple(read_maps(path)), request, printable(path.name))
+            search = ReproduceSearch(open_maps(path), request, printable(path.name))
             answer = reproduce(search, drive, self.said.emit)
             match = answer.match
             if match is None:

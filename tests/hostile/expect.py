@@ -8,8 +8,10 @@ limit back up to its hard one."""
 
 from __future__ import annotations
 
+import os
 import re
 import resource
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -61,3 +63,31 @@ def assert_one_line(error: BaseException, path: Path, problem: str) -> None:
     assert "\n" not in text, text
     assert text.startswith(f"{path}: "), text
     assert re.search(problem, text), text
+
+
+_RECORDINGS: list[list[str]] = []  # the blocks of opened_files() in progress
+
+
+def _record_opens(event: str, args: tuple[object, ...]) -> None:
+    if event == "open" and _RECORDINGS and isinstance(args[0], str | bytes | os.PathLike):
+        for opened in _RECORDINGS:
+            opened.append(os.fsdecode(args[0]))
+
+
+_HOOKED: list[bool] = []
+
+
+@contextmanager
+def opened_files() -> Iterator[list[str]]:
+    """Every path this process opens within the block, by Python's ``open``, ``io.open`` or
+    ``os.open`` (an audit hook, added once, records them; a hook cannot be removed, so it
+    records only while a block runs): what a reader opens beside the file it was given."""
+    if not _HOOKED:
+        sys.addaudithook(_record_opens)
+        _HOOKED.append(True)
+    opened: list[str] = []
+    _RECORDINGS.append(opened)
+    try:
+        yield opened
+    finally:
+        _RECORDINGS[:] = [recording for recording in _RECORDINGS if recording is not opened]

@@ -10,6 +10,7 @@ import pytest
 
 from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.io.maps import open_maps
 from segdiff_gui.runner import MatrixRequest, MatrixRunner, plan_matrix
 
 planning = importlib.import_module(
@@ -264,7 +265,8 @@ def test_import_and_reproduce_refuse_a_lying_header_before_decoding_it(
     request = imports.ImportRequest(tmp_path / "map.npy", model, (lie,), cache)
     with pytest.raises(InputError, match=refused):
         imports.import_maps(request, inspect=lambda *_a, **_k: pytest.fail("inspected"))
-    search = reproduce.ReproduceSearch((), MatrixRequest(model, (lie,), cache))
+    maps = open_maps(tmp_path / "map.npy")
+    search = reproduce.ReproduceSearch(maps, MatrixRequest(model, (lie,), cache))
     with pytest.raises(InputError, match=refused):
         search.stages()
     assert decoded == []
