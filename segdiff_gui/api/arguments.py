@@ -27,6 +27,7 @@ from segdiff_gui.runner.arguments import preprocessing_function
 from segdiff_gui.storage.cache import ResultCache
 
 __all__ = [
+    "PREPROCESS_KEYS",
     "ConfigLike",
     "PathLike",
     "cache_of",
@@ -48,7 +49,7 @@ __all__ = [
 ConfigLike = str | Mapping[str, Any] | RunConfig
 PathLike = str | Path
 
-_PREPROCESS_KEYS = ("divide", "scale", "mean", "std", "color", "resize")
+PREPROCESS_KEYS = ("divide", "scale", "mean", "std", "color", "resize")
 
 
 def checked_cutoff(value: object, name: str = "cutoff") -> float:
@@ -200,10 +201,10 @@ def preprocessing(value: Preprocessing | Mapping[str, Any] | str | None) -> Prep
         return preprocessing_function(value)
     if not isinstance(value, Mapping):
         raise InputError("preprocess", f"is a {type(value).__name__}: give a dict")
-    unknown = sorted(set(value) - set(_PREPROCESS_KEYS))
+    unknown = sorted(set(value) - set(PREPROCESS_KEYS))
     if unknown:
         raise InputError(
-            "preprocess", f"has no setting {unknown[0]!r} (settings: {', '.join(_PREPROCESS_KEYS)})"
+            "preprocess", f"has no setting {unknown[0]!r} (settings: {', '.join(PREPROCESS_KEYS)})"
         )
     try:
         return parse_preprocessing(

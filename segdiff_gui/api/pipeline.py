@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui.api.arguments import (
+    PREPROCESS_KEYS,
     ConfigLike,
     PathLike,
     cache_of,
@@ -32,6 +33,7 @@ from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Reproduction
 from segdiff_gui.io.maps import MapFile, open_maps
+from segdiff_gui.runner.arguments import option_values
 from segdiff_gui.runner.imports import ImportRequest
 from segdiff_gui.runner.imports import import_maps as import_request
 from segdiff_gui.runner.matrix import MatrixRunner
@@ -110,23 +112,10 @@ class Reproduced:
         match = answer.match
         #: The matching run's label (``"cpu b1 onednn-off"``), or None.
         self.match: str | None = match.label if match else None
-        base = search.request.settings.preprocessing
-        images = search.ordered_images()
-        #: ``segdiff_gui.run(model, **run_arguments)`` computes the match again: a cache hit.
+        #: ``segdiff_gui.run(model, **run_arguments, cache=cache)`` computes the match again:
+        #: a cache hit (the request its run was made by, every model setting with it).
         self.run_arguments: dict[str, Any] | None = (
-            {
-                "images": [str(path) for path in images],
-                "configs": match.candidate.spec(),
-                "target": str(images[0]),
-                "repeats": 1,
-                **(
-                    {"preprocess": {**_preprocess_of(base), **match.candidate.scaling(base)}}
-                    if match.candidate.scaling(base)
-                    else {}
-                ),
-            }
-            if match
-            else None
+            _run_arguments(search.request_for([match.candidate])) if match else None
         )
 
     @property
@@ -165,14 +154,24 @@ class Reproduced:
         return f"<Reproduced: {self.sentence}>"
 
 
-def _preprocess_of(base: Preprocessing) -> dict[str, Any]:
-    """``base`` as :func:`segdiff_gui.run`'s ``preprocess`` takes it, less the scaling."""
+def _run_arguments(request: MatrixRequest) -> dict[str, Any]:
+    """:func:`segdiff_gui.run`'s arguments, but the model and the cache, that make
+    ``request``'s runs: its images, configurations, target, repeats and every model setting
+    away from its default (runner/arguments.option_values, which ``segdiff run``'s words are
+    written from too)."""
+    settings: dict[str, Any] = option_values(request.settings)
+    preprocess = settings.pop("preprocess", None) or {
+        key: settings.pop(key) for key in PREPROCESS_KEYS if key in settings
+    }
+    specs = [request.knobs.changed_spec(config) for config in request.configs]
     return {
-        key: value
-        for key, value in {"mean": list(base.mean), "std": list(base.std),
-                           "color": base.color, "resize": base.resize}.items()
-        if value not in ([], "keep", "refuse")
-    }  # fmt: skip
+        "images": [str(path) for path in request.images],
+        **({"configs": specs[0] if len(specs) == 1 else specs} if specs else {}),
+        **({"target": request.target} if request.target is not None else {}),
+        "repeats": request.repeats,
+        **({"preprocess": preprocess} if preprocess else {}),
+        **settings,
+    }
 
 
 def _follow(progress: bool) -> Any:

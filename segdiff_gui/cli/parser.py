@@ -26,7 +26,7 @@ from segdiff_gui.runner.arguments import (
 )
 from segdiff_gui.version import __version__
 
-__all__ = ["build_parser", "command_options"]
+__all__ = ["build_parser", "command_flags", "command_options"]
 
 # What --ref means in every command that has it.
 _REF_HELP = f"reference: {RUN_NAME}; default: this machine's run with every knob at its default"
@@ -413,10 +413,26 @@ def _add_slurm_script(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     script.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
+def _subparser(command: str) -> argparse.ArgumentParser | None:
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            parser: argparse.ArgumentParser = action.choices[command]
+            return parser
+    return None
+
+
 @cache
 def command_options(command: str) -> frozenset[str]:
     """Every option string ``segdiff COMMAND`` takes (``--group``, ``-h``, …)."""
-    for action in build_parser()._actions:
-        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            return frozenset(action.choices[command]._option_string_actions)
-    return frozenset()
+    parser = _subparser(command)
+    return frozenset(parser._option_string_actions) if parser else frozenset()
+
+
+@cache
+def command_flags(command: str) -> dict[str, str]:
+    """The flag of each option ``segdiff COMMAND`` takes, by its destination (``trust_model``
+    → ``--trust-model``): a command written back from a request names options as the
+    parser spells them."""
+    parser = _subparser(command)
+    actions = parser._actions if parser else []
+    return {a.dest: max(a.option_strings, key=len) for a in actions if a.option_strings}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 from pathlib import Path
 
 from rich.console import Console
@@ -13,9 +12,10 @@ from rich.console import Console
 from segdiff_gui.cli.commands import open_cache, request_of
 from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.progress_view import drive
-from segdiff_gui.core.config import Preprocessing, RunConfig, parse_config_spec
+from segdiff_gui.cli.run_words import run_command
+from segdiff_gui.core.config import RunConfig, parse_config_spec
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.reproduce import Candidate, Reproduction
+from segdiff_gui.core.reproduce import Reproduction
 from segdiff_gui.core.text import shape_text
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.maps import open_maps
@@ -24,7 +24,7 @@ from segdiff_gui.runner.imports import ImportRequest, import_maps
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.reproduce import ReproduceSearch, reproduce
 
-__all__ = ["command_import", "command_reproduce", "run_command_of"]
+__all__ = ["command_import", "command_reproduce"]
 
 EXIT_NOT_REPRODUCED = 1
 
@@ -72,17 +72,6 @@ def command_import(args: argparse.Namespace, out: Console, err: Console) -> int:
     return EXIT_OK
 
 
-def run_command_of(
-    candidate: Candidate, model: Path, images: tuple[Path, ...], base: Preprocessing
-) -> str:
-    """The ``segdiff run`` that computes ``candidate`` again: served from the cache."""
-    words = ["segdiff", "run", str(model), *map(str, images), "--target", str(images[0])]
-    words += ["--config", candidate.spec()]
-    for name, text in candidate.scaling(base).items():
-        words += [f"--{name}", text]
-    return shlex.join([*words, "--repeats", "1"])
-
-
 def command_reproduce(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
     model = check_model_path(args.model)
@@ -103,10 +92,9 @@ def command_reproduce(args: argparse.Namespace, out: Console, err: Console) -> i
 
 def _report(args: argparse.Namespace, out: Console, answer: Reproduction,
             search: ReproduceSearch) -> int:  # fmt: skip
-    base = search.request.settings.preprocessing
-    images = search.ordered_images()
     match = answer.match
-    again = run_command_of(match.candidate, search.request.model, images, base) if match else ""
+    # The very request the matching run was made by: a cache hit, every setting said.
+    again = run_command(search.request_for([match.candidate])) if match else ""
     if args.json:
         out.print_json(
             json.dumps(

@@ -5,9 +5,18 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
-__all__ = ["as_float32", "float32_bits", "float64_bits", "format_float32", "format_float64"]
+__all__ = [
+    "as_float32",
+    "float32_bits",
+    "float64_bits",
+    "format_float32",
+    "format_float64",
+    "fraction_text",
+]
 
 
 def format_float32(value: float | np.floating) -> str:
@@ -35,3 +44,10 @@ def format_float64(value: float | np.floating) -> str:
 def float64_bits(value: float | np.floating) -> str:
     """The float64 bit pattern as hex: ``0x3fe199999999999a``."""
     return f"0x{int(np.array(value, dtype=np.float64).view(np.uint64)):016x}"
+
+
+def fraction_text(value: float) -> str:
+    """A scale or divisor as an option takes it: ``1/255`` where that fraction is the float
+    exactly, else the float's shortest text (both read back as the very float)."""
+    fraction = Fraction(value).limit_denominator(1 << 20)
+    return str(fraction) if float(fraction) == value else repr(value)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
@@ -21,6 +20,7 @@ import numpy as np
 from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.errors import ConfigError
+from segdiff_gui.core.floatfmt import fraction_text
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.runtime_defaults import DefaultsInEffect
 
@@ -66,9 +66,9 @@ class Candidate:
         if self.preprocessing == base:
             return {}
         if self.preprocessing.divisor is not None:
-            return {"divide": _exact_text(self.preprocessing.divisor)}
+            return {"divide": fraction_text(self.preprocessing.divisor)}
         if self.preprocessing.scale is not None:
-            return {"scale": _exact_text(self.preprocessing.scale)}
+            return {"scale": fraction_text(self.preprocessing.scale)}
         return {}
 
 
@@ -181,12 +181,6 @@ def _candidate(
         return Candidate(replace(start, **changes), preprocessing, words)
     except ConfigError:
         return None
-
-
-def _exact_text(value: float) -> str:
-    """``1/255`` where that fraction is the float exactly, else the float's shortest text."""
-    fraction = Fraction(value).limit_denominator(1 << 20)
-    return str(fraction) if float(fraction) == value else repr(value)
 
 
 def _on(value: bool) -> str:

@@ -23,6 +23,7 @@ from segdiff_gui.core.defaults import (
     DEFAULT_TIMEOUT_S,
 )
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.floatfmt import fraction_text
 from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.text import format_size, parse_size
@@ -37,6 +38,7 @@ __all__ = [
     "add_timeout",
     "model_settings",
     "number",
+    "option_values",
     "preprocessing_function",
 ]
 
@@ -179,6 +181,43 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
         trust_model=args.trust_model,
         trust_preprocess=args.trust_preprocess,
     )
+
+
+def option_values(settings: ModelSettings) -> dict[str, str | bool]:
+    """The options of :func:`add_model_settings` that give ``settings`` back through
+    :func:`model_settings`, by their destination (``{"color": "rgb", "scale": "1/255",
+    "trust_model": True}``), those at their defaults left out: what a suggested command or
+    call must say to make the same runs (the CLI names each by its flag, the API by its
+    argument). A scale or divisor is written exactly (``1/255`` where that fraction is the
+    float), a mean or std as the shortest text of each float."""
+    values: dict[str, str | bool] = {}
+    prep = settings.preprocessing
+    if prep.function is not None:
+        file = prep.function_file  # where the child loads it from
+        name = prep.function.rpartition(":")[2]
+        values["preprocess"] = f"{file}:{name}" if file else prep.function
+    else:
+        # by_dtype="multiply" without a number is a stored run's of before issue 32: no
+        # option makes it, and no front end asks for it.
+        for dest, number in (("divide", prep.divisor), ("scale", prep.scale)):
+            if number is not None:
+                values[dest] = fraction_text(number)
+        for dest, floats in (("mean", prep.mean), ("std", prep.std)):
+            if floats:
+                values[dest] = ",".join(map(repr, floats))
+        for dest, text, default in (("color", prep.color, "keep"),
+                                    ("resize", prep.resize, "refuse")):  # fmt: skip
+            if text != default:
+                values[dest] = text
+    if settings.output.output is not None:
+        values["output"] = settings.output.output
+    if settings.output.activation != "none":
+        values["activation"] = settings.output.activation
+    if settings.trust_model:
+        values["trust_model"] = True
+    if settings.trust_preprocess:
+        values["trust_preprocess"] = True
+    return values
 
 
 def preprocessing_function(spec: str) -> Preprocessing:

@@ -5,6 +5,7 @@ one line each."""
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -110,8 +111,8 @@ def test_a_plain_keras_scripts_map_is_imported_reproduced_and_served_from_the_ca
     assert answer.returncode == 0, answer.stderr
     assert found in answer.stdout
     command = answer.stdout.split("(from the cache): ", 1)[1].strip()
-    words = command.split()[2:]  # after "segdiff run"
-    served = segdiff("run", *words, "--cache", cache, "--json")
+    words = shlex.split(command)[2:]  # after "segdiff run": the cache is among them
+    served = segdiff("run", *words, "--json")
     assert served.returncode == 0, served.stderr
     (run,) = json.loads(served.stdout)["runs"]
     assert run["status"] == "cached"
