@@ -34,6 +34,9 @@ class ProgressBar:
         self._failed = 0
 
     def __call__(self, message: Message) -> None:
+        if isinstance(message, PlanReady):  # said with a bar or without
+            for line in message.skipped_lines():
+                warnings.warn(line, RuntimeWarning, stacklevel=2)
         if not self.enabled:
             return
         if isinstance(message, PlanReady):

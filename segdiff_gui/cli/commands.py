@@ -178,6 +178,7 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         settings=checked.settings,
         sweep=args.sweep,
         shard=args.shard,
+        strict=args.strict,
     )
     sweep = None
     if args.sweep:  # its masks are checked against the images before anything runs
@@ -300,6 +301,7 @@ def _report(
                 "cache": str(cache.root),
                 "seconds": round(seconds, 3),
                 "runs": outcome.in_plan_order(plan),
+                "skipped": _skipped_json(plan),
                 "comparisons": study.rows() if study else [],
             }
         )
@@ -312,6 +314,11 @@ def _report(
         say(out, line)
     _print_counts(out, outcome, plan, cache, seconds)
     return exit_code(outcome)
+
+
+def _skipped_json(plan: MatrixPlan) -> list[dict[str, str]]:
+    """The configurations the model could not take, each with why (``--json``)."""
+    return [{"label": skip.label, "reason": str(skip.reason)} for skip in plan.skipped]
 
 
 def _print_counts(
@@ -332,10 +339,13 @@ def _print_counts(
     )
     merged = len(plan.merged)
     from_bundles = f" ({merged} of them merged from bundles)" if merged else ""
+    left_out = len(plan.skipped)
+    configurations = f"; {_plural(left_out, 'configuration')} skipped" if left_out else ""
     out.print(
         f"{_plural(len(plan.runs), 'run')} of {plan.model_path.name} on {on}: "
         f"{counts['finished']} computed, {counts['cached']} from the cache{from_bundles}, "
-        f"{counts['failed']} failed{skipped} ({seconds:.1f} s; cache {cache.root})",
+        f"{counts['failed']} failed{skipped}{configurations} ({seconds:.1f} s; cache "
+        f"{cache.root})",
         markup=False,
     )
 
@@ -357,6 +367,7 @@ def _report_sweep(
                 "cache": str(cache.root),
                 "seconds": round(seconds, 3),
                 "runs": outcome.in_plan_order(plan),
+                "skipped": _skipped_json(plan),
                 "sweep": summary.to_dict() if summary else None,
             }
         )

@@ -63,6 +63,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     add_configs(run)
     _matrix_options(run)
+    run.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse the whole matrix (exit 2) when the model cannot take one of its "
+        "configurations (a SavedModel under precision=float64, say); by default that "
+        "configuration is skipped, said in one line, and the others run",
+    )
     add_model_settings(run)
     sweep = run.add_argument_group("test-set sweep")
     sweep.add_argument(

@@ -47,7 +47,7 @@ def drive(
 
     def show(message: Message) -> None:
         if isinstance(message, PlanReady):
-            for notice in message.notices:
+            for notice in (*message.notices, *message.skipped_lines()):
                 console.print(f"segdiff: {printable(notice)}", markup=False)
             progress.update(
                 task,

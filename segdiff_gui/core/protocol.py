@@ -22,6 +22,7 @@ __all__ = [
     "RunFinished",
     "RunStarted",
     "decode_message",
+    "skipped_line",
 ]
 
 
@@ -36,13 +37,24 @@ class Message:
 @dataclass(frozen=True)
 class PlanReady(Message):
     """The matrix is planned: ``total`` runs, of which ``cached`` need no inference;
-    ``notices``: what the user should know before they run (one line each)."""
+    ``notices``: what the user should know before they run (one line each); ``skipped``:
+    the configurations the model cannot take, left out while the others run, each its
+    label and why (said as :func:`skipped_line` writes it)."""
 
     event: ClassVar[str] = "plan"
     total: int
     cached: int
     children: int
     notices: tuple[str, ...] = ()
+    skipped: tuple[tuple[str, str], ...] = ()
+
+    def skipped_lines(self) -> tuple[str, ...]:
+        return tuple(skipped_line(label, why) for label, why in self.skipped)
+
+
+def skipped_line(label: str, why: str) -> str:
+    """A configuration left out, in one line: ``skipped cpu b1 fp64: model: precision …``."""
+    return f"skipped {label}: {why}"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ the measurement itself, from stored runs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -107,7 +108,8 @@ class AttributionSession:
             raise InputError(
                 "explain", f"the two configurations are one ({self.plan.base.label()})"
             )
-        self.request = request.with_configs(self.plan.configs())
+        # Every step or none: a knob the model cannot take refuses the attribution.
+        self.request = replace(request.with_configs(self.plan.configs()), strict=True)
         self.cutoff = cutoff
 
     def measure(self, store: RunStore, records: Sequence[RunRecord]) -> Attribution:

@@ -196,7 +196,10 @@ class LayerProbeSession:
             )
         if memory_budget < 1 << 20:
             raise InputError("memory budget", "must be at least 1 MiB")
-        self.request = replace(request, configs=(reference, other), repeats=1, sweep=False)
+        # Both sides or none: a side the model cannot take refuses the probe.
+        self.request = replace(
+            request, configs=(reference, other), repeats=1, sweep=False, strict=True
+        )
         self.configs = (reference, other)
         self.memory_budget, self.disk_budget = memory_budget, disk_budget
         self.store = LayerStore(request.cache)

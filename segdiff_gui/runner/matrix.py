@@ -152,6 +152,7 @@ class MatrixRunner:
             cached=len(plan.cached),
             children=len(plan.jobs),
             notices=compilation_notices(plan.jobs),
+            skipped=tuple((skip.label, str(skip.reason)) for skip in plan.skipped),
         )
         for run in plan.cached:
             yield self._named(RunCached(run.key, run.label))

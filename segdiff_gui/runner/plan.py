@@ -27,6 +27,7 @@ from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_CONFIG_BYTES, MAX_REPEATS
 from segdiff_gui.core.preprocess import is_tensor, tensor_input
+from segdiff_gui.core.protocol import skipped_line
 from segdiff_gui.core.runtime_defaults import Machine, defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
 from segdiff_gui.core.shards import shard_slice
@@ -41,6 +42,7 @@ __all__ = [
     "KERAS_MODEL_SUFFIXES",
     "SAVED_MODEL_FILE",
     "MatrixPlan",
+    "Skipped",
     "batch_slots",
     "check_model_path",
     "image_refs",
@@ -64,6 +66,25 @@ def batch_slots(config: RunConfig, target: int, image_count: int) -> tuple[int, 
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A configuration of the request that this model (or this Python) cannot run, left out
+    of the plan so that the others run: a SavedModel under a precision policy, the TF32
+    emulation or another runtime; a runtime that is not installed. Every front end says
+    each in one line (:meth:`line`); a strict request refuses it instead (:func:`plan_matrix`)."""
+
+    config: RunConfig
+    reason: InputError
+
+    @property
+    def label(self) -> str:
+        return self.config.label()
+
+    def line(self) -> str:
+        """``skipped cpu b1 fp64: model.savedmodel: precision override needs …``."""
+        return skipped_line(self.label, str(self.reason))
+
+
+@dataclass(frozen=True)
 class MatrixPlan:
     """Everything a runner needs: the jobs still to compute and the runs already cached."""
 
@@ -84,6 +105,8 @@ class MatrixPlan:
     # them; ``unwritable`` says why, and the cached runs are served all the same.
     unstorable: tuple[PlannedRun, ...] = ()
     unwritable: InputError | None = None
+    # Configurations left out: the model or this Python cannot run them (see Skipped).
+    skipped: tuple[Skipped, ...] = ()
 
     def check_storable(self) -> None:
         """Raise why the runs to compute could not be stored, where some could not: for a
@@ -252,33 +275,46 @@ def index_of_target(refs: Sequence[ImageRef], target: str | None) -> int:
     raise InputError(target, f"is not one of the images given ({names}{more})")
 
 
-def _check_saved_model_configs(model: Path, configs: Sequence[RunConfig]) -> None:
-    """What a SavedModel's fixed graph cannot take (a precision policy, the TF32 emulation),
-    said here rather than by a TensorFlow child."""
-    for config in configs:
-        if config.precision != "float32":
-            raise saved_model_refuses_precision(model)
-        if config.emulate != "off":
-            raise saved_model_refuses_emulation(model, config.emulate)
-
-
-def _check_runtimes(model: Path, runs: Sequence[PlannedRun]) -> None:
-    """A runtime the runs need but this Python lacks, or a SavedModel under a runtime other
-    than TensorFlow, is said before any child starts."""
-    needed = {getattr(run.config, "runtime", "tensorflow") for run in runs}
-    if model.is_dir() and (others := sorted(needed - {"tensorflow"})):
-        raise InputError(
+def _model_refusal(model: Path, config: RunConfig) -> InputError | None:
+    """Why ``model`` cannot run ``config`` whatever the cache holds, or None: a SavedModel's
+    fixed graph takes no precision policy, no TF32 emulation and no runtime but TensorFlow.
+    Said here rather than by a child."""
+    if not model.is_dir():
+        return None
+    if config.precision != "float32":
+        return saved_model_refuses_precision(model)
+    if config.emulate != "off":
+        return saved_model_refuses_emulation(model, config.emulate)
+    if (runtime := getattr(config, "runtime", "tensorflow")) != "tensorflow":
+        return InputError(
             model,
-            f"is a TensorFlow SavedModel: its graph runs only under TensorFlow, not "
-            f"{', '.join(others)} (runtime=tensorflow)",
+            f"is a TensorFlow SavedModel: its graph runs only under TensorFlow, not {runtime} "
+            "(runtime=tensorflow)",
         )
-    for name in sorted(needed):
-        runtime = RUNTIMES[name]
-        if not runtime.installed():
-            install = f"pip install 'segdiff[{runtime.extra}]'" if runtime.extra else "reinstall"
-            raise InputError(
-                f"runtime={name}", f"{runtime.title} is not installed in this Python ({install})"
-            )
+    return None
+
+
+def _runtime_missing(config: RunConfig) -> InputError | None:
+    """Why this Python cannot compute ``config``: its runtime is not installed (said before
+    any child starts), or None."""
+    name = getattr(config, "runtime", "tensorflow")
+    runtime = RUNTIMES[name]
+    if runtime.installed():
+        return None
+    install = f"pip install 'segdiff[{runtime.extra}]'" if runtime.extra else "reinstall"
+    return InputError(
+        f"runtime={name}", f"{runtime.title} is not installed in this Python ({install})"
+    )
+
+
+def _skipping(
+    refusals: Sequence[Skipped], strict: bool, anything_left: bool
+) -> tuple[Skipped, ...]:
+    """The configurations to leave out, said by every front end; the first refusal raised
+    instead where the request is strict or nothing would be left to run."""
+    if refusals and (strict or not anything_left):
+        raise refusals[0].reason
+    return tuple(refusals)
 
 
 def _child_of(run: PlannedRun, knobs: KnobRegistry) -> tuple[object, ...]:
@@ -307,16 +343,27 @@ def plan_matrix(
     shard: tuple[int, int] | None = None,
     knobs: KnobRegistry = KNOBS,
     machine: Machine | None = None,
+    strict: bool = False,
 ) -> MatrixPlan:
     """Plan ``configs × repeats`` runs of ``model_path`` on the target among ``image_paths``,
     or, for a ``sweep``, on every image (only shard ``K`` of ``N`` with ``shard=(K, N)``).
     Batches are always filled from the whole set, so a shard's runs equal the unsharded ones.
-    ``machine``: what the unset knobs' defaults depend on (asked here when not given)."""
+    ``machine``: what the unset knobs' defaults depend on (asked here when not given).
+
+    A configuration the model or this Python cannot run is left out and named in
+    ``skipped``, so that the others run; the request is refused instead (its first such
+    configuration's reason raised) where ``strict`` or where nothing would be left."""
     model = check_model_path(model_path)
     if model.is_dir() and not trust_model:  # before its files are read to be hashed
         raise untrusted_saved_model(model)
-    if model.is_dir():
-        _check_saved_model_configs(model, configs)
+    refused = [
+        Skipped(config, reason)
+        for config in dict.fromkeys(configs)
+        if (reason := _model_refusal(model, config)) is not None
+    ]
+    left_out = {skip.config for skip in refused}
+    configs = [config for config in configs if config not in left_out]
+    skipped = _skipping(refused, strict, anything_left=bool(configs))
     if not image_paths:
         raise InputError(model, "no images given")
     if not 1 <= repeats <= MAX_REPEATS:
@@ -387,6 +434,11 @@ def plan_matrix(
     to_compute: list[PlannedRun] = []
     damaged: list[UnreadableEntry] = []
     merged: set[str] = set()
+    missing = {
+        config: reason
+        for config in dict.fromkeys(configs)
+        if (reason := _runtime_missing(config)) is not None
+    }
     for run in runs:
         if not cache.has(run.key):
             to_compute.append(run)
@@ -400,6 +452,14 @@ def plan_matrix(
         cached.append(run)
         if record is not None and record.provenance.merged:
             merged.add(run.key)
+    # A runtime this Python lacks: its cached runs are served, the others left out.
+    absent = [Skipped(c, missing[c]) for c in dict.fromkeys(r.config for r in to_compute)
+              if c in missing]  # fmt: skip
+    if absent:
+        dropped = {run.key for run in to_compute if run.config in missing}
+        runs = [run for run in runs if run.key not in dropped]
+        to_compute = [run for run in to_compute if run.key not in dropped]
+        skipped += _skipping(absent, strict, anything_left=bool(runs))
     # Images are decoded below: first their headers say whether they fit in memory.
     unstored = [i for i in targets if not cache.has_image(refs[i].hash)]
     check_images_fit(_held_together(refs, to_compute, unstored))
@@ -421,7 +481,6 @@ def plan_matrix(
             cache.write_image(target_ref.hash, target_ref.name, image)
             decoded.add(target_ref.hash)
     _check_images(refs, to_compute, decoded, preprocessing, model_input)
-    _check_runtimes(model, to_compute)
     template = EngineJob(
         model_path=str(model),
         model_hash=model_hash,
@@ -446,6 +505,7 @@ def plan_matrix(
         template=template,
         unstorable=tuple(to_compute) if unwritable is not None else (),
         unwritable=unwritable,
+        skipped=skipped,
     )
 
 

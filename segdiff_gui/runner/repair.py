@@ -65,7 +65,7 @@ class RepairSession:
             raise InputError("bound", f"must be 0 or more flips, not {bound}")
         self.target = replace(target, keep_float32=())
         self.reference = reference or reference_of(target)
-        self.request = replace(request, repeats=1, sweep=False)
+        self.request = replace(request, repeats=1, sweep=False, strict=True)
         self.cutoff, self.bound = cutoff, bound
         self.probe_session = LayerProbeSession(
             self.request, self.reference, self.target, memory_budget, disk_budget

@@ -117,7 +117,8 @@ def _run_stage(
     for candidate in stage:
         by_preprocessing.setdefault(candidate.preprocessing, []).append(candidate)
     for candidates in by_preprocessing.values():
-        request = search.request_for(candidates)
+        # Every candidate or none: its runs are matched to the candidates one for one.
+        request = replace(search.request_for(candidates), strict=True)
         runner = request.start(gpus=[])
         outcome = drive(runner)
         if outcome.interrupted:

@@ -28,7 +28,9 @@ class MatrixRequest:
     ``configs`` empty means ``matrix`` of the devices present (by default batch 1 and 64 on
     every device), which asks a TensorFlow child for the GPUs when the request starts.
     ``target`` names the image studied (default: the first); ``sweep`` studies every image,
-    ``shard=(K, N)`` only shard K of N of them.
+    ``shard=(K, N)`` only shard K of N of them. A configuration the model cannot take is
+    skipped and said (``MatrixPlan.skipped``) while the others run, unless ``strict``: then
+    it refuses the request, as a workflow that needs every configuration asks.
     """
 
     model: Path
@@ -43,6 +45,7 @@ class MatrixRequest:
     sweep: bool = False
     shard: tuple[int, int] | None = None
     knobs: KnobRegistry = KNOBS
+    strict: bool = False
 
     @property
     def needs_devices(self) -> bool:
@@ -78,6 +81,7 @@ class MatrixRequest:
             sweep=self.sweep,
             shard=self.shard,
             knobs=self.knobs,
+            strict=self.strict,
         )
 
     def start(self, gpus: Sequence[str] | None = None) -> MatrixRunner:

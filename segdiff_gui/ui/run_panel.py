@@ -3,6 +3,8 @@ for the run in flight, Run and Cancel. Failures are listed here, never as a stor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
@@ -31,6 +33,7 @@ from segdiff_gui.core.protocol import (
     RunFailed,
     RunFinished,
     RunStarted,
+    skipped_line,
 )
 from segdiff_gui.core.text import printable
 from segdiff_gui.ui.hints import fix_action
@@ -50,6 +53,7 @@ _STATES = {
     "finished": "●",
     "failed": "✕",
     "cannot be stored": "✕",
+    "skipped": "⊘",
 }
 _RUN_TIP = "Compute every run of the matrix that is not cached yet"
 
@@ -263,9 +267,17 @@ class RunPanel(QWidget):
             )
         )
 
-    def set_planned(self, labels: dict[str, str], cached: set[str], refused: str = "") -> None:
+    def set_planned(
+        self,
+        labels: dict[str, str],
+        cached: set[str],
+        refused: str = "",
+        skipped: Sequence[tuple[str, str]] = (),
+    ) -> None:
         """The matrix's runs, those cached marked; ``refused`` says why the others cannot be
-        computed (a cache that cannot be written): they are marked so, and not offered."""
+        computed (a cache that cannot be written): they are marked so, and not offered.
+        ``skipped``: the configurations the model cannot take (label, why), each listed so,
+        why in its tooltip and under the list."""
         self.status.setText("")  # "done: …" was about the matrix before this one
         self.runs.clear()
         self._items = {}
@@ -277,6 +289,9 @@ class RunPanel(QWidget):
             self.runs.addItem(item)
             state = "cached" if key in cached else uncached
             self._set_state(key, label, state, refused if state == "cannot be stored" else "")
+        self._show_skipped(skipped)
+        if skipped:
+            self.status.setText(printable(" ".join(skipped_line(*s) for s in skipped)))
         missing = len(labels) - len(cached)
         self.matrix_bar.setRange(0, max(1, missing))
         self.matrix_bar.setValue(0 if missing else 1)
@@ -297,6 +312,12 @@ class RunPanel(QWidget):
             if self._refused
             else _RUN_TIP
         )
+
+    def _show_skipped(self, skipped: Sequence[tuple[str, str]]) -> None:
+        """A row for each configuration left out, why in its tooltip: a skipped
+        configuration is said, never silently missing."""
+        for label, why in skipped:
+            self._set_state(f"skipped {label}", label, "skipped", why)
 
     def _set_state(self, key: str, label: str, state: str, tip: str = "") -> None:
         item = self._items.get(key)
@@ -328,15 +349,16 @@ class RunPanel(QWidget):
         self.settings.setEnabled(not running)
         # Offer to run again only what is still missing: queued, failed or cancelled runs.
         missing = any(
-            not item.text().endswith(("cached", "finished"))
+            not item.text().endswith(("cached", "finished", "skipped"))
             for item in (self.runs.item(i) for i in range(self.runs.count()))
         )
         self._offer_runs(not running and missing)
 
     def show_message(self, message: Message) -> None:
         if isinstance(message, PlanReady):
-            if message.notices:
-                self.status.setText(printable(" ".join(message.notices)))
+            self._show_skipped(message.skipped)
+            if said := (*message.notices, *message.skipped_lines()):
+                self.status.setText(printable(" ".join(said)))
             missing = message.total - message.cached
             self.matrix_bar.setRange(0, max(1, missing))
             self.matrix_bar.setValue(0 if missing else 1)

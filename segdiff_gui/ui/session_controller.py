@@ -273,6 +273,7 @@ class SessionController(QObject):
             {run.key: run.label for run in plan.runs},
             {run.key for run in plan.cached},
             refused,
+            [(skip.label, str(skip.reason)) for skip in plan.skipped],
         )
         paths = [Path(image.path) for image in plan.images]
         self._show_inputs(paths, [image.name for image in plan.images], plan.target)

@@ -352,6 +352,33 @@ def test_savedmodel_refuses_a_precision_override_before_any_child(
     )
 
 
+def test_a_savedmodel_in_a_matrix_skips_what_it_cannot_take_and_runs_the_rest(
+    formats, models, small_images, tmp_path, capsys, monkeypatch
+):
+    """Issue 49: a precision policy or the TF32 emulation beside a configuration the
+    SavedModel takes no longer cancels the matrix: each is said in one line, and the batch-1
+    run (the real TensorFlow child's, in the formats' cache) is served."""
+    first, filled = formats["tiny_savedmodel"]
+    assert first.returncode == 0, first.stderr
+    cache = ResultCache(shutil.copytree(filled.root, tmp_path / "cache"))
+    _no_children(monkeypatch, "what can run is cached; what cannot is said before any child")
+    model = models / "tiny_savedmodel"
+    result, data = run_json(
+        capsys, model, *small_images, "--config", "batch=1", "--config", "precision=float64",
+        "--config", "emulate=tf32", cache=cache,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert [run["status"] for run in data["runs"]] == ["cached"]
+    assert [skip["label"] for skip in data["skipped"]] == ["cpu b1 fp64", "cpu b1 emu-tf32"]
+    assert result.stderr.splitlines() == [
+        f"segdiff: skipped cpu b1 fp64: {model}: precision override needs a Keras model "
+        "(.keras or .h5); a SavedModel's graph has fixed dtypes",
+        f"segdiff: skipped cpu b1 emu-tf32: {model}: emulate=tf32 rounds a Keras model's "
+        "convolutions and matrix multiplies; a SavedModel's graph calls TensorFlow's kernels "
+        "itself (a .keras or .h5 model)",
+    ]
+
+
 def test_copied_savedmodel_folder_hits_the_same_cache_entry(
     formats, models, small_images, tmp_path, capsys
 ):
