@@ -25,6 +25,9 @@ test's own) by the label of the run they strike:
 - ``FAKE_ENGINE_SLOW_FIRST_S``: the first run of each batch size takes this long, saying
   "compiling kernels" every ``FAKE_ENGINE_HEARTBEAT_S`` meanwhile.
 
+A model inspection (``inspect``) answers a fully convolutional model of one channel, or of
+``FAKE_ENGINE_INPUT_CHANNELS`` channels (an RGB model: 3).
+
 A device probe (``probe RUNTIME``) answers at once, unless:
 
 - ``FAKE_ENGINE_PROBE_MEET``: a folder; the probe writes its runtime's name there and answers
@@ -355,7 +358,7 @@ def main(argv: list[str]) -> int:
         if refused := _safe_mode_refusal(path, bool(request.get("trust_model", False))):
             channel.send(refused)
             return 0
-        channel.send(_model_answer(1))
+        channel.send(_model_answer(int(os.environ.get("FAKE_ENGINE_INPUT_CHANNELS", "1"))))
         return 0
     if command in ("cli", "gui", "kernel"):  # a front end, its engine children the fake
         from segdiff_gui.runner import child

@@ -25,12 +25,17 @@ _FLAGS = {
 }
 
 
+# A command whose settings are another's options: slurm-script passes MODEL, IMAGES and the
+# options after them to `segdiff run`, so a fix is one of run's flags there.
+_SETTINGS_OF = {"slurm-script": "run"}
+
+
 def flag_for(fix: str, command: str) -> str:
     """``color=rgb`` → ``--color rgb``; ``""`` for no fix, or one whose flag ``command`` (a
     ``segdiff`` subcommand) does not have: a hint never names an option the command rejects."""
     setting, _, value = fix.partition("=")
     pattern = _FLAGS.get(setting)
-    if not pattern or pattern.split()[0] not in command_options(command):
+    if not pattern or pattern.split()[0] not in command_options(_SETTINGS_OF.get(command, command)):
         return ""
     return pattern.format(value)
 

@@ -20,6 +20,8 @@ from segdiff_gui.cli.parser import build_parser
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.truth import TruthFolder
+from segdiff_gui.runner.plan import check_inputs, model_input
+from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.version import __version__
 
 __all__ = ["command_slurm_script", "slurm_script"]
@@ -47,7 +49,8 @@ _SET_BY_THE_SCRIPT = {
 
 def _checked_run(arguments: list[str], shards: int) -> argparse.Namespace:
     """The run's arguments parsed as ``segdiff run`` parses them, and checked as it checks
-    them before it runs anything (configurations, settings, model, images, masks)."""
+    them before it runs anything (configurations, settings, model, images and what the
+    model takes of them, masks)."""
     if not arguments:
         raise InputError("slurm-script", "give MODEL and IMAGES, then any 'segdiff run' options")
     if "--" in arguments:
@@ -67,11 +70,17 @@ def _checked_run(arguments: list[str], shards: int) -> argparse.Namespace:
         raise InputError(
             "slurm-script", f"the script sets {', '.join(given)} itself; drop it from the run"
         )
-    count = len(checked_run_inputs(parsed).images)
-    if parsed.masks:
-        TruthFolder(parsed.masks)  # as the sweep's session checks them before anything runs
+    checked = checked_run_inputs(parsed)
+    count = len(checked.images)
     if not 1 <= shards <= count:
         raise InputError("--shards", f"{shards} is not from 1 to the {count} images given")
+    if parsed.masks:
+        TruthFolder(parsed.masks)  # as the sweep's session checks them before anything runs
+    # What the model takes, asked of a child (remembered in this machine's cache, as a run
+    # remembers it), and every image checked against it as the planner checks an image.
+    settings = checked.settings
+    taken = model_input(checked.model, settings.trust_model, ResultCache().root)
+    check_inputs(checked.images, settings.preprocessing, taken)
     return parsed
 
 

@@ -26,8 +26,8 @@ from segdiff_gui.core.hashing import hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_CONFIG_BYTES, MAX_REPEATS
-from segdiff_gui.core.preprocess import is_tensor, tensor_input
-from segdiff_gui.core.protocol import skipped_line
+from segdiff_gui.core.preprocess import is_tensor, prepare_input, tensor_input
+from segdiff_gui.core.protocol import ChildFatal, skipped_line
 from segdiff_gui.core.runtime_defaults import Machine, defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
 from segdiff_gui.core.shards import shard_slice
@@ -35,7 +35,7 @@ from segdiff_gui.core.tf32 import saved_model_refuses_emulation
 from segdiff_gui.core.trust import untrusted_saved_model
 from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
-from segdiff_gui.runner.devices import machine_defaults, remembered_inspection
+from segdiff_gui.runner.devices import inspect_model, machine_defaults, remembered_inspection
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 
 __all__ = [
@@ -44,10 +44,12 @@ __all__ = [
     "MatrixPlan",
     "Skipped",
     "batch_slots",
+    "check_inputs",
     "check_model_path",
     "image_refs",
     "is_model_path",
     "jobs_for",
+    "model_input",
     "plan_matrix",
     "index_of_target",
 ]
@@ -191,16 +193,47 @@ def _known_input(model: Path, model_hash: str, trust: bool, state_dir: Path) -> 
 
 
 def _decoded(
-    ref: ImageRef, preprocessing: Preprocessing, model_input: Callable[[], InputShape]
+    path: str, preprocessing: Preprocessing, model_input: Callable[[], InputShape]
 ) -> np.ndarray:
-    """The image ``ref`` decoded; a tensor (a ``.npy`` of floats) the child would refuse
-    (its dtype, or preprocessing given for it, and its shape where what the model takes is
-    known: ``model_input``, asked only once a tensor is decoded) refused here, by the child's
-    own check, before any child starts."""
-    image = read_image(Path(ref.path))
-    if preprocessing.function is None and is_tensor(ref.path, image):
-        tensor_input(image, preprocessing, *model_input(), ref.path)
+    """The image at ``path`` decoded; an input the child would refuse refused here, by the
+    child's own first step (core/preprocess), before any child starts: a tensor (a ``.npy``
+    of floats) for its dtype or the preprocessing given for it, and, where what the model
+    takes is known (``model_input``, asked once an image is decoded), a tensor's shape or
+    an image's channels and size (``model expects 3 channel(s), image has 1``). Your own
+    function's input is your function's to check."""
+    image = read_image(Path(path))
+    if preprocessing.function is not None:
+        return image
+    if is_tensor(path, image):
+        tensor_input(image, preprocessing, *model_input(), path)
+    elif (known := model_input()) != _UNKNOWN_INPUT:
+        prepare_input(image, preprocessing, *known, path)
     return image
+
+
+def check_inputs(
+    images: Sequence[Path], preprocessing: Preprocessing, model_input: InputShape
+) -> None:
+    """Every image decoded and checked as :func:`plan_matrix` checks each one it will
+    compute, against what the model takes (``model_input``: height, width and channels,
+    each None where free): for a command that writes runs to compute elsewhere
+    (``slurm-script``), whose every task would otherwise fail on the same image."""
+    check_images_fit([[path] for path in images])  # each decoded alone, header first
+    for path in dict.fromkeys(images):
+        _decoded(str(path), preprocessing, lambda: model_input)
+
+
+def model_input(model: Path, trust: bool, state_dir: Path) -> InputShape:
+    """What ``model`` takes, asked of a child (or remembered in ``state_dir`` from one, and
+    remembered there for the next planner: as a run's child's answer is); why it cannot be
+    loaded as an :class:`InputError` naming it."""
+    answer = inspect_model(model, trust, state_dir=state_dir, model_hash=hash_path(model))
+    if isinstance(answer, ChildFatal):
+        raise InputError(answer.path, answer.problem, answer.fix)
+    if len(answer.input_shape) < 3:
+        return _UNKNOWN_INPUT
+    height, width, channels = answer.input_shape[-3:]
+    return height, width, channels
 
 
 def _check_images(
@@ -218,7 +251,7 @@ def _check_images(
     for index in needed:
         ref = refs[index]
         if ref.hash not in decoded:
-            _decoded(ref, preprocessing, model_input)
+            _decoded(ref.path, preprocessing, model_input)
             decoded.add(ref.hash)  # the same file given twice is decoded once
 
 
@@ -477,7 +510,7 @@ def plan_matrix(
         # Keep each target image beside its results, so they can be shown without the original.
         target_ref = refs[target_index]
         if target_ref.hash not in decoded:  # decode only what is not stored (whole)
-            image = _decoded(target_ref, preprocessing, model_input)
+            image = _decoded(target_ref.path, preprocessing, model_input)
             cache.write_image(target_ref.hash, target_ref.name, image)
             decoded.add(target_ref.hash)
     _check_images(refs, to_compute, decoded, preprocessing, model_input)

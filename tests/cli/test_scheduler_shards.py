@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pytest
 
 from segdiff_gui.resources import demo_dir, demo_model
@@ -143,8 +144,15 @@ def test_a_task_that_failed_on_an_image_is_named_after_every_shard_is_merged(
     assert "Test set: 5 of 16 images (incomplete)" in " ".join(alone.stdout.split())
 
 
+@pytest.fixture
+def desk(tmp_path, monkeypatch, fake_engine) -> None:
+    """Where a slurm-script is written: its own cache (where what the model takes is
+    remembered), the model asked of the fake engine (a one-channel model, as the demo's)."""
+    monkeypatch.setenv("SEGDIFF_CACHE", str(tmp_path / "desk cache"))
+
+
 def test_the_slurm_script_carries_the_runs_options_and_the_merge_that_follows(
-    capsys, tmp_path, monkeypatch
+    capsys, tmp_path, monkeypatch, desk
 ):
     monkeypatch.chdir(tmp_path)
     made = segdiff_here(
@@ -243,7 +251,7 @@ def test_shards_run_with_other_configurations_are_not_one_whole_set(capsys, tmp_
     ],
 )  # fmt: skip
 def test_a_slurm_script_for_a_run_that_would_fail_is_refused_at_the_desk(
-    capsys, tmp_path, monkeypatch, arguments, problem
+    capsys, tmp_path, monkeypatch, arguments, problem, desk
 ):
     monkeypatch.chdir(tmp_path)
     refused = segdiff_here(capsys, "slurm-script", *arguments)
@@ -253,7 +261,7 @@ def test_a_slurm_script_for_a_run_that_would_fail_is_refused_at_the_desk(
 
 
 def test_sbatch_lines_take_paths_with_spaces_and_percent_signs_as_sbatch_reads_them(
-    capsys, tmp_path, monkeypatch
+    capsys, tmp_path, monkeypatch, desk
 ):
     # sbatch reads double quotes on an #SBATCH line (not a shell's single ones), and expands %.
     monkeypatch.chdir(tmp_path)
@@ -300,3 +308,33 @@ def test_a_sweep_run_whole_is_never_said_in_shards(capsys, tmp_path, monkeypatch
 def _set_id(cache) -> str:
     (folder,) = (cache / "test-sets").iterdir()
     return folder.name[:8]
+
+
+def test_a_slurm_script_whose_images_the_model_cannot_take_is_refused_at_the_desk(
+    capsys, tmp_path, monkeypatch, desk
+):
+    """Issue 49: a 1-channel image for an RGB model was written into a script whose every
+    task would fail. The model's input is asked of a child (remembered, as ``run`` remembers
+    it) and every image checked as the planner checks one it will compute."""
+    from PIL import Image
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FAKE_ENGINE_INPUT_CHANNELS", "3")  # an RGB model
+    images = tmp_path / "images"
+    images.mkdir()
+    for index in range(3):
+        Image.fromarray(np.full((8, 8), index, dtype=np.uint8)).save(images / f"g{index}.png")
+    refused = segdiff_here(capsys, "slurm-script", "--shards", "2", demo_model(), images)
+    assert refused.returncode == 2 and "#!/bin/bash" not in refused.stdout
+    assert refused.stderr == (
+        f"segdiff: {images / 'g0.png'}: model expects 3 channel(s), image has 1; it needs RGB "
+        "input (colour conversion) — add --color rgb\n"
+    )
+    # The same check as run's planner: the model's answer remembered, run refuses the image
+    # before any child (the fake's run child checks no channels: it would compute it).
+    ran = segdiff_here(capsys, "run", demo_model(), images, "--config", "batch=1")
+    assert (ran.returncode, ran.stderr) == (2, refused.stderr)
+    made = segdiff_here(capsys, "slurm-script", "--shards", "2", demo_model(), images,
+                        "--color", "rgb")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith("#!/bin/bash")

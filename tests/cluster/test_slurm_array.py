@@ -50,7 +50,7 @@ def test_the_array_job_segdiff_writes_merged_is_the_unsharded_sweep_bit_for_bit(
     made = segdiff(
         "slurm-script", "--shards", "3", "--results", results, "--out", script,
         demo_model(), images, "--config", "batch=1", "--repeats", "1", "--masks", masks,
-        cwd=tmp_path,
+        cwd=tmp_path, env={"SEGDIFF_CACHE": str(tmp_path / "desk")},
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     assert f"submit it with: sbatch {script}" in made.stdout
