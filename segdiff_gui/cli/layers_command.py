@@ -81,7 +81,8 @@ def _configs_of(
     settings: ModelSettings,
 ) -> tuple[RunConfig, RunConfig]:
     """The two sides: key=value specs, or the configurations of two cached runs of ``model``,
-    named as ``--ref`` names a run, on ``--image`` (or the ``--target``) and in ``--group``
+    named as ``--ref`` names a run, on ``--image`` (or the ``--target``; else on an image
+    named on the command line: runs of other images are not candidates) and in ``--group``
     where given; the first looked up among the runs made with the model settings the command
     gives (those it probes with) before the others."""
     if ("=" in args.from_) != ("=" in args.to):
@@ -93,12 +94,21 @@ def _configs_of(
     records = cache.records()
     image = args.image or _target_name(args.target, images)
     groups = comparable_groups(records, model.name, image, args.group)
-    candidates = [record for group in groups for record in group]
+    named = {path.name for path in images}
+    candidates = [r for group in groups for r in group if image or r.target_name in named]
+    if not candidates:
+        raise InputError(
+            model, f"has no run in the cache on {_listed(sorted(named))} (see 'segdiff ls')"
+        )
     alike = [record for record in candidates if _made_with(record, settings)]
     first, second, _ = select_pair(records, candidates, args.from_, args.to, preferred=alike)
     if args.target is None:
         args.target = first.target_name
     return first.run_config, second.run_config
+
+
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(names[:3]) + (f" or {len(names) - 3} more images" if len(names) > 3 else "")
 
 
 def _target_name(target: str | None, images: Sequence[Path]) -> str | None:

@@ -77,9 +77,11 @@ def test_layers_names_runs_among_its_models_own_and_takes_the_group_it_hints(
         "segdiff: cpu b4 r0: is not comparable with cpu b1 r0 (another model, image, "
         "preprocessing or map shape)"
     )
-    # Across two images a label is two runs: the hint names --group, which layers takes.
+    # Across the two images named a label is two runs: the hint names --group, which layers
+    # takes.
     _run(capsys, models / "tiny.keras", small_images[1], cache, 1, 2)
-    both = segdiff_here(capsys, "layers", *tiny, "--from", "cpu b1 r0", "--to", "cpu b2 r0")
+    two = [models / "tiny.keras", *small_images[:2], "--cache", cache]
+    both = segdiff_here(capsys, "layers", *two, "--from", "cpu b1 r0", "--to", "cpu b2 r0")
     assert both.returncode == 2 and "cpu b1 r0: is ambiguous: " in both.stderr
     assert both.stderr.rstrip().endswith(" — add --group ID") and ") (" not in both.stderr
     # --target names the image by its name, path or stem, as planning reads it (the review:
@@ -93,3 +95,31 @@ def test_layers_names_runs_among_its_models_own_and_takes_the_group_it_hints(
         assert named.returncode == 2
         assert named.stderr.startswith("segdiff: cpu b7 r0: names no run in the cache (runs: ")
         assert small_images[0].name not in named.stderr.split("(runs: ")[1]
+
+
+def test_layers_names_runs_among_those_of_the_image_it_is_given(
+    models, small_images, tmp_path, capsys, fake_engine
+):
+    """Issue 49: ``layers MODEL astronaut.png --from "cpu b1"`` listed the runs of the other
+    images as ambiguous and asked for --group: an image named on the command line narrows the
+    candidates to its runs."""
+    cache = tmp_path / "cache"
+    for image in small_images[:3]:
+        _run(capsys, models / "tiny.keras", image, cache, 1, 2)
+    one = [models / "tiny.keras", small_images[1], "--cache", cache]
+    missing = segdiff_here(capsys, "layers", *one, "--from", "cpu b1", "--to", "cpu b7")
+    assert missing.stderr.startswith("segdiff: cpu b7: names no run in the cache (runs: ")
+    listed = missing.stderr.split("(runs: ")[1]
+    assert small_images[1].name in listed
+    assert small_images[0].name not in listed and small_images[2].name not in listed
+    chosen = segdiff_here(capsys, "layers", *one, "--from", "cpu b1", "--to", "cpu b2")
+    assert "ambiguous" not in chosen.stderr and "--group" not in chosen.stderr
+    # Past the choice, to the probe of that image's run (which the fake engine cannot make).
+    assert "segdiff: cpu b1 r0: its probe failed" in chosen.stderr
+    absent = segdiff_here(capsys, "layers", models / "tiny.keras", small_images[3], "--cache",
+                          cache, "--from", "cpu b1", "--to", "cpu b2")  # fmt: skip
+    assert absent.returncode == 2
+    assert absent.stderr == (
+        f"segdiff: {models / 'tiny.keras'}: has no run in the cache on {small_images[3].name} "
+        "(see 'segdiff ls')\n"
+    )
