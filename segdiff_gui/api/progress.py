@@ -17,6 +17,7 @@ from segdiff_gui.core.protocol import (
     RunFinished,
     RunStarted,
 )
+from segdiff_gui.runner.outcome import RunCount
 
 __all__ = ["ProgressBar"]
 
@@ -32,6 +33,7 @@ class ProgressBar:
         self._shown: Any = None  # the notebook bar's display, shown again once finished
         self._labels: dict[str, str] = {}
         self._failed = 0
+        self._count = RunCount()  # every run listed: the cached ones done from the start
 
     def __call__(self, message: Message) -> None:
         if isinstance(message, PlanReady):  # said with a bar or without
@@ -39,10 +41,11 @@ class ProgressBar:
                 warnings.warn(line, RuntimeWarning, stacklevel=2)
         if not self.enabled:
             return
+        self._count.add(message)
         if isinstance(message, PlanReady):
             for notice in message.notices:
                 warnings.warn(notice, RuntimeWarning, stacklevel=2)
-            self._open(message.total - message.cached, message.cached)
+            self._open()
         elif self._bar is None:
             return
         elif isinstance(message, RunStarted):
@@ -53,20 +56,23 @@ class ProgressBar:
             self._bar.set_description_str(f"{label}: {message.what}", refresh=False)
         elif isinstance(message, RunFinished):
             self._bar.set_postfix_str(f"{message.label} on {message.device}", refresh=False)
-            self._bar.update(1)
+            self._bar.update(self._count.done - self._bar.n)
         elif isinstance(message, RunFailed):
             self._failed += 1
-            self._bar.update(1)
+            self._bar.update(self._count.done - self._bar.n)
             self._bar.write(f"failed {message.label}: {hinted(message.error, message.fix)}")
 
-    def _open(self, to_compute: int, cached: int) -> None:
-        if to_compute <= 0:
+    def _open(self) -> None:
+        """A bar of every run listed, where any is to compute."""
+        count = self._count
+        if not count.to_compute:
             return
         # tqdm.auto picks the notebook bar in Jupyter when ipywidgets is there, else text.
         from tqdm.auto import tqdm
 
-        from_cache = f" ({cached} cached)" if cached else ""
-        bar = {"total": to_compute, "unit": "run", "desc": f"{self.what}{from_cache}"}
+        from_cache = f" ({count.cached} cached)" if count.cached else ""
+        bar = {"total": count.total, "initial": count.done, "unit": "run",
+               "desc": f"{self.what}{from_cache}"}  # fmt: skip
         if not _is_notebook_bar(tqdm):
             self._bar = tqdm(**bar)
             return

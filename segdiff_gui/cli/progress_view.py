@@ -19,7 +19,7 @@ from segdiff_gui.core.protocol import (
 )
 from segdiff_gui.core.text import printable
 from segdiff_gui.runner.matrix import MatrixRunner
-from segdiff_gui.runner.outcome import MatrixOutcome, follow
+from segdiff_gui.runner.outcome import MatrixOutcome, RunCount, follow
 
 __all__ = ["drive"]
 
@@ -44,14 +44,17 @@ def drive(
     progress = _bar(console) if live else _NoBar()
     task = progress.add_task("planning", total=None)
     labels: dict[str, str] = {}
+    count = RunCount()  # every run listed: the cached ones done from the start
 
     def show(message: Message) -> None:
+        count.add(message)
         if isinstance(message, PlanReady):
             for notice in (*message.notices, *message.skipped_lines()):
                 console.print(f"segdiff: {printable(notice)}", markup=False)
             progress.update(
                 task,
-                total=message.total - message.cached,
+                total=count.total,
+                completed=count.done,
                 description=f"{message.total} runs, {message.cached} cached",
             )
         elif isinstance(message, RunStarted):
@@ -61,13 +64,13 @@ def drive(
             what = f"{labels.get(message.key, '')}: {message.what}"
             progress.update(task, description=printable(what))
         elif isinstance(message, RunFinished):
-            progress.advance(task)
+            progress.update(task, completed=count.done)
             if not quiet:  # above the bar on a terminal, a log line elsewhere
                 # A label may name layers (a repair's trials): one line whatever they hold.
                 said = f"{done} {message.label} on {message.device} in {message.seconds:.2f} s"
                 console.print(printable(said), markup=False, highlight=False)
         elif isinstance(message, RunFailed):
-            progress.advance(task)
+            progress.update(task, completed=count.done)
             if not quiet and not message.input_error:
                 said = printable(f"{message.label}: {message.error}")
                 console.print(f"[red]failed[/] {escape(said)}", markup=True)
@@ -114,7 +117,4 @@ class _NoBar:
         return 0
 
     def update(self, *_args: object, **_kwargs: object) -> None:
-        return None
-
-    def advance(self, *_args: object, **_kwargs: object) -> None:
         return None

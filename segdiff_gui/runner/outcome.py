@@ -9,11 +9,44 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.protocol import ChildFatal, Message, RunCached, RunFailed, RunFinished
+from segdiff_gui.core.protocol import (
+    ChildFatal,
+    Message,
+    PlanReady,
+    RunCached,
+    RunFailed,
+    RunFinished,
+)
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.plan import MatrixPlan
 
-__all__ = ["Drive", "MatrixOutcome", "follow"]
+__all__ = ["Drive", "MatrixOutcome", "RunCount", "follow"]
+
+
+@dataclass
+class RunCount:
+    """How far a matrix has come, in runs, as every front end's progress counts it (the
+    command line's bar, the API's, the window's): every run the matrix lists, those served
+    from the cache done from the start, then each that finished or failed."""
+
+    total: int = 0
+    cached: int = 0
+    ended: int = 0  # computed or failed since the plan
+
+    def add(self, message: Message) -> None:
+        """Count one message of :meth:`MatrixRunner.run` (a new plan starts afresh)."""
+        if isinstance(message, PlanReady):
+            self.total, self.cached, self.ended = message.total, message.cached, 0
+        elif isinstance(message, RunFinished | RunFailed):
+            self.ended += 1
+
+    @property
+    def done(self) -> int:
+        return min(self.cached + self.ended, self.total)
+
+    @property
+    def to_compute(self) -> int:
+        return self.total - self.cached
 
 
 @dataclass

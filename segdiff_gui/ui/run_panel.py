@@ -36,6 +36,7 @@ from segdiff_gui.core.protocol import (
     skipped_line,
 )
 from segdiff_gui.core.text import printable
+from segdiff_gui.runner.outcome import RunCount
 from segdiff_gui.ui.hints import fix_action
 from segdiff_gui.ui.matrix_editor import MatrixEditor
 from segdiff_gui.ui.model_settings import ModelSettingsEditor
@@ -56,6 +57,7 @@ _STATES = {
     "skipped": "⊘",
 }
 _RUN_TIP = "Compute every run of the matrix that is not cached yet"
+_COUNTED = "%v / %m runs"  # the matrix bar: every run listed, the cached ones done
 
 
 class RunPanel(QWidget):
@@ -113,7 +115,8 @@ class RunPanel(QWidget):
         self.runs = QListWidget()
         self.runs.setToolTip("● cached or finished, ◐ running, ○ queued, ✕ failed (hover for why)")
         self.matrix_bar = QProgressBar()
-        self.matrix_bar.setFormat("matrix %v / %m")
+        self.matrix_bar.setFormat(_COUNTED)
+        self.count = RunCount()  # what the matrix bar shows
         self.run_bar = QProgressBar()
         self.run_bar.setFormat("%p%")
         self.run_bar.setVisible(False)  # the run in flight: shown only while one is
@@ -292,16 +295,24 @@ class RunPanel(QWidget):
         self._show_skipped(skipped)
         if skipped:
             self.status.setText(printable(" ".join(skipped_line(*s) for s in skipped)))
-        missing = len(labels) - len(cached)
-        self.matrix_bar.setRange(0, max(1, missing))
-        self.matrix_bar.setValue(0 if missing else 1)
+        self.count = RunCount(total=len(labels), cached=len(cached))
+        missing = self.count.to_compute
+        self._show_count()
         if missing and refused:
             self.matrix_bar.setFormat(f"{len(cached)} cached, {missing} cannot be stored")
-        elif missing:
-            self.matrix_bar.setFormat("matrix %v / %m")
-        else:  # a bundle plans nothing: it is read-only
-            self.matrix_bar.setFormat(f"all {len(labels)} runs cached" if labels else "read-only")
+        elif not labels:  # a bundle plans nothing: it is read-only
+            self.matrix_bar.setFormat("read-only")
         self._offer_runs(missing > 0)
+
+    def _show_count(self) -> None:
+        """The matrix bar: every run listed, those cached done from the start, as the
+        command line's and the API's bars count them (runner/outcome.RunCount)."""
+        count = self.count
+        self.matrix_bar.setRange(0, max(1, count.total))
+        self.matrix_bar.setValue(count.done if count.total else 1)
+        self.matrix_bar.setFormat(
+            _COUNTED if count.to_compute else f"all {count.total} runs cached"
+        )
 
     def _offer_runs(self, missing: bool) -> None:
         """Run missing is offered where runs are missing and they could be stored; where not,
@@ -355,16 +366,12 @@ class RunPanel(QWidget):
         self._offer_runs(not running and missing)
 
     def show_message(self, message: Message) -> None:
+        self.count.add(message)
         if isinstance(message, PlanReady):
             self._show_skipped(message.skipped)
             if said := (*message.notices, *message.skipped_lines()):
                 self.status.setText(printable(" ".join(said)))
-            missing = message.total - message.cached
-            self.matrix_bar.setRange(0, max(1, missing))
-            self.matrix_bar.setValue(0 if missing else 1)
-            self.matrix_bar.setFormat(
-                "matrix %v / %m" if missing else f"all {message.total} runs cached"
-            )
+            self._show_count()
         elif isinstance(message, RunCached):
             self._set_state(message.key, message.label, "cached")
         elif isinstance(message, RunStarted):
@@ -381,10 +388,10 @@ class RunPanel(QWidget):
                 "finished",
                 f"{message.seconds:.2f} s on {message.device}",
             )
-            self.matrix_bar.setValue(self.matrix_bar.value() + 1)
+            self.matrix_bar.setValue(self.count.done)
         elif isinstance(message, RunFailed):
             self._set_state(message.key, message.label, "failed", message.error)
-            self.matrix_bar.setValue(self.matrix_bar.value() + 1)
+            self.matrix_bar.setValue(self.count.done)
             self.status.setText(f"{message.label} failed: {message.error}")
         elif isinstance(message, ChildFatal):
             self.status.setText(message.error)

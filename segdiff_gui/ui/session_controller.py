@@ -363,16 +363,16 @@ class SessionController(QObject):
         """The status bar says what is computing until the matrix is done: on a new cache the
         views stay empty for the seconds an engine child takes to start its runtime, and the
         Runs tab, where the progress bars are, may be out of sight."""
-        bar = self.panel.matrix_bar  # show_message has counted the message already
-        if isinstance(message, PlanReady) and message.total > message.cached:
-            missing = plural(message.total - message.cached, "run")
+        count = self.panel.count  # show_message has counted the message already
+        if isinstance(message, PlanReady) and count.to_compute:
+            missing = plural(count.to_compute, "run")
             self.notify(
                 f"computing {missing} (each engine process first starts its runtime: a few "
                 "seconds)…",
                 0,
             )
-        elif isinstance(message, RunFinished | RunFailed) and bar.value() < bar.maximum():
-            self.notify(f"computed {bar.value()} of {bar.maximum()} runs…", 0)
+        elif isinstance(message, RunFinished | RunFailed) and count.ended < count.to_compute:
+            self.notify(f"computed {count.ended} of {count.to_compute} runs…", 0)
 
     def _worker_failed(self, error: Exception) -> None:
         text = str(error) if isinstance(error, InputError) else f"{type(error).__name__}: {error}"

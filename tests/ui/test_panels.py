@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from segdiff_gui.core.protocol import AllDone, PlanReady
+from segdiff_gui.core.protocol import AllDone, PlanReady, RunFinished
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.inspector import PixelInspector
@@ -359,3 +359,18 @@ def test_the_test_set_tab_of_merged_shards_says_what_is_missing(qtbot, tmp_path)
     assert f"<b>{whole} of {whole + 3} images (incomplete)</b> against" in status
     assert "shard 2/3 (3 images) missing" in status
     assert "(&lt;b&gt;x&lt;/b&gt;.png)" in status  # a name is plain text
+
+
+def test_the_matrix_bar_counts_every_run_listed(qtbot):
+    """Issue 49: it said "matrix 2 / 2" while 12 runs were listed (see
+    tests/runner/test_progress_counts_runs.py)."""
+    panel = RunPanel()
+    qtbot.addWidget(panel)
+    labels = {f"k{i}": f"cpu b{i} r0" for i in range(12)}
+    panel.set_planned(labels, {f"k{i}" for i in range(2, 12)})
+    assert panel.matrix_bar.text() == "10 / 12 runs"
+    panel.show_message(PlanReady(total=12, cached=10, children=1))
+    assert panel.matrix_bar.text() == "10 / 12 runs"
+    panel.show_message(RunFinished("k1", "cpu b1 r0", 0.1, "cpu:0"))
+    assert panel.matrix_bar.text() == "11 / 12 runs"
+    assert (panel.count.ended, panel.count.to_compute) == (1, 2)  # "computed 1 of 2 runs…"
