@@ -296,3 +296,30 @@ def test_a_float_npy_is_the_models_input_as_it_is(
         (line,) = refused.stderr.strip().splitlines()
         assert said in line and name in line, (name, refused.stderr)
     assert engine_starts == []  # each refused when planned
+
+
+def test_the_same_run_again_of_an_rgba_target_under_color_rgb_runs_as_printed(
+    models, tmp_path, capsys
+):
+    """Issue 49, on a real child: an RGBA photo for an RGB model needs --color rgb; the
+    printed command left it out, and run as printed it exited 2. Its words now parse into
+    the very request the match ran (tests/cli/test_suggested_run.py), cache and all."""
+    rng = np.random.default_rng(49)
+    photo = tmp_path / "a photo.png"
+    Image.fromarray(rng.integers(0, 256, (32, 32, 4), dtype=np.uint8), "RGBA").save(photo)
+    model, cache = models / "rgb_tfkeras.h5", tmp_path / "cache"
+    ran = segdiff_here(capsys, "run", model, photo, "--color", "rgb", "--config", "batch=1",
+                       "--repeats", "1", "--cache", cache, "--json")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    (run,) = json.loads(ran.stdout)["runs"]
+    mine = tmp_path / "mine.npy"
+    np.save(mine, ResultCache(cache).read_run(run["key"]).probabilities)
+    answer = segdiff_here(capsys, "reproduce", mine, model, photo, "--color", "rgb",
+                          "--cache", cache)  # fmt: skip
+    assert answer.returncode == 0, answer.stderr
+    command = answer.stdout.split("(from the cache): ", 1)[1].strip()
+    words = shlex.split(command)
+    assert "--color" in words and words[words.index("--color") + 1] == "rgb"
+    served = segdiff_here(capsys, *words[1:], "--json")
+    assert served.returncode == 0, served.stderr
+    assert [r["status"] for r in json.loads(served.stdout)["runs"]] == ["cached"]
