@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import cycle, islice
 from pathlib import Path
@@ -318,7 +318,7 @@ def _model_refusal(model: Path, config: RunConfig) -> InputError | None:
         return saved_model_refuses_precision(model)
     if config.emulate != "off":
         return saved_model_refuses_emulation(model, config.emulate)
-    if (runtime := getattr(config, "runtime", "tensorflow")) != "tensorflow":
+    if (runtime := config.runtime) != "tensorflow":
         return InputError(
             model,
             f"is a TensorFlow SavedModel: its graph runs only under TensorFlow, not {runtime} "
@@ -327,17 +327,18 @@ def _model_refusal(model: Path, config: RunConfig) -> InputError | None:
     return None
 
 
-def _runtime_missing(config: RunConfig) -> InputError | None:
-    """Why this Python cannot compute ``config``: its runtime is not installed (said before
-    any child starts), or None."""
-    name = getattr(config, "runtime", "tensorflow")
-    runtime = RUNTIMES[name]
-    if runtime.installed():
-        return None
-    install = f"pip install 'segdiff[{runtime.extra}]'" if runtime.extra else "reinstall"
-    return InputError(
-        f"runtime={name}", f"{runtime.title} is not installed in this Python ({install})"
-    )
+def _runtimes_missing(configs: Iterable[RunConfig]) -> dict[str, InputError]:
+    """Why this Python cannot compute some of ``configs``, by runtime: those not installed
+    (said before any child starts)."""
+    missing = {}
+    for name in dict.fromkeys(config.runtime for config in configs):
+        runtime = RUNTIMES[name]
+        if not runtime.installed():
+            install = f"pip install 'segdiff[{runtime.extra}]'" if runtime.extra else "reinstall"
+            missing[name] = InputError(
+                f"runtime={name}", f"{runtime.title} is not installed in this Python ({install})"
+            )
+    return missing
 
 
 def _skipping(
@@ -467,11 +468,6 @@ def plan_matrix(
     to_compute: list[PlannedRun] = []
     damaged: list[UnreadableEntry] = []
     merged: set[str] = set()
-    missing = {
-        config: reason
-        for config in dict.fromkeys(configs)
-        if (reason := _runtime_missing(config)) is not None
-    }
     for run in runs:
         if not cache.has(run.key):
             to_compute.append(run)
@@ -486,10 +482,11 @@ def plan_matrix(
         if record is not None and record.provenance.merged:
             merged.add(run.key)
     # A runtime this Python lacks: its cached runs are served, the others left out.
-    absent = [Skipped(c, missing[c]) for c in dict.fromkeys(r.config for r in to_compute)
-              if c in missing]  # fmt: skip
+    lacking = _runtimes_missing(run.config for run in to_compute)
+    absent = [Skipped(c, lacking[c.runtime]) for c in dict.fromkeys(r.config for r in to_compute)
+              if c.runtime in lacking]  # fmt: skip
     if absent:
-        dropped = {run.key for run in to_compute if run.config in missing}
+        dropped = {run.key for run in to_compute if run.config.runtime in lacking}
         runs = [run for run in runs if run.key not in dropped]
         to_compute = [run for run in to_compute if run.key not in dropped]
         skipped += _skipping(absent, strict, anything_left=bool(runs))
