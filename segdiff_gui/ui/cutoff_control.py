@@ -1,5 +1,7 @@
 """The cutoff: a slider and a spin box with six decimals, kept in sync. Dragging is throttled,
-so the views recompute the flips for the latest position only, never a backlog."""
+so the views recompute the flips for the latest position only, never a backlog. On a
+multi-class (softmax) map argmax decides each class: the cutoff is then disabled, and says
+why."""
 
 from __future__ import annotations
 
@@ -14,6 +16,15 @@ from segdiff_gui.ui.inspection import InspectionModel
 __all__ = ["CutoffControl"]
 
 DECIMALS = 6
+_SLIDER_TIP = (
+    "Class cutoff for sigmoid maps: a pixel is foreground where p >= cutoff. Flips update "
+    "while you drag."
+)
+_SPIN_TIP = "Exact cutoff, to six decimals (e.g. 0.550000)"
+_ARGMAX_TIP = (
+    "No cutoff applies to this multi-class (softmax) map: each pixel's class is its argmax, "
+    "the most likely class. The cutoff decides the class of sigmoid (binary) maps."
+)
 
 
 class CutoffControl(QWidget):
@@ -24,16 +35,11 @@ class CutoffControl(QWidget):
         self.slider = QDoubleSlider(Qt.Orientation.Horizontal)  # type: ignore[no-untyped-call]
         self.slider.setRange(0.0, 1.0)
         self.slider.setValue(model.cutoff)
-        self.slider.setToolTip(
-            "Class cutoff for sigmoid maps: a pixel is foreground where "
-            "p >= cutoff. Flips update while you drag."
-        )
         self.spin = QDoubleSpinBox()
         self.spin.setDecimals(DECIMALS)
         self.spin.setRange(0.0, 1.0)
         self.spin.setSingleStep(10.0**-DECIMALS * 100)
         self.spin.setValue(model.cutoff)
-        self.spin.setToolTip("Exact cutoff, to six decimals (e.g. 0.550000)")
         # Applied on Enter, on leaving the box, or on a step; not at every key, where the
         # "0" of "0.55" would apply at once and rewrite the text under the cursor.
         self.spin.setKeyboardTracking(False)
@@ -51,6 +57,13 @@ class CutoffControl(QWidget):
         model.events.loaded.connect(lambda: self._show(model.cutoff))
         model.events.reference_key.connect(lambda: self._show(model.cutoff))
         self._apply = qthrottled(self._apply_now, timeout=40, leading=True)
+        self._offer(decides=True)
+
+    def _offer(self, decides: bool) -> None:
+        """The cutoff offered where it decides the classes; else disabled, saying why."""
+        for widget, tip in ((self.slider, _SLIDER_TIP), (self.spin, _SPIN_TIP)):
+            widget.setEnabled(decides)
+            widget.setToolTip(tip if decides else _ARGMAX_TIP)
 
     def _from_slider(self, value: float) -> None:
         self.spin.blockSignals(True)
@@ -73,6 +86,7 @@ class CutoffControl(QWidget):
             widget.setValue(cutoff)
             widget.blockSignals(False)
         study = self.model.study
+        self._offer(decides=not self.model.multiclass)
         if study is None:
             self.count.setText("")
             return
