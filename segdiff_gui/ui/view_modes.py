@@ -34,7 +34,8 @@ class ViewMode:
     planes: Callable[[PlaneSource, StudyRun], ViewPlanes]  # what each view draws, at which levels
     colour_map: str | None  # pyqtgraph's colour map of the values and the bar; None: the
     # class colours, and no colour bar
-    scaled: bool = False  # a scale shared by the views or each view's own applies
+    scaled: bool = False  # a scale shared by the views or each view's own applies (the
+    # toolbar's level box)
     follows_cutoff: bool = False  # its images change with the cutoff (else only the overlays)
 
     def __repr__(self) -> str:
@@ -45,10 +46,12 @@ VIEW_MODES: tuple[ViewMode, ...] = (
     ViewMode(
         name="probability",
         menu_text="&Probability",
-        tip="The probability maps, levels fixed to [0, 1] so runs compare",
+        tip="The probability maps on 0 to 1, so runs compare (scale per view: each map on "
+        "its own range)",
         shortcut="Ctrl+1",
         planes=probability_planes,
         colour_map="viridis",
+        scaled=True,
     ),
     ViewMode(
         name="difference",

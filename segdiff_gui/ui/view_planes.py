@@ -1,10 +1,12 @@
 """How each view mode computes what its views draw, and at which levels (Qt-free). Each
 function is one row's ``planes`` in ``view_modes.VIEW_MODES``.
 
-Probability views share fixed levels [0, 1]. Difference and ULP views share one symmetric (or
-log) scale by default, set by the largest difference of any run; with ``per view`` levels each
-view is scaled to its own largest difference, so a batch run's 1e-7 differences show beside a
-bfloat16 run's 1e-2 (each view's title then says its scale, and the colour bar is relative).
+Probability views share fixed levels [0, 1] by default; with ``per view`` levels each map
+spans its own range, so a near-constant map shows its structure rather than one flat colour.
+Difference and ULP views share one symmetric (or log) scale by default, set by the largest
+difference of any run; with ``per view`` levels each view is scaled to its own largest
+difference, so a batch run's 1e-7 differences show beside a bfloat16 run's 1e-2. Per view,
+each view's title says its scale, and the colour bar is relative.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from segdiff_gui.core.analysis import difference_map, ulp_distance
+from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study, StudyRun
 
 __all__ = [
@@ -66,9 +69,28 @@ def _largest(plane: np.ndarray) -> float:
 
 
 def probability_planes(source: PlaneSource, reference: StudyRun) -> ViewPlanes:
-    """The maps themselves (the chosen class of a multi-class one), levels fixed to [0, 1]."""
+    """The maps themselves (the chosen class of a multi-class one), levels fixed to [0, 1]
+    (shared), or each map's own range, from its least to its largest value (per view)."""
     planes = {run.key: source.plane(run) for run in source.runs}
-    return ViewPlanes(planes, dict.fromkeys(planes, (0.0, 1.0)), (0.0, 1.0), None, {})
+    if source.level_mode == "per view":
+        ranges = {key: _range(plane) for key, plane in planes.items()}
+        texts = {
+            key: f"{format_float32(low)} … {format_float32(high)}"
+            if high > low
+            else f"= {format_float32(low)} everywhere"
+            for key, (low, high) in ranges.items()
+        }
+        label = "p / each view's own range (0 its least, 1 its largest)"
+        return ViewPlanes(planes, ranges, (0.0, 1.0), label, texts)
+    return ViewPlanes(planes, dict.fromkeys(planes, (0.0, 1.0)), (0.0, 1.0), "p, 0 to 1", {})
+
+
+def _range(plane: np.ndarray) -> tuple[float, float]:
+    """The least and the largest value of ``plane`` that are numbers ((0, 1) if none is)."""
+    finite = plane[np.isfinite(plane)]
+    if finite.size == 0:
+        return 0.0, 1.0
+    return float(finite.min()), float(finite.max())
 
 
 def flip_planes(source: PlaneSource, reference: StudyRun) -> ViewPlanes:

@@ -44,10 +44,11 @@ class ViewToolbar(QToolBar):
         self.level_box = QComboBox()
         self.level_box.addItems(list(LEVEL_TEXTS))
         self.level_box.setToolTip(
-            "Difference and ULP views: one scale for every run (set by the largest "
-            "difference of any), or each view scaled to its own largest difference, so that "
-            "1e-7 differences show beside a bfloat16 run's 1e-2 (each title then says its "
-            "scale)"
+            "Probability view: 0 to 1 for every run, or each map on its own range, so that a "
+            "near-constant map shows more than one colour. Difference and ULP views: one "
+            "scale for every run (set by the largest difference of any), or each view scaled "
+            "to its own largest difference, so that 1e-7 differences show beside a bfloat16 "
+            "run's 1e-2. Per view, each title says its scale."
         )
         self.level_box.setCurrentIndex(LEVEL_MODES.index(model.level_mode))
         self.level_box.currentIndexChanged.connect(self._level_mode_chosen)
