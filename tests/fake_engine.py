@@ -28,6 +28,11 @@ test's own) by the label of the run they strike:
 A model inspection (``inspect``) answers a fully convolutional model of one channel, or of
 ``FAKE_ENGINE_INPUT_CHANNELS`` channels (an RGB model: 3).
 
+The fake's model takes any image as it is, unless ``FAKE_ENGINE_MODEL_INPUT`` gives it an
+input, ``HxWxC`` (``16x16x3``): every image of a run's batch is then made that input with the
+job's preprocessing by core's own ``prepare_input``, and an image it cannot take fails the run
+as the real child fails it, an input error with its fix (``color=rgb``, ``resize=bilinear``).
+
 A device probe (``probe RUNTIME``) answers at once, unless:
 
 - ``FAKE_ENGINE_PROBE_MEET``: a folder; the probe writes its runtime's name there and answers
@@ -60,6 +65,7 @@ import numpy as np
 from segdiff_gui.core.environment import KEYED_VARIABLES
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import EngineJob, PlannedRun
+from segdiff_gui.core.preprocess import prepare_input
 from segdiff_gui.core.protocol import (
     BatchProgress,
     ChildFatal,
@@ -212,6 +218,29 @@ def _safe_mode_refusal(model_path: str, trust: bool) -> ChildFatal | None:
     return ChildFatal(str(refusal.path), refusal.problem, fix=refusal.fix)
 
 
+def _model_input() -> tuple[int, int, int] | None:
+    """The input ``FAKE_ENGINE_MODEL_INPUT`` gives the fake's model (None: any image)."""
+    given = os.environ.get("FAKE_ENGINE_MODEL_INPUT")
+    if not given:
+        return None
+    height, width, channels = (int(side) for side in given.split("x"))
+    return height, width, channels
+
+
+def _refused_input(job: EngineJob, run: PlannedRun) -> InputError | None:
+    """What the real child says of a batch image its model cannot take, as it says it."""
+    shape = _model_input()
+    if shape is None:
+        return None
+    for index in run.batch:
+        image = job.images[index]
+        try:
+            prepare_input(read_image(image.path), job.preprocessing, *shape, image.path)
+        except InputError as error:
+            return error
+    return None
+
+
 def _fault(name: str, label: str) -> bool:
     wanted = os.environ.get(name)
     return bool(wanted) and wanted in label
@@ -310,8 +339,13 @@ def _run(channel: _Channel) -> int:
             decoded[run.target] = read_image(job.images[run.target].path)
         image = decoded[run.target]
         if not answered:  # as a real run child says what its model takes, once
-            channel.send(_model_answer(image.shape[2] if image.ndim == 3 else 1))
+            model_input = _model_input()
+            channels = image.shape[2] if image.ndim == 3 else 1
+            channel.send(_model_answer(model_input[2] if model_input else channels))
             answered = True
+        if refused := _refused_input(job, run):
+            channel.send(RunFailed(run.key, run.label, str(refused), "", True, fix=refused.fix))
+            continue
         _slow_first_call(channel, run, compiled)
         probabilities = fake_map(image, job.model_hash, run)
         cache.write_run(_record(job, run, probabilities, time.perf_counter() - started))

@@ -41,6 +41,7 @@ from segdiff_gui.ui.grid_view import ProbabilityGridView
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.inspector import PixelInspector
 from segdiff_gui.ui.plain_text import as_html, plain_label
+from segdiff_gui.ui.problem_notice import ProblemNotice
 from segdiff_gui.ui.recent import RecentFiles
 from segdiff_gui.ui.run_panel import RunPanel
 from segdiff_gui.ui.session import BundleSession, MatrixSession, Planner
@@ -72,6 +73,10 @@ class MainWindow(QMainWindow):
         self.run_panel = RunPanel()
         self.hover_label = plain_label(QLabel())  # the reference's label
         self.statusBar().addPermanentWidget(self.hover_label)
+        # Why runs failed: in the status bar and over the empty views, as the Runs panel says it.
+        self.problem_notice = ProblemNotice(model, self.statusBar(), self.grid)
+        self.problem_notice.fix_requested.connect(self.run_panel.fix_requested)
+        self.run_panel.problem_changed.connect(self.problem_notice.show)
         recent_menu = QMenu("Open &recent", self)
         self.sessions = SessionController(
             model,

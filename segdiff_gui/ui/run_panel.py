@@ -65,6 +65,7 @@ class RunPanel(QWidget):
     cancel_requested = Signal()
     target_chosen = Signal(int)
     fix_requested = Signal(str)  # an error's fix (InputError.fix): apply it and run again
+    problem_changed = Signal(str, str)  # the problem said (show_problem): its text and fix
     group_chosen = Signal(int)  # a bundle's model/image group to show
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -215,6 +216,12 @@ class RunPanel(QWidget):
         self.fix_button.setVisible(bool(action))
         if fix and not fix.startswith("repeats"):  # the setting lives in Model settings
             self.settings_section.expand(animate=False)
+        self.problem_changed.emit(text, fix)
+
+    @property
+    def fix(self) -> str:
+        """The fix of the problem on show ("" where no setting mends it)."""
+        return self._fix
 
     def set_images(self, names: list[str], thumbnails: list[QIcon], target: int) -> None:
         self.images.clear()

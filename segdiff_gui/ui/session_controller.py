@@ -75,6 +75,7 @@ class SessionController(QObject):
         self.thumbnails = Thumbnails(panel.set_thumbnail, on_screen=panel.images.viewport())
         self.questions = ChildQuestions(panel, cache, notify, lambda: self.session)
         self._reader: GroupReader | None = None  # a large bundle group's other runs
+        self._first_failure: RunFailed | None = None  # of the runs in flight
         panel.run_requested.connect(self.start_runs)
         panel.cancel_requested.connect(self.cancel)
         panel.editor.changed.connect(self._matrix_edited)
@@ -323,6 +324,7 @@ class SessionController(QObject):
         if not isinstance(self.session, MatrixSession) or self.worker is not None:
             return
         self.panel.show_problem("")
+        self._first_failure = None
         worker = self.worker = MatrixWorker(planner or self.session.runner)
         # Only the worker of the session on show is heard: what a worker left behind by
         # another session had queued (its model's answer, its end) would be taken for news of
@@ -345,6 +347,8 @@ class SessionController(QObject):
         self._say_progress(message)
         if isinstance(self.session, MatrixSession):
             self.session.absorb(self.model, message)
+        if isinstance(message, RunFailed) and self._first_failure is None:
+            self._first_failure = message
         if isinstance(message, RunFailed) and message.input_error:
             # The reason stays in the window, with the control that mends it.
             self.panel.show_problem(
@@ -357,7 +361,20 @@ class SessionController(QObject):
                 # The model's refusal is what an inspection would say: no child to ask again.
                 self.questions.answered(message)
         elif isinstance(message, AllDone):
-            self.notify(self.panel.status.text(), 8000)
+            self._say_the_end(message)
+
+    def _say_the_end(self, done: AllDone) -> None:
+        """At the end of the runs, why some failed, if any did (the first's reason where no
+        setting was named), kept in view; else what was done, for a while."""
+        panel, failure = self.panel, self._first_failure
+        if done.failed and not panel.problem.text() and failure is not None:
+            more = done.failed - 1
+            others = f" ({plural(more, 'more run')} failed: see the Runs tab)" if more else ""
+            panel.show_problem(f"{failure.label} failed: {failure.error}{others}")
+        elif panel.problem.text():  # said again, over the progress said meanwhile
+            panel.show_problem(panel.problem.text(), panel.fix)
+        else:
+            self.notify(panel.status.text(), 8000)
 
     def _say_progress(self, message: Message) -> None:
         """The status bar says what is computing until the matrix is done: on a new cache the
@@ -403,9 +420,8 @@ class SessionController(QObject):
 
     # saying things --------------------------------------------------------------------------
     def say_problem(self, text: str, fix: str = "") -> None:
-        shown = with_control(text, fix)
-        self.panel.show_problem(shown, fix)
-        self.notify(shown, 15000)
+        """In the Runs panel, and through it in the status bar and over the views."""
+        self.panel.show_problem(with_control(text, fix), fix)
 
     def report_unreadable(self, damaged: Sequence[InputError], outcome: str = "") -> None:
         """Runs that could not be read: said in the window (the others are shown) and, for a

@@ -5,10 +5,16 @@ fake engine)."""
 
 from __future__ import annotations
 
+import zipfile
+from pathlib import Path
+
 import numpy as np
+from PIL import Image
+from PySide6.QtWidgets import QLabel, QPushButton, QStatusBar
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.floatfmt import format_float32
+from segdiff_gui.resources import demo_model
 from segdiff_gui.ui.inspection import Loaded
 from tests.exact_runs import study_run
 
@@ -70,3 +76,112 @@ def test_a_near_constant_map_is_shown_on_its_own_range_when_asked(window):
         low, high = (format_float32(v) for v in (plane.min(), plane.max()))
         assert panel.title.whole.endswith(f" · {low} … {high}"), panel.title.whole
     assert "each view's own range" in bar.labelText
+
+
+# Failures said where the user looks ------------------------------------------------------------
+def _shown_texts(widget) -> list[str]:
+    """The texts ``widget`` shows: its visible labels' and buttons' (a status bar's message
+    too), whatever widgets say them."""
+    texts = [widget.currentMessage()] if isinstance(widget, QStatusBar) else []
+    for child in widget.findChildren(QLabel) + widget.findChildren(QPushButton):
+        if child.isVisibleTo(widget.window()) and child.text():
+            texts.append(child.text())
+    return [text for text in texts if text]
+
+
+def _button(widget, text: str) -> QPushButton:
+    (button,) = [
+        b
+        for b in widget.findChildren(QPushButton)
+        if b.isVisibleTo(widget.window()) and b.text() == text
+    ]
+    return button
+
+
+def _wait_idle(qtbot, window) -> None:
+    qtbot.waitUntil(lambda: window.worker is None, timeout=60_000)
+    qtbot.wait(50)
+
+
+def _picture(path: Path, shape: tuple[int, ...]) -> Path:
+    Image.fromarray(np.random.default_rng(5).integers(0, 255, shape, dtype=np.uint8)).save(path)
+    return path
+
+
+def test_runs_that_fail_on_a_4_channel_image_say_why_over_the_empty_views_with_the_fix(
+    window, qtbot, tmp_path, monkeypatch, fake_engine
+):
+    """Every run failed (an RGBA photo, an RGB model, no colour setting): the views were
+    blank and the status bar empty; the reason was on the Runs tab only. The empty views and
+    the status bar say it, each with the Runs tab's button, which mends it."""
+    monkeypatch.setenv("FAKE_ENGINE_MODEL_INPUT", "16x16x3")
+    photo = _picture(tmp_path / "photo.png", (16, 16, 4))
+    window.open_paths([str(demo_model()), str(photo)])
+    _wait_idle(qtbot, window)
+    assert window.model.runs == ()
+    fix = "Set colour to rgb and run again"
+    for place in (window.grid, window.statusBar()):
+        said = _shown_texts(place)
+        assert any("photo.png" in text and "colour conversion" in text for text in said), said
+        assert fix in said, said
+    _button(window.grid, fix).click()  # the Runs tab's fix: colour rgb, and run again
+    assert window.run_panel.settings.color.currentText() == "rgb"
+    _wait_idle(qtbot, window)
+    assert len(window.model.runs) == 4
+    for place in (window.grid, window.statusBar()):
+        assert not any("colour" in text for text in _shown_texts(place))
+
+
+def test_a_lambda_model_refused_untrusted_is_said_in_the_status_bar_with_the_trust_button(
+    window, qtbot, tmp_path, fake_engine
+):
+    model = tmp_path / "lambda.keras"
+    with zipfile.ZipFile(model, "w") as archive:  # what Keras safe mode refuses, as saved
+        archive.writestr("config.json", '{"class_name": "Lambda"}')
+    image = _picture(tmp_path / "cell.png", (16, 16))
+    window.open_paths([str(model), str(image)])
+    _wait_idle(qtbot, window)
+    assert window.model.runs == ()
+    fix = "Trust this model and run again"
+    for place in (window.grid, window.statusBar()):
+        said = _shown_texts(place)
+        assert any("Keras safe mode refuses" in text for text in said), said
+        assert fix in said, said
+    _button(window.statusBar(), fix).click()
+    assert window.run_panel.settings.trust.isChecked()
+    _wait_idle(qtbot, window)
+    assert len(window.model.runs) == 4
+    assert not any("safe mode" in text for text in _shown_texts(window.statusBar()))
+
+
+def test_runs_left_out_for_an_image_of_another_size_are_said_in_the_status_bar(
+    window, qtbot, tmp_path, monkeypatch, fake_engine
+):
+    """The batch-64 runs failed on a batch image of another size: the views showed fewer runs
+    and nothing said why. The status bar does, with the fix; the views show what ran."""
+    monkeypatch.setenv("FAKE_ENGINE_MODEL_INPUT", "16x16x1")
+    target = _picture(tmp_path / "a_target.png", (16, 16))
+    _picture(tmp_path / "b_larger.png", (20, 20))
+    window.open_paths([str(demo_model()), str(target), str(tmp_path / "b_larger.png")])
+    _wait_idle(qtbot, window)
+    assert [run.label for run in window.model.runs] == ["cpu b1 r0", "cpu b1 r1"]
+    said = _shown_texts(window.statusBar())
+    assert any("b_larger.png" in text and "resizing" in text for text in said), said
+    assert "Set resize to bilinear and run again" in said
+    assert not any("b_larger.png" in text for text in _shown_texts(window.grid))  # maps shown
+
+
+def test_runs_that_fail_with_no_setting_to_mend_them_are_said_in_the_status_bar(
+    window, qtbot, tmp_path, monkeypatch, fake_engine
+):
+    monkeypatch.setenv("FAKE_ENGINE_FAIL_ON_IMAGE", "cell.png")
+    image = _picture(tmp_path / "cell.png", (16, 16))
+    window.open_paths([str(demo_model()), str(image)])
+    _wait_idle(qtbot, window)
+    assert window.model.runs == ()
+    for place in (window.grid, window.statusBar()):
+        said = _shown_texts(place)
+        assert any("fake failure on this image" in text for text in said), said
+        assert not place.findChildren(QPushButton) or not any(
+            "run again" in b.text() for b in place.findChildren(QPushButton) if b.isVisible()
+        )

@@ -85,7 +85,9 @@ def test_a_good_model_with_an_unreadable_image_is_said_in_the_window(window, tmp
     problem = window.run_panel.problem
     assert not problem.isHidden() and "broken.png" in problem.text()
     assert "not a readable image" in problem.text()
-    assert "broken.png" in window.statusBar().currentMessage()
+    notice = window.problem_notice  # in the status bar and over the empty views, kept
+    assert notice.in_status_bar.isVisible() and "broken.png" in notice.status_text.text()
+    assert notice.over_views.isVisible() and "broken.png" in notice.view_text.text()
     assert window.worker is None  # nothing was started
     bundle = bundle_of(
         _runs("m", "a.png", ["cpu b1 r0", "cpu b64 r0"]), tmp_path / "b.h5",
@@ -93,6 +95,7 @@ def test_a_good_model_with_an_unreadable_image_is_said_in_the_window(window, tmp
     )  # fmt: skip
     window.open_paths([str(bundle)])
     assert problem.isHidden() and problem.text() == ""  # no stale message
+    assert notice.in_status_bar.isHidden() and notice.over_views.isHidden()
 
 
 def test_recent_files_keep_spaces_and_relative_paths_and_show_a_short_name(
