@@ -72,9 +72,10 @@ def test_a_single_flip_of_a_large_map_is_ringed_in_screen_pixels_at_every_zoom(
 ):
     model, grid = window.model, window.grid
     shown(model, flipping_runs((2048, 2048), {(1500, 333): 0.5}), tmp_path)
-    qtbot.wait(150)  # the overlays are pooled to the zoom once it settles
     reference, other = (grid.panels[run.key] for run in model.runs)
-    assert grid._overlay_factor >= 4  # a map pixel is a fraction of a screen pixel here
+    # A map pixel is a fraction of a screen pixel here: the overlays are pooled to the zoom
+    # once the layout (the colour bar's label among it) has settled.
+    qtbot.waitUntil(lambda: grid._overlay_factor >= 4, timeout=5000)
     assert len(reference.marks.data) == 0
     (ring,) = other.marks.data
     # Around the flip, to within the block a screen pixel covers, and MARK_SIZE across.
@@ -84,7 +85,7 @@ def test_a_single_flip_of_a_large_map_is_ringed_in_screen_pixels_at_every_zoom(
     assert other.marks.opts["pxMode"]  # screen pixels, whatever the zoom
     # Zoomed in to the flip: the ring is on the pixel itself and goes round it.
     grid.show_pixel(1500, 333)
-    qtbot.wait(150)
+    qtbot.waitUntil(lambda: grid._overlay_factor == 1, timeout=5000)
     (ring,) = other.marks.data
     assert (ring["x"], ring["y"]) == (333.5, 1500.5)
     pixel = 1 / grid._map_units_per_screen_pixel()
