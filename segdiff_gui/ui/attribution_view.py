@@ -55,6 +55,7 @@ class AttributionDialog(QDialog):
         self.setWindowTitle("Explain the difference")
         self.resize(980, 640)
         self.title = rich_label(QLabel())  # the runs' labels in it are escaped
+        self.title.setWordWrap(True)  # a sentence: whole on a laptop's screen, not cut at its edge
         self.table = read_only_table(COLUMNS)
         self.figure = QComboBox()
         self.figure.addItems(list(FIGURES))

@@ -4,7 +4,7 @@ difference and ULPs to the reference, and class at the cutoff. Copy as TSV."""
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QGuiApplication, QKeySequence, QResizeEvent, QShortcut
+from PySide6.QtGui import QGuiApplication, QKeySequence, QResizeEvent, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
@@ -53,6 +53,20 @@ _TYPICAL_ROW = (
     "46,890",
     "0",
 )
+# Beside an exact run: the typical row with its ULPs from exact, and the exact run's own row
+# (its float64 value and bits are the widest of the table).
+_TYPICAL_ROWS_BESIDE_EXACT = (
+    (*_TYPICAL_ROW[:5], "0 ✓", "46,887"),
+    (
+        "cpu b1 fp64 r0 (exact)",
+        "0.49860265540317467",
+        "0x3fdfe91b1ca9f1f5",
+        "+1.45904578e-07",
+        "5",
+        "0",
+        "—",
+    ),
+)
 
 
 class PixelInspector(QWidget):
@@ -70,7 +84,7 @@ class PixelInspector(QWidget):
         # whole name as its tooltip), never pushes Δ, ULPs and class off the edge.
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self._typical_width: int | None = None  # see sizeHint
+        self._typical_widths: dict[bool, int] = {}  # see wanted_width
         self._fitted_for: tuple[str, ...] = ()  # the runs the run column was last fitted to
         self.copy_button = QPushButton("Copy as TSV")
         self.copy_button.setToolTip("Copy the table (tab-separated) for a spreadsheet or an issue")
@@ -92,24 +106,28 @@ class PixelInspector(QWidget):
             event.connect(self.refresh)
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
-        """As wide as the table's columns for a typical row, or for the rows it holds if
-        they are wider."""
-        if self._typical_width is None:
+        return QSize(self.wanted_width(), super().sizeHint().height())
+
+    def wanted_width(self, beside_exact: bool = False) -> int:
+        """As wide as the table's columns for a typical row (and, ``beside_exact``, an exact
+        run's row and column), or for the rows it holds if they are wider."""
+        typical = self._typical_widths.get(beside_exact)
+        if typical is None:
             # The same fonts, style and headers as the table.
-            sample = read_only_table([header for _, header, _ in _COLUMNS])
+            columns = (*_COLUMNS, _EXACT_COLUMN) if beside_exact else _COLUMNS
+            rows = _TYPICAL_ROWS_BESIDE_EXACT if beside_exact else (_TYPICAL_ROW,)
+            sample = read_only_table([header for _, header, _ in columns])
             sample.setFont(self.table.font())
-            sample.setRowCount(1)
-            fill_row(sample, 0, _TYPICAL_ROW)
+            sample.setRowCount(len(rows))
+            for index, row in enumerate(rows):
+                fill_row(sample, index, row)
             sample.resizeColumnsToContents()
-            columns = sum(sample.columnWidth(c) for c in range(sample.columnCount()))
-            frame = 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width()
-            margins = self._layout.contentsMargins()
-            self._typical_width = columns + frame + margins.left() + margins.right()
+            widths = sum(sample.columnWidth(c) for c in range(sample.columnCount()))
             sample.deleteLater()
-        # Rows wider than the typical one (an exact run's float64 value) are shown already:
-        # the window's first share of its width must not take their room back.
-        width = max(self._typical_width, self.needed_width() if self.table.rowCount() else 0)
-        return QSize(width, super().sizeHint().height())
+            typical = self._typical_widths[beside_exact] = widths + self._frame_width()
+        # Rows wider than the typical one are shown already: the window's first share of its
+        # width must not take their room back.
+        return max(typical, self.needed_width() if self.table.rowCount() else 0)
 
     def refresh(self, *_: object) -> None:
         if not self.model.runs:  # nothing shown (a new plan, a failed run): no stale values
@@ -156,9 +174,19 @@ class PixelInspector(QWidget):
         if labels != self._fitted_for:  # sizing asks every cell: only when the runs change
             self._fitted_for = labels
             self._fit_run_column()
-            needed = self.needed_width()
-            if needed > self.width():
-                self.widened.emit(needed)
+            self._ask_for_room()
+
+    def _ask_for_room(self) -> None:
+        """Ask the window for the width the rows need, where they need more than there is."""
+        needed = self.needed_width()
+        if self.table.rowCount() and needed > self.width():
+            self.widened.emit(needed)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
+        """Brought to the front (behind the runs until now, as on a laptop's screen, where
+        rows arrived meanwhile): the room they need is asked for now."""
+        super().showEvent(event)
+        self._ask_for_room()
 
     def _set_headers(self, columns: tuple[tuple[str, str, str], ...]) -> None:
         """The columns, with the exact run's where one is shown (sized again when they
@@ -206,10 +234,16 @@ class PixelInspector(QWidget):
         """The width that shows every column of the rows the table holds now."""
         table = self.table
         columns = sum(self._column_width(c) for c in range(table.columnCount()))
+        return columns + self._frame_width()
+
+    def _frame_width(self) -> int:
+        """What the inspector needs beside its columns: the table's frame and vertical scroll
+        bar, and its own margins."""
+        table = self.table
         frame = 2 * table.frameWidth() + table.verticalScrollBar().sizeHint().width()
         margins = self._layout.contentsMargins()
         slack = 4  # the grid's lines and a section's rounding: a pixel short is a scroll bar
-        return columns + frame + margins.left() + margins.right() + slack
+        return frame + margins.left() + margins.right() + slack
 
     def as_tsv(self) -> str:
         """The table as tab-separated text, its columns in their first order, named whole."""

@@ -251,14 +251,7 @@ class MainWindow(QMainWindow):
             inspector_dock.raise_()
 
     def _inspector_widened(self, needed: int) -> None:
-        """The inspector's rows became wider than its dock (long labels, a wide value): give
-        it the room, up to two fifths of the window, so Δ, ULPs and class stay in view."""
-        right = self.docks[1]
-        if not self.tabifiedDockWidgets(right):
-            frame = right.width() - self.inspector.width()
-            width = min(needed + max(frame, 0), self.width() * 2 // 5)
-            if width > right.width():
-                self.resizeDocks([right], [width], Qt.Orientation.Horizontal)
+        self.layout_policy.widen(needed)
 
     def _sweep_from_menu(self) -> None:
         self.tabs.setCurrentWidget(self.analysis.sweep_panel)
@@ -354,7 +347,13 @@ class MainWindow(QMainWindow):
 
     # lifetime -------------------------------------------------------------------------------
     def _share_width(self) -> None:
-        self.layout_policy.share_width(bool(self.model.runs))
+        session = self.session
+        plan = session.plan if isinstance(session, MatrixSession) else None
+        # An exact run shown, or planned (it comes with a column and a float64 value).
+        beside_exact = self.model.loaded.exact is not None or (
+            plan is not None and any(run.config.is_exact for run in plan.runs)
+        )
+        self.layout_policy.share_width(bool(self.model.runs), beside_exact)
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)

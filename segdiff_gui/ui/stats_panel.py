@@ -1,13 +1,25 @@
 """Every run against the reference, determinism verdicts, and the flips-vs-cutoff curve with
-a marker at the current cutoff."""
+a marker at the current cutoff.
+
+The table shows every run it can (as tall as its rows, where the tab has the room); under it
+the sentences, the curve and the histogram share the rest as tabs of their own, so that none is
+squeezed to a few pixels on a laptop's screen."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QHeaderView, QLabel, QVBoxLayout, QWidget
+from PySide6.QtGui import QResizeEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHeaderView,
+    QLabel,
+    QScrollArea,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from segdiff_gui.core.analysis import difference_map
 from segdiff_gui.ui.inspection import InspectionModel
@@ -19,6 +31,9 @@ __all__ = ["StatsPanel"]
 COLUMNS = ("run", "max |Δ|", "mean |Δ|", "max ULP", "differing", "flips")
 EXACT_COLUMN = "vs exact"  # beside an exact (float64) run: each run's error against it
 _PENS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
+_BELOW_LEAST = 150  # pixels: the sentences' and plots' tabs under the table, at least
+_RUN_SHARE = 0.4  # of the width the figures leave: the run column's most, beside "vs exact"
+_RUN_LEAST = 90  # pixels: the run column's least, its label wrapped at its spaces
 
 
 class StatsPanel(QWidget):
@@ -28,11 +43,27 @@ class StatsPanel(QWidget):
         self.table = read_only_table(COLUMNS)
         self.table.setWordWrap(True)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # The labels wrap at their spaces, beside figures that are never cut.
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().sectionResized.connect(self._fit_height)  # wraps anew
         self.verdicts = plain_label(QLabel())  # runs' labels (a host's name, an import's)
         self.verdicts.setWordWrap(True)
+        self.verdicts.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self.verdicts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        sentences = QScrollArea()
+        sentences.setWidget(self.verdicts)
+        sentences.setWidgetResizable(True)
+        sentences.setFrameShape(QFrame.Shape.NoFrame)
+        sentences.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.below = QTabWidget()
+        self.below.setDocumentMode(True)
+        self.below.addTab(sentences, "Summary")
+        self.below.setMinimumHeight(_BELOW_LEAST)
         self._layout = QVBoxLayout(self)
-        self._layout.addWidget(self.table, 2)
-        self._layout.addWidget(self.verdicts)
+        # The table grows to its rows first (its most height is their height: see
+        # _fit_height); the tabs under it take what is left.
+        self._layout.addWidget(self.table, 20)
+        self._layout.addWidget(self.below, 1)
         # The plots are made when the tab is first shown: two pyqtgraph plots cost about
         # 20 ms of every launch, and the Inspector is the tab on show.
         self.curve_plot: pg.PlotWidget | None = None
@@ -59,16 +90,16 @@ class StatsPanel(QWidget):
         self.curve_plot.setLabel("bottom", "cutoff")
         self.curve_plot.setLabel("left", "flipped pixels")
         self.curve_plot.setLogMode(y=False)
-        self.curve_plot.setMinimumHeight(160)
+        self.curve_plot.setMinimumHeight(100)
         self.marker = pg.InfiniteLine(
             angle=90, movable=False, pen=pg.mkPen("k", style=Qt.PenStyle.DashLine)
         )
         self.histogram = pg.PlotWidget(background="w")
         self.histogram.setLabel("bottom", "difference to the reference")
         self.histogram.setLabel("left", "log10(1 + pixels)")  # short: the plot is low
-        self.histogram.setMinimumHeight(140)
-        self._layout.addWidget(self.curve_plot, 1)
-        self._layout.addWidget(self.histogram, 1)
+        self.histogram.setMinimumHeight(100)
+        self.below.addTab(self.curve_plot, "Flips vs cutoff")
+        self.below.addTab(self.histogram, "Differences")
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)
@@ -124,6 +155,38 @@ class StatsPanel(QWidget):
         self.verdicts.setText("\n".join(lines))
         assert self.marker is not None  # made when shown
         self.marker.setPos(self.model.cutoff)
+        self._fit_columns()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._fit_columns()
+
+    def _fit_columns(self) -> None:
+        """The figures at their contents' width; the run's label at its own, where that
+        leaves "vs exact" (which wraps in what is left) room, else wrapped at its spaces."""
+        table = self.table
+        if table.columnCount() == 0:
+            return
+        header = table.horizontalHeader()
+        figures = sum(header.sectionSize(c) for c in range(1, len(COLUMNS)))
+        room = table.viewport().width() - figures
+        if table.columnCount() > len(COLUMNS):  # "vs exact" shares the room
+            room = int(room * _RUN_SHARE)
+        wanted = max(table.sizeHintForColumn(0), header.sectionSizeHint(0))
+        table.setColumnWidth(0, max(min(wanted, room), _RUN_LEAST))
+        self._fit_height()
+
+    def _fit_height(self, *_: object) -> None:
+        """The table at most as tall as its rows: the tabs under it take the rest."""
+        table = self.table
+        # Asked of the rows' contents at the columns' widths now (the rows' own heights
+        # follow them at the next layout).
+        least = table.verticalHeader().minimumSectionSize()
+        rows = sum(max(table.sizeHintForRow(row), least) for row in range(table.rowCount()))
+        frame = 2 * table.frameWidth() + table.horizontalHeader().height()
+        scroll = table.horizontalScrollBar()
+        sideways = scroll.sizeHint().height() if scroll.maximum() > 0 else 0
+        table.setMaximumHeight(rows + frame + sideways)
 
     def refresh_curves(self) -> None:
         if self._hidden("curves"):

@@ -5,23 +5,32 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QSettings, Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow
 
-__all__ = ["GRID_MINIMUM_WIDTH", "SIDE_BY_SIDE_WIDTH", "WindowLayout"]
+from segdiff_gui.ui.inspector import PixelInspector
+
+__all__ = ["GRID_MINIMUM_WIDTH", "WindowLayout", "maps_keep"]
 
 # pixels: room for a few runs side by side whatever the docks' contents ask for, in a window
 # that still fits a 1024-pixel-wide screen
 GRID_MINIMUM_WIDTH = 320
-# pixels: a first window narrower than this puts the runs in a tab behind the inspector
-SIDE_BY_SIDE_WIDTH = 1400
+
+
+def maps_keep(width: int) -> int:
+    """What the maps keep of a window ``width`` pixels wide when the docks ask for room:
+    three tenths of it (never less than :data:`GRID_MINIMUM_WIDTH`), so that a window on a
+    1920-pixel screen holds the runs, an inspector beside an exact run and the maps side by
+    side."""
+    return max(GRID_MINIMUM_WIDTH, width * 3 // 10)
 
 
 class WindowLayout:
     """``runs`` and ``right`` are the window's docks; ``inspector`` is in ``right``: its
-    columns (value, Δ, ULPs, class) decide how wide that dock wants to be."""
+    columns (value, Δ, ULPs, class, and beside an exact run its ULPs from exact) decide how
+    wide that dock wants to be."""
 
     def __init__(
-        self, window: QMainWindow, runs: QDockWidget, right: QDockWidget, inspector: QWidget
+        self, window: QMainWindow, runs: QDockWidget, right: QDockWidget, inspector: PixelInspector
     ) -> None:
         self.window = window
         self.runs = runs
@@ -39,6 +48,10 @@ class WindowLayout:
         self.share_when_shown = not (
             isinstance(state, QByteArray) and self.window.restoreState(state)
         )
+        if self.share_when_shown and not self._side_by_side(self.window.width(), False):
+            # Stacked before the window is shown: side by side, the docks' least widths would
+            # widen the window past its first size (and past a small screen's edge).
+            self.window.tabifyDockWidget(self.right, self.runs)
 
     def save(self) -> None:
         settings = QSettings("segdiff", "segdiff-gui")
@@ -55,28 +68,58 @@ class WindowLayout:
         self.window.resize(available.size() * 0.92)
         self.window.move(available.center() - self.window.rect().center())
 
-    def inspector_width(self) -> int:
+    def inspector_width(self, beside_exact: bool) -> int:
         """What the right dock needs to show every column of the inspector."""
-        frame = self.right.width() - self.inspector.width()  # the dock's and the tabs' margins
-        return int(self.inspector.sizeHint().width()) + max(frame, 0)
+        return self.inspector.wanted_width(beside_exact) + self._dock_frame()
 
-    def share_width(self, has_runs: bool) -> None:
+    def _dock_frame(self) -> int:
+        """The right dock's width beside the inspector's: its margins and the tabs'."""
+        return max(self.right.width() - self.inspector.width(), 0)
+
+    def _side_by_side(self, width: int, beside_exact: bool) -> bool:
+        """Whether a window ``width`` pixels wide holds the runs, the inspector's columns and
+        the maps' share side by side."""
+        runs = self.runs.minimumSizeHint().width()
+        return width - runs - self.inspector_width(beside_exact) >= maps_keep(width)
+
+    def _stacked(self) -> bool:
+        return bool(self.window.tabifiedDockWidgets(self.right))
+
+    def share_width(self, has_runs: bool, beside_exact: bool = False) -> None:
         """Share the window's width the first time it is shown: a fifth to the runs, to the
-        inspector the width of its columns (at most two fifths), the rest to the maps. Docks
-        cannot shrink below their contents; the maps' minimum width then decides.
+        inspector the width of its columns (``beside_exact``: with an exact run's, which a run
+        planned or shown makes wanted), the rest to the maps, which keep their share
+        (:func:`maps_keep`). Docks cannot shrink below their contents; the maps' minimum width
+        then decides.
 
-        A window narrower than :data:`SIDE_BY_SIDE_WIDTH` (a laptop screen) would leave the
-        maps a third of it: the runs then share the inspector's place, as a tab behind it."""
+        A window too narrow for the runs, the inspector and the maps' share side by side (a
+        laptop's screen) would squeeze the maps between two docks: the runs then share the
+        inspector's place, as a tab behind it."""
         window, runs, right = self.window, self.runs, self.right
         width = window.width()
-        wanted = self.inspector_width()
-        if width < SIDE_BY_SIDE_WIDTH:
+        wanted = self.inspector_width(beside_exact)
+        if not self._side_by_side(width, beside_exact):
             window.tabifyDockWidget(right, runs)
             (right if has_runs else runs).raise_()  # no run yet: show them coming
-            window.resizeDocks([right], [min(wanted, width // 2)], Qt.Orientation.Horizontal)
-        else:
-            if window.tabifiedDockWidgets(right):  # stacked before, on a narrower window
-                window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, runs)
-            window.resizeDocks(
-                [runs, right], [width // 5, min(wanted, width * 2 // 5)], Qt.Orientation.Horizontal
-            )
+            room = width - maps_keep(width)
+            window.resizeDocks([right], [min(wanted, room)], Qt.Orientation.Horizontal)
+            return
+        if self._stacked():  # stacked before, on a narrower window
+            window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, runs)
+        runs_width = max(width // 5, runs.minimumSizeHint().width())
+        room = width - runs_width - maps_keep(width)
+        window.resizeDocks(
+            [runs, right], [runs_width, min(wanted, room)], Qt.Orientation.Horizontal
+        )
+
+    def widen(self, needed: int) -> None:
+        """The inspector's rows became wider than its dock (long labels, an exact run's
+        float64 value): give it the room, as far as the maps keep their share, so that Δ,
+        ULPs and class stay in view."""
+        window, right = self.window, self.right
+        width = window.width()
+        beside = 0 if self._stacked() else self.runs.width()
+        room = width - beside - maps_keep(width)
+        wanted = min(needed + self._dock_frame(), room)
+        if wanted > right.width():
+            window.resizeDocks([right], [wanted], Qt.Orientation.Horizontal)

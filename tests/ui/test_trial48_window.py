@@ -44,6 +44,7 @@ def test_a_typo_in_the_matrix_is_said_whole_in_view_under_the_line_typed(
     fold of the editors' scroll area, cut off after its first words. It is scrolled into
     view, every wrapped line of it."""
     window = window_for("--cache", fake_demo_cache.root, "--no-run")
+    window.docks[0].raise_()  # the Runs tab, in front of the inspector on a narrow window
     panel = window.run_panel
     panel.editors.verticalScrollBar().setValue(0)  # the matrix's top in view, as opened
     panel.editor.extra.setPlainText("xlaa=on\nbatch=two")
@@ -65,6 +66,7 @@ def test_image_captions_never_touch(window_for, fake_demo_cache, tmp_path):
     """Finding 12: the captions ``ihc.png`` and ``chelsea.png`` ran together. Each caption
     keeps to a cell of its own, long names cut in the middle (the whole name its tooltip)."""
     window = window_for("--cache", fake_demo_cache.root, "--no-run")
+    window.docks[0].raise_()  # the Runs tab, in front of the inspector on a narrow window
     panel = window.run_panel
     names = ["ihc.png", "chelsea.png", "astronaut.png", "a_much_longer_image_name_than_fits.png"]
     picture = QPixmap(56, 56)
