@@ -74,15 +74,22 @@ def probability_planes(source: PlaneSource, reference: StudyRun) -> ViewPlanes:
     planes = {run.key: source.plane(run) for run in source.runs}
     if source.level_mode == "per view":
         ranges = {key: _range(plane) for key, plane in planes.items()}
-        texts = {
-            key: f"{format_float32(low)} … {format_float32(high)}"
-            if high > low
-            else f"= {format_float32(low)} everywhere"
-            for key, (low, high) in ranges.items()
-        }
+        texts = {key: _range_text(low, high) for key, (low, high) in ranges.items()}
         label = "p / each view's own range (0 its least, 1 its largest)"
         return ViewPlanes(planes, ranges, (0.0, 1.0), label, texts)
     return ViewPlanes(planes, dict.fromkeys(planes, (0.0, 1.0)), (0.0, 1.0), "p, 0 to 1", {})
+
+
+def _range_text(low: float, high: float) -> str:
+    """``low … high`` in as few digits as tell them apart (a title is short: ``1.2e-08 … 1``,
+    ``0.4999997 … 0.5000003``)."""
+    if not high > low:
+        return f"= {format_float32(low)} everywhere"
+    for digits in range(2, 10):
+        low_text, high_text = f"{low:.{digits}g}", f"{high:.{digits}g}"
+        if low_text != high_text:
+            break
+    return f"{low_text} … {high_text}"
 
 
 def _range(plane: np.ndarray) -> tuple[float, float]:
