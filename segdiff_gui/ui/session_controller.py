@@ -75,7 +75,10 @@ class SessionController(QObject):
         self.thumbnails = Thumbnails(panel.set_thumbnail, on_screen=panel.images.viewport())
         self.questions = ChildQuestions(panel, cache, notify, lambda: self.session)
         self._reader: GroupReader | None = None  # a large bundle group's other runs
-        self._first_failure: RunFailed | None = None  # of the runs in flight
+        # Of the runs in flight: the failure said at their end (the last that a setting
+        # mends, else the first), and whether a child's fatal error was said.
+        self._failure: RunFailed | None = None
+        self._fatal = False
         panel.run_requested.connect(self.start_runs)
         panel.cancel_requested.connect(self.cancel)
         panel.editor.changed.connect(self._matrix_edited)
@@ -324,7 +327,7 @@ class SessionController(QObject):
         if not isinstance(self.session, MatrixSession) or self.worker is not None:
             return
         self.panel.show_problem("")
-        self._first_failure = None
+        self._failure, self._fatal = None, False
         worker = self.worker = MatrixWorker(planner or self.session.runner)
         # Only the worker of the session on show is heard: what a worker left behind by
         # another session had queued (its model's answer, its end) would be taken for news of
@@ -347,14 +350,15 @@ class SessionController(QObject):
         self._say_progress(message)
         if isinstance(self.session, MatrixSession):
             self.session.absorb(self.model, message)
-        if isinstance(message, RunFailed) and self._first_failure is None:
-            self._first_failure = message
+        if isinstance(message, RunFailed) and (self._failure is None or message.fix):
+            self._failure = message
         if isinstance(message, RunFailed) and message.input_error:
             # The reason stays in the window, with the control that mends it.
             self.panel.show_problem(
                 f"{message.label} failed: {with_control(message.error, message.fix)}", message.fix
             )
         elif isinstance(message, ChildFatal):
+            self._fatal = True
             self.panel.show_problem(with_control(message.error, message.fix), message.fix)
             session = self.session
             if isinstance(session, MatrixSession) and message.path == str(session.request.model):
@@ -364,13 +368,19 @@ class SessionController(QObject):
             self._say_the_end(message)
 
     def _say_the_end(self, done: AllDone) -> None:
-        """At the end of the runs, why some failed, if any did (the first's reason where no
-        setting was named), kept in view; else what was done, for a while."""
-        panel, failure = self.panel, self._first_failure
-        if done.failed and not panel.problem.text() and failure is not None:
-            more = done.failed - 1
-            others = f" ({plural(more, 'more run')} failed: see the Runs tab)" if more else ""
-            panel.show_problem(f"{failure.label} failed: {failure.error}{others}")
+        """At the end of the runs, why they failed, if any did, kept in view: a child's fatal
+        error as it was said, else how many failed and why one did (the last that a setting
+        mends, with it; else the first); where none failed, what was done, for a while."""
+        panel, failure = self.panel, self._failure
+        if failure is not None and done.failed and not self._fatal:
+            reason = with_control(failure.error, failure.fix)
+            total = done.finished + done.cached + done.failed
+            said = (
+                f"{failure.label} failed: {reason}"
+                if done.failed == 1
+                else f"{done.failed} of {total} runs failed; {failure.label}: {reason}"
+            )
+            panel.show_problem(said, failure.fix)
         elif panel.problem.text():  # said again, over the progress said meanwhile
             panel.show_problem(panel.problem.text(), panel.fix)
         else:

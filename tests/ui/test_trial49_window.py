@@ -128,6 +128,7 @@ def test_runs_that_fail_on_a_4_channel_image_say_why_over_the_empty_views_with_t
     for place in (window.grid, window.statusBar()):
         said = _shown_texts(place)
         assert any("photo.png" in text and "colour conversion" in text for text in said), said
+        assert any(text.startswith("4 of 4 runs failed; cpu b") for text in said), said
         assert fix in said, said
     _button(window.grid, fix).click()  # the Runs tab's fix: colour rgb, and run again
     assert window.run_panel.settings.color.currentText() == "rgb"
@@ -186,7 +187,9 @@ def test_runs_that_fail_with_no_setting_to_mend_them_are_said_in_the_status_bar(
     assert window.model.runs == ()
     for place in (window.grid, window.statusBar()):
         said = _shown_texts(place)
-        assert any("fake failure on this image" in text for text in said), said
+        assert any(
+            text == "4 of 4 runs failed; cpu b1 r0: fake failure on this image" for text in said
+        ), said
         assert not place.findChildren(QPushButton) or not any(
             "run again" in b.text() for b in place.findChildren(QPushButton) if b.isVisible()
         )
