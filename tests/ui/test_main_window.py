@@ -226,10 +226,14 @@ def test_a_failed_run_is_shown_and_the_rest_complete(
     window.start_runs()
     window.worker.message.connect(messages.append)
     qtbot.waitUntil(lambda: window.worker is None, timeout=120_000)
-    # What is computing is said while nothing shows yet, then how far it is, then the end.
+    # What is computing is said while nothing shows yet, then how far it is; at the end the
+    # progress gives way to the failure, kept in the status bar (the Runs panel says the end).
     assert said[0].startswith("computing 3 runs (each engine process first starts")
     assert "computed 2 of 3 runs…" in said
-    assert said[-1] == "done: 2 computed, 0 cached, 1 failed"
+    assert said[-1] == ""
+    assert window.problem_notice.in_status_bar.isVisibleTo(window)
+    assert window.problem_notice.text.startswith("gpu:7 b1 r0 failed: ")
+    assert window.run_panel.status.text() == "done: 2 computed, 0 cached, 1 failed"
     failed = [m for m in messages if isinstance(m, RunFailed)]
     assert [m.label for m in failed] == ["gpu:7 b1 r0"]
     assert sum(isinstance(m, RunFinished) for m in messages) == 2
