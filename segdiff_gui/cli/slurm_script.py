@@ -19,6 +19,7 @@ from segdiff_gui.cli.commands import checked_run_inputs
 from segdiff_gui.cli.parser import build_parser
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.text import has_control
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.plan import check_inputs, model_input
 from segdiff_gui.storage.cache import ResultCache
@@ -84,49 +85,73 @@ def _checked_run(arguments: list[str], shards: int) -> argparse.Namespace:
     return parsed
 
 
+def _writable(text: str, what: str) -> str:
+    """``text`` as it may be written anywhere in the script, on a live line or in a comment.
+    A line break ends a comment and starts a line that every task runs, and a shell's quotes
+    do not hold there: a value with any control character (line breaks, tabs, escapes) is
+    refused, naming it."""
+    if has_control(text):
+        raise InputError(
+            text, f"holds a control character (a line break, a tab, an escape), which a Slurm "
+            f"script cannot carry safely ({what}); rename it"
+        )  # fmt: skip
+    return text
+
+
+def _word(text: str, what: str) -> str:
+    """A value as the shell reads it as one word, checked for every place it is written."""
+    return shlex.quote(_writable(text, what))
+
+
 def _sbatch_value(text: str, what: str) -> str:
     """A value as an ``#SBATCH`` line takes it: sbatch reads double quotes, not a shell's
     single ones, and has no escape for a double quote or a line break."""
-    if '"' in text or "\n" in text or "\r" in text:
+    if '"' in _writable(text, what):
         raise InputError(text, f"cannot be written on an #SBATCH line ({what})")
     return f'"{text}"' if any(c.isspace() for c in text) else text
 
 
 def slurm_script(args: argparse.Namespace, run: argparse.Namespace, here: Path) -> str:
     """The script's text: sbatch lines, one task's run, and the merge and sweep after."""
-    segdiff = f"{shlex.quote(sys.executable)} -m segdiff_gui.cli"  # this very installation
+    # Every value is checked where it is made a word (_word, _sbatch_value, _writable): the
+    # comments below carry them too, and a line break there would be a live line.
+    segdiff = f"{_word(sys.executable, 'the Python that runs segdiff')} -m segdiff_gui.cli"
     results = (here / args.results).resolve()
+    folder = _word(str(results), "--results")
     # Slurm expands % in --output (%A the job, %a the task): a % of the path is doubled.
     log = _sbatch_value(str(results).replace("%", "%%") + "/slurm-%A_%a.log", "--output")
+    chdir = _sbatch_value(str(here), "--chdir, the current folder")
     lines = [
         "#!/bin/bash",
         f"# A segdiff {__version__} sweep as a Slurm array job: task K of {args.shards} runs",
         f"# shard K/{args.shards} of the images and writes {results}/shard-K-of-{args.shards}.h5.",
         f"#SBATCH --array=1-{args.shards}",
-        f"#SBATCH --chdir={_sbatch_value(str(here), '--chdir')}",
+        f"#SBATCH --chdir={chdir}",
         f"#SBATCH --output={log}",
     ]
     for name, option in _SBATCH.items():
         value = getattr(args, name)
         if value is not None:
             lines.append(f"#SBATCH {option}={_sbatch_value(str(value), option)}")
-    folder = shlex.quote(str(results))
-    sweep = ["--model", Path(run.model).name, *(["--masks", run.masks] if run.masks else [])]
+    sweep = [_word(Path(run.model).name, "the model")]
+    if run.masks:
+        sweep += ["--masks", _word(run.masks, "--masks")]
     after = f"{segdiff} merge {folder}/shard-*-of-{args.shards}.h5 && "
-    after += f"{segdiff} sweep {shlex.join(sweep)}"
+    after += f"{segdiff} sweep --model {' '.join(sweep)}"
+    given = " ".join(_word(argument, "the run's arguments") for argument in args.run_arguments)
     lines += [
         "set -euo pipefail",
         "# Each task computes into a cache of its own; its bundle carries the runs home.",
         'export SEGDIFF_CACHE="${TMPDIR:-/tmp}/segdiff-${SLURM_ARRAY_JOB_ID}-'
         '${SLURM_ARRAY_TASK_ID}"',
         "trap 'rm -rf -- \"$SEGDIFF_CACHE\"' EXIT",
-        f"{segdiff} run {shlex.join(args.run_arguments)} --shard slurm --bundle {folder}",
+        f"{segdiff} run {given} --shard slurm --bundle {folder}",
         "",
         "# Once every task has ended, merge the shards and sweep the whole set (a shard or an",
         "# image that is missing is named, and the sweep exits 1):",
         f"#   {after}",
         "# or as a job that waits for this array:",
-        f"#   sbatch --dependency=afterany:JOBID --chdir={shlex.quote(str(here))} "
+        f"#   sbatch --dependency=afterany:JOBID --chdir={_word(str(here), '--chdir')} "
         f"--wrap {shlex.quote(after)}",
         "",
     ]
@@ -138,8 +163,8 @@ def command_slurm_script(args: argparse.Namespace, out: Console, err: Console) -
         raise InputError(args.results, "--results names a folder (each task writes its own file)")
     run = _checked_run(list(args.run_arguments), args.shards)
     here = Path.cwd()
+    text = slurm_script(args, run, here)  # every value checked before anything is made
     (here / args.results).mkdir(parents=True, exist_ok=True)  # Slurm writes the logs there
-    text = slurm_script(args, run, here)
     if args.out is None:
         sys.stdout.write(text)
         return 0

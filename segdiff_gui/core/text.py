@@ -6,7 +6,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["format_size", "parse_size", "printable", "shape_text", "terminal_safe"]
+__all__ = [
+    "format_size",
+    "has_control",
+    "parse_size",
+    "printable",
+    "shape_text",
+    "terminal_safe",
+]
 
 # C0 controls (tab, newline and escape among them), DEL and the C1 controls; also the Unicode
 # line and paragraph separators and the bidirectional overrides that reorder what is shown.
@@ -16,6 +23,13 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u
 def printable(text: str) -> str:
     """``text`` with every control character replaced by U+FFFD (so that it stays visible)."""
     return _UNPRINTABLE.sub("\ufffd", text)
+
+
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a character :func:`printable` would replace: where it cannot be
+    shown as U+FFFD (a generated script, whose comment a line break would end), it is
+    refused."""
+    return _UNPRINTABLE.search(text) is not None
 
 
 _UNPRINTABLE_IN_LINES = re.compile(
