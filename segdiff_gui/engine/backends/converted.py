@@ -145,7 +145,7 @@ class ConvertedBackend(Backend):
         with contextlib.suppress(UnreadableEntry):  # a damaged artefact is made again
             stored = store.read(conversion_key(ingredients))
         if stored is not None and self.refuses_artefact(stored.data):
-            stored = None  # a planted one (external data, say): made again, never opened
+            stored = None  # one this runtime cannot open, or a planted one: made again
         if stored is not None:
             return _Artefact(runtime, stored, reused=True)
         calibration = self._calibration(model, runtime, size) if conversion.calibrated else []
@@ -162,10 +162,12 @@ class ConvertedBackend(Backend):
         return _Artefact(runtime, made, reused=False)
 
     def refuses_artefact(self, data: bytes) -> str:
-        """What makes an artefact unsafe to open, as the end of a sentence ("" when nothing):
-        a runtime that could read other files for it (ONNX external data) or load code (a
-        custom op library) says so. The bytes are already checked against their digest."""
-        return ""
+        """What keeps this runtime from opening an artefact, as the end of a sentence ("" when
+        nothing): bytes it cannot read, or what would make it read other files or load code (a
+        custom op library). The bytes are already checked against their digest. One rule for
+        every converted runtime: a stored artefact it refuses is converted again and replaced;
+        a new one it refuses is the run's one line. Every converted runtime says."""
+        raise NotImplementedError
 
     def quantized_tensors(self, data: bytes) -> int | None:
         """How many of the artefact's tensors the conversion quantized (None: not counted)."""

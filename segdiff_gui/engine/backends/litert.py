@@ -15,6 +15,7 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter
 
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.errors import first_line
 from segdiff_gui.engine.backends.base import RunError
 from segdiff_gui.engine.backends.converted import ConvertedBackend, Session
 from segdiff_gui.engine.tensor_matching import RuntimeTensor
@@ -50,6 +51,15 @@ class LiteRTBackend(ConvertedBackend):
     def open_session(self, data: bytes, config: RunConfig) -> Session:
         # num_threads None: the interpreter's own choice (threads=0, as TensorFlow's default).
         return _session(Interpreter(model_content=data, num_threads=config.threads or None))
+
+    def refuses_artefact(self, data: bytes) -> str:
+        """A flatbuffer the interpreter does not take (its verifier's, or an op it lacks: a
+        custom op would need code segdiff never loads)."""
+        try:
+            Interpreter(model_content=data)
+        except Exception as error:  # noqa: BLE001 - the interpreter raises ValueError, RuntimeError
+            return f"cannot be opened by LiteRT ({first_line(error)})"
+        return ""
 
     def quantized_tensors(self, data: bytes) -> int:
         """Tensors stored in int8 or float16 (the quantized weights and, for full int8, the
