@@ -25,10 +25,12 @@ from segdiff_gui.core.protocol import (
     RunFinished,
     RunStarted,
 )
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
 from segdiff_gui.runner.devices import remember_inspection, remember_probe
 from segdiff_gui.runner.plan import MatrixPlan
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.converted import ConvertedStore
 from segdiff_gui.storage.locations import compilation_cache_dir, compilation_cache_problem
 
 __all__ = ["MatrixRunner"]
@@ -67,15 +69,21 @@ def _next_job(
 
 
 def compilation_notices(jobs: Sequence[EngineJob]) -> tuple[str, ...]:
-    """A line for each model whose compilation cache its children will not use because the
-    folder is not the user's own (engine/backends/jax.py refuses it by the same test)."""
+    """A line for each store of compiled or converted models its children will not use
+    because a folder is not the user's own (engine/backends/jax.py and
+    engine/backends/converted.py refuse it by the same test)."""
     said = []
     for job in jobs:
         config = job.process_config()
-        if config.runtime != "jax" or config.fresh_repeats:
+        runtime = RUNTIMES[config.runtime]
+        if runtime.conversion is not None:
+            problem = ConvertedStore(job.cache_root).refused()
+            line = f"converted models are not kept: {problem}; the model is converted afresh"
+        elif config.runtime == "jax" and not config.fresh_repeats:
+            problem = compilation_cache_problem(compilation_cache_dir("jax", job.model_hash))
+            line = f"JAX's compilation cache is not used: {problem}; the model is compiled afresh"
+        else:
             continue
-        problem = compilation_cache_problem(compilation_cache_dir("jax", job.model_hash))
-        line = f"JAX's compilation cache is not used: {problem}; the model is compiled afresh"
         if problem and line not in said:
             said.append(line)
     return tuple(said)

@@ -8,7 +8,10 @@ versions, options, size, time, warnings). Written in memory and renamed into pla
 read as untrusted data: a plain file, a hard-linked dataset without filters, bounded in size,
 its key recomputed from its recorded ingredients (another model's artefact copied to this
 key is refused), and the bytes must match their digest before a runtime parses them. A
-damaged entry is converted again (it is derived data), never an error for the run.
+damaged entry is converted again (it is derived data), never an error for the run. A model
+runs as its artefact says, so artefacts are held to the compilation cache's rule
+(``locations.ownership_problem``): where the entry or a folder up to the cache's root is
+another user's or writable by others, nothing is read or kept there (:meth:`refused`).
 
 Artefacts never travel in bundles: a bundle carries maps, and a converted model is made again
 from the model wherever it is needed.
@@ -27,6 +30,7 @@ import numpy as np
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.storage.cache import checked_digest, in_memory_h5, open_h5_for_reading
 from segdiff_gui.storage.hdf5_access import UnreadableEntry, h5py_damage, plain_dataset
+from segdiff_gui.storage.locations import ownership_problem
 from segdiff_gui.storage.schema import AttributeReader
 
 __all__ = ["MAX_ARTEFACT_BYTES", "ConvertedModel", "ConvertedStore", "conversion_key"]
@@ -60,11 +64,25 @@ class ConvertedStore:
     """The ``converted`` part of a cache."""
 
     def __init__(self, cache_root: str | Path) -> None:
-        self.root = Path(cache_root) / "converted"
+        self.cache_root = Path(cache_root)
+        self.root = self.cache_root / "converted"
 
     def path(self, key: str) -> Path:
         checked_digest(key, "conversion key")
         return self.root / key[:2] / f"{key}.h5"
+
+    def refused(self, key: str = "") -> str:
+        """Why the artefact of ``key`` must be neither read nor kept here ("" when it may):
+        it, or a folder up to the cache's root, is another user's or can be written by others,
+        who could plant a model that computes something else. Without a key: the first such
+        folder of the store (its own and each of its 256 at most)."""
+        if key:
+            return ownership_problem(self.path(key), self.cache_root, self.cache_root)
+        folders = (self.root / f"{index:02x}" for index in range(256))  # where keys go
+        for path in (self.root, *folders):
+            if problem := ownership_problem(path, self.cache_root, self.cache_root):
+                return problem
+        return ""
 
     def write(self, converted: ConvertedModel) -> None:
         with in_memory_h5(self.path(converted.key)) as handle:

@@ -15,6 +15,7 @@ __all__ = [
     "compilation_cache_problem",
     "compilation_entry",
     "default_cache_dir",
+    "ownership_problem",
 ]
 
 
@@ -55,17 +56,22 @@ def _private_group(gid: int) -> bool:
 
 def compilation_cache_problem(folder: Path) -> str:
     """Why the compilation cache in ``folder`` must not be used ("" when it may): a compiled
-    executable runs as it is, so nobody else may put one there or swap a folder on the way.
-    The folder, and the ``compiled`` folders segdiff makes above it, must be the user's own
-    and writable by nobody else; the folders above those, up to the cache's base (or the
-    file system's root), may also be root's, and writable by others only where the sticky
-    bit keeps them from renaming what is not theirs (``/tmp``). Folders not made yet are not
-    asked."""
+    executable runs as it is, so nobody else may put one there or swap a folder on the way
+    (:func:`ownership_problem`, from the ``compiled`` folder segdiff makes under its base)."""
+    base = _compilation_base()
+    return ownership_problem(folder, base / "compiled", base)
+
+
+def ownership_problem(path: Path, own_from: Path, base: Path) -> str:
+    """Why what ``path`` holds must not be used as it is ("" when it may): the rule of every
+    store whose contents run as they are (compiled executables, converted models). ``path``
+    and every folder from it up to ``own_from`` must be the user's own and writable by nobody
+    else; the folders above those, up to ``base`` (or the file system's root), may also be
+    root's, and writable by others only where the sticky bit keeps them from renaming what is
+    not theirs (``/tmp``). What is not made yet is not asked."""
     if not hasattr(os, "getuid"):  # Windows: its access lists are another matter
         return ""
-    base = _compilation_base()
-    made = base / "compiled"
-    path = folder
+    start = path
     while True:
         try:
             status = path.lstat()
@@ -73,7 +79,7 @@ def compilation_cache_problem(folder: Path) -> str:
             status = None
         except OSError as error:
             return f"{path} cannot be examined ({error.strerror})"
-        ours = path in (folder, made) or made in path.parents
+        ours = path in (start, own_from) or own_from in path.parents
         if status is not None and (problem := _unsafe(path, status, ours)):
             return problem
         if path == base or path.parent == path:
@@ -82,7 +88,7 @@ def compilation_cache_problem(folder: Path) -> str:
 
 
 def _unsafe(path: Path, status: os.stat_result, ours: bool) -> str:
-    """What is wrong with one folder on the way to a compilation cache ("" if nothing)."""
+    """What is wrong with one file or folder on the way to a store ("" if nothing)."""
     if stat.S_ISLNK(status.st_mode) and ours:
         return f"{path} is a symbolic link"
     if status.st_uid != os.getuid() and (ours or status.st_uid != 0):

@@ -9,6 +9,7 @@ and the plan says so."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,19 @@ def test_an_artefact_its_runtime_cannot_open_is_converted_again_and_replaced(
     assert cache.read_run(str(run["key"])).probabilities.tobytes() == before
     again = store.read(good.key)  # replaced by the converter's own again
     assert again is not None and again.data != planted
+
+
+def test_an_artefact_in_a_folder_others_can_write_to_is_neither_used_nor_kept(converted, tmp_path):
+    cache, store = _copy(converted, tmp_path)
+    planted = store.path(_artefacts(store)["litert"].key)
+    os.chmod(planted.parent, 0o777)  # anyone could have put this artefact there
+    kept = planted.read_bytes(), planted.stat().st_mtime_ns
+    before = _map(cache, "litert")
+    (run,), said = _run(cache.root, "runtime=litert,threads=1")
+    provenance = cache.read_run(str(run["key"])).provenance.to_dict()
+    assert run["status"] == "finished" and provenance["conversion_reused"] is False
+    problem = f"{planted.parent} can be written by other users (mode 777)"
+    assert provenance["conversion_store_refused"] == problem
+    assert f"converted models are not kept: {problem}; the model is converted afresh" in said
+    assert (planted.read_bytes(), planted.stat().st_mtime_ns) == kept  # not written there
+    assert cache.read_run(str(run["key"])).probabilities.tobytes() == before

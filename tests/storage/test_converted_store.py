@@ -99,3 +99,24 @@ def test_another_models_artefact_copied_to_this_key_is_refused(store):
     with pytest.raises(UnreadableEntry, match="holds another conversion than its name says"):
         store.read(other)
     assert store.read(KEY).ingredients == INGREDIENTS
+
+
+def test_a_store_others_can_write_to_is_refused_as_the_compilation_cache_is(store, tmp_path):
+    """Issue 50, case 15: a converted model runs as its artefact says; where anyone could
+    have planted it, it is neither read nor kept (the runtime converts afresh)."""
+    os.chmod(tmp_path, 0o700)  # the cache's root is the user's own
+    assert store.refused(KEY) == store.refused() == ""
+    os.chmod(store.path(KEY), 0o666)
+    assert store.refused(KEY) == f"{store.path(KEY)} can be written by other users (mode 666)"
+    assert store.refused() == ""  # the plan does not open every entry: the child says it
+    os.chmod(store.path(KEY), 0o600)
+    os.chmod(store.path(KEY).parent, 0o777)
+    said = f"{store.path(KEY).parent} can be written by other users (mode 777)"
+    assert store.refused(KEY) == store.refused() == said
+    os.chmod(store.path(KEY).parent, 0o755)
+    os.chmod(tmp_path, 0o1777)  # sticky or not, the cache's own folders are refused
+    assert (
+        store.refused(KEY)
+        == store.refused()
+        == f"{tmp_path} can be written by other users (mode 777)"
+    )

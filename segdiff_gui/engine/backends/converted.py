@@ -141,9 +141,12 @@ class ConvertedBackend(Backend):
             runtime, source.model_hash, source.calibration, source.preprocessing, size
         )
         store = ConvertedStore(source.cache_root)
+        key = conversion_key(ingredients)
+        refused = store.refused(key)  # a folder others write to: neither read nor kept
         stored: ConvertedModel | None = None
-        with contextlib.suppress(UnreadableEntry):  # a damaged artefact is made again
-            stored = store.read(conversion_key(ingredients))
+        if not refused:
+            with contextlib.suppress(UnreadableEntry):  # a damaged artefact is made again
+                stored = store.read(key)
         if stored is not None and self.refuses_artefact(stored.data):
             stored = None  # one this runtime cannot open, or a planted one: made again
         if stored is not None:
@@ -158,7 +161,12 @@ class ConvertedBackend(Backend):
             made = ConvertedModel(
                 made.ingredients, made.data, {**made.facts, "calibrated_on": calibration}
             )
-        store.write(made)
+        if refused:
+            made = ConvertedModel(
+                made.ingredients, made.data, {**made.facts, "store_refused": refused}
+            )
+        else:
+            store.write(made)
         return _Artefact(runtime, made, reused=False)
 
     def refuses_artefact(self, data: bytes) -> str:
