@@ -24,9 +24,9 @@ from segdiff_gui.core.defaults import (
 )
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import fraction_text
-from segdiff_gui.core.hashing import hash_path
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.text import format_size, parse_size
+from segdiff_gui.core.user_code_files import code_digest
 
 __all__ = [
     "TRUST_PREPROCESS_WARNING",
@@ -221,8 +221,9 @@ def option_values(settings: ModelSettings) -> dict[str, str | bool]:
 
 
 def preprocessing_function(spec: str) -> Preprocessing:
-    """``prepare.py:prepare`` as a preprocessing: the file's bytes hashed now (its key),
-    checked again in the child before the function runs there."""
+    """``prepare.py:prepare`` as a preprocessing: the file's bytes, and those of the modules
+    of its folder it imports, hashed now (its key, ``core/user_code_files.py``), checked
+    again in the child before the function runs there."""
     file, sep, name = spec.rpartition(":")
     path = Path(file)
     if not sep or path.suffix != ".py" or not name.isidentifier():
@@ -231,7 +232,7 @@ def preprocessing_function(spec: str) -> Preprocessing:
         raise InputError(path, "no such Python file")
     return Preprocessing(
         function=f"{path.name}:{name}",
-        function_sha256=hash_path(path),
+        function_sha256=code_digest(path),
         function_file=str(path.resolve()),
     )
 

@@ -13,6 +13,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from segdiff_gui.core.environment import child_environment
@@ -47,10 +48,23 @@ ENGINE_FLAG = "--engine"
 def engine_command(command: str) -> list[str]:
     """How to start an engine child (``command`` and its words: ``probe jax``). In a frozen
     app (PyInstaller) ``sys.executable`` is the app itself, which has no ``-m``: it starts
-    its own engine with :data:`ENGINE_FLAG`."""
+    its own engine with :data:`ENGINE_FLAG`. ``-P``: ``python -m`` would put the working
+    folder first on the child's import path, and a file there named as a module that
+    TensorFlow or the user's preprocessing imports would run in its place, unkeyed."""
     if getattr(sys, "frozen", False):
         return [sys.executable, ENGINE_FLAG, *command.split()]
-    return [sys.executable, "-m", "segdiff_gui.engine", *command.split()]
+    return [sys.executable, "-P", "-m", "segdiff_gui.engine", *command.split()]
+
+
+def _checkout_path(environ: dict[str, str]) -> dict[str, str]:
+    """A checkout run from its own folder, not installed, is found there: its child, started
+    with ``-P``, is given that folder explicitly (segdiff's own code, not the user's)."""
+    home = Path(__file__).resolve().parents[2]
+    with contextlib.suppress(OSError):
+        if Path.cwd().resolve() == home:
+            paths = [str(home), *filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))]
+            return {"PYTHONPATH": os.pathsep.join(paths)}
+    return {}
 
 
 class ChildProcess:
@@ -66,6 +80,7 @@ class ChildProcess:
             # The child compares its parent with this to notice when it is orphaned.
             "SEGDIFF_PARENT_PID": str(os.getpid()),
         }
+        child_env.update(_checkout_path(child_env))
         self.process = subprocess.Popen(
             engine_command(command),
             stdin=subprocess.PIPE,

@@ -109,7 +109,7 @@ def test_a_frozen_app_starts_its_engine_through_itself(monkeypatch) -> None:
 
     from segdiff_gui.runner.child import ENGINE_FLAG, engine_command
 
-    assert engine_command("run") == [sys.executable, "-m", "segdiff_gui.engine", "run"]
+    assert engine_command("run") == [sys.executable, "-P", "-m", "segdiff_gui.engine", "run"]
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     monkeypatch.setattr(sys, "executable", "/opt/segdiff/segdiff-gui")
     assert engine_command("probe") == ["/opt/segdiff/segdiff-gui", ENGINE_FLAG, "probe"]
