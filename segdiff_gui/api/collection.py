@@ -15,7 +15,7 @@ from segdiff_gui.api.study import Study
 from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.text import shape_text
+from segdiff_gui.core.text import printable, printable_lines, shape_text
 from segdiff_gui.runner.sources import RunsSource, read_source
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache
@@ -171,13 +171,13 @@ class Runs:
             labels = ", ".join(r.label for r in members[:6]) + (" …" if len(members) > 6 else "")
             lines.append(f"  [{group_id(members[0])}] {title}: {len(members)} runs ({labels})")
         lines += [f"  unreadable: {line}" for line in self.damaged]
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 def _warn_damaged(damaged: Sequence[InputError]) -> None:
     """The other unreadable entries of a store none of whose runs could be read."""
     for entry in damaged:
-        warnings.warn(f"unreadable: {entry}", stacklevel=4)
+        warnings.warn(printable(f"unreadable: {entry}"), stacklevel=4)
 
 
 def open_cache(path: PathLike | ResultCache | None = None, cutoff: float = DEFAULT_CUTOFF) -> Runs:

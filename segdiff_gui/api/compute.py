@@ -8,6 +8,7 @@ import warnings
 from segdiff_gui.api.hints import hinted, with_argument
 from segdiff_gui.api.progress import ProgressBar
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.text import printable
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome, follow
 from segdiff_gui.runner.request import MatrixRequest
@@ -39,7 +40,7 @@ def compute(
             try:
                 records.append(cache.read_run(run.key, with_map=False))
             except InputError as error:  # damaged, and computing it again failed too
-                warnings.warn(str(error), stacklevel=3)
+                warnings.warn(printable(str(error)), stacklevel=3)
     return records, outcome
 
 
@@ -53,7 +54,7 @@ def follow_with_bar(runner: MatrixRunner, progress: bool, what: str) -> MatrixOu
     """Drive ``runner`` to the end under a bar (``progress``) named ``what``; an interrupt or
     an error in the input raises, and each run that failed is said with its argument."""
     for entry in runner.plan.damaged:
-        warnings.warn(f"recomputing a damaged run: {entry}", stacklevel=4)
+        warnings.warn(printable(f"recomputing a damaged run: {entry}"), stacklevel=4)
     bar = ProgressBar(progress, what)
     try:
         outcome = follow(runner, bar)
@@ -66,5 +67,5 @@ def follow_with_bar(runner: MatrixRunner, progress: bool, what: str) -> MatrixOu
     for failure in outcome.failed:
         failure["error"] = hinted(failure["error"], failure.get("fix") or "")
         if not progress:  # the bar wrote it as it happened
-            warnings.warn(f"failed {failure['label']}: {failure['error']}", stacklevel=4)
+            warnings.warn(printable(f"failed {failure['label']}: {failure['error']}"), stacklevel=4)
     return outcome

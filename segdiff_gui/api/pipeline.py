@@ -32,6 +32,7 @@ from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Reproduction
+from segdiff_gui.core.text import printable
 from segdiff_gui.io.maps import MapFile, open_maps
 from segdiff_gui.runner.arguments import option_values
 from segdiff_gui.runner.imports import ImportRequest
@@ -151,7 +152,7 @@ class Reproduced:
         )
 
     def __repr__(self) -> str:
-        return f"<Reproduced: {self.sentence}>"
+        return printable(f"<Reproduced: {self.sentence}>")
 
 
 def _run_arguments(request: MatrixRequest) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from segdiff_gui.core.protocol import (
     RunFinished,
     RunStarted,
 )
+from segdiff_gui.core.text import printable
 from segdiff_gui.runner.outcome import RunCount
 
 __all__ = ["ProgressBar"]
@@ -38,13 +39,13 @@ class ProgressBar:
     def __call__(self, message: Message) -> None:
         if isinstance(message, PlanReady):  # said with a bar or without
             for line in message.skipped_lines():
-                warnings.warn(line, RuntimeWarning, stacklevel=2)
+                warnings.warn(printable(line), RuntimeWarning, stacklevel=2)
         if not self.enabled:
             return
         self._count.add(message)
         if isinstance(message, PlanReady):
             for notice in message.notices:
-                warnings.warn(notice, RuntimeWarning, stacklevel=2)
+                warnings.warn(printable(notice), RuntimeWarning, stacklevel=2)
             self._open()
         elif self._bar is None:
             return
@@ -60,7 +61,9 @@ class ProgressBar:
         elif isinstance(message, RunFailed):
             self._failed += 1
             self._bar.update(self._count.done - self._bar.n)
-            self._bar.write(f"failed {message.label}: {hinted(message.error, message.fix)}")
+            self._bar.write(
+                printable(f"failed {message.label}: {hinted(message.error, message.fix)}")
+            )
 
     def _open(self) -> None:
         """A bar of every run listed, where any is to compute."""

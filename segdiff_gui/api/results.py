@@ -19,6 +19,7 @@ from segdiff_gui.core.exact import ExactError, ExactSummary, FlipSides
 from segdiff_gui.core.findings import Finding, plural
 from segdiff_gui.core.study import Study
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
+from segdiff_gui.core.text import printable_lines
 from segdiff_gui.io.html_report import study_fragment
 from segdiff_gui.runner.reports import ReportContext, comparison_summary, diagnosis_summary
 
@@ -104,7 +105,7 @@ class Comparison:
     def __repr__(self) -> str:
         where = at_cutoff(self.cutoff, self._study.multiclass)
         head = f"<Comparison {self._title} against {self.reference}, {where}>"
-        return "\n".join([head, *self.text_lines()])
+        return printable_lines([head, *self.text_lines()])
 
 
 class Exact:
@@ -155,7 +156,7 @@ class Exact:
 
     def __repr__(self) -> str:
         head = f"<Exact {self._title} against {self.run}, {self._where}>"
-        return "\n".join([head, *(f"  {sentence}" for sentence in self.sentences)])
+        return printable_lines([head, *(f"  {sentence}" for sentence in self.sentences)])
 
 
 # FlipSides' fields as a table's columns (an empty table keeps its header).
@@ -218,7 +219,7 @@ class Diagnosis:
         for heading, sentences in self.topics():
             lines.append(heading)
             lines += [f"  • {sentence}" for sentence in sentences]
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 class Explanation:
@@ -295,7 +296,7 @@ class Explanation:
                 + (shown if measured else "not measured")
             )
         lines += [f"  {sentence}" for sentence in self.sentences]
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 class Sweep:
@@ -390,7 +391,7 @@ class Sweep:
             figures = zip(header[1:], cells[1:], strict=True)
             lines.append(f"  {cells[0]}: " + ", ".join(f"{h} {c}" for h, c in figures if c))
         lines += [f"  {sentence}" for sentence in self.sentences]
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 def study_html(
@@ -414,4 +415,4 @@ def study_text(
     """A notebook study as text: ``head``, its comparison, then the runs that failed."""
     lines = [head, *Comparison(study, context, title, None).text_lines()]
     lines += [f"  failed {f['label']}: {f['error']}" for f in failures]
-    return "\n".join(lines)
+    return printable_lines(lines)

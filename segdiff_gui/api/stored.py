@@ -16,6 +16,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.study import Study as AnalysedStudy
 from segdiff_gui.core.study import StudyRun
+from segdiff_gui.core.text import printable
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_reference
@@ -137,7 +138,7 @@ class StoredGroup:
         if self.exact is not None and study.exact is None:  # its map cannot be read
             error = next((e for e in damaged if self.exact.key in str(e)), damaged[0])
             self.damaged.append(f"{self.exact.label}: {error}")
-            warnings.warn(f"left out {self.exact.label}: {error}", stacklevel=5)
+            warnings.warn(printable(f"left out {self.exact.label}: {error}"), stacklevel=5)
             self.exact = None
         loaded = {run.key for run in study.runs}
 
@@ -152,7 +153,8 @@ class StoredGroup:
         for record in self.records:
             if record.key not in loaded:
                 self.damaged.append(f"{record.label}: {error_of(record)}")
-                warnings.warn(f"left out {record.label}: {error_of(record)}", stacklevel=5)
+                left_out = f"left out {record.label}: {error_of(record)}"
+                warnings.warn(printable(left_out), stacklevel=5)
         self.records = [record for record in self.records if record.key in loaded]
         return study
 
@@ -197,7 +199,7 @@ class StoredGroup:
         left out, and said once as a ``RuntimeWarning``)."""
         image, problem = target_image(self.store, self.records[0].target_hash)
         if problem is not None:
-            warnings.warn(str(problem), RuntimeWarning, stacklevel=3)
+            warnings.warn(printable(str(problem)), RuntimeWarning, stacklevel=3)
         return image, problem is not None
 
     @property

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 from rich.console import Console
-from rich.markup import escape
 
 from segdiff_gui.cli.commands import err_console, open_cache, report_damaged
 from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_OK
@@ -16,9 +15,9 @@ from segdiff_gui.cli.summary import (
     plain_sentences,
     verdict_lines,
 )
+from segdiff_gui.cli.text import as_markup, say
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
-from segdiff_gui.cli.text import say
 from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import format_float32
@@ -81,20 +80,19 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
         )
         return status
     for study, record, title in studies:
-        exact = f" and the exact run {escape(study.exact.label)}" if study.exact else ""
-        out.print(
-            f"[bold]{escape(title)}[/]: {_plural(len(study.runs), 'run')}{exact}", markup=True
-        )
+        exact = f" and the exact run {study.exact.label}" if study.exact else ""
+        heading = as_markup(f"{title}: {_plural(len(study.runs), 'run')}{exact}")
+        out.print(f"[bold]{heading}[/]", markup=True)
         if study.reference.merged_from:
-            out.print(
+            say(
+                out,
                 f"reference {study.reference.label} came from {study.reference.merged_from}: "
                 "no run of this machine is comparable",
-                markup=False,
             )
         if not study.others:
             # One float32 run has nothing beside it, but an exact run still measures it.
             beside = "; against the exact run:" if study.exact else ": nothing to compare with"
-            out.print(f"only {study.reference.label}{beside}", markup=False)
+            say(out, f"only {study.reference.label}{beside}")
             for line in exact_lines(study):
                 say(out, line)
             continue
@@ -117,15 +115,16 @@ def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     flips = study.flips(other_run)
     if args.mask:
         write_mask(args.mask, flips)
-        out.print(
+        say(
+            out,
             f"wrote the flip mask of {other.label} against {reference.label} at cutoff "
             f"{format_float32(args.cutoff)} ({_plural(int(flips.sum()), 'flipped pixel')}) "
-            f"to {args.mask}"
+            f"to {args.mask}",
         )
     if args.csv:
         count = write_pixel_csv(args.csv, study, other_run, include_at_risk=args.at_risk)
         what = "flipped or at-risk pixel" if args.at_risk else "flipped pixel"
-        out.print(f"wrote {_plural(count, what)} to {args.csv}", markup=False)
+        say(out, f"wrote {_plural(count, what)} to {args.csv}")
     return status
 
 
@@ -145,12 +144,12 @@ def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     data = study_report(store, study, context_of(record, where))
     if args.json_file:
         write_json_report(args.json_file, data)
-        out.print(f"wrote the JSON report to {args.json_file}")
+        say(out, f"wrote the JSON report to {args.json_file}")
     if args.html:
         image, problem = target_image(store, record.target_hash)
         status = max(status, report_damaged(err, [problem] if problem else []))
         write_html_report(args.html, data, study, image, problem is not None)
-        out.print(f"wrote the HTML report to {args.html}", markup=False)
+        say(out, f"wrote the HTML report to {args.html}")
     return status
 
 
@@ -229,11 +228,10 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
             say(out, line)
         verdict = "FAILED" if failures or unreadable else "OK"
         could_not = f", {len(unreadable)} could not be read" if unreadable else ""
-        out.print(
+        say(
+            out,
             f"{verdict}: {_plural(checked, 'run')} checked against {named} (and no NaN where "
-            f"the reference has a number); "
-            f"{len(failures)} over a bound{could_not}",
-            markup=False,
+            f"the reference has a number); {len(failures)} over a bound{could_not}",
         )
     if status:
         return status

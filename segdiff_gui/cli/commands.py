@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.summary import differences_table, exact_lines, plain_sentences, verdict_lines
-from segdiff_gui.cli.text import TerminalConsole, say
+from segdiff_gui.cli.text import TerminalConsole, as_markup, say
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.config import (
@@ -75,7 +74,7 @@ def err_console() -> Console:
 def report_damaged(err: Console, damaged: Sequence[InputError]) -> int:
     """One line per entry that could not be read; the exit code the command then ends with."""
     for entry in damaged:
-        err.print(f"segdiff: {entry}", markup=False, highlight=False)
+        say(err, f"segdiff: {entry}")
     return EXIT_USAGE if damaged else EXIT_OK
 
 
@@ -102,7 +101,7 @@ def follow_matrix(args: argparse.Namespace, stderr: Console, runner: MatrixRunne
     plan = runner.plan
     if plan.damaged and not args.json:
         for entry in plan.damaged:
-            stderr.print(f"recomputing a damaged run: {entry}", markup=False, highlight=False)
+            say(stderr, f"recomputing a damaged run: {entry}")
     outcome = drive(runner, stderr, quiet=args.json, debug=args.debug)
     if outcome.fatal is not None and args.debug and outcome.fatal.detail:
         stderr.print(outcome.fatal.detail, markup=False, highlight=False)
@@ -114,9 +113,8 @@ def follow_matrix(args: argparse.Namespace, stderr: Console, runner: MatrixRunne
         for run in outcome.failed:
             if run.get("input_error"):
                 reason = with_flag(run["error"], run["fix"], args.command)
-                stderr.print(
-                    f"[red]failed[/] {escape(run['label'])}: {escape(reason)}", markup=True
-                )
+                said = as_markup(f"{run['label']}: {reason}")
+                stderr.print(f"[red]failed[/] {said}", markup=True)
     return outcome
 
 
@@ -187,7 +185,7 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         sweep = sweep_session(args, cache, request=request)
     if args.shard and not shard_slice(len(checked.images), args.shard):
         # A scheduler's array may be larger than the set: an empty shard is no error.
-        err.print(f"shard {args.shard[0]}/{args.shard[1]} of {len(checked.images)} images is empty")
+        say(err, f"shard {args.shard[0]}/{args.shard[1]} of {len(checked.images)} images is empty")
         return EXIT_OK
     started = time.perf_counter()
     if sweep is not None:
@@ -235,9 +233,9 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
         )
         return status
     if not records:
-        out.print(f"no runs in {cache.root}", markup=False)
+        say(out, f"no runs in {cache.root}")
         return status
-    table = Table(title=f"{_plural(len(records), 'run')} in {cache.root}")
+    table = Table(title=printable(f"{_plural(len(records), 'run')} in {cache.root}"))
     # Runs of one model and image that differ in their settings must not look alike: the
     # settings column names what is not the default, and the group tells the groups apart.
     with_settings = any(settings_text(r) for r in records)
@@ -341,12 +339,12 @@ def _print_counts(
     from_bundles = f" ({merged} of them merged from bundles)" if merged else ""
     left_out = len(plan.skipped)
     configurations = f"; {_plural(left_out, 'configuration')} skipped" if left_out else ""
-    out.print(
+    say(
+        out,
         f"{_plural(len(plan.runs), 'run')} of {plan.model_path.name} on {on}: "
         f"{counts['finished']} computed, {counts['cached']} from the cache{from_bundles}, "
         f"{counts['failed']} failed{skipped}{configurations} ({seconds:.1f} s; cache "
         f"{cache.root})",
-        markup=False,
     )
 
 
@@ -427,10 +425,7 @@ def _bundle_sweep(
     if not args.json:
         lacking = _plural(len(manifest.missing), "image")
         incomplete = f"; runs are missing for {lacking} of it" if manifest.missing else ""
-        out.print(
-            f"wrote {_plural(count, 'run')} of {manifest.part_text} to {path}{incomplete}",
-            markup=False,
-        )
+        say(out, f"wrote {_plural(count, 'run')} of {manifest.part_text} to {path}{incomplete}")
 
 
 def command_bundle(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -450,7 +445,7 @@ def command_bundle(args: argparse.Namespace, out: Console, err: Console) -> int:
         _json({"bundle": str(target), "runs": [r.key for r in records]})
     else:
         shards = f", with {_plural(len(carried), 'test-set shard')}" if carried else ""
-        out.print(f"wrote {_plural(count, 'run')} to {target}{shards}", markup=False)
+        say(out, f"wrote {_plural(count, 'run')} to {target}{shards}")
     # The damaged ones are left out, and said to be: the bundle is not all the cache had.
     return report_damaged(err, [*scan.damaged, *unreadable])
 
@@ -471,20 +466,20 @@ def command_merge(args: argparse.Namespace, out: Console, err: Console) -> int:
         others = len(result.from_other_machines)
         beside = f" ({others} from another machine, kept beside this one's)" if others else ""
         repaired = f", {len(result.repaired)} replacing damaged copies" if result.repaired else ""
-        out.print(
+        say(
+            out,
             f"{path}: {len(result.added)} added{beside}{repaired}, "
             f"{len(result.identical)} already present",
-            markup=False,
         )
         for key in result.conflicts:
-            err.print(
+            say(
+                err,
                 f"{path}: run {key[:8]} is already cached with different values from the same "
                 "machine; kept the cached one (a nondeterministic configuration?)",
-                markup=False,
             )
     for coverage in sets:  # shards arrive one by one: what is still missing is said, once
         if coverage.complete:
-            out.print(coverage.merged_sentence(), markup=False)
+            say(out, coverage.merged_sentence())
         else:
             say(err, coverage.sentence())
     return EXIT_OK

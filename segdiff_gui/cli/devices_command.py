@@ -12,8 +12,10 @@ from rich.table import Table
 from segdiff_gui.cli.commands import open_cache
 from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.text import print_json as _json
+from segdiff_gui.cli.text import say
 from segdiff_gui.core.runtime_defaults import Machine, keras_predict_compiles
 from segdiff_gui.core.runtimes import RUNTIMES, installed_runtimes
+from segdiff_gui.core.text import printable
 from segdiff_gui.runner.devices import ProbeError, build_text, probe_runtimes
 
 __all__ = ["command_devices"]
@@ -49,30 +51,21 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
     table = Table("runtime", "device", "type", "description", title="Devices each runtime sees")
     for name, probe in probes.items():
         for device in probe["devices"]:
-            table.add_row(
-                RUNTIMES[name].family,
-                device["name"],
-                device["type"],
-                device["description"] + _identity_text(device),
-            )
+            cells = (device["name"], device["type"], device["description"] + _identity_text(device))
+            table.add_row(RUNTIMES[name].family, *(printable(str(cell)) for cell in cells))
     out.print(table)
     for name, probe in probes.items():
         facts = probe["facts"]
-        out.print(f"{build_text(facts)}", markup=False, highlight=False)
+        say(out, build_text(facts))
         if not any(device["type"] == "GPU" for device in probe["devices"]):
             reasons = RUNTIMES[name].no_gpu(facts)
-            out.print(
-                f"  No GPU visible to {RUNTIMES[name].family}: {reasons}.",
-                markup=False,
-                highlight=False,
-            )
+            say(out, f"  No GPU visible to {RUNTIMES[name].family}: {reasons}.")
     if probes:
         facts = next(iter(probes.values()))["facts"]
-        out.print(
+        say(
+            out,
             f"numpy {facts['numpy_version']}, h5py {facts['h5py_version']}; CPU: "
             f"{facts['cpu_model']} on {facts['hostname']}",
-            markup=False,
-            highlight=False,
         )
     if "tensorflow" in probes:
         facts = probes["tensorflow"]["facts"]
@@ -85,7 +78,7 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
             "onednn=on|off, threads=N, xla=on|off)"
         )
     for name, problem in failed.items():
-        out.print(f"{RUNTIMES[name].title}: {problem}", markup=False, highlight=False)
+        say(out, f"{RUNTIMES[name].title}: {problem}")
     missing = {r.family: r for r in RUNTIMES.values() if not r.installed()}
     if missing:
         out.print(

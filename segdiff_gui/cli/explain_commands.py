@@ -6,20 +6,20 @@ from __future__ import annotations
 import argparse
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.cli.analysis_commands import context_of, runs_source, studies_of
 from segdiff_gui.cli.commands import exit_code, open_cache, report_damaged, request_of, run_matrix
 from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_OK
 from segdiff_gui.cli.sweep_view import print_sweep, sweep_session, write_csv
+from segdiff_gui.cli.text import as_markup, say
 from segdiff_gui.cli.text import print_json as _json
-from segdiff_gui.cli.text import say
 from segdiff_gui.core.analysis import flips_heading
 from segdiff_gui.core.attribution import Attribution, Effect
 from segdiff_gui.core.config import parse_config_spec
 from segdiff_gui.core.diagnosis import by_topic, diagnose
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
@@ -45,7 +45,7 @@ def attribution_table(attribution: Attribution) -> Table:
     Total: base against target. Repeats: the largest spread of any configuration's repeats."""
     plan = attribution.plan
     table = Table(
-        title=f"What moves {plan.base.label()} to {plan.target.label()}",
+        title=printable(f"What moves {plan.base.label()} to {plan.target.label()}"),
         caption="alone: one knob changed from the base; cumulative: knob after knob towards "
         "the target; repeats: the largest difference between repeats of one configuration",
     )
@@ -59,9 +59,8 @@ def attribution_table(attribution: Attribution) -> Table:
         table.add_section()
         for index, row in enumerate(attribution.of(kind)):
             compared = f"{row.compared[0]} → {row.compared[1]}"
-            table.add_row(
-                kind if index == 0 else "", row.knob, row.change, compared, *_figures(row.effect)
-            )
+            cells = (row.knob, row.change, compared)
+            table.add_row(kind if index == 0 else "", *map(printable, cells), *_figures(row.effect))
     repeats = [row for row in attribution.of("repeats") if row.effect]
     if repeats:
         widest = max(repeats, key=lambda row: _size(row.effect))
@@ -70,7 +69,7 @@ def attribution_table(attribution: Attribution) -> Table:
             "repeats",
             "repeat",
             f"{len(repeats)} configuration{'' if len(repeats) == 1 else 's'}",
-            f"largest: {widest.compared[0]} → {widest.compared[1]}",
+            printable(f"largest: {widest.compared[0]} → {widest.compared[1]}"),
             *_figures(widest.effect),
         )
     return table
@@ -125,11 +124,9 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
             }
         )
         return status
-    out.print(
-        f"[bold]{escape(records[0].model_name)}[/] on [bold]{escape(records[0].target_name)}[/]"
-        + (f": {escape(compared)}" if compared else ""),
-        markup=True,
-    )
+    named, image = as_markup(records[0].model_name), as_markup(records[0].target_name)
+    said = f": {as_markup(compared)}" if compared else ""
+    out.print(f"[bold]{named}[/] on [bold]{image}[/]{said}", markup=True)
     out.print(attribution_table(attribution))
     how = " (give the model, images and key=value specs to compute it)"
     for line in attribution.sentences(failed, how if compared else ""):
@@ -145,16 +142,18 @@ def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> in
         _json([diagnosis_summary(study, context_of(r, where)).to_dict() for study, r, _ in studies])
         return status
     if len(studies) > 1:
-        out.print(
+        say(
+            out,
             f"{len(studies)} model/image groups, each diagnosed on its own (--image NAME or "
-            "--group ID for one; 'segdiff sweep' summarises a whole test set)."
+            "--group ID for one; 'segdiff sweep' summarises a whole test set).",
         )
     for study, _, title in studies:
         out.print(
-            f"\n[bold]{escape(title)}[/], against {escape(study.reference.label)}", markup=True
+            f"\n[bold]{as_markup(title)}[/], against {as_markup(study.reference.label)}",
+            markup=True,
         )
         for heading, chosen in by_topic(diagnose(study)):
-            out.print(f"[bold]{escape(heading)}[/]", markup=True)
+            out.print(f"[bold]{as_markup(heading)}[/]", markup=True)
             for finding in chosen:
                 link = f" ({finding.link})" if finding.link else ""
                 say(out, f"  • {finding.sentence}{link}")

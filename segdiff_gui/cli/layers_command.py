@@ -9,13 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from segdiff_gui.cli.commands import exit_code, follow_matrix, open_cache, request_of
 from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.progress_view import drive
-from segdiff_gui.cli.text import print_json, say
+from segdiff_gui.cli.text import as_markup, print_json, say
 from segdiff_gui.core.config import (
     ModelSettings,
     OutputSelection,
@@ -59,7 +58,7 @@ def error_bar(relative_error: float, width: int = _BAR_WIDTH) -> str:
 
 def layer_table(comparison: LayerComparison, title: str) -> Table:
     table = Table(
-        title=title,
+        title=printable(title),
         caption="▶ the first layer whose output differs; rel. error ‖Δ‖/‖ref‖ drawn on a log "
         "scale from 1e-10 to 1; ULPs are float32 steps (large near zero, where steps are tiny)",
     )
@@ -233,7 +232,7 @@ def command_repair(args: argparse.Namespace, out: Console, err: Console) -> int:
     status, computed = EXIT_OK, 0
     for what, runner in session.runners():
         if not args.json:
-            err.print(f"[dim]{escape(what)}[/]", markup=True)
+            err.print(f"[dim]{as_markup(what)}[/]", markup=True)
         verb = "probed" if what == "layer probes" else "finished"
         outcome = drive(runner, err, quiet=args.json, debug=args.debug, done=verb)
         if outcome.fatal is not None:
@@ -260,5 +259,5 @@ def command_repair(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print("\nApply it to your model (Keras):\n", markup=False)
         out.print(code, markup=False, highlight=False)
     elif code:
-        out.print(f"The Keras code that applies it is in {args.code}.", markup=False)
+        say(out, f"The Keras code that applies it is in {args.code}.")
     return status

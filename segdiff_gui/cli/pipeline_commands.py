@@ -13,6 +13,7 @@ from segdiff_gui.cli.commands import open_cache, request_of
 from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.run_words import run_command
+from segdiff_gui.cli.text import say
 from segdiff_gui.core.config import RunConfig, parse_config_spec
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Reproduction
@@ -62,10 +63,10 @@ def command_import(args: argparse.Namespace, out: Console, err: Console) -> int:
     for item in done:
         record = item.record
         what = "imported" if item.added else "already in the cache"
-        out.print(
+        say(
+            out,
             f"{what}: {record.short_id} {record.label} on {record.target_name} "
             f"({shape_text(record.map_shape)} {record.kind})",
-            markup=False,
         )
         if item.rounded:
             out.print("  its float64 values were rounded to float32", markup=False)
@@ -82,11 +83,11 @@ def command_reproduce(args: argparse.Namespace, out: Console, err: Console) -> i
     base = parse_config_spec(args.config) if args.config else RunConfig()
     search = ReproduceSearch(maps, request, str(args.map), base)
 
-    def say(text: str) -> None:
+    def said(text: str) -> None:
         if not args.json:
-            err.print(text, markup=False, highlight=False)
+            say(err, text)
 
-    answer = reproduce(search, lambda runner: drive(runner, err, quiet=args.json), say)
+    answer = reproduce(search, lambda runner: drive(runner, err, quiet=args.json), said)
     return _report(args, out, answer, search)
 
 
@@ -114,12 +115,12 @@ def _report(args: argparse.Namespace, out: Console, answer: Reproduction,
             )
         )  # fmt: skip
         return EXIT_OK if match else EXIT_NOT_REPRODUCED
-    out.print(answer.sentence() + ".", markup=False)
+    say(out, answer.sentence() + ".")
     if match:
-        out.print(f"The same run again (from the cache): {again}", markup=False)
+        say(out, f"The same run again (from the cache): {again}")
         return EXIT_OK
-    out.print(f"Varied: {'; '.join(answer.varied)}.", markup=False)
-    out.print(f"Not varied: {'; '.join(answer.not_varied)}.", markup=False)
+    say(out, f"Varied: {'; '.join(answer.varied)}.")
+    say(out, f"Not varied: {'; '.join(answer.not_varied)}.")
     for failure in answer.failed:
-        out.print(f"could not run {failure}", markup=False)
+        say(out, f"could not run {failure}")
     return EXIT_NOT_REPRODUCED

@@ -11,6 +11,7 @@ from segdiff_gui.core.analysis import flips_heading
 from segdiff_gui.core.exact_findings import flip_sides_named
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study
+from segdiff_gui.core.text import printable
 
 __all__ = ["differences_table", "exact_lines", "plain_sentences", "verdict_lines"]
 
@@ -30,7 +31,7 @@ def _flip_header(study: Study) -> str:
 
 
 def differences_table(study: Study, image: str) -> Table:
-    table = Table(title=f"{image}: every run against {study.reference.label}")
+    table = Table(title=printable(f"{image}: every run against {study.reference.label}"))
     table.add_column("id", no_wrap=True)
     table.add_column("run", no_wrap=True)
     for header in ("bitwise", "differing pixels", "max ULP", "max |Δ|", "mean |Δ|"):
@@ -49,7 +50,7 @@ def differences_table(study: Study, image: str) -> Table:
     for row in rows:
         table.add_row(
             row["id"],
-            row["label"],
+            printable(row["label"]),
             "equal" if row["bitwise_equal"] else "differs",
             f"{row['differing_pixels']:,} / {row['pixels']:,}",
             f"{row['max_ulp']:,}",

@@ -13,6 +13,7 @@ from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
+from segdiff_gui.core.text import printable
 from segdiff_gui.io.tables import write_sweep_csv
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.runner.sweeps import SweepSession
@@ -34,7 +35,8 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
     """The test-set table, the images with most flips, and what it means for a reported mean."""
     rows = summary.rows()
     cutoff = at_cutoff(summary.cutoff, summary.multiclass)
-    table = Table(title=f"Test set: {summary.images_text()} against {summary.reference} {cutoff}")
+    title = f"Test set: {summary.images_text()} against {summary.reference} {cutoff}"
+    table = Table(title=printable(title))
     table.add_column("configuration", no_wrap=True)
     headers = ["images", "with flips", "flips", "at risk", "max ULP"]
     if summary.has_truth:
@@ -61,7 +63,7 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
                 summary.delta_text(row, "iou"),
             ]
         name = row["configuration"] + (" (reference)" if row["is_reference"] else "")
-        table.add_row(name, *cells)
+        table.add_row(printable(name), *cells)
     out.print(table)
     worst = sorted(
         summary.images,
@@ -72,10 +74,10 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
         per_image.add_column("image")
         names = summary.configurations
         for name in names:
-            per_image.add_column(name, justify="right")
+            per_image.add_column(printable(name), justify="right")
         for image in worst:
             per_image.add_row(
-                image.image,
+                printable(image.image),
                 *[
                     f"{image.configurations[n].effect.flips:,}" if n in image.configurations else ""
                     for n in names
@@ -111,4 +113,4 @@ def write_csv(args: argparse.Namespace, out: Console, summary: SweepSummary) -> 
     if args.csv:
         count = write_sweep_csv(args.csv, summary)
         if not args.json:
-            out.print(f"wrote {_plural(count, 'line')} (image × configuration) to {args.csv}")
+            say(out, f"wrote {_plural(count, 'line')} (image × configuration) to {args.csv}")

@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 
 from segdiff_gui.core.text import printable, terminal_safe
 
-__all__ = ["TerminalConsole", "plural", "print_json", "say"]
+__all__ = ["TerminalConsole", "as_markup", "plural", "print_json", "say"]
 
 
 class TerminalConsole(Console):
@@ -36,6 +37,12 @@ def say(console: Console, line: str) -> None:
     """One line of prose that may hold names: plain text on one line (a newline in a name
     shows as U+FFFD, so it cannot forge the next line of output)."""
     console.print(printable(line), markup=False)
+
+
+def as_markup(text: str) -> str:
+    """Text that may hold names, inside a line printed with markup (``[bold]…[/]``): on one
+    line as :func:`say` prints it, its brackets escaped."""
+    return escape(printable(text))
 
 
 def print_json(value: object) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from segdiff_gui.core.text import printable
+
 __all__ = ["ConfigError", "InputError", "first_line", "with_remedy"]
 
 
@@ -12,7 +14,9 @@ class ConfigError(ValueError):
 
 
 class InputError(ValueError):
-    """Bad input (a model, image or cache file); ``str()`` is the one line shown to the user.
+    """Bad input (a model, image or cache file); ``str()`` is the one line shown to the user,
+    whatever the names in it hold (:func:`~segdiff_gui.core.text.printable`): the API raises it
+    as it is, into a notebook's traceback.
 
     ``fix`` names the setting that would mend it, as ``setting=value`` (``color=rgb``,
     ``trust_model=on``) or just ``setting`` (``output``: which one is the user's choice). The
@@ -24,7 +28,8 @@ class InputError(ValueError):
         self.path = str(path)
         self.problem = problem
         self.fix = fix
-        super().__init__(f"{self.path}: {problem}" if self.path else problem)
+        said = f"{self.path}: {problem}" if self.path else problem
+        super().__init__(printable(said))
 
     @classmethod
     def from_message(cls, message: str, fix: str = "") -> InputError:

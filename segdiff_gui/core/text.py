@@ -11,6 +11,7 @@ __all__ = [
     "has_control",
     "parse_size",
     "printable",
+    "printable_lines",
     "shape_text",
     "terminal_safe",
 ]
@@ -23,6 +24,11 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u
 def printable(text: str) -> str:
     """``text`` with every control character replaced by U+FFFD (so that it stays visible)."""
     return _UNPRINTABLE.sub("\ufffd", text)
+
+
+def printable_lines(lines: Iterable[str]) -> str:
+    """Lines that may hold names, joined: each one line whatever its names hold."""
+    return "\n".join(printable(line) for line in lines)
 
 
 def has_control(text: str) -> bool:

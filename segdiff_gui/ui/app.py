@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.core.text import printable
 from segdiff_gui.runner.arguments import add_configs, add_model_settings, add_repeats_and_timeout
 from segdiff_gui.version import __version__
 
@@ -164,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, ConfigError) as error:
         if runs is not None:
             runs.cancel()
-        print(f"segdiff-gui: {error}", file=sys.stderr)
+        print(f"segdiff-gui: {printable(str(error))}", file=sys.stderr)
         if app.platformName() != "offscreen":  # no screen, no one to close a dialog
             from segdiff_gui.ui.plain_text import plain_message_box  # the error quotes paths
 

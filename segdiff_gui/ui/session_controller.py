@@ -23,6 +23,7 @@ from segdiff_gui.core.protocol import (
     RunFailed,
     RunFinished,
 )
+from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.runner.devices import gpu_names, remembered_probe
 from segdiff_gui.runner.plan import MatrixPlan, check_model_path, is_model_path
@@ -440,7 +441,7 @@ class SessionController(QObject):
             return
         self.unreadable_reported = True
         for entry in damaged:
-            print(f"segdiff-gui: {entry}{outcome}", file=sys.stderr)
+            print(f"segdiff-gui: {printable(f'{entry}{outcome}')}", file=sys.stderr)
         more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
         self.notify(f"Unreadable: {damaged[0]}{more}{outcome}", 30000)
 
