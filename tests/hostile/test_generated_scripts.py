@@ -27,7 +27,8 @@ from segdiff_gui.resources import demo_dir, demo_model
 from tests.conftest import segdiff_here
 from tests.hostile.names import HOSTILE_NAMES
 
-pytestmark = pytest.mark.timeout(60, method="thread")
+# The script's checks may ask an engine child of the model (the fake engine's, here).
+pytestmark = pytest.mark.timeout(120, method="thread")
 
 # Names with a character no script can carry safely: each would break a comment's line.
 BREAKING = (
@@ -58,7 +59,7 @@ def _test_set(folder: Path, name: str, where: str) -> tuple[Path, Path, Path]:
 
 @pytest.mark.parametrize("where", ["model", "image", "masks", "results", "job name", "folder"])
 def test_a_name_that_would_break_a_line_of_the_slurm_script_is_refused_in_one_line(
-    where, tmp_path, capsys, monkeypatch
+    where, tmp_path, capsys, monkeypatch, fake_engine
 ):
     for index, name in enumerate(BREAKING):
         here = tmp_path / str(index) / (name if where == "folder" else "here")
@@ -102,7 +103,9 @@ def _shell(command: list[str], cwd: Path, log: Path) -> list[list[str]]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
-def test_every_other_name_reaches_the_program_as_the_word_it_was(tmp_path, capsys, monkeypatch):
+def test_every_other_name_reaches_the_program_as_the_word_it_was(
+    tmp_path, capsys, monkeypatch, fake_engine
+):
     here = tmp_path / ACTIVE  # the current folder too (an #SBATCH line takes no '"')
     model, image, masks = _test_set(here, f'{ACTIVE} "q"', "model image masks")
     monkeypatch.chdir(here)
