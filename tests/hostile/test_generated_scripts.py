@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from segdiff_gui.cli.pipeline_commands import run_command_of
-from segdiff_gui.core.config import Preprocessing, RunConfig
+from segdiff_gui.cli.run_words import run_command
+from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.repair import repair_code
-from segdiff_gui.core.reproduce import Candidate
 from segdiff_gui.core.text import printable
 from segdiff_gui.resources import demo_dir, demo_model
+from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff_here
 from tests.hostile.names import HOSTILE_NAMES
 
@@ -159,11 +160,13 @@ def test_the_repairs_keras_code_holds_hostile_layer_names_as_string_literals():
     assert len(code.splitlines()) == len(plain_code.splitlines()) + len(names) - 1
 
 
-def test_the_run_that_computes_a_map_again_is_the_words_it_names():
+def test_the_run_that_computes_a_map_again_is_the_words_it_names(tmp_path):
     model = Path(f"/m/{ACTIVE}\nrm -rf ~.keras")
     images = (Path("/i/a\rb.png"), Path("/i/`c`.png"))
-    candidate = Candidate(RunConfig(batch=2), Preprocessing(), ("batch 2",))
-    command = run_command_of(candidate, model, images, Preprocessing())
-    assert shlex.split(command)[:6] == [
-        "segdiff", "run", str(model), *map(str, images), "--target",
+    request = MatrixRequest(
+        model, images, ResultCache(tmp_path / "c"), (RunConfig(batch=2),), target=str(images[0])
+    )
+    command = run_command(request)
+    assert shlex.split(command)[:7] == [
+        "segdiff", "run", str(model), *map(str, images), "--target", str(images[0]),
     ]  # fmt: skip
