@@ -42,6 +42,14 @@ def made_once(
     return folder
 
 
+@pytest.fixture(autouse=True)
+def piped_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line lays its tables out for $COLUMNS where set (cli/main.py), and
+    pytest-xdist sets it to 80 in its workers: every test sees piped output's own width (160)
+    unless it sets one."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture
 def cache(tmp_path: Path) -> ResultCache:
     return ResultCache(tmp_path / "cache")

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.table import Table
 
 from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.summary import differences_table, exact_lines, plain_sentences, verdict_lines
+from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import TerminalConsole, as_markup, say
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
@@ -29,7 +29,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtime_defaults import on_off
 from segdiff_gui.core.shards import shard_slice
 from segdiff_gui.core.test_sets import SetCoverage, ShardManifest, manifests_of, set_coverage
-from segdiff_gui.core.text import printable, shape_text
+from segdiff_gui.core.text import shape_text
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
@@ -235,15 +235,22 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not records:
         say(out, f"no runs in {cache.root}")
         return status
-    table = Table(title=printable(f"{_plural(len(records), 'run')} in {cache.root}"))
+    table = FittedTable(title=f"{_plural(len(records), 'run')} in {cache.root}")
     # Runs of one model and image that differ in their settings must not look alike: the
     # settings column names what is not the default, and the group tells the groups apart.
     with_settings = any(settings_text(r) for r in records)
-    columns = ("id", "label", "group", "model", "image", *(("settings",) * with_settings))
-    for column in (*columns, "map", "device", "runtime", "host"):
-        # The host says where a merged run came from: kept whole, the runtime wraps instead.
-        table.add_column(column, no_wrap=column in ("id", "label", "group", "host"))
-    table.add_column("when")
+    table.figure("id", justify="left")
+    table.name("label")
+    table.figure("group", justify="left")
+    table.name("model")
+    table.name("image")
+    if with_settings:
+        table.text("settings")
+    table.text("map")
+    table.name("device")
+    table.text("runtime")
+    table.name("host")  # where a merged run came from
+    table.text("when")
     for r in records:
         p = r.provenance
         cells = (
@@ -260,7 +267,7 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
             + (f" (merged from {p.merged_from_bundle or 'a bundle'})" if p.merged else ""),
             (p.timestamp or "")[:19].replace("T", " "),
         )
-        table.add_row(*(printable(cell) for cell in cells))
+        table.add_row(*cells)
     out.print(table)
     return status
 

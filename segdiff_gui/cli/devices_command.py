@@ -7,10 +7,10 @@ import argparse
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from segdiff_gui.cli.commands import open_cache
 from segdiff_gui.cli.exit_codes import EXIT_OK
+from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.runtime_defaults import Machine, keras_predict_compiles
@@ -48,7 +48,11 @@ def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int
     if args.json:
         _json({**probes.get("tensorflow", {}), "runtimes": probes, "failed": failed})
         return EXIT_OK
-    table = Table("runtime", "device", "type", "description", title="Devices each runtime sees")
+    table = FittedTable(title="Devices each runtime sees")
+    table.name("runtime")
+    table.name("device")
+    table.figure("type", justify="left")
+    table.text("description")
     for name, probe in probes.items():
         for device in probe["devices"]:
             cells = (device["name"], device["type"], device["description"] + _identity_text(device))

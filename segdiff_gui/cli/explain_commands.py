@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 
 from rich.console import Console
-from rich.table import Table
 
 from segdiff_gui.cli.analysis_commands import context_of, runs_source, studies_of
 from segdiff_gui.cli.commands import exit_code, open_cache, report_damaged, request_of, run_matrix
 from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_OK
 from segdiff_gui.cli.sweep_view import print_sweep, sweep_session, write_csv
+from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import as_markup, say
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.analysis import flips_heading
@@ -40,21 +40,22 @@ def _figures(effect: Effect | None) -> list[str]:
     return effect.cells() if effect else ["not measured", "", "", "", ""]
 
 
-def attribution_table(attribution: Attribution) -> Table:
+def attribution_table(attribution: Attribution) -> FittedTable:
     """Alone: each knob changed from the base. Cumulative: knob after knob to the target.
     Total: base against target. Repeats: the largest spread of any configuration's repeats."""
     plan = attribution.plan
-    table = Table(
-        title=printable(f"What moves {plan.base.label()} to {plan.target.label()}"),
+    table = FittedTable(
+        title=f"What moves {plan.base.label()} to {plan.target.label()}",
         caption="alone: one knob changed from the base; cumulative: knob after knob towards "
         "the target; repeats: the largest difference between repeats of one configuration",
     )
-    for header in ("step", "knob", "change", "compared"):
-        table.add_column(header)
+    table.text("step")
+    table.name("knob")
+    table.text("change")
+    table.text("compared")  # two labels, "cpu b1 r0 → cpu b64 r0": wrapped between words
     flips = flips_heading(attribution.cutoff, attribution.multiclass)
-    for header in ("max ULP", "max |Δ|", "differing px", flips):
-        table.add_column(header, justify="right", no_wrap=True)
-    table.add_column("at risk", justify="right", no_wrap=True)
+    for header in ("max ULP", "max |Δ|", "differing px", flips, "at risk"):
+        table.figure(header)
     for kind in ("alone", "cumulative", "total"):
         table.add_section()
         for index, row in enumerate(attribution.of(kind)):

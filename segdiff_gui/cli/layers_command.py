@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from segdiff_gui.cli.commands import exit_code, follow_matrix, open_cache, request_of
 from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.progress_view import drive
+from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import as_markup, print_json, say
 from segdiff_gui.core.config import (
     ModelSettings,
@@ -25,7 +25,7 @@ from segdiff_gui.core.config import (
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerComparison, layer_cells
 from segdiff_gui.core.repair import RepairResult, repair_code
-from segdiff_gui.core.text import format_size, printable
+from segdiff_gui.core.text import format_size
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import model_settings
@@ -56,19 +56,23 @@ def error_bar(relative_error: float, width: int = _BAR_WIDTH) -> str:
     return "█" * full + (_EIGHTHS[rest] if rest else "")
 
 
-def layer_table(comparison: LayerComparison, title: str) -> Table:
-    table = Table(
-        title=printable(title),
+def layer_table(comparison: LayerComparison, title: str) -> FittedTable:
+    table = FittedTable(
+        title=title,
         caption="▶ the first layer whose output differs; rel. error ‖Δ‖/‖ref‖ drawn on a log "
         "scale from 1e-10 to 1; ULPs are float32 steps (large near zero, where steps are tiny)",
     )
-    for index, header in enumerate(LAYER_COLUMNS):
-        table.add_column(header, justify="left" if index < 3 else "right", no_wrap=True)
-    table.add_column("rel. error (log)", no_wrap=True)
+    table.figure(LAYER_COLUMNS[0], justify="left")
+    table.name(LAYER_COLUMNS[1])
+    table.figure(LAYER_COLUMNS[2], justify="left")
+    for header in LAYER_COLUMNS[3:-1]:
+        table.figure(header)
+    table.text(LAYER_COLUMNS[-1], justify="right")  # NaN/Inf: "1/0 NaN, 0/2 Inf"
+    table.figure("rel. error (log)", justify="left")
     first = comparison.first_differing
     for index, layer in enumerate(comparison.layers):
         cells = layer_cells(index, layer, layer is first)
-        table.add_row(*(printable(cell) for cell in cells), error_bar(layer.relative_error))
+        table.add_row(*cells, error_bar(layer.relative_error))
     return table
 
 
@@ -196,15 +200,14 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
     return status
 
 
-def _repair_table(result: RepairResult) -> Table:
-    table = Table(
+def _repair_table(result: RepairResult) -> FittedTable:
+    table = FittedTable(
         title="Trials (each a cached run), fewest layers kept first",
         caption="kept: layers computing in float32; the rest under the reduced precision",
     )
-    table.add_column("kept", justify="right")
-    for header in ("flips", "max ULP", "differing px"):
-        table.add_column(header, justify="right", no_wrap=True)
-    table.add_column("layers kept in float32")
+    for header in ("kept", "flips", "max ULP", "differing px"):
+        table.figure(header)
+    table.text("layers kept in float32")  # names, a comma after each: wrapped between them
     for trial in sorted(result.trials, key=lambda t: (len(t.kept), t.flips or 0))[:20]:
         flips = "failed" if trial.flips is None else f"{trial.flips:,}"
         table.add_row(
@@ -212,7 +215,7 @@ def _repair_table(result: RepairResult) -> Table:
             flips,
             f"{trial.max_ulp:,}",
             f"{trial.differing_pixels:,}",
-            printable(", ".join(trial.kept)),
+            ", ".join(trial.kept),
         )
     return table
 

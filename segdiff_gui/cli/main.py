@@ -45,10 +45,19 @@ def _handler(command: str) -> Callable[[argparse.Namespace, Console, Console], i
     raise LookupError(f"no handler for the {command} command")
 
 
+def _width() -> int | None:
+    """The width tables are laid out for: a terminal's own (rich reads it, or $COLUMNS); piped
+    output's (CI logs, files) is $COLUMNS where set, else 160 rather than rich's 80. Sentences
+    never wrap."""
+    if sys.stdout.isatty():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else 160
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # Piped output (CI logs, files) gets wide tables instead of 80 columns; sentences never wrap.
-    width = None if sys.stdout.isatty() else 160
+    width = _width()
     stdout = TerminalConsole(highlight=False, soft_wrap=True, width=width)
     stderr = TerminalConsole(stderr=True, highlight=False, soft_wrap=True, width=width)
     handler = _handler(args.command)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
-from rich.table import Table
-
+from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.core.analysis import flips_heading
 from segdiff_gui.core.exact_findings import flip_sides_named
 from segdiff_gui.core.floatfmt import format_float32
@@ -30,23 +29,23 @@ def _flip_header(study: Study) -> str:
     return flips_heading(study.cutoff, study.multiclass)
 
 
-def differences_table(study: Study, image: str) -> Table:
-    table = Table(title=printable(f"{image}: every run against {study.reference.label}"))
-    table.add_column("id", no_wrap=True)
-    table.add_column("run", no_wrap=True)
+def differences_table(study: Study, image: str) -> FittedTable:
+    table = FittedTable(title=f"{image}: every run against {study.reference.label}")
+    table.figure("id", justify="left")
+    table.name("run")
     for header in ("bitwise", "differing pixels", "max ULP", "max |Δ|", "mean |Δ|"):
-        table.add_column(header, justify="right", no_wrap=True)
-    table.add_column(_flip_header(study), justify="right")
+        table.figure(header)
+    table.figure(_flip_header(study))
     rows = study.rows()
     show_nans = any(row["nan_mismatches"] for row in rows)
     if show_nans:
-        table.add_column("NaN in one only", justify="right")
+        table.figure("NaN in one only")
     show_ties = any(row["ties"] for row in rows)
     if show_ties:
-        table.add_column("tied (no flip)", justify="right")
+        table.figure("tied (no flip)")
     errors = study.exact_errors
     if errors:
-        table.add_column("vs exact", justify="right", no_wrap=True)
+        table.text("vs exact")
     for row in rows:
         table.add_row(
             row["id"],

@@ -7,8 +7,8 @@ import argparse
 from collections.abc import Sequence
 
 from rich.console import Console
-from rich.table import Table
 
+from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.analysis import at_cutoff
@@ -35,16 +35,19 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
     """The test-set table, the images with most flips, and what it means for a reported mean."""
     rows = summary.rows()
     cutoff = at_cutoff(summary.cutoff, summary.multiclass)
-    title = f"Test set: {summary.images_text()} against {summary.reference} {cutoff}"
-    table = Table(title=printable(title))
-    table.add_column("configuration", no_wrap=True)
+    table = FittedTable(
+        title=f"Test set: {summary.images_text()} against {summary.reference} {cutoff}"
+    )
+    table.name("configuration")
     headers = ["images", "with flips", "flips", "at risk", "max ULP"]
     if summary.has_truth:
         headers += ["with truth", "mean Dice", "Δ Dice", "Dice range (repeats)", "mean IoU"]
         headers += ["Δ IoU"]
     for header in headers:
-        # A change over fewer images than the sweep's says so on lines of its own, never cut.
-        table.add_column(header, justify="right", no_wrap=not header.startswith("Δ"))
+        if header.startswith("Δ"):  # "+0.00e+00 over 1 of 4 images": wrapped between words
+            table.text(header, justify="right")
+        else:
+            table.figure(header)
     for row in rows:
         cells = [
             f"{row['images']:,}" + (f"/{len(summary.images):,}" if row["partial"] else ""),
@@ -70,11 +73,11 @@ def print_sweep(summary: SweepSummary, out: Console, shown: int = 10) -> None:
         key=lambda image: -sum(e.effect.flips for e in image.configurations.values()),
     )[:shown]
     if worst and any(e.effect.flips for e in worst[0].configurations.values()):
-        per_image = Table(title=f"Images with the most flips (first {len(worst)})")
-        per_image.add_column("image")
+        per_image = FittedTable(title=f"Images with the most flips (first {len(worst)})")
+        per_image.name("image")
         names = summary.configurations
         for name in names:
-            per_image.add_column(printable(name), justify="right")
+            per_image.figure(name)
         for image in worst:
             per_image.add_row(
                 printable(image.image),
