@@ -45,3 +45,19 @@ def bf16_study(cutoff: float = CUT) -> Study:
         cutoff=cutoff,
         exact=study_run("fp64", exact_config(), exact),
     )
+
+
+def assert_exact_pixels(rows: list[dict[str, str]], exact: np.ndarray, cutoff: float) -> None:
+    """Each line of a flipped-pixels CSV (read by ``csv.DictReader``) gives the exact map's
+    value at its pixel whole (a float64 that reads back the same), the class it has at
+    ``cutoff`` and whether float32 can decide it, recomputed here from ``exact`` (H×W, or
+    H×W×1: a sigmoid map)."""
+    values = exact[..., 0] if exact.ndim == 3 else exact
+    c32 = np.float64(np.float32(cutoff))
+    ulp = np.float64(np.spacing(np.float32(cutoff)))
+    assert rows
+    for row in rows:
+        value = values[int(row["row"]), int(row["column"])]
+        assert np.float64(row["exact value (float64)"]) == value
+        assert row["exact class"] == str(int(value >= c32))
+        assert row["float32 can decide"] == str(bool(abs(value - c32) > ulp))

@@ -232,10 +232,13 @@ class Study:
         Returns
         -------
         Table
-            A row per pixel and run of the study: ``row``, ``column``, ``why``, ``run``, its
-            ``value`` (float32), ``exact`` (the shortest text that reads back to it),
-            ``bits``, ``ulp`` (to the reference) and ``class``. ``export_pixels`` and
-            ``segdiff export --csv`` write the same, a line per pixel.
+            A row per pixel and run of the study: ``row``, ``column``, ``why``; where the
+            group has an exact run (the model in float64), its value there (``exact value
+            (float64)``; multi-class: ``exact p(reference class) (float64)``), its ``exact
+            class`` and whether ``float32 can decide`` it; then ``run``, its ``value``
+            (float32), ``exact`` (the shortest text that reads back to it), ``bits``, ``ulp``
+            (to the reference) and ``class``. ``export_pixels`` and ``segdiff export --csv``
+            write the same, a line per pixel.
         """
         study = self._study(cutoff)
         header, lines = pixel_table(study, self._analysed_run(run, study), at_risk)
@@ -377,7 +380,8 @@ class Study:
         self, path: str | Path, run: RunName, cutoff: float | None = None, at_risk: bool = False
     ) -> Path:
         """Write the flipped (and at-risk) pixels as CSV, a line per pixel with every run's
-        exact value, bits, ULPs and class: ``segdiff export --csv``. Returns the path."""
+        exact value, bits, ULPs and class, and the exact run's value and class where the
+        group has one: ``segdiff export --csv``. Returns the path."""
         study = self._study(cutoff)
         return write_flipped_pixels(path, study, self._analysed_run(run, study), at_risk)
 

@@ -39,6 +39,7 @@ from segdiff_gui.storage.selection import select_pair
 from segdiff_gui.storage.studies import (
     RunStore,
     comparable_groups,
+    exact_of,
     group_id,
     load_study,
     target_image,
@@ -109,7 +110,9 @@ def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     groups = comparable_groups(records, args.model, args.image, args.group)
     candidates = [r for group in groups for r in group]
     reference, other, group = select_pair(records, candidates, args.ref, args.other)
-    study = load_study(store, group, args.cutoff, reference, damaged)
+    # The group's exact run, where it has one: the CSV gives its value and class at each pixel.
+    exact = exact_of(records, reference)
+    study = load_study(store, group, args.cutoff, reference, damaged, exact)
     status = report_damaged(err, damaged)
     other_run = next(run for run in study.runs if run.key == other.key)
     flips = study.flips(other_run)

@@ -333,7 +333,8 @@ def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         help="write the flip mask and the flipped pixels of two runs",
         description="Write the pixels whose class differs between --ref and --other at the "
         "cutoff: a mask (.png/.tif 0/255, .npy bool) and/or a CSV with every run's exact "
-        "values, ULP distances and classes at those pixels.",
+        "values, ULP distances and classes at those pixels (and the exact run's float64 value "
+        "and class, where the group has one).",
     )
     _selection(export, ref_required=True)
     export.add_argument(

@@ -1,5 +1,6 @@
-"""Tables as CSV: the flipped (and at-risk) pixels with every run's exact value at each pixel,
-and a sweep's figures per image and configuration."""
+"""Tables as CSV: the flipped (and at-risk) pixels with every run's exact value at each pixel
+(and the exact run's, where the study has one), and a sweep's figures per image and
+configuration."""
 
 from __future__ import annotations
 
@@ -35,7 +36,9 @@ def pixel_table(
     study: Study, other: StudyRun, include_at_risk: bool = False
 ) -> tuple[list[str], list[list[object]]]:
     """The header and rows of one line per pixel that flips between the reference and
-    ``other`` (and, with ``include_at_risk``, per at-risk pixel): row, column, why, then for
+    ``other`` (and, with ``include_at_risk``, per at-risk pixel): row, column, why; beside an
+    exact run (the study's ``exact``, the model in float64) its value there (a float64,
+    exact), its class and whether float32 can decide that class (core/exact.py); then for
     every run of the study its exact value (shortest round-trip float32), its bits in hex, the
     ULP distance to the reference and its class."""
     flipped = study.flips(other)
@@ -44,13 +47,22 @@ def pixel_table(
     reference = study.reference
     ref_classes = class_map(reference.probabilities, study.cutoff)[rows, cols]
     ref_values = _values_at(reference, ref_classes, rows, cols)
-    columns: list[list[str]] = []
+    columns: list[list[object]] = []
     header = ["row", "column", "why"]
     multiclass = reference.probabilities.ndim == 3 and reference.probabilities.shape[-1] > 1
     # Multi-class: the probability of the class the reference assigns, named in its column.
     value_name = "p(reference class)" if multiclass else "value"
     if multiclass:
         header.append("reference class")
+        columns.append([int(c) for c in ref_classes])
+    exact, decided = study.exact, study.exact_decided
+    if exact is not None and decided is not None:
+        header += [f"exact {value_name} (float64)", "exact class", "float32 can decide"]
+        columns += [
+            [float(v) for v in _values_at(exact, ref_classes, rows, cols)],
+            [int(c) for c in decided.classes[rows, cols]],
+            [not bool(u) for u in decided.undecidable[rows, cols]],
+        ]
     for run in study.runs:
         values = _values_at(run, ref_classes, rows, cols)
         classes = class_map(run.probabilities, study.cutoff)[rows, cols]
@@ -63,12 +75,11 @@ def pixel_table(
             [str(c) for c in classes],
         ]
     why = np.where(flipped[rows, cols], "flip", "at-risk")
-    lines: list[list[object]] = []
-    for index in range(len(rows)):
-        leading: list[object] = [int(rows[index]), int(cols[index]), str(why[index])]
-        if multiclass:
-            leading.append(int(ref_classes[index]))
-        lines.append(leading + [column[index] for column in columns])
+    lines: list[list[object]] = [
+        [int(rows[index]), int(cols[index]), str(why[index])]
+        + [column[index] for column in columns]
+        for index in range(len(rows))
+    ]
     return header, lines
 
 

@@ -4,6 +4,8 @@ helper E's part); and a study without one says how to make it."""
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pandas
 import pytest
@@ -13,7 +15,7 @@ from segdiff_gui.api.results import Comparison, Exact
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.runner.reports import ReportContext
 from tests.api.test_results_name_their_cutoff import _cache
-from tests.exact_runs import bf16_study
+from tests.exact_runs import assert_exact_pixels, bf16_study
 
 CONTEXT = ReportContext("m.keras", "cell.png", "g", {}, {})
 
@@ -75,3 +77,17 @@ def test_a_cached_exact_run_is_the_study_s_exact_beside_its_reference(exact_cach
     other = study.with_reference("cpu b1 bf16 r0").exact()
     assert [e.label for e in other.errors] == ["cpu b1 bf16 r0", "cpu b1 r0"]
     assert other.flips[0].first == "cpu b1 bf16 r0"
+
+
+def test_the_flipped_pixels_give_the_exact_value_and_class_beside_each_pixel(exact_cache, tmp_path):
+    """Issue 49: ``pixels`` and ``export_pixels`` (the CSV ``segdiff export`` writes) carry
+    the exact run's value, class and decidability at each pixel."""
+    study = api.open_cache(exact_cache).study()
+    exact = study.exact().map
+    table = study.pixels("cpu b1 bf16 r0", at_risk=True)
+    assert table["exact value (float64)"].dtype == np.float64
+    for row in table.to_dict("records"):
+        value = exact[row["row"], row["column"]]
+        assert row["exact value (float64)"] == value and row["exact class"] == int(value >= 0.5)
+    written = study.export_pixels(tmp_path / "f.csv", "cpu b1 bf16 r0", at_risk=True)
+    assert_exact_pixels(list(csv.DictReader(written.open())), exact, 0.5)

@@ -4,6 +4,7 @@ helper E's part, its studies are handed to the commands where they read the cach
 
 from __future__ import annotations
 
+import csv
 import json
 from types import SimpleNamespace
 
@@ -19,7 +20,7 @@ from segdiff_gui.runner.reports import ReportContext, comparison_summary
 from segdiff_gui.runner.sources import GroupStudy
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff_here
-from tests.exact_runs import bf16_study
+from tests.exact_runs import assert_exact_pixels, bf16_study
 
 
 @pytest.fixture
@@ -263,3 +264,17 @@ def test_on_the_demos_softmax_model_a_bfloat16_tie_is_wrong_everywhere_it_is_cou
         and f"wrong classes {counted['decided_wrong']:,} > 0" in check.stdout
         and f"{counted['wrong_tied']:,} of them tied" in check.stdout
     )
+
+
+def test_export_s_csv_gives_the_exact_value_and_class_at_each_pixel(exact_cache, capsys, tmp_path):
+    """Issue 49: the flipped (and at-risk) pixels beside the cached exact run, each line's
+    exact value, class and decidability recomputed from the stored float64 map."""
+    target = tmp_path / "flips.csv"
+    result = segdiff_here(capsys, "export", "--cache", exact_cache, "--ref", "cpu b1 r0",
+                          "--other", "cpu b1 bf16 r0", "--csv", target, "--at-risk")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(target.open()))
+    store = ResultCache(exact_cache)
+    (exact,) = [r for r in map(store.read_run, _keys(exact_cache)) if r.label == "cpu b1 fp64 r0"]
+    assert_exact_pixels(rows, exact.probabilities, 0.5)
+    assert {row["why"] for row in rows} == {"flip", "at-risk"}

@@ -12,6 +12,7 @@ from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import read_mask, write_mask
 from segdiff_gui.io.reports import report_data, write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
+from tests.exact_runs import assert_exact_pixels, bf16_study
 
 
 def seed_study() -> Study:
@@ -108,3 +109,53 @@ def test_a_notebook_s_pictures_are_small_and_keep_a_single_flipped_pixel():
     flipped = np.all(pictures[2] == [255, 0, 40], axis=-1)
     assert flipped.sum() == 1 and flipped[1001 // 6, 7 // 6]
     assert len(html) < 200_000
+
+
+def _exact_columns(path):
+    return list(csv.DictReader(path.open()))
+
+
+def test_pixel_csv_gives_the_exact_run_s_value_and_class_at_each_pixel(tmp_path):
+    """Issue 49: beside an exact run, each flipped (and at-risk) pixel's exact value (a
+    float64, whole), the exact class at the cutoff and whether float32 can decide it, each
+    recomputed here from the exact map."""
+    study = bf16_study()
+    bf16 = study.others[0]
+    count = write_pixel_csv(tmp_path / "f.csv", study, bf16, include_at_risk=True)
+    rows = _exact_columns(tmp_path / "f.csv")
+    assert count == len(rows) > 3
+    assert_exact_pixels(rows, study.exact.probabilities, study.cutoff)
+    # The pixel a hair below the cutoff is background, and float32 cannot decide it.
+    (hair,) = [r for r in rows if (r["row"], r["column"]) == ("0", "1")]
+    assert (hair["exact class"], hair["float32 can decide"]) == ("0", "False")
+    without = Study(study.runs, study.cutoff)
+    write_pixel_csv(tmp_path / "w.csv", without, without.others[0])
+    header = (tmp_path / "w.csv").read_text().splitlines()[0]
+    assert "exact class" not in header and "float64" not in header  # no exact run, no columns
+
+
+def test_pixel_csv_of_a_softmax_map_gives_the_exact_probability_of_the_reference_class(tmp_path):
+    rng = np.random.default_rng(4)
+    logits = rng.standard_normal((6, 7, 3))
+    exact = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)
+    exact[0, 0] = [0.4, 0.4, 0.2]  # tied in the exact map: no decision
+    reference = exact.astype(np.float32)
+    other = reference.copy()
+    other[..., 0] += np.float32(0.05)  # moves class 0 ahead at some pixels
+    study = Study(
+        [
+            StudyRun("a" * 64, "cpu b1 r0", RunConfig(), 0, reference),
+            StudyRun("b" * 64, "gpu:0 b1 r0", RunConfig(device="gpu:0"), 0, other),
+        ],
+        exact=StudyRun("e" * 64, "cpu b1 fp64 r0", RunConfig(precision="float64"), 0, exact),
+    )
+    write_pixel_csv(tmp_path / "s.csv", study, study.others[0])
+    rows = _exact_columns(tmp_path / "s.csv")
+    assert len(rows) == int(study.flips(study.others[0]).sum()) > 0
+    for row in rows:
+        r, c, klass = int(row["row"]), int(row["column"]), int(row["reference class"])
+        top_two = np.sort(exact[r, c])[-2:]
+        decides = top_two[1] - top_two[0] > np.spacing(np.float32(top_two[1]))
+        assert np.float64(row["exact p(reference class) (float64)"]) == exact[r, c, klass]
+        assert row["exact class"] == str(int(np.argmax(exact[r, c])))
+        assert row["float32 can decide"] == str(bool(decides))

@@ -11,7 +11,7 @@ from segdiff_gui.core.study import Study
 from segdiff_gui.ui.inspection import InspectionModel, Loaded
 from segdiff_gui.ui.inspector import PixelInspector
 from segdiff_gui.ui.view_modes import view_mode
-from tests.exact_runs import C32, CUT, bf16_study, exact_config, study_run
+from tests.exact_runs import C32, CUT, assert_exact_pixels, bf16_study, exact_config, study_run
 
 
 def _model(study: Study) -> InspectionModel:
@@ -133,6 +133,30 @@ def test_the_window_keeps_a_cached_exact_run_beside_its_views(window_for, demo, 
     assert int(right.sum()) == model.study.flip_count(bf16) == 1
     window.grid.refresh_overlays()
     assert 3 in np.unique(window.grid.panels[bf16.key].overlay.image)
+
+
+def test_the_window_s_csv_export_gives_the_exact_value_and_class_at_each_pixel(
+    window_for, demo, exact_cache, tmp_path, monkeypatch
+):
+    """Issue 49: File › Export flipped pixels writes what ``segdiff export --csv`` does, the
+    exact run's value, class and decidability included (recomputed here)."""
+    import csv
+
+    from PySide6.QtWidgets import QFileDialog
+
+    model_path, images = demo
+    window = window_for(
+        model_path, images[0], "--cache", exact_cache, "--no-run",
+        "--config", "batch=1", "--config", "precision=mixed_bfloat16",
+        "--config", "precision=float64",
+    )  # fmt: skip
+    target = tmp_path / "flips.csv"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
+    window.model.focus_key = window.model.runs[1].key  # cpu b1 bf16 r0
+    window.model.at_risk = True
+    window.exports.export_csv()
+    rows = list(csv.DictReader(target.open()))
+    assert_exact_pixels(rows, window.model.study.exact.probabilities, window.model.cutoff)
 
 
 def test_the_statistics_tab_has_each_run_against_the_exact_run(qtbot):
