@@ -109,13 +109,18 @@ def test_without_an_exact_run_the_inspector_keeps_its_columns(qtbot):
     assert inspector.as_tsv().splitlines()[1].split("\t")[5] == "1"
 
 
-def test_the_window_keeps_a_cached_exact_run_beside_its_views(window_for, demo, exact_cache):
+def _exact_window(window_for, demo, exact_cache):
+    """The window on the exact cache's runs (cpu, bfloat16 and the exact run), none run."""
     model_path, images = demo
-    window = window_for(
+    return window_for(
         model_path, images[0], "--cache", exact_cache, "--no-run",
         "--config", "batch=1", "--config", "precision=mixed_bfloat16",
         "--config", "precision=float64",
     )  # fmt: skip
+
+
+def test_the_window_keeps_a_cached_exact_run_beside_its_views(window_for, demo, exact_cache):
+    window = _exact_window(window_for, demo, exact_cache)
     model = window.model
     assert [run.label for run in model.runs] == ["cpu b1 r0", "cpu b1 bf16 r0"]
     assert set(window.grid.panels) == {run.key for run in model.runs}  # no view of its own
@@ -144,12 +149,7 @@ def test_the_window_s_csv_export_gives_the_exact_value_and_class_at_each_pixel(
 
     from PySide6.QtWidgets import QFileDialog
 
-    model_path, images = demo
-    window = window_for(
-        model_path, images[0], "--cache", exact_cache, "--no-run",
-        "--config", "batch=1", "--config", "precision=mixed_bfloat16",
-        "--config", "precision=float64",
-    )  # fmt: skip
+    window = _exact_window(window_for, demo, exact_cache)
     target = tmp_path / "flips.csv"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
     window.model.focus_key = window.model.runs[1].key  # cpu b1 bf16 r0
