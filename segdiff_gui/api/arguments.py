@@ -39,6 +39,7 @@ __all__ = [
     "image_paths",
     "model_settings",
     "output_path",
+    "per_output",
     "positive",
     "preprocessing",
     "whole_number",
@@ -62,6 +63,28 @@ def checked_cutoff(value: object, name: str = "cutoff") -> float:
     if not 0.0 <= cutoff <= 1.0:
         raise InputError(name, f"is {value!r}: give a cutoff between 0 and 1")
     return as_float32(cutoff)
+
+
+def per_output(value: object, name: str, quantile: bool = False) -> dict[str, float]:
+    """A tolerance (or, ``quantile``, a quantile) as Polygraphy's API takes one: a number for
+    every output, or a mapping of an output's name to its number (``""``: every output not
+    named); as ``(output, number)`` pairs keyed by name. ``None`` gives none."""
+    if value is None:
+        return {}
+    given = value if isinstance(value, Mapping) else {"": value}
+    wanted = "a number from 0 to 1" if quantile else "a finite number ≥ 0"
+    found = {}
+    for output, number in given.items():
+        try:
+            checked = float(number)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            checked = math.nan
+        fits = 0 <= checked <= 1 if quantile else math.isfinite(checked) and checked >= 0
+        if isinstance(number, bool) or not isinstance(output, str) or not fits:
+            where = f"{name}[{output!r}]" if isinstance(value, Mapping) else name
+            raise InputError(where, f"is {number!r}: give {wanted}")
+        found[output] = checked
+    return found
 
 
 def flag(value: object, name: str) -> bool:

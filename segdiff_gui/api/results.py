@@ -21,7 +21,12 @@ from segdiff_gui.core.study import Study
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.core.text import printable_lines
 from segdiff_gui.io.html_report import study_fragment
-from segdiff_gui.runner.reports import ReportContext, comparison_summary, diagnosis_summary
+from segdiff_gui.runner.reports import (
+    ReportContext,
+    ToleranceSummary,
+    comparison_summary,
+    diagnosis_summary,
+)
 
 __all__ = [
     "Comparison",
@@ -29,6 +34,7 @@ __all__ = [
     "Exact",
     "Explanation",
     "Sweep",
+    "Tolerances",
     "html_document",
     "study_html",
     "study_text",
@@ -172,6 +178,50 @@ _FLIP_COLUMNS = (
     "undecidable",
     "ulp",
 )
+
+
+class Tolerances:
+    """Every run of a study against its reference under Polygraphy's tolerances
+    (core/tolerance.py): ``passed``; ``checks`` (per run: how many values exceed ``atol``
+    and ``rtol``, the largest |Δ| and relative error, the quantiles where one was asked
+    for); ``failures`` (``segdiff check``'s lines); ``table``. ``to_dict()`` gives the runs
+    as ``segdiff check --json`` does (its ``tolerances.runs``)."""
+
+    def __init__(self, summary: ToleranceSummary) -> None:
+        self._summary = summary
+        self.checks = list(summary.checks)
+        self.passed: bool = summary.passed
+        self.failures: list[str] = summary.failures()
+
+    @property
+    def table(self) -> Table:
+        """One row per run against the reference, by label."""
+        return make_table(self._summary.rows(), index="label")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "runs": self._summary.rows(), "failures": self.failures}
+
+    def _head(self) -> str:
+        verdict = "passed" if self.passed else "FAILED"
+        tolerance = self.checks[0].tolerance.text() if self.checks else "no run to check"
+        return f"{self._summary.title}: {verdict} under {tolerance}"
+
+    def _repr_html_(self) -> str:
+        head = "".join(
+            f"<th>{escape(h)}</th>" for h in ("run", "values beyond", "max |Δ|", "max |Δ|/|ref|")
+        )
+        body = "".join(
+            f"<tr><td>{escape(c.label)}</td><td>{c.exceeding:,} of {c.values:,}</td>"
+            f"<td>{c.max_abs!r}</td><td>{c.max_rel!r}</td></tr>"
+            for c in self.checks
+        )
+        return html_document(
+            f"<p><b>{escape(self._head())}</b></p><table><tr>{head}</tr>{body}</table>"
+            + (_list(self.failures) if self.failures else "")
+        )
+
+    def __repr__(self) -> str:
+        return "\n".join([f"<Tolerances {self._head()}>", *(f"  {f}" for f in self.failures)])
 
 
 class Diagnosis:

@@ -5,13 +5,13 @@ on first use, bit-exactly from the store."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from segdiff_gui.api.arguments import ConfigLike, checked_cutoff
+from segdiff_gui.api.arguments import ConfigLike, checked_cutoff, per_output
 from segdiff_gui.api.files import write_flip_mask, write_flipped_pixels, write_study_report
 from segdiff_gui.api.pipeline import Reproduced, reproduce_in
 from segdiff_gui.api.recompute import explanation_of_runs, explanation_of_specs, test_set
@@ -21,6 +21,7 @@ from segdiff_gui.api.results import (
     Exact,
     Explanation,
     Sweep,
+    Tolerances,
     study_html,
     study_text,
 )
@@ -31,14 +32,16 @@ from segdiff_gui.core.findings import plural
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study as AnalysedStudy
 from segdiff_gui.core.study import StudyRun
+from segdiff_gui.core.tolerance import OutputTolerances
 from segdiff_gui.io.tables import pixel_table
-from segdiff_gui.runner.reports import ReportContext, report_context
+from segdiff_gui.runner.reports import ReportContext, report_context, tolerance_summary
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import (
     RunStore,
     exact_of,
     group_id,
+    output_names,
 )
 
 __all__ = ["Run", "Study"]  # Run: api/stored.py
@@ -190,6 +193,48 @@ class Study:
             )
         assert study.exact is not None  # a summary is made of it
         return Exact(summary, study.exact.probabilities, self.title)
+
+    def tolerance(
+        self,
+        atol: float | Mapping[str, float] | None = None,
+        rtol: float | Mapping[str, float] | None = None,
+        error_quantile: float | Mapping[str, float] | None = None,
+    ) -> Tolerances:
+        """Every run against the reference under Polygraphy's tolerances: ``segdiff check
+        --atol --rtol --error-quantile``.
+
+        Parameters
+        ----------
+        atol, rtol : float or dict, optional
+            A value fails where ``|Δ| > atol`` and ``|Δ|/|reference| > rtol`` (Polygraphy's
+            elementwise check); not given: 0. As Polygraphy's API, each may be a mapping of
+            an output's name (or what ``output`` chose) to its tolerance, ``""`` for every
+            other output: a study is one output's.
+        error_quantile : float or dict, optional
+            Check the quantile (0 to 1) of |Δ| against ``atol`` and of the relative error
+            against ``rtol`` instead of every value (Polygraphy's ``--check-error-stat
+            quantile``).
+
+        Returns
+        -------
+        Tolerances
+            ``passed``, each run's figures (``table``, ``checks``) and ``failures``.
+        """
+        tolerances = OutputTolerances(
+            per_output(atol, "atol"),
+            per_output(rtol, "rtol"),
+            per_output(error_quantile, "error_quantile", quantile=True),
+        )
+        record = self._records[0]
+        summary = tolerance_summary(self._study(), record, self.title, tolerances)
+        if summary is None:
+            names = ", ".join(output_names(record)) or "its only output"
+            raise InputError(
+                self.title,
+                f"no tolerance given for its output ({names}): give atol, rtol or "
+                'error_quantile as a number, or with "" for every output',
+            )
+        return Tolerances(summary)
 
     def flips(self, run: RunName | None = None, cutoff: float | None = None) -> np.ndarray:
         """Pixels whose class differs from the reference's.

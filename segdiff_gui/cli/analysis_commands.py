@@ -4,6 +4,7 @@ bundle, without merging it). No TensorFlow, no children: everything is in the HD
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rich.console import Console
 
@@ -22,6 +23,7 @@ from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.study import Study
+from segdiff_gui.core.tolerance import OutputTolerances
 from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import write_json_report
@@ -31,6 +33,7 @@ from segdiff_gui.runner.reports import (
     comparison_summary,
     report_context,
     study_report,
+    tolerance_summary,
 )
 from segdiff_gui.runner.sources import GroupStudy, RunsSource, group_studies, read_source
 from segdiff_gui.storage.bundle import BundleReader
@@ -42,6 +45,7 @@ from segdiff_gui.storage.studies import (
     exact_of,
     group_id,
     load_study,
+    output_names,
     target_image,
 )
 
@@ -185,18 +189,41 @@ def wrong_class_failures(study: Study, title: str, bound: int) -> list[str]:
     return failures
 
 
+def _tolerances_of(args: argparse.Namespace, studies: list[GroupStudy]) -> OutputTolerances:
+    """``--atol``, ``--rtol`` and ``--error-quantile`` as given; an output named that no
+    group checked has is refused (a gate must not pass by not seeing)."""
+    tolerances = OutputTolerances.of(args.atol or (), args.rtol or (), args.error_quantile or ())
+    if not tolerances.named:
+        return tolerances
+    here = {name for _, record, _ in studies for name in output_names(record)}
+    if missing := sorted(tolerances.named - here):
+        outputs = ", ".join(sorted(here)) or "none named"
+        raise InputError(
+            "check",
+            f"no run checked is of output {', '.join(missing)} (outputs here: {outputs}); "
+            "give OUTPUT:X as the output's name or what --output chose",
+        )
+    return tolerances
+
+
 def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     bounds = {"flips": args.max_flips, "max_ulp": args.max_ulp, "max_abs": args.max_abs}
-    if args.max_wrong is None and all(bound is None for bound in bounds.values()):
+    _, studies, _, damaged = studies_of(args)
+    status = report_damaged(err, damaged)
+    tolerances = _tolerances_of(args, studies)
+    if (
+        args.max_wrong is None
+        and all(bound is None for bound in bounds.values())
+        and not tolerances.given
+    ):
         bounds["flips"] = 0  # no bound named: any class flip fails
     # A value that is NaN where the reference has a number always fails: no bound covers it.
     bounds["nan_mismatches"] = 0
-    _, studies, _, damaged = studies_of(args)
-    status = report_damaged(err, damaged)
     # A gate that could not read a run must not pass by not seeing it: exit 2, and say so.
     unreadable = [f"FAIL unreadable: {entry}" for entry in damaged]
     failures, checked = [], 0
-    for study, _, title in studies:
+    within: list[dict[str, Any]] = []  # each run's figures under its output's tolerance
+    for study, record, title in studies:
         for row in study.rows():
             checked += 1
             for name, bound in bounds.items():
@@ -206,6 +233,10 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
                         f"{name.replace('_', ' ')} {row[name]:,} > {bound:,} against "
                         f"{row['reference']} {at_cutoff(study.cutoff, study.multiclass)}"
                     )
+        summary = tolerance_summary(study, record, title, tolerances) if tolerances.given else None
+        if summary is not None:
+            within += summary.rows()
+            failures += summary.failures()
         if args.max_wrong is not None:  # the reference is checked too, against the exact run
             checked += 1
             failures += wrong_class_failures(study, title, args.max_wrong)
@@ -218,13 +249,22 @@ def command_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.max_wrong is not None:
         bounds["wrong_vs_exact"] = args.max_wrong
     named = ", ".join(
-        f"{k.replace('_', ' ')} ≤ {v:,}"
-        for k, v in bounds.items()
-        if v is not None and k != "nan_mismatches"
+        [
+            f"{k.replace('_', ' ')} ≤ {v:,}"
+            for k, v in bounds.items()
+            if v is not None and k != "nan_mismatches"
+        ]
+        + ([tolerances.text()] if tolerances.given else [])
     )
     if args.json:
         _json(
-            {"bounds": bounds, "checked": checked, "failures": failures, "unreadable": unreadable}
+            {
+                "bounds": bounds,
+                "tolerances": {**tolerances.to_dict(), "runs": within},
+                "checked": checked,
+                "failures": failures,
+                "unreadable": unreadable,
+            }
         )
     else:
         for line in unreadable + failures:

@@ -14,6 +14,8 @@ from segdiff_gui.cli.parser_parts import (
     bound_int,
     common,
     cutoff,
+    output_quantile,
+    output_tolerance,
     parse_shard,
     two_sides,
 )
@@ -382,7 +384,40 @@ def _add_analysis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         "could decide it, in every run, the reference's too (a group without an exact run "
         "fails)",
     )
-    common(check, "print the bounds and failures as JSON")
+    tolerances = check.add_argument_group(
+        "tolerances, as Polygraphy's",
+        "Each output a model's runs stored is a group of its own: a tolerance given as "
+        "OUTPUT:X is for that output (its name, or what --output chose), one given as X for "
+        "every other. A tolerance not given is 0.",
+    )
+    tolerances.add_argument(
+        "--atol",
+        type=output_tolerance,
+        nargs="+",
+        action="extend",
+        metavar="[OUTPUT:]X",
+        help="absolute tolerance: a value fails where |Δ| > atol and |Δ|/|reference| > rtol "
+        "(Polygraphy's elemwise check), e.g. --atol 1e-5 probs:1e-4",
+    )
+    tolerances.add_argument(
+        "--rtol",
+        type=output_tolerance,
+        nargs="+",
+        action="extend",
+        metavar="[OUTPUT:]X",
+        help="relative tolerance, a share of |reference| (see --atol)",
+    )
+    tolerances.add_argument(
+        "--error-quantile",
+        type=output_quantile,
+        nargs="+",
+        action="extend",
+        metavar="[OUTPUT:]Q",
+        help="check the Q-quantile of |Δ| against atol and of |Δ|/|reference| against rtol "
+        "instead of every value (Polygraphy's --check-error-stat quantile --error-quantile "
+        "Q), e.g. 0.99",
+    )
+    common(check, "print the bounds, each run's figures and the failures as JSON")
 
 
 def _add_slurm_script(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Callable
 
 from segdiff_gui.cli.exit_codes import EXIT_USAGE
 from segdiff_gui.core import shards
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.floatfmt import as_float32
+from segdiff_gui.core.tolerance import parse_output_value
 from segdiff_gui.runner.arguments import number
 
 __all__ = [
@@ -20,6 +22,8 @@ __all__ = [
     "bound_int",
     "common",
     "cutoff",
+    "output_quantile",
+    "output_tolerance",
     "parse_shard",
     "two_sides",
 ]
@@ -53,6 +57,22 @@ def cutoff(text: str) -> float:
 
 bound_int = number(int, lambda v: v >= 0, "a whole number of at least 0")
 bound_float = number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number ≥ 0")
+
+
+def _per_output(wanted: str, valid: Callable[[float], bool]) -> Callable[[str], tuple[str, float]]:
+    """An argparse type: ``[OUTPUT:]X`` (core/tolerance.parse_output_value)."""
+
+    def parse(text: str) -> tuple[str, float]:
+        try:
+            return parse_output_value(text, wanted, valid)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+output_tolerance = _per_output("a finite number ≥ 0", lambda v: math.isfinite(v) and v >= 0)
+output_quantile = _per_output("a quantile from 0 to 1", lambda v: 0 <= v <= 1)
 
 
 def common(parser: argparse.ArgumentParser, json_help: str = "") -> None:

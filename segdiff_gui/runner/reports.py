@@ -13,22 +13,25 @@ from segdiff_gui.core.exact import ExactSummary
 from segdiff_gui.core.findings import Finding
 from segdiff_gui.core.repair import repair_code
 from segdiff_gui.core.study import Study
+from segdiff_gui.core.tolerance import OutputTolerances, ToleranceCheck, tolerance_checks
 from segdiff_gui.io.reports import report_data
 from segdiff_gui.runner.layers import LayerProbe
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
 from segdiff_gui.storage.layers import LayerStore, comparison_key, probe_key
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import RunStore, group_id
+from segdiff_gui.storage.studies import RunStore, group_id, output_names
 
 __all__ = [
     "ComparisonSummary",
     "DiagnosisSummary",
     "ReportContext",
+    "ToleranceSummary",
     "comparison_summary",
     "diagnosis_summary",
     "report_context",
     "study_report",
+    "tolerance_summary",
 ]
 
 
@@ -133,6 +136,41 @@ class DiagnosisSummary:
 
 def diagnosis_summary(study: Study, context: ReportContext) -> DiagnosisSummary:
     return DiagnosisSummary(context, study.reference.label, study.cutoff, tuple(diagnose(study)))
+
+
+@dataclass(frozen=True)
+class ToleranceSummary:
+    """A group's runs against its reference under the tolerance of its output
+    (core/tolerance.py): what ``segdiff check --json`` gives of each run (:meth:`rows`), its
+    FAIL lines, and what the API's ``Study.tolerance`` reads."""
+
+    group: str
+    title: str
+    checks: tuple[ToleranceCheck, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{"group": self.group, "title": self.title, **c.to_dict()} for c in self.checks]
+
+    def failures(self) -> list[str]:
+        return [check.failure(self.title) for check in self.checks if not check.passed]
+
+
+def tolerance_summary(
+    study: Study, record: RunRecord, title: str, tolerances: OutputTolerances
+) -> ToleranceSummary | None:
+    """``study`` (the group of ``record``) under the tolerance ``tolerances`` give its output
+    (by its name, or by what ``--output`` chose, else the one given without a name); None
+    where none applies to it."""
+    names = output_names(record)
+    tolerance = tolerances.for_output(names)
+    if tolerance is None:
+        return None
+    checks = tolerance_checks(study, tolerance, tolerances.output_of(names))
+    return ToleranceSummary(group_id(record), title, tuple(checks))
 
 
 def study_report(store: RunStore, study: Study, context: ReportContext) -> dict[str, Any]:

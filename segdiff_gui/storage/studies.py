@@ -33,6 +33,7 @@ __all__ = [
     "settings_text",
     "load_study",
     "natural_order",
+    "output_names",
     "study_run",
     "target_image",
 ]
@@ -99,6 +100,15 @@ def settings_text(record: RunRecord) -> str:
         shown = f"{shown:.6g}" if isinstance(shown, float) else shown
         parts.append(f"{name} {shown}")
     return ", ".join(parts)
+
+
+def output_names(record: RunRecord) -> tuple[str, ...]:
+    """The names a group's output is known by (every run of a group is of one output): what
+    ``--output`` chose (a name or an index), and the model's own name for it (an imported
+    map has none)."""
+    chosen = record.output.get("output")
+    own = "" if record.provenance.imported is not None else record.output_name
+    return tuple(dict.fromkeys(name for name in (chosen, own) if name))
 
 
 def group_titles(groups: Sequence[Sequence[RunRecord]]) -> dict[str, str]:
