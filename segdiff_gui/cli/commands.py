@@ -249,8 +249,9 @@ def command_ls(args: argparse.Namespace, out: Console, err: Console) -> int:
     table.text("map")
     table.name("device")
     table.text("runtime")
-    table.name("host")  # where a merged run came from
-    table.text("when")
+    # The host says where a merged run came from: kept whole while the others can wrap.
+    table.name("host", last=True)
+    table.figure("when", justify="left")
     for r in records:
         p = r.provenance
         cells = (

@@ -38,6 +38,8 @@ NAME_FLOOR = 16
 NAME_LINES = 3
 # A header's word longer than this is folded rather than widening its column.
 _HEADER_WORD = 12
+# A column of names this many columns short of whole or fewer is made whole by another's.
+_NEARLY = 3
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class Column:
     header: str
     kind: Kind
     justify: JustifyMethod
+    last: bool = False  # gives up width only once every other column has given all it can
 
 
 def _lines(text: str) -> list[str]:
@@ -160,11 +163,29 @@ def _shared(room: int, least: Sequence[int], most: Sequence[int]) -> list[int]:
         else:
             high = middle - 1
     widths = at(low)
+    # What is left goes to the columns nearest their whole width first: one wraps no more.
     spare = room - sum(widths)
-    for index, most_here in enumerate(most):
-        if spare > 0 and widths[index] < most_here:
-            widths[index] += 1
-            spare -= 1
+    order = sorted(range(len(widths)), key=lambda i: most[i] - widths[i])
+    for index in order:
+        given = min(spare, most[index] - widths[index])
+        widths[index] += given
+        spare -= given
+    return widths
+
+
+def _completed(
+    widths: list[int], least: Sequence[int], natural: Sequence[int], names: Sequence[bool]
+) -> list[int]:
+    """``widths`` where a column of names a few columns short of whole (``unet_sigmoid.kera``
+    and ``s``: a name folds anywhere, text wraps between words) has taken them from the
+    column that wraps anyway and can best give them."""
+    for index in sorted(range(len(widths)), key=lambda i: natural[i] - widths[i]):
+        short = natural[index] - widths[index] if names[index] else 0
+        donors = [j for j in range(len(widths)) if j != index and widths[j] < natural[j]]
+        donor = max(donors, key=lambda j: widths[j] - least[j], default=None)
+        if 0 < short <= _NEARLY and donor is not None and widths[donor] - least[donor] >= short:
+            widths[donor] -= short
+            widths[index] += short
     return widths
 
 
@@ -197,8 +218,10 @@ class FittedTable:
     def text(self, header: str, justify: JustifyMethod = "left") -> None:
         self._columns.append(Column(printable(header), Kind.TEXT, justify))
 
-    def name(self, header: str) -> None:
-        self._columns.append(Column(printable(header), Kind.NAME, "left"))
+    def name(self, header: str, last: bool = False) -> None:
+        """A column of names; ``last``: kept whole while any other column can still give up
+        width."""
+        self._columns.append(Column(printable(header), Kind.NAME, "left", last))
 
     def add_row(self, *cells: str) -> None:
         if len(cells) != len(self._columns):
@@ -251,19 +274,28 @@ class FittedTable:
         """The frame and each column's width for a table ``width`` columns wide, or ``None``
         where the figures and the narrowest names fit no frame (the rows are then shown as
         records). Headers wrap first, onto two lines at most; then text, names and headers
-        give up width together, the widest first. The boxed frame is tried before the plain."""
+        give up width together, the widest first (a column kept for last after the others).
+        The boxed frame is tried before the plain."""
         count = len(self._columns)
         natural = [self._natural(i) for i in range(count)]
         snug = [self._snug(i) for i in range(count)]
         least = [self._least(i) for i in range(count)]
+        names = [column.kind is Kind.NAME for column in self._columns]
         for frame in _FRAMES:
             room = width - frame.cost(count)
             if sum(natural) <= room:
                 return frame, natural
             if sum(snug) <= room:
-                return frame, _shared(room, snug, natural)
+                return frame, _completed(_shared(room, snug, natural), snug, natural, names)
+            # The columns kept for last give up width once the others have given all.
+            first = [
+                high if column.last else low
+                for column, high, low in zip(self._columns, snug, least, strict=True)
+            ]
+            if sum(first) <= room:
+                return frame, _completed(_shared(room, first, snug), least, natural, names)
             if sum(least) <= room:
-                return frame, _shared(room, least, snug)
+                return frame, _completed(_shared(room, least, first), least, natural, names)
         return None
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

@@ -159,3 +159,23 @@ def test_every_table_the_command_line_prints_is_laid_out_by_the_one_rule():
         if path.name != "tables.py" and re.search(r"rich\.table|\bTable\(", path.read_text())
     ]
     assert others == []
+
+
+def test_a_column_kept_for_last_stays_whole_while_others_can_wrap():
+    """``ls``'s host says where a merged run came from: whole, while the runtime wraps; and
+    a name a column or two short of whole is not folded by a character."""
+    table = FittedTable()
+    for header in ("id", "label", "model", "runtime"):
+        (table.text if header == "runtime" else table.name)(header)
+    table.name("host", last=True)
+    table.figure("when", justify="left")
+    host = "vm (merged from from-server.h5)"
+    table.add_row("f0779182", "cpu b4 r1", "unet_sigmoid.keras", "TF 2.21.0, oneDNN on, XLA",
+                  host, "2026-12-06 13:11:07")  # fmt: skip
+    for width in (100, 120):
+        text = rendered(table, width)
+        assert fits(text, width) and "unet_sigmoid.keras" in text, text
+        assert "2026-12-06 13:11:07" in text  # a figure: whole
+    text = rendered(table, 120)
+    assert host in text and "TF 2.21.0, oneDNN on, XLA" not in text  # the runtime wrapped
+    assert host not in rendered(table, 100)  # no room left: it gives up width too
