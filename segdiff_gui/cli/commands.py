@@ -134,6 +134,8 @@ def _runtime_text(provenance: Provenance) -> str:
         text += f", oneDNN {on_off(onednn)}"
     if provenance.defaults_in_effect.xla:  # model.predict's choice; the label shows a set one
         text += ", XLA"
+    if (precision := provenance.inference_precision) is not None:  # OpenVINO's, by the CPU
+        text += f", {precision}"
     return text
 
 

@@ -79,6 +79,8 @@ class RunConfig:
     xla: bool | None = _default("xla")  # None: as model.predict decides (runtime_defaults)
     precision: str = _default("precision")
     keep_float32: tuple[str, ...] = _default("keep_float32")
+    # None: the runtime's default (OpenVINO's, by the CPU), read back from the compiled model
+    inference_precision: str | None = _default("inference_precision")
     emulate: str = _default("emulate")
     repeat_scope: Literal["process", "fresh"] = _default("repeat_scope")
     # The registry these fields are, and the runtimes that say which knobs each takes (a

@@ -48,8 +48,10 @@ class PlannedRun:
 
     @property
     def label(self) -> str:
-        tag = f" {self.tag}" if self.tag else ""
-        return f"{self.config.label()}{tag} r{self.repeat}"
+        """As the stored record's label will say it (storage/records.configuration_label):
+        the calibration set, and the inference precision OpenVINO is predicted to choose."""
+        tags = [self.tag, self.in_effect.inference_precision or ""]
+        return " ".join([self.config.label(), *filter(None, tags), f"r{self.repeat}"])
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -21,6 +21,7 @@ __all__ = [
     "parse_count",
     "parse_layer_names",
     "switch",
+    "unforced_choice",
     "unforced_switch",
 ]
 
@@ -153,6 +154,42 @@ def unforced_switch(name: str, *, on: str, off: str, runtime_default: str, **res
         shown=shown,
         describe=describe,
         spec=lambda value: "default" if value is None else _on_off(value),
+        keyed_at_default=False,
+        **rest,
+    )
+
+
+def unforced_choice(
+    name: str, choices: Sequence[str], *, runtime_default: str, **rest: Any
+) -> Knob:
+    """A knob of named values whose default is not one of them but the runtime's own choice
+    (``None``), left unset in the child and read back there, as :func:`unforced_switch` is
+    for on/off: ``choices`` are the values it can be set to; ``runtime_default`` says in
+    words whose choice the default is. A set value's label fragment is its ``fragment``."""
+    values = tuple(choices)
+    written = "|".join(("default", *values))
+
+    def parse(_name: str, text: str) -> str | None:
+        lowered = text.strip().lower()
+        return None if lowered == "default" else lowered
+
+    def check(knob: str, value: Any) -> str | None:
+        if value is None or value in values:
+            return value  # type: ignore[no-any-return]
+        raise ConfigError(f"{knob} must be one of {written.replace('|', ', ')}, not {value!r}")
+
+    def shown(value: object) -> str:
+        return runtime_default if value is None else str(value)
+
+    return Knob(
+        name,
+        None,
+        written,
+        parse=parse,
+        check=check,
+        shown=shown,
+        spec=lambda value: "default" if value is None else str(value),
+        describe=lambda value: f"{rest['title']} {'at ' if value is None else ''}{shown(value)}",
         keyed_at_default=False,
         **rest,
     )

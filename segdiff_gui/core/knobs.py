@@ -31,10 +31,16 @@ from segdiff_gui.core.knob_kinds import (
     parse_count,
     parse_layer_names,
     switch,
+    unforced_choice,
     unforced_switch,
 )
 from segdiff_gui.core.limits import MAX_BATCH
-from segdiff_gui.core.runtimes import EXACT_PRECISION, RUNTIME_NAMES, RUNTIMES
+from segdiff_gui.core.runtimes import (
+    EXACT_PRECISION,
+    OPENVINO_PRECISIONS,
+    RUNTIME_NAMES,
+    RUNTIMES,
+)
 from segdiff_gui.core.tf32 import ROUNDING as TF32_ROUNDING
 
 __all__ = ["EXACT_PRECISION", "KNOBS", "Knob", "KnobRegistry", "Variant", "choice", "switch"]
@@ -257,6 +263,21 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         link=_DOCS + "guide/mixed_precision",
         part_of="precision",
         keyed_at_default=False,
+    ),
+    unforced_choice(
+        "inference_precision",
+        OPENVINO_PRECISIONS,
+        runtime_default="OpenVINO's default",
+        title="OpenVINO's inference precision",
+        tooltip="The precision OpenVINO's CPU plugin computes a float32 model in "
+        "(INFERENCE_PRECISION_HINT). Default: not set, as Keras's OpenVINO backend compiles "
+        "it: bf16 on CPUs with AVX-512 BF16 or AMX, f32 elsewhere; segdiff reads back "
+        "what the compiled model reports. bf16 where the CPU cannot is refused.",
+        link="https://docs.openvino.ai/2024/openvino-workflow/running-inference/"
+        "inference-devices-and-modes/cpu-device.html",
+        fragment=lambda value: "" if value is None else f"infer-{value}",
+        aliases=("infer_precision",),
+        advise_keeping=True,
     ),
     choice(
         "emulate",

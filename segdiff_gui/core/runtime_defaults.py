@@ -23,6 +23,16 @@ does not support XLA: the child reads Keras's own ``model.jit_compile`` back and
 run whose prediction was wrong. (A model loaded without compiling resolves "auto"; a
 ``jit_compile`` saved in its compile settings is not read.)
 
+OpenVINO's inference precision is a third. Keras's OpenVINO backend compiles a model with
+``openvino.compile_model(model, "CPU")`` and no property, so the CPU plugin's own default
+decides: in its default execution mode (``EXECUTION_MODE_HINT`` PERFORMANCE) it infers a
+float32 model in bf16 on an x86-64 CPU with AVX-512 BF16 (``avx512_bf16``: Cooper Lake,
+Sapphire Rapids and later, AMD Zen 4 and later), in f16 on an ARM CPU with half-precision
+arithmetic, and in f32 elsewhere (``src/plugins/intel_cpu/src/config.cpp``,
+``Config::readProperties``). The child reads the compiled model's
+``INFERENCE_PRECISION_HINT`` back. Where this module cannot tell (no ``/proc/cpuinfo``
+on an x86-64 CPU) nothing is predicted and the value is only recorded.
+
 Every other knob's default means the same on every machine (threads: the runtime's own count;
 TF32: TensorFlow's default on; determinism: off).
 """
@@ -42,7 +52,9 @@ __all__ = [
     "Machine",
     "keras_predict_compiles",
     "on_off",
+    "inference_precision_in_effect",
     "onednn_in_effect",
+    "openvino_precision_default",
     "ONEDNN_CPU_FLAGS",
     "cpu_flags",
     "defaults_in_effect",
@@ -63,6 +75,7 @@ class DefaultsInEffect:
 
     onednn: bool | None = None
     xla: bool | None = None  # whether model.predict compiles with XLA here
+    inference_precision: str | None = None  # OpenVINO's CPU plugin's: "bf16", "f32", "f16"
 
     def to_dict(self) -> dict[str, Any]:
         """The keyed and stored form: only what was predicted (``{}`` keeps old keys)."""
@@ -70,8 +83,14 @@ class DefaultsInEffect:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DefaultsInEffect:
+        """What was stored, each value of its field's type (anything else is left out)."""
+        kinds = {"onednn": bool, "xla": bool, "inference_precision": str}
         return cls(
-            **{f.name: data[f.name] for f in fields(cls) if isinstance(data.get(f.name), bool)}
+            **{
+                f.name: data[f.name]
+                for f in fields(cls)
+                if isinstance(data.get(f.name), kinds[f.name])
+            }
         )
 
     def applied(self, config: _Config) -> _Config:
@@ -96,6 +115,14 @@ class DefaultsInEffect:
                 f"model.predict compiles this model {got} XLA here (Keras's jit_compile), but "
                 f"segdiff expected {planned}; set it explicitly (xla=on or xla=off)"
             )
+        # Known once OpenVINO has compiled the model: checked where the facts hold it.
+        reported = facts.get("inference_precision")
+        if self.inference_precision not in (None, reported) and reported is not None:
+            return (
+                f"OpenVINO's CPU plugin infers in {reported} by default here, but segdiff "
+                f"expected {self.inference_precision} on this CPU; set it explicitly "
+                "(inference_precision=f32 or bf16)"
+            )
         return ""
 
     def sentence(self) -> str:
@@ -105,6 +132,10 @@ class DefaultsInEffect:
             said.append(f"oneDNN {on_off(self.onednn)}: TensorFlow's default on this CPU")
         if self.xla is not None:
             said.append(f"XLA {on_off(self.xla)}: model.predict's choice on this machine")
+        if self.inference_precision is not None:
+            said.append(
+                f"inference precision {self.inference_precision}: OpenVINO's default on this CPU"
+            )
         return "; ".join(said)
 
 
@@ -125,11 +156,12 @@ def on_off(value: bool) -> str:
 
 @cache
 def cpu_flags() -> frozenset[str]:
-    """This CPU's feature flags as Linux names them ("" elsewhere)."""
+    """This CPU's feature flags as Linux names them ("" elsewhere): x86's ``flags``, ARM's
+    ``Features``."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith("flags"):
+                if line.startswith(("flags", "Features")):
                     return frozenset(line.split(":", 1)[1].split())
     except OSError:
         pass
@@ -158,6 +190,27 @@ def tensorflow_onednn_default(
         return False
     present = cpu_flags() if flags is None else flags
     return any(flag in present for flag in ONEDNN_CPU_FLAGS)
+
+
+def openvino_precision_default(
+    flags: frozenset[str] | None = None,
+    system: str | None = None,
+    machine: str | None = None,
+) -> str | None:
+    """The precision OpenVINO's CPU plugin infers a float32 model in when nobody asks (the
+    module's docstring says how it decides); ``None`` where it cannot be told from here."""
+    system = system or platform.system()
+    machine = (machine or platform.machine()).lower()
+    if system == "Darwin" and machine == "arm64":
+        return "f16"  # every Apple CPU has ARMv8.2's half-precision arithmetic
+    if system != "Linux":
+        return None
+    present = cpu_flags() if flags is None else flags
+    if machine in ("x86_64", "amd64"):
+        return "bf16" if "avx512_bf16" in present else "f32"
+    if machine in ("aarch64", "arm64"):
+        return "f16" if "asimdhp" in present else "f32"
+    return None
 
 
 def keras_predict_compiles(
@@ -198,7 +251,10 @@ def defaults_in_effect(
     xla = None
     if config.xla is None:
         xla = keras_predict_compiles(config.runtime, machine, config.determinism)
-    return DefaultsInEffect(onednn=onednn, xla=xla)
+    precision = None
+    if config.runtime == "openvino" and config.inference_precision is None:
+        precision = openvino_precision_default()
+    return DefaultsInEffect(onednn=onednn, xla=xla, inference_precision=precision)
 
 
 _DEFAULT_OF = {"tensorflow": "TensorFlow's default on this CPU", "torch": "PyTorch's default"}
@@ -214,3 +270,14 @@ def onednn_in_effect(config: Any, runtime: str, enabled: bool | None) -> str:
     if config.onednn is None:
         return f"{state}: {_DEFAULT_OF[runtime]}"
     return f"{state}: set (onednn={on_off(config.onednn)})"
+
+
+def inference_precision_in_effect(config: Any, precision: str | None) -> str:
+    """What a stored OpenVINO run computed in, ``precision`` as its child read it back from
+    the compiled model: ``bf16: OpenVINO's default on this CPU``, ``f32: set
+    (inference_precision=f32)``; "" where nothing was recorded (another runtime)."""
+    if precision is None:
+        return ""
+    if config.inference_precision is None:
+        return f"{precision}: OpenVINO's default on this CPU"
+    return f"{precision}: set (inference_precision={config.inference_precision})"

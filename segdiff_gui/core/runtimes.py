@@ -19,6 +19,7 @@ from typing import Any
 
 __all__ = [
     "EXACT_PRECISION",
+    "OPENVINO_PRECISIONS",
     "RUNTIMES",
     "RUNTIME_NAMES",
     "JAX_DETERMINISM_FLAG",
@@ -37,6 +38,11 @@ __all__ = [
 # float32 weights and input widened exactly, its map stored as float64. The runtimes that run
 # the Keras model itself take it; a converted model computes as it was converted.
 EXACT_PRECISION = "float64"
+
+# The precisions OpenVINO's CPU plugin can be asked to infer a float32 model in
+# (``INFERENCE_PRECISION_HINT``, as OpenVINO writes them); unset, it chooses by the CPU
+# (core/runtime_defaults.py).
+OPENVINO_PRECISIONS = ("f32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -265,7 +271,10 @@ _OPENVINO_LIMITS = {
         "OpenVINO compiles the model into its own graph, whose ops segdiff does not round"
     ),
     "device": _cpu_only("Keras's OpenVINO backend runs on its CPU plugin"),
-    "precision": _float32_only("Keras's OpenVINO backend infers in float32 (keep float32)"),
+    "precision": _float32_only(
+        "Keras's OpenVINO backend builds the model in float32, and OpenVINO's own precision "
+        "is inference_precision=f32|bf16"
+    ),
     "xla": _xla_off("OpenVINO compiles the model itself, not with XLA"),
 }
 
@@ -341,7 +350,10 @@ def _jax_build(facts: Mapping[str, Any]) -> str:
 
 def _openvino_build(facts: Mapping[str, Any]) -> str:
     build = str(facts.get("openvino_build", "")).split("-releases", 1)[0]
-    return f"build {build}, CPU plugin" if build else "CPU plugin"
+    text = f"build {build}, CPU plugin" if build else "CPU plugin"
+    if precision := facts.get("openvino_default_precision"):  # its default depends on the CPU
+        text += f", inferring in {precision} by default here (inference_precision=f32|bf16)"
+    return text
 
 
 def _tensorflow_no_gpu(facts: Mapping[str, Any]) -> str:
@@ -502,8 +514,9 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         engine="segdiff_gui.engine.backends.openvino",
         link="https://keras.io/getting_started/#configuring-your-backend",
         # The same .keras file through Keras 3's OpenVINO backend (inference only): its own
-        # graph compiler and CPU kernels, float32, no XLA; none of TensorFlow's switches.
-        takes=_EVERY_RUNTIME | {"xla", "precision"},
+        # graph compiler and CPU kernels, in the inference precision its CPU plugin chooses
+        # (or is asked for), no XLA; none of TensorFlow's switches.
+        takes=_EVERY_RUNTIME | {"xla", "precision", "inference_precision"},
         limits=_OPENVINO_LIMITS,
         checkbox="OpenVINO",
         checkbox_tip="Keras 3 on OpenVINO, inference on its CPU plugin (segdiff's openvino extra).",

@@ -316,6 +316,11 @@ class JobRunner:
             raise
         if emulated:
             self._emulated[config.forward_key()] = emulated
+        # What the runtime reports once it has computed (OpenVINO's compiled model's
+        # precision): a default predicted otherwise is another computation than the key's.
+        settings = self.backend.settings_in_effect(config)
+        if wrong := run.in_effect.mismatch({**self.facts, "predict_jit": said, **settings}):
+            raise RunError(wrong)
         raw = outputs.arrays[self.output_index]
         actual = outputs.devices[self.output_index]
         weights = self.backend.weight_devices(self.model_on(config.device), config)
@@ -340,7 +345,7 @@ class JobRunner:
             "device_requested": config.device,
             "device_description": self.devices[device_name]["description"],
             "device_identity": self.devices[device_name].get("identity", {}),
-            **self.backend.settings_in_effect(config),
+            **settings,
             "weights_device": ",".join(sorted(weights)),
             "xla": config.xla,
             "compute_dtype": outputs.compute_dtypes[self.output_index],

@@ -37,6 +37,7 @@ _PROVENANCE_FIELDS = (
     ("cuda_version", "CUDA (build)"),
     ("cudnn_version", "cuDNN (build)"),
     ("onednn_in_effect", "oneDNN"),
+    ("inference_precision_in_effect", "inference precision"),
     ("op_determinism", "op determinism"),
     ("tf32_enabled", "TF32"),
     ("emulation", "emulated on the CPU"),

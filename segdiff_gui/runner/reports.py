@@ -175,14 +175,15 @@ def tolerance_summary(
 
 def study_report(store: RunStore, study: Study, context: ReportContext) -> dict[str, Any]:
     """The report's data: ``study`` with the provenance of each of its runs (and the oneDNN
-    it had, in words), and the layer probes and precision repairs a cache holds for pairs of
-    its runs."""
+    and OpenVINO inference precision it had, in words), and the layer probes and precision
+    repairs a cache holds for pairs of its runs."""
     provenance = {}
     for run in study.all_runs:
         stored = store.read_run(run.key, with_map=False).provenance
         provenance[run.key] = {
             **stored.to_dict(),
             "onednn_in_effect": stored.onednn_in_effect(run.config),
+            "inference_precision_in_effect": stored.inference_precision_in_effect(run.config),
         }
     data = report_data(study, provenance, context.to_dict())
     if isinstance(store, ResultCache):

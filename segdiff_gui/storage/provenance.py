@@ -13,14 +13,23 @@ through a bundle keeps them all.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.hashing import canonical_json
-from segdiff_gui.core.runtime_defaults import DefaultsInEffect, on_off, onednn_in_effect
+from segdiff_gui.core.runtime_defaults import (
+    DefaultsInEffect,
+    inference_precision_in_effect,
+    on_off,
+    onednn_in_effect,
+)
 from segdiff_gui.core.runtimes import calibration_tag, recorded_version
+
+# An element type as OpenVINO names it (``bf16``, ``f32``): what a stored precision may be.
+_TYPE_NAME = re.compile(r"[a-z][a-z0-9]{0,7}")
 
 __all__ = ["Provenance", "StatedImport"]
 
@@ -138,6 +147,13 @@ class Provenance:
         return self._switch("onednn_enabled")
 
     @property
+    def inference_precision(self) -> str | None:
+        """What OpenVINO's compiled model computed in (``bf16``, ``f32``), as the child read
+        it back; ``None`` for another runtime's run (or anything but a short type name)."""
+        value = self._text("inference_precision")
+        return value if value is not None and _TYPE_NAME.fullmatch(value) else None
+
+    @property
     def xla(self) -> bool | None:
         """Whether the forward pass was compiled with XLA: the configuration's, a default
         resolved as ``model.predict`` would (the JAX placement line says how it ran)."""
@@ -223,6 +239,11 @@ class Provenance:
         runtime has no oneDNN switch or nothing was recorded."""
         return onednn_in_effect(config, self.runtime, self.onednn_enabled)
 
+    def inference_precision_in_effect(self, config: RunConfig) -> str:
+        """``bf16: OpenVINO's default on this CPU``, ``f32: set (inference_precision=f32)``;
+        "" for a run of another runtime."""
+        return inference_precision_in_effect(config, self.inference_precision)
+
     def in_effect_lines(self, config: RunConfig) -> list[str]:
         """What the run computed with, as its child read it back (an imported map: what was
         stated of it), a line each: for the window's inspector and the like."""
@@ -236,6 +257,8 @@ class Provenance:
         lines = [f"on {device}, {self.runtime} {self.version}".rstrip()]
         if onednn := self.onednn_in_effect(config):
             lines.append(f"oneDNN {onednn}")
+        if precision := self.inference_precision_in_effect(config):
+            lines.append(f"inference precision {precision}")
         if (threads := self.intra_op_threads) is not None:
             lines.append(f"intra-op threads: {threads or 'the runtime default'}")
         switches = (

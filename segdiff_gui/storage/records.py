@@ -157,12 +157,16 @@ def elsewhere_key(key: str, record: RunRecord) -> str:
 
 def configuration_label(config: RunConfig, provenance: Provenance) -> str:
     """``cpu b64``; a run kept beside this machine's is named with its host; a full-int8
-    run with its calibration set (``litert-int8 cpu b1 cal16#3fa2``)."""
+    run with its calibration set (``litert-int8 cpu b1 cal16#3fa2``); an OpenVINO run left at
+    its default with the precision its compiled model reported (``openvino cpu b1 bf16``:
+    the CPU chose it, and ``infer-bf16`` is a run that asked for it)."""
     if (stated := provenance.imported) is not None:
         return f"imported: {printable(stated.label)[:80]}"
     label = config.label()
     if tag := provenance.calibration_tag:
         label = f"{label} {tag}"
+    if config.inference_precision is None and (precision := provenance.inference_precision):
+        label = f"{label} {precision}"
     if provenance.merged_from_key is not None:
         host = provenance.hostname or "elsewhere"
         return f"{printable(host)}: {label}"

@@ -14,7 +14,8 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, TypeVar
+from functools import cache
+from typing import Any, TypeVar, get_args, get_type_hints
 
 import h5py
 import numpy as np
@@ -150,12 +151,26 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+@cache
+def _stored_types() -> dict[str, type]:
+    """Each knob's stored type. A knob whose default is the runtime's own (None) is stored
+    only when set, as its field's other type: on or off (bool), a named value (str)."""
+    hints = get_type_hints(RunConfig)
+    types: dict[str, type] = {}
+    for f in fields(RunConfig):
+        if f.default is None:
+            (kind,) = (arg for arg in get_args(hints[f.name]) if arg is not type(None))
+            types[f.name] = kind
+        else:
+            types[f.name] = type(f.default)
+    return types
+
+
 def check_config(data: object, fail: Any) -> RunConfig:
     """A stored configuration: a dict of known knobs, each of its knob's type."""
     if not isinstance(data, dict):
         raise fail(f"is {_kind(data)}, not a configuration")
-    # A knob whose default is the runtime's own (None) is stored only when set: on or off.
-    types = {f.name: bool if f.default is None else type(f.default) for f in fields(RunConfig)}
+    types = _stored_types()
     for name, value in data.items():
         if name not in types:
             raise fail(f"names an unknown knob {str(name)[:40]!r}")

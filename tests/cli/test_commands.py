@@ -157,6 +157,10 @@ def test_devices_reports_cpu_and_build(tmp_path, capsys, monkeypatch):
     assert "model.predict without XLA" in said
     assert "No GPU visible to LiteRT: its GPU delegate is built for Android and iOS" in said
     assert "No GPU visible to OpenVINO: segdiff runs it on its CPU plugin" in said
+    # What OpenVINO's CPU plugin infers in when nobody asks depends on the CPU (issue 49).
+    default = answers["openvino"]["facts"]["openvino_default_precision"]
+    assert default in ("f32", "bf16", "f16")
+    assert f"inferring in {default} by default here (inference_precision=f32|bf16)" in said
     assert "Not installed" not in said
 
 

@@ -29,6 +29,7 @@ REAL_SPECS = [
     *test_knobs.SPECS.values(),
     *test_knobs.FRESH_SPECS,
     *test_runtimes.SPECS.values(),
+    *test_runtimes.HINTS.values(),
     *test_converted_runtimes.SPECS.values(),
     *test_tf32_emulation.SPECS.values(),
     *test_exact.SPECS.values(),

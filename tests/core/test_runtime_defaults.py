@@ -10,9 +10,11 @@ from segdiff_gui.core.runtime_defaults import (
     DefaultsInEffect,
     Machine,
     defaults_in_effect,
+    inference_precision_in_effect,
     keras_predict_compiles,
     needs_accelerator_answer,
     onednn_in_effect,
+    openvino_precision_default,
     tensorflow_onednn_default,
 )
 
@@ -149,3 +151,72 @@ def test_what_was_in_effect_is_said_as_default_or_set():
     assert onednn_in_effect(RunConfig(), "torch", True) == "on: PyTorch's default"
     assert onednn_in_effect(RunConfig(), "tensorflow", None) == ""
     assert onednn_in_effect(RunConfig(runtime="jax"), "jax", None) == ""
+
+
+@pytest.mark.parametrize(
+    ("flags", "system", "machine", "expected"),
+    [
+        (VNNI | {"avx512_bf16"}, "Linux", "x86_64", "bf16"),  # Cooper Lake, Zen 4
+        (VNNI | {"avx512_bf16", "amx_bf16", "amx_tile"}, "Linux", "x86_64", "bf16"),
+        (VNNI, "Linux", "x86_64", "f32"),  # AVX-512 without BF16: f32 unless asked
+        (PLAIN, "Linux", "x86_64", "f32"),
+        (frozenset({"fp", "asimd", "asimdhp"}), "Linux", "aarch64", "f16"),
+        (frozenset({"fp", "asimd"}), "Linux", "aarch64", "f32"),
+        (frozenset(), "Darwin", "arm64", "f16"),
+        (VNNI | {"avx512_bf16"}, "Windows", "AMD64", None),  # cannot be told from here
+    ],
+)
+def test_openvinos_default_precision_follows_the_cpu(flags, system, machine, expected):
+    """Issue 49: the CPU plugin's own choice (config.cpp): bf16 where oneDNN may use
+    avx512_core_bf16, f16 on ARM with half-precision arithmetic, f32 elsewhere."""
+    assert openvino_precision_default(flags, system, machine) == expected
+
+
+def test_only_openvinos_unset_inference_precision_is_predicted_and_keyed():
+    cpu_only = Machine()
+    predicted = defaults_in_effect(RunConfig(runtime="openvino"), {}, cpu_only)
+    assert predicted.inference_precision == openvino_precision_default()
+    assert defaults_in_effect(RunConfig(), {}, cpu_only).inference_precision is None
+    asked = parse_config_spec("runtime=openvino,inference_precision=f32")
+    assert defaults_in_effect(asked, {}, cpu_only).inference_precision is None
+    assert asked.label() == "openvino cpu b1 infer-f32"
+    assert parse_config_spec("runtime=openvino,infer_precision=default").inference_precision is None
+    assert "inference_precision" not in RunConfig(runtime="openvino").to_dict()
+    stored = DefaultsInEffect(inference_precision="bf16").to_dict()
+    assert stored == {"inference_precision": "bf16"}
+    assert DefaultsInEffect.from_dict(stored) == DefaultsInEffect(inference_precision="bf16")
+    assert DefaultsInEffect.from_dict({"inference_precision": True}) == DefaultsInEffect()
+    common = dict(
+        model_hash="m", target_hash="t", batch_hashes=["t"], preprocessing={}, output={},
+        config=RunConfig(runtime="openvino").to_dict(), repeat=0,
+    )  # fmt: skip
+    keys = {
+        run_key(**common, defaults_in_effect=DefaultsInEffect(inference_precision=p).to_dict())
+        for p in ("bf16", "f32")
+    }
+    assert len(keys) == 2  # a bf16 machine's default run is never an f32 machine's
+    with pytest.raises(ConfigError, match="inference_precision must be one of default, f32"):
+        parse_config_spec("runtime=openvino,inference_precision=fp8")
+    with pytest.raises(ConfigError, match="inference_precision=bf16 means nothing under JAX"):
+        parse_config_spec("runtime=jax,inference_precision=bf16")
+
+
+def test_a_wrong_inference_precision_prediction_is_refused_once_the_model_is_compiled():
+    planned = DefaultsInEffect(inference_precision="bf16")
+    assert planned.mismatch({}) == ""  # before the compiled model says it
+    assert planned.mismatch({"inference_precision": "bf16"}) == ""
+    said = planned.mismatch({"inference_precision": "f32"})
+    assert said.startswith("OpenVINO's CPU plugin infers in f32 by default here, but segdiff")
+    assert "inference_precision=f32 or bf16" in said
+    assert DefaultsInEffect().mismatch({"inference_precision": "f32"}) == ""
+    assert planned.sentence() == "inference precision bf16: OpenVINO's default on this CPU"
+
+
+def test_the_inference_precision_in_effect_is_said_as_default_or_set():
+    openvino = RunConfig(runtime="openvino")
+    assert inference_precision_in_effect(openvino, "bf16") == (
+        "bf16: OpenVINO's default on this CPU"
+    )
+    asked = parse_config_spec("runtime=openvino,inference_precision=f32")
+    assert inference_precision_in_effect(asked, "f32") == "f32: set (inference_precision=f32)"
+    assert inference_precision_in_effect(RunConfig(), None) == ""

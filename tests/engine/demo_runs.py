@@ -42,6 +42,7 @@ RUNTIMES = {
     "torch onednn": "runtime=torch,onednn=on",
     "openvino": "runtime=openvino",
     "openvino b4": "runtime=openvino,batch=4",
+    "openvino f32": "runtime=openvino,inference_precision=f32",
 }
 
 # test_exact.py: the exact reference under each runtime that runs the Keras model itself,

@@ -35,6 +35,7 @@ SAMPLES: Mapping[str, tuple[str, ...]] = {
     "xla": ("xla=on", "xla=off"),
     "precision": ("precision=bf16", "precision=fp16", "precision=fp64"),
     "keep_float32": ("precision=bf16,keep_float32=foreground",),
+    "inference_precision": ("inference_precision=f32", "inference_precision=bf16"),
     "emulate": ("emulate=tf32",),
     "repeat_scope": ("scope=fresh",),
 }
@@ -59,6 +60,8 @@ READ_BACK: Mapping[str, Callable[[Any, Any], bool]] = {
         _stated(r).get("op_determinism"), _stated(r).get("onnxruntime_deterministic_compute")
     ),
     "tf32": lambda r, value: _stated(r).get("tf32_enabled") is value,
+    # OpenVINO's compiled model says what it infers in.
+    "inference_precision": lambda r, value: _stated(r).get("inference_precision") == value,
     # JAX says how its forward pass ran: one jax.jit's compiled computation, or op by op.
     "xla": lambda r, value: _stated(r).get("placement", "").startswith(
         "one XLA computation" if value else "op by op"

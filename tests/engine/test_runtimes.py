@@ -5,10 +5,15 @@ how far each runtime is from TensorFlow."""
 
 import json
 import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff, segdiff_here
 from tests.engine.demo_runs import RUNTIMES, module_runs
@@ -62,13 +67,95 @@ def test_a_cpu_only_child_opens_no_gpu_in_any_runtime(runs):
 
 
 def test_runtimes_differ_from_tensorflow_by_a_few_hundred_ulp_at_most(runs):
+    """In float32: OpenVINO asked for f32 (left to itself, it infers in bf16 on a CPU with
+    AVX-512 BF16 or AMX: see the tests below)."""
     _, records = runs
     reference = records["tf"].probabilities
-    for name in ("jax", "torch", "openvino"):
+    for name in ("jax", "torch", "openvino f32"):
         other = records[name].probabilities
         assert other.tobytes() != reference.tobytes(), name
         ulp = np.abs(reference.view(np.int32).astype(np.int64) - other.view(np.int32))
         assert 0 < ulp.max() < 1000, name
+
+
+# OpenVINO asked for each inference precision, beside its default (test_knob_cells.py reads
+# these): bf16 is computed here, apart from the shared runs, since a CPU that cannot refuses it.
+HINTS = {
+    "openvino": "runtime=openvino",
+    "openvino f32": "runtime=openvino,inference_precision=f32",
+    "openvino bf16": "runtime=openvino,inference_precision=bf16",
+}
+
+
+@pytest.fixture(scope="module")
+def openvino_precisions(runs, demo4, tmp_path_factory):
+    """What OpenVINO's CPU plugin reports, asked by a child of its own with no hint, f32 and
+    bf16; and :data:`HINTS` run by the real ``segdiff run`` in a copy of the module's cache
+    (the default and f32 served from it, bf16 computed): its JSON entries by name, and the
+    cache."""
+    said = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("openvino_precision_child.py"))],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert said.returncode == 0, said.stderr[-3000:]
+    cache = ResultCache(shutil.copytree(runs[0].root, tmp_path_factory.mktemp("hints") / "c"))
+    model, images = demo4
+    configs = [word for spec in HINTS.values() for word in ("--config", spec)]
+    result = segdiff(
+        "run", model, *images, *configs, "--repeats", "1", "--cache", cache.root, "--json"
+    )
+    entries = dict(zip(HINTS, json.loads(result.stdout)["runs"], strict=True))
+    return json.loads(said.stdout), entries, cache
+
+
+def test_openvino_records_the_precision_its_compiled_model_reports(openvino_precisions):
+    """Issue 49: left at its default, OpenVINO infers in what its CPU plugin chooses for this
+    CPU (bf16 where it has AVX-512 BF16 or AMX): the run records what the compiled model
+    reports, predicted and keyed before the child started; asked for f32 or bf16, it records
+    what it computed in, and bf16 where the CPU cannot is refused in one line. Whatever the CPU,
+    the default's map is the map of the precision it reports, bit for bit."""
+    reported, entries, cache = openvino_precisions
+    assert entries["openvino"]["status"] == entries["openvino f32"]["status"] == "cached"
+    records = {
+        name: cache.read_run(entry["key"])
+        for name, entry in entries.items()
+        if entry["status"] != "failed"
+    }
+    default = records["openvino"].provenance
+    assert default.inference_precision == reported["default"]
+    assert default.defaults_in_effect.inference_precision == reported["default"]
+    assert (
+        f"inference precision {reported['default']}: OpenVINO's default on this CPU"
+        in default.in_effect_lines(records["openvino"].run_config)
+    )
+    assert records["openvino"].label == f"openvino cpu b1 {reported['default']} r0"
+    assert entries["openvino"]["label"] == records["openvino"].label  # as planned
+    assert records["openvino f32"].provenance.inference_precision == reported["f32"] == "f32"
+    assert records["openvino f32"].label == "openvino cpu b1 infer-f32 r0"
+    if reported["bf16"] == "bf16":
+        assert entries["openvino bf16"]["status"] == "finished", entries["openvino bf16"]
+        assert records["openvino bf16"].provenance.inference_precision == "bf16"
+    else:  # a CPU without bfloat16: OpenVINO would have computed in f32 without a word
+        assert entries["openvino bf16"]["status"] == "failed"
+        assert entries["openvino bf16"]["error"].startswith(
+            f"inference_precision=bf16: OpenVINO's CPU plugin computes this model in "
+            f"{reported['bf16']} on this CPU"
+        ), entries["openvino bf16"]
+    if (asked := f"openvino {reported['default']}") in records:  # not an ARM CPU's f16
+        same = records[asked].probabilities
+        assert records["openvino"].probabilities.tobytes() == same.tobytes()
+
+
+def test_openvino_in_bf16_is_far_from_tensorflow_and_in_f32_near_it(openvino_precisions, runs):
+    """What README says per CPU: f32 within a few hundred ULP of TensorFlow's map, bf16 (where
+    the CPU computes it) thousands of times further."""
+    reported, entries, cache = openvino_precisions
+    if reported["bf16"] != "bf16":
+        pytest.skip("this CPU has no bfloat16 for OpenVINO (the refusal is tested above)")
+    tensorflow = runs[1]["tf"].probabilities
+    far = compare_maps(tensorflow, cache.read_run(entries["openvino bf16"]["key"]).probabilities)
+    near = compare_maps(tensorflow, runs[1]["openvino f32"].probabilities)
+    assert near.max_ulp < 1000 and far.max_abs > 1000 * near.max_abs, (near, far)
 
 
 def test_xla_precision_and_batch_take_effect_under_jax_and_torch(runs):

@@ -291,6 +291,8 @@ BUNDLE_CASES = [
     Case("config as a string", _attribute("config", '"cpu"'), "'config' is a str"),
     Case("batch 'x'", _config(batch="x"), "gives batch as a str"),
     Case("device 5", _config(device=5), "gives device as a int"),
+    Case("an unforced choice as a switch", _config(inference_precision=True), "as a bool"),
+    Case("an unforced choice out of its values", _config(inference_precision="x"), "f32, bf16"),
     Case("repeat as text", _attribute("repeat", "zero"), "'repeat' is a str"),
     Case("integer map", _map_of(np.int32), "<i4 values"),
     Case("float16 map", _map_of(np.float16), "<f2 values"),

@@ -10,7 +10,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.runtime_defaults import DefaultsInEffect
 from segdiff_gui.storage import ResultCache, merge_bundle, write_bundle
 from segdiff_gui.storage.provenance import Provenance, StatedImport
-from segdiff_gui.storage.records import expected_key
+from segdiff_gui.storage.records import configuration_label, expected_key
 from tests.storage.test_cache import IMAGE_HASH, make_record, sealed
 
 # What a newer segdiff might record: kinds of values this one has no property for.
@@ -177,3 +177,29 @@ def test_a_provenance_never_changes_under_its_readers(tmp_path):
     assert provenance.imported is not None and provenance.imported.notes == {"device": "T4"}
     provenance.imported.notes["device"] = "A100"
     assert provenance.to_dict() == {"imported": {"notes": {"device": "T4"}}}
+
+
+def test_an_openvino_run_names_the_precision_its_compiled_model_reported():
+    """Issue 49: OpenVINO's CPU plugin infers in bf16 on some CPUs and f32 on others when
+    nobody asks; the run says which in its label and its lines, and an asked one says so."""
+    computed = Provenance.from_dict(
+        {"device": "cpu:0", "runtime": "openvino", "runtime_version": "2026.4.1",
+         "inference_precision": "bf16", "defaults_in_effect": {"inference_precision": "bf16"}}
+    )  # fmt: skip
+    default = RunConfig(runtime="openvino")
+    asked = RunConfig(runtime="openvino", inference_precision="bf16")
+    assert computed.inference_precision == "bf16"
+    assert computed.defaults_in_effect == DefaultsInEffect(inference_precision="bf16")
+    assert computed.in_effect_lines(default)[1] == (
+        "inference precision bf16: OpenVINO's default on this CPU"
+    )
+    assert computed.in_effect_lines(asked)[1] == (
+        "inference precision bf16: set (inference_precision=bf16)"
+    )
+    assert configuration_label(default, computed) == "openvino cpu b1 bf16"
+    assert configuration_label(asked, computed) == "openvino cpu b1 infer-bf16"
+    assert configuration_label(default, Provenance()) == "openvino cpu b1"
+    # A stored value that is no type name is not shown (a file is untrusted).
+    forged = computed.updated({"inference_precision": "bf16 \x1b[31m"})
+    assert forged.inference_precision is None
+    assert configuration_label(default, forged) == "openvino cpu b1"
