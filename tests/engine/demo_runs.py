@@ -60,6 +60,7 @@ TF32 = {
     "base": "batch=1",
     "b2": "batch=2",
     "xla": "xla=on",
+    "b2_xla": "batch=2,xla=on",
     "emulated": "emulate=tf32",
     "emulated_b2_xla": "emulate=tf32,batch=2,xla=on",
     "jax": "runtime=jax",

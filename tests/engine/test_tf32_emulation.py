@@ -89,8 +89,13 @@ def test_the_runtimes_rounding_equals_core_tf32_bit_for_bit(child_results):
 
 
 def test_the_ops_of_tensor_cores_are_rounded_and_depthwise_left_alone(child_results):
+    """Eagerly, and compiled with XLA (TensorFlow) or jax.jit (JAX): there, a convolution and
+    a matrix multiply traced under the emulation equal the compiled op on operands rounded
+    beforehand, bit for bit (XLA neither drops nor moves the rounding)."""
     checks = dict(zip(child_results["layer_names"], child_results["layer_checks"], strict=True))
-    assert len(checks) == 13 and all(checks.values()), checks
+    compiled = [name for name in checks if name.endswith("when compiled")]
+    assert len(compiled) == (0 if str(child_results["runtime"]) == "torch" else 2), checks
+    assert len(checks) == 13 + len(compiled) and all(checks.values()), checks
 
 
 SPECS = TF32  # tests/engine/demo_runs.py: computed there with the runtimes' and exact runs
@@ -128,27 +133,42 @@ def demo_runs(demo, demo_folder):
 
 
 def test_on_the_demo_the_emulation_moves_the_map_far_more_than_batch_or_xla(demo_runs):
+    """The prediction is an emulated run against the float32 run of the same batch and XLA
+    (core/predictions.py): with XLA and a batch of two it is what it is alone, far beyond what
+    batch and XLA move a float32 map.
+
+    Two emulated runs of other batches or XLA can differ from each other far more than two
+    float32 runs do (issue 49: 132,749 ULP where the float32 runs differ by 75, on a CPU whose
+    oneDNN kernels sum the decoder's convolutions in another order than XLA's): TF32 rounds
+    every layer's input, and a value one float32 ULP away in another summation order can
+    round to a TF32 value 8,192 ULP away, which the next layers carry (on a GPU with TF32 on
+    too). That is not a rewrite of the rounding under XLA: each op rounds as without it
+    (test_the_ops_of_tensor_cores_are_rounded_and_depthwise_left_alone)."""
     base = demo_runs["base"].probabilities
     figures = {
         name: compare_maps(base, demo_runs[name].probabilities, cutoff=0.5)
-        for name in ("b2", "xla", "emulated", "emulated_b2_xla")
+        for name in ("b2", "xla", "b2_xla", "emulated")
     }
+    figures["emulated with b2 and xla"] = compare_maps(
+        demo_runs["b2_xla"].probabilities, demo_runs["emulated_b2_xla"].probabilities, cutoff=0.5
+    )
+    figures["emulated runs between them"] = compare_maps(
+        demo_runs["emulated"].probabilities, demo_runs["emulated_b2_xla"].probabilities, cutoff=0.5
+    )
     for name, figure in figures.items():
         print(
             f"{name}: max |Δ| {figure.max_abs:.3g}, max ULP {figure.max_ulp:,}, "
             f"{figure.differing_pixels:,} pixels differ, {figure.flips} flips at 0.5"
         )
-    others = max(figures["b2"].max_abs, figures["xla"].max_abs)
-    # Measured: max |Δ| 0.00115 (159,469 ULP, 2 flips at 0.5) against XLA's 1.19e-07 and
-    # batch's 0 to 8.94e-08: about 10,000 times; asked here: 1,000 times.
-    assert figures["emulated"].max_abs >= 1000 * others, figures
-    assert figures["emulated"].max_ulp >= 100_000
-    assert figures["emulated"].flips >= 1
-    # With XLA and a batch of two, the emulation's map moves only as those move a map.
-    composed = compare_maps(
-        demo_runs["emulated"].probabilities, demo_runs["emulated_b2_xla"].probabilities
-    )
-    assert composed.max_abs <= figures["emulated"].max_abs / 100, composed
+    others = max(figures[name].max_abs for name in ("b2", "xla", "b2_xla"))
+    alone, composed = figures["emulated"], figures["emulated with b2 and xla"]
+    for prediction in (alone, composed):
+        # Measured on a CPU with AVX-512 BF16, oneDNN on and off: 0.00115 against at most
+        # 4.2e-07 (about 2,800 times).
+        assert prediction.max_abs >= 100 * others, figures
+        assert prediction.max_ulp >= 1 << 13, figures  # a TF32 step at least (8,192 ULP)
+        assert prediction.flips >= 1, figures
+    assert alone.max_abs / 2 <= composed.max_abs <= 2 * alone.max_abs, figures
 
 
 def test_under_jax_and_pytorch_the_emulation_predicts_as_under_tensorflow(demo_runs):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 RUNTIME = sys.argv[1]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -110,7 +111,35 @@ def _layers() -> dict[str, bool]:
     found["EinsumDense rounded"] = same(
         call(einsum, vector, "tf32"), ops.einsum("ab,bc->ac", r(vector), r(einsum.kernel))
     )
+    # Compiled (XLA under TensorFlow, jax.jit): the layer traced under the emulation equals
+    # the same compiler's op on operands rounded beforehand, so no rewrite of the compiled
+    # graph skips or moves the rounding (issue 49).
+    compile_ = _compiler()
+    if compile_ is not None:
+        for layer, x, op in (
+            (conv, image, lambda a, k: ops.conv(a, k)),
+            (dense, vector, lambda a, k: ops.matmul(a, k)),
+        ):
+            with emulating("tf32", BACKEND.tf32_operand):
+                emulated = compile_(lambda t, layer=layer: layer(t))(ops.convert_to_tensor(x))
+            rounded = compile_(op)(
+                ops.convert_to_tensor(r(x)), ops.convert_to_tensor(r(layer.kernel))
+            )
+            found[f"{type(layer).__name__} rounded when compiled"] = same(emulated, rounded)
     return found
+
+
+def _compiler() -> Any:
+    """How the runtime compiles a function with XLA (None for PyTorch, which runs eagerly)."""
+    if RUNTIME == "tensorflow":
+        import tensorflow as tf
+
+        return lambda function: tf.function(function, jit_compile=True)
+    if RUNTIME == "jax":
+        import jax
+
+        return jax.jit
+    return None
 
 
 def _saved_model_refusal(path: str) -> str:
