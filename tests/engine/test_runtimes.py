@@ -13,7 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from segdiff_gui.core import runtime_defaults
 from segdiff_gui.core.analysis import compare_maps
+from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.protocol import RunFailed
+from segdiff_gui.runner import MatrixRunner, plan_matrix
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff, segdiff_here
 from tests.engine.demo_runs import RUNTIMES, module_runs
@@ -144,6 +148,29 @@ def test_openvino_records_the_precision_its_compiled_model_reports(openvino_prec
     if (asked := f"openvino {reported['default']}") in records:  # not an ARM CPU's f16
         same = records[asked].probabilities
         assert records["openvino"].probabilities.tobytes() == same.tobytes()
+
+
+def test_a_wrong_inference_precision_prediction_fails_the_run_in_one_line(
+    demo, tmp_path, monkeypatch
+):
+    """Told the CPU plugin will choose the other precision, the planner keys the run so; the
+    child's compiled model says otherwise, and the run is refused rather than stored under a
+    key it did not earn (the prediction itself is checked above)."""
+    right = runtime_defaults.openvino_precision_default()
+    wrong = "bf16" if right == "f32" else "f32"
+    monkeypatch.setattr(runtime_defaults, "openvino_precision_default", lambda: wrong)
+    model, images = demo
+    cache = ResultCache(tmp_path)
+    plan = plan_matrix(model, images[:1], [RunConfig(runtime="openvino")], cache=cache, repeats=1)
+    assert plan.runs[0].in_effect.inference_precision == wrong
+    messages = list(MatrixRunner(plan, cache).run())
+    failed = [m for m in messages if isinstance(m, RunFailed)]
+    assert len(failed) == 1 and "\n" not in failed[0].error
+    assert failed[0].error.startswith(
+        f"OpenVINO's CPU plugin infers in {right} by default here, but segdiff "
+        f"expected {wrong} on this CPU; set it explicitly"
+    ), failed[0].error
+    assert not cache.has(plan.runs[0].key)
 
 
 def test_openvino_in_bf16_is_far_from_tensorflow_and_in_f32_near_it(openvino_precisions, runs):
