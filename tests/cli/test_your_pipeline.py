@@ -193,30 +193,44 @@ def test_a_batch_effect_that_vanishes_with_onednn_off_is_offered_as_its_remedy(
     models, small_images, tmp_path, capsys
 ):
     """Issue 32, on real children: with oneDNN on, batch 4 moves the tiny model's map; with it
-    off, it moves nothing. diagnose offers oneDNN off with its figure; explain between two runs
-    that are bitwise equal headlines no knob."""
+    off, it moves nothing (on the CPUs measured). diagnose offers oneDNN off with its figure;
+    explain between two runs that are bitwise equal headlines no knob. What each says is
+    checked against the maps this CPU's kernels gave (issue 49), not assumed."""
     cache = tmp_path / "cache"
     ran = segdiff("run", models / "tiny.keras", *small_images, "--cache", cache, "--repeats", "1",
                   "--config", "onednn=on", "--config", "batch=4,onednn=on",
                   "--config", "onednn=off", "--config", "batch=4,onednn=off")  # fmt: skip
     assert ran.returncode == 0, ran.stderr
+    stored = ResultCache(cache)
+    maps = {
+        record.label: stored.read_run(record.key).probabilities.tobytes()
+        for record in stored.records()
+    }
+    moved_on = maps["cpu b4 onednn r0"] != maps["cpu b1 onednn r0"]
+    moved_off = maps["cpu b4 onednn-off r0"] != maps["cpu b1 onednn-off r0"]
     diagnosed = segdiff_here(
         capsys, "diagnose", "--cache", cache, "--ref", "cpu b1 onednn", "--json"
     )
     assert diagnosed.returncode == 0, diagnosed.stderr
     (group,) = json.loads(diagnosed.stdout)
     findings = group["findings"]
-    moved = next(f for f in findings if f["sentence"].startswith("Changing the batch"))
-    assert "cpu b4 onednn against cpu b1 onednn r0" in moved["sentence"]
+    moved = [f for f in findings if f["sentence"].startswith("Changing the batch")]
+    assert bool(moved) is moved_on, findings
+    if moved_on:
+        assert "cpu b4 onednn against cpu b1 onednn r0" in moved[0]["sentence"]
     remedy = [f for f in findings if f["sentence"].startswith("With oneDNN off, the batch")]
-    assert len(remedy) == 1 and remedy[0]["topic"] == "advice", findings
-    assert "cpu b4 onednn-off equals cpu b1 onednn-off bit for bit" in remedy[0]["sentence"]
-    assert remedy[0]["figure"].startswith("0 vs ")
+    assert len(remedy) == (moved_on and not moved_off), findings
+    if remedy:
+        assert remedy[0]["topic"] == "advice"
+        assert "cpu b4 onednn-off equals cpu b1 onednn-off bit for bit" in remedy[0]["sentence"]
+        assert remedy[0]["figure"].startswith("0 vs ")
     explained = segdiff_here(capsys, "explain", "--cache", cache, "--from", "cpu b1 onednn-off r0",
                      "--to", "cpu b4 onednn-off r0")  # fmt: skip
     assert explained.returncode == 0, explained.stderr
-    assert "Largest single knob" not in explained.stdout
-    assert "The two are bitwise equal in total: no knob explains a difference" in explained.stdout
+    equal = "The two are bitwise equal in total: no knob explains a difference"
+    assert (equal in explained.stdout) is not moved_off
+    if not moved_off:
+        assert "Largest single knob" not in explained.stdout
 
 
 PREPARE = """

@@ -94,14 +94,15 @@ def test_repeats_on_the_cpu_are_bitwise_equal(runs):
         assert first.probabilities.tobytes() == second.probabilities.tobytes(), name
 
 
-def test_batch_size_reaches_the_model_and_changes_the_map(runs):
+def test_batch_size_reaches_the_model(runs):
+    """Whether the batch moves the map is the CPU's kernels' to say (issue 49: with oneDNN
+    off, 336 pixels by up to 26 ULP on the CPU first measured and none on one with AVX-512
+    BF16; with oneDNN on, about 41k by up to 113): the test asks only that the batch reached
+    the model."""
     record = runs["b64", 0]
     assert record.provenance.to_dict()["input_batch_shape"] == [64, 256, 256, 1]
     assert record.raw_output_shape == [64, 256, 256, 1]
     assert record.batch_names[0] == "cell_00.png" and len(set(record.batch_names)) == 16
-    # Measured with TensorFlow's default oneDNN off: 336 pixels by up to 26 ULP (oneDNN on:
-    # about 41k by up to 113).
-    assert not differs(runs, "b64").bitwise_equal
 
 
 def test_batch_context_and_position(runs):
@@ -175,10 +176,12 @@ def test_process_level_knobs_take_effect_in_their_own_child(runs):
 
 def test_onednn_left_at_its_default_is_tensorflows_own_choice_and_keyed(runs):
     """Not forced (issue 32): the child leaves TF_ENABLE_ONEDNN_OPTS as the user's
-    environment has it, reads back what TensorFlow chose, and the key holds that value."""
+    environment has it (set or not: README's test command runs with it either way), reads
+    back what TensorFlow chose, and the key holds that value."""
     expected = tensorflow_onednn_default(os.environ)
     base = runs["base", 0]
-    assert "TF_ENABLE_ONEDNN_OPTS" not in base.provenance.to_dict()["environment"]
+    inherited = base.provenance.to_dict()["environment"].get("TF_ENABLE_ONEDNN_OPTS")
+    assert inherited == os.environ.get("TF_ENABLE_ONEDNN_OPTS")
     assert base.provenance.to_dict()["onednn_enabled"] is expected
     assert base.provenance.to_dict()["defaults_in_effect"] == {"onednn": expected, "xla": False}
     assert base.label == "cpu b1 r0" and "onednn" not in base.config

@@ -80,8 +80,9 @@ def test_every_layer_figure_equals_a_direct_computation_from_the_stored_tensors(
             assert np.array_equal(probe.stored.spatial[info.index], spatial)
             if first is None and not np.array_equal(a.view(np.uint32), b.view(np.uint32)):
                 first = info.name
-        assert probe.comparison.first_differing is not None
-        assert probe.comparison.first_differing.name == first
+        # None where the CPU's kernels compute batch 64 as batch 1 (oneDNN off, AVX-512).
+        found = probe.comparison.first_differing
+        assert (found.name if found is not None else None) == first
     # The probe computed each side's final map as its plain run did, bit for bit …
     assert all(
         side["final"]["bitwise_equal"] for side in (probe.stored.reference, probe.stored.other)
