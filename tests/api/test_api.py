@@ -18,6 +18,7 @@ from PIL import Image
 import segdiff_gui
 from segdiff_gui import api
 from segdiff_gui.api.arguments import configuration, preprocessing
+from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.config import parse_config_spec, parse_preprocessing
 from segdiff_gui.storage import ResultCache
 from tests.conftest import TESTS, copy_labelled, segdiff
@@ -67,7 +68,10 @@ def test_run_then_compare_is_segdiff_compare_json_figure_for_figure(made):
         mine = study.compare(cutoff)
         assert as_json(mine.to_dict()) == group
         rows = {row["label"]: row for row in group["comparisons"]}
-        assert rows["cpu b64 r0"]["differing_pixels"] > 0  # the demo's batch changes its maps
+        # As many as the maps say: the demo's batch moves it with oneDNN on, and with it off
+        # on some CPUs only (issue 49).
+        direct = compare_maps(study.map("cpu b1 r0"), study.map("cpu b64 r0"), cutoff)
+        assert rows["cpu b64 r0"]["differing_pixels"] == direct.differing_pixels
         table = mine.table  # pandas is installed in the test environment
         for label, row in rows.items():
             for figure in ("differing_pixels", "max_ulp", "max_abs", "flips", "bitwise_equal"):
@@ -88,33 +92,48 @@ def test_map_is_bit_identical_to_the_hdf5_dataset(made):
     assert study.map(first.id).tobytes() == study.map(first.key).tobytes()
 
 
-def test_flips_at_risk_and_pixels_agree_with_the_maps(made):
-    study, _ = made
-    reference, other = study.map("cpu b1 r0"), study.map("cpu b64 r0")
+@pytest.fixture(scope="module")
+def bf16_made(tmp_path_factory, demo, demo_cache):
+    """The demo at batch 1 in float32 and in bfloat16 (which moves its map on every CPU, where
+    the batch may not), asked of the API in a cache holding those runs of the demo's matrix."""
+    labels = {"cpu b1 r0", "cpu b1 bf16 r0"}
+    root = tmp_path_factory.mktemp("api-bf16") / "cache"
+    copy_labelled(demo_cache, root, labels)
+    model, images = demo
+    specs = ["device=cpu,batch=1", "device=cpu,batch=1,precision=mixed_bfloat16"]
+    study = api.run(model, images, specs, repeats=1, cache=root, progress=False)
+    assert {run.label for run in study.runs} == labels
+    return study
+
+
+def test_flips_at_risk_and_pixels_agree_with_the_maps(bf16_made):
+    study, moved = bf16_made, "cpu b1 bf16 r0"
+    reference, other = study.map("cpu b1 r0"), study.map(moved)
     # The seed's situation, made exact: a cutoff between the two values of the pixel that
     # moved most flips that pixel, and the table gives both float32 values.
     row, col = np.unravel_index(np.argmax(np.abs(reference - other)), reference.shape)
     low, high = sorted((reference[row, col], other[row, col]))
     cutoff = float(np.float32((float(low) + float(high)) / 2))
     assert low < cutoff <= high
-    flips = study.flips("cpu b64 r0", cutoff=cutoff)
+    flips = study.flips(moved, cutoff=cutoff)
     assert flips.dtype == bool and flips[row, col]
     assert np.array_equal(flips, (reference >= cutoff) != (other >= cutoff))
-    pixels = study.pixels("cpu b64 r0", cutoff=cutoff)
+    pixels = study.pixels(moved, cutoff=cutoff)
     assert len(pixels) == int(flips.sum()) * len(study.runs)  # a row per pixel and run
     hit = pixels[(pixels["row"] == row) & (pixels["column"] == col)].set_index("run")
     assert hit.loc["cpu b1 r0", "value"] == reference[row, col]
-    assert hit.loc["cpu b64 r0", "value"] == other[row, col]
-    assert np.float32(hit.loc["cpu b64 r0", "exact"]) == other[row, col]
-    assert hit.loc["cpu b64 r0", "bits"] == f"0x{other[row, col].view(np.uint32):08x}"
-    assert hit.loc["cpu b1 r0", "ulp"] == 0 and hit.loc["cpu b64 r0", "ulp"] > 0
+    assert hit.loc[moved, "value"] == other[row, col]
+    assert np.float32(hit.loc[moved, "exact"]) == other[row, col]
+    assert hit.loc[moved, "bits"] == f"0x{other[row, col].view(np.uint32):08x}"
+    assert hit.loc["cpu b1 r0", "ulp"] == 0 and hit.loc[moved, "ulp"] > 0
     assert set(hit["why"]) == {"flip"}
     assert study.at_risk(cutoff)[row, col]
-    # No run flips at 0.5 on the demo, and the empty table keeps its columns.
-    empty = study.pixels("cpu b64 r0", cutoff=0.5)
+    # At a cutoff of 0 every pixel is foreground in both: no flip, and the empty table keeps
+    # its columns.
+    empty = study.pixels(moved, cutoff=0.0)
     assert len(empty) == 0 and "ulp" in empty.columns
-    curve = study.curve("cpu b64 r0", cutoffs=[cutoff, 0.5])
-    assert list(curve["cpu b64 r0"]) == [int(flips.sum()), 0]
+    curve = study.curve(moved, cutoffs=[cutoff, 0.0])
+    assert list(curve[moved]) == [int(flips.sum()), 0]
 
 
 def test_diagnose_and_explain_are_the_cli_s(made):
@@ -123,7 +142,8 @@ def test_diagnose_and_explain_are_the_cli_s(made):
     diagnosis = study.diagnose()
     assert as_json(diagnosis.to_dict()) == group
     assert [heading for heading, _ in diagnosis.topics()][0] == "Is it repeatable?"
-    explanation = study.explain()  # the reference against the run that differs most
+    # Named: which run differs most from the reference is the CPU's kernels' to say.
+    explanation = study.explain("cpu b1 r0", "cpu b64 r0")
     expected = cli_json(
         "explain", "--from", "cpu b1 r0", "--to", "cpu b64 r0", "--json", "--cache", cache.root
     )

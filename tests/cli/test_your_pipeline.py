@@ -63,9 +63,9 @@ for code, args in json.loads(sys.argv[1]):
 @pytest.fixture(scope="module")
 def users_maps(models, small_images, tmp_path_factory) -> dict[str, Path]:
     """The maps the user's own scripts make of ``small_images[0]``, in one fresh Python with
-    no ``TF_`` variable (one TensorFlow import for all): a plain tf-keras script's by each
-    arithmetic (``divide``, ``multiply``), and ``prepare``: the tiny Keras 3 model's map of
-    PREPARE's function applied by hand."""
+    no ``TF_`` variable but oneDNN's switch (one TensorFlow import for all): a plain tf-keras
+    script's by each arithmetic (``divide``, ``multiply``), and ``prepare``: the tiny Keras 3
+    model's map of PREPARE's function applied by hand."""
     out = tmp_path_factory.mktemp("users-maps")
     maps = {name: out / f"{name}.npy" for name in (*ARITHMETICS, "prepare")}
     scripts = [
@@ -74,7 +74,13 @@ def users_maps(models, small_images, tmp_path_factory) -> dict[str, Path]:
         (BY_HAND, [models / "tiny.keras", small_images[0], maps["prepare"]]),
     ]  # fmt: skip
     plan = json.dumps([[code, list(map(str, args))] for code, args in scripts])
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TF_")}
+    # TF_ENABLE_ONEDNN_OPTS stays as the shell has it: segdiff's children see it too, as the
+    # user's own script and segdiff run from one shell would (README's tests run either way).
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TF_") or k == "TF_ENABLE_ONEDNN_OPTS"
+    }
     done = subprocess.run(
         [sys.executable, "-c", _ONE_PROCESS, plan],
         capture_output=True, text=True, timeout=300, env=env,
