@@ -28,7 +28,13 @@ from segdiff_gui.core.config import (
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtime_defaults import on_off
 from segdiff_gui.core.shards import shard_slice
-from segdiff_gui.core.test_sets import SetCoverage, ShardManifest, manifests_of, set_coverage
+from segdiff_gui.core.test_sets import (
+    SetCoverage,
+    ShardManifest,
+    images_with_runs,
+    manifests_of,
+    set_coverage,
+)
 from segdiff_gui.core.text import shape_text
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
@@ -499,12 +505,19 @@ def _merged_sets(
     cache: ResultCache, merged: list[ShardManifest], err: Console
 ) -> list[SetCoverage]:
     """How whole each test set that a merged bundle belongs to now is in ``cache``: its shards
-    merged so far (this time or before), less the images whose runs their tasks lacked."""
+    merged so far (this time or before), counted by the runs the cache holds of their images
+    (a record is no evidence of runs that are not there)."""
     known, damaged = cache_manifests(cache)
     report_damaged(err, damaged)
+    wanted = {(m.set_id, m.model_hash) for m in merged}
+    if not wanted:
+        return []
+    models = {model for _, model in wanted}
+    runs = {
+        (r.model_hash, r.target_hash, r.label) for r in cache.records() if r.model_hash in models
+    }
     found = []
-    for set_id, model in sorted({(m.set_id, m.model_hash) for m in merged}):
+    for set_id, model in sorted(wanted):
         chosen = [m for m in known if m.set_id == set_id]
-        present = {h for m in chosen for name, h in m.images if name not in m.missing}
-        found += set_coverage(chosen, model, present)
+        found += set_coverage(chosen, model, images_with_runs(chosen, runs))
     return found

@@ -22,8 +22,11 @@ __all__ = [
     "MAX_MODEL_BYTES",
     "MAX_MODEL_CONFIG_BYTES",
     "MAX_MODEL_FILES",
+    "MAX_NAME_CHARS",
     "MAX_PIXELS_VARIABLE",
     "MAX_REPEATS",
+    "MAX_SET_IMAGES",
+    "MAX_SHARDS",
     "MAX_TEXT_BYTES",
     "MemoryBound",
     "check_pixels",
@@ -46,6 +49,13 @@ MAX_BATCH = 4096
 MAX_REPEATS = 1000
 # One text or JSON attribute of a stored run (a label, a config, the provenance's JSON).
 MAX_TEXT_BYTES = 1 << 20
+# An image's or a map's name as a run or a test-set record keeps it: a file name or a path.
+MAX_NAME_CHARS = 4096
+# A test set (core/test_sets.py): the images one may hold, far beyond any sweep's, and the
+# shards it may be cut into (a Kubernetes indexed Job's completions at most; a Slurm array is
+# far fewer). A record past either is damage, never a set to count.
+MAX_SET_IMAGES = 10_000_000
+MAX_SHARDS = 100_000
 # A model, read whole to be hashed before it is trusted: a segmentation network of a few
 # hundred MB, or a few GB with its optimizer, is far below; a crafted folder is not.
 MAX_MODEL_BYTES = 64 << 30

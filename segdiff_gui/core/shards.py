@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from segdiff_gui.core.errors import ConfigError
+from segdiff_gui.core.limits import MAX_SHARDS
 
 __all__ = ["SCHEDULERS", "parse_shard", "shard_slice"]
 
@@ -26,19 +27,23 @@ def shard_slice(count: int, shard: tuple[int, int]) -> range:
 
 
 def parse_shard(value: str, environ: Mapping[str, str]) -> tuple[int, int]:
-    """``K/N`` (1 ≤ K ≤ N), ``slurm`` or ``k8s/N`` (also ``kubernetes/N``) as (K, N)."""
+    """``K/N`` (1 ≤ K ≤ N ≤ :data:`MAX_SHARDS`), ``slurm`` or ``k8s/N`` (also
+    ``kubernetes/N``) as (K, N)."""
     name, _, total = value.partition("/")
     if value == "slurm":
-        return slurm_shard(environ)
-    if name in ("k8s", "kubernetes"):
-        return kubernetes_shard(_count(total, value), environ)
-    try:
-        number, count = int(name), int(total)
-    except ValueError:
-        raise ConfigError(f"{value!r} is not K/N (e.g. 2/8), slurm, or k8s/N") from None
-    if not 1 <= number <= count:
-        raise ConfigError(f"{value!r}: K must be between 1 and N")
-    return number, count
+        shard = slurm_shard(environ)
+    elif name in ("k8s", "kubernetes"):
+        shard = kubernetes_shard(_count(total, value), environ)
+    else:
+        try:
+            shard = int(name), int(total)
+        except ValueError:
+            raise ConfigError(f"{value!r} is not K/N (e.g. 2/8), slurm, or k8s/N") from None
+        if not 1 <= shard[0] <= shard[1]:
+            raise ConfigError(f"{value!r}: K must be between 1 and N")
+    if shard[1] > MAX_SHARDS:  # its test-set record would be refused wherever it is read
+        raise ConfigError(f"{value!r}: {shard[1]:,} shards, over segdiff's bound of {MAX_SHARDS:,}")
+    return shard
 
 
 def slurm_shard(environ: Mapping[str, str]) -> tuple[int, int]:

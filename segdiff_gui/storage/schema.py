@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 
 from segdiff_gui.core.config import ConfigError, OutputSelection, Preprocessing, RunConfig
-from segdiff_gui.core.limits import MAX_BATCH, MAX_CHANNELS, MAX_TEXT_BYTES
+from segdiff_gui.core.limits import MAX_BATCH, MAX_CHANNELS, MAX_NAME_CHARS, MAX_TEXT_BYTES
 from segdiff_gui.storage.hdf5_access import UnreadableEntry, h5py_damage
 
 __all__ = [
@@ -248,7 +248,7 @@ def check_names(data: object, length: int, fail: Any) -> None:
     """The batch's image names: one bounded text each (made printable where shown)."""
     if not isinstance(data, list) or len(data) != length:
         raise fail(f"is not a list of {length} names")
-    if not all(isinstance(name, str) and len(name) <= 4096 for name in data):
+    if not all(isinstance(name, str) and len(name) <= MAX_NAME_CHARS for name in data):
         raise fail("holds something other than names")
 
 
