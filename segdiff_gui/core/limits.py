@@ -34,6 +34,7 @@ __all__ = [
     "image_memory_bound",
     "max_pixels",
     "over_pixel_bound",
+    "over_text_bound",
 ]
 
 MAX_PIXELS_VARIABLE = "SEGDIFF_MAX_PIXELS"
@@ -47,7 +48,10 @@ MAX_CHANNELS = 1024
 MAX_BATCH = 4096
 # Repeats exist to show nondeterminism; past this they only fill the disk.
 MAX_REPEATS = 1000
-# One text or JSON attribute of a stored run (a label, a config, the provenance's JSON).
+# One text or JSON attribute of a stored run (a label, a config, the provenance's JSON), and
+# one small file kept beside the runs (a test-set record, a remembered answer): measured in
+# characters as stored, where JSON writes each character past ASCII as six
+# (:func:`over_text_bound`, the one measure of writers and readers alike).
 MAX_TEXT_BYTES = 1 << 20
 # An image's or a map's name as a run or a test-set record keeps it: a file name or a path.
 MAX_NAME_CHARS = 4096
@@ -63,6 +67,12 @@ MAX_MODEL_FILES = 100_000
 # A .keras archive's config.json, which Keras parses whole into memory: real ones are kilobytes
 # to a few MB (a thousand-layer network); a crafted one inflates a small zip to gigabytes.
 MAX_MODEL_CONFIG_BYTES = 64 << 20
+
+
+def over_text_bound(text: str) -> bool:
+    """Whether ``text``, as stored (an attribute's text, JSON already escaped), is past
+    :data:`MAX_TEXT_BYTES`: what a writer refuses to write and a reader refuses to read."""
+    return len(text) > MAX_TEXT_BYTES
 
 
 def _set_number(variable: str) -> int | None:

@@ -19,9 +19,9 @@ import numpy as np
 
 from segdiff_gui.core.config import ModelSettings, RunConfig
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.hashing import hash_path, imported_map_digest, run_key
+from segdiff_gui.core.hashing import canonical_json, hash_path, imported_map_digest, run_key
 from segdiff_gui.core.job import ImageRef
-from segdiff_gui.core.limits import MAX_TEXT_BYTES
+from segdiff_gui.core.limits import MAX_TEXT_BYTES, over_text_bound
 from segdiff_gui.core.protocol import ChildFatal, ModelAnswer
 from segdiff_gui.core.text import printable
 from segdiff_gui.core.timestamps import local_timestamp
@@ -32,7 +32,7 @@ from segdiff_gui.runner.devices import inspect_model
 from segdiff_gui.runner.plan import check_model_path, image_refs
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.provenance import Provenance
-from segdiff_gui.storage.records import RunRecord
+from segdiff_gui.storage.records import RunRecord, check_readable_back
 from segdiff_gui.version import __version__
 
 __all__ = ["ImportRequest", "Imported", "import_maps", "map_shape_of"]
@@ -139,11 +139,28 @@ def _notes(notes: Sequence[tuple[str, str]]) -> dict[str, str]:
     return checked
 
 
+def _stated(request: ImportRequest) -> tuple[str, dict[str, str]]:
+    """The label and notes as the runs will state them, bounded at the front door by the
+    bound their reader applies (measured as stored: JSON writes each character past ASCII
+    as six), before anything is read or asked."""
+    notes = _notes(request.notes)
+    label = printable(request.label.strip()) or request.maps.stem
+    stored = canonical_json({"label": label, "notes": notes})
+    if over_text_bound(stored):
+        raise InputError(
+            request.maps,
+            f"what is stated of it (its label and notes) is {len(stored):,} characters as "
+            f"stored, over segdiff's bound of {MAX_TEXT_BYTES:,} for one attribute; state less",
+        )
+    return label, notes
+
+
 def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> list[Imported]:
     """Check and store every map of ``request``; nothing is stored unless all are fine."""
     model = check_model_path(request.model)
     if not request.images:
         raise InputError(request.maps, "no image given: name the image(s) the map was made of")
+    label, notes = _stated(request)
     maps = open_maps(request.maps)  # its headers: its values once their shapes are checked
     request.cache.claim()
     model_hash = hash_path(model)
@@ -157,8 +174,6 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
         raise InputError(answer.path, answer.problem, answer.fix)
     expected = map_shape_of(answer, request.settings, first, model)
     pairs = _pairs(maps, refs, expected, request.target)
-    notes = _notes(request.notes)
-    label = printable(request.label.strip()) or request.maps.stem
     records = []
     for ref, values, user_map in pairs:
         records.append(
@@ -174,6 +189,8 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
                 count=len(pairs),
             )  # fmt: skip
         )
+    for record in records:  # every one storable and readable back, before any is stored
+        check_readable_back(record, request.maps)
     done = []
     for (ref, _, user_map), record in zip(pairs, records, strict=True):
         if not request.cache.has_image(ref.hash):

@@ -93,7 +93,7 @@ def write_bundle(
                 handle.attrs[MANIFEST_ATTRIBUTE] = text
             runs, images = handle.create_group("runs"), handle.create_group("images")
             for record in records:
-                write_record(runs.create_group(record.key), record)
+                write_record(runs.create_group(record.key), record, path)
                 if record.target_hash in images:
                     continue
                 image, _ = target_image(cache, record.target_hash)  # a damaged one stays

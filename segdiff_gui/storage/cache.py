@@ -280,7 +280,7 @@ class ResultCache:
             # Not something segdiff made: whatever is in it is not ours to delete.
             raise InputError(path, "is a folder where a run belongs; remove it to store the run")
         with in_memory_h5(path) as handle:
-            write_record(handle, record)
+            write_record(handle, record, path)
         return path
 
     def read_run(self, key: str, with_map: bool = True) -> RunRecord:

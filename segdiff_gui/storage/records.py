@@ -22,13 +22,20 @@ import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.environment import keyed_environment
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json, hash_bytes, imported_map_digest, run_key
-from segdiff_gui.core.limits import MAX_REPEATS, check_stored_bytes
+from segdiff_gui.core.limits import (
+    MAX_REPEATS,
+    MAX_TEXT_BYTES,
+    check_stored_bytes,
+    over_text_bound,
+)
 from segdiff_gui.core.text import printable
 from segdiff_gui.storage.chunked_read import read_stored_array
 from segdiff_gui.storage.hdf5_access import UnreadableEntry, plain_dataset, plain_group
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.schema import (
+    MAX_ATTRIBUTES,
     AttributeReader,
     check_config,
     check_digest_list,
@@ -49,6 +56,7 @@ __all__ = [
     "FORMAT_VERSION",
     "RunRecord",
     "array_checksum",
+    "check_readable_back",
     "derived_label",
     "expected_key",
     "read_checked_map",
@@ -210,8 +218,63 @@ def array_checksum(values: np.ndarray) -> int:
 
 
 # writing -----------------------------------------------------------------------------------
-def write_record(group: h5py.Group, record: RunRecord) -> None:
-    """Write ``record`` (which must carry its map) into an empty group."""
+def _stored_texts(record: RunRecord) -> dict[str, str]:
+    """The run's text attributes as they are stored (JSON ones as their text)."""
+    texts = {name: getattr(record, name) for name in _TEXT_ATTRS}
+    texts.update({name: canonical_json(getattr(record, name)) for name in _JSON_ATTRS})
+    return texts
+
+
+def _stored_provenance(record: RunRecord) -> dict[str, str | int | float]:
+    """The provenance's attributes as they are stored: text and numbers as they are, lists
+    and dicts as JSON text, named in ``_json_encoded`` so reading gives them back as they
+    were."""
+    stored: dict[str, str | int | float] = {}
+    encoded = []
+    for name, value in record.provenance.to_dict().items():
+        if isinstance(value, str):
+            stored[name] = str(value)  # a subclass (torch's version) is no text to h5py
+        elif isinstance(value, float) or (isinstance(value, int) and -(2**63) <= value < 2**63):
+            stored[name] = value
+        else:
+            stored[name] = canonical_json(value)
+            encoded.append(name)
+    # In name order, as reading gives them back: a run read and written again (a bundle, a
+    # merge) keeps every attribute as it was, this one too.
+    stored[_ENCODED] = canonical_json(sorted(encoded))
+    return stored
+
+
+def check_readable_back(record: RunRecord, where: object) -> None:
+    """Refuse, in one line naming ``where``, a run its readers would refuse: an attribute
+    past the text bound as it is written (JSON escaped), or more provenance attributes than
+    a reader takes. What :func:`write_record` checks before it writes; a writer of several
+    runs checks each first, so that none is stored unless all can be."""
+    _check_readable_back(_stored_texts(record), _stored_provenance(record), where)
+
+
+def _check_readable_back(
+    texts: dict[str, str], provenance: dict[str, str | int | float], where: object
+) -> None:
+    if len(provenance) > MAX_ATTRIBUTES:
+        raise InputError(
+            where, f"its provenance would hold {len(provenance):,} attributes, over the "
+            f"{MAX_ATTRIBUTES:,} segdiff reads",
+        )  # fmt: skip
+    for owner, values in (("", texts), ("provenance ", provenance)):
+        for name, value in values.items():
+            if isinstance(value, str) and over_text_bound(value):
+                raise InputError(
+                    where,
+                    f"its {owner}attribute {printable(name)[:40]!r} would be stored as "
+                    f"{len(value):,} characters, over segdiff's bound of {MAX_TEXT_BYTES:,} "
+                    "for one attribute",
+                )
+
+
+def write_record(group: h5py.Group, record: RunRecord, where: object = "") -> None:
+    """Write ``record`` (which must carry its map) into an empty group, once every attribute
+    is known to be readable back (:func:`check_readable_back`: ``where`` names the file)."""
     if record.probabilities is None:
         raise ValueError("a record needs its probability map to be written")
     dtype = record.run_config.map_dtype
@@ -226,26 +289,16 @@ def write_record(group: h5py.Group, record: RunRecord) -> None:
     group.create_dataset(
         _MAP, data=data, chunks=chunks, compression="gzip", compression_opts=4, shuffle=True
     )
+    texts, provenance_attributes = _stored_texts(record), _stored_provenance(record)
+    _check_readable_back(texts, provenance_attributes, where)
     attrs = group.attrs
     attrs["format_version"] = FORMAT_VERSION
     attrs["repeat"] = record.repeat
-    for name in _TEXT_ATTRS:
-        attrs[name] = getattr(record, name)
-    for name in _JSON_ATTRS:
-        attrs[name] = canonical_json(getattr(record, name))
+    for name, text in texts.items():
+        attrs[name] = text
     provenance = group.create_group(_PROVENANCE)
-    encoded = []
-    for name, value in record.provenance.to_dict().items():
-        if isinstance(value, str):
-            provenance.attrs[name] = str(value)  # a subclass (torch's version) is no text to h5py
-        elif isinstance(value, float) or (isinstance(value, int) and -(2**63) <= value < 2**63):
-            provenance.attrs[name] = value
-        else:  # lists and dicts as JSON text, named so reading gives them back as they were
-            provenance.attrs[name] = canonical_json(value)
-            encoded.append(name)
-    # In name order, as reading gives them back: a run read and written again (a bundle, a
-    # merge) keeps every attribute as it was, this one too.
-    provenance.attrs[_ENCODED] = canonical_json(sorted(encoded))
+    for name, value in provenance_attributes.items():
+        provenance.attrs[name] = value
     attrs[_CHECKSUM] = canonical_json(
         {"map_crc32": array_checksum(data), "metadata_sha256": _metadata_digest(record)}
     )

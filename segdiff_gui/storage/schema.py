@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 
 from segdiff_gui.core.config import ConfigError, OutputSelection, Preprocessing, RunConfig
-from segdiff_gui.core.limits import MAX_BATCH, MAX_CHANNELS, MAX_NAME_CHARS, MAX_TEXT_BYTES
+from segdiff_gui.core.limits import MAX_BATCH, MAX_CHANNELS, MAX_NAME_CHARS, over_text_bound
 from segdiff_gui.storage.hdf5_access import UnreadableEntry, h5py_damage
 
 __all__ = [
@@ -100,7 +100,7 @@ class AttributeReader:
             raise self.fail(name, f"is {_kind(value)} where text belongs")
         # A variable-length string's size is known only once read (it is no larger than the
         # file, whose bytes are real): past the bound it is refused before it is parsed.
-        if len(value) > MAX_TEXT_BYTES:
+        if over_text_bound(value):
             raise self.fail(name, f"is {len(value):,} characters (more than segdiff ever writes)")
         if not _is_utf8(value):
             raise self.fail(name, "holds characters that are not text (lone surrogates)")
