@@ -38,6 +38,7 @@ __all__ = [
     "remember_inspection",
     "remember_probe",
     "remembered_probe",
+    "sealed_answer",
     "tensorflow_gpus",
 ]
 
@@ -213,25 +214,28 @@ def inspect_model(
     timeout_s: float = _ASK_TIMEOUT_S,
     state_dir: Path | None = None,
     model_hash: str | None = None,
+    fresh: bool = False,
 ) -> ModelAnswer | ChildFatal:
     """What a model takes and gives (asked of a child), or why it cannot be loaded.
 
     With ``state_dir`` and the model file's ``model_hash``, an answer is remembered for that
     file on this Python and TensorFlow: opening a known model again starts no TensorFlow
-    child, which would take a core from the window while it starts. Refusals are not
-    remembered (the user may come to trust the model)."""
+    child, which would take a core from the window while it starts. ``fresh`` asks the child
+    even so (what is remembered is a hint: where what the user gives disagrees with it, the
+    model is asked again), and remembers its answer. Refusals are not remembered (the user
+    may come to trust the model)."""
     remembered = (
         _inspection_file(state_dir, Path(model_path), model_hash, trust)
         if state_dir and model_hash
         else None
     )
-    if remembered and (known := _recalled_answer(remembered)) is not None:
+    if remembered and not fresh and (known := _recalled_answer(remembered)) is not None:
         return known
     request = {"model_path": str(model_path), "trust_model": trust}
     answer = ask_child("inspect", request, (ModelAnswer, ChildFatal), "model inspection", timeout_s)
     assert isinstance(answer, ModelAnswer | ChildFatal)
     if remembered and isinstance(answer, ModelAnswer):
-        _remember(remembered, answer.to_dict())
+        _remember(remembered, sealed_answer(remembered.stem, answer))
     return answer
 
 
@@ -243,9 +247,27 @@ def remembered_inspection(
     return _recalled_answer(_inspection_file(state_dir, model_path, model_hash, trust))
 
 
+def sealed_answer(key: str, answer: ModelAnswer) -> dict[str, Any]:
+    """A model's answer as it is remembered under ``key`` (its file's name): with the key and
+    a SHA-256 over both, so that an answer edited, or copied from another model's file, is
+    seen for what it is and asked of a child again."""
+    body = {"key": key, "answer": answer.to_dict()}
+    return {**body, "sha256": hash_bytes(canonical_json(body).encode())}
+
+
 def _recalled_answer(path: Path) -> ModelAnswer | None:
+    """The answer remembered at ``path``, where it is one: sealed for this very file (its
+    key, its checksum) and of the types a child gives; else None (ask the model)."""
     known = _recall(path)
-    message = decode_message(json.dumps(known)) if known is not None else None
+    if known is None or set(known) != {"key", "answer", "sha256"} or known["key"] != path.stem:
+        return None
+    try:  # what json.loads took, canonical_json writes back (RecursionError: too deep)
+        body = canonical_json({"key": known["key"], "answer": known["answer"]})
+        message = decode_message(json.dumps(known["answer"]))
+    except RecursionError:
+        return None
+    if known["sha256"] != hash_bytes(body.encode()):
+        return None
     return message if isinstance(message, ModelAnswer) and _well_formed(message) else None
 
 
@@ -284,7 +306,8 @@ def remember_inspection(
 ) -> None:
     """Keep what a run child said of the model it loaded, as an inspection's answer: the
     window then shows the model's facts without a TensorFlow child of its own."""
-    _remember(_inspection_file(state_dir, model_path, model_hash, trust), answer.to_dict())
+    remembered = _inspection_file(state_dir, model_path, model_hash, trust)
+    _remember(remembered, sealed_answer(remembered.stem, answer))
 
 
 def _inspection_file(state_dir: Path, model_path: Path, model_hash: str, trust: bool) -> Path:

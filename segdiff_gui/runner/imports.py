@@ -28,7 +28,7 @@ from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
 from segdiff_gui.io.maps import MapFile, UserMap, fit_to_map_shape, maps_in, open_maps
-from segdiff_gui.runner.devices import inspect_model
+from segdiff_gui.runner.devices import inspect_model, remembered_inspection
 from segdiff_gui.runner.plan import check_model_path, image_refs
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.provenance import Provenance
@@ -155,6 +155,18 @@ def _stated(request: ImportRequest) -> tuple[str, dict[str, str]]:
     return label, notes
 
 
+def _answer(
+    request: ImportRequest, inspect: Inspect, model: Path, model_hash: str, fresh: bool = False
+) -> ModelAnswer:
+    answer = inspect(
+        model, request.settings.trust_model, state_dir=request.cache.root,
+        model_hash=model_hash, fresh=fresh,
+    )  # fmt: skip
+    if isinstance(answer, ChildFatal):
+        raise InputError(answer.path, answer.problem, answer.fix)
+    return answer
+
+
 def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> list[Imported]:
     """Check and store every map of ``request``; nothing is stored unless all are fine."""
     model = check_model_path(request.model)
@@ -167,13 +179,20 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
     refs = image_refs(list(request.images))
     check_images_fit([Path(ref.path)] for ref in refs)  # each decoded alone, header first
     first = read_image(refs[request.target or 0].path)
-    answer = inspect(
-        model, request.settings.trust_model, state_dir=request.cache.root, model_hash=model_hash
-    )
-    if isinstance(answer, ChildFatal):
-        raise InputError(answer.path, answer.problem, answer.fix)
-    expected = map_shape_of(answer, request.settings, first, model)
-    pairs = _pairs(maps, refs, expected, request.target)
+    settings, trust = request.settings, request.settings.trust_model
+    remembered = remembered_inspection(request.cache.root, model, model_hash, trust) is not None
+    answer = _answer(request, inspect, model, model_hash)
+    try:
+        pairs = _pairs(maps, refs, map_shape_of(answer, settings, first, model), request.target)
+    except InputError:
+        if not remembered:
+            raise
+        # What the cache remembered of the model is a hint, not a fact: maps that disagree
+        # with it are checked against what the model says now before they are refused.
+        again = _answer(request, inspect, model, model_hash, fresh=True)
+        if again == answer:
+            raise
+        pairs = _pairs(maps, refs, map_shape_of(again, settings, first, model), request.target)
     records = []
     for ref, values, user_map in pairs:
         records.append(

@@ -1,12 +1,20 @@
-"""What a user states of an imported map is bounded where it is written (issue 50, case 7):
-30 notes of 8,000 non-ASCII characters each, or an API label of 1.5 million
+"""What a user states of an imported map, and what the cache remembers of a model, are bounded
+and checked where they are written and read (issue 50, cases 7 and 11).
+
+Case 7: 30 notes of 8,000 non-ASCII characters each, or an API label of 1.5 million
 characters, were written into a run whose provenance the reader then refused: every later
 ``ls`` and ``compare`` exited 2. What is written is bounded by the reader's own bound, measured
 on the text as stored (JSON escapes each such character as six), and the import is refused at
-the front door in one line, before anything is stored."""
+the front door in one line, before anything is stored.
+
+Case 11: a remembered model answer (``models/<key>.json``) edited to another shape made
+``import`` store a map of the wrong size for the model. What is remembered is a hint, checked
+against the file it answers for and its own checksum; a map that disagrees with it asks the
+model again before it is refused."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +26,9 @@ from segdiff_gui.cli.main import main as segdiff
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.limits import MAX_TEXT_BYTES
+from segdiff_gui.core.protocol import ModelAnswer
 from segdiff_gui.resources import demo_images, demo_model
+from segdiff_gui.runner.devices import sealed_answer
 from segdiff_gui.storage import ResultCache
 from tests.hostile.expect import files_under
 from tests.storage.test_cache import make_record
@@ -80,6 +90,55 @@ def test_a_label_past_the_readers_bound_is_refused_by_the_api(imported, tmp_path
     long = "ü" * 100_000  # 600 KB as stored
     segdiff_gui.import_maps(other, demo_model(), image, label=long, cache=cache)
     assert _said(capsys, "ls", "--cache", cache)[0] == 0
+
+
+def _remembered(cache: Path) -> Path:
+    """The remembered answer of the demo model (the import above asked for it)."""
+    (path,) = (cache / "models").glob("*.json")
+    return path
+
+
+def test_a_remembered_answer_edited_to_another_shape_is_asked_again(imported, tmp_path, capsys):
+    cache, _, image = imported
+    remembered = _remembered(cache)
+    text = remembered.read_text()
+    assert '"shape": [null, null, null, 1]' in text, text
+    # Edited: the model would give three classes at 64×64. A map of that shape must not be
+    # stored as this model's (the fake engine's model gives one channel at the image's size).
+    remembered.write_text(
+        text.replace('"shape": [null, null, null, 1]', '"shape": [null, 64, 64, 3]')
+    )
+    wrong = tmp_path / "wrong.npy"
+    np.save(wrong, np.full((64, 64, 3), 1 / 3, np.float32))
+    before = {p: b for p, b in files_under(cache).items() if not p.startswith("models/")}
+    code, out, err = _said(capsys, "import", wrong, "--model", demo_model(), "--image", image,
+                           "--cache", cache)  # fmt: skip
+    assert code == 2, out
+    (line,) = err.splitlines()
+    assert line.startswith(f"segdiff: {wrong}: has shape 64×64×3; the model's map is 256×256")
+    after = {p: b for p, b in files_under(cache).items() if not p.startswith("models/")}
+    assert after == before  # nothing stored
+    # What the model said again replaced what was remembered.
+    again = json.loads(remembered.read_text())
+    assert again["answer"]["outputs"][0]["shape"] == [None, None, None, 1]
+
+
+def test_a_remembered_answer_a_map_disagrees_with_is_asked_again(imported, tmp_path, capsys):
+    """An answer whose checksum was made again with the edit: the map the user gives, which
+    the model does give, is not refused on its word."""
+    cache, _, image = imported
+    remembered = _remembered(cache)
+    data = json.loads(remembered.read_text())
+    answer = {name: value for name, value in data["answer"].items() if name != "event"}
+    answer["outputs"][0]["shape"] = [None, 64, 64, 3]
+    remembered.write_text(json.dumps(sealed_answer(data["key"], ModelAnswer(**answer))))
+    right = tmp_path / "right.npy"
+    np.save(right, np.full((256, 256), 0.5, np.float32))
+    code, out, err = _said(capsys, "import", right, "--model", demo_model(), "--image", image,
+                           "--cache", cache)  # fmt: skip
+    assert code == 0, err
+    assert "imported: " in out and "256×256 sigmoid" in out
+    assert ResultCache(cache).scan().damaged == []
 
 
 def test_the_writer_refuses_what_its_reader_would(tmp_path):

@@ -16,6 +16,7 @@ from segdiff_gui.cli.exit_codes import EXIT_INTERRUPTED
 from segdiff_gui.core.protocol import ModelAnswer
 from segdiff_gui.core.runtimes import installed_runtimes
 from segdiff_gui.runner import devices
+from segdiff_gui.storage import ResultCache
 from tests.conftest import TESTS, engine_children
 
 
@@ -31,6 +32,7 @@ def test_installing_cuda_wheels_makes_the_remembered_probe_stale(tmp_path, monke
     site.mkdir()
     monkeypatch.setattr(sys, "path", [str(site), *sys.path])
     state = tmp_path / "state"
+    ResultCache(state).claim()  # answers are remembered in a segdiff cache only
     devices.probe_devices(state)
     devices.probe_devices(state)
     assert len(asked) == 1  # remembered: no second child
@@ -88,11 +90,41 @@ def test_a_remembered_model_answer_is_used_only_as_a_child_would_give_it(tmp_pat
     model = tmp_path / "m.keras"
     model.write_bytes(b"weights")
     state = tmp_path / "state"
+    ResultCache(state).claim()
     devices.remember_inspection(state, model, "ab" * 32, False, _ANSWER)
     assert devices.remembered_inspection(state, model, "ab" * 32, False) == _ANSWER
     (remembered,) = (state / "models").glob("*.json")
-    text = crafted if isinstance(crafted, str) else json.dumps({**_ANSWER.to_dict(), **crafted})
+    if isinstance(crafted, str):
+        text = crafted
+    else:  # sealed as segdiff seals it: the types are what is wrong
+        fields = {**_ANSWER.to_dict(), **crafted}
+        fields.pop("event")
+        text = json.dumps(devices.sealed_answer(remembered.stem, ModelAnswer(**fields)))
     remembered.write_text(text)
+    assert devices.remembered_inspection(state, model, "ab" * 32, False) is None
+
+
+@pytest.mark.parametrize("change", ["edited", "another model's", "unsealed"])
+def test_a_remembered_model_answer_is_sealed_for_its_own_file(tmp_path, change):
+    """Issue 50, case 11: what is remembered is a hint. An answer edited in place, one copied
+    from another model's file, and one without its seal (an older segdiff's) are each asked
+    of a child again."""
+    model = tmp_path / "m.keras"
+    model.write_bytes(b"weights")
+    state = tmp_path / "state"
+    ResultCache(state).claim()
+    devices.remember_inspection(state, model, "ab" * 32, False, _ANSWER)
+    (remembered,) = (state / "models").glob("*.json")
+    sealed = json.loads(remembered.read_text())
+    if change == "edited":
+        sealed["answer"]["outputs"][0]["shape"] = [None, 64, 64, 3]
+        remembered.write_text(json.dumps(sealed))
+    elif change == "another model's":
+        devices.remember_inspection(state, model, "cd" * 32, False, _ANSWER)
+        (other,) = set((state / "models").glob("*.json")) - {remembered}
+        remembered.write_text(other.read_text())
+    else:
+        remembered.write_text(json.dumps(_ANSWER.to_dict()))
     assert devices.remembered_inspection(state, model, "ab" * 32, False) is None
 
 
@@ -148,6 +180,7 @@ def test_a_remembered_answer_that_is_no_plain_small_file_is_asked_again(tmp_path
     import threading
 
     state = tmp_path / "state"
+    ResultCache(state).claim()
     remembered = state / "probe" / f"{devices._fingerprint()}.json"
     remembered.parent.mkdir(parents=True)
     good = {"devices": [{"name": "cpu", "type": "CPU"}], "facts": {}}
