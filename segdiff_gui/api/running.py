@@ -41,10 +41,13 @@ def devices(cache: PathLike | ResultCache | None = None) -> list[str]:
     -------
     list of str
         ``"cpu"`` and every GPU TensorFlow sees (``"gpu:0"``, …), asked of a child process
-        once per machine and then remembered in the cache.
+        once per machine and then remembered in the cache (which must be, or become, a
+        segdiff cache: a folder of other files is refused).
     """
+    store = cache_of(cache)
+    store.claim()
     try:
-        return ["cpu", *gpu_names(probe_devices(cache_of(cache).root))]
+        return ["cpu", *gpu_names(probe_devices(store.root))]
     except ProbeError as error:
         raise InputError("tensorflow", str(error)) from None
 

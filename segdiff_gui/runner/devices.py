@@ -24,6 +24,7 @@ from segdiff_gui.core.protocol import ChildFatal, Message, ModelAnswer, ProbeAns
 from segdiff_gui.core.runtime_defaults import Machine, needs_accelerator_answer
 from segdiff_gui.core.runtimes import RUNTIMES, recorded_version
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
+from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.small_files import read_small_file
 
 __all__ = [
@@ -147,7 +148,7 @@ def remember_probe(state_dir: Path, answer: ProbeAnswer) -> None:
     probe is remembered: the window's device list and About box then need no probe child."""
     remembered = state_dir / "probe" / f"{_fingerprint()}.json"
     if not _is_recent(remembered):
-        _remember(remembered, {"devices": answer.devices, "facts": answer.facts})
+        _remember(state_dir, remembered, {"devices": answer.devices, "facts": answer.facts})
 
 
 def _is_recent(remembered: Path) -> bool:
@@ -174,8 +175,8 @@ def probe_devices(
         if data is not None:
             return data
     data = _run_probe(timeout_s, runtime, should_stop)
-    if remembered:
-        _remember(remembered, data)
+    if state_dir and remembered:
+        _remember(state_dir, remembered, data)
     return data
 
 
@@ -234,8 +235,8 @@ def inspect_model(
     request = {"model_path": str(model_path), "trust_model": trust}
     answer = ask_child("inspect", request, (ModelAnswer, ChildFatal), "model inspection", timeout_s)
     assert isinstance(answer, ModelAnswer | ChildFatal)
-    if remembered and isinstance(answer, ModelAnswer):
-        _remember(remembered, sealed_answer(remembered.stem, answer))
+    if state_dir and remembered and isinstance(answer, ModelAnswer):
+        _remember(state_dir, remembered, sealed_answer(remembered.stem, answer))
     return answer
 
 
@@ -307,7 +308,7 @@ def remember_inspection(
     """Keep what a run child said of the model it loaded, as an inspection's answer: the
     window then shows the model's facts without a TensorFlow child of its own."""
     remembered = _inspection_file(state_dir, model_path, model_hash, trust)
-    _remember(remembered, sealed_answer(remembered.stem, answer))
+    _remember(state_dir, remembered, sealed_answer(remembered.stem, answer))
 
 
 def _inspection_file(state_dir: Path, model_path: Path, model_hash: str, trust: bool) -> Path:
@@ -338,8 +339,12 @@ def _recall(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _remember(path: Path, data: dict[str, Any]) -> None:
-    """Write atomically: another window may be reading the same answer."""
+def _remember(state_dir: Path, path: Path, data: dict[str, Any]) -> None:
+    """Write atomically: another window may be reading the same answer. Only into a folder
+    that is a segdiff cache (storage's one rule, :meth:`ResultCache.claim`): a probe asked
+    with a folder of the user's as its cache writes nothing there."""
+    if not ResultCache(state_dir).is_marked:
+        return
     with contextlib.suppress(OSError):  # only a shortcut: failing to write it costs nothing
         path.parent.mkdir(parents=True, exist_ok=True)
         # Per thread too: two children of one matrix may say the same answer at once.

@@ -86,7 +86,9 @@ class MatrixRequest:
 
     def start(self, gpus: Sequence[str] | None = None) -> MatrixRunner:
         """Plan the whole request (asking for the GPUs when the matrix depends on them and
-        ``gpus`` is not given) and return its runner; iterate :meth:`MatrixRunner.run`."""
+        ``gpus`` is not given) and return its runner; iterate :meth:`MatrixRunner.run`. The
+        cache is claimed first: the devices' answer is remembered there."""
+        self.cache.claim()
         if gpus is None:
             gpus = self.devices() if self.needs_devices else []
         plan = self.plan(gpus)

@@ -72,10 +72,6 @@ __all__ = [
 
 # The merged test sets' manifests (storage/set_manifests.py).
 SETS_FOLDER = "test-sets"
-# What a cache made before caches were marked holds: adopted, never anything else.
-_OWN_ENTRIES = frozenset(
-    {"runs", "images", "layers", "converted", "probe", "models", SETS_FOLDER, MARKER}
-)
 _TMP_SUFFIX = ".tmp"
 # Keys and content hashes are SHA-256 hex digests; anything else (e.g. "../x" from a crafted
 # bundle) must never become part of a path.
@@ -192,6 +188,7 @@ class ResultCache:
         self._checked: dict[str, tuple[tuple[int, int, int], RunRecord, int | None]] = {}
         # key → (file identity, map): read by checked(), handed to the next read_run (once).
         self._handed_on: dict[str, tuple[tuple[int, int, int], np.ndarray]] = {}
+        self._claimed = False  # claim() found the folder a cache (or made it one)
 
     def __repr__(self) -> str:
         return f"ResultCache({str(self.root)!r})"
@@ -226,17 +223,23 @@ class ResultCache:
         return marker_state(self.root) is MarkerState.WHOLE
 
     def claim(self) -> None:
-        """Make sure the folder is a segdiff cache before anything is written into it: a new or
-        empty folder becomes one, and a marker a failed creation left unfinished is finished; a
-        folder with files of its own is refused. A cache that cannot be made leaves nothing:
-        neither a marker nor the folders made for it."""
+        """Make sure the folder is a segdiff cache before anything is written into it: the one
+        rule of what a cache folder is, for every writer and front end. A folder is one when
+        it holds segdiff's marker; a new or empty folder becomes one, and a marker a failed
+        creation left unfinished is finished; any other folder is refused, whatever the names
+        of what it holds (a project's ``images/`` and ``models/`` are the user's). A cache
+        that cannot be made leaves nothing: neither a marker nor the folders made for it."""
+        if self._claimed and os.path.lexists(self.root / MARKER):
+            return  # claimed before, and still marked (one lstat a write)
         self.check_usable()
         state = marker_state(self.root)
         if state is MarkerState.WHOLE:
+            self._claimed = True
             return
         if self.root.is_dir():
-            # The user's cache folder also holds the runtimes' compilation cache.
-            own = _OWN_ENTRIES | compilation_entry(self.root)
+            # segdiff's own: an unfinished marker (finished below), what a killed claim left,
+            # and the runtimes' compilation cache where the folder is the user's default one.
+            own = {MARKER, *compilation_entry(self.root)}
             foreign = sorted(
                 p.name
                 for p in self.root.iterdir()
@@ -264,6 +267,7 @@ class ResultCache:
             raise InputError(
                 self.root, f"cannot be made a cache ({problem or error.strerror or error})"
             ) from None
+        self._claimed = True
 
     # runs ---------------------------------------------------------------------------------
     def run_path(self, key: str) -> Path:
@@ -276,6 +280,7 @@ class ResultCache:
 
     def write_run(self, record: RunRecord) -> Path:
         path = self.run_path(record.key)
+        self.claim()  # nothing is written into a folder that is not a cache
         if path.is_dir() and not path.is_symlink():
             # Not something segdiff made: whatever is in it is not ours to delete.
             raise InputError(path, "is a folder where a run belongs; remove it to store the run")
@@ -383,6 +388,7 @@ class ResultCache:
 
     def write_image(self, image_hash: str, name: str, image: np.ndarray) -> None:
         """Keep a decoded target image so results can be shown over it without the original."""
+        self.claim()
         with in_memory_h5(self.image_path(image_hash)) as handle:
             handle.create_dataset("image", data=image, compression="gzip", shuffle=True)
             handle.attrs["name"] = name

@@ -24,7 +24,7 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.runner.sources import group_studies, read_source
 from segdiff_gui.storage import ResultCache, merge_bundle, write_bundle
 from tests.hostile.corpus import CACHE_CASES, base_cache
-from tests.hostile.expect import assert_one_line, bounded_memory
+from tests.hostile.expect import assert_one_line, bounded_memory, files_under
 
 # A FIFO where a run or the marker belongs fails its case instead of blocking the run.
 pytestmark = pytest.mark.timeout(60, method="thread")
@@ -103,12 +103,19 @@ def test_only_the_caches_own_temporaries_are_removed(tmp_path):
     assert not own.exists() and all(path.exists() for path in lookalikes)
 
 
-def test_an_old_unmarked_cache_is_adopted(tmp_path):
-    cache, keys = base_cache(tmp_path / "old")
+def test_a_folder_without_the_marker_is_no_cache_whatever_its_names(tmp_path):
+    # Issue 50, case 14: names a cache has (runs/, images/, probe/) do not make a folder one;
+    # only the marker does. Refused in one line, and nothing in it touched.
+    cache, _ = base_cache(tmp_path / "old")
+    (cache.root / ".segdiff-cache").unlink()
     (cache.root / "probe").mkdir()
-    assert not cache.is_marked
-    cache.claim()
-    assert cache.is_marked and sorted(cache.keys()) == sorted(keys)
+    before = files_under(cache.root)
+    with pytest.raises(InputError) as refused:
+        ResultCache(cache.root).claim()
+    assert str(refused.value).startswith(
+        f"{cache.root}: is not a segdiff cache: it holds other files (images, probe, runs)"
+    )
+    assert files_under(cache.root) == before and not ResultCache(cache.root).is_marked
 
 
 @pytest.mark.parametrize("marker", ["a link to the user's file", "a FIFO", "a dangling link"])

@@ -104,11 +104,11 @@ def test_a_remembered_model_answer_is_used_only_as_a_child_would_give_it(tmp_pat
     assert devices.remembered_inspection(state, model, "ab" * 32, False) is None
 
 
-@pytest.mark.parametrize("change", ["edited", "another model's", "unsealed"])
+@pytest.mark.parametrize("change", ["edited", "another model's", "unsealed", "not remembered here"])
 def test_a_remembered_model_answer_is_sealed_for_its_own_file(tmp_path, change):
     """Issue 50, case 11: what is remembered is a hint. An answer edited in place, one copied
-    from another model's file, and one without its seal (an older segdiff's) are each asked
-    of a child again."""
+    from another model's file, one without its seal (an older segdiff's), and one a folder
+    that is no segdiff cache would have held, are each asked of a child again."""
     model = tmp_path / "m.keras"
     model.write_bytes(b"weights")
     state = tmp_path / "state"
@@ -123,8 +123,14 @@ def test_a_remembered_model_answer_is_sealed_for_its_own_file(tmp_path, change):
         devices.remember_inspection(state, model, "cd" * 32, False, _ANSWER)
         (other,) = set((state / "models").glob("*.json")) - {remembered}
         remembered.write_text(other.read_text())
-    else:
+    elif change == "unsealed":
         remembered.write_text(json.dumps(_ANSWER.to_dict()))
+    else:
+        elsewhere = tmp_path / "project"
+        elsewhere.mkdir()
+        devices.remember_inspection(elsewhere, model, "ab" * 32, False, _ANSWER)
+        assert list(elsewhere.iterdir()) == []  # nothing written into a folder of the user's
+        return
     assert devices.remembered_inspection(state, model, "ab" * 32, False) is None
 
 
