@@ -14,7 +14,7 @@ from segdiff_gui.api.results import html_document
 from segdiff_gui.api.study import Study
 from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
-from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.errors import InputError, in_few_lines
 from segdiff_gui.core.text import printable, printable_lines, shape_text
 from segdiff_gui.runner.sources import RunsSource, read_source
 from segdiff_gui.storage.bundle import BundleReader
@@ -44,6 +44,8 @@ class Runs:
         self.cutoff = checked_cutoff(cutoff)
         #: The entries that could not be read, one line each (the rest are readable).
         self.damaged: list[str] = [str(error) for error in source.damaged]
+        # As shown: the first few, then how many more.
+        self._shown_damage = in_few_lines(source.damaged)
         self._groups = comparable_groups(source.records)
         self._titles = group_titles(self._groups)
 
@@ -156,7 +158,7 @@ class Runs:
             f"{' …' if len(g) > 8 else ''}</td></tr>"
             for g in self._groups
         )
-        damaged = "".join(f"<li>{escape(line)}</li>" for line in self.damaged)
+        damaged = "".join(f"<li>{escape(line)}</li>" for line in self._shown_damage)
         return html_document(
             f"<p><b>{escape(self.where)}</b>: {len(self._source.records)} runs in "
             f"{len(self._groups)} groups</p><table><tr><th>group</th><th>model on image</th>"
@@ -170,14 +172,15 @@ class Runs:
             title = self._titles[group_id(members[0])]
             labels = ", ".join(r.label for r in members[:6]) + (" …" if len(members) > 6 else "")
             lines.append(f"  [{group_id(members[0])}] {title}: {len(members)} runs ({labels})")
-        lines += [f"  unreadable: {line}" for line in self.damaged]
+        lines += [f"  unreadable: {line}" for line in self._shown_damage]
         return printable_lines(lines)
 
 
 def _warn_damaged(damaged: Sequence[InputError]) -> None:
-    """The other unreadable entries of a store none of whose runs could be read."""
-    for entry in damaged:
-        warnings.warn(printable(f"unreadable: {entry}"), stacklevel=4)
+    """The other unreadable entries of a store none of whose runs could be read (the first
+    few, then how many more)."""
+    for line in in_few_lines(damaged):
+        warnings.warn(printable(f"unreadable: {line}"), stacklevel=4)
 
 
 def open_cache(path: PathLike | ResultCache | None = None, cutoff: float = DEFAULT_CUTOFF) -> Runs:

@@ -25,7 +25,7 @@ from segdiff_gui.core.config import (
     RunConfig,
     parse_config_spec,
 )
-from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.errors import InputError, in_few_lines
 from segdiff_gui.core.runtime_defaults import on_off
 from segdiff_gui.core.shards import shard_slice
 from segdiff_gui.core.test_sets import (
@@ -78,9 +78,10 @@ def err_console() -> Console:
 
 
 def report_damaged(err: Console, damaged: Sequence[InputError]) -> int:
-    """One line per entry that could not be read; the exit code the command then ends with."""
-    for entry in damaged:
-        say(err, f"segdiff: {entry}")
+    """A line per entry that could not be read, the first few, then how many more; the exit
+    code the command then ends with."""
+    for line in in_few_lines(damaged):
+        say(err, f"segdiff: {line}")
     return EXIT_USAGE if damaged else EXIT_OK
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from segdiff_gui.core.text import printable
 
-__all__ = ["ConfigError", "InputError", "first_line", "with_remedy"]
+__all__ = ["ConfigError", "InputError", "first_line", "in_few_lines", "with_remedy"]
+
+# The errors said one by one before the rest are counted (in_few_lines).
+SHOWN_ERRORS = 5
 
 
 class ConfigError(ValueError):
@@ -35,6 +39,19 @@ class InputError(ValueError):
     def from_message(cls, message: str, fix: str = "") -> InputError:
         """Rebuild an error from its one line (as it crossed from a child process)."""
         return cls("", message, fix)
+
+
+def in_few_lines(errors: Sequence[InputError]) -> list[str]:
+    """The lines that say ``errors``: the first few as they are, then how many more, naming
+    their file where they all share one. A bundle of thousands of damaged runs is said in a
+    few lines, never a line each (the front end keeps every one where it lists them)."""
+    lines = [str(error) for error in errors[:SHOWN_ERRORS]]
+    rest = errors[SHOWN_ERRORS:]
+    if rest:
+        paths = {error.path for error in rest}
+        where = f"{paths.pop()}: " if len(paths) == 1 and rest[0].path else ""
+        lines.append(f"{where}and {len(rest):,} more unreadable entries")
+    return lines
 
 
 def with_remedy(message: str, remedy: str) -> str:

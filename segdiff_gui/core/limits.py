@@ -17,6 +17,7 @@ from segdiff_gui.core.errors import InputError
 
 __all__ = [
     "MAX_BATCH",
+    "MAX_BUNDLE_RUNS",
     "MAX_CHANNELS",
     "MAX_IMAGE_MEMORY_VARIABLE",
     "MAX_MODEL_BYTES",
@@ -60,6 +61,10 @@ MAX_NAME_CHARS = 4096
 # far fewer). A record past either is damage, never a set to count.
 MAX_SET_IMAGES = 10_000_000
 MAX_SHARDS = 100_000
+# The runs one bundle may name: a sweep of 5,000 images at five configurations and two
+# repeats. Each name is a run to read and check (milliseconds each): a crafted bundle of
+# hundreds of thousands would take minutes before it could be refused.
+MAX_BUNDLE_RUNS = 50_000
 # A model, read whole to be hashed before it is trusted: a segmentation network of a few
 # hundred MB, or a few GB with its optimizer, is far below; a crafted folder is not.
 MAX_MODEL_BYTES = 64 << 30

@@ -8,6 +8,7 @@ when a bundle is opened, and a merge is all or nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator, Sequence
@@ -18,6 +19,7 @@ import h5py
 import numpy as np
 
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.limits import MAX_BUNDLE_RUNS
 from segdiff_gui.core.test_sets import ShardManifest
 from segdiff_gui.core.text import printable
 from segdiff_gui.core.timestamps import local_timestamp
@@ -32,6 +34,7 @@ from segdiff_gui.storage.cache import (
 from segdiff_gui.storage.hdf5_access import (
     UnreadableEntry,
     detached,
+    h5py_damage,
     has_member,
     member_names,
     plain_dataset,
@@ -76,6 +79,12 @@ def write_bundle(
     The free space is checked first (the bundle is about the size of the runs' files): HDF5
     writing onto a full disk fails half-way and can crash while closing."""
     path = Path(path)
+    if len(keys) > MAX_BUNDLE_RUNS:  # never written where it would be refused when read
+        raise InputError(
+            path,
+            f"would hold {len(keys):,} runs, over segdiff's bound of {MAX_BUNDLE_RUNS:,} runs in "
+            "one bundle; bundle them in parts",
+        )
     text = manifests_text(manifests, path) if manifests else None
     records = [cache.read_run(key) for key in keys]  # damaged runs fail here, named
     hashes = sorted({record.target_hash for record in records})
@@ -124,7 +133,15 @@ class BundleReader:
             attrs = AttributeReader(handle, str(self.path), "the file's")
             if "format" not in attrs.names() or attrs.text("format") != _MAGIC:
                 raise InputError(self.path, "is an HDF5 file but not a segdiff bundle")
-            plain_group(handle, "runs", str(self.path))
+            runs = plain_group(handle, "runs", str(self.path))
+            with h5py_damage(runs, str(self.path), "the member table of /runs"):
+                count = len(runs)  # from the group's header: no name is read
+            if count > MAX_BUNDLE_RUNS:  # each a run to check: minutes, before one is refused
+                raise InputError(
+                    self.path,
+                    f"names {count:,} runs, over segdiff's bound of {MAX_BUNDLE_RUNS:,} runs in "
+                    "one bundle",
+                )
             #: The shards of test sets its runs are (the sweep's that wrote it, or those a
             #: cache's bundle carries on); none for runs of no recorded sweep.
             self.manifests = read_manifest_attribute(attrs)
@@ -147,18 +164,33 @@ class BundleReader:
             runs = self._runs(handle)
             if not has_member(runs, key, str(self.path)):
                 raise KeyError(key)
-            return self._read(runs, key, with_map)
+            return self._read(runs, key, with_map, _Stored())
 
-    def _read(self, runs: h5py.Group, key: str, with_map: bool) -> RunRecord:
+    def _read(self, runs: h5py.Group, key: str, with_map: bool, stored: _Stored) -> RunRecord:
+        """The run named ``key``; its stored object's metadata is read once (``stored``),
+        whatever the number of names it is linked under."""
         where = str(self.path)
         if not is_digest(key):
             raise UnreadableEntry(where, f"holds a run named {printable(key[:40])!r}, not a key")
-        group = plain_group(runs, key, where)
-        record, map_crc32 = read_metadata(group, where)
+        address = stored.addresses.get(key)
+        read = stored.metadata.get(address) if address is not None else None
+        group = None
+        if read is None:
+            group = plain_group(runs, key, where)
+            try:
+                read = read_metadata(group, where)
+            except InputError as error:  # said again for every name of this object
+                read = detached(_as_entry(error, self.path))
+            if address is not None:
+                stored.metadata[address] = read
+        if isinstance(read, UnreadableEntry):
+            raise read
+        record, map_crc32 = read
         if record.key != key:  # before its map is read: a run linked under many names is cheap
             raise UnreadableEntry(where, f"run {key[:16]} claims to be run {record.key[:16]}")
         if not with_map:
             return record
+        group = group or plain_group(runs, key, where)
         return with_checked_map(record, group, where, map_crc32)
 
     def scan(self, with_maps: bool = False) -> CacheScan:
@@ -172,9 +204,10 @@ class BundleReader:
                 scan.damaged.append(
                     UnreadableEntry(self.path, "holds a run whose name is not text")
                 )
+            stored = _Stored(_hard_links(runs, str(self.path)))
             for key in keys:
                 try:
-                    record = self._read(runs, key, with_maps)
+                    record = self._read(runs, key, with_maps, stored)
                 except InputError as error:
                     scan.damaged.append(detached(_as_entry(error, self.path)))
                     continue
@@ -193,6 +226,33 @@ class BundleReader:
                 return None
             dataset = plain_dataset(plain_group(handle, "images", where), image_hash, where)
             return read_stored_image(dataset, where)
+
+
+@dataclass
+class _Stored:
+    """The runs a bundle stores, by object: each name's object (its address in the file, for
+    the names that are hard links) and what its metadata read as (the run and its map's
+    checksum, or why it cannot be read)."""
+
+    addresses: dict[str, int] = field(default_factory=dict)
+    metadata: dict[int, tuple[RunRecord, int | None] | UnreadableEntry] = field(
+        default_factory=dict
+    )
+
+
+def _hard_links(group: h5py.Group, where: str) -> dict[str, int]:
+    """The address of the object each hard link of ``group`` names (text names only), from
+    its link table in one pass: no object is opened."""
+    found: dict[str, int] = {}
+
+    def visit(name: bytes, info: h5py.h5l.LinkInfo) -> None:
+        if info.type == h5py.h5l.TYPE_HARD:
+            with contextlib.suppress(UnicodeDecodeError):
+                found[name.decode("utf-8")] = info.u
+
+    with h5py_damage(group, where, f"the member table of {group.name}"):
+        group.id.links.iterate(visit, info=True)
+    return found
 
 
 def _names(group: h5py.Group, where: str) -> tuple[list[str], int]:
@@ -236,7 +296,9 @@ def check_bundle(path: str | Path) -> BundleReader:
             scan.damaged.append(detached(_as_entry(error, bundle.path)))
     if scan.damaged:
         first = scan.damaged[0]
-        more = f" (and {len(scan.damaged) - 1} more damaged runs)" if len(scan.damaged) > 1 else ""
+        more = (
+            f" (and {len(scan.damaged) - 1:,} more damaged runs)" if len(scan.damaged) > 1 else ""
+        )
         raise UnreadableEntry(first.path, f"{first.problem}{more}; nothing was merged")
     return bundle
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from segdiff_gui.core.errors import ConfigError, InputError
+from segdiff_gui.core.errors import ConfigError, InputError, in_few_lines
 from segdiff_gui.core.findings import plural
 from segdiff_gui.core.protocol import (
     AllDone,
@@ -436,12 +436,13 @@ class SessionController(QObject):
 
     def report_unreadable(self, damaged: Sequence[InputError], outcome: str = "") -> None:
         """Runs that could not be read: said in the window (the others are shown) and, for a
-        window started from a terminal, one line each on stderr."""
+        window started from a terminal, a line each on stderr (the first few, then how many
+        more)."""
         if not damaged:
             return
         self.unreadable_reported = True
-        for entry in damaged:
-            print(f"segdiff-gui: {printable(f'{entry}{outcome}')}", file=sys.stderr)
+        for line in in_few_lines(damaged):
+            print(f"segdiff-gui: {printable(f'{line}{outcome}')}", file=sys.stderr)
         more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
         self.notify(f"Unreadable: {damaged[0]}{more}{outcome}", 30000)
 
