@@ -100,10 +100,40 @@ def no_space(folder: Path, error: OSError | None = None, needed: int = 0) -> Inp
     return InputError(folder, f"{reason} on its disk{detail} ({wanted}{free / 2**20:,.1f} MB free)")
 
 
+def _temporary_for(final: Path) -> Path:
+    """Where a file is written before it is renamed to ``final``: segdiff's own naming,
+    ``.<name>.<pid>.<8 hex>.tmp`` beside it."""
+    return final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_TMP_SUFFIX}")
+
+
+def remove_killed_temporaries(final: Path) -> int:
+    """Remove what writers of ``final`` killed before their rename left beside it (a bundle
+    cut short by kill -9: as large as the bundle), and return how many: plain files of
+    segdiff's own temporary naming for that very path whose writer, by the process id in
+    the name, no longer runs here. Never another path's, a live writer's, or a file of any
+    other name."""
+    own = re.compile(rf"^\.{re.escape(final.name)}\.(\d+)\.[0-9a-f]{{8}}{re.escape(_TMP_SUFFIX)}$")
+    try:
+        entries = list(os.scandir(final.parent))
+    except OSError:
+        return 0
+    import psutil  # here: only a bundle's or a probe's write asks
+
+    removed = 0
+    for entry in entries:
+        if not (found := own.match(entry.name)) or psutil.pid_exists(int(found.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+                removed += 1
+    return removed
+
+
 def write_file_aside(final: Path, data: bytes) -> None:
     """Write ``data`` next to ``final`` and rename it into place once it is on disk."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    temporary = final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_TMP_SUFFIX}")
+    temporary = _temporary_for(final)
     try:
         # Room for the file and a little more: a disk filled to the last byte fails others.
         if shutil.disk_usage(final.parent).free < len(data) + _SPARE_BYTES:
@@ -140,9 +170,11 @@ def in_memory_h5(final: Path) -> Iterator[h5py.File]:
 @contextlib.contextmanager
 def atomic_h5(final: Path) -> Iterator[h5py.File]:
     """Yield an HDF5 file that appears at ``final`` only once it is complete and flushed. For
-    files too large to build in memory (bundles); the caller checks the free space first."""
+    files too large to build in memory (bundles); the caller checks the free space first.
+    What a killed writer of ``final`` left beside it is removed first."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    temporary = final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_TMP_SUFFIX}")
+    remove_killed_temporaries(final)
+    temporary = _temporary_for(final)
     try:
         with h5py.File(temporary, "w") as handle:
             yield handle
