@@ -78,9 +78,12 @@ def _checked_run(arguments: list[str], shards: int) -> argparse.Namespace:
     if parsed.masks:
         TruthFolder(parsed.masks)  # as the sweep's session checks them before anything runs
     # What the model takes, asked of a child (remembered in this machine's cache, as a run
-    # remembers it), and every image checked against it as the planner checks an image.
+    # remembers it: the cache is claimed first, as a run claims it), and every image checked
+    # against it as the planner checks an image.
     settings = checked.settings
-    taken = model_input(checked.model, settings.trust_model, ResultCache().root)
+    cache = ResultCache()
+    cache.claim()
+    taken = model_input(checked.model, settings.trust_model, cache.root)
     check_inputs(checked.images, settings.preprocessing, taken)
     return parsed
 
