@@ -141,8 +141,8 @@ def test_a_plain_keras_scripts_map_is_imported_reproduced_and_served_from_the_ca
     assert made.returncode == 0, made.stderr
     elsewhere = tmp_path / "elsewhere"
     assert segdiff_here(capsys, "merge", bundle, "--cache", elsewhere).returncode == 0
-    listed = segdiff_here(capsys, "ls", "--cache", elsewhere)
-    assert f"imported: {label} r0" in listed.stdout
+    listed = segdiff_here(capsys, "ls", "--cache", elsewhere, "--json")
+    assert f"imported: {label} r0" in [run["label"] for run in json.loads(listed.stdout)]
 
 
 def test_import_refuses_bad_maps_in_one_line_each(
