@@ -59,15 +59,49 @@ def open_plain(path: Path, what: str) -> io.BufferedReader:
     return io.BufferedReader(_open_raw(path, what))
 
 
+# numpy parses a header of at most this many bytes (its ``max_header_size``), but only once it
+# has read it: a version 2 or 3 header may declare 4 GiB of itself, read whole before that.
+_MAX_NPY_HEADER_BYTES = 10_000
+
+
 def npy_header(handle: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
     """What a ``.npy`` file's header declares (shape, Fortran order, dtype), read without its
-    values and without unpickling: numpy's ``ValueError`` where it is not one."""
+    values and without unpickling: a ``ValueError`` saying why where it is not one. The
+    header's length is bounded before it is read, and a header that is not a literal (code,
+    which numpy's ``ast.literal_eval`` refuses in its parser's words) is said to be one."""
     version = np.lib.format.read_magic(handle)
-    if version == (1, 0):
-        shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(handle)
-    else:
-        shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(handle)
+    width = 2 if version == (1, 0) else 4
+    length = handle.read(width)
+    if len(length) < width:
+        raise ValueError("its header is cut short")
+    declared = int.from_bytes(length, "little")
+    if declared > _MAX_NPY_HEADER_BYTES:
+        raise ValueError(
+            f"its header declares {declared:,} bytes, over numpy's bound of "
+            f"{_MAX_NPY_HEADER_BYTES:,}"
+        )
+    header = handle.read(declared)
+    read = (
+        np.lib.format.read_array_header_1_0
+        if version == (1, 0)
+        else np.lib.format.read_array_header_2_0
+    )
+    try:
+        shape, fortran_order, dtype = read(io.BytesIO(length + header))
+    except (ValueError, SyntaxError, RecursionError) as error:
+        raise ValueError(_header_problem(header, error)) from None
     return tuple(int(n) for n in shape), bool(fortran_order), dtype
+
+
+def _header_problem(header: bytes, error: BaseException) -> str:
+    """Why numpy refused a header: not a literal, or numpy's own reason in a short line."""
+    import ast
+
+    try:
+        ast.literal_eval(header.decode("latin1"))
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+        return "its header is not a literal description of an array; segdiff never runs code"
+    return first_line(error, limit=200)
 
 
 class _OwnBytesOnly(io.BufferedReader):
