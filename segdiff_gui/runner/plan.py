@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import cycle, islice
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from segdiff_gui.core.tf32 import saved_model_refuses_emulation
 from segdiff_gui.core.trust import untrusted_saved_model
 from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
+from segdiff_gui.io.untrusted import open_plain
 from segdiff_gui.runner.devices import inspect_model, machine_defaults, remembered_inspection
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 
@@ -126,13 +127,14 @@ class MatrixPlan:
         return len(self.runs)
 
 
-def _check_keras_archive(path: Path) -> None:
-    """A ``.keras`` file is a zip whose members Keras reads whole: their declared sizes are
-    bounded before a child opens it (a 2 MB file whose config.json inflates to 2 GiB)."""
+def _check_keras_archive(path: Path, handle: IO[bytes]) -> None:
+    """A ``.keras`` file (``path``, open as ``handle``) is a zip whose members Keras reads
+    whole: their declared sizes are bounded before a child opens it (a 2 MB file whose
+    config.json inflates to 2 GiB)."""
     import zipfile  # here: a cache hit of a .h5 or SavedModel does without it (4 ms)
 
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(handle) as archive:
             members = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError):
         raise InputError(path, "is not a .keras model (a zip archive was expected)") from None
@@ -282,17 +284,16 @@ def check_model_path(path: str | Path) -> Path:
         if not (path / SAVED_MODEL_FILE).is_file():
             raise InputError(path, "folder is not a SavedModel (no saved_model.pb)")
         return path
-    if not path.is_file():
+    if not path.exists():
         raise InputError(path, "no such model file or folder")
     suffix = path.suffix.lower()
-    if suffix == ".keras":
-        _check_keras_archive(path)
-    if suffix in _LEGACY_SUFFIXES:
-        with path.open("rb") as handle:
-            if handle.read(8) != _HDF5_SIGNATURE:
-                raise InputError(path, "is not a legacy .h5 model (not an HDF5 file)")
-    elif suffix != ".keras":
+    if suffix != ".keras" and suffix not in _LEGACY_SUFFIXES:
         raise InputError(path, "unknown model format; expected .keras, .h5 or a SavedModel folder")
+    with open_plain(path, "model") as handle:  # a FIFO or a device is one line, never a wait
+        if suffix == ".keras":
+            _check_keras_archive(path, handle)
+        elif handle.read(8) != _HDF5_SIGNATURE:
+            raise InputError(path, "is not a legacy .h5 model (not an HDF5 file)")
     return path
 
 
