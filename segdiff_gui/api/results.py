@@ -92,10 +92,12 @@ class Comparison:
         lines = []
         for row in self.rows:
             state = "bitwise equal" if row["bitwise_equal"] else "differs"
+            nans = row["nan_mismatches"]
             lines.append(
                 f"  {row['label']}: {state}, {_count(row['differing_pixels'])} differing px, "
                 f"max {_count(row['max_ulp'])} ULP, max |Δ| {row['max_abs']:.3g}, "
                 f"{_count(row['flips'])} {rule}"
+                + (f", {plural(nans, 'value')} NaN in one map only" if nans else "")
             )
         lines += [f"  {name}: {verdict}" for name, verdict in self.verdicts.items()]
         lines.append(f"  {self._study.at_risk_sentence()}")

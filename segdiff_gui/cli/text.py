@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from segdiff_gui.core.floatfmt import json_text
 from segdiff_gui.core.text import printable, terminal_safe
 
 __all__ = ["TerminalConsole", "as_markup", "plural", "print_json", "say"]
@@ -46,7 +46,7 @@ def as_markup(text: str) -> str:
 
 
 def print_json(value: object) -> None:
-    print(json.dumps(value, indent=2, default=str))
+    print(json_text(value))
 
 
 def plural(count: int, noun: str) -> str:

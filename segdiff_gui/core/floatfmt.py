@@ -1,11 +1,15 @@
 """Exact numbers for people: float32 values as the shortest round-trip text plus their bits.
 
-``%g`` and friends hide one-ULP differences; these strings never do.
+``%g`` and friends hide one-ULP differences; these strings never do. And numbers for
+machines: JSON that every parser reads (:func:`json_text`).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +20,7 @@ __all__ = [
     "format_float32",
     "format_float64",
     "fraction_text",
+    "json_text",
 ]
 
 
@@ -51,3 +56,21 @@ def fraction_text(value: float) -> str:
     exactly, else the float's shortest text (both read back as the very float)."""
     fraction = Fraction(value).limit_denominator(1 << 20)
     return str(fraction) if float(fraction) == value else repr(value)
+
+
+def json_text(value: object, indent: int | None = 2) -> str:
+    """``value`` as JSON that every parser reads (RFC 8259 has no NaN or infinity): a float
+    that is not finite, which Python writes as a bare ``NaN`` or ``Infinity`` that other
+    parsers refuse, is the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` (``float()``
+    and JavaScript's ``Number()`` read each back); what JSON has no type for, its ``str``."""
+    return json.dumps(_finite(value), indent=indent, default=str, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float | np.floating) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value

@@ -246,7 +246,10 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 def _summary_table(data: dict[str, Any]) -> str:
+    """Every run against the reference; values NaN in one map only (no ULP or |Δ| counts
+    them) in a column of their own where a run has any, as the terminal's table has them."""
     flips = flips_heading(data["cutoff"], data["kind"] == "softmax")
+    nans = any(r["nan_mismatches"] for r in data["comparisons"])
     rows = [
         [
             r["label"],
@@ -257,6 +260,7 @@ def _summary_table(data: dict[str, Any]) -> str:
             f"{r['mean_abs']:.3g}",
             ", ".join(map(str, r["max_location"])) if r["max_location"] else "—",
             f"{r['flips']:,}",
+            *([f"{r['nan_mismatches']:,}"] if nans else []),
         ]
         for r in data["comparisons"]
     ]
@@ -270,6 +274,7 @@ def _summary_table(data: dict[str, Any]) -> str:
             "mean |Δ|",
             "largest at (row, col[, class])",
             flips,
+            *(["NaN in one only"] if nans else []),
         ],
         rows,
     )

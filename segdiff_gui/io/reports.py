@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from segdiff_gui.core.floatfmt import json_text
 from segdiff_gui.core.study import Study
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.version import __version__
@@ -72,5 +72,5 @@ def report_data(
 
 def write_json_report(path: str | Path, data: dict[str, Any]) -> Path:
     path = Path(path)
-    path.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    path.write_text(json_text(data), encoding="utf-8")
     return path
