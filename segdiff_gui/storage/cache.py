@@ -117,7 +117,7 @@ def remove_killed_temporaries(final: Path) -> int:
         entries = list(os.scandir(final.parent))
     except OSError:
         return 0
-    import psutil  # here: only a bundle's or a probe's write asks
+    import psutil  # here: only a write asks
 
     removed = 0
     for entry in entries:
@@ -131,8 +131,10 @@ def remove_killed_temporaries(final: Path) -> int:
 
 
 def write_file_aside(final: Path, data: bytes) -> None:
-    """Write ``data`` next to ``final`` and rename it into place once it is on disk."""
+    """Write ``data`` next to ``final`` and rename it into place once it is on disk. What a
+    killed writer of ``final`` left beside it (a merge or a run cut short) is removed first."""
     final.parent.mkdir(parents=True, exist_ok=True)
+    remove_killed_temporaries(final)
     temporary = _temporary_for(final)
     try:
         # Room for the file and a little more: a disk filled to the last byte fails others.
