@@ -210,6 +210,8 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
         )
     for record in records:  # every one storable and readable back, before any is stored
         check_readable_back(record, request.maps)
+    if any(not request.cache.has(record.key) for record in records):
+        request.cache.check_writable()  # a read-only cache is the cache's one line
     done = []
     for (ref, _, user_map), record in zip(pairs, records, strict=True):
         if not request.cache.has_image(ref.hash):

@@ -355,12 +355,16 @@ def merge_bundle(path: str | Path, cache: ResultCache) -> MergeResult:
         raise no_space(cache.root, needed=needed)
     result = MergeResult()
     written: list[Path] = []  # what this merge added: taken back if it fails
+    writable = False
     try:
         for outcome, incoming in _plan_merge(bundle, cache):
             key = incoming.key
             if outcome in ("identical", "conflicts"):
                 getattr(result, outcome).append(key)
                 continue
+            if not writable:  # before the first write: a read-only cache is its one line
+                cache.check_writable()
+                writable = True
             record = _merged(incoming, bundle)
             if outcome == "from_other_machines":
                 elsewhere = elsewhere_key(key, incoming)

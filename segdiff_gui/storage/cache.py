@@ -244,12 +244,19 @@ class ResultCache:
             return InputError(
                 self.root,
                 f"cannot be written ({error.strerror or error}): the runs it holds are read, "
-                "but runs it lacks cannot be stored in it; choose another cache folder to "
-                "compute them",
+                "but runs it lacks cannot be stored in it; choose another cache folder for "
+                "them",
             )
         os.close(descriptor)
         os.unlink(name)
         return None
+
+    def check_writable(self) -> None:
+        """Raise :meth:`write_problem`, if any: before the first write of a command that
+        stores what it is given (a merge, an import), so that a read-only cache is said as
+        the cache's one line, not as the folder or temporary inside it that failed first."""
+        if (problem := self.write_problem()) is not None:
+            raise problem
 
     @property
     def is_marked(self) -> bool:
