@@ -143,6 +143,10 @@ def _runtime_text(provenance: Provenance) -> str:
         text += ", XLA"
     if (precision := provenance.inference_precision) is not None:  # OpenVINO's, by the CPU
         text += f", {precision}"
+    if (xnnpack := provenance.xnnpack) is not None:  # each session's own, read back
+        text += f", XNNPACK {on_off(xnnpack)}"
+    if (level := provenance.graph_optimization) is not None:
+        text += f", opt {level}"
     return text
 
 

@@ -81,6 +81,10 @@ class RunConfig:
     keep_float32: tuple[str, ...] = _default("keep_float32")
     # None: the runtime's default (OpenVINO's, by the CPU), read back from the compiled model
     inference_precision: str | None = _default("inference_precision")
+    # None: LiteRT's interpreter's default (XNNPACK applied), read back from it
+    xnnpack: str | None = _default("xnnpack")
+    # None: ONNX Runtime's default level (all), read back from its session
+    graph_optimization: str | None = _default("graph_optimization")
     emulate: str = _default("emulate")
     repeat_scope: Literal["process", "fresh"] = _default("repeat_scope")
     # The registry these fields are, and the runtimes that say which knobs each takes (a

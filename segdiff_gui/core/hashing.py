@@ -9,10 +9,19 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from segdiff_gui.core.artefacts import artefact_files
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_FILES
 
-__all__ = ["KEY_SCHEMA", "canonical_json", "hash_bytes", "hash_path", "run_key"]
+__all__ = [
+    "KEY_SCHEMA",
+    "canonical_json",
+    "hash_bytes",
+    "hash_model",
+    "hash_path",
+    "model_digest",
+    "run_key",
+]
 
 # Bump when the meaning of a key's ingredients changes, so old entries are not mistaken for new.
 KEY_SCHEMA = 1
@@ -80,6 +89,25 @@ def hash_path(path: str | Path) -> str:
         if path.stat().st_size > MAX_MODEL_BYTES:
             raise InputError(path, f"is over {MAX_MODEL_BYTES >> 30} GiB, more than segdiff reads")
         _update_from_file(digest, path)
+    return digest.hexdigest()
+
+
+def hash_model(path: str | Path) -> str:
+    """A model's identity, as every run's key holds it: its file's bytes (a SavedModel
+    folder's files), and an artefact made of two files (an OpenVINO IR) by both, each with
+    its suffix (:func:`model_digest`): an IR whose ``.bin`` changed is another model."""
+    files = artefact_files(path)
+    if len(files) == 1:
+        return hash_path(path)
+    return model_digest([(file.suffix, hash_path(file)) for file in files])
+
+
+def model_digest(parts: list[tuple[str, str]]) -> str:
+    """The identity of a model of several files, from each file's suffix and SHA-256 in
+    order (``hash_model``'s, and a child's from the bytes it read)."""
+    digest = hashlib.sha256()
+    for suffix, file_hash in parts:
+        digest.update(suffix.lower().encode() + b"\0" + file_hash.encode() + b"\0")
     return digest.hexdigest()
 
 

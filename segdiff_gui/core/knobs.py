@@ -37,6 +37,7 @@ from segdiff_gui.core.knob_kinds import (
 from segdiff_gui.core.limits import MAX_BATCH
 from segdiff_gui.core.runtimes import (
     EXACT_PRECISION,
+    GRAPH_OPTIMIZATION_LEVELS,
     OPENVINO_PRECISIONS,
     RUNTIME_NAMES,
     RUNTIMES,
@@ -187,7 +188,8 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         "N",
         title="the intra-op thread count",
         tooltip="Intra-op threads (0: TensorFlow's default); fewer threads sum in fewer pieces. "
-        "Own process (LiteRT and ONNX Runtime: a session option, in the runtime's child).",
+        "Own process (LiteRT, ONNX Runtime and OpenVINO: a session option, in the runtime's "
+        "child).",
         parse=parse_count,
         check=at_least(0, None, " (TensorFlow's default)"),
         fragment=lambda value: f"threads{value}" if value else "",
@@ -278,6 +280,31 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         fragment=lambda value: "" if value is None else f"infer-{value}",
         aliases=("infer_precision",),
         advise_keeping=True,
+    ),
+    unforced_choice(
+        "xnnpack",
+        ("on", "off"),
+        runtime_default="the interpreter's default",
+        title="LiteRT's XNNPACK delegate",
+        tooltip="Whether LiteRT's interpreter runs the model through XNNPACK, its default CPU "
+        "delegate, or its own builtin kernels (off), which sum in another order. Default: not "
+        "set, as your Interpreter(...) leaves it (XNNPACK applied); segdiff reads back whether "
+        "the interpreter delegated the graph to it.",
+        link="https://ai.google.dev/edge/litert/models/delegates",
+        fragment=lambda value: "" if value is None else f"xnnpack-{value}",
+    ),
+    unforced_choice(
+        "graph_optimization",
+        GRAPH_OPTIMIZATION_LEVELS,
+        runtime_default="ONNX Runtime's default",
+        title="ONNX Runtime's graph optimisation level",
+        tooltip="How far ONNX Runtime rewrites the graph before it runs (fused and "
+        "rearranged nodes round differently): disable, basic, extended, layout or all. "
+        "Default: not set, as your InferenceSession(...) leaves it (all); segdiff reads back "
+        "the level of the session that computed the run.",
+        link="https://onnxruntime.ai/docs/performance/model-optimizations/graph-optimizations.html",
+        fragment=lambda value: "" if value is None else f"ort-opt-{value}",
+        aliases=("ort_optimization",),
     ),
     choice(
         "emulate",

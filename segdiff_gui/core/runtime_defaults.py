@@ -55,6 +55,7 @@ __all__ = [
     "inference_precision_in_effect",
     "onednn_in_effect",
     "openvino_precision_default",
+    "session_settings_in_effect",
     "ONEDNN_CPU_FLAGS",
     "cpu_flags",
     "defaults_in_effect",
@@ -281,3 +282,33 @@ def inference_precision_in_effect(config: Any, precision: str | None) -> str:
     if config.inference_precision is None:
         return f"{precision}: OpenVINO's default on this CPU"
     return f"{precision}: set (inference_precision={config.inference_precision})"
+
+
+# The settings a LiteRT, ONNX Runtime or OpenVINO session was left at or given, as its child
+# read them back (the provenance attribute, its title, the knob, whose default it is).
+_SESSION_SETTINGS = (
+    ("litert_xnnpack", "XNNPACK", "xnnpack", "the interpreter's default"),
+    ("onnxruntime_graph_optimization", "graph optimisation", "graph_optimization",
+     "ONNX Runtime's default"),
+    ("openvino_threads", "OpenVINO threads", "threads", "the CPU plugin's default"),
+)  # fmt: skip
+
+
+def session_settings_in_effect(config: Any, recorded: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What a stored run's session computed with, as its child read it back, each a title
+    and its words: ``("XNNPACK", "on: the interpreter's default")``, ``("graph
+    optimisation", "disable: set (graph_optimization=disable)")``; none for a runtime that
+    recorded none."""
+    said = []
+    for attribute, title, knob, whose in _SESSION_SETTINGS:
+        value = recorded.get(attribute)
+        if value is None or isinstance(value, (dict, list)):
+            continue
+        text = on_off(value) if isinstance(value, bool) else str(value)
+        asked = getattr(config, knob, None)
+        if asked in (None, 0):
+            said.append((title, f"{text}: {whose}"))
+        else:
+            written = on_off(asked) if isinstance(asked, bool) else asked
+            said.append((title, f"{text}: set ({knob}={written})"))
+    return said

@@ -19,6 +19,7 @@ from typing import Any
 
 __all__ = [
     "EXACT_PRECISION",
+    "GRAPH_OPTIMIZATION_LEVELS",
     "OPENVINO_PRECISIONS",
     "RUNTIMES",
     "RUNTIME_NAMES",
@@ -43,6 +44,11 @@ EXACT_PRECISION = "float64"
 # (``INFERENCE_PRECISION_HINT``, as OpenVINO writes them); unset, it chooses by the CPU
 # (core/runtime_defaults.py).
 OPENVINO_PRECISIONS = ("f32", "bf16")
+
+# ONNX Runtime's graph optimisation levels (``GraphOptimizationLevel``: ORT_DISABLE_ALL,
+# ORT_ENABLE_BASIC, …), as the ``graph_optimization`` knob writes them; unset, its session's
+# default (all).
+GRAPH_OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "layout", "all")
 
 
 @dataclass(frozen=True)
@@ -394,8 +400,9 @@ def _litert(
         extra="litert",
         engine="segdiff_gui.engine.backends.litert",
         link=_LITERT_DOCS + link,
-        # The interpreter's thread count; its XLA, oneDNN and precision are the conversion's.
-        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,
+        # The interpreter's thread count and delegate; its XLA, oneDNN and precision are the
+        # conversion's.
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES | {"xnnpack"},
         limits=_LITERT_LIMITS,
         # Interpreter(num_threads=…), on the artefact of the run's own conversion: the four
         # share one child (one import of TensorFlow, which converts each).
@@ -492,8 +499,9 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         extra="onnx",
         engine="segdiff_gui.engine.backends.onnxruntime",
         link="https://onnxruntime.ai/docs/api/python/api_summary.html",
-        # Its session's determinism, TF32 and thread count, and the CUDA provider's GPUs.
-        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,
+        # Its session's determinism, TF32, thread count and graph optimisation level, and the
+        # CUDA provider's GPUs.
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES | {"graph_optimization"},
         limits=_ONNX_LIMITS,
         # SessionOptions' intra_op_num_threads and use_deterministic_compute (its TF32 is the
         # CUDA provider's, kept per process as TensorFlow's is)
@@ -516,8 +524,11 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         # The same .keras file through Keras 3's OpenVINO backend (inference only): its own
         # graph compiler and CPU kernels, in the inference precision its CPU plugin chooses
         # (or is asked for), no XLA; none of TensorFlow's switches.
-        takes=_EVERY_RUNTIME | {"xla", "precision", "inference_precision"},
+        # Its thread count is a compile_model property (INFERENCE_NUM_THREADS), set on each
+        # compiled model: runs that differ in it share the child.
+        takes=_EVERY_RUNTIME | {"xla", "precision", "inference_precision", "threads"},
         limits=_OPENVINO_LIMITS,
+        per_session=frozenset({"threads"}),
         checkbox="OpenVINO",
         checkbox_tip="Keras 3 on OpenVINO, inference on its CPU plugin (segdiff's openvino extra).",
         environment=_no_environment,

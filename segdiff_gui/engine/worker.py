@@ -10,6 +10,7 @@ import traceback
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import psutil
@@ -17,19 +18,19 @@ import psutil
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.defaults import DEFAULT_CALIBRATION_IMAGES
 from segdiff_gui.core.errors import InputError, first_line
-from segdiff_gui.core.hashing import hash_path
+from segdiff_gui.core.hashing import hash_model, hash_path
 from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.preprocess import is_tensor, prepare_input, tensor_input
 from segdiff_gui.core.protocol import BatchProgress, ChildFatal, RunFailed, RunFinished, RunStarted
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set
 from segdiff_gui.core.text import shape_text
 from segdiff_gui.core.timestamps import local_timestamp
+from segdiff_gui.engine.artefact_model import LoadedArtefact, is_artefact, load_any
 from segdiff_gui.engine.backends import Backend, load_backend
 from segdiff_gui.engine.backends.base import JobInputs, Outputs, RunError
 from segdiff_gui.engine.facts import process_facts
 from segdiff_gui.engine.input_sizes import SizeFit
 from segdiff_gui.engine.inspect_model import answer_for_model_and_devices
-from segdiff_gui.engine.models import LoadedModel, load_model
 from segdiff_gui.engine.outputs import choose_output, to_probabilities
 from segdiff_gui.engine.protocol import Channel
 from segdiff_gui.engine.tf32_emulation import summary as emulation_summary
@@ -38,6 +39,9 @@ from segdiff_gui.io.images import read_image
 from segdiff_gui.storage.cache import ResultCache, compilation_cache_dir
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
+
+if TYPE_CHECKING:
+    from segdiff_gui.engine.models import LoadedModel
 
 __all__ = ["check_placement", "run_job"]
 
@@ -49,8 +53,8 @@ _STEPS = ("building batch", "preparing model", "inference", "writing result")
 _HEARTBEAT_LIMIT_S = 3600.0
 
 
-def _check_unchanged(path: str, expected: str) -> None:
-    if hash_path(path) != expected:
+def _check_unchanged(path: str, expected: str, hashed: Callable[[str], str] = hash_path) -> None:
+    if hashed(path) != expected:
         raise InputError(path, "changed after segdiff planned the runs; run again")
 
 
@@ -82,12 +86,14 @@ class JobRunner:
         self.backend = backend
         self.cache = ResultCache(job.cache_root)
         # The parent keyed the runs by these bytes: refuse files changed since it planned.
-        _check_unchanged(job.model_path, job.model_hash)
+        _check_unchanged(job.model_path, job.model_hash, hash_model)
+        # An artefact runs as it is, under its runtime alone: no Keras device scope.
+        self._artefact = is_artefact(job.model_path)
         self.devices = {d["name"]: d for d in backend.devices()}
         # One copy of the model per device, its weights created there (defect 2: weights
         # loaded outside any scope live on the first GPU, and a cpu run reads them through a
         # copy). The first run's device loads now: a model that cannot load ends the child.
-        self._models: dict[str, LoadedModel] = {}
+        self._models: dict[str, LoadedModel | LoadedArtefact] = {}
         first = job.runs[0].config.device if job.runs else "cpu"
         self.model = self.model_on(first if first in self.devices else "cpu")
         self.output_index = choose_output(self.model.path, self.model.output_names, job.output)
@@ -126,11 +132,17 @@ class JobRunner:
             lambda image_hash: self._prepare(index_of[image_hash]),
         )
 
-    def model_on(self, device: str) -> LoadedModel:
+    def model_on(self, device: str) -> LoadedModel | LoadedArtefact:
         if device not in self._models:
-            with self.backend.device_scope(device):
-                self._models[device] = load_model(self.job.model_path, self.job.trust_model)
+            job = self.job
+            with self._scope(device):
+                self._models[device] = load_any(job.model_path, job.trust_model, job.model_hash)
         return self._models[device]
+
+    def _scope(self, device: str) -> contextlib.AbstractContextManager[object]:
+        """Where a model's weights are made (Keras's device scope); an artefact's runtime
+        places them itself."""
+        return contextlib.nullcontext() if self._artefact else self.backend.device_scope(device)
 
     def _input(self, index: int, size: tuple[int, ...] | None = None) -> np.ndarray:
         """The model's input from the image at ``index`` (at ``size``, a batch's target's,
@@ -226,7 +238,7 @@ class JobRunner:
         key = config.forward_key()
         if key not in self._forwards:
             model = self.model_on(config.device)
-            with self.backend.device_scope(config.device):  # a rebuild for precision too
+            with self._scope(config.device):  # a rebuild for precision too
                 self._forwards[key] = self.backend.forward(model, config)
         # tf.function and jax.jit compile again for every input shape: batch 64 after batch 1
         # is a first use too.

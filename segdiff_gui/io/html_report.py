@@ -38,6 +38,7 @@ _PROVENANCE_FIELDS = (
     ("cudnn_version", "cuDNN (build)"),
     ("onednn_in_effect", "oneDNN"),
     ("inference_precision_in_effect", "inference precision"),
+    ("session_settings_in_effect", "runtime settings"),
     ("op_determinism", "op determinism"),
     ("tf32_enabled", "TF32"),
     ("emulation", "emulated on the CPU"),

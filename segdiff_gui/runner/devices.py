@@ -17,12 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from segdiff_gui.core.artefacts import artefact_format
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
 from segdiff_gui.core.limits import MAX_TEXT_BYTES
 from segdiff_gui.core.protocol import ChildFatal, Message, ModelAnswer, ProbeAnswer, decode_message
 from segdiff_gui.core.runtime_defaults import Machine, needs_accelerator_answer
 from segdiff_gui.core.runtimes import RUNTIMES, recorded_version
+from segdiff_gui.io.artefacts import read_artefact
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.small_files import read_small_file
@@ -225,6 +227,8 @@ def inspect_model(
     even so (what is remembered is a hint: where what the user gives disagrees with it, the
     model is asked again), and remembers its answer. Refusals are not remembered (the user
     may come to trust the model)."""
+    if artefact_format(model_path) is not None:  # said by its own bytes: no child
+        return artefact_answer(Path(model_path))
     remembered = (
         _inspection_file(state_dir, Path(model_path), model_hash, trust)
         if state_dir and model_hash
@@ -240,11 +244,34 @@ def inspect_model(
     return answer
 
 
+def artefact_answer(path: Path) -> ModelAnswer | ChildFatal:
+    """What an artefact takes and gives, read from its own bytes in this process (no child:
+    its runtime need not be imported to know), or why it is refused, as a child says it."""
+    try:
+        facts = read_artefact(path)
+    except InputError as error:
+        return ChildFatal(str(error.path), error.problem, "", fix=error.fix)
+    outputs = [
+        {"name": output.name, "shape": list(output.shape), "dtype": output.dtype}
+        for output in facts.outputs
+    ]
+    channels = [output["shape"][-1] if output["shape"] else None for output in outputs]
+    return ModelAnswer(
+        format=facts.format.name,
+        input_shape=list(facts.input.shape),
+        outputs=outputs,
+        kinds=["sigmoid" if c == 1 else "softmax" for c in channels],
+    )
+
+
 def remembered_inspection(
     state_dir: Path, model_path: Path, model_hash: str, trust: bool
 ) -> ModelAnswer | None:
     """What a child said of this model file before (an inspection's or a run child's
-    answer), or None: asks no child."""
+    answer), or None: asks no child. An artefact says it from its own bytes."""
+    if artefact_format(model_path) is not None:
+        answer = artefact_answer(model_path)
+        return answer if isinstance(answer, ModelAnswer) else None
     return _recalled_answer(_inspection_file(state_dir, model_path, model_hash, trust))
 
 
@@ -358,7 +385,8 @@ def machine_defaults(model: Path, configs: Sequence[Any], state_dir: Path) -> Ma
     whether the model is a Keras model, and, only where a configuration's default depends on
     it, whether TensorFlow lists a GPU (no child where the machine has no GPU device files;
     the probe is remembered). A failed probe is one line naming TensorFlow."""
-    keras_model = not Path(model).is_dir()  # a SavedModel folder: its own call
+    # A SavedModel folder's own call, an artefact's own runtime: no Keras model.
+    keras_model = not Path(model).is_dir() and artefact_format(model) is None
     if not keras_model or not any(needs_accelerator_answer(c) for c in configs):
         return Machine(keras_model=keras_model)
     return Machine(tensorflow_accelerator=bool(tensorflow_gpus(state_dir)))

@@ -19,7 +19,12 @@ import numpy as np
 
 from segdiff_gui.core.config import ModelSettings, RunConfig
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.hashing import canonical_json, hash_path, imported_map_digest, run_key
+from segdiff_gui.core.hashing import (
+    canonical_json,
+    hash_model,
+    imported_map_digest,
+    run_key,
+)
 from segdiff_gui.core.job import ImageRef
 from segdiff_gui.core.limits import MAX_TEXT_BYTES, over_text_bound
 from segdiff_gui.core.protocol import ChildFatal, ModelAnswer
@@ -175,7 +180,7 @@ def import_maps(request: ImportRequest, inspect: Inspect = inspect_model) -> lis
     label, notes = _stated(request)
     maps = open_maps(request.maps)  # its headers: its values once their shapes are checked
     request.cache.claim()
-    model_hash = hash_path(model)
+    model_hash = hash_model(model)
     refs = image_refs(list(request.images))
     check_images_fit([Path(ref.path)] for ref in refs)  # each decoded alone, header first
     first = read_image(refs[request.target or 0].path)

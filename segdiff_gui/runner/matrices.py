@@ -6,12 +6,19 @@ from collections.abc import Sequence
 
 from segdiff_gui.core.config import RunConfig
 
-__all__ = ["default_configs", "demo_configs"]
+__all__ = ["artefact_configs", "default_configs", "demo_configs"]
 
 
 def default_configs(gpus: Sequence[str]) -> list[RunConfig]:
     """Batch 1 and 64 on every device."""
     return [RunConfig(device=device, batch=batch) for device in ["cpu", *gpus] for batch in (1, 64)]
+
+
+def artefact_configs(runtime: str, fixed_batch: int | None) -> list[RunConfig]:
+    """An artefact's default matrix: under its own runtime on the CPU, batch 1 and 64, or
+    its fixed batch alone where its input fixes one (a ``.tflite`` converted for one image)."""
+    batches = (fixed_batch,) if fixed_batch is not None else (1, 64)
+    return [RunConfig(runtime=runtime, batch=batch) for batch in batches]
 
 
 def demo_configs(gpus: Sequence[str]) -> list[RunConfig]:

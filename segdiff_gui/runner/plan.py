@@ -13,6 +13,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from segdiff_gui.core.artefacts import ARTEFACT_FORMATS, artefact_format, for_artefact
 from segdiff_gui.core.config import (
     OutputSelection,
     Preprocessing,
@@ -22,7 +23,7 @@ from segdiff_gui.core.config import (
 from segdiff_gui.core.defaults import DEFAULT_CALIBRATION_IMAGES
 from segdiff_gui.core.environment import keyed_environment
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.hashing import hash_path, run_key
+from segdiff_gui.core.hashing import hash_model, hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_CONFIG_BYTES, MAX_REPEATS
@@ -33,6 +34,7 @@ from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
 from segdiff_gui.core.shards import shard_slice
 from segdiff_gui.core.tf32 import saved_model_refuses_emulation
 from segdiff_gui.core.trust import untrusted_saved_model
+from segdiff_gui.io.artefacts import ArtefactFacts, read_artefact
 from segdiff_gui.io.image_memory import check_images_fit
 from segdiff_gui.io.images import read_image
 from segdiff_gui.io.untrusted import open_plain
@@ -41,9 +43,11 @@ from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
 
 __all__ = [
     "KERAS_MODEL_SUFFIXES",
+    "MODEL_SUFFIXES",
     "SAVED_MODEL_FILE",
     "MatrixPlan",
     "Skipped",
+    "artefact_facts",
     "batch_slots",
     "check_inputs",
     "check_model_path",
@@ -229,7 +233,9 @@ def model_input(model: Path, trust: bool, state_dir: Path) -> InputShape:
     """What ``model`` takes, asked of a child (or remembered in ``state_dir`` from one, and
     remembered there for the next planner: as a run's child's answer is); why it cannot be
     loaded as an :class:`InputError` naming it."""
-    answer = inspect_model(model, trust, state_dir=state_dir, model_hash=hash_path(model))
+    if (facts := artefact_facts(model)) is not None:
+        return facts.input_shape
+    answer = inspect_model(model, trust, state_dir=state_dir, model_hash=hash_model(model))
     if isinstance(answer, ChildFatal):
         raise InputError(answer.path, answer.problem, answer.fix)
     if len(answer.input_shape) < 3:
@@ -264,19 +270,27 @@ KERAS_MODEL_SUFFIXES = (".keras", *_LEGACY_SUFFIXES)
 SAVED_MODEL_FILE = "saved_model.pb"  # the graph inside a SavedModel folder
 
 
+# Every model file a front end opens: Keras's, and the user's own artefacts (core/artefacts).
+MODEL_SUFFIXES = (*KERAS_MODEL_SUFFIXES, *(artefact.suffix for artefact in ARTEFACT_FORMATS))
+_EXPECTED = "expected .keras, .h5, a SavedModel folder, .tflite, .onnx or an OpenVINO IR .xml"
+
+
 def is_model_path(path: str | Path) -> bool:
     """Whether ``path`` names a model rather than images: a Keras model file, a SavedModel
-    folder, or the ``saved_model.pb`` inside one (a folder without it holds images)."""
+    folder, the ``saved_model.pb`` inside one (a folder without it holds images), or an
+    artefact (``.tflite``, ``.onnx``, an IR's ``.xml``)."""
     path = Path(path)
     if path.is_dir():
         return (path / SAVED_MODEL_FILE).is_file()
-    return path.name == SAVED_MODEL_FILE or path.suffix.lower() in KERAS_MODEL_SUFFIXES
+    return path.name == SAVED_MODEL_FILE or path.suffix.lower() in MODEL_SUFFIXES
 
 
 def check_model_path(path: str | Path) -> Path:
     """Refuse what cannot be a model before TensorFlow spends seconds starting up. A
     SavedModel's ``saved_model.pb`` stands for its folder (what a file dialog lets one pick),
-    and the folder is returned."""
+    and the folder is returned. An artefact is read from its own bytes here
+    (``io/artefacts.read_artefact``): what would make a runtime read outside it or run code
+    is one line naming it, before any child opens it."""
     path = Path(path)
     if path.name == SAVED_MODEL_FILE and path.is_file():
         path = path.absolute().parent
@@ -287,14 +301,23 @@ def check_model_path(path: str | Path) -> Path:
     if not path.exists():
         raise InputError(path, "no such model file or folder")
     suffix = path.suffix.lower()
+    if artefact_format(path) is not None:
+        read_artefact(path)
+        return path
     if suffix != ".keras" and suffix not in _LEGACY_SUFFIXES:
-        raise InputError(path, "unknown model format; expected .keras, .h5 or a SavedModel folder")
+        raise InputError(path, f"unknown model format; {_EXPECTED}")
     with open_plain(path, "model") as handle:  # a FIFO or a device is one line, never a wait
         if suffix == ".keras":
             _check_keras_archive(path, handle)
         elif handle.read(8) != _HDF5_SIGNATURE:
             raise InputError(path, "is not a legacy .h5 model (not an HDF5 file)")
     return path
+
+
+def artefact_facts(model: Path) -> ArtefactFacts | None:
+    """What an artefact takes and gives (read from its bytes, checked), or None for a Keras
+    model or a SavedModel."""
+    return read_artefact(model) if artefact_format(model) is not None else None
 
 
 def index_of_target(refs: Sequence[ImageRef], target: str | None) -> int:
@@ -309,10 +332,19 @@ def index_of_target(refs: Sequence[ImageRef], target: str | None) -> int:
     raise InputError(target, f"is not one of the images given ({names}{more})")
 
 
-def _model_refusal(model: Path, config: RunConfig) -> InputError | None:
+def _model_refusal(
+    model: Path, config: RunConfig, facts: ArtefactFacts | None = None
+) -> InputError | None:
     """Why ``model`` cannot run ``config`` whatever the cache holds, or None: a SavedModel's
-    fixed graph takes no precision policy, no TF32 emulation and no runtime but TensorFlow.
-    Said here rather than by a child."""
+    fixed graph takes no precision policy, no TF32 emulation and no runtime but TensorFlow;
+    an artefact runs under its format's runtimes only, at its fixed batch where it has one
+    (core/artefacts.for_artefact). Said here rather than by a child."""
+    if facts is not None:
+        try:
+            for_artefact(config, model, facts.fixed_batch)
+        except InputError as error:
+            return error
+        return None
     if not model.is_dir():
         return None
     if config.precision != "float32":
@@ -391,13 +423,16 @@ def plan_matrix(
     model = check_model_path(model_path)
     if model.is_dir() and not trust_model:  # before its files are read to be hashed
         raise untrusted_saved_model(model)
+    facts = artefact_facts(model)
     refused = [
         Skipped(config, reason)
         for config in dict.fromkeys(configs)
-        if (reason := _model_refusal(model, config)) is not None
+        if (reason := _model_refusal(model, config, facts)) is not None
     ]
     left_out = {skip.config for skip in refused}
     configs = [config for config in configs if config not in left_out]
+    if facts is not None:  # the runtime knob at its default: the artefact's own
+        configs = list(dict.fromkeys(for_artefact(c, model, facts.fixed_batch) for c in configs))
     skipped = _skipping(refused, strict, anything_left=bool(configs))
     if not image_paths:
         raise InputError(model, "no images given")
@@ -424,7 +459,7 @@ def plan_matrix(
         targets = list(range(len(refs)))
     else:
         targets = [index_of_target(refs, target)]
-    model_hash = hash_path(model)
+    model_hash = hash_model(model)
     machine = machine or machine_defaults(model, configs, cache.root)
     # A full-int8 conversion is calibrated on the set's images (core/runtimes.py).
     calibration = calibration_set([ref.hash for ref in refs], DEFAULT_CALIBRATION_IMAGES)
@@ -502,7 +537,9 @@ def plan_matrix(
         unstored = []  # a target image is kept beside its runs only where it can be
     decoded: set[str] = set()
     model_input = functools.cache(
-        functools.partial(_known_input, model, model_hash, trust_model, cache.root)
+        (lambda: facts.input_shape)  # an artefact says it from its bytes
+        if facts is not None
+        else functools.partial(_known_input, model, model_hash, trust_model, cache.root)
     )
     for target_index in unstored:
         # Keep each target image beside its results, so they can be shown without the original.

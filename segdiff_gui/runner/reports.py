@@ -184,6 +184,7 @@ def study_report(store: RunStore, study: Study, context: ReportContext) -> dict[
             **stored.to_dict(),
             "onednn_in_effect": stored.onednn_in_effect(run.config),
             "inference_precision_in_effect": stored.inference_precision_in_effect(run.config),
+            "session_settings_in_effect": stored.session_settings_text(run.config),
         }
     data = report_data(study, provenance, context.to_dict())
     if isinstance(store, ResultCache):

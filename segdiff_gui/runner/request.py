@@ -9,13 +9,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from segdiff_gui.core.artefacts import artefact_format
 from segdiff_gui.core.config import ModelSettings, RunConfig
 from segdiff_gui.core.defaults import DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.runner.devices import tensorflow_gpus
-from segdiff_gui.runner.matrices import default_configs
+from segdiff_gui.runner.matrices import artefact_configs, default_configs
 from segdiff_gui.runner.matrix import MatrixRunner
-from segdiff_gui.runner.plan import MatrixPlan, plan_matrix
+from segdiff_gui.runner.plan import MatrixPlan, artefact_facts, plan_matrix
 from segdiff_gui.storage.cache import ResultCache
 
 __all__ = ["MatrixRequest", "ModelSettings"]
@@ -49,11 +50,16 @@ class MatrixRequest:
 
     @property
     def needs_devices(self) -> bool:
-        """Whether the matrix depends on the GPUs present (no configurations were given)."""
-        return not self.configs
+        """Whether the matrix depends on the GPUs present (no configurations were given, and
+        the model is not an artefact, whose default matrix is its runtime's on the CPU)."""
+        return not self.configs and artefact_format(self.model) is None
 
     def configurations(self, gpus: Sequence[str] = ()) -> list[RunConfig]:
-        return list(self.configs) if self.configs else self.matrix(list(gpus))
+        if self.configs:
+            return list(self.configs)
+        if (facts := artefact_facts(self.model)) is not None:
+            return artefact_configs(facts.format.runtime, facts.fixed_batch)
+        return self.matrix(list(gpus))
 
     def devices(self) -> list[str]:
         """The GPUs TensorFlow sees (asked of a child, remembered per machine; none without

@@ -25,6 +25,7 @@ from segdiff_gui.core.runtime_defaults import (
     inference_precision_in_effect,
     on_off,
     onednn_in_effect,
+    session_settings_in_effect,
 )
 from segdiff_gui.core.runtimes import calibration_tag, recorded_version
 
@@ -154,6 +155,18 @@ class Provenance:
         return value if value is not None and _TYPE_NAME.fullmatch(value) else None
 
     @property
+    def xnnpack(self) -> bool | None:
+        """Whether LiteRT's interpreter ran the graph in XNNPACK, as the child read it back
+        from its execution plan; ``None`` for another runtime's run."""
+        return self._switch("litert_xnnpack")
+
+    @property
+    def graph_optimization(self) -> str | None:
+        """ONNX Runtime's graph optimisation level, as its session reported it (``all``)."""
+        value = self._text("onnxruntime_graph_optimization")
+        return value if value is not None and _TYPE_NAME.fullmatch(value) else None
+
+    @property
     def xla(self) -> bool | None:
         """Whether the forward pass was compiled with XLA: the configuration's, a default
         resolved as ``model.predict`` would (the JAX placement line says how it ran)."""
@@ -244,6 +257,15 @@ class Provenance:
         "" for a run of another runtime."""
         return inference_precision_in_effect(config, self.inference_precision)
 
+    def session_settings(self, config: RunConfig) -> list[tuple[str, str]]:
+        """What a LiteRT, ONNX Runtime or OpenVINO session computed with, read back by its
+        child: ``("XNNPACK", "on: the interpreter's default")`` …; none for other runtimes."""
+        return session_settings_in_effect(config, self._attributes)
+
+    def session_settings_text(self, config: RunConfig) -> str:
+        """:meth:`session_settings` in one line, for reports and tables ("" when none)."""
+        return "; ".join(f"{title} {text}" for title, text in self.session_settings(config))
+
     def in_effect_lines(self, config: RunConfig) -> list[str]:
         """What the run computed with, as its child read it back (an imported map: what was
         stated of it), a line each: for the window's inspector and the like."""
@@ -259,6 +281,7 @@ class Provenance:
             lines.append(f"oneDNN {onednn}")
         if precision := self.inference_precision_in_effect(config):
             lines.append(f"inference precision {precision}")
+        lines += [f"{title} {text}" for title, text in self.session_settings(config)]
         if (threads := self.intra_op_threads) is not None:
             lines.append(f"intra-op threads: {threads or 'the runtime default'}")
         switches = (

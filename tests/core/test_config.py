@@ -20,7 +20,7 @@ def test_spec_parses_every_knob_and_round_trips():
     config = parse_config_spec(spec)
     assert config == RunConfig(
         "tensorflow", "gpu:1", 64, "copies", 3, True, False, False, 1, True, "mixed_bfloat16",
-        ("enc/conv", "mask"), None, "off", "fresh",
+        ("enc/conv", "mask"), None, None, None, "off", "fresh",
     )  # fmt: skip
     assert parse_config_spec(config.to_spec()) == config
     assert config.label() == (

@@ -9,6 +9,7 @@ from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.runtimes import RUNTIMES
 from tests.engine import (
+    test_artefacts,
     test_converted_runtimes,
     test_exact,
     test_knobs,
@@ -31,6 +32,7 @@ REAL_SPECS = [
     *test_runtimes.SPECS.values(),
     *test_runtimes.HINTS.values(),
     *test_converted_runtimes.SPECS.values(),
+    *test_artefacts.SPECS.values(),
     *test_tf32_emulation.SPECS.values(),
     *test_exact.SPECS.values(),
 ]

@@ -36,6 +36,8 @@ SAMPLES: Mapping[str, tuple[str, ...]] = {
     "precision": ("precision=bf16", "precision=fp16", "precision=fp64"),
     "keep_float32": ("precision=bf16,keep_float32=foreground",),
     "inference_precision": ("inference_precision=f32", "inference_precision=bf16"),
+    "xnnpack": ("xnnpack=off", "xnnpack=on"),
+    "graph_optimization": ("graph_optimization=disable",),
     "emulate": ("emulate=tf32",),
     "repeat_scope": ("scope=fresh",),
 }
@@ -68,8 +70,14 @@ READ_BACK: Mapping[str, Callable[[Any, Any], bool]] = {
     ),
     "threads": lambda r, value: value in (
         _stated(r).get("intra_op_threads"), _stated(r).get("litert_threads"),
-        _stated(r).get("onnxruntime_threads"),
+        _stated(r).get("onnxruntime_threads"), _stated(r).get("openvino_threads"),
     ),
+    # LiteRT's execution plan says whether XNNPACK took the graph; ONNX Runtime's session
+    # its optimisation level.
+    "xnnpack": lambda r, value: _stated(r).get("litert_xnnpack") is (value == "on"),
+    "graph_optimization": lambda r, value: _stated(r).get(
+        "onnxruntime_graph_optimization"
+    ) == value,
 }  # fmt: skip
 
 _CONVERTED = tuple(name for name, runtime in RUNTIMES.items() if runtime.conversion)

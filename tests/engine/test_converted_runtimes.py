@@ -34,14 +34,21 @@ SPECS = {
     **{f"{name} b4": f"runtime={name},batch=4" for name in CONVERTED},
     **{f"{name} threads1": f"runtime={name},threads=1" for name in LITERT},
     "onnxruntime threads1": "runtime=onnxruntime,threads=1,determinism=on",
-}
+    # The delegate and the graph optimisation level: each run's own session, read back.
+    **{f"{name} xnnpack-{value}": f"runtime={name},xnnpack={value}" for name in LITERT
+       for value in ("on", "off")},
+    "onnxruntime ort-opt-disable": "runtime=onnxruntime,graph_optimization=disable",
+}  # fmt: skip
 LABELS = {
     "tensorflow": "cpu b1 r0",
     **{name: f"{name} cpu b1 r0" for name in CONVERTED},
     **{f"{name} b4": f"{name} cpu b4 r0" for name in CONVERTED},
     **{f"{name} threads1": f"{name} cpu b1 threads1 r0" for name in LITERT},
     "onnxruntime threads1": "onnxruntime cpu b1 det threads1 r0",
-}
+    **{f"{name} xnnpack-{value}": f"{name} cpu b1 xnnpack-{value} r0" for name in LITERT
+       for value in ("on", "off")},
+    "onnxruntime ort-opt-disable": "onnxruntime cpu b1 ort-opt-disable r0",
+}  # fmt: skip
 
 
 def _run(model, images, cache, specs, *options, capsys=None):
@@ -114,6 +121,21 @@ def test_threads_and_determinism_reach_the_runtimes_sessions(demo_runs):
     assert len(keys) == 1
     threads = records["litert threads1"].provenance.to_dict()
     assert threads["conversion_key"] == records["litert"].provenance.to_dict()["conversion_key"]
+
+
+def test_the_delegate_and_the_optimisation_level_are_read_back_at_their_defaults(demo_runs):
+    _, records = demo_runs
+    for name in LITERT:  # the interpreter's default applies XNNPACK: read back, not assumed
+        plain = records[name].provenance.to_dict()
+        assert plain["litert_xnnpack"] is True, name
+        assert plain["delegate"] == "XNNPACK (the interpreter's default)"
+        off = records[f"{name} xnnpack-off"].provenance.to_dict()
+        assert off["litert_xnnpack"] is False
+        assert off["delegate"] == "the interpreter's builtin kernels (set)"
+        assert records[f"{name} xnnpack-on"].provenance.to_dict()["litert_xnnpack"] is True
+    assert records["onnxruntime"].provenance.to_dict()["onnxruntime_graph_optimization"] == "all"
+    disabled = records["onnxruntime ort-opt-disable"].provenance.to_dict()
+    assert disabled["onnxruntime_graph_optimization"] == "disable"
 
 
 def test_conversions_move_the_demo_as_their_precision_says(demo_runs):

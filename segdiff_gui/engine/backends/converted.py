@@ -15,7 +15,12 @@ the calibration images of that size.
 One backend serves every runtime of its engine module that a child runs (LiteRT's four
 conversions share a child: ``runtime`` is in their ``Runtime.per_session``): each run's
 configuration names its runtime, whose conversion it is converted, keyed, stored and run by,
-on a session of its own."""
+on a session of its own.
+
+The user's own artefact (issue 51: a ``.tflite`` under LiteRT, an ``.onnx`` under ONNX
+Runtime) is no conversion: its bytes (``engine/artefact_model.LoadedArtefact``) open the
+runtime's session as they are, its outputs are checked against what the artefact declares,
+and nothing is converted, stored or imported for it besides the runtime."""
 
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.runtimes import RUNTIMES, Conversion, Runtime
 from segdiff_gui.core.text import shape_text
+from segdiff_gui.engine.artefact_model import LoadedArtefact, artefact_of
 from segdiff_gui.engine.backends.base import Backend, JobInputs, Outputs, RunError
 from segdiff_gui.engine.conversion import conversion_ingredients, convert, fixed_input_shape
 from segdiff_gui.engine.facts import cpu_model
@@ -75,8 +81,13 @@ class ConvertedBackend(Backend):
         self._artefacts: dict[tuple[str, InputSize], _Artefact] = {}
         self.in_use: _Artefact | None = None  # the last batch's: its run's provenance
         self.session_used: Session | None = None  # the last batch's session, likewise
+        # The user's own artefact, where the job's model is one: its sessions by forward key.
+        self.own: LoadedArtefact | None = None
+        self._own_sessions: dict[tuple[tuple[str, object], ...], Session] = {}
 
     def quantized_output(self, config: RunConfig) -> bool:
+        if self.own is not None:
+            return self.own.facts.quantized
         return _conversion(RUNTIMES[config.runtime]).quantization == "int8"
 
     def attach(self, inputs: JobInputs) -> None:
@@ -219,7 +230,13 @@ class ConvertedBackend(Backend):
         return "cpu:0"
 
     def compute_dtype(self) -> str:
-        """What the last batch's conversion computes in."""
+        """What the last batch's conversion (or the user's artefact) computes in."""
+        if self.own is not None:
+            return (
+                "as the artefact stores it (int8 or float16 tensors inside)"
+                if (self.own.facts.quantized)
+                else "float32"
+            )
         assert self.in_use is not None
         if self.in_use.converted.facts.get("quantized_tensors") == 0:
             return "float32 (nothing quantized)"
@@ -231,11 +248,18 @@ class ConvertedBackend(Backend):
         }[_conversion(self.in_use.runtime).quantization]
 
     def _session(self, model: Any, config: RunConfig, image_shape: tuple[int, ...]) -> Session:
-        """The session of ``config``'s conversion for inputs of ``image_shape``, opened for
-        ``config`` (its device and its session options)."""
+        """The session of ``config``'s conversion for inputs of ``image_shape`` (or of the
+        user's own artefact, as it is), opened for ``config`` (its device and its session
+        options)."""
+        key = config.forward_key()
+        if (own := artefact_of(model)) is not None:
+            self.own = own
+            if key not in self._own_sessions:
+                self._own_sessions[key] = self.open_session(own.data, config)
+            self.session_used = self._own_sessions[key]
+            return self.session_used
         self.artefact(model, config, image_shape)
         assert self.in_use is not None
-        key = config.forward_key()
         if key not in self.in_use.sessions:
             self.in_use.sessions[key] = self.open_session(self.in_use.converted.data, config)
         self.session_used = self.in_use.sessions[key]
@@ -246,12 +270,17 @@ class ConvertedBackend(Backend):
 
     def forward(self, model: Any, config: RunConfig) -> Callable[[np.ndarray], Outputs]:
         where = self.output_device(config)
-        expected = [tuple(output.shape[1:]) for output in model.keras_model.outputs]
+        own = artefact_of(model)
+        expected = (
+            own.output_shapes
+            if own is not None
+            else [tuple(output.shape[1:]) for output in model.keras_model.outputs]
+        )
         title = RUNTIMES[config.runtime].title
 
         def run(batch: np.ndarray) -> Outputs:
             arrays = self._session(model, config, batch.shape[1:])(batch)
-            _check_outputs(model.path, arrays, expected, title)
+            _check_outputs(model.path, arrays, expected, title, own is not None)
             dtype = self.compute_dtype()
             return Outputs(arrays, (where,) * len(arrays), (dtype,) * len(arrays))
 
@@ -263,6 +292,8 @@ class ConvertedBackend(Backend):
     def conversion_facts(self) -> dict[str, Any]:
         """The conversion, for every run's provenance (the key, the converter, its size,
         time and warnings; the calibration images a full-int8 run's key includes)."""
+        if self.own is not None:
+            return {"artefact": f"{self.own.facts.format.title}, run as it is (not converted)"}
         if self.in_use is None:
             return {}
         converted = self.in_use.converted
@@ -278,14 +309,21 @@ class ConvertedBackend(Backend):
 
 
 def _check_outputs(
-    path: Path, arrays: list[np.ndarray], expected: list[tuple[Any, ...]], title: str
+    path: Path,
+    arrays: list[np.ndarray],
+    expected: list[tuple[Any, ...]],
+    title: str,
+    own: bool = False,
 ) -> None:
-    """The converted outputs are the Keras model's, in order: their count and shapes agree."""
+    """The converted outputs are the Keras model's, in order (``own``: the user's artefact's
+    as it declares them): their count and shapes agree."""
+    whose = "the artefact declares" if own else "the Keras model's is"
     if len(arrays) != len(expected):
+        made = "runs" if own else "converted"
         raise InputError(
             path,
-            f"converted for {title} gives {len(arrays)} outputs where the Keras model has "
-            f"{len(expected)}",
+            f"{made} for {title} gives {len(arrays)} outputs where "
+            f"{'the artefact declares' if own else 'the Keras model has'} {len(expected)}",
         )
     for index, (array, shape) in enumerate(zip(arrays, expected, strict=True)):
         fits = array.ndim == len(shape) + 1 and all(
@@ -293,7 +331,8 @@ def _check_outputs(
             for want, got in zip(shape, array.shape[1:], strict=True)
         )
         if not fits:
+            changed = "" if own else "; the conversion changed the model"
             raise RunError(
-                f"{title}'s output {index} has shape {list(array.shape)} where the Keras model's "
-                f"is {['N', *shape]}; the conversion changed the model"
+                f"{title}'s output {index} has shape {list(array.shape)} where {whose} "
+                f"{['N', *shape]}{changed}"
             )

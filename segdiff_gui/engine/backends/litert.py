@@ -1,6 +1,9 @@
 """LiteRT (ai-edge-litert's interpreter, TFLite's successor): the model converted to a
-``.tflite`` flatbuffer in float32, with float16 weights, dynamic-range int8 or full int8,
-run on the CPU with XNNPACK (the interpreter's default delegate), ``threads`` threads."""
+``.tflite`` flatbuffer in float32, with float16 weights, dynamic-range int8 or full int8, or
+the user's own ``.tflite`` as it is, run on the CPU with XNNPACK (the interpreter's default
+delegate, or as ``xnnpack`` asks: ``off`` is the interpreter's builtin kernels alone),
+``threads`` threads. Whether XNNPACK took the graph is read back from the interpreter's
+execution plan (a ``DELEGATE`` node), never assumed."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from ai_edge_litert.interpreter import Interpreter
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import first_line
@@ -23,6 +26,13 @@ from segdiff_gui.engine.tensor_matching import RuntimeTensor
 __all__ = ["LiteRTBackend"]
 
 _SIGNATURE = "serving_default"
+# The interpreter's op resolver for each ``xnnpack`` value (None: its default, AUTO, which
+# applies XNNPACK; BUILTIN asks for the default delegates explicitly).
+_RESOLVER = {
+    None: OpResolverType.AUTO,
+    "on": OpResolverType.BUILTIN,
+    "off": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+}
 _OUTPUT_INDEX = re.compile(r"(\d+)$")
 
 
@@ -42,15 +52,16 @@ class LiteRTBackend(ConvertedBackend):
 
     def facts(self) -> dict[str, Any]:
         version = importlib.metadata.version("ai-edge-litert")
-        return {
-            "runtime_version": version,
-            "litert_version": version,
-            "delegate": "XNNPACK (the interpreter's default)",
-        }
+        return {"runtime_version": version, "litert_version": version}
 
     def open_session(self, data: bytes, config: RunConfig) -> Session:
         # num_threads None: the interpreter's own choice (threads=0, as TensorFlow's default).
-        return _session(Interpreter(model_content=data, num_threads=config.threads or None))
+        interpreter = Interpreter(
+            model_content=data,
+            num_threads=config.threads or None,
+            experimental_op_resolver_type=_RESOLVER[config.xnnpack],
+        )
+        return _own_session(interpreter) if self.own is not None else _session(interpreter)
 
     def refuses_artefact(self, data: bytes) -> str:
         """A flatbuffer the interpreter does not take (its verifier's, or an op it lacks: a
@@ -105,11 +116,23 @@ class LiteRTBackend(ConvertedBackend):
         return outputs, tensors
 
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
+        assert self.session_used is not None
+        delegated = _delegated(self.session_used.interpreter)  # type: ignore[attr-defined]
+        if config.xnnpack is not None and delegated != (config.xnnpack == "on"):
+            raise RunError(
+                f"xnnpack={config.xnnpack}: LiteRT's interpreter "
+                f"{'delegated' if delegated else 'did not delegate'} this model to XNNPACK; "
+                "leave xnnpack at its default"
+            )
+        kernels = "XNNPACK" if delegated else "the interpreter's builtin kernels"
+        whose = "the interpreter's default" if config.xnnpack is None else "set"
         return {
             **self.conversion_facts(),
             "litert_threads": config.threads or "the interpreter's default",
             "intra_op_threads": config.threads,  # the run's own: a child's runs may differ
-            "placement": "cpu (LiteRT interpreter, XNNPACK)",
+            "litert_xnnpack": delegated,
+            "delegate": f"{kernels} ({whose})",
+            "placement": f"cpu (LiteRT interpreter, {kernels})",
         }
 
 
@@ -122,6 +145,42 @@ def _dequantized(interpreter: Interpreter, detail: dict[str, Any]) -> np.ndarray
             np.float32
         )
     return values.astype(np.float32)
+
+
+def _delegated(interpreter: Interpreter) -> bool:
+    """Whether the interpreter's execution plan runs (part of) the graph in a delegate
+    (XNNPACK, the only one it is given): a ``DELEGATE`` node replaces the ops it took."""
+    return any(op["op_name"] == "DELEGATE" for op in interpreter._get_ops_details())
+
+
+def _own_session(interpreter: Interpreter) -> Session:
+    """The user's own ``.tflite`` as its Python users run it: its input resized to the batch
+    where its batch is free, ``set_tensor``, ``invoke``, each output by ``get_tensor`` in the
+    order of the graph's outputs."""
+    (model_input,) = interpreter.get_input_details()
+    outputs = [detail["index"] for detail in interpreter.get_output_details()]
+    free = int(model_input["shape_signature"][0]) < 0
+    allocated: list[tuple[int, ...]] = []  # the input shape the tensors are allocated for
+
+    def run(batch: np.ndarray) -> list[np.ndarray]:
+        if allocated != [batch.shape]:
+            current = tuple(int(d) for d in model_input["shape"]) if not allocated else allocated[0]
+            if current != batch.shape:
+                if not free:
+                    raise RunError(
+                        f"the LiteRT model has a fixed batch of {current[0]}; "
+                        f"batch={batch.shape[0]} cannot run it"
+                    )
+                interpreter.resize_tensor_input(model_input["index"], batch.shape)
+            interpreter.allocate_tensors()
+            allocated[:] = [batch.shape]
+        interpreter.set_tensor(model_input["index"], batch)
+        interpreter.invoke()
+        # Copies: the interpreter reuses its output buffers on the next call.
+        return [np.array(interpreter.get_tensor(index), copy=True) for index in outputs]
+
+    run.interpreter = interpreter  # type: ignore[attr-defined]  # kept alive with run
+    return run
 
 
 def _session(interpreter: Interpreter) -> Session:

@@ -2,12 +2,14 @@
 ``onnxruntime``'s CPU execution provider, or its CUDA provider where installed
 (onnxruntime-gpu) with no fall-back to the CPU for any node. ``threads`` is the intra-op
 thread count, ``determinism`` ONNX Runtime's deterministic compute, ``tf32`` the CUDA
-provider's TF32 switch."""
+provider's TF32 switch, ``graph_optimization`` its session's graph optimisation level (unset:
+its default, all), read back from the session. The user's own ``.onnx`` runs so as it is.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,65 +20,21 @@ from segdiff_gui.engine.backends.base import RunError
 from segdiff_gui.engine.backends.converted import ConvertedBackend, Session
 from segdiff_gui.engine.gpu_identity import gpu_identities
 from segdiff_gui.engine.tensor_matching import RuntimeTensor
+from segdiff_gui.io.artefacts import self_contained
 
 __all__ = ["OnnxRuntimeBackend"]
 
 _CPU = "CPUExecutionProvider"
+# The graph_optimization knob's values as ONNX Runtime's levels.
+_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "layout": ort.GraphOptimizationLevel.ORT_ENABLE_LAYOUT,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+_LEVEL_NAMES = {level: name for name, level in _LEVELS.items()}
 _CUDA = "CUDAExecutionProvider"
-
-
-# The operator sets ONNX Runtime implements itself; any other domain needs a custom op
-# library, which is code segdiff never loads.
-_BUILTIN_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
-
-
-def _graphs(graph: Any) -> Iterator[Any]:
-    """``graph`` and every subgraph of its nodes' attributes (If, Loop, Scan bodies)."""
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from _graphs(attribute.g)
-            for sub in attribute.graphs:
-                yield from _graphs(sub)
-
-
-def _tensors(graph: Any) -> Iterator[Any]:
-    """Every tensor a graph holds: initializers, sparse ones' parts, node attributes."""
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield from (sparse.values, sparse.indices)
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                yield attribute.t
-            yield from attribute.tensors
-            for sparse in (attribute.sparse_tensor, *attribute.sparse_tensors):
-                yield from (sparse.values, sparse.indices)
-
-
-def self_contained(data: bytes) -> str:
-    """What in an ONNX model would make ONNX Runtime read a file or load code ("" when
-    nothing): a tensor kept as external data (a path, resolved from the working folder) or
-    an operator of a domain it does not implement itself."""
-    import onnx
-
-    try:
-        model = onnx.load_from_string(data)
-    except Exception:  # noqa: BLE001 - protobuf raises its own DecodeError types
-        return "is not an ONNX model"
-    # A model's own functions are graphs too, called under their domain: no code.
-    known = _BUILTIN_DOMAINS | {function.domain for function in model.functions}
-    nodes = [node for function in model.functions for node in function.node]
-    for graph in _graphs(model.graph):
-        for tensor in _tensors(graph):
-            if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
-                return f"keeps tensor {tensor.name[:80]!r} as external data (a file outside it)"
-        nodes.extend(graph.node)
-    for node in nodes:
-        if node.domain not in known:
-            return f"uses operator domain {node.domain[:80]!r}, which needs a custom op library"
-    return ""
 
 
 def _gpu_index(device: str) -> int:
@@ -121,6 +79,8 @@ class OnnxRuntimeBackend(ConvertedBackend):
         options = ort.SessionOptions()
         options.intra_op_num_threads = config.threads  # 0: ONNX Runtime's default
         options.use_deterministic_compute = config.determinism
+        if config.graph_optimization is not None:  # else its own default, read back
+            options.graph_optimization_level = _LEVELS[config.graph_optimization]
         if config.is_gpu:
             # A node without a CUDA kernel is an error, never a quiet run on the CPU.
             options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
@@ -200,7 +160,11 @@ class OnnxRuntimeBackend(ConvertedBackend):
         assert self.session_used is not None
         options = self._options_of[self.session_used]
         threads, deterministic = options.intra_op_num_threads, options.use_deterministic_compute
+        level = _LEVEL_NAMES.get(
+            options.graph_optimization_level, str(options.graph_optimization_level)
+        )
         return {
+            "onnxruntime_graph_optimization": level,
             "onnxruntime_threads": threads or "ONNX Runtime's default",
             "onnxruntime_deterministic_compute": deterministic,
             "intra_op_threads": threads,
@@ -208,10 +172,17 @@ class OnnxRuntimeBackend(ConvertedBackend):
         }
 
     def settings_in_effect(self, config: RunConfig) -> dict[str, Any]:
+        read = self._read_back()
+        asked = config.graph_optimization
+        if asked is not None and read["onnxruntime_graph_optimization"] != asked:
+            raise RunError(
+                f"graph_optimization={asked}: ONNX Runtime's session optimised the graph at "
+                f"{read['onnxruntime_graph_optimization']}; leave it at its default"
+            )
         return {
             **self.conversion_facts(),
             "onnxruntime_provider": _CUDA if config.is_gpu else _CPU,
-            **self._read_back(),
+            **read,
             "onnxruntime_tf32": config.tf32 if config.is_gpu else "n/a (CPU)",
             "placement": f"every node on {config.device}" if config.is_gpu else "cpu",
         }
