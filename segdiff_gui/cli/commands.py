@@ -20,6 +20,7 @@ from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import TerminalConsole, as_markup, say
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
+from segdiff_gui.core.artefacts import base_config
 from segdiff_gui.core.config import (
     ModelSettings,
     RunConfig,
@@ -164,7 +165,9 @@ def checked_run_inputs(args: argparse.Namespace) -> RunInputs:
     """``segdiff run``'s cheap checks, arguments then files (``slurm-script`` makes them too,
     at the desk, before N tasks would each fail on them; a sweep's masks are checked by its
     session)."""
-    configs = tuple(parse_config_spec(spec) for spec in args.config)
+    # An artefact's configurations start from its own runtime (``xnnpack=off`` alone).
+    base = base_config(args.model)
+    configs = tuple(parse_config_spec(spec, base) for spec in args.config)
     # A shard, ground truth or a sweep's bundle only make sense over the whole set: each
     # implies a sweep.
     args.sweep = bool(args.sweep or args.shard or args.masks or args.bundle)

@@ -95,7 +95,7 @@ def for_artefact(config: RunConfig, path: str | Path, fixed_batch: int | None) -
     if runtime == KNOBS.default("runtime"):
         runtime = found.runtime
     if runtime not in found.runtimes:
-        titles = " or ".join(RUNTIMES[name].title for name in found.runtimes)
+        titles = " or ".join(RUNTIMES[name].family for name in found.runtimes)
         choices = "|".join(found.runtimes)
         converts = " (it converts a Keras model)" if RUNTIMES[runtime].conversion else ""
         raise InputError(

@@ -69,7 +69,10 @@ def open_session(args: argparse.Namespace) -> Opened:
     from segdiff_gui.ui.session import BundleSession, MatrixSession
 
     # The request the flags make, as `segdiff run` makes it: the same runs, the same cache keys.
-    configs = tuple(parse_config_spec(spec) for spec in args.config)
+    from segdiff_gui.core.artefacts import base_config
+
+    base = base_config(args.model) if args.model else None  # an artefact's own runtime
+    configs = tuple(parse_config_spec(spec, base) for spec in args.config)
     settings = model_settings(args)
     cache = ResultCache(args.cache) if args.cache else ResultCache()
     if args.open:

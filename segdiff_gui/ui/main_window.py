@@ -28,11 +28,12 @@ from PySide6.QtWidgets import (
 )
 from superqt.utils import WorkerBase
 
+from segdiff_gui.core.artefacts import ARTEFACT_FORMATS
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import IMAGE_SUFFIXES
 from segdiff_gui.runner.devices import build_text, remembered_probe
-from segdiff_gui.runner.plan import KERAS_MODEL_SUFFIXES, SAVED_MODEL_FILE
+from segdiff_gui.runner.plan import KERAS_MODEL_SUFFIXES, MODEL_SUFFIXES, SAVED_MODEL_FILE
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.ui import view_modes
 from segdiff_gui.ui.analysis_controller import AnalysisController
@@ -290,10 +291,15 @@ class MainWindow(QMainWindow):
         pick: its ``saved_model.pb`` is offered and stands for it (or File › Open SavedModel
         folder)."""
         keras = " ".join(f"*{suffix}" for suffix in KERAS_MODEL_SUFFIXES)
+        every = " ".join(f"*{suffix}" for suffix in MODEL_SUFFIXES)
+        artefacts = ";;".join(
+            f"{artefact.title.split(' ', 1)[1]} (*{artefact.suffix})"
+            for artefact in ARTEFACT_FORMATS
+        )
         model, _ = QFileDialog.getOpenFileName(
             self, "Open a model (a SavedModel by its saved_model.pb)", "",
-            f"Models ({keras} {SAVED_MODEL_FILE});;Keras models ({keras});;"
-            f"SavedModel ({SAVED_MODEL_FILE})",
+            f"Models ({every} {SAVED_MODEL_FILE});;Keras models ({keras});;"
+            f"SavedModel ({SAVED_MODEL_FILE});;{artefacts}",
         )  # fmt: skip
         if model:
             self._open_with_images(model)

@@ -74,7 +74,7 @@ def test_file_open_offers_saved_model_pb_and_opens_its_folder(
     monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *a, **k: ([str(image)], ""))
     _action(window, "&Open model and images…").trigger()
     (filters,) = offered
-    assert filters.startswith("Models (*.keras *.h5 *.hdf5 saved_model.pb)")
+    assert filters.startswith("Models (*.keras *.h5 *.hdf5 *.tflite *.onnx *.xml saved_model.pb)")
     _opened_saved_model(window, saved_model)
 
 

@@ -146,7 +146,10 @@ class OpenVinoBackend(Backend):
         else:
             graph = core.read_model(own.data)
         compiled = core.compile_model(graph, "CPU", _properties(config))
-        self._in_effect[config.forward_key()] = _read_back(compiled, config)
+        self._in_effect[config.forward_key()] = {
+            **_read_back(compiled, config),
+            "artefact": f"{own.facts.format.title}, run as it is (not converted)",
+        }
         outputs = list(compiled.outputs)
 
         def run(batch: np.ndarray) -> Outputs:
