@@ -26,7 +26,14 @@ from segdiff_gui.io.artefacts import (
 if TYPE_CHECKING:
     from segdiff_gui.engine.models import LoadedModel
 
-__all__ = ["LoadedArtefact", "artefact_of", "is_artefact", "load_any", "load_artefact"]
+__all__ = [
+    "LoadedArtefact",
+    "artefact_of",
+    "is_artefact",
+    "keras_loaded",
+    "load_any",
+    "load_artefact",
+]
 
 
 @dataclass
@@ -92,3 +99,15 @@ def load_any(path: str | Path, trust: bool, model_hash: str) -> LoadedModel | Lo
 def artefact_of(model: Any) -> LoadedArtefact | None:
     """``model`` where it is an artefact (a backend runs it as it is), else None."""
     return model if isinstance(model, LoadedArtefact) else None
+
+
+def keras_loaded(model: LoadedModel | LoadedArtefact) -> LoadedModel:
+    """``model`` where it is a Keras model or a SavedModel, for what walks its layers (the
+    layer probe); an artefact is refused in one line naming it."""
+    if isinstance(model, LoadedArtefact):
+        raise InputError(
+            model.path,
+            "is your own artefact: its layers are compared against its Keras source, which "
+            "this version does not take yet (compare its runs with segdiff run or compare)",
+        )
+    return model

@@ -28,6 +28,7 @@ import numpy as np
 from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.protocol import BatchProgress
 from segdiff_gui.core.runtimes import RUNTIMES
+from segdiff_gui.engine.artefact_model import keras_loaded
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
 from segdiff_gui.engine.probe_finish import finish_probe, plain_map
 from segdiff_gui.engine.tensor_matching import (
@@ -80,7 +81,7 @@ def converted_probe_run(runner: ProbeContext, run: PlannedRun, backend: Converte
     """Probe ``run`` (a converted runtime's) into the layer store; returns its device."""
     job, config = runner.job, run.computed
     runner.check_device(config)
-    loaded = runner.model_on(config.device)
+    loaded = keras_loaded(runner.model_on(config.device))
     assert loaded.keras_model is not None
     tappable_graph(loaded.keras_model, loaded.path)
     plain = plain_map(runner, run)

@@ -18,6 +18,7 @@ import keras
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.protocol import BatchProgress
+from segdiff_gui.engine.artefact_model import keras_loaded
 from segdiff_gui.engine.converted_probe import converted_probe_run
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
 from segdiff_gui.engine.models import computing_layers
@@ -37,7 +38,7 @@ def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
     if backend.probes_own_tensors:  # LiteRT, ONNX Runtime: their own tensors
         return converted_probe_run(runner, run, cast("ConvertedBackend", backend))
     runner.check_device(config)
-    loaded = runner.model_on(config.device)
+    loaded = keras_loaded(runner.model_on(config.device))
     if loaded.keras_model is None:
         raise InputError(
             loaded.path,

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
 
     from segdiff_gui.core.config import RunConfig
     from segdiff_gui.core.job import EngineJob, PlannedRun
+    from segdiff_gui.engine.artefact_model import LoadedArtefact
     from segdiff_gui.engine.backends.base import Backend
     from segdiff_gui.engine.models import LoadedModel
     from segdiff_gui.engine.protocol import Channel
@@ -28,12 +29,12 @@ class ProbeContext(Protocol):
     backend: Backend
     cache: ResultCache
     channel: Channel
-    model: LoadedModel
+    model: LoadedModel | LoadedArtefact
     output_index: int
 
     def check_device(self, config: RunConfig) -> str: ...
 
-    def model_on(self, device: str) -> LoadedModel: ...
+    def model_on(self, device: str) -> LoadedModel | LoadedArtefact: ...
 
     def batch_for(self, run: PlannedRun) -> np.ndarray: ...
 

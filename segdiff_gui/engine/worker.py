@@ -472,7 +472,7 @@ def run_job(job: EngineJob, channel: Channel, probe: Probe | None = None) -> int
         compiled = compilation_cache_dir(backend.name, job.model_hash)  # one per model
         backend.configure(settings, _gpus_of(job), compiled)
         runner = JobRunner(job, channel, backend, probe)
-        if backend.answers_for_inspection:
+        if backend.answers_for_inspection and not isinstance(runner.model, LoadedArtefact):
             answer_for_model_and_devices(
                 runner.model, list(runner.devices.values()), runner.facts, settings, channel
             )

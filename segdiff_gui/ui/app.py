@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def open_session(args: argparse.Namespace) -> Opened:
     """The cache and the session that ``args`` open, without Qt (bad input raises)."""
+    from segdiff_gui.core.artefacts import base_config
     from segdiff_gui.core.config import parse_config_spec
     from segdiff_gui.io.images import collect_images
     from segdiff_gui.resources import demo_dir, demo_images, demo_model
@@ -69,8 +70,6 @@ def open_session(args: argparse.Namespace) -> Opened:
     from segdiff_gui.ui.session import BundleSession, MatrixSession
 
     # The request the flags make, as `segdiff run` makes it: the same runs, the same cache keys.
-    from segdiff_gui.core.artefacts import base_config
-
     base = base_config(args.model) if args.model else None  # an artefact's own runtime
     configs = tuple(parse_config_spec(spec, base) for spec in args.config)
     settings = model_settings(args)
