@@ -10,9 +10,10 @@ Benchmarks: startup, fresh_demo (a new cache's first map and all ten demo runs, 
 hand-written script's first map), engine (overhead and cache hit), interaction, bandwidth,
 scale, matrix, runtimes (each runtime's first map, cold and with its compilation cache),
 layers (the layer probe's memory and time on a deep model at 512×512), conversions (LiteRT's
-and ONNX Runtime's conversion and inference times on the demo), exact (the float64 reference's
-time against float32's, and float32's distance from it), api (the Python API's cache hit and
-answers).
+and ONNX Runtime's conversion and inference times on the demo), artefacts (a user's own
+``.tflite``, ``.onnx`` and IR: the first map against a plain script running the file), exact
+(the float64 reference's time against float32's, and float32's distance from it), api (the
+Python API's cache hit and answers).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -605,6 +606,47 @@ def conversions(work: Path) -> list[Figure]:
     return figures
 
 
+def artefacts(work: Path) -> list[Figure]:
+    """The user's own artefacts (issue 51): the demo converted as users convert it
+    (tests/engine/artefact_files.py), and for each, ``segdiff run`` on a new cache until its
+    first map is stored, against a hand-written script running the same file with its
+    runtime's documented API until it has saved its map (plain_artefact.py), in turn."""
+    from segdiff_gui.resources import demo_images
+
+    folder = work / "artefacts"
+    folder.mkdir()
+    subprocess.run([PYTHON, "-m", "tests.engine.artefact_files", folder], check=True,
+                   capture_output=True, cwd=REPO)  # fmt: skip
+    image = demo_images()[0]
+    env = dict(os.environ)
+    figures = []
+    for name in ("float32.tflite", "model.onnx", "model.xml"):
+        attempts = iter(range(100))
+
+        def ours(name: str = name, attempt: Iterator[int] = attempts) -> float:
+            cache = work / f"artefact-cache-{name}-{next(attempt)}"
+            command = [BIN / "segdiff", "run", folder / name, image, "--config", "batch=1",
+                       "--repeats", "1", "--cache", cache]  # fmt: skip
+            return _appearing(command, lambda: list(cache.glob("runs/*/*.h5")), 1, env)[0]
+
+        def plain(name: str = name, attempt: Iterator[int] = attempts) -> float:
+            out = work / f"plain-{name}-{next(attempt)}.npy"
+            command = [PYTHON, Path(__file__).with_name("plain_artefact.py"), folder / name,
+                       out, image]  # fmt: skip
+            return _appearing(command, lambda: [out] if out.exists() else [], 1, env)[0]
+
+        first, floor = alternating(ours, plain, 5)
+        figures += [
+            Figure("artefacts", f"{name}: plain script (plain_artefact.py), its map", floor,
+                   "s", "—", True),
+            Figure("artefacts", f"{name}: segdiff run, new cache: the first map", first, "s",
+                   "—", True),
+            against_floor("artefacts", f"{name}: first map", first, floor, 1.10,
+                          "plain script"),
+        ]  # fmt: skip
+    return figures
+
+
 def exact(work: Path) -> list[Figure]:
     """The exact reference (float64) and emulated TF32 against the float32 run on the demo, in
     one child: their forward passes' time (ratio) at batch 1 and 8, and every float32 map's
@@ -706,6 +748,7 @@ BENCHMARKS = {
     "runtimes": runtimes,
     "layers": layers,
     "conversions": conversions,
+    "artefacts": artefacts,
     "exact": exact,
     "api": api,
 }
