@@ -257,7 +257,7 @@ def _record(job: EngineJob, run: PlannedRun, probabilities: np.ndarray, wall: fl
         "weights_device": "cpu:0",
         "xla": config.xla,
         "compute_dtype": config.precision.removeprefix("mixed_"),
-        "input_batch_shape": [config.batch, *probabilities.shape, 1],
+        "input_batch_shape": [len(run.batch), *probabilities.shape, 1],
         "model_path": str(Path(job.model_path).resolve()),
         "model_format": "keras",
         "target_path": str(Path(images[run.target].path).resolve()),
@@ -284,10 +284,11 @@ def _record(job: EngineJob, run: PlannedRun, probabilities: np.ndarray, wall: fl
         output=job.output.to_dict(),
         output_name="mask",
         kind="sigmoid",
-        raw_output_shape=[config.batch, *probabilities.shape, 1],
+        raw_output_shape=[len(run.batch), *probabilities.shape, 1],
         map_shape=probabilities.shape,
         provenance=Provenance.from_dict(provenance),
         probabilities=probabilities,
+        batch_position=run.batch_position,
     )
 
 
@@ -317,6 +318,7 @@ def _run(channel: _Channel) -> int:
     decoded: dict[int, np.ndarray] = {}
     compiled: set[int] = set()
     answered = False
+    last_batch: object = None  # a sweep's batch is computed once for the targets it holds
     for run in job.runs:
         channel.send(RunStarted(run.key, run.label))
         if _fault("FAKE_ENGINE_CRASH_ON", run.label):
@@ -347,6 +349,10 @@ def _run(channel: _Channel) -> int:
             channel.send(RunFailed(run.key, run.label, str(refused), "", True, fix=refused.fix))
             continue
         _slow_first_call(channel, run, compiled)
+        batch = (run.computed, run.repeat, run.batch)
+        if batch != last_batch:
+            channel.send(BatchProgress(run.key, 3, 4, "inference"))  # as the child says it
+            last_batch = batch
         probabilities = fake_map(image, job.model_hash, run)
         cache.write_run(_record(job, run, probabilities, time.perf_counter() - started))
         if _fault("FAKE_ENGINE_CRASH_AFTER_WRITE", run.label):

@@ -129,6 +129,7 @@ def run_key(
     calibration: list[str] | None = None,
     defaults_in_effect: dict[str, Any] | None = None,
     imported: str | None = None,
+    batch_position: int | None = None,
 ) -> str:
     """The cache key of one run.
 
@@ -141,6 +142,9 @@ def run_key(
     depends on it (core/runtime_defaults.py: oneDNN under TensorFlow); absent when empty.
     ``imported``: the SHA-256 of a map brought in from the user's own pipeline (``segdiff
     import``), which no configuration computed: the same map imported twice is one entry.
+    ``batch_position``: a sweep's run, whose batch is the set's consecutive images (the last
+    one short, as ``predict`` cuts them) and whose target sits there; absent otherwise (the
+    configuration's ``position`` says it), so other keys stay.
     """
     ingredients = {
         "schema": KEY_SCHEMA,
@@ -159,6 +163,8 @@ def run_key(
         ingredients["defaults_in_effect"] = dict(defaults_in_effect)
     if imported:
         ingredients["imported"] = imported
+    if batch_position is not None:
+        ingredients["batch_position"] = batch_position
     return hash_bytes(canonical_json(ingredients).encode())
 
 

@@ -39,6 +39,14 @@ class PlannedRun:
     tag: str = ""
     # What the configuration's unset knobs are on this machine (keyed): the child checks it.
     in_effect: DefaultsInEffect = field(default_factory=DefaultsInEffect)
+    # A sweep's run: where the target sits in its batch, the set's consecutive images as
+    # ``predict(x, batch_size)`` cuts them (keyed and stored); None: ``config.position``.
+    batch_position: int | None = None
+
+    @property
+    def position(self) -> int:
+        """The target's row in the batch and in the model's output."""
+        return self.config.position if self.batch_position is None else self.batch_position
 
     @property
     def computed(self) -> RunConfig:
@@ -62,6 +70,7 @@ class PlannedRun:
             "batch": list(self.batch),
             "tag": self.tag,
             "in_effect": self.in_effect.to_dict(),
+            "batch_position": self.batch_position,
         }
 
     @classmethod
@@ -74,6 +83,9 @@ class PlannedRun:
             batch=tuple(data["batch"]),
             tag=str(data.get("tag", "")),
             in_effect=DefaultsInEffect.from_dict(data.get("in_effect", {})),
+            batch_position=None
+            if data.get("batch_position") is None
+            else int(data["batch_position"]),
         )
 
 

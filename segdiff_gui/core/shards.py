@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.limits import MAX_SHARDS
 
-__all__ = ["SCHEDULERS", "parse_shard", "shard_slice"]
+__all__ = ["SCHEDULERS", "parse_shard", "shard_of", "shard_slice", "shard_unit"]
 
 # What ``--shard`` takes besides K/N: the scheduler's name, and for Kubernetes N (a pod is
 # given its index, never the Job's number of completions).
@@ -19,11 +19,30 @@ SCHEDULERS = ("slurm", "k8s/N")
 _SLURM = "SLURM_ARRAY_TASK_"
 
 
-def shard_slice(count: int, shard: tuple[int, int]) -> range:
+def shard_slice(count: int, shard: tuple[int, int], unit: int = 1) -> range:
     """The images of shard ``K`` of ``N`` (1-based) of ``count``: a contiguous block of the
-    set's order, so the same image list always splits the same way on every machine."""
+    set's order, so the same image list always splits the same way on every machine, cut
+    between blocks of ``unit`` images (a sweep's batches: :func:`shard_unit`)."""
     number, total = shard
-    return range((number - 1) * count // total, number * count // total)
+    blocks = -(-count // unit)
+    return range(
+        min((number - 1) * blocks // total * unit, count),
+        min(number * blocks // total * unit, count),
+    )
+
+
+def shard_of(count: int, total: int, index: int, unit: int = 1) -> int:
+    """The shard K of ``total`` whose :func:`shard_slice` holds place ``index``."""
+    blocks = -(-count // unit)
+    return ((index // unit + 1) * total + blocks - 1) // blocks
+
+
+def shard_unit(count: int, total: int, largest_batch: int) -> int:
+    """What shards of a sweep of ``count`` images in ``total`` shards are cut at: the largest
+    batch of the sweep, so that each batch of that size (and of any size dividing it) is
+    computed by one shard only, where the set has a block of it for every shard; one image
+    otherwise (no shard is left empty; a batch cut in two is computed by both, alike)."""
+    return largest_batch if -(-count // largest_batch) >= total else 1
 
 
 def parse_shard(value: str, environ: Mapping[str, str]) -> tuple[int, int]:

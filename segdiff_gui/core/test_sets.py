@@ -23,8 +23,8 @@ from typing import Any
 
 from segdiff_gui.core.findings import plural
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
-from segdiff_gui.core.limits import MAX_NAME_CHARS, MAX_SET_IMAGES, MAX_SHARDS
-from segdiff_gui.core.shards import shard_slice
+from segdiff_gui.core.limits import MAX_BATCH, MAX_NAME_CHARS, MAX_SET_IMAGES, MAX_SHARDS
+from segdiff_gui.core.shards import shard_of, shard_slice
 
 __all__ = [
     "SetCoverage",
@@ -77,11 +77,19 @@ class ShardManifest:
     # The runs its request planned on each image, by label (``cpu b1 r0``): shards of one set
     # run with other configurations or repeats are not one whole set.
     runs: tuple[str, ...] = ()
+    # The block of images the shards were cut at (core/shards.shard_unit: the sweep's largest
+    # batch, where each shard has a block of it): part of how the set was cut.
+    unit: int = 1
 
     @property
     def indices(self) -> range:
         """The places in the set of this shard's images."""
-        return shard_slice(self.size, self.shard)
+        return shard_slice(self.size, self.shard, self.unit)
+
+    @property
+    def cut(self) -> tuple[int, int]:
+        """How the set was cut: the number of shards, and the unit of images cut at."""
+        return self.shard[1], self.unit
 
     @property
     def shard_text(self) -> str:
@@ -101,6 +109,7 @@ class ShardManifest:
             "images": [list(image) for image in self.images],
             "missing": list(self.missing),
             "runs": list(self.runs),
+            "unit": self.unit,
         }
 
     @classmethod
@@ -115,8 +124,11 @@ class ShardManifest:
             raise ValueError("its shard is not [K, N]")
         total = _whole(shard[1], "shard count N", 1, min(size, MAX_SHARDS))
         number = _whole(shard[0], "shard K", 1, total)
+        unit = _whole(value.get("unit", 1), "unit of images cut at", 1, MAX_BATCH)
+        if unit > 1 and -(-size // unit) < total:
+            raise ValueError(f"its {total} shards cannot be cut at blocks of {unit} images")
         images = value.get("images")
-        expected = len(shard_slice(size, (number, total)))
+        expected = len(shard_slice(size, (number, total), unit))
         if not isinstance(images, list) or len(images) != expected:
             raise ValueError(f"it does not name the {expected} images of shard {number}/{total}")
         pairs = []
@@ -141,6 +153,7 @@ class ShardManifest:
             images=tuple(pairs),
             missing=tuple(missing),
             runs=tuple(runs),
+            unit=unit,
         )
         if total == 1 and not manifest.names_the_set([h for _, h in pairs]):
             # A whole set's record names every image: its identity is checked at once.
@@ -284,11 +297,12 @@ def _coverage(set_id: str, chosen: list[ShardManifest], done: set[str]) -> SetCo
     if whole and not chosen[0].names_the_set([covered[index][1] for index in range(size)]):
         contradiction = "the images its records name are not the set's"
     gaps = _uncovered(size, [m.indices for m in chosen])
-    shards_with_gaps = {n: _shards_meeting(size, n, gaps) for n in {m.shard[1] for m in chosen}}
-    # The missing images named in the shards of one N: the N that names them in the fewest
+    shards_with_gaps = {cut: _shards_meeting(size, cut, gaps) for cut in {m.cut for m in chosen}}
+    # The missing images named in the shards of one cut: the N that names them in the fewest
     # shards (shards of an N partly covered by another N count their own gaps).
-    total = min(shards_with_gaps, key=lambda n: (_count(shards_with_gaps[n]), n))
-    missing_shards = _missing_shards(size, total, shards_with_gaps[total], gaps)
+    cut = min(shards_with_gaps, key=lambda c: (_count(shards_with_gaps[c]), c))
+    total = cut[0]
+    missing_shards = _missing_shards(size, cut, shards_with_gaps[cut], gaps)
     absent = tuple(name for _, (name, image_hash) in sorted(covered.items())
                    if image_hash not in done)  # fmt: skip
     if contradiction:  # what the records name is not to be trusted: each image counts once
@@ -316,17 +330,14 @@ def _uncovered(size: int, slices: Iterable[range]) -> list[range]:
     return gaps
 
 
-def _shard_of(size: int, total: int, index: int) -> int:
-    """The shard K of ``total`` whose slice holds place ``index`` (shard_slice's inverse)."""
-    return ((index + 1) * total + size - 1) // size
-
-
-def _shards_meeting(size: int, total: int, gaps: list[range]) -> list[range]:
-    """The shards K of ``total`` that hold a place of ``gaps``, as ranges of K in order:
-    counted from the gaps, never shard by shard (a record may claim 100,000 shards)."""
+def _shards_meeting(size: int, cut: tuple[int, int], gaps: list[range]) -> list[range]:
+    """The shards K of a ``cut`` (N, unit) that hold a place of ``gaps``, as ranges of K in
+    order: counted from the gaps, never shard by shard (a record may claim 100,000 shards)."""
+    total, unit = cut
     runs: list[range] = []
     for gap in gaps:
-        first, last = _shard_of(size, total, gap.start), _shard_of(size, total, gap.stop - 1)
+        first = shard_of(size, total, gap.start, unit)
+        last = shard_of(size, total, gap.stop - 1, unit)
         if runs and first <= runs[-1].stop:
             runs[-1] = range(runs[-1].start, max(runs[-1].stop, last + 1))
         else:
@@ -339,13 +350,15 @@ def _count(ranges: list[range]) -> int:
 
 
 def _missing_shards(
-    size: int, total: int, shards: list[range], gaps: list[range]
+    size: int, cut: tuple[int, int], shards: list[range], gaps: list[range]
 ) -> tuple[tuple[int, int], ...]:
-    """Each shard K of ``shards`` with the count of its places in ``gaps``."""
+    """Each shard K of ``shards`` (of a ``cut``: N, unit) with the count of its places in
+    ``gaps``."""
+    total, unit = cut
     missing = []
     at = 0
     for shard in (k for run in shards for k in run):
-        places = shard_slice(size, (shard, total))
+        places = shard_slice(size, (shard, total), unit)
         while gaps[at].stop <= places.start:
             at += 1
         count, look = 0, at

@@ -104,7 +104,7 @@ def converted_probe_run(runner: ProbeContext, run: PlannedRun, backend: Converte
     ]
     matched, unmatched = match_layers(expected, tensors, finals, named or None)
     title = RUNTIMES[config.runtime].title  # the run's conversion: a child may run several
-    position, total = config.position, max(len(expected), 1)
+    position, total = run.position, max(len(expected), 1)
     store = LayerStore(runner.cache)
     key = probe_key(run.key)
     with store.write_probe(key, job.probe_memory_budget) as writer:
@@ -113,7 +113,9 @@ def converted_probe_run(runner: ProbeContext, run: PlannedRun, backend: Converte
                 continue
             tensor, layout = matched[layer.name]
             values = np.transpose(tensor.read(), layout)
-            target = values[position] if layer.shape and layer.shape[0] == config.batch else values
+            target = (
+                values[position] if layer.shape and layer.shape[0] == len(run.batch) else values
+            )
             writer.add(layer.name, layer.class_name, tensor.dtype, layer.shape, target)
             step = min(writer.count, total)
             runner.channel.send(BatchProgress(run.key, step, total, f"layer {layer.name}"))

@@ -50,7 +50,7 @@ def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
     plain = plain_map(runner, run)
     batch = runner.batch_for(run)
     call = backend.layer_call(config)
-    position, total = config.position, max(len(computing_layers(model)), 1)
+    position, total = run.position, max(len(computing_layers(model)), 1)
     store = LayerStore(runner.cache)
     key = probe_key(run.key)
     started = time.perf_counter()
@@ -59,7 +59,7 @@ def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
         def emit(output: LayerOutput) -> None:
             value = output.value
             shape = tuple(int(d) for d in value.shape)
-            target = value[position] if shape and shape[0] == config.batch else value
+            target = value[position] if shape and shape[0] == len(run.batch) else value
             array = backend.to_numpy(target)
             dtype = keras.backend.standardize_dtype(value.dtype)
             writer.add(output.name, output.class_name, dtype, shape, array)

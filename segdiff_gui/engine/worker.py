@@ -4,11 +4,13 @@ the cache. Imported only after the process-level environment is set (see ``__mai
 from __future__ import annotations
 
 import contextlib
+import queue
 import threading
 import time
 import traceback
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -115,7 +117,13 @@ class JobRunner:
         # Prepared inputs, least recently used first. A sweep over a whole test set must not
         # hold every image: one batch's worth (plus the next target) stays, the rest is redone.
         self._inputs: OrderedDict[tuple[int, tuple[int, ...] | None], np.ndarray] = OrderedDict()
-        self._input_capacity = max((run.config.batch for run in job.runs), default=1) + 1
+        # A sweep's runs come batch by batch, each batch's configurations together, so that
+        # an image is decoded once for them all: two of the largest batches stay (one may
+        # reach past the block of images the planner took them in).
+        largest = max((run.config.batch for run in job.runs), default=1)
+        self._input_capacity = 2 * largest + 1
+        # A sweep's last batch through the forward pass, for the next targets it holds.
+        self._last_batch: tuple[tuple[object, ...], _Batch] | None = None
 
     def _job_inputs(self) -> JobInputs:
         """What the job gives its backend: for a conversion, its images calibrate a full-int8
@@ -290,28 +298,21 @@ class JobRunner:
             )
         return device_name
 
-    def compute(self, run: PlannedRun) -> str:
-        """Compute ``run`` (or, in a layer probe's job, probe it) into the cache; returns the
-        device it ran on."""
-        if self.probe is not None:
-            return self.probe(self, run)
-        record = self.execute(run)
-        self.cache.write_run(record)
-        return record.provenance.device or ""
-
     def _emulation(self, config: RunConfig) -> dict[str, str]:
         """An emulated run's provenance: what its forward pass rounded (nothing for others)."""
         if config.emulate == "off":
             return {}
         return {"emulation": emulation_summary(self._emulated.get(config.forward_key(), Counter()))}
 
-    def execute(self, run: PlannedRun) -> RunRecord:
-        config = run.computed
-        device_name = self.check_device(config)
-        said = self.backend.predict_compiles(self.model_on(config.device))
-        if wrong := run.in_effect.mismatch({**self.facts, "predict_jit": said}):
-            raise RunError(wrong)
+    def _computed_batch(self, run: PlannedRun, config: RunConfig) -> _Batch:
+        """``run``'s batch through the forward pass of ``config``; a sweep's batch once for
+        every target it holds (the runs of one batch follow one another in the job)."""
         self.step(run, 1)
+        # The same configuration, repeat and images (at the same size): the same batch.
+        size = self._input(run.target).shape[:2] if self._resizes_freely else None
+        shared = (config, run.repeat, run.batch, size)
+        if self._last_batch is not None and self._last_batch[0] == shared:
+            return self._last_batch[1]
         batch = self.batch_for(run)
         self.step(run, 2)
         forward, first_use = self.forward(config)
@@ -328,6 +329,18 @@ class JobRunner:
             raise
         if emulated:
             self._emulated[config.forward_key()] = emulated
+        computed = _Batch(outputs, wall, tuple(batch.shape))
+        self._last_batch = (shared, computed)
+        return computed
+
+    def execute(self, run: PlannedRun) -> RunRecord:
+        config = run.computed
+        device_name = self.check_device(config)
+        said = self.backend.predict_compiles(self.model_on(config.device))
+        if wrong := run.in_effect.mismatch({**self.facts, "predict_jit": said}):
+            raise RunError(wrong)
+        computed = self._computed_batch(run, config)
+        outputs, wall = computed.outputs, computed.wall
         # What the runtime reports once it has computed (OpenVINO's compiled model's
         # precision): a default predicted otherwise is another computation than the key's.
         settings = self.backend.settings_in_effect(config)
@@ -337,10 +350,10 @@ class JobRunner:
         actual = outputs.devices[self.output_index]
         weights = self.backend.weight_devices(self.model_on(config.device), config)
         check_placement(config, actual, weights)
-        _check_not_nan(raw[config.position], config)
+        position = run.position
+        _check_not_nan(raw[position], config)
         self.step(run, 4)
         name = self.model.output_names[self.output_index]
-        position = config.position
         probabilities, kind = to_probabilities(
             self.model.path,
             name,
@@ -361,7 +374,7 @@ class JobRunner:
             "weights_device": ",".join(sorted(weights)),
             "xla": config.xla,
             "compute_dtype": outputs.compute_dtypes[self.output_index],
-            "input_batch_shape": list(batch.shape),
+            "input_batch_shape": list(computed.shape),
             "model_path": str(Path(self.job.model_path).resolve()),
             "model_format": self.model.format,
             "target_path": str(Path(images[run.target].path).resolve()),
@@ -392,45 +405,93 @@ class JobRunner:
             map_shape=probabilities.shape,
             provenance=Provenance.from_dict(provenance),
             probabilities=probabilities,
+            batch_position=run.batch_position,
         )
 
     def run_all(self) -> int:
-        for run in self.job.runs:
-            self.channel.send(RunStarted(run.key, run.label))
-            try:
+        """Compute every run in order; each map is written to the cache by a thread of its
+        own while the next run computes, and said finished once it is stored (a layer
+        probe's job probes each run in turn)."""
+        with _Writer(self.cache, self.channel, self.backend) as writer:
+            for run in self.job.runs:
+                self.channel.send(RunStarted(run.key, run.label))
                 started = time.perf_counter()
-                device = self.compute(run)
-            except InputError as error:
-                # This configuration cannot use this input (e.g. float16 overflows to NaN);
-                # the others may well.
-                detail = traceback.format_exc()[-4000:]  # the child's log, for --debug
-                self.channel.send(
-                    RunFailed(run.key, run.label, str(error), detail, True, fix=error.fix)
-                )
-                continue
-            except RunError as error:
-                self.channel.send(RunFailed(run.key, run.label, str(error)))
-                continue
-            except Exception as error:  # noqa: BLE001 - one run's failure must not end the job
-                said = self.backend.explain(error, run.config)
-                self.channel.send(
-                    RunFailed(
-                        run.key,
-                        run.label,
-                        said or f"{type(error).__name__}: {first_line(error)}",
-                        traceback.format_exc()[-4000:],
-                    )
-                )
-                continue
-            self.channel.send(
-                RunFinished(
-                    run.key,
-                    run.label,
-                    round(time.perf_counter() - started, 3),
-                    device,
-                )
-            )
+                try:
+                    if self.probe is not None:
+                        device = self.probe(self, run)
+                        seconds = round(time.perf_counter() - started, 3)
+                        self.channel.send(RunFinished(run.key, run.label, seconds, device))
+                    else:
+                        writer.put(run, self.execute(run), started)
+                except Exception as error:  # noqa: BLE001 - one run's failure must not end the job
+                    self.channel.send(run_failed(run, error, self.backend))
         return 0
+
+
+def run_failed(run: PlannedRun, error: Exception, backend: Backend) -> RunFailed:
+    """How one run's failure is said: an input error with its fix (this configuration cannot
+    use this input, e.g. float16 overflows to NaN; the others may well), a run error as it
+    is, anything else as the runtime explains it."""
+    if isinstance(error, InputError):
+        detail = traceback.format_exc()[-4000:]  # the child's log, for --debug
+        return RunFailed(run.key, run.label, str(error), detail, True, fix=error.fix)
+    if isinstance(error, RunError):
+        return RunFailed(run.key, run.label, str(error))
+    said = backend.explain(error, run.config)
+    return RunFailed(
+        run.key,
+        run.label,
+        said or f"{type(error).__name__}: {first_line(error)}",
+        traceback.format_exc()[-4000:],
+    )
+
+
+class _Writer:
+    """Writes computed runs into the cache on a thread of its own, in order, each said
+    finished (or failed) once it is stored: the next forward pass does not wait for the
+    deflating, the attributes and the sync. A few runs wait at most (the run loop waits for
+    room), so memory holds a few maps, whatever the set's size."""
+
+    _WAITING = 4
+
+    def __init__(self, cache: ResultCache, channel: Channel, backend: Backend) -> None:
+        self.cache, self.channel, self.backend = cache, channel, backend
+        self._queue: queue.Queue[tuple[PlannedRun, RunRecord, float] | None] = queue.Queue(
+            self._WAITING
+        )
+        self._thread = threading.Thread(target=self._write_all, name="writer", daemon=True)
+
+    def __enter__(self) -> _Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def put(self, run: PlannedRun, record: RunRecord, started: float) -> None:
+        self._queue.put((run, record, started))
+
+    def _write_all(self) -> None:
+        while (item := self._queue.get()) is not None:
+            run, record, started = item
+            try:
+                self.cache.write_run(record)
+            except Exception as error:  # noqa: BLE001 - one run's failure must not end the job
+                self.channel.send(run_failed(run, error, self.backend))
+                continue
+            seconds = round(time.perf_counter() - started, 3)
+            device = record.provenance.device or ""
+            self.channel.send(RunFinished(run.key, run.label, seconds, device))
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One batch through a forward pass: the outputs, the seconds it took, its shape."""
+
+    outputs: Outputs
+    wall: float
+    shape: tuple[int, ...]
 
 
 def check_placement(config: RunConfig, output: str, weights: set[str]) -> None:

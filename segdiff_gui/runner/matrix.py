@@ -326,14 +326,17 @@ class MatrixRunner:
     def _drive_child(
         self, child: ChildProcess, pending: dict[str, PlannedRun], fruitless: list[int]
     ) -> Iterator[Message]:
-        """Relay one child's messages; afterwards fail the run it died on, if it died."""
-        in_flight: PlannedRun | None = None
+        """Relay one child's messages; afterwards fail the run it died on, if it died. A child
+        may have several runs started and not yet said done (one computing while the runs
+        before it are written): in the order they started."""
+        in_flight: dict[str, PlannedRun] = {}
         progressed = False
         problem = ""
         try:
             for message in child.messages(self.timeout_s, should_stop=self._halted):
                 if isinstance(message, RunStarted):
-                    in_flight = pending.get(message.key)
+                    if (started := pending.get(message.key)) is not None:
+                        in_flight[message.key] = started
                 elif isinstance(message, RunFinished | RunFailed):
                     if isinstance(message, RunFinished) and not self._finished(message.key):
                         message = RunFailed(
@@ -342,7 +345,8 @@ class MatrixRunner:
                             "the child reported success but wrote no result",
                         )
                     pending.pop(message.key, None)
-                    in_flight, progressed = None, True
+                    in_flight.pop(message.key, None)
+                    progressed = True
                 elif isinstance(message, ModelAnswer):
                     self._remember_model(message)
                 elif isinstance(message, ProbeAnswer):
@@ -368,24 +372,27 @@ class MatrixRunner:
             problem = f"{timeout} (timed out; the child was killed)"
             child.signal_kill()
         if self._halted():
-            if in_flight is not None and not self.cancelled:
+            for run in in_flight.values() if not self.cancelled else ():
                 yield RunFailed(
-                    in_flight.key,
-                    in_flight.label,
+                    run.key,
+                    run.label,
                     "stopped: another engine child met an input error that holds for it too",
                 )
             return
         child.close()
-        if in_flight is not None and self._finished(in_flight.key):
-            # It died after writing but before saying so: the result is whole, keep it.
-            record = self.cache.read_run(in_flight.key, with_map=False)
-            pending.pop(in_flight.key, None)
-            device = record.provenance.device or ""
-            yield RunFinished(in_flight.key, in_flight.label, 0.0, device)
-            in_flight, progressed = None, True
+        for run in list(in_flight.values()):
+            if self._finished(run.key):
+                # It died after writing but before saying so: the result is whole, keep it.
+                record = self.cache.read_run(run.key, with_map=False)
+                pending.pop(run.key, None)
+                del in_flight[run.key]
+                yield RunFinished(run.key, run.label, 0.0, record.provenance.device or "")
+                progressed = True
         problem = problem or f"the engine process {describe_exit(child.process.returncode)}"
         tail = child.stderr_tail()
-        lost = [in_flight] if in_flight is not None else []
+        # The run it died on is the last it started; those before it waited to be written,
+        # and stay for the next child.
+        lost = [list(in_flight.values())[-1]] if in_flight else []
         if not lost and not progressed:
             fruitless[0] += 1
             if fruitless[0] < 2:

@@ -31,7 +31,7 @@ from segdiff_gui.core.preprocess import is_tensor, prepare_input, tensor_input
 from segdiff_gui.core.protocol import ChildFatal, skipped_line
 from segdiff_gui.core.runtime_defaults import Machine, defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
-from segdiff_gui.core.shards import shard_slice
+from segdiff_gui.core.shards import shard_slice, shard_unit
 from segdiff_gui.core.tf32 import saved_model_refuses_emulation
 from segdiff_gui.core.trust import untrusted_saved_model
 from segdiff_gui.io.artefacts import ArtefactFacts, read_artefact
@@ -70,6 +70,43 @@ def batch_slots(config: RunConfig, target: int, image_count: int) -> tuple[int, 
         fillers = list(islice(cycle(others), config.batch - 1))
     fillers.insert(config.position, target)
     return tuple(fillers)
+
+
+def sweep_slots(target: int, image_count: int, batch: int) -> tuple[tuple[int, ...], int]:
+    """A sweep's batch of the image at ``target``: the set's consecutive images as
+    ``model.predict(x, batch_size=batch)`` cuts them (the last batch the remainder), and
+    where the target sits in it."""
+    start = target - target % batch
+    return tuple(range(start, min(start + batch, image_count))), target - start
+
+
+def _sweep_order(
+    targets: Sequence[int], configs: Sequence[RunConfig], repeats: int, unit: int
+) -> list[tuple[RunConfig, int, int]]:
+    """A sweep's runs (configuration, repeat, target) in the order a child computes them:
+    block by block of ``unit`` images, so that an image is decoded once for every
+    configuration, and within a block each configuration's batches one after another, the
+    targets of a batch together (its forward pass made once for them all)."""
+    order = []
+    for number, config in enumerate(configs):
+        for target in targets:
+            start = target - target % config.batch
+            for repeat in range(repeats):
+                order.append(((start // unit, number, repeat, start, target), config, repeat))
+    order.sort(key=lambda item: item[0])
+    return [(config, repeat, place[-1]) for place, config, repeat in order]
+
+
+def _sweep_refusal(config: RunConfig) -> InputError | None:
+    """Why a configuration does not belong in a sweep, or None: its batches are the set's
+    consecutive images, so a batch context or position of one target means nothing there."""
+    if config.context == "set" and config.position == 0:
+        return None
+    return InputError(
+        "in a sweep",
+        "each batch is the set's consecutive images, as predict(x, batch_size) cuts them; "
+        "a batch context of copies and a position apply to one target",
+    )
 
 
 @dataclass(frozen=True)
@@ -114,6 +151,8 @@ class MatrixPlan:
     unwritable: InputError | None = None
     # Configurations left out: the model or this Python cannot run them (see Skipped).
     skipped: tuple[Skipped, ...] = ()
+    # A sweep's shards are cut at blocks of this many images (core/shards.shard_unit).
+    unit: int = 1
 
     def check_storable(self) -> None:
         """Raise why the runs to compute could not be stored, where some could not: for a
@@ -424,10 +463,11 @@ def plan_matrix(
     if model.is_dir() and not trust_model:  # before its files are read to be hashed
         raise untrusted_saved_model(model)
     facts = artefact_facts(model)
+    sweeping = sweep or shard is not None
     refused = [
         Skipped(config, reason)
         for config in dict.fromkeys(configs)
-        if (reason := _model_refusal(model, config, facts)) is not None
+        if (reason := _model_refusal(model, config, facts) or (sweeping and _sweep_refusal(config)))
     ]
     left_out = {skip.config for skip in refused}
     configs = [config for config in configs if config not in left_out]
@@ -449,8 +489,10 @@ def plan_matrix(
         )
     output = output or OutputSelection()
     refs = image_refs([Path(p) for p in image_paths])
+    unit = 1
     if shard is not None:
-        targets = list(shard_slice(len(refs), shard))
+        unit = shard_unit(len(refs), shard[1], max((c.batch for c in configs), default=1))
+        targets = list(shard_slice(len(refs), shard, unit))
         if not targets:
             raise InputError(
                 "--shard", f"{shard[0]}/{shard[1]} holds no image: the set has only {len(refs)}"
@@ -466,39 +508,56 @@ def plan_matrix(
 
     runs: list[PlannedRun] = []
     seen: set[str] = set()
-    # Target by target: a sweep's images complete one after another, and a child's prepared
-    # inputs are reused by the next target's batch.
-    for target_index in targets:
-        for config in configs:
-            slots = batch_slots(config, target_index, len(refs))
-            in_effect = defaults_in_effect(config, os.environ, machine)
-            for repeat in range(repeats):
-                key = run_key(
-                    model_hash=model_hash,
-                    target_hash=refs[target_index].hash,
-                    batch_hashes=[refs[i].hash for i in slots],
-                    preprocessing=preprocessing.to_dict(),
-                    output=output.to_dict(),
-                    config=config.to_dict(),
-                    repeat=repeat,
-                    environment=keyed_environment(os.environ),
-                    calibration=calibration if _calibrated(config) else None,
-                    defaults_in_effect=in_effect.to_dict(),
-                )
-                if key not in seen:  # the same configuration asked twice runs once
-                    seen.add(key)
-                    tag = calibration_tag(calibration) if _calibrated(config) else ""
-                    runs.append(
-                        PlannedRun(
-                            key,
-                            config,
-                            repeat,
-                            target=target_index,
-                            batch=slots,
-                            tag=tag,
-                            in_effect=in_effect,
-                        )  # fmt: skip
-                    )
+    preprocessed, chosen = preprocessing.to_dict(), output.to_dict()
+    environment = keyed_environment(os.environ)
+    effects = {config: defaults_in_effect(config, os.environ, machine) for config in configs}
+
+    def add(config: RunConfig, repeat: int, target_index: int, slots: tuple[int, ...],
+            batch_position: int | None) -> None:  # fmt: skip
+        in_effect = effects[config]
+        key = run_key(
+            model_hash=model_hash,
+            preprocessing=preprocessed,
+            output=chosen,
+            environment=environment,
+            target_hash=refs[target_index].hash,
+            batch_hashes=[refs[i].hash for i in slots],
+            config=config.to_dict(),
+            repeat=repeat,
+            calibration=calibration if _calibrated(config) else None,
+            defaults_in_effect=in_effect.to_dict(),
+            batch_position=batch_position,
+        )
+        if key in seen:  # the same configuration asked twice runs once
+            return
+        seen.add(key)
+        tag = calibration_tag(calibration) if _calibrated(config) else ""
+        runs.append(
+            PlannedRun(
+                key,
+                config,
+                repeat,
+                target=target_index,
+                batch=slots,
+                tag=tag,
+                in_effect=in_effect,
+                batch_position=batch_position,
+            )  # fmt: skip
+        )
+
+    if sweeping:  # batch by batch, as predict computes the set, each batch once
+        largest = max((config.batch for config in configs), default=1)
+        for config, repeat, target_index in _sweep_order(targets, configs, repeats, largest):
+            slots, position = sweep_slots(target_index, len(refs), config.batch)
+            # A full batch led by its target is the one run of that target computes too.
+            whole = position == 0 and len(slots) == config.batch
+            add(config, repeat, target_index, slots, None if whole else position)
+    else:
+        for target_index in targets:
+            for config in configs:
+                slots = batch_slots(config, target_index, len(refs))
+                for repeat in range(repeats):
+                    add(config, repeat, target_index, slots, None)
 
     cached: list[PlannedRun] = []
     to_compute: list[PlannedRun] = []
@@ -574,6 +633,7 @@ def plan_matrix(
         unstorable=tuple(to_compute) if unwritable is not None else (),
         unwritable=unwritable,
         skipped=skipped,
+        unit=unit,
     )
 
 

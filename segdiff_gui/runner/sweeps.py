@@ -185,6 +185,7 @@ def sweep_manifest(
         images=tuple((plan.images[t].name, plan.images[t].hash) for t in plan.targets),
         missing=tuple(plan.images[t].name for t in plan.targets if t in incomplete),
         runs=tuple(sorted({run.label for run in plan.runs})),
+        unit=plan.unit,
     )
 
 

@@ -79,6 +79,8 @@ _JSON_ATTRS = (
     "batch_names",
     "raw_output_shape",
 )
+# A sweep's run only: where its target sits in its batch (an integer attribute).
+_BATCH_POSITION = "batch_position"
 _TEXT_ATTRS = (
     "key",
     "label",
@@ -119,10 +121,20 @@ class RunRecord:
     map_shape: tuple[int, ...]
     provenance: Provenance = field(default_factory=Provenance)
     probabilities: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # A sweep's run: its batch is the set's consecutive images (the last one short, as
+    # ``predict`` cuts them) and its target sits here; None: the configuration's position.
+    batch_position: int | None = None
 
     @property
     def run_config(self) -> RunConfig:
         return RunConfig.from_dict(self.config)
+
+    @property
+    def position(self) -> int:
+        """Where the target sat in its batch."""
+        if self.batch_position is not None:
+            return self.batch_position
+        return int(self.config.get("position", 0))
 
     @property
     def short_id(self) -> str:
@@ -155,6 +167,7 @@ def expected_key(record: RunRecord) -> str:
         calibration=provenance.calibration_hashes,
         defaults_in_effect=provenance.defaults_in_effect.to_dict(),
         imported=provenance.imported_digest or None,
+        batch_position=record.batch_position,
     )
 
 
@@ -204,6 +217,8 @@ def _metadata(record: RunRecord) -> dict[str, Any]:
     values = {name: getattr(record, name) for name in (*_TEXT_ATTRS, *_JSON_ATTRS)}
     values.update(repeat=record.repeat, map_shape=list(record.map_shape))
     values["provenance"] = record.provenance.to_dict()
+    if record.batch_position is not None:  # absent from the runs of one target: their sums stay
+        values["batch_position"] = record.batch_position
     return values
 
 
@@ -294,6 +309,8 @@ def write_record(group: h5py.Group, record: RunRecord, where: object = "") -> No
     attrs = group.attrs
     attrs["format_version"] = FORMAT_VERSION
     attrs["repeat"] = record.repeat
+    if record.batch_position is not None:
+        attrs[_BATCH_POSITION] = record.batch_position
     for name, text in texts.items():
         attrs[name] = text
     provenance = group.create_group(_PROVENANCE)
@@ -369,8 +386,14 @@ def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]
     )
     check_stored_bytes(where, map_shape, config.map_dtype.itemsize, "a stored map")
     target_hash = attrs.digest("target_hash")
-    batch_hashes = check_digest_list(json_of("batch_hashes"), config.batch, failing("batch_hashes"))
-    if batch_hashes[config.position] != target_hash:
+    # A sweep's batch is as long as the set's images left at its place (the last one short).
+    swept = _BATCH_POSITION in attrs.names()
+    batch_position = attrs.integer(_BATCH_POSITION, 0, config.batch - 1) if swept else None
+    batch_hashes = check_digest_list(
+        json_of("batch_hashes"), config.batch, failing("batch_hashes"), shorter=swept
+    )
+    position = config.position if batch_position is None else batch_position
+    if position >= len(batch_hashes) or batch_hashes[position] != target_hash:
         raise attrs.fail("batch_hashes", "does not hold the target at its position")
     provenance = _read_provenance(plain_group(group, _PROVENANCE, where), where)
     record = RunRecord(
@@ -389,14 +412,19 @@ def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]
         output_name=attrs.text("output_name"),
         kind=kind,
         raw_output_shape=check_raw_shape(
-            json_of("raw_output_shape"), config.batch, map_shape, kind, failing("raw_output_shape")
+            json_of("raw_output_shape"),
+            len(batch_hashes),
+            map_shape,
+            kind,
+            failing("raw_output_shape"),
         ),
         map_shape=map_shape,
         provenance=provenance,
+        batch_position=batch_position,
     )
     check_preprocessing(record.preprocessing, failing("preprocessing"))
     check_output(record.output, failing("output"))
-    check_names(record.batch_names, config.batch, failing("batch_names"))
+    check_names(record.batch_names, len(batch_hashes), failing("batch_names"))
     checksum = _read_checksum(attrs)
     if checksum is not None and checksum["metadata_sha256"] != _metadata_digest(record):
         raise UnreadableEntry(where, f"run {group.name}'s attributes do not match their checksum")

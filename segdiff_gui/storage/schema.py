@@ -238,10 +238,14 @@ def check_output(data: object, fail: Any) -> OutputSelection:
     return _built(OutputSelection.from_dict, data, "output selection", fail)
 
 
-def check_digest_list(data: object, length: int, fail: Any) -> list[str]:
-    if not isinstance(data, list) or len(data) != length or not all(map(is_digest, data)):
-        raise fail(f"is not a list of {length} SHA-256 digests")
-    return data
+def check_digest_list(data: object, length: int, fail: Any, shorter: bool = False) -> list[str]:
+    """A list of ``length`` SHA-256 digests (with ``shorter``: 1 to ``length``, a sweep's
+    last batch)."""
+    lengths = range(1, length + 1) if shorter else range(length, length + 1)
+    if isinstance(data, list) and len(data) in lengths and all(map(is_digest, data)):
+        return data
+    wanted = f"1 to {length}" if shorter else f"{length}"
+    raise fail(f"is not a list of {wanted} SHA-256 digests")
 
 
 def check_names(data: object, length: int, fail: Any) -> None:

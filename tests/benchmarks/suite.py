@@ -518,6 +518,101 @@ def matrix(work: Path) -> list[Figure]:
     ]  # fmt: skip
 
 
+def _synthetic_set(folder: Path, count: int) -> list[Path]:
+    """``count`` distinct 256×256 grayscale images made from the demo's (rolled and flipped):
+    what the demo model takes, each image its own bytes."""
+    from PIL import Image
+
+    from segdiff_gui.resources import demo_images
+
+    folder.mkdir(exist_ok=True)
+    sources = [np.asarray(Image.open(path)) for path in demo_images()]
+    paths = []
+    for index in range(count):
+        picture = np.roll(sources[index % len(sources)], index // len(sources) * 7, axis=1)
+        path = folder / f"set_{index:04d}.png"
+        Image.fromarray(picture if index % 2 else picture[::-1]).save(path)
+        paths.append(path)
+    return paths
+
+
+def _peak_tree_mib(command: list[object]) -> tuple[float, float]:
+    """Seconds ``command`` takes and the peak of the resident memory of it and its children
+    together (sampled every 20 ms), in MiB."""
+    import psutil
+
+    started = time.perf_counter()
+    process = psutil.Popen(
+        [str(part) for part in command], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    peak = 0
+    while process.poll() is None:
+        tree = [process, *process.children(recursive=True)]
+        resident = 0
+        for member in tree:
+            try:
+                resident += member.memory_info().rss
+            except psutil.Error:
+                pass
+        peak = max(peak, resident)
+        time.sleep(0.02)
+    seconds = time.perf_counter() - started
+    if process.returncode != 0:
+        raise RuntimeError(f"{command[:2]} failed: {process.stderr.read()[-2000:]!r}")
+    return seconds, peak / 2**20
+
+
+def sweep(work: Path) -> list[Figure]:
+    """A test set swept as ``model.predict(x, batch_size=B)`` runs it: each configuration of
+    the default matrix (batch 1 and 64 on the CPU), on synthetic sets of 64 and 512 images,
+    ``segdiff run --sweep`` on a fresh cache against the plain script that predicts the same
+    and writes the maps to one HDF5 file (plain_sweep.py), in turn; and the peak memory of
+    both (the process tree's), which for the sweep must stay near the plain script's and flat
+    as the set grows."""
+    from segdiff_gui.resources import demo_model
+
+    figures: list[Figure] = []
+    peaks: dict[int, float] = {}
+    for count in (64, 512):
+        images = _synthetic_set(work / f"sweep-set-{count}", count)
+        for batch in (1, 64):
+            ours_s, floors_s, ours_mib, floors_mib = [], [], [], []
+            for attempt in range(2):
+                cache = work / f"sweep-{count}-{batch}-{attempt}"
+                seconds, mib = _peak_tree_mib(
+                    [BIN / "segdiff", "run", demo_model(), *images, "--sweep", "--config",
+                     f"batch={batch}", "--repeats", "1", "--cache", cache]
+                )  # fmt: skip
+                ours_s.append(seconds)
+                ours_mib.append(mib)
+                out = work / f"plain-sweep-{count}-{batch}-{attempt}.h5"
+                seconds, mib = _peak_tree_mib(
+                    [PYTHON, Path(__file__).with_name("plain_sweep.py"), demo_model(), out,
+                     batch, *images]
+                )  # fmt: skip
+                floors_s.append(seconds)
+                floors_mib.append(mib)
+            ours, floor = statistics.median(ours_s), statistics.median(floors_s)
+            figures.append(
+                against_floor(
+                    "sweep", f"{count} images, batch {batch}", ours, floor, 1.10, "plain predict"
+                )  # fmt: skip
+            )
+            ours_peak, floor_peak = max(ours_mib), max(floors_mib)
+            peaks[count] = max(peaks.get(count, 0.0), ours_peak)
+            figures.append(
+                Figure("sweep", f"{count} images, batch {batch}: peak MiB over the plain "
+                       f"script's ({ours_peak:.0f} vs {floor_peak:.0f})",
+                       ours_peak - floor_peak, "MiB", "≤ 256", ours_peak - floor_peak <= 256)
+            )  # fmt: skip
+    growth = peaks[512] / peaks[64]
+    figures.append(
+        Figure("sweep", "peak memory, 512 images / 64 images", growth, "×", "≤ 1.10",
+               growth <= 1.10)
+    )  # fmt: skip
+    return figures
+
+
 def runtimes(work: Path) -> list[Figure]:
     """Per runtime: ``segdiff run`` of one configuration on a fresh result cache (a child's
     start-up, the model's loading and the first map), with an empty compilation cache and
@@ -745,6 +840,7 @@ BENCHMARKS = {
     "bandwidth": bandwidth,
     "scale": scale,
     "matrix": matrix,
+    "sweep": sweep,
     "runtimes": runtimes,
     "layers": layers,
     "conversions": conversions,

@@ -11,7 +11,7 @@ from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.storage import ResultCache, RunRecord, merge_bundle, write_bundle
 from segdiff_gui.storage.bundle import BundleReader
-from segdiff_gui.storage.cache import atomic_h5
+from segdiff_gui.storage.cache import UnreadableEntry, atomic_h5
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import expected_key
 
@@ -293,3 +293,42 @@ def test_a_cache_that_cannot_be_written_is_said_before_anything_is_computed(tmp_
         assert "choose another cache folder" in text
         assert plan.jobs == () and plan.unstorable == plan.runs and plan.cached == ()
         assert not (root / "images").exists() or not any((root / "images").iterdir())
+
+
+def test_a_sweeps_short_batch_and_its_targets_place_are_stored_keyed_and_checked(tmp_path):
+    """A sweep's last batch is the set's remainder (2 images under batch 8) and its target
+    sits second: both are read back as written, in the key, and a record whose place does
+    not hold its target, or whose batch is longer than its configuration's, is damage."""
+    cache = ResultCache(tmp_path)
+    values = np.linspace(0, 1, 16, dtype=np.float32).reshape(4, 4)
+    other = digest("the image before it")
+    base = sealed(make_record("m", values, "cpu b8 r0"))
+    swept = replace(
+        base,
+        batch_hashes=[other, IMAGE_HASH],
+        batch_names=["s.png", "t.png"],
+        raw_output_shape=[2, 4, 4, 1],
+        batch_position=1,
+    )
+    swept = replace(swept, key=expected_key(swept))
+    assert swept.key != expected_key(replace(swept, batch_position=None))  # keyed
+    cache.write_run(swept)
+    back = cache.read_run(swept.key)
+    assert (back.batch_position, back.position, back.batch_hashes) == (1, 1, [other, IMAGE_HASH])
+    assert np.array_equal(back.probabilities, values)
+
+    def damaged(**changes) -> str:
+        record = replace(swept, **changes)
+        record = replace(record, key=expected_key(record))
+        path = cache.write_run(record)
+        with pytest.raises(UnreadableEntry) as raised:
+            ResultCache(tmp_path).read_run(record.key)
+        path.unlink()
+        return raised.value.problem
+
+    assert "does not hold the target at its position" in damaged(batch_position=0)
+    assert "is not a list of 1 to 8 SHA-256 digests" in damaged(
+        batch_hashes=[other] * 8 + [IMAGE_HASH], batch_names=["s.png"] * 9,
+        raw_output_shape=[9, 4, 4, 1],
+    )  # fmt: skip
+    assert "outside 0..7" in damaged(batch_position=8)

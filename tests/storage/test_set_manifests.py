@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.shards import shard_slice
 from segdiff_gui.core.test_sets import ShardManifest, set_coverage, set_identity
 from segdiff_gui.storage import ResultCache, merge_bundle, write_bundle
 from segdiff_gui.storage.bundle import BundleReader
@@ -132,3 +133,29 @@ def test_coverage_counts_images_across_shardings_and_names_whats_missing():
     # Another model's set, or a set none of whose images were swept, is not this sweep's.
     assert set_coverage([manifest(1, 3)], digest("other"), summarised) == []
     assert set_coverage([manifest(3, 3)], MODEL, summarised) == []
+
+
+def test_shards_cut_between_batches_are_counted_by_their_own_cut():
+    """A sweep of 11 images whose largest batch is 4, in two shards: cut between batches
+    (images 0–3 and 4–10, core/shards.shard_unit), the record says so, and the coverage
+    counts it by that cut; a record whose cut cannot be is refused."""
+    eleven = [digest(f"11 {i}") for i in range(11)]
+
+    def of_11(number: int) -> ShardManifest:
+        part = shard_slice(11, (number, 2), 4)
+        pairs = tuple((f"{i}.png", eleven[i]) for i in part)
+        return ShardManifest(set_identity(MODEL, eleven), MODEL, 11, (number, 2), pairs, unit=4)
+
+    first = of_11(1)
+    assert [name for name, _ in first.images] == ["0.png", "1.png", "2.png", "3.png"]
+    assert ShardManifest.from_dict(first.to_dict()) == first
+    (coverage,) = set_coverage([first], MODEL, eleven)
+    assert (coverage.present, coverage.missing_shards) == (4, ((2, 7),))
+    (whole,) = set_coverage([first, of_11(2)], MODEL, eleven)
+    assert whole.complete
+    uncut = {**of_11(2).to_dict(), "unit": 16}  # 11 images hold no two blocks of 16
+    with pytest.raises(ValueError, match="cannot be cut at blocks of 16 images"):
+        ShardManifest.from_dict(uncut)
+    unit_1 = {**first.to_dict(), "unit": 1}  # shard 1/2 of 11 by one image is images 0–4
+    with pytest.raises(ValueError, match="does not name the 5 images of shard 1/2"):
+        ShardManifest.from_dict(unit_1)
