@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import json
 import os
 import statistics
@@ -550,10 +551,8 @@ def _peak_tree_mib(command: list[object]) -> tuple[float, float]:
         tree = [process, *process.children(recursive=True)]
         resident = 0
         for member in tree:
-            try:
+            with contextlib.suppress(psutil.Error):  # a child that just ended
                 resident += member.memory_info().rss
-            except psutil.Error:
-                pass
         peak = max(peak, resident)
         time.sleep(0.02)
     seconds = time.perf_counter() - started
