@@ -319,10 +319,15 @@ def _run(channel: _Channel) -> int:
     compiled: set[int] = set()
     answered = False
     last_batch: object = None  # a sweep's batch is computed once for the targets it holds
+    written: RunFinished | None = None
     for run in job.runs:
         channel.send(RunStarted(run.key, run.label))
         if _fault("FAKE_ENGINE_CRASH_ON", run.label):
-            os.abort()
+            os.abort()  # the run before it stored, not yet said: the runner finds it stored
+        # As the real child's writer says the run before this one finished while it computes.
+        if written is not None:
+            channel.send(written)
+            written = None
         if _fault("FAKE_ENGINE_HANG_ON", run.label):
             time.sleep(3600)
         started = time.perf_counter()
@@ -357,9 +362,11 @@ def _run(channel: _Channel) -> int:
         cache.write_run(_record(job, run, probabilities, time.perf_counter() - started))
         if _fault("FAKE_ENGINE_CRASH_AFTER_WRITE", run.label):
             os.abort()
-        channel.send(
-            RunFinished(run.key, run.label, round(time.perf_counter() - started, 3), "cpu:0")
-        )
+        # As the real child writes a map while the next run computes: said finished once the
+        # next run has started (its file is in place already).
+        written = RunFinished(run.key, run.label, round(time.perf_counter() - started, 3), "cpu:0")
+    if written is not None:
+        channel.send(written)
     return 0
 
 

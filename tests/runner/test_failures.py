@@ -40,10 +40,15 @@ def outcome(messages):
 
 
 def test_an_aborting_child_fails_only_its_run(fake_engine, demo, small_images, cache):
+    """The child dies computing cpu b2 r0, having stored cpu b1 r0 without yet saying so (a
+    child writes a map while the next run computes): b1 is found stored, never computed
+    again; b2, the last run started, fails; b3 runs in a fresh child."""
     plan = plan_matrix(demo[0], small_images, CONFIGS, cache=cache, repeats=1)
     runner = MatrixRunner(plan, cache, child_env={"FAKE_ENGINE_CRASH_ON": "cpu b2 r0"})
     messages = list(runner.run())
     finished, failed = outcome(messages)
+    started = [m.label for m in messages if isinstance(m, RunStarted)]
+    assert started.count("cpu b1 r0") == 1
     assert finished == {"cpu b1 r0", "cpu b3 r0"}
     assert set(failed) == {"cpu b2 r0"}
     assert "died from SIGABRT" in failed["cpu b2 r0"].error
