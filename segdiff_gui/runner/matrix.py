@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from segdiff_gui.core.defaults import DEFAULT_PARALLEL_CHILDREN, DEFAULT_TIMEOUT_S
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import EngineJob, PlannedRun, heartbeat_for
 from segdiff_gui.core.protocol import (
     AllDone,
@@ -108,8 +109,9 @@ class MatrixRunner:
     ) -> None:
         self.plan = plan
         self.cache = cache
-        # Whether a run's result is stored: its cache entry (a layer probe's job: its probe).
-        self._finished = finished or cache.has
+        # Whether a run's result is stored: its cache entry, read and checked as it arrives
+        # (what every front end reads next, then read already); a layer probe's: its probe.
+        self._finished = finished or self._stored
         self.timeout_s = timeout_s
         self.child_env = child_env
         self._cancel = threading.Event()
@@ -171,6 +173,11 @@ class MatrixRunner:
                     RunFailed(run.key, run.label, str(plan.unwritable), input_error=True)
                 )
         errors: list[str] = []
+        # A sweep's images are kept beside their runs while the runs compute.
+        keeper = threading.Thread(
+            target=plan.keep_images, args=(self.cache, self._halted), name="images", daemon=True
+        )
+        keeper.start()
         for message in self._run_jobs(list(plan.jobs)):
             if isinstance(message, RunFinished):
                 finished += 1
@@ -179,6 +186,7 @@ class MatrixRunner:
             elif isinstance(message, ChildFatal):
                 errors.append(message.error)
             yield message
+        keeper.join()
         yield AllDone(
             finished=finished,
             cached=len(plan.cached),
@@ -210,7 +218,8 @@ class MatrixRunner:
                 # Before any child has ended a run, the first child in flight may have one
                 # beside it, at a lower priority.
                 early = len(running) == 1 and not begun
-                if not self._halted() and failing is None and (early or set(running) <= begun):
+                startable = waiting and failing is None and (early or set(running) <= begun)
+                if startable and not self._halted():
                     index = _next_job(waiting, running, self._parallel)
                     if index is not None:
                         running[index] = waiting.pop(index)
@@ -268,6 +277,15 @@ class MatrixRunner:
             error = raised
         finally:
             inbox.put(_JobEvent(index, error=error))  # whatever ended it: never waited for
+
+    def _stored(self, key: str) -> bool:
+        """Whether the run ``key`` is in the cache and reads back whole (its attributes; its
+        map is checked by whoever reads it)."""
+        try:
+            self.cache.read_run(key, with_map=False)
+        except (KeyError, InputError):
+            return False
+        return True
 
     def _named(self, message: Message) -> Message:
         """In a sweep every image has a ``cpu b1 r0``: progress names the image too."""
@@ -367,7 +385,10 @@ class MatrixRunner:
                     return
                 yield message
                 if not pending:
-                    return  # all done: don't wait for TensorFlow's teardown
+                    # All done, every result stored: the runtime's teardown (most of a second
+                    # of TensorFlow's) is not waited for.
+                    child.signal_kill()
+                    return
         except ChildTimeout as timeout:
             problem = f"{timeout} (timed out; the child was killed)"
             child.signal_kill()

@@ -153,6 +153,21 @@ class MatrixPlan:
     skipped: tuple[Skipped, ...] = ()
     # A sweep's shards are cut at blocks of this many images (core/shards.shard_unit).
     unit: int = 1
+    # A sweep's target images to keep beside their runs, checked: kept while they compute.
+    images_to_keep: tuple[int, ...] = ()
+
+    def keep_images(self, cache: ResultCache, halted: Callable[[], bool]) -> None:
+        """Keep :attr:`images_to_keep` in ``cache`` (until ``halted``): each decoded again,
+        as planning checked it. One that cannot be kept (a full disk) is not, and its runs
+        show without their picture, as where a kept image is found damaged."""
+        for index in self.images_to_keep:
+            if halted():
+                return
+            ref = self.images[index]
+            try:
+                cache.write_image(ref.hash, ref.name, read_image(Path(ref.path)))
+            except (InputError, OSError):
+                return
 
     def check_storable(self) -> None:
         """Raise why the runs to compute could not be stored, where some could not: for a
@@ -600,12 +615,17 @@ def plan_matrix(
         if facts is not None
         else functools.partial(_known_input, model, model_hash, trust_model, cache.root)
     )
+    # Keep each target image beside its results, so they can be shown without the original:
+    # one target's now; a sweep's many while its runs compute (MatrixRunner), checked now.
+    to_keep = []
     for target_index in unstored:
-        # Keep each target image beside its results, so they can be shown without the original.
         target_ref = refs[target_index]
         if target_ref.hash not in decoded:  # decode only what is not stored (whole)
             image = _decoded(target_ref.path, preprocessing, model_input)
-            cache.write_image(target_ref.hash, target_ref.name, image)
+            if sweeping:
+                to_keep.append(target_index)
+            else:
+                cache.write_image(target_ref.hash, target_ref.name, image)
             decoded.add(target_ref.hash)
     _check_images(refs, to_compute, decoded, preprocessing, model_input)
     template = EngineJob(
@@ -634,6 +654,7 @@ def plan_matrix(
         unwritable=unwritable,
         skipped=skipped,
         unit=unit,
+        images_to_keep=tuple(to_keep),
     )
 
 

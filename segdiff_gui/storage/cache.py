@@ -106,13 +106,14 @@ def _temporary_for(final: Path) -> Path:
     return final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_TMP_SUFFIX}")
 
 
-def remove_killed_temporaries(final: Path) -> int:
+def remove_killed_temporaries(final: Path, every_name: bool = False) -> int:
     """Remove what writers of ``final`` killed before their rename left beside it (a bundle
     cut short by kill -9: as large as the bundle), and return how many: plain files of
-    segdiff's own temporary naming for that very path whose writer, by the process id in
-    the name, no longer runs here. Never another path's, a live writer's, or a file of any
-    other name."""
-    own = re.compile(rf"^\.{re.escape(final.name)}\.(\d+)\.[0-9a-f]{{8}}{re.escape(_TMP_SUFFIX)}$")
+    segdiff's own temporary naming for that very path (with ``every_name``, for any entry
+    of its folder: a cache's) whose writer, by the process id in the name, no longer runs
+    here. Never a live writer's, or a file of any other name."""
+    name = r"[0-9a-f]{64}\.h5" if every_name else re.escape(final.name)
+    own = re.compile(rf"^\.{name}\.(\d+)\.[0-9a-f]{{8}}{re.escape(_TMP_SUFFIX)}$")
     try:
         entries = list(os.scandir(final.parent))
     except OSError:
@@ -130,23 +131,32 @@ def remove_killed_temporaries(final: Path) -> int:
     return removed
 
 
+# The folders this process has cleared of killed writers' temporaries (write_file_aside):
+# once each, so that a set of thousands of entries is not listed once per entry.
+_CLEARED: set[Path] = set()
+
+
 def write_file_aside(final: Path, data: bytes) -> None:
-    """Write ``data`` next to ``final`` and rename it into place once it is on disk. What a
-    killed writer of ``final`` left beside it (a merge or a run cut short) is removed first."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    remove_killed_temporaries(final)
+    """Write ``data`` next to ``final`` and rename it into place whole. What killed writers
+    left in its folder (a merge or a run cut short) is removed by the first write there of
+    each process. The file is not synced to the disk one by one (the cost of a sweep's
+    thousands of entries): a kill -9 loses nothing written, and what a power cut tears is
+    found damaged by its checksum when read, and computed again."""
+    folder = final.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    if folder not in _CLEARED:
+        remove_killed_temporaries(final, every_name=True)
+        _CLEARED.add(folder)
     temporary = _temporary_for(final)
     try:
         # Room for the file and a little more: a disk filled to the last byte fails others.
-        if shutil.disk_usage(final.parent).free < len(data) + _SPARE_BYTES:
-            raise no_space(final.parent, needed=len(data) + _SPARE_BYTES)
+        if shutil.disk_usage(folder).free < len(data) + _SPARE_BYTES:
+            raise no_space(folder, needed=len(data) + _SPARE_BYTES)
         try:
             with temporary.open("xb") as raw:
                 raw.write(data)
-                raw.flush()
-                os.fsync(raw.fileno())
         except OSError as error:
-            raise no_space(final.parent, error, len(data)) from None
+            raise no_space(folder, error, len(data)) from None
         os.replace(temporary, final)
     finally:
         temporary.unlink(missing_ok=True)
@@ -198,11 +208,15 @@ def atomic_h5(final: Path) -> Iterator[h5py.File]:
 
 def read_stored_image(dataset: h5py.Dataset, where: str) -> np.ndarray:
     """A stored target image, checked like a map: a pixel array of bounded size."""
+    _check_stored_image(dataset, where)
+    return read_stored_array(dataset, where)
+
+
+def _check_stored_image(dataset: h5py.Dataset, where: str) -> None:
     shape = dataset.shape
     if len(shape) not in (2, 3) or (len(shape) == 3 and not 1 <= shape[2] <= 4):
         raise UnreadableEntry(where, f"{dataset.name} has shape {list(shape)}, not an image's")
     check_stored_bytes(where, shape, dataset.dtype.itemsize, "a stored image")
-    return read_stored_array(dataset, where)
 
 
 @dataclass
@@ -422,10 +436,17 @@ class ResultCache:
         return self.root / "images" / f"{image_hash}.h5"
 
     def has_image(self, image_hash: str) -> bool:
+        """Whether the image is kept: a file whose structure and declared image read whole
+        (damaged so, it is written again); its pixels are checked by whoever reads them."""
+        path = self.image_path(image_hash)
+        if not os.path.lexists(path):
+            return False
         try:
-            return self.read_image(image_hash) is not None
+            with open_h5_for_reading(path, follow_symlinks=False) as handle:
+                _check_stored_image(plain_dataset(handle, "image", str(path)), str(path))
         except InputError:
-            return False  # damaged: written again
+            return False
+        return True
 
     def write_image(self, image_hash: str, name: str, image: np.ndarray) -> None:
         """Keep a decoded target image so results can be shown over it without the original."""

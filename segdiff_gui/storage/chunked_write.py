@@ -35,15 +35,19 @@ def _shuffled(block: np.ndarray) -> bytes:
     return np.ascontiguousarray(block.view(np.uint8).reshape(-1, width).T).tobytes()
 
 
-def write_compressed(group: h5py.Group, name: str, values: np.ndarray) -> h5py.Dataset:
-    """``values`` (float32, at least one dimension) as a chunked, shuffled, deflated dataset
-    ``name`` of ``group``; chunks are whole rows of the first axis."""
-    data = np.ascontiguousarray(values, dtype="<f4")
-    row_bytes = max(4 * int(np.prod(data.shape[1:], dtype=np.int64)), 4)
+def write_compressed(
+    group: h5py.Group, name: str, values: np.ndarray, dtype: str = "<f4"
+) -> h5py.Dataset:
+    """``values`` (of little-endian ``dtype``, float32 unless said, at least one dimension)
+    as a chunked, shuffled, deflated dataset ``name`` of ``group``; chunks are whole rows
+    of the first axis."""
+    data = np.ascontiguousarray(values, dtype=dtype)
+    width = data.dtype.itemsize
+    row_bytes = max(width * int(np.prod(data.shape[1:], dtype=np.int64)), width)
     rows = max(1, min(data.shape[0], CHUNK_BYTES // row_bytes))
     chunks = (rows, *data.shape[1:])
     dataset = group.create_dataset(
-        name, shape=data.shape, dtype="<f4", chunks=chunks, compression="gzip",
+        name, shape=data.shape, dtype=data.dtype, chunks=chunks, compression="gzip",
         compression_opts=1, shuffle=True,
     )  # fmt: skip
     starts = list(range(0, data.shape[0], rows))
