@@ -33,6 +33,17 @@ fully convolutional net on 32×32×1 inputs), so the formats can be compared wit
 - ``free_unet_tfkeras.h5``: a tf-keras U-Net of free input size, ``(None, None, 3)``, as most
   U-Nets are saved: converted with that size, its decoder's convolution has unknown input
   channels, which LiteRT's converter refuses.
+- ``bn_unet_tfkeras.h5``: a small tf-keras U-Net on 32×32×1 with batch normalisation (moving
+  statistics, scale and offset that are not the initial ones) after each convolution, its last
+  layer ``foreground``: Keras 2 and Keras 3 compute its maps in other orders (tf_keras calls
+  TensorFlow's fused batch normalisation, ``(x − mean) · s + β``; Keras 3
+  ``tf.nn.batch_normalization``, ``x · s + (β − mean · s)``), so its maps differ by a few ULP
+  between ``runtime=tf_keras`` and ``runtime=tensorflow`` (issue 51).
+- ``tiny_tfkeras_savedmodel/``: ``tiny_tfkeras.h5``'s model saved by tf-keras as a Keras 2
+  SavedModel (its layers in ``keras_metadata.pb``).
+- ``lambda_tfkeras.h5``: a Keras 2 ``.h5`` whose Lambda layer creates the file
+  ``lambda_tfkeras.ran`` beside it when its code runs (tf-keras loads a ``.h5`` without a
+  safe mode: segdiff must refuse it before tf-keras reads it).
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["KERAS_BACKEND"] = "tensorflow"
@@ -265,6 +277,13 @@ def build_tf_keras(out: Path, weights: list[np.ndarray]) -> None:
     model = tf_keras.Model(inputs, outputs)
     model.set_weights(weights)
     model.save(out / "tiny_tfkeras.h5", save_format="h5")
+    model.save(out / "tiny_tfkeras_savedmodel", save_format="tf")
+    marker = str(out / "lambda_tfkeras.ran")
+    inputs = tf_keras.Input((32, 32, 1), name="image")
+    marked = tf_keras.layers.Lambda(lambda t: (open(marker, "w").close(), t)[1], name="marks")
+    outputs = tf_keras.layers.Conv2D(1, 1, activation="sigmoid", name="mask")(marked(inputs))
+    tf_keras.Model(inputs, outputs).save(out / "lambda_tfkeras.h5", save_format="h5")
+    os.remove(marker)  # its code ran here, as the model was built
     # A Keras 2 RGB model of a fixed size, as users bring them: it needs colour conversion
     # and resizing for photos that are gray, RGBA or of other sizes.
     inputs = tf_keras.Input((32, 32, 3), name="photo")
@@ -280,6 +299,34 @@ def build_tf_keras(out: Path, weights: list[np.ndarray]) -> None:
     joined = layers.Concatenate()([skip, layers.UpSampling2D()(deep)])
     outputs = layers.Conv2D(1, 1, activation="sigmoid")(joined)
     tf_keras.Model(inputs, outputs).save(out / "free_unet_tfkeras.h5", save_format="h5")
+    build_bn_unet(tf_keras, out)
+
+
+def build_bn_unet(tf_keras: Any, out: Path) -> None:
+    tf_keras.utils.set_random_seed(3)
+    layers = tf_keras.layers
+
+    def block(hidden: Any, filters: int, name: str) -> Any:
+        hidden = layers.Conv2D(filters, 3, padding="same", name=f"{name}_conv")(hidden)
+        hidden = layers.BatchNormalization(name=f"{name}_bn")(hidden)
+        return layers.Activation("relu", name=f"{name}_relu")(hidden)
+
+    inputs = tf_keras.Input((32, 32, 1), name="image")
+    skip = block(inputs, 8, "enc")
+    deep = block(layers.MaxPooling2D(name="pool")(skip), 16, "mid")
+    joined = layers.Concatenate(name="join")([skip, layers.UpSampling2D(name="up")(deep)])
+    hidden = block(joined, 8, "dec")
+    outputs = layers.Conv2D(1, 1, activation="sigmoid", name="foreground")(hidden)
+    model = tf_keras.Model(inputs, outputs)
+    rng = np.random.default_rng(3)
+    for layer in model.layers:
+        if isinstance(layer, layers.BatchNormalization):
+            size = layer.moving_mean.shape[0]
+            layer.moving_mean.assign(rng.normal(0, 0.2, size).astype(np.float32))
+            layer.moving_variance.assign(rng.uniform(0.5, 1.5, size).astype(np.float32))
+            layer.gamma.assign(rng.uniform(0.5, 1.5, size).astype(np.float32))
+            layer.beta.assign(rng.normal(0, 0.2, size).astype(np.float32))
+    model.save(out / "bn_unet_tfkeras.h5", save_format="h5")
 
 
 def main() -> None:

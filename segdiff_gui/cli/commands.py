@@ -28,6 +28,7 @@ from segdiff_gui.core.config import (
 )
 from segdiff_gui.core.errors import InputError, in_few_lines
 from segdiff_gui.core.runtime_defaults import on_off
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.core.shards import shard_slice
 from segdiff_gui.core.test_sets import (
     SetCoverage,
@@ -138,7 +139,9 @@ def _runtime_text(provenance: Provenance) -> str:
     runtime = provenance.runtime
     text = f"{'TF' if runtime == 'tensorflow' else runtime} {provenance.version}".strip()
     onednn = provenance.onednn_enabled
-    if runtime == "tensorflow" and onednn is not None:  # the default depends on the CPU
+    known = RUNTIMES.get(runtime)
+    # TensorFlow's kernels (Keras 3's or Keras 2's): the default depends on the CPU
+    if known is not None and known.tensorflow_kernels and onednn is not None:
         text += f", oneDNN {on_off(onednn)}"
     if provenance.defaults_in_effect.xla:  # model.predict's choice; the label shows a set one
         text += ", XLA"

@@ -13,6 +13,7 @@ from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution, single_knob
 from segdiff_gui.core.findings import Finding, plural
 from segdiff_gui.core.knobs import KNOBS
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.core.study import Study, StudyRun
 
 __all__ = ["remedy_findings"]
@@ -97,7 +98,8 @@ def _onednn_unmeasured(study: Study, knob: str, effect: Effect) -> Finding | Non
     (TensorFlow on the CPU) and no run says: the two configurations that measure it."""
     reference = study.reference
     config = reference.config
-    if config.runtime != "tensorflow" or config.is_gpu or knob not in _ONEDNN_SENSITIVE:
+    tensorflow_kernels = RUNTIMES[config.runtime].tensorflow_kernels  # Keras 3's or Keras 2's
+    if not tensorflow_kernels or config.is_gpu or knob not in _ONEDNN_SENSITIVE:
         return None
     if not (config.onednn is True or (config.onednn is None and reference.onednn is True)):
         return None

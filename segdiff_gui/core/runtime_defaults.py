@@ -17,8 +17,12 @@ XLA is another: the user's ``model.predict`` compiles with XLA when Keras 3 reso
 and ``model_supports_jit``): under JAX always; under TensorFlow where TensorFlow lists a device
 other than a CPU (any GPU of the machine, whichever device the run is placed on), unless op
 determinism is on or it is TensorFlow's Metal plug-in on an Apple CPU; under PyTorch never.
-A SavedModel's own call never compiles by itself. (segdiff's children always load with
-Keras 3: ``TF_USE_LEGACY_KERAS`` is not passed to them.) The parent cannot see a layer that
+A SavedModel's own call never compiles by itself. Keras 2 (``runtime=tf_keras``) resolves no
+"auto": its ``model.predict`` compiles with XLA only for a model compiled with
+``jit_compile=True`` (``tf_keras/src/engine/training.py``, ``make_predict_function``), never
+for one loaded without compiling, on any machine; oneDNN's default under it is TensorFlow's.
+(Every other child loads with Keras 3: ``TF_USE_LEGACY_KERAS`` is set only in a tf_keras
+child.) The parent cannot see a layer that
 does not support XLA: the child reads Keras's own ``model.jit_compile`` back and refuses a
 run whose prediction was wrong. (A model loaded without compiling resolves "auto"; a
 ``jit_compile`` saved in its compile settings is not read.)
@@ -44,6 +48,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from functools import cache
 from typing import Any, TypeVar
+
+from segdiff_gui.core.runtimes import RUNTIMES
 
 _Config = TypeVar("_Config")
 
@@ -226,6 +232,8 @@ def keras_predict_compiles(
     (PyTorch runs eagerly, a converted model in its own kernels), so their keys stay."""
     if runtime == "jax":
         return True
+    if (known := RUNTIMES.get(runtime)) is not None and known.keras == 2:
+        return False  # Keras 2's predict: jit_compile as the model was compiled, never "auto"
     if runtime != "tensorflow":
         return None
     if not machine.keras_model:
@@ -247,7 +255,7 @@ def defaults_in_effect(
 ) -> DefaultsInEffect:
     """What ``config``'s unset knobs will be in its child, where that depends on the machine."""
     onednn = None
-    if config.runtime == "tensorflow" and config.onednn is None:
+    if RUNTIMES[config.runtime].tensorflow_kernels and config.onednn is None:
         onednn = tensorflow_onednn_default(environ)
     xla = None
     if config.xla is None:
@@ -258,18 +266,23 @@ def defaults_in_effect(
     return DefaultsInEffect(onednn=onednn, xla=xla, inference_precision=precision)
 
 
-_DEFAULT_OF = {"tensorflow": "TensorFlow's default on this CPU", "torch": "PyTorch's default"}
+def _onednn_default_of(runtime: str) -> str:
+    """Whose default oneDNN is under ``runtime``, in words ("" where it has no such switch)."""
+    if runtime in RUNTIMES and RUNTIMES[runtime].tensorflow_kernels:
+        return "TensorFlow's default on this CPU"
+    return "PyTorch's default" if runtime == "torch" else ""
 
 
 def onednn_in_effect(config: Any, runtime: str, enabled: bool | None) -> str:
     """What a stored run of ``runtime`` had, oneDNN ``enabled`` as its child read it back:
     ``off: TensorFlow's default on this CPU``, ``on: set (onednn=on)``; "" where the runtime
     has no oneDNN switch or nothing was recorded."""
-    if runtime not in _DEFAULT_OF or enabled is None:
+    whose = _onednn_default_of(runtime)
+    if not whose or enabled is None:
         return ""
     state = on_off(enabled)
     if config.onednn is None:
-        return f"{state}: {_DEFAULT_OF[runtime]}"
+        return f"{state}: {whose}"
     return f"{state}: set (onednn={on_off(config.onednn)})"
 
 

@@ -1,9 +1,10 @@
 """The runtimes a model can run under, written once: Keras 3 on TensorFlow (the default), JAX
-or PyTorch, and the model converted for deployment (issue 16): LiteRT in float32, with
+or PyTorch, the model converted for deployment (issue 16): LiteRT in float32, with
 float16 weights, dynamic-range int8 or full int8 (calibrated on the run's own images), and
-ONNX Runtime. Each names the packages that must be installed, the extra that installs them,
-the engine module that drives it, where it documents itself, and the knob values that mean
-nothing under it (refused with one line, never silently ignored).
+ONNX Runtime, and Keras 2 (``tf_keras``) on TensorFlow, as a Keras 2 user's script runs it.
+Each names the packages that must be installed, the extra that installs them, the engine
+module that drives it, where it documents itself, and the knob values that mean nothing under
+it (refused with one line, never silently ignored).
 
 Qt-free and import-free: whether a runtime is installed is asked with ``find_spec``, which
 imports nothing.
@@ -114,6 +115,11 @@ class Runtime:
     build: Callable[[Mapping[str, Any]], str]
     # (a probe's facts, where it saw no GPU) → why, as ``segdiff devices`` says it.
     no_gpu: Callable[[Mapping[str, Any]], str] = _probe_reasons
+    # Which Keras loads and calls the model: 3 (``keras``, on the backend ``keras_backend``
+    # names), or 2 (the ``tf_keras`` package on TensorFlow, as a ``TF_USE_LEGACY_KERAS=1``
+    # script's ``model.predict``): a ``.h5``, a Keras 2 SavedModel or a ``.keras`` tf_keras
+    # wrote; a Keras 3 ``.keras`` it cannot read (runner/plan.py says so before any child).
+    keras: int = 3
 
     def refusal(self, config: Any) -> str:
         """Why ``config`` (a configuration of every knob) cannot run under this runtime, in
@@ -144,8 +150,15 @@ class Runtime:
 
     @property
     def keras_backend(self) -> str:
-        """The Keras backend its child sets: a converted model is made under TensorFlow."""
-        return "tensorflow" if self.conversion else self.name
+        """The Keras 3 backend its child sets: a converted model is made under TensorFlow, and
+        a Keras 2 child's Keras 3 (imported, not used for the model) is TensorFlow's too."""
+        return "tensorflow" if self.conversion or self.keras == 2 else self.name
+
+    @property
+    def tensorflow_kernels(self) -> bool:
+        """Whether TensorFlow's own kernels compute the model (Keras 3's TensorFlow backend, or
+        Keras 2): oneDNN's default and TensorFlow's switches are its."""
+        return self.keras_backend == "tensorflow" and self.conversion is None
 
 
 # The knobs every runtime takes: which model, where, in which batch, in which process.
@@ -272,6 +285,17 @@ _LITERT_LIMITS = {
     ),
 }
 _ONNX_LIMITS = _CONVERTED
+_TF_KERAS_LIMITS = {
+    "emulate": _no_emulation("Keras 2 calls TensorFlow's ops itself, which segdiff does not round"),
+    "precision": Limit(
+        lambda precision: precision != EXACT_PRECISION,
+        _means_nothing(
+            f"precision={EXACT_PRECISION}",
+            "the exact reference computes the Keras model itself in float64, the same maths "
+            "whichever Keras loads it (runtime=tensorflow)",
+        ),
+    ),
+}
 _OPENVINO_LIMITS = {
     "emulate": _no_emulation(
         "OpenVINO compiles the model into its own graph, whose ops segdiff does not round"
@@ -360,6 +384,17 @@ def _openvino_build(facts: Mapping[str, Any]) -> str:
     if precision := facts.get("openvino_default_precision"):  # its default depends on the CPU
         text += f", inferring in {precision} by default here (inference_precision=f32|bf16)"
     return text
+
+
+def _tf_keras_environment(
+    settings: Any, uses_gpu: bool, inherited: Mapping[str, str]
+) -> dict[str, str]:
+    # TensorFlow's own settings, and tf.keras as the Keras 2 user's script has it.
+    return {**_tensorflow_environment(settings, uses_gpu, inherited), "TF_USE_LEGACY_KERAS": "1"}
+
+
+def _tf_keras_build(facts: Mapping[str, Any]) -> str:
+    return f"Keras 2 on TensorFlow {facts.get('tf_version')}, {_cuda_build(facts)}"
 
 
 def _tensorflow_no_gpu(facts: Mapping[str, Any]) -> str:
@@ -534,6 +569,25 @@ RUNTIMES_IN_ORDER: tuple[Runtime, ...] = (
         environment=_no_environment,
         build=_openvino_build,
         no_gpu=_openvino_no_gpu,
+    ),
+    Runtime(
+        name="tf_keras",
+        title="tf_keras",
+        package="tf_keras",
+        extra="tf-keras",
+        engine="segdiff_gui.engine.backends.tf_keras",
+        link="https://keras.io/getting_started/#tensorflow--keras-2-backwards-compatibility",
+        # TensorFlow's switches, XLA as jit_compile, a tf_keras mixed-precision policy; not
+        # the exact reference (runtime=tensorflow computes it) nor emulated TF32.
+        takes=_EVERY_RUNTIME | _KERAS | _SWITCHES,
+        limits=_TF_KERAS_LIMITS,
+        keras=2,
+        checkbox="Keras 2",
+        checkbox_tip="Keras 2 (tf_keras) on TensorFlow, as a TF_USE_LEGACY_KERAS=1 script's "
+        "model.predict: a .h5 or a Keras 2 SavedModel (segdiff's tf-keras extra).",
+        environment=_tf_keras_environment,
+        build=_tf_keras_build,
+        no_gpu=_tensorflow_no_gpu,
     ),
 )
 RUNTIMES = {runtime.name: runtime for runtime in RUNTIMES_IN_ORDER}

@@ -9,6 +9,7 @@ the file, and nothing else is imported for it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,11 +87,20 @@ def load_artefact(path: str | Path, model_hash: str) -> LoadedArtefact:
     return LoadedArtefact(path, artefact_facts_of(path, data), data, weights)
 
 
-def load_any(path: str | Path, trust: bool, model_hash: str) -> LoadedModel | LoadedArtefact:
+def load_any(
+    path: str | Path,
+    trust: bool,
+    model_hash: str,
+    keras: Callable[[str, bool], LoadedModel] | None = None,
+) -> LoadedModel | LoadedArtefact:
     """The model at ``path`` as the run loop runs it: an artefact as it is, any other model
-    loaded by Keras (``models.load_model``, under the device scope the caller entered)."""
+    loaded by Keras, under the device scope the caller entered: by ``keras``, the runtime's
+    loader (``Backend.load_model``: Keras 3's, or Keras 2's under tf_keras), else
+    ``models.load_model``."""
     if is_artefact(path):
         return load_artefact(path, model_hash)
+    if keras is not None:
+        return keras(str(path), trust)
     from segdiff_gui.engine.models import load_model  # imports Keras
 
     return load_model(path, trust)

@@ -41,6 +41,7 @@ _RECORDED = (
     "JAX_PLATFORMS",
     "XLA_PYTHON_CLIENT_PREALLOCATE",
     "CUBLAS_WORKSPACE_CONFIG",
+    "TF_USE_LEGACY_KERAS",
 )
 # What the parent keyed the runs with, before this process adds its own settings (a JAX
 # child appends its flags to XLA_FLAGS): recorded as inherited, so keys recompute.

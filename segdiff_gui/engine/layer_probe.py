@@ -39,6 +39,8 @@ def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
         return converted_probe_run(runner, run, cast("ConvertedBackend", backend))
     runner.check_device(config)
     loaded = keras_loaded(runner.model_on(config.device))
+    if backend.probe_refusal:
+        raise InputError(loaded.path, backend.probe_refusal)
     if loaded.keras_model is None:
         raise InputError(
             loaded.path,

@@ -1,7 +1,9 @@
 """Loading a model (Keras 3 ``.keras``, legacy ``.h5``, TensorFlow SavedModel directory) and
 giving it one calling convention: a float32 N×H×W×C batch in, a list of named outputs out.
 
-Keras safe mode stays on unless the user said ``--trust-model``.
+Keras safe mode stays on unless the user said ``--trust-model``. A model is Keras 3's, or
+Keras 2's where a tf_keras child loaded it (``LoadedModel.api``, engine/backends/tf_keras.py):
+its rebuild for a precision takes the same steps in that Keras's own classes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from segdiff_gui.core.errors import InputError, first_line
 from segdiff_gui.core.runtimes import EXACT_PRECISION
 from segdiff_gui.core.trust import untrusted_keras_code, untrusted_saved_model
 
-__all__ = ["LoadedModel", "computing_layers", "layer_paths", "load_model"]
+__all__ = ["LoadedModel", "computing_layers", "image_input_shape", "layer_paths", "load_model"]
 
 # A batch in, every output out, as the runtime's own tensors.
 Forward = Callable[[Any], list[Any]]
@@ -36,6 +38,8 @@ class LoadedModel:
     signature_input: str = ""
     # The object a SavedModel signature belongs to: its variables live as long as it does.
     owner: Any = None
+    # The Keras that loaded ``keras_model`` and rebuilds it: ``keras`` (3), or ``tf_keras``.
+    api: Any = keras
     _rebuilt: dict[tuple[str, tuple[str, ...]], keras.Model] = field(default_factory=dict)
 
     def forward(self, precision: str, keep_float32: tuple[str, ...] = ()) -> Forward:
@@ -80,11 +84,12 @@ class LoadedModel:
         statistics among them) are widened exactly by the copy.
         """
         assert self.keras_model is not None
-        if not keep_float32 and _policies(self.keras_model) == {precision}:
+        api = self.api
+        if not keep_float32 and _policies(self.keras_model, api) == {precision}:
             return self.keras_model
         key = (precision, keep_float32)
         if key not in self._rebuilt:
-            path_of = dict(layer_paths(self.keras_model))
+            path_of = dict(layer_paths(self.keras_model, api=api))
             unknown = set(keep_float32) - set(path_of.values())
             if unknown:
                 raise InputError(
@@ -98,9 +103,9 @@ class LoadedModel:
             def policy_of(layer: keras.layers.Layer) -> str:
                 return "float32" if path_of.get(id(layer)) in kept else precision
 
-            rebuilt = _rebuilt(self.keras_model, policy_of, precision if exact else None)
+            rebuilt = _rebuilt(self.keras_model, policy_of, precision if exact else None, api)
             rebuilt.set_weights(self.keras_model.get_weights())
-            took = _policies(rebuilt)
+            took = _policies(rebuilt, api)
             wanted = {precision} | ({"float32"} if kept else set())
             if not took <= wanted or (not kept and took != {precision}):
                 raise InputError(
@@ -115,25 +120,32 @@ class LoadedModel:
 
 
 def _rebuilt(
-    model: keras.Model, policy_of: Callable[[keras.layers.Layer], str], input_dtype: str | None
+    model: keras.Model,
+    policy_of: Callable[[keras.layers.Layer], str],
+    input_dtype: str | None,
+    api: Any = keras,
 ) -> keras.Model:
     """``model`` re-created layer by layer, each computing layer with the dtype policy
     ``policy_of`` gives it, nested models walked into (their layers re-created too), every
-    model's inputs of ``input_dtype`` (``None``: as they were). Weights are not copied."""
+    model's inputs of ``input_dtype`` (``None``: as they were). Weights are not copied.
+    ``api``: the Keras whose classes ``model`` is of (Keras 3, or tf_keras)."""
 
     def clone_layer(layer: keras.layers.Layer) -> keras.layers.Layer:
-        if isinstance(layer, keras.Model):
-            return _rebuilt(layer, policy_of, input_dtype)
+        if isinstance(layer, api.Model):
+            return _rebuilt(layer, policy_of, input_dtype, api)
         config = layer.get_config()
         config["dtype"] = policy_of(layer)
         return layer.__class__.from_config(config)
 
     def input_like(tensor: Any) -> Any:
         dtype = input_dtype or tensor.dtype
-        return keras.Input(batch_shape=tensor.shape, dtype=dtype, name=tensor.name)
+        return api.Input(batch_shape=tensor.shape, dtype=dtype, name=tensor.name)
 
     inputs = tree.map_structure(input_like, model.input)
-    return keras.models.clone_model(model, input_tensors=inputs, clone_function=clone_layer)
+    rebuilt: keras.Model = api.models.clone_model(
+        model, input_tensors=inputs, clone_function=clone_layer
+    )
+    return rebuilt
 
 
 def _input_dtypes(model: keras.Model) -> set[str]:
@@ -145,32 +157,32 @@ def _input_dtypes(model: keras.Model) -> set[str]:
     return found
 
 
-def layer_paths(model: keras.Model, prefix: str = "") -> list[tuple[int, str]]:
+def layer_paths(model: keras.Model, prefix: str = "", api: Any = keras) -> list[tuple[int, str]]:
     """Every layer of ``model`` (nested models walked into) by id, with its hierarchical name
-    as the layer probe gives it: ``encoder/conv``."""
+    as the layer probe gives it: ``encoder/conv``. ``api``: the Keras of ``model``."""
     paths = []
     for layer in model.layers:
         paths.append((id(layer), prefix + layer.name))
-        if isinstance(layer, keras.Model):
-            paths += layer_paths(layer, f"{prefix}{layer.name}/")
+        if isinstance(layer, api.Model):
+            paths += layer_paths(layer, f"{prefix}{layer.name}/", api)
     return paths
 
 
-def computing_layers(model: keras.Model) -> list[keras.layers.Layer]:
+def computing_layers(model: keras.Model, api: Any = keras) -> list[keras.layers.Layer]:
     """Every layer that computes, nested models walked into (not inputs, not the models)."""
     return [
         layer
         for layer in model._flatten_layers(include_self=False)
-        if not isinstance(layer, (keras.layers.InputLayer, keras.Model))
+        if not isinstance(layer, (api.layers.InputLayer, api.Model))
     ]
 
 
-def _policies(model: keras.Model) -> set[str]:
+def _policies(model: keras.Model, api: Any = keras) -> set[str]:
     """Dtype policies of every computing layer, nested models included."""
-    return {layer.dtype_policy.name for layer in computing_layers(model)}
+    return {layer.dtype_policy.name for layer in computing_layers(model, api)}
 
 
-def _image_input_shape(path: Path, shape: Any) -> tuple[int | None, int | None, int | None]:
+def image_input_shape(path: Path, shape: Any) -> tuple[int | None, int | None, int | None]:
     dims = tuple(None if d is None else int(d) for d in shape)
     if len(dims) != 4:
         raise InputError(path, f"model input has shape {dims}; segdiff needs images N×H×W×C")
@@ -195,7 +207,7 @@ def _load_keras(path: Path, trust: bool) -> LoadedModel:
     return LoadedModel(
         path=path,
         format=path.suffix.lstrip(".").lower(),
-        input_shape=_image_input_shape(path, model.inputs[0].shape),
+        input_shape=image_input_shape(path, model.inputs[0].shape),
         output_names=list(model.output_names),
         keras_model=model,
     )
@@ -218,7 +230,7 @@ def _load_saved_model(path: Path) -> LoadedModel:
     return LoadedModel(
         path=path,
         format="savedmodel",
-        input_shape=_image_input_shape(path, spec.shape),
+        input_shape=image_input_shape(path, spec.shape),
         output_names=sorted(signature.structured_outputs),
         signature=signature,
         signature_input=name,

@@ -144,7 +144,9 @@ class JobRunner:
         if device not in self._models:
             job = self.job
             with self._scope(device):
-                self._models[device] = load_any(job.model_path, job.trust_model, job.model_hash)
+                self._models[device] = load_any(
+                    job.model_path, job.trust_model, job.model_hash, self.backend.load_model
+                )
         return self._models[device]
 
     def _scope(self, device: str) -> contextlib.AbstractContextManager[object]:

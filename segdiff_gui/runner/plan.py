@@ -4,6 +4,7 @@ and group the rest by the process-level settings that force separate children.""
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -54,6 +55,8 @@ __all__ = [
     "image_refs",
     "is_model_path",
     "jobs_for",
+    "keras_archive_version",
+    "model_refusal",
     "model_input",
     "plan_matrix",
     "index_of_target",
@@ -322,6 +325,8 @@ _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _LEGACY_SUFFIXES = (".h5", ".hdf5")  # a legacy (HDF5) Keras model
 KERAS_MODEL_SUFFIXES = (".keras", *_LEGACY_SUFFIXES)
 SAVED_MODEL_FILE = "saved_model.pb"  # the graph inside a SavedModel folder
+_KERAS2_METADATA = "keras_metadata.pb"  # Keras 2's layers, beside the graph of its SavedModel
+_MAX_METADATA_BYTES = 1 << 16  # a .keras archive's metadata.json: a version and a date
 
 
 # Every model file a front end opens: Keras's, and the user's own artefacts (core/artefacts).
@@ -386,11 +391,12 @@ def index_of_target(refs: Sequence[ImageRef], target: str | None) -> int:
     raise InputError(target, f"is not one of the images given ({names}{more})")
 
 
-def _model_refusal(
+def model_refusal(
     model: Path, config: RunConfig, facts: ArtefactFacts | None = None
 ) -> InputError | None:
     """Why ``model`` cannot run ``config`` whatever the cache holds, or None: a SavedModel's
-    fixed graph takes no precision policy, no TF32 emulation and no runtime but TensorFlow;
+    fixed graph takes no precision policy, no TF32 emulation and no runtime but TensorFlow's
+    (Keras 3's or Keras 2's, where Keras 2 saved it); Keras 2 reads no Keras 3 ``.keras``;
     an artefact runs under its format's runtimes only, at its fixed batch where it has one
     (core/artefacts.for_artefact). Said here rather than by a child."""
     if facts is not None:
@@ -399,19 +405,65 @@ def _model_refusal(
         except InputError as error:
             return error
         return None
+    runtime = RUNTIMES[config.runtime]
+    if runtime.keras == 2 and (refusal := _keras2_refusal(model, runtime.title)) is not None:
+        return refusal
     if not model.is_dir():
         return None
     if config.precision != "float32":
         return saved_model_refuses_precision(model)
     if config.emulate != "off":
         return saved_model_refuses_emulation(model, config.emulate)
-    if (runtime := config.runtime) != "tensorflow":
+    if not runtime.tensorflow_kernels:
         return InputError(
             model,
-            f"is a TensorFlow SavedModel: its graph runs only under TensorFlow, not {runtime} "
-            "(runtime=tensorflow)",
+            f"is a TensorFlow SavedModel: its graph runs only under TensorFlow, not "
+            f"{config.runtime} (runtime=tensorflow)",
         )
     return None
+
+
+def _keras2_refusal(model: Path, title: str) -> InputError | None:
+    """Why Keras 2 (``title``: tf_keras) cannot load ``model``, or None: a ``.keras`` that Keras
+    3 wrote (its ``metadata.json`` says which Keras), a SavedModel without Keras 2's own
+    metadata (a Keras 3 export: TensorFlow runs its serving signature)."""
+    if model.is_dir():
+        if (model / _KERAS2_METADATA).is_file():
+            return None
+        return InputError(
+            model,
+            f"is a SavedModel without Keras 2's {_KERAS2_METADATA}: {title} cannot load it as "
+            "a Keras model; TensorFlow runs its serving signature (runtime=tensorflow)",
+        )
+    if model.suffix.lower() != ".keras":
+        return None
+    version = keras_archive_version(model)
+    if version.split(".", 1)[0] in ("", "2"):
+        return None  # tf_keras's own .keras, or one that does not say: tf_keras decides
+    return InputError(
+        model,
+        f"is a Keras {version} .keras file, which {title} (Keras 2) cannot read; Keras 3 runs "
+        "it (runtime=tensorflow)",
+    )
+
+
+def keras_archive_version(path: Path) -> str:
+    """The Keras version a ``.keras`` archive's ``metadata.json`` says wrote it ("" where it
+    says none, or where its metadata is not a small JSON object)."""
+    import zipfile  # here: only a .keras file under Keras 2 is read for it
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = archive.getinfo("metadata.json")
+            if info.file_size > _MAX_METADATA_BYTES:
+                return ""
+            metadata = json.loads(archive.read(info))
+    except (KeyError, OSError, ValueError, zipfile.BadZipFile):
+        return ""
+    version = metadata.get("keras_version") if isinstance(metadata, dict) else None
+    if isinstance(version, str) and version.isprintable() and len(version) <= 32:
+        return version
+    return ""
 
 
 def _runtimes_missing(configs: Iterable[RunConfig]) -> dict[str, InputError]:
@@ -482,7 +534,7 @@ def plan_matrix(
     refused = [
         Skipped(config, reason)
         for config in dict.fromkeys(configs)
-        if (reason := _model_refusal(model, config, facts) or (sweeping and _sweep_refusal(config)))
+        if (reason := model_refusal(model, config, facts) or (sweeping and _sweep_refusal(config)))
     ]
     left_out = {skip.config for skip in refused}
     configs = [config for config in configs if config not in left_out]

@@ -138,7 +138,7 @@ def test_devices_reports_cpu_and_build(tmp_path, capsys, monkeypatch):
     # Every installed runtime says what it sees, and where it sees no GPU, why.
     # LiteRT's four conversions share one engine, so one probe answers for them.
     assert set(probe["runtimes"]) == {
-        "tensorflow", "jax", "torch", "litert", "onnxruntime", "openvino"
+        "tensorflow", "jax", "torch", "litert", "onnxruntime", "openvino", "tf_keras"
     }  # fmt: skip
     for name, seen in probe["runtimes"].items():
         assert seen["facts"]["runtime"] == name
@@ -161,6 +161,12 @@ def test_devices_reports_cpu_and_build(tmp_path, capsys, monkeypatch):
     default = answers["openvino"]["facts"]["openvino_default_precision"]
     assert default in ("f32", "bf16", "f16")
     assert f"inferring in {default} by default here (inference_precision=f32|bf16)" in said
+    # Keras 2 (issue 51): tf_keras's version, on this TensorFlow.
+    facts = answers["tf_keras"]["facts"]
+    assert f"tf_keras {facts['runtime_version']} (Keras 2 on TensorFlow {facts['tf_version']}" in (
+        said
+    )
+    assert "No GPU visible to tf_keras" in said
     assert "Not installed" not in said
 
 

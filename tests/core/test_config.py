@@ -90,6 +90,10 @@ def test_knobs_added_later_leave_older_keys_alone():
         ("runtime=openvino,precision=fp64", "the exact reference computes the Keras model"),
         ("precision=fp64,tf32=off", "tf32=off means nothing under precision=float64"),
         ("precision=fp64,keep_float32=enc1", "computes everything in float64 already"),
+        # Keras 2 (issue 51): TensorFlow's knobs, but not the exact reference nor emulation.
+        ("runtime=tf_keras,precision=fp64", "precision=float64 means nothing under tf_keras"),
+        ("runtime=tf_keras,emulate=tf32", "emulate=tf32 means nothing under tf_keras: Keras 2"),
+        ("runtime=tf_keras,inference_precision=f32", "inference_precision=f32 means nothing"),
     ],
 )
 def test_knobs_that_mean_nothing_under_a_runtime_are_refused(spec, fragment):
@@ -225,3 +229,20 @@ def test_every_layer_name_keras_takes_can_be_kept_in_float32_and_written_in_a_sp
         "dec/conv",
         "enc1",
     )
+
+
+def test_a_keras_2_child_sets_tensorflows_variables_and_legacy_keras_before_import():
+    """Issue 51: runtime=tf_keras's child is TensorFlow's, as a Keras 2 user's script runs:
+    its knobs' variables, ``TF_USE_LEGACY_KERAS=1``, and Keras 3 (imported beside it,
+    unused for the model) on TensorFlow; oneDNN's default there is TensorFlow's."""
+    keras2 = RUNTIMES["tf_keras"]
+    settings = RunConfig(runtime="tf_keras", threads=1, determinism=True, onednn=False)
+    assert keras2.environment(settings, False, {}) == {
+        "TF_ENABLE_ONEDNN_OPTS": "0", "TF_DETERMINISTIC_OPS": "1", "TF_NUM_INTRAOP_THREADS": "1",
+        "TF_USE_LEGACY_KERAS": "1",
+    }  # fmt: skip
+    assert keras2.keras == 2 and keras2.keras_backend == "tensorflow"
+    assert keras2.tensorflow_kernels and RUNTIMES["tensorflow"].tensorflow_kernels
+    assert not any(RUNTIMES[name].tensorflow_kernels for name in ("jax", "litert", "openvino"))
+    assert RUNTIMES["tensorflow"].environment(RunConfig(), False, {}) == {}  # no legacy Keras
+    assert RunConfig(runtime="tf_keras").label() == "tf_keras cpu b1"

@@ -15,6 +15,7 @@ from tests.engine import (
     test_knobs,
     test_runtimes,
     test_tf32_emulation,
+    test_tf_keras,
 )
 from tests.engine.knob_cells import (
     BY_CONSTRUCTION,
@@ -35,6 +36,7 @@ REAL_SPECS = [
     *test_artefacts.SPECS.values(),
     *test_tf32_emulation.SPECS.values(),
     *test_exact.SPECS.values(),
+    *test_tf_keras.SPECS.values(),
 ]
 
 

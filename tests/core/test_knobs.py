@@ -21,7 +21,7 @@ def test_run_config_has_exactly_the_registrys_knobs_with_their_defaults():
 def test_help_links_and_groups_come_from_the_registry():
     assert KNOBS.help().startswith(
         "runtime=tensorflow|jax|torch|litert|litert-fp16|litert-dynamic-int8|litert-int8|"
-        "onnxruntime|openvino, device=cpu|gpu:N, batch=N"
+        "onnxruntime|openvino|tf_keras, device=cpu|gpu:N, batch=N"
     )
     assert DOCS["xla"] == KNOBS["xla"].link
     groups = {knob.name: carried for knob, carried in KNOBS.groups()}

@@ -220,3 +220,16 @@ def test_the_inference_precision_in_effect_is_said_as_default_or_set():
     asked = parse_config_spec("runtime=openvino,inference_precision=f32")
     assert inference_precision_in_effect(asked, "f32") == "f32: set (inference_precision=f32)"
     assert inference_precision_in_effect(RunConfig(), None) == ""
+
+
+def test_keras_2_has_tensorflows_onednn_default_and_no_xla_unless_compiled_so():
+    """Issue 51: under tf_keras, oneDNN's default is TensorFlow's (predicted and keyed, as
+    under TensorFlow), and model.predict compiles without XLA on any machine: Keras 2 resolves
+    no "auto", and a model loaded without compiling has no jit_compile=True."""
+    keras2, gpu = RunConfig(runtime="tf_keras"), Machine(True)
+    environ = {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    assert defaults_in_effect(keras2, environ, gpu) == DefaultsInEffect(onednn=False, xla=False)
+    assert defaults_in_effect(RunConfig(), environ, gpu).xla is True  # Keras 3: with XLA
+    assert keras_predict_compiles("tf_keras", gpu, False) is False
+    assert not needs_accelerator_answer(keras2)  # no child asked for its GPUs
+    assert onednn_in_effect(keras2, "tf_keras", True) == "on: TensorFlow's default on this CPU"

@@ -22,9 +22,9 @@ def test_every_variant_of_segdiffs_registry_is_a_checkbox_and_load_round_trips(q
     qtbot.addWidget(editor)
     assert list(editor.knobs) == [
         "JAX", "PyTorch", "LiteRT", "LiteRT fp16", "LiteRT int8 (dynamic)", "LiteRT int8",
-        "ONNX Runtime", "OpenVINO", "determinism", "TF32 off", "oneDNN on", "oneDNN off",
-        "1 thread", "XLA", "no XLA", "bfloat16", "float16", "exact (float64)", "TF32 emulated",
-        "fresh processes",
+        "ONNX Runtime", "OpenVINO", "Keras 2", "determinism", "TF32 off", "oneDNN on",
+        "oneDNN off", "1 thread", "XLA", "no XLA", "bfloat16", "float16", "exact (float64)",
+        "TF32 emulated", "fresh processes",
     ]  # fmt: skip
     editor.set_devices(["cpu", "gpu:0"])
     configs = [

@@ -14,12 +14,15 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.engine.tf32_emulation import emulating
+
+if TYPE_CHECKING:
+    from segdiff_gui.engine.models import LoadedModel
 
 __all__ = ["Backend", "Outputs", "RunError", "short_device"]
 
@@ -60,6 +63,9 @@ class Backend(abc.ABC):
     # Whether a layer probe reads the runtime's own intermediate tensors (a converted model)
     # rather than the Keras layers' outputs.
     probes_own_tensors = False
+    # Why a layer probe cannot walk this runtime's model, in words after the model's name
+    # ("" where it can).
+    probe_refusal = ""
 
     def quantized_output(self, config: RunConfig) -> bool:
         """Whether ``config``'s outputs are computed in int8 (a full-int8 conversion): a
@@ -99,6 +105,13 @@ class Backend(abc.ABC):
     def weight_devices(self, model: Any, config: RunConfig) -> set[str]:
         """Where the weights ``config``'s run computes with live (short names): those of the
         model rebuilt for its precision, not only the loaded float32 one."""
+
+    def load_model(self, path: str, trust: bool) -> LoadedModel:
+        """The model file as this runtime's users load it, in the current device scope: a
+        LoadedModel of Keras 3 (engine/models.py: safe mode on unless ``trust``)."""
+        from segdiff_gui.engine.models import load_model
+
+        return load_model(path, trust)
 
     def device_scope(self, device: str) -> contextlib.AbstractContextManager[Any]:
         """Where weights are created while a model loads (Keras's own device scope)."""
