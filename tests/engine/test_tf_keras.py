@@ -1,12 +1,13 @@
 """Keras 2 as a runtime (issue 51): ``runtime=tf_keras`` runs a ``.h5`` as a Keras 2 user's
 script does (``TF_USE_LEGACY_KERAS=1``, ``tf.keras.models.load_model``, ``model.predict``), bit
-for bit, where Keras 3 computes the same file otherwise (batch normalisation:
-tests/fixtures_models.py); every knob it takes is honoured or read back; and an untrusted
-``.h5`` whose Lambda is code is refused before tf_keras reads it."""
+for bit; every knob it takes is honoured or read back; ``segdiff reproduce`` names it where
+Keras 3 computes the same file otherwise (batch normalisation: tests/fixtures_models.py); and
+an untrusted ``.h5`` whose Lambda is code is refused before tf_keras reads it."""
 
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -111,6 +112,31 @@ def test_each_knob_tf_keras_takes_is_honoured_or_read_back(runs):
     assert stated["defaults_in_effect"]["xla"] is False and stated["xla"] is False
     assert records["bf16"].provenance.to_dict()["compute_dtype"] == "bfloat16"
     assert "TF_USE_LEGACY_KERAS" not in records["keras3"].provenance.to_dict()["environment"]
+
+
+def test_reproduce_names_tf_keras_as_the_runtime_of_the_users_map(
+    runs, users_maps, models, small_images, tmp_path
+):
+    """Keras 3 and Keras 2 are tried first, from the cache here: the user's map is tf_keras's,
+    and the runtime is said as the difference. In model.predict's batch of four, the search
+    goes on under tf_keras first (its defaults came nearer), and finds its batch."""
+    cache = ResultCache(shutil.copytree(runs[0].root, tmp_path / "cache"))
+    model = models / MODEL
+    alone = segdiff("reproduce", users_maps["b1"], model, small_images[0], "--cache",
+                    cache.root, "--json")  # fmt: skip
+    assert alone.returncode == 0, alone.stderr
+    answer = json.loads(alone.stdout)
+    assert answer["match"] == "tf_keras cpu b1"
+    assert answer["sentence"] == (
+        "your map is tf_keras cpu b1 bit for bit (the runtime: tf_keras, not TensorFlow)"
+    )
+    assert answer["command"].endswith(f"--config runtime=tf_keras --repeats 1 --cache {cache.root}")
+    assert [t["label"] for t in answer["trials"]] == ["cpu b1", "tf_keras cpu b1"]
+    batch = segdiff("reproduce", users_maps["b4"], model, *small_images, "--cache", cache.root)
+    assert batch.returncode == 0, batch.stderr
+    assert "your map is tf_keras cpu b4 bit for bit (the runtime: tf_keras" in batch.stdout
+    assert "trying one knob at a time under tf_keras" in batch.stderr
+    assert "one knob at a time under TensorFlow" not in batch.stderr
 
 
 def test_a_keras_2_savedmodel_runs_under_tf_keras_as_its_h5_does(models, small_images, tmp_path):

@@ -268,5 +268,5 @@ def test_import_and_reproduce_refuse_a_lying_header_before_decoding_it(
     maps = open_maps(tmp_path / "map.npy")
     search = reproduce.ReproduceSearch(maps, MatrixRequest(model, (lie,), cache))
     with pytest.raises(InputError, match=refused):
-        search.stages()
+        search.plan()
     assert decoded == []
