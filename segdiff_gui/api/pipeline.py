@@ -232,7 +232,8 @@ def reproduce(
 
     ``user_map`` is the target's map (an array, or a ``.npy``/``.npz``/TIFF file of it);
     ``images`` are in your pipeline's order (``model.predict`` batches them by 32). The
-    defaults (or ``config``: ``"runtime=jax"`` for a pipeline on Keras's JAX backend) are
+    defaults under every runtime the model file runs under (Keras 3, and Keras 2 for a
+    ``.h5``), or ``config`` (``"runtime=jax"`` for a pipeline on Keras's JAX backend), are
     tried first, then one knob at a time (oneDNN, the batch, XLA, threads, the arithmetic of
     the scaling), then pairs; every run is cached like any other.
     """

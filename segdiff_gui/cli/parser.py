@@ -277,9 +277,10 @@ def _add_your_pipeline(sub: argparse._SubParsersAction) -> None:  # type: ignore
         "reproduce",
         help="find the configuration that computes your own map bit for bit",
         description="Run MODEL on the images under the configurations your pipeline may "
-        "differ in (oneDNN, model.predict's batch, XLA, threads, dividing or multiplying by "
-        "255): the defaults first, then one knob at a time, then pairs, each an ordinary "
-        "cached run, until one equals MAP bit for bit. Exit 0 when one does, 1 when none does.",
+        "differ in (the runtime: Keras 3, or Keras 2 for a .h5; oneDNN, model.predict's batch, "
+        "XLA, threads, dividing or multiplying by 255): every runtime's defaults first, then "
+        "one knob at a time, then pairs, each an ordinary cached run, until one equals MAP bit "
+        "for bit. Exit 0 when one does, 1 when none does.",
         epilog=EPILOG,
     )
     again.add_argument("map", help="your map of the target (.npy, .npz, float TIFF)")
@@ -289,8 +290,8 @@ def _add_your_pipeline(sub: argparse._SubParsersAction) -> None:  # type: ignore
     again.add_argument(
         "--config",
         metavar="SPEC",
-        help="where the search starts (default: the defaults), e.g. runtime=jax for a "
-        "pipeline on Keras's JAX backend",
+        help="where the search starts (default: the defaults, under every runtime the model "
+        "runs under), e.g. runtime=jax for a pipeline on Keras's JAX backend",
     )
     add_model_settings(again)
     add_timeout(again)
