@@ -226,13 +226,16 @@ def search_stages(
     target: int,
     starts: Sequence[Start],
     dtype_max: float | None,
+    given: RunConfig | None = None,
 ) -> SearchPlan:
     """The candidates: each of ``starts`` (its runtime's defaults, or the configuration the
     user gave; the first is the user's runtime, the others runtimes the same file runs under);
     each knob alone from each; each pair of knobs. A later stage is run only when the ones
-    before found no match; a candidate the runtime refuses is left out."""
+    before found no match; a candidate the runtime refuses is left out. ``given``: what the
+    user gave (default: the first start), said as given where it is not the defaults."""
     first = starts[0].config
-    given = () if first == RunConfig() else (f"{KNOBS.changed_spec(first)}, as given",)
+    given = first if given is None else given
+    given_words = () if given == RunConfig() else (f"{KNOBS.changed_spec(given)}, as given",)
     start_candidates = []
     singles: dict[str, tuple[Candidate, ...]] = {}
     pairs: dict[str, tuple[Candidate, ...]] = {}
@@ -240,7 +243,7 @@ def search_stages(
         runtime = start.config.runtime
         # Another runtime than the user's: said as the difference in every candidate's name.
         other = () if runtime == first.runtime else (_runtime_words(runtime, first.runtime),)
-        start_candidates.append(Candidate(start.config, preprocessing, other or given))
+        start_candidates.append(Candidate(start.config, preprocessing, other or given_words))
         one, two = _knob_candidates(preprocessing, image_count, target, start, dtype_max)
         singles[runtime] = tuple(replace(c, changes=other + c.changes) for c in one)
         pairs[runtime] = tuple(replace(c, changes=other + c.changes) for c in two)

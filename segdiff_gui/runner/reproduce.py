@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from segdiff_gui.core.artefacts import artefact_format
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.job import ImageRef
@@ -84,24 +85,31 @@ class ReproduceSearch:
         return tuple(images[i] for i in (target, *chunk, *rest))
 
     def runtimes(self) -> tuple[str, ...]:
-        """The runtimes the search starts under: the base's, and, where the base keeps the
-        default runtime, every other installed runtime that reads this model file (Keras 2 for
-        a ``.h5``, a Keras 2 SavedModel or a ``.keras`` it wrote). The user's own artefact,
-        where one is given, is such a runtime too."""
+        """The runtimes the search starts under: the base's where the user named one; else
+        every installed runtime that reads this model file as it is: a user's artefact's
+        format's (an ``.onnx`` under ONNX Runtime and OpenVINO), or Keras 3 and, for a
+        ``.h5``, a Keras 2 SavedModel or a ``.keras`` it wrote, Keras 2."""
         base, model = self.base, self.request.model
         if base.runtime != RunConfig().runtime:
             return (base.runtime,)  # the user said which
-        others = []
-        for runtime in RUNTIMES.values():
-            if runtime.name == base.runtime or runtime.keras != 2 or not runtime.installed():
-                continue
+        artefact = artefact_format(model)
+        if artefact is not None:
+            names = artefact.runtimes
+        else:
+            keras2 = (runtime.name for runtime in RUNTIMES.values() if runtime.keras == 2)
+            names = (base.runtime, *keras2)
+        found = []
+        for name in names:
             try:
-                config = replace(base, runtime=runtime.name)
+                config = replace(base, runtime=name)
             except ConfigError:  # a knob of the base that runtime refuses
                 continue
-            if model_refusal(model, config) is None:
-                others.append(runtime.name)
-        return (base.runtime, *others)
+            if name == base.runtime or (
+                RUNTIMES[name].installed()
+                and (artefact is not None or model_refusal(model, config) is None)
+            ):
+                found.append(name)
+        return tuple(found) or (base.runtime,)
 
     def plan(self) -> SearchPlan:
         target = self.request.images[self.target_index()]
@@ -116,6 +124,7 @@ class ReproduceSearch:
             self.target_index(),
             starts,
             dtype_divisor(image.dtype),
+            self.base,
         )
 
     def request_for(self, candidates: Sequence[Candidate]) -> MatrixRequest:

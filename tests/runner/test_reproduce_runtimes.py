@@ -14,6 +14,7 @@ from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import SearchPlan, Start, Trial, search_stages
 from segdiff_gui.core.runtime_defaults import DefaultsInEffect
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.io.maps import MapFile
 from segdiff_gui.runner import MatrixRequest
 from segdiff_gui.runner import reproduce as workflow
@@ -44,6 +45,10 @@ def test_the_search_starts_under_every_runtime_the_model_file_runs_under(tmp_pat
     assert _search(tmp_path, h5, RunConfig(runtime="jax")).runtimes() == ("jax",)  # as said
     emulated = RunConfig(emulate="tf32")  # what Keras 2 refuses leaves it out
     assert _search(tmp_path, h5, emulated).runtimes() == ("tensorflow",)
+    # A user's artefact: every installed runtime that runs it as it is, its own first.
+    onnx = tmp_path / "unet.onnx"
+    installed = tuple(r for r in ("onnxruntime", "openvino") if RUNTIMES[r].installed())
+    assert _search(tmp_path, onnx).runtimes() == (installed or ("tensorflow",))
 
 
 def _plan() -> SearchPlan:
