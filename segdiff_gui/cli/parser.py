@@ -277,7 +277,8 @@ def _add_your_pipeline(sub: argparse._SubParsersAction) -> None:  # type: ignore
         "reproduce",
         help="find the configuration that computes your own map bit for bit",
         description="Run MODEL on the images under the configurations your pipeline may "
-        "differ in (the runtime: Keras 3, or Keras 2 for a .h5; oneDNN, model.predict's batch, "
+        "differ in (the runtime: Keras 3 or, for a .h5, Keras 2; each that runs an artefact; "
+        "oneDNN, model.predict's batch, "
         "XLA, threads, dividing or multiplying by 255): every runtime's defaults first, then "
         "one knob at a time, then pairs, each an ordinary cached run, until one equals MAP bit "
         "for bit. Exit 0 when one does, 1 when none does.",
