@@ -30,6 +30,7 @@ import numpy as np
 from segdiff_gui.core.errors import InputError, first_line
 from segdiff_gui.core.limits import check_stored_bytes
 from segdiff_gui.storage.chunked_read import read_stored_array
+from segdiff_gui.storage.chunked_write import write_compressed
 from segdiff_gui.storage.hdf5_access import (
     UnreadableEntry,
     detached,
@@ -452,7 +453,8 @@ class ResultCache:
         """Keep a decoded target image so results can be shown over it without the original."""
         self.claim()
         with in_memory_h5(self.image_path(image_hash)) as handle:
-            handle.create_dataset("image", data=image, compression="gzip", shuffle=True)
+            # deflated by ISA-L (chunked_write): a sweep keeps thousands
+            write_compressed(handle, "image", image, image.dtype.newbyteorder("<").str)
             handle.attrs["name"] = name
 
     def read_image(self, image_hash: str) -> np.ndarray | None:
