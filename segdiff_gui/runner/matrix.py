@@ -278,6 +278,18 @@ class MatrixRunner:
         finally:
             inbox.put(_JobEvent(index, error=error))  # whatever ended it: never waited for
 
+    def _stored_in_flight(
+        self, in_flight: dict[str, PlannedRun], pending: dict[str, PlannedRun]
+    ) -> Iterator[RunFinished]:
+        """The runs a child that died or was stopped had written but not yet said finished:
+        each result is whole (written whole, then renamed into place), so it is kept."""
+        for run in list(in_flight.values()):
+            if self._finished(run.key):
+                record = self.cache.read_run(run.key, with_map=False)
+                pending.pop(run.key, None)
+                del in_flight[run.key]
+                yield RunFinished(run.key, run.label, 0.0, record.provenance.device or "")
+
     def _stored(self, key: str) -> bool:
         """Whether the run ``key`` is in the cache and reads back whole (its attributes; its
         map is checked by whoever reads it)."""
@@ -393,7 +405,10 @@ class MatrixRunner:
             problem = f"{timeout} (timed out; the child was killed)"
             child.signal_kill()
         if self._halted():
-            for run in in_flight.values() if not self.cancelled else ():
+            if self.cancelled:  # a run written before the stop is whole: it stays, said so
+                yield from self._stored_in_flight(in_flight, pending)
+                return
+            for run in in_flight.values():
                 yield RunFailed(
                     run.key,
                     run.label,
@@ -401,14 +416,9 @@ class MatrixRunner:
                 )
             return
         child.close()
-        for run in list(in_flight.values()):
-            if self._finished(run.key):
-                # It died after writing but before saying so: the result is whole, keep it.
-                record = self.cache.read_run(run.key, with_map=False)
-                pending.pop(run.key, None)
-                del in_flight[run.key]
-                yield RunFinished(run.key, run.label, 0.0, record.provenance.device or "")
-                progressed = True
+        for message in self._stored_in_flight(in_flight, pending):
+            yield message
+            progressed = True
         problem = problem or f"the engine process {describe_exit(child.process.returncode)}"
         tail = child.stderr_tail()
         # The run it died on is the last it started; those before it waited to be written,

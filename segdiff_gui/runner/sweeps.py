@@ -30,6 +30,7 @@ from segdiff_gui.storage.set_manifests import cache_manifests, write_cache_manif
 from segdiff_gui.storage.studies import (
     RunStore,
     comparable_groups,
+    configuration_key,
     group_id,
     load_study,
     settings_text,
@@ -55,7 +56,10 @@ def sweep_groups(
     records: Sequence[RunRecord], model: str | None = None, group: str | None = None
 ) -> list[list[RunRecord]]:
     """The runs of one model, one comparable group per image, in image-name order. ``group``
-    (a group id) picks the model file and settings that group was run with, on every image."""
+    (a group id) picks the model file and settings that group was run with, on every image.
+    Where an image's configuration ran in a sweep's batch, the sweep's runs stand for it
+    (see :func:`_swept`)."""
+    records = _swept(records)
     groups = comparable_groups(records, model=model)
     if group is not None:
         chosen = {_version(g[0]) for g in comparable_groups(records, model=model, group=group)}
@@ -82,6 +86,22 @@ def sweep_groups(
             fix="group",
         )
     return sorted(groups, key=lambda g: (g[0].target_name, g[0].target_hash))
+
+
+def _swept(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """``records`` less the runs of one target (their batch the target and the set cycled, or
+    copies) of every image and configuration that also ran in a sweep's batch of consecutive
+    images: a test set's figures are the sweep's, as ``predict(x, batch_size)`` computes
+    them, not two batches of one configuration. A sweep's run whose target leads a full batch
+    is the same computation as the run of one target, and shares its key."""
+    in_sweeps = {
+        (group_id(r), configuration_key(r)) for r in records if r.batch_position is not None
+    }
+    return [
+        r
+        for r in records
+        if r.batch_position is not None or (group_id(r), configuration_key(r)) not in in_sweeps
+    ]
 
 
 def _reference_run(records: Sequence[RunRecord], configuration: str) -> RunRecord | None:

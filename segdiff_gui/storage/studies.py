@@ -24,6 +24,7 @@ from segdiff_gui.storage.records import (
 __all__ = [
     "RunStore",
     "comparable_groups",
+    "configuration_key",
     "distinguish_batches",
     "exact_of",
     "without_exact",
@@ -172,17 +173,17 @@ def distinguish_batches(records: Sequence[RunRecord]) -> list[RunRecord]:
     look alike; every other label stays short."""
     batches: dict[str, set[str]] = {}
     for record in records:
-        batches.setdefault(_configuration_key(record), set()).add(batch_id(record))
+        batches.setdefault(configuration_key(record), set()).add(batch_id(record))
     distinguished = []
     for record in records:
-        if len(batches[_configuration_key(record)]) > 1:
+        if len(batches[configuration_key(record)]) > 1:
             label = f"{record.label.removesuffix(f' r{record.repeat}')} {batch_tag(record)}"
             record = replace(record, label=f"{label} r{record.repeat}")
         distinguished.append(record)
     return distinguished
 
 
-def _configuration_key(record: RunRecord) -> str:
+def configuration_key(record: RunRecord) -> str:
     """A configuration as a repeat of it is one: its label (with its host and calibration)."""
     return canonical_json([record.configuration, record.provenance.hostname or ""])
 

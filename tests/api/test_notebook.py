@@ -16,6 +16,7 @@ import pytest
 from nbclient import NotebookClient
 
 from segdiff_gui import api
+from segdiff_gui.storage.cache import ResultCache
 from tests.conftest import segdiff
 from tests.fake_engine import FAKE_VERSION
 
@@ -79,9 +80,16 @@ def test_the_seed_notebook_runs_and_prints_segdiff_s_figures(tmp_path, monkeypat
     assert result.returncode == 0, result.stderr
     (group,) = json.loads(result.stdout)
     shown = _text(cells["compare"])
-    for row in group["comparisons"]:
-        line = next(line for line in shown.splitlines() if line.startswith(row["label"] + " "))
-        figures = line.split()[len(row["label"].split()) :]
+    # The notebook's study compares its own runs; the sweep after it added a run of cell_00
+    # at batch 64 in another batch (the test set's 16 images, not the target cycled), which
+    # the cache's comparison names with its batch (tests/runner/test_sweep_batches.py).
+    stored = {r.key: r for r in ResultCache(cache).records()}
+    compared = [row for row in group["comparisons"] if stored[row["key"]].batch_position is None]
+    assert len(compared) == 4 - 1  # the study's four runs, less its reference
+    for row in compared:
+        label = stored[row["key"]].label  # as the study names it: one batch per configuration
+        line = next(line for line in shown.splitlines() if line.startswith(label + " "))
+        figures = line.split()[len(label.split()) :]
         expected = [str(row[name]) for name in ("bitwise_equal", "differing_pixels", "max_ulp")]
         assert figures[:3] == expected
         assert figures[-1] == str(row["flips"])  # at the study's cutoff, 0.5
@@ -89,8 +97,9 @@ def test_the_seed_notebook_runs_and_prints_segdiff_s_figures(tmp_path, monkeypat
     # The seed's pixel, as the cache has it: the printed values are the stored float32s.
     study = api.open_cache(cache).study(image="cell_00.png")
     assert {run.provenance.version for run in study.runs} == {FAKE_VERSION}
-    worst = max(group["comparisons"], key=lambda row: row["max_abs"])["label"]
-    reference, other = study.map("cpu b1 r0"), study.map(worst)
+    worst_row = max(compared, key=lambda row: row["max_abs"])
+    worst = stored[worst_row["key"]].label
+    reference, other = study.map("cpu b1 r0"), study.map(worst_row["key"])
     row, col = np.unravel_index(np.abs(reference - other).argmax(), reference.shape)
     said = _text(cells["pixel"]).splitlines()
     assert said[0] == (

@@ -343,7 +343,7 @@ def test_a_compilation_cache_others_can_write_to_is_not_used_and_said(overflow):
     [
         ("runtime=openvino,precision=bf16", "precision=mixed_bfloat16 means nothing under OpenV"),
         ("runtime=openvino,device=gpu:0", "gpu:0 cannot run OpenVINO here"),
-        ("runtime=openvino,threads=1", "threads=1 means nothing under OpenVINO: it has no such"),
+        ("runtime=openvino,xla=on", "xla=on means nothing under OpenVINO: OpenVINO compiles"),
     ],
 )
 def test_knobs_openvino_does_not_take_are_refused_in_one_line(demo, cache, capsys, spec, said):

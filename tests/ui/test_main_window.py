@@ -268,7 +268,12 @@ def test_closing_while_running_cancels_and_leaves_no_child(
     qtbot.addWidget(window)
     window.show()
     window.start_runs()
-    qtbot.waitUntil(lambda: "running cpu b2 r0" in window.run_panel.status.text(), timeout=120_000)
+    # A child says a run finished once the next has started (its writer stores one map while
+    # the next computes): wait for both.
+    qtbot.waitUntil(
+        lambda: "running cpu b2 r0" in window.run_panel.status.text() and bool(window.model.runs),
+        timeout=120_000,
+    )
     assert children_of_this_process()
     window.close()
     assert window.worker is None or window.worker.isFinished()
