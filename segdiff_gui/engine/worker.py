@@ -4,11 +4,10 @@ the cache. Imported only after the process-level environment is set (see ``__mai
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 import time
 import traceback
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -450,17 +449,19 @@ def run_failed(run: PlannedRun, error: Exception, backend: Backend) -> RunFailed
 
 class _Writer:
     """Writes computed runs into the cache on a thread of its own, in order, each said
-    finished (or failed) once it is stored: the next forward pass does not wait for the
-    deflating, the attributes and the sync. A few runs wait at most (the run loop waits for
-    room), so memory holds a few maps, whatever the set's size."""
+    finished (or failed) once it is stored: the forward passes do not wait for the
+    deflating, the attributes and the sync. The maps waiting are bounded in bytes, not in
+    runs (the run loop waits for room): a batch of 64 maps is queued whole while the next
+    batch computes, and memory holds at most :attr:`_BUDGET` of them, whatever the set's size
+    (one map more than that always fits, however large)."""
 
-    _WAITING = 4
+    _BUDGET = 128 * 2**20
 
     def __init__(self, cache: ResultCache, channel: Channel, backend: Backend) -> None:
         self.cache, self.channel, self.backend = cache, channel, backend
-        self._queue: queue.Queue[tuple[PlannedRun, RunRecord, float] | None] = queue.Queue(
-            self._WAITING
-        )
+        self._waiting: deque[tuple[PlannedRun, RunRecord, float] | None] = deque()
+        self._bytes = 0
+        self._room = threading.Condition()
         self._thread = threading.Thread(target=self._write_all, name="writer", daemon=True)
 
     def __enter__(self) -> _Writer:
@@ -468,23 +469,47 @@ class _Writer:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._queue.put(None)
+        with self._room:
+            self._waiting.append(None)
+            self._room.notify_all()
         self._thread.join()
 
     def put(self, run: PlannedRun, record: RunRecord, started: float) -> None:
-        self._queue.put((run, record, started))
+        size = _map_bytes(record)
+        with self._room:
+            self._room.wait_for(lambda: not self._waiting or self._bytes + size <= self._BUDGET)
+            self._waiting.append((run, record, started))
+            self._bytes += size
+            self._room.notify_all()
+
+    def _next(self) -> tuple[PlannedRun, RunRecord, float] | None:
+        with self._room:
+            self._room.wait_for(lambda: bool(self._waiting))
+            return self._waiting[0]
+
+    def _done(self, record: RunRecord) -> None:
+        with self._room:
+            self._waiting.popleft()
+            self._bytes -= _map_bytes(record)
+            self._room.notify_all()
 
     def _write_all(self) -> None:
-        while (item := self._queue.get()) is not None:
+        while (item := self._next()) is not None:
             run, record, started = item
             try:
                 self.cache.write_run(record)
             except Exception as error:  # noqa: BLE001 - one run's failure must not end the job
                 self.channel.send(run_failed(run, error, self.backend))
                 continue
+            finally:
+                self._done(record)
             seconds = round(time.perf_counter() - started, 3)
             device = record.provenance.device or ""
             self.channel.send(RunFinished(run.key, run.label, seconds, device))
+
+
+def _map_bytes(record: RunRecord) -> int:
+    return 0 if record.probabilities is None else int(record.probabilities.nbytes)
 
 
 @dataclass(frozen=True)
