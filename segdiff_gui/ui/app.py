@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--smoke-test",
         action="store_true",
-        help="open the window offscreen, run one demo inference in an engine child, exit 0",
+        help="open the window (offscreen unless QT_QPA_PLATFORM names a platform), run one "
+        "demo inference in an engine child, exit 0",
     )
     # For the start-up benchmark (tests/benchmarks): print "painted" once results are shown.
     parser.add_argument("--quit-when-painted", action="store_true", help=argparse.SUPPRESS)
