@@ -76,6 +76,22 @@ def test_architecture_is_short_and_names_only_files_that_exist():
     assert not missing
 
 
+def test_every_picture_is_one_the_window_renders_and_one_a_page_shows():
+    """The docs never show a picture the current code would not draw: each PNG under
+    docs/images is one that tools/render_screenshots.py takes of the window, and is shown."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("shots", ROOT / "tools/render_screenshots.py")
+    assert spec and spec.loader
+    shots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shots)
+    stored = sorted(path.stem for path in (ROOT / "docs" / "images").iterdir())
+    assert stored == sorted(shots.PICTURES)
+    pages = [*(ROOT / "docs").rglob("*.md"), ROOT / "README.md"]
+    shown = set(re.findall(r"images/([\w-]+)\.png\)", " ".join(p.read_text() for p in pages)))
+    assert shown == set(stored)
+
+
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     (action,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return dict(action.choices)

@@ -25,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = (1366, 768)  # a common laptop screen: what a user's first window is laid out for
+# Every picture the docs show, and none other (tests/test_docs.py holds docs/images to it).
+PICTURES = ("window-flips", "window-ulp", "window-diagnosis", "window-exact")
 
 
 def _exact_run(cache: Path) -> None:
@@ -102,6 +104,7 @@ def render(out: Path, cache: Path, width: int) -> list[Path]:
         return window
 
     def shot(window: MainWindow, name: str) -> None:
+        assert name in PICTURES
         _wait(app, lambda: False, 1.0)
         path = out / f"{name}.png"
         _save(window, path, width)
@@ -128,6 +131,7 @@ def render(out: Path, cache: Path, width: int) -> list[Path]:
     shot(window, "window-exact")
     window.close()
     window.shut_down()
+    assert tuple(path.stem for path in written) == PICTURES
     return written
 
 
