@@ -246,7 +246,7 @@ def test_a_trusted_lambda_that_cannot_be_built_says_kerass_reason_and_debug_show
     models, small_images, cache, capsys
 ):
     """The trial: "Exception encountered when calling Lambda.call()" and nothing else; and
-    --debug showed only the parent's traceback, not the child's log README promises."""
+    --debug showed only the parent's traceback, not the child's log the docs promise."""
     result = run_once(
         capsys, models / "broken_lambda.keras", small_images[0], "--trust-model", cache=cache
     )

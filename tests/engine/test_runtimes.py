@@ -174,8 +174,8 @@ def test_a_wrong_inference_precision_prediction_fails_the_run_in_one_line(
 
 
 def test_openvino_in_bf16_is_far_from_tensorflow_and_in_f32_near_it(openvino_precisions, runs):
-    """What README says per CPU: f32 within a few hundred ULP of TensorFlow's map, bf16 (where
-    the CPU computes it) thousands of times further."""
+    """What docs/runtimes.md says per CPU: f32 within a few hundred ULP of TensorFlow's map,
+    bf16 (where the CPU computes it) thousands of times further."""
     reported, entries, cache = openvino_precisions
     if reported["bf16"] != "bf16":
         pytest.skip("this CPU has no bfloat16 for OpenVINO (the refusal is tested above)")
