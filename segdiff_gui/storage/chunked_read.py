@@ -32,7 +32,7 @@ import numpy as np
 
 from segdiff_gui.core.pages import empty_in_ordinary_pages
 from segdiff_gui.core.parallel import thread_map
-from segdiff_gui.storage.hdf5_access import UnreadableEntry, h5py_damage
+from segdiff_gui.storage.hdf5_access import UnreadableEntry, h5py_damage, read_chunk
 
 try:  # ISA-L inflates about 1.5× faster than zlib on the reference machine; same bytes out
     from isal.isal_zlib import decompressobj
@@ -86,7 +86,7 @@ def _read_stored_array(dataset: h5py.Dataset, where: str) -> np.ndarray:
         out = np.empty(dataset.shape, dtype=dataset.dtype)
         # Raw stored bytes through HDF5 (no filter runs), inflated here with the same bound.
         for chunk in chunks:
-            _mask, stored = dataset.id.read_direct_chunk(chunk.offset)
+            _mask, stored = read_chunk(dataset, chunk.offset)
             _place(memoryview(stored), chunk, dataset.chunks, out, where, name)
     return out
 

@@ -18,6 +18,7 @@ import h5py
 import numpy as np
 
 from segdiff_gui.core.parallel import thread_map
+from segdiff_gui.storage.hdf5_access import write_chunk
 
 try:  # ISA-L: the same deflate streams, several times faster than zlib at level 1
     from isal.isal_zlib import compress
@@ -61,5 +62,5 @@ def write_compressed(
 
     offset_rest: tuple[Any, ...] = (0,) * (data.ndim - 1)
     for start, payload in zip(starts, thread_map(encode, starts), strict=True):
-        dataset.id.write_direct_chunk((start, *offset_rest), payload)
+        write_chunk(dataset, (start, *offset_rest), payload)
     return dataset

@@ -11,6 +11,11 @@ one line that names the file and what is wrong with it.
 Damaged metadata makes h5py raise what a program's own mistakes raise (a corrupt object header
 is a ``KeyError``, a damaged link or attribute table a ``RuntimeError``): each structural read
 (a member, an object's attributes) goes through :func:`h5py_damage`, which says it as that line.
+
+h5py serialises its calls into HDF5 (which is not thread-safe) with one lock, but its
+``read_direct_chunk`` and ``write_direct_chunk`` do not take it: :func:`read_chunk` and
+:func:`write_chunk` do, so a thread writing a map never meets another reading attributes
+inside HDF5 ("Unspecified error in H5Dwrite_chunk").
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
+from h5py._objects import phil  # h5py's own lock around HDF5
 
 from segdiff_gui.core.errors import InputError, first_line
 
@@ -34,6 +40,8 @@ __all__ = [
     "open_h5_for_reading",
     "plain_dataset",
     "plain_group",
+    "read_chunk",
+    "write_chunk",
 ]
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -164,3 +172,16 @@ def plain_dataset(group: h5py.Group, name: str, where: str) -> h5py.Dataset:
     if external:
         raise UnreadableEntry(where, f"{_path(group, name)} keeps its bytes in external files")
     return found
+
+
+def read_chunk(dataset: h5py.Dataset, offset: tuple[int, ...]) -> tuple[int, bytes]:
+    """A chunk's stored bytes and filter mask, as ``read_direct_chunk``, under h5py's lock."""
+    with phil:
+        mask, stored = dataset.id.read_direct_chunk(offset)
+    return int(mask), stored
+
+
+def write_chunk(dataset: h5py.Dataset, offset: tuple[int, ...], payload: bytes) -> None:
+    """Store a ready-made chunk, as ``write_direct_chunk``, under h5py's lock."""
+    with phil:
+        dataset.id.write_direct_chunk(offset, payload)

@@ -151,3 +151,51 @@ def test_a_damaged_chunk_names_the_file(tmp_path, either_path):
         pytest.raises(UnreadableEntry, match=rf"{path}: /map has a damaged chunk"),
     ):
         read_stored_array(handle["map"], str(path))
+
+
+def test_maps_written_on_one_thread_while_another_uses_hdf5_never_meet_inside_it():
+    """h5py's ``write_direct_chunk`` and ``read_direct_chunk`` do not take h5py's lock: a
+    sweep's thread keeping images while the runner reads attributes failed with "Unspecified
+    error in H5Dwrite_chunk". Both go through storage/hdf5_access's locked calls now."""
+    import threading
+    import uuid
+
+    import h5py
+
+    from segdiff_gui.storage.chunked_write import write_compressed
+
+    errors: list[str] = []
+    done = threading.Event()
+
+    def writing() -> None:
+        try:
+            for _ in range(1500):
+                name = f"w{uuid.uuid4().hex}"
+                with h5py.File(name, "w", driver="core", backing_store=False) as handle:
+                    data = np.random.default_rng(0).random((64, 64), dtype=np.float32)
+                    written = write_compressed(handle, "image", data, "<f4")
+                    assert np.array_equal(written[...], data)
+        except Exception as error:  # noqa: BLE001 - what the other thread meets is the point
+            errors.append(repr(error))
+        finally:
+            done.set()
+
+    def attributes() -> None:
+        try:
+            while not done.is_set():
+                name = f"o{uuid.uuid4().hex}"
+                with h5py.File(name, "w", driver="core", backing_store=False) as handle:
+                    dataset = handle.create_dataset("a", data=np.arange(100))
+                    for number in range(20):
+                        dataset.attrs[f"k{number}"] = number
+                    assert len(dict(dataset.attrs)) == 20
+        except Exception as error:  # noqa: BLE001
+            errors.append(repr(error))
+            done.set()
+
+    threads = [threading.Thread(target=writing), threading.Thread(target=attributes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
