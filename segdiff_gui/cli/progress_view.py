@@ -3,6 +3,7 @@ plain line per finished run otherwise (CI logs), nothing on stdout (kept for ``-
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
@@ -19,7 +20,7 @@ from segdiff_gui.core.protocol import (
 )
 from segdiff_gui.core.text import printable
 from segdiff_gui.runner.matrix import MatrixRunner
-from segdiff_gui.runner.outcome import MatrixOutcome, RunCount, follow
+from segdiff_gui.runner.outcome import BatchCount, MatrixOutcome, RunCount, follow
 
 __all__ = ["drive"]
 
@@ -45,18 +46,29 @@ def drive(
     task = progress.add_task("planning", total=None)
     labels: dict[str, str] = {}
     count = RunCount()  # every run listed: the cached ones done from the start
+    # A sweep's bar says its batches and the time left, as the window's Test set tab does,
+    # in place of each run's label (thousands of them, each there for an instant).
+    batches = BatchCount.of(runner.plan) if live and len(runner.plan.targets) > 1 else None
 
     def show(message: Message) -> None:
         count.add(message)
+        if batches is not None and not isinstance(message, PlanReady):
+            now = time.monotonic()
+            if batches.add(message, now):
+                progress.update(task, description=batches.text(now, runs=False))
+            elif isinstance(message, BatchProgress) and not batches.left_text(now):
+                # What the first batches wait on (a compilation), until there is a pace.
+                what = f"{batches.text(now, runs=False)} · {message.what}"
+                progress.update(task, description=printable(what))
+            if isinstance(message, RunStarted | BatchProgress):
+                return
         if isinstance(message, PlanReady):
             for notice in (*message.notices, *message.skipped_lines()):
                 console.print(f"segdiff: {printable(notice)}", markup=False)
-            progress.update(
-                task,
-                total=count.total,
-                completed=count.done,
-                description=f"{message.total} runs, {message.cached} cached",
-            )
+            described = f"{message.total} runs, {message.cached} cached"
+            if batches is not None:
+                described = batches.text(time.monotonic(), runs=False)
+            progress.update(task, total=count.total, completed=count.done, description=described)
         elif isinstance(message, RunStarted):
             labels[message.key] = message.label
             progress.update(task, description=printable(message.label))

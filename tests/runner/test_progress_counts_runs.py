@@ -62,7 +62,7 @@ def test_the_command_lines_bar_counts_every_run_listed(monkeypatch):
     bar = _Bar()
     monkeypatch.setattr(progress_view, "_bar", lambda console: bar)
     runner = SimpleNamespace(
-        plan=SimpleNamespace(jobs=[object()]),
+        plan=SimpleNamespace(jobs=[object()], targets=(0,)),
         run=lambda: iter([PLAN, *ENDS, AllDone(finished=1, cached=10, failed=1)]),
     )
     console = Console(force_terminal=True, file=io.StringIO())  # a terminal: drive draws a bar
