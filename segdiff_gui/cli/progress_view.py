@@ -56,9 +56,9 @@ def drive(
             now = time.monotonic()
             if batches.add(message, now):
                 progress.update(task, description=batches.text(now, runs=False))
-            elif isinstance(message, BatchProgress) and not batches.left_text(now):
+            elif isinstance(message, BatchProgress) and batches.time_left.seconds(now) is None:
                 # What the first batches wait on (a compilation), until there is a pace.
-                what = f"{batches.text(now, runs=False)} · {message.what}"
+                what = f"{batches.batches_text()} · {message.what}"
                 progress.update(task, description=printable(what))
             if isinstance(message, RunStarted | BatchProgress):
                 return

@@ -173,11 +173,12 @@ class BatchCount:
         return f"{self.done:,} of {self.total:,} batches"
 
     def left_text(self, now: float) -> str:
-        """The time left, or '' where there is no pace yet, or nothing left to compute."""
-        seconds = self.time_left.seconds(now)
-        if seconds is None or self.done >= self.total:
+        """The time left; before there is a pace, that it is being estimated; '' once every
+        batch has ended."""
+        if self.done >= self.total:
             return ""
-        return time_left_text(seconds)
+        seconds = self.time_left.seconds(now)
+        return "estimating the time left" if seconds is None else time_left_text(seconds)
 
     def text(self, now: float, runs: bool = True) -> str:
         """``37 of 128 batches · 2,304 of 8,192 runs · about 3 min left`` (the runs left out

@@ -6,13 +6,14 @@ one ``notify`` callable: nothing of the window itself."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QTableWidget, QWidget
 from superqt.utils import qdebounced, thread_worker
 
@@ -20,11 +21,12 @@ from segdiff_gui.core.attribution import Attribution, plan_attribution
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.floatfmt import format_float32
-from segdiff_gui.core.protocol import BatchProgress, RunFailed, RunStarted
+from segdiff_gui.core.protocol import BatchProgress, Message, PlanReady, RunFailed, RunStarted
 from segdiff_gui.core.repair import RepairResult, repair_code
 from segdiff_gui.core.sweep import SweepSummary
 from segdiff_gui.runner.explain import measure_attribution
 from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
+from segdiff_gui.runner.outcome import BatchCount
 from segdiff_gui.runner.repair import RepairSession
 from segdiff_gui.runner.sweeps import SweepSession
 from segdiff_gui.storage.records import RunRecord
@@ -40,6 +42,10 @@ from segdiff_gui.ui.session_controller import SessionController
 from segdiff_gui.ui.sweep_panel import SweepPanel
 
 __all__ = ["AnalysisController"]
+
+# A sweep's progress is written at most this often, a while after a batch ended: a batch of
+# 64 ends 64 runs at once, and a set of thousands of images must not keep the window busy.
+PROGRESS_EVERY_MS = 250
 
 
 class AnalysisController(QObject):
@@ -76,6 +82,13 @@ class AnalysisController(QObject):
         self._attribution_worker: Any = None
         self._summary_generation = 0  # a newer summary makes an older, slower one moot
         self.sweep_panel.sweep_requested.connect(self.sweep)
+        self.sweep_panel.cancel_requested.connect(sessions.cancel)
+        self._progress: BatchCount | None = None  # the sweep in flight's batches
+        self._progress_due = QTimer(self)
+        self._progress_due.setSingleShot(True)
+        self._progress_due.setInterval(PROGRESS_EVERY_MS)
+        self._progress_due.timeout.connect(self._show_progress)
+        sessions.heard.connect(self._heard)
         self.sweep_panel.truth_chosen.connect(self._truth_chosen)
         self.sweep_panel.image_opened.connect(self.open_image)
         # Any pair: choose the reference in the toolbar, double-click the other run here.
@@ -330,14 +343,43 @@ class AnalysisController(QObject):
         if not isinstance(session, MatrixSession) or self.sessions.worker is not None:
             return
         self._sweeping = True
-        self.sweep_panel.status.setText("running the matrix on every image…")
-        self.sessions.start_runs(session.sweep_runner)
+        self._progress = None
+        self.sweep_panel.set_sweeping(True)
+        self.sweep_panel.status.setText("planning the sweep: reading every image…")
+        # The Runs list keeps the target's runs; the Test set tab says how far the others are.
+        self.sessions.start_runs(session.sweep_runner, listed_only=True)
+
+    def _heard(self, message: Message) -> None:
+        """A message of the sweep's runs, counted; the tab written a while after a batch
+        ended (at most every PROGRESS_EVERY_MS), never for each run."""
+        if not self._sweeping:
+            return
+        session = self.sessions.session
+        if isinstance(message, PlanReady):
+            swept = session.swept if isinstance(session, MatrixSession) else None
+            if swept is not None and swept.plan is not None:
+                self._progress = BatchCount.of(swept.plan)
+                self._show_progress()
+        elif self._progress is not None:
+            ended = self._progress.add(message, time.monotonic())
+            if ended and not self._progress_due.isActive():
+                self._progress_due.start()
+
+    def _show_progress(self) -> None:
+        progress = self._progress
+        if progress is None:
+            return
+        text = progress.text(time.monotonic())
+        self.sweep_panel.show_progress(text, progress.done, progress.total)
+        self.notify(f"Sweep: {text}", 0)  # the status bar, seen from any tab
 
     def worker_done(self) -> None:
         if self.dialog is not None and self.dialog.isVisible():
             self._measure(show=False, pair=self._explained)  # runs it lacked may have arrived
         if self._sweeping:
             self._sweeping = False
+            self._progress_due.stop()
+            self._show_progress()  # where it ended, before the summary replaces it
             self.summarise()
 
     def summarise(self) -> None:
@@ -366,7 +408,11 @@ class AnalysisController(QObject):
             )
             return sweep.summarise()
 
-        self.sweep_panel.status.setText("summarising every image…")
+        said = self.sweep_panel.status.text() if self._progress is not None else ""
+        self.sweep_panel.status.setText(f"{said}<br>summarising every image…".removeprefix("<br>"))
+        self.sweep_panel.set_sweeping(True)  # busy, without a Cancel: nothing runs
+        self.sweep_panel.cancel_button.setVisible(False)
+        self._progress = None
         self._summary_generation += 1
         generation = self._summary_generation
         worker = thread_worker(work, start_thread=False)()
@@ -381,6 +427,7 @@ class AnalysisController(QObject):
         worker.start()
 
     def _summarised(self, summary: SweepSummary, swept: SweepSession | None) -> None:
+        self.sweep_panel.set_sweeping(False)
         self.sweep_panel.show_summary(summary)
         if swept is not None:
             self.sessions.report_unreadable(swept.damaged)
@@ -393,6 +440,7 @@ class AnalysisController(QObject):
             self._sweep_failed(error, "run")
 
     def _sweep_failed(self, error: Exception, what: str = "summarised") -> None:
+        self.sweep_panel.set_sweeping(False)
         text = str(error) if isinstance(error, InputError) else f"{type(error).__name__}: {error}"
         self.sweep_panel.status.setText(as_html(f"The sweep could not be {what}: {text}"))
 

@@ -167,6 +167,8 @@ class RunPanel(QWidget):
         layout.addWidget(self.status)
         layout.addLayout(buttons)
         self._items: dict[str, QListWidgetItem] = {}
+        # While a sweep runs: the other images' runs are counted, never listed (thousands).
+        self.listed_only = False
 
     def _show_matrix_problem(self) -> None:
         label = self.editor.extra_problem
@@ -360,7 +362,10 @@ class RunPanel(QWidget):
         if read_only:
             self.matrix_bar.setFormat(f"{self.runs.count()} runs, read-only")
 
-    def set_running(self, running: bool) -> None:
+    def set_running(self, running: bool, listed_only: bool = False) -> None:
+        """``listed_only``: a sweep's, whose runs of the other images are counted by the
+        matrix bar but not listed, nor said one by one (the Test set tab says how far it is)."""
+        self.listed_only = running and listed_only
         self.run_bar.setVisible(running)
         self.cancel_button.setEnabled(running)
         self.editor.setEnabled(not running)  # a matrix in flight is not edited under it
@@ -372,8 +377,17 @@ class RunPanel(QWidget):
         )
         self._offer_runs(not running and missing)
 
+    def listed(self, message: Message) -> bool:
+        """Whether ``message`` is of a run this list shows (or of none): else only counted."""
+        key = getattr(message, "key", None)
+        return not self.listed_only or key is None or key in self._items
+
     def show_message(self, message: Message) -> None:
         self.count.add(message)
+        if not self.listed(message):  # a sweep's run of another image
+            if isinstance(message, RunFinished | RunFailed):
+                self.matrix_bar.setValue(self.count.done)
+            return
         if isinstance(message, PlanReady):
             self._show_skipped(message.skipped)
             if said := (*message.notices, *message.skipped_lines()):

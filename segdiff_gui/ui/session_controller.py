@@ -51,6 +51,7 @@ class SessionController(QObject):
     worker_finished = Signal()
     worker_failed = Signal(object)  # the exception planning or running raised (said already)
     reading_finished = Signal()  # a large bundle group's last run has been read
+    heard = Signal(object)  # each message of the runs in flight, once the Runs panel has it
 
     def __init__(
         self,
@@ -323,8 +324,10 @@ class SessionController(QObject):
         self.questions.inspect_model(session, running=self.worker is not None)
 
     # running --------------------------------------------------------------------------------
-    def start_runs(self, planner: Planner | None = None) -> None:
-        """Run what the matrix (or, with ``planner``, e.g. a sweep) still lacks."""
+    def start_runs(self, planner: Planner | None = None, listed_only: bool = False) -> None:
+        """Run what the matrix (or, with ``planner``, e.g. a sweep) still lacks;
+        ``listed_only``: the Runs list shows the planned runs only (a sweep's target's), its
+        other runs counted (see :meth:`RunPanel.set_running`)."""
         if not isinstance(self.session, MatrixSession) or self.worker is not None:
             return
         self.panel.show_problem("")
@@ -336,7 +339,7 @@ class SessionController(QObject):
         worker.message.connect(lambda message: self._heard(worker, self._on_message, message))
         worker.failed.connect(lambda error: self._heard(worker, self._worker_failed, error))
         worker.finished.connect(lambda: self._heard(worker, self._worker_done))
-        self.panel.set_running(True)
+        self.panel.set_running(True, listed_only)
         worker.start()
 
     def _heard(self, worker: MatrixWorker, act: Callable[..., None], *args: object) -> None:
@@ -348,7 +351,9 @@ class SessionController(QObject):
             self.questions.answered(message)
             return
         self.panel.show_message(message)
-        self._say_progress(message)
+        if isinstance(message, PlanReady) or not self.panel.listed_only:
+            self._say_progress(message)  # a sweep's runs: said by the Test set tab
+        self.heard.emit(message)
         if isinstance(self.session, MatrixSession):
             self.session.absorb(self.model, message)
         if isinstance(message, RunFailed) and (self._failure is None or message.fix):

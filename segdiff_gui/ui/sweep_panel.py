@@ -1,5 +1,6 @@
-"""The test set in the window: every image's figures per configuration in a sortable table
-(double-click a row to show that image in the views), and the test-set means."""
+"""The test set in the window: while a sweep runs, how far it is (batches and runs, with the
+time left), then every image's figures per configuration in a sortable table (double-click
+a row to show that image in the views), and the test-set means."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QProgressBar,
     QPushButton,
     QSizePolicy,
     QTableView,
@@ -38,6 +40,7 @@ def _number(value: float | int, text: str) -> QStandardItem:
 
 class SweepPanel(QWidget):
     sweep_requested = Signal()
+    cancel_requested = Signal()
     truth_chosen = Signal(object)  # a Path, or None to use no ground truth
     image_opened = Signal(str)
 
@@ -50,6 +53,16 @@ class SweepPanel(QWidget):
             "summarise each image against the reference configuration"
         )
         self.sweep_button.clicked.connect(self.sweep_requested)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip(
+            "Stop the sweep now: the runs that finished stay cached and are summarised"
+        )
+        self.cancel_button.setVisible(False)
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        # How far a sweep is, in batches (the words under it say the runs and the time left).
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(False)
+        self.progress.setVisible(False)
         self.truth_button = QPushButton("Ground truth…")
         self.truth_button.setToolTip(
             "A folder of masks named like the images (cell_07.png ↔ cell_07.png or "
@@ -77,10 +90,12 @@ class SweepPanel(QWidget):
         self.table.doubleClicked.connect(self._open_row)
         buttons = QHBoxLayout()
         buttons.addWidget(self.sweep_button)
+        buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.truth_button)
         buttons.addWidget(self.truth_label, 1)
         layout = QVBoxLayout(self)
         layout.addLayout(buttons)
+        layout.addWidget(self.progress)
         layout.addWidget(self.status)
         layout.addWidget(self.table, 1)
 
@@ -98,6 +113,21 @@ class SweepPanel(QWidget):
         if folder:
             self.set_truth(Path(folder))
             self.truth_chosen.emit(Path(folder))
+
+    def set_sweeping(self, sweeping: bool) -> None:
+        """A sweep in flight: its bar shown (busy until its batches are known) and Cancel
+        offered in place of another sweep; at its end both go."""
+        self.sweep_button.setEnabled(not sweeping)
+        self.cancel_button.setVisible(sweeping)
+        self.cancel_button.setEnabled(sweeping)
+        self.progress.setVisible(sweeping)
+        self.progress.setRange(0, 0)  # busy: planning, or summarising at the end
+
+    def show_progress(self, text: str, done: int, total: int) -> None:
+        """How far the sweep is: ``done`` of ``total`` batches, and ``text`` (numbers only)."""
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(done if total else 1)
+        self.status.setText(escape(text))
 
     def show_summary(self, summary: SweepSummary) -> None:
         self.summary = summary

@@ -49,7 +49,8 @@ def test_a_sweep_counts_its_batches_once_each_and_its_cached_ones_from_the_start
     progress = BatchCount.of(runner.plan)
     clock = count()
     ended: list[int] = []
-    assert progress.text(0) == "0 of 14 batches · 0 of 22 runs"  # 11 + 3 batches, no pace
+    # 11 + 3 batches, no pace yet
+    assert progress.text(0) == "0 of 14 batches · 0 of 22 runs · estimating the time left"
     follow(runner, lambda m: progress.add(m, next(clock)) and ended.append(progress.done))
     assert ended == list(range(1, 15))  # each batch ended once, one after another
     assert progress.text(next(clock)) == "14 of 14 batches · 22 of 22 runs"
@@ -83,7 +84,7 @@ def test_the_command_lines_bar_says_a_sweeps_batches_in_place_of_each_runs_label
     monkeypatch.setattr(progress_view, "_bar", lambda console: Bar())
     runner = _request(tmp_path, _images(tmp_path / "images")).start()
     progress_view.drive(runner, Console(force_terminal=True, file=io.StringIO()))
-    assert said[0] == "0 of 14 batches"
+    assert said[0] == "0 of 14 batches · estimating the time left"
     assert said[-1] == "14 of 14 batches"  # the runs: the bar's own count beside it
     assert not [text for text in said if "r0" in str(text)]  # no run's label flickers by
 
