@@ -23,7 +23,9 @@ test's own) by the label of the run they strike:
 - ``FAKE_ENGINE_FAIL_ON_IMAGE``: every run whose target is the image of that name fails (as
   a run out of memory on one large image does), the child going on with the others;
 - ``FAKE_ENGINE_SLOW_FIRST_S``: the first run of each batch size takes this long, saying
-  "compiling kernels" every ``FAKE_ENGINE_HEARTBEAT_S`` meanwhile.
+  "compiling kernels" every ``FAKE_ENGINE_HEARTBEAT_S`` meanwhile;
+- ``FAKE_ENGINE_BATCH_S``: each batch's forward pass takes this long (a sweep at a pace a
+  person can watch, for a look at the window mid-sweep).
 
 A model inspection (``inspect``) answers a fully convolutional model of one channel, or of
 ``FAKE_ENGINE_INPUT_CHANNELS`` channels (an RGB model: 3).
@@ -358,6 +360,7 @@ def _run(channel: _Channel) -> int:
         if batch != last_batch:
             channel.send(BatchProgress(run.key, 3, 4, "inference"))  # as the child says it
             last_batch = batch
+            time.sleep(float(os.environ.get("FAKE_ENGINE_BATCH_S", "0") or 0))
         probabilities = fake_map(image, job.model_hash, run)
         cache.write_run(_record(job, run, probabilities, time.perf_counter() - started))
         if _fault("FAKE_ENGINE_CRASH_AFTER_WRITE", run.label):

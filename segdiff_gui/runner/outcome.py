@@ -104,10 +104,10 @@ class TimeLeft:
 
 def time_left_text(seconds: float) -> str:
     """``about 3 min left``: rounded as a person says it, never finer than it is known."""
-    if seconds < 10:
+    if seconds < 5:
         return "a few seconds left"
     if seconds < 60:
-        return f"about {math.ceil(seconds / 10) * 10} s left"
+        return f"about {math.ceil(seconds / 5) * 5} s left"
     minutes = round(seconds / 60)
     if minutes < 60:
         return f"about {minutes} min left"

@@ -21,7 +21,14 @@ from segdiff_gui.core.attribution import Attribution, plan_attribution
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.floatfmt import format_float32
-from segdiff_gui.core.protocol import BatchProgress, Message, PlanReady, RunFailed, RunStarted
+from segdiff_gui.core.protocol import (
+    AllDone,
+    BatchProgress,
+    Message,
+    PlanReady,
+    RunFailed,
+    RunStarted,
+)
 from segdiff_gui.core.repair import RepairResult, repair_code
 from segdiff_gui.core.sweep import SweepSummary
 from segdiff_gui.runner.explain import measure_attribution
@@ -360,18 +367,22 @@ class AnalysisController(QObject):
             if swept is not None and swept.plan is not None:
                 self._progress = BatchCount.of(swept.plan)
                 self._show_progress()
+        elif isinstance(message, AllDone):  # the Runs panel says how it ended, for a while
+            self._progress_due.stop()
+            self._show_progress(say=False)
         elif self._progress is not None:
             ended = self._progress.add(message, time.monotonic())
             if ended and not self._progress_due.isActive():
                 self._progress_due.start()
 
-    def _show_progress(self) -> None:
+    def _show_progress(self, say: bool = True) -> None:
         progress = self._progress
         if progress is None:
             return
         text = progress.text(time.monotonic())
         self.sweep_panel.show_progress(text, progress.done, progress.total)
-        self.notify(f"Sweep: {text}", 0)  # the status bar, seen from any tab
+        if say:  # in the status bar too, seen from any tab, until the runs end
+            self.notify(f"Sweep: {text}", 0)
 
     def worker_done(self) -> None:
         if self.dialog is not None and self.dialog.isVisible():
@@ -379,7 +390,7 @@ class AnalysisController(QObject):
         if self._sweeping:
             self._sweeping = False
             self._progress_due.stop()
-            self._show_progress()  # where it ended, before the summary replaces it
+            self._show_progress(say=False)  # where it ended, until the summary replaces it
             self.summarise()
 
     def summarise(self) -> None:

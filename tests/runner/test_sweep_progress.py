@@ -152,6 +152,7 @@ def test_cache_hits_are_no_work_the_pace_is_that_of_the_batches_computed(tmp_pat
 
 def test_time_left_reads_as_a_person_says_it():
     assert time_left_text(3) == "a few seconds left"
-    assert time_left_text(41) == "about 50 s left"
+    assert time_left_text(9) == "about 10 s left"
+    assert time_left_text(41) == "about 45 s left"
     assert time_left_text(170) == "about 3 min left"
     assert time_left_text(3 * 3600 + 7 * 60) == "about 3 h 07 min left"

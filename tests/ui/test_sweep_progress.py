@@ -70,3 +70,23 @@ def test_a_sweep_of_a_thousand_images_says_its_batches_and_summarises_once(
     runs = window.run_panel
     assert runs.runs.count() == 1
     assert (runs.matrix_bar.value(), runs.matrix_bar.maximum()) == (IMAGES, IMAGES)
+
+
+def test_a_sweep_cancelled_from_its_tab_summarises_the_runs_that_finished(
+    window, qtbot, thousand_images, fake_engine, monkeypatch
+):
+    from segdiff_gui.ui.session import MatrixSession
+
+    monkeypatch.setenv("FAKE_ENGINE_BATCH_S", "0.5")  # a pace to cancel at (never timed)
+    images = tuple(thousand_images[:8])
+    request = MatrixRequest(demo_model(), images, window.cache, (RunConfig(),), repeats=1)
+    window.set_session(MatrixSession(request))
+    panel = window.analysis.sweep_panel
+    window.analysis.sweep()
+    qtbot.waitUntil(lambda: panel.progress.value() >= 2, timeout=60_000)
+    assert " of 8 batches · " in panel.status.text()
+    panel.cancel_button.click()
+    qtbot.waitUntil(lambda: panel.summary is not None, timeout=60_000)
+    assert 2 <= len(panel.summary.images) < 8  # what finished, summarised
+    assert panel.sweep_button.isEnabled() and panel.cancel_button.isHidden()
+    assert panel.progress.isHidden()
