@@ -333,6 +333,11 @@ class AnalysisController(QObject):
 
     def session_changed(self) -> None:
         session = self.sessions.session
+        if self._sweeping:  # its runs were cancelled with the session they were of
+            self._sweeping, self._progress = False, None
+            self._progress_due.stop()
+            self.sweep_panel.set_sweeping(False)
+            self.sweep_panel.status.setText("The sweep was cancelled: other files were opened.")
         self._truth = session.truth if isinstance(session, MatrixSession) else None
         # A bundle's runs are summarised as they are; a matrix is run on every image first.
         bundle = isinstance(session, BundleSession)

@@ -90,3 +90,21 @@ def test_a_sweep_cancelled_from_its_tab_summarises_the_runs_that_finished(
     assert 2 <= len(panel.summary.images) < 8  # what finished, summarised
     assert panel.sweep_button.isEnabled() and panel.cancel_button.isHidden()
     assert panel.progress.isHidden()
+
+
+def test_other_files_opened_mid_sweep_leave_no_sweep_said_in_its_tab(
+    window, qtbot, thousand_images, fake_engine, monkeypatch
+):
+    from segdiff_gui.ui.session import MatrixSession
+
+    monkeypatch.setenv("FAKE_ENGINE_BATCH_S", "0.5")
+    images = tuple(thousand_images[:8])
+    request = MatrixRequest(demo_model(), images, window.cache, (RunConfig(),), repeats=1)
+    window.set_session(MatrixSession(request))
+    panel = window.analysis.sweep_panel
+    window.analysis.sweep()
+    qtbot.waitUntil(lambda: panel.progress.value() >= 1, timeout=60_000)
+    window.set_session(MatrixSession(request))  # as File › Open does: the runs cancelled
+    assert panel.progress.isHidden() and panel.cancel_button.isHidden()
+    assert panel.sweep_button.isEnabled()
+    assert panel.status.text() == "The sweep was cancelled: other files were opened."
