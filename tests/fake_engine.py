@@ -271,6 +271,8 @@ def _record(job: EngineJob, run: PlannedRun, probabilities: np.ndarray, wall: fl
         provenance["onednn_enabled"] = bool(run.in_effect.to_dict().get("onednn", config.onednn))
     if in_effect := run.in_effect.to_dict():
         provenance["defaults_in_effect"] = in_effect
+    if job.source is not None:
+        provenance["source_model"] = job.source.to_dict()
     return RunRecord(
         key=run.key,
         label=run.label,

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from segdiff_gui.core.artefacts import base_config
 from segdiff_gui.core.config import (
     ModelSettings,
     OutputSelection,
@@ -155,42 +156,46 @@ def _spec_value(value: object) -> str:
     return str(value)
 
 
-def _parsed(spec: str, shown: str) -> RunConfig:
+def _parsed(spec: str, shown: str, base: RunConfig) -> RunConfig:
     try:
-        return parse_config_spec(spec)
+        return parse_config_spec(spec, base)
     except ConfigError as error:
         raise InputError(shown, str(error)) from None
 
 
-def configuration(value: object) -> RunConfig:
-    """One configuration from a spec, a mapping of knobs or a RunConfig."""
+def configuration(value: object, model: PathLike | None = None) -> RunConfig:
+    """One configuration from a spec, a mapping of knobs or a RunConfig; a spec or a mapping
+    of ``model``'s starts from its runtime, as ``--config`` does (an artefact's own:
+    ``"xnnpack=off"`` alone)."""
     if isinstance(value, RunConfig):
         return value
+    base = base_config(model) if model is not None else RunConfig()
     if isinstance(value, Mapping):
         spec = ",".join(f"{key}={_spec_value(item)}" for key, item in value.items())
-        return _parsed(spec, repr(dict(value)))
+        return _parsed(spec, repr(dict(value)), base)
     if isinstance(value, str):
-        return _parsed(value, value)
+        return _parsed(value, value, base)
     raise InputError(
         repr(value), "is not a configuration: give a key=value spec, a dict or a RunConfig"
     )
 
 
-def configurations(configs: object) -> tuple[RunConfig, ...]:
-    """``None``: none given (the default matrix); one configuration or a sequence of them."""
+def configurations(configs: object, model: PathLike | None = None) -> tuple[RunConfig, ...]:
+    """``None``: none given (the default matrix); one configuration or a sequence of them,
+    each of ``model`` (:func:`configuration`)."""
     if configs is None:
         return ()
     if isinstance(configs, str | Mapping | RunConfig):
-        return (configuration(configs),)
+        return (configuration(configs, model),)
     if not isinstance(configs, Sequence):
-        return (configuration(configs),)  # says what it is not
+        return (configuration(configs, model),)  # says what it is not
     if not configs:
         raise InputError(
             "configs",
             "is empty: give at least one configuration, or leave it out for batch 1 and 64 "
             "on every device",
         )
-    return tuple(configuration(value) for value in configs)
+    return tuple(configuration(value, model) for value in configs)
 
 
 def _scale_text(name: str, value: object) -> str | None:

@@ -22,6 +22,7 @@ _ARGUMENTS = {
     "repeats": "repeats={}",
     "group": "group=ID (see runs.table())",
     "model": "model=NAME",
+    "source": "source=KERAS_MODEL",
 }
 
 

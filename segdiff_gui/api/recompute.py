@@ -29,7 +29,7 @@ __all__ = ["explanation_of_runs", "explanation_of_specs", "measured_on", "test_s
 def measured_on(records: Sequence[RunRecord]) -> dict[str, Any]:
     """What ``segdiff explain --json`` adds to an attribution: model, image and runs."""
     return {
-        "model": records[0].model_name,
+        "model": records[0].study_model_name,
         "image": records[0].target_name,
         "runs": {record.label: record.key for record in records},
     }
@@ -75,7 +75,7 @@ def explanation_of_specs(
             "holds stored runs only: run key=value specs on a study made by "
             "segdiff_gui.run(model, images), or name two of its runs",
         )
-    first, second = configuration(specs[0]), configuration(specs[1])
+    first, second = (configuration(spec, request.model) for spec in specs[:2])
     session = AttributionSession(request, first, second, cutoff)
     records, outcome = compute(session.request, progress, what="attribution")
     attribution = session.measure(store, records)

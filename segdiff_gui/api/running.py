@@ -6,6 +6,7 @@ so a notebook's kernel never imports it."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from segdiff_gui.api.arguments import (
@@ -26,12 +27,19 @@ from segdiff_gui.core.config import Preprocessing
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF, DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
-from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.runner.plan import check_model_path, check_source
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.studies import natural_order
 
 __all__ = ["devices", "run"]
+
+
+def checked_source(model: Path, source: PathLike | None) -> Path | None:
+    """The Keras source of the artefact ``model``, checked (None where none is given)."""
+    if source is None:
+        return None
+    return Path(check_source(model, checked_path(source, "source")).path)
 
 
 def devices(cache: PathLike | ResultCache | None = None) -> list[str]:
@@ -68,6 +76,8 @@ def run(
     cutoff: float = DEFAULT_CUTOFF,
     timeout: float = DEFAULT_TIMEOUT_S,
     progress: bool = True,
+    source: PathLike | None = None,
+    source_configs: ConfigLike | Sequence[ConfigLike] | None = None,
 ) -> Study:
     """Run ``model`` on ``images`` under every configuration, ``repeats`` times each, in
     isolated TensorFlow processes, and return the study of the target image.
@@ -75,13 +85,15 @@ def run(
     Parameters
     ----------
     model : str or Path
-        A Keras model file (``.keras``, ``.h5``) or SavedModel folder.
+        A Keras model file (``.keras``, ``.h5``) or SavedModel folder, or your own artefact
+        (``.tflite``, ``.onnx``, an OpenVINO IR ``.xml``), run as it is under its runtime.
     images : str, Path or a sequence of them
         Image files (PNG, JPEG, TIFF, NPY) and folders of them. Batches of more than one are
         filled from these images, in order (the batch's context changes results too).
     configs : spec, dict, RunConfig, or a list of them, optional
         The configurations: ``"device=cpu,batch=64"``, ``{"device": "gpu:0", "tf32": False}``.
-        Unnamed knobs keep their defaults. Default: batch 1 and 64 on every device present.
+        Unnamed knobs keep their defaults; an artefact's start from its own runtime
+        (``"xnnpack=off"`` alone). Default: batch 1 and 64 on every device present.
     repeats : int
         Runs of each configuration (on a GPU, repeats show nondeterminism).
     preprocess : dict, Preprocessing or str, optional
@@ -111,6 +123,13 @@ def run(
         Seconds a child may stay silent before it is killed (its run fails).
     progress : bool
         Show a progress bar (in Jupyter, tqdm's notebook bar) while runs compute.
+    source : str or Path, optional
+        The Keras model (``.keras``, ``.h5``) your artefact ``model`` was converted from: its
+        runs beside the artefact's, on the same images and settings, in one study (the exact
+        float64 run made from it); the artefact's runs are named with its file name.
+    source_configs : spec, dict, RunConfig, or a list of them, optional
+        The source's configurations (default: each of the artefact's devices and batches
+        at the source's defaults, and ``precision=float64``).
 
     Returns
     -------
@@ -128,10 +147,16 @@ def run(
     checked_cutoff(cutoff)  # before any run: a typo must not cost a matrix
     # Cheap checks first (arguments), then files, as the CLI: then the device probe, then runs.
     settings = model_settings(preprocess, output, activation, trust_model, trust_preprocess)
-    chosen = configurations(configs)
+    model_path = checked_path(model, "model")
+    chosen = configurations(configs, model_path)
+    beside = configurations(source_configs)
+    if beside and source is None:
+        raise InputError("source_configs", "configures the source; give the source too")
     count, seconds = whole_number(repeats, "repeats"), positive(timeout, "timeout")
+    checked = check_model_path(model_path)
+    keras = checked_source(checked, source)
     request = MatrixRequest(
-        check_model_path(checked_path(model, "model")),
+        checked,
         tuple(image_paths(images)),
         cache_of(cache),
         configs=chosen,
@@ -139,6 +164,8 @@ def run(
         target=target,
         settings=settings,
         timeout_s=seconds,
+        source=keras,
+        source_configs=beside,
     )
     records, outcome = compute(request, progress)
     if not records:

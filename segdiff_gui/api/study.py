@@ -81,7 +81,7 @@ class Study:
         self.cutoff = checked_cutoff(cutoff)
         self.where = where
         record = records[0]
-        self.model = record.model_name
+        self.model = record.study_model_name
         self.image = record.target_name
         self.group = group_id(record)
         self.title = title or f"{self.model} on {self.image}"

@@ -20,11 +20,9 @@ from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import TerminalConsole, as_markup, say
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
-from segdiff_gui.core.artefacts import base_config
 from segdiff_gui.core.config import (
     ModelSettings,
     RunConfig,
-    parse_config_spec,
 )
 from segdiff_gui.core.errors import InputError, in_few_lines
 from segdiff_gui.core.runtime_defaults import on_off
@@ -40,11 +38,11 @@ from segdiff_gui.core.test_sets import (
 from segdiff_gui.core.text import shape_text
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
-from segdiff_gui.runner.arguments import model_settings
+from segdiff_gui.runner.arguments import configs_of, model_settings
 from segdiff_gui.runner.matrices import demo_configs
 from segdiff_gui.runner.matrix import MatrixRunner
 from segdiff_gui.runner.outcome import MatrixOutcome
-from segdiff_gui.runner.plan import MatrixPlan, check_model_path
+from segdiff_gui.runner.plan import MatrixPlan, check_model_path, check_source
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import check_bundle, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
@@ -162,6 +160,8 @@ class RunInputs:
     settings: ModelSettings
     model: Path
     images: list[Path]
+    source: Path | None = None
+    source_configs: tuple[RunConfig, ...] = ()
 
 
 def checked_run_inputs(args: argparse.Namespace) -> RunInputs:
@@ -169,15 +169,26 @@ def checked_run_inputs(args: argparse.Namespace) -> RunInputs:
     at the desk, before N tasks would each fail on them; a sweep's masks are checked by its
     session)."""
     # An artefact's configurations start from its own runtime (``xnnpack=off`` alone).
-    base = base_config(args.model)
-    configs = tuple(parse_config_spec(spec, base) for spec in args.config)
+    configs = configs_of(args.config, args.model)
+    source_configs = configs_of(args.source_config, None)
+    if source_configs and not args.source:
+        raise InputError("--source-config", "configures the --source; give the --source too")
     # A shard, ground truth or a sweep's bundle only make sense over the whole set: each
     # implies a sweep.
     args.sweep = bool(args.sweep or args.shard or args.masks or args.bundle)
     if args.sweep and args.target:
         raise InputError("--target", "a sweep studies every image; drop --target")
     settings = model_settings(args)
-    return RunInputs(configs, settings, check_model_path(args.model), collect_images(args.images))
+    model = check_model_path(args.model)
+    source = check_source(model, Path(args.source)) if args.source else None
+    return RunInputs(
+        configs,
+        settings,
+        model,
+        collect_images(args.images),
+        Path(source.path) if source else None,
+        source_configs,
+    )
 
 
 def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -196,6 +207,8 @@ def command_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         sweep=args.sweep,
         shard=args.shard,
         strict=args.strict,
+        source=checked.source,
+        source_configs=checked.source_configs,
     )
     sweep = None
     if args.sweep:  # its masks are checked against the images before anything runs
@@ -362,13 +375,16 @@ def _print_counts(
         if len(plan.targets) == len(plan.images)
         else f"{len(plan.targets):,} of {_plural(len(plan.images), 'image')} (this shard)"
     )
+    models = plan.model_path.name
+    if plan.source is not None:
+        models += f" beside its source {plan.source.model_path.name}"
     merged = len(plan.merged)
     from_bundles = f" ({merged} of them merged from bundles)" if merged else ""
     left_out = len(plan.skipped)
     configurations = f"; {_plural(left_out, 'configuration')} skipped" if left_out else ""
     say(
         out,
-        f"{_plural(len(plan.runs), 'run')} of {plan.model_path.name} on {on}: "
+        f"{_plural(len(plan.runs), 'run')} of {models} on {on}: "
         f"{counts['finished']} computed, {counts['cached']} from the cache{from_bundles}, "
         f"{counts['failed']} failed{skipped}{configurations} ({seconds:.1f} s; cache "
         f"{cache.root})",

@@ -16,13 +16,12 @@ from segdiff_gui.cli.text import as_markup, say
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.analysis import flips_heading
 from segdiff_gui.core.attribution import Attribution, Effect
-from segdiff_gui.core.config import parse_config_spec
 from segdiff_gui.core.diagnosis import by_topic, diagnose
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
-from segdiff_gui.runner.arguments import model_settings
+from segdiff_gui.runner.arguments import configs_of, model_settings
 from segdiff_gui.runner.explain import AttributionSession, compared_runs, measure_between
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.reports import diagnosis_summary
@@ -95,7 +94,7 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         request = request_of(
             args, model, images, cache, target=args.target, settings=model_settings(args)
         )
-        start, end = parse_config_spec(args.from_), parse_config_spec(args.to)
+        start, end = configs_of([args.from_, args.to], model)  # an artefact's: its runtime
         session = AttributionSession(request, start, end, args.cutoff)
         outcome, matrix = run_matrix(args, err, session.request)
         status, failed = exit_code(outcome), bool(outcome.failed)
@@ -119,13 +118,13 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         _json(
             {
                 **attribution.to_dict(),
-                "model": records[0].model_name,
+                "model": records[0].study_model_name,
                 "image": records[0].target_name,
                 "runs": {r.label: r.key for r in records},
             }
         )
         return status
-    named, image = as_markup(records[0].model_name), as_markup(records[0].target_name)
+    named, image = as_markup(records[0].study_model_name), as_markup(records[0].target_name)
     said = f": {as_markup(compared)}" if compared else ""
     out.print(f"[bold]{named}[/] on [bold]{image}[/]{said}", markup=True)
     out.print(attribution_table(attribution))
@@ -138,7 +137,7 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
 def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
     _, studies, where, damaged = studies_of(args)
     status = report_damaged(err, damaged)
-    studies.sort(key=lambda pair: (pair.record.model_name, pair.record.target_name))
+    studies.sort(key=lambda pair: (pair.record.study_model_name, pair.record.target_name))
     if args.json:
         _json([diagnosis_summary(study, context_of(r, where)).to_dict() for study, r, _ in studies])
         return status

@@ -22,6 +22,7 @@ _FLAGS = {
     "repeats": "--repeats {}",
     "group": "--group ID",
     "model": "--model NAME",
+    "source": "--source MODEL",
 }
 
 

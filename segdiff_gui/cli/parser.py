@@ -24,6 +24,7 @@ from segdiff_gui.runner.arguments import (
     add_configs,
     add_model_settings,
     add_repeats_and_timeout,
+    add_source,
     add_timeout,
 )
 from segdiff_gui.version import __version__
@@ -56,7 +57,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "map. Then show how each run differs from the reference (the run nearest the defaults).",
         epilog=EPILOG,
     )
-    run.add_argument("model", help=".keras, legacy .h5, or a SavedModel folder")
+    run.add_argument(
+        "model",
+        help=".keras, legacy .h5, a SavedModel folder, or your own .tflite, .onnx or OpenVINO "
+        "IR .xml",
+    )
     run.add_argument(
         "images",
         nargs="+",
@@ -64,6 +69,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "folders are not searched recursively); they also fill batches as context",
     )
     add_configs(run)
+    add_source(run)
     _matrix_options(run)
     run.add_argument(
         "--strict",

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from segdiff_gui.core.attribution import Effect
+from segdiff_gui.core.attribution import Effect, plan_attribution
 from segdiff_gui.core.findings import Finding, plural
 from segdiff_gui.core.runtimes import RUNTIMES
+from segdiff_gui.core.study import Study, StudyRun
 
-__all__ = ["Conversion", "deployment_advice", "is_conversion"]
+__all__ = ["Conversion", "artefact_findings", "deployment_advice", "is_conversion"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +75,54 @@ def deployment_advice(conversions: list[Conversion], cutoff_text: str) -> list[F
             RUNTIMES[worst.runtime].link,
         )
     ]
+
+
+def _nearest(study: Study, runs: list[StudyRun]) -> StudyRun:
+    """Of one artefact's runs, the one whose configuration is nearest the reference's (its
+    runtime aside: the artefact has its own)."""
+
+    def away(run: StudyRun) -> tuple[int, int]:
+        steps = plan_attribution(study.reference.config, run.config).steps
+        return (sum(step.knob != "runtime" for step in steps), run.repeat)
+
+    return min(runs, key=away)
+
+
+def artefact_findings(study: Study, cutoff_text: str) -> list[Finding]:
+    """What each of the user's own artefacts beside its Keras source does against the
+    source's reference run (issue 51): its own model, not a knob of the source's, so it is
+    said apart, with what to do before shipping it."""
+    if study.reference.artefact:
+        return []
+    by_artefact: dict[str, list[StudyRun]] = {}
+    for run in study.runs:
+        if run.artefact:
+            by_artefact.setdefault(run.artefact, []).append(run)
+    findings = []
+    for name, runs in by_artefact.items():
+        run = _nearest(study, runs)
+        effect = study.effect(run)
+        title = RUNTIMES[run.config.runtime].family
+        findings.append(
+            Finding(
+                "knobs",
+                f"Your artefact {name}, run as it is under {title} ({run.configuration} "
+                f"against its Keras source's {study.reference.label}), changes "
+                f"{plural(effect.differing_pixels, 'pixel')} by up to {effect.max_ulp:,} ULP "
+                f"(max |Δ| {effect.max_abs:.3g}) and flips {plural(effect.flips, 'pixel')} "
+                f"{cutoff_text}.",
+                f"{effect.max_ulp:,} ULP, {plural(effect.flips, 'flip')}",
+            )
+        )
+        findings.append(
+            Finding(
+                "advice",
+                f"Your artefact {name} is what ships, not its source: its own difference "
+                f"({_measured(Conversion(run.config.runtime, run.label, effect))} {cutoff_text}) "
+                "is the figure to act on; the layer comparison (segdiff layers with --source) "
+                "says in which layer it is born, and the test-set sweep with masks what it "
+                "costs in accuracy.",
+                f"{effect.flips:,} flips, max |Δ| {effect.max_abs:.3g}",
+            )
+        )
+    return findings

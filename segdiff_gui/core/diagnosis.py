@@ -13,7 +13,12 @@ from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution, single_knob
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_findings import cutoff_findings, quietest_cutoff
-from segdiff_gui.core.deployment import Conversion, deployment_advice, is_conversion
+from segdiff_gui.core.deployment import (
+    Conversion,
+    artefact_findings,
+    deployment_advice,
+    is_conversion,
+)
 from segdiff_gui.core.exact_findings import exact_findings, exact_missing
 from segdiff_gui.core.findings import Finding, plural, verb
 from segdiff_gui.core.floatfmt import format_float32
@@ -63,9 +68,12 @@ def _size_text(effect: Effect) -> str:
 
 
 def _first_repeats(study: Study) -> dict[str, StudyRun]:
+    """Each configuration's first repeat, of the reference's model: an artefact's runs
+    beside its source are another model, said apart (``artefact_findings``)."""
     firsts: dict[str, StudyRun] = {}
     for run in sorted(study.runs, key=lambda r: r.repeat):
-        firsts.setdefault(study.configuration_of(run), run)
+        if run.artefact == study.reference.artefact:
+            firsts.setdefault(study.configuration_of(run), run)
     return firsts
 
 
@@ -338,6 +346,7 @@ def diagnose(study: Study) -> list[Finding]:
     findings = _repeatability(study)
     knob_findings, alone, varied, conversions = _knob_effects(study, cutoff_text)
     findings += knob_findings
+    findings += artefact_findings(study, cutoff_text)
     findings += cutoff_findings(study, cutoff_text)
     findings += exact_findings(study)
     findings += deployment_advice(conversions, cutoff_text)

@@ -130,6 +130,7 @@ def run_key(
     defaults_in_effect: dict[str, Any] | None = None,
     imported: str | None = None,
     batch_position: int | None = None,
+    source: str | None = None,
 ) -> str:
     """The cache key of one run.
 
@@ -145,6 +146,8 @@ def run_key(
     ``batch_position``: a sweep's run, whose batch is the set's consecutive images (the last
     one short, as ``predict`` cuts them) and whose target sits there; absent otherwise (the
     configuration's ``position`` says it), so other keys stay.
+    ``source``: the hash of the Keras model an artefact's run sits beside (its group is the
+    source's, recorded in it); absent otherwise, so every other key stays.
     """
     ingredients = {
         "schema": KEY_SCHEMA,
@@ -165,6 +168,8 @@ def run_key(
         ingredients["imported"] = imported
     if batch_position is not None:
         ingredients["batch_position"] = batch_position
+    if source:
+        ingredients["source"] = source
     return hash_bytes(canonical_json(ingredients).encode())
 
 

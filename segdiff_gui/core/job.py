@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from segdiff_gui.core.artefacts import KerasSource, beside_source
 from segdiff_gui.core.config import OutputSelection, Preprocessing, RunConfig
 from segdiff_gui.core.runtime_defaults import DefaultsInEffect
 
@@ -42,6 +43,8 @@ class PlannedRun:
     # A sweep's run: where the target sits in its batch, the set's consecutive images as
     # ``predict(x, batch_size)`` cuts them (keyed and stored); None: ``config.position``.
     batch_position: int | None = None
+    # The artefact's file name, where its runs sit beside its Keras source's (named apart).
+    beside: str = ""
 
     @property
     def position(self) -> int:
@@ -59,7 +62,10 @@ class PlannedRun:
         """As the stored record's label will say it (storage/records.configuration_label):
         the calibration set, and the inference precision OpenVINO is predicted to choose."""
         tags = [self.tag, self.in_effect.inference_precision or ""]
-        return " ".join([self.config.label(), *filter(None, tags), f"r{self.repeat}"])
+        label = " ".join([self.config.label(), *filter(None, tags)])
+        if self.beside:
+            label = beside_source(self.beside, label)
+        return f"{label} r{self.repeat}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +77,7 @@ class PlannedRun:
             "tag": self.tag,
             "in_effect": self.in_effect.to_dict(),
             "batch_position": self.batch_position,
+            "beside": self.beside,
         }
 
     @classmethod
@@ -86,6 +93,7 @@ class PlannedRun:
             batch_position=None
             if data.get("batch_position") is None
             else int(data["batch_position"]),
+            beside=str(data.get("beside", "")),
         )
 
 
@@ -108,6 +116,9 @@ class EngineJob:
     # How often the child says "compiling kernels" while a first forward pass runs: well
     # inside the runner's no-progress deadline (``heartbeat_for``), which it must never reach.
     heartbeat_s: float = HEARTBEAT_S
+    # The Keras model the job's artefact was converted from, where its runs sit beside it:
+    # recorded in each run (its group is the source's), and loaded by a layer probe.
+    source: KerasSource | None = None
 
     @property
     def probes_layers(self) -> bool:
@@ -135,6 +146,9 @@ class EngineJob:
             "runs": [run.to_dict() for run in self.runs],
             "probe_memory_budget": self.probe_memory_budget,
             "heartbeat_s": self.heartbeat_s,
+            "source": (
+                None if self.source is None else {**self.source.to_dict(), "path": self.source.path}
+            ),
         }
 
     @classmethod
@@ -151,6 +165,9 @@ class EngineJob:
             probe_memory_budget=int(data.get("probe_memory_budget", 0)),
             trust_preprocess=bool(data.get("trust_preprocess", False)),
             heartbeat_s=float(data.get("heartbeat_s", HEARTBEAT_S)),
+            source=KerasSource.from_dict(
+                data.get("source"), str((data.get("source") or {}).get("path", ""))
+            ),
         )
 
 

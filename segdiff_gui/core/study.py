@@ -64,6 +64,9 @@ class StudyRun:
     imported: bool = False
     # oneDNN as it was in effect in the run's process (its provenance), where recorded.
     onednn: bool | None = None
+    # The artefact's file name, for a run of the user's own artefact beside its Keras source
+    # (the study is the source's): another model than its configuration says, said apart.
+    artefact: str = ""
 
     @property
     def identity(self) -> tuple[RunConfig, str, str, str]:

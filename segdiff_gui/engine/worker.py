@@ -387,6 +387,8 @@ class JobRunner:
         }
         if in_effect := run.in_effect.to_dict():  # keyed: a stored run's key is made from it
             provenance["defaults_in_effect"] = in_effect
+        if self.job.source is not None:  # keyed: the run sits beside its Keras source
+            provenance["source_model"] = self.job.source.to_dict()
         return RunRecord(
             key=run.key,
             label=run.label,

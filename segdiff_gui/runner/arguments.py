@@ -8,12 +8,15 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from segdiff_gui.core.artefacts import base_config
 from segdiff_gui.core.config import (
     ACTIVATIONS,
     ConfigError,
     ModelSettings,
     OutputSelection,
     Preprocessing,
+    RunConfig,
+    parse_config_spec,
     parse_preprocessing,
 )
 from segdiff_gui.core.defaults import (
@@ -35,7 +38,9 @@ __all__ = [
     "add_layer_budgets",
     "add_model_settings",
     "add_repeats_and_timeout",
+    "add_source",
     "add_timeout",
+    "configs_of",
     "model_settings",
     "number",
     "option_values",
@@ -72,6 +77,36 @@ def add_configs(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help=f"comma-separated key=value: {KNOBS.help()}; repeatable, one per configuration",
     )
+
+
+def add_source(parser: argparse.ArgumentParser, configs: bool = True) -> None:
+    """``--source``, the Keras model an artefact was converted from, and (``configs``) its
+    repeatable ``--source-config``."""
+    parser.add_argument(
+        "--source",
+        metavar="MODEL",
+        help="the Keras model (.keras or legacy .h5) that your artefact (.tflite, .onnx, "
+        "OpenVINO IR) was converted from: its runs beside the artefact's, on the same images, "
+        "preprocessing and output, in one study (the exact float64 run made from it); the "
+        "artefact's runs are named with its file name",
+    )
+    if configs:
+        parser.add_argument(
+            "--source-config",
+            action="append",
+            default=[],
+            metavar="SPEC",
+            help="a configuration of the --source, as --config (default: each of the "
+            "artefact's devices and batches at the source's defaults, and precision=float64); "
+            "repeatable",
+        )
+
+
+def configs_of(specs: list[str], model: str | Path | None) -> tuple[RunConfig, ...]:
+    """``--config`` specs as configurations of ``model``: an artefact's start from its own
+    runtime (``xnnpack=off`` alone), any other model's from every default."""
+    base = base_config(model) if model else RunConfig()
+    return tuple(parse_config_spec(spec, base) for spec in specs)
 
 
 def add_repeats_and_timeout(parser: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from segdiff_gui.core.attribution import Attribution, AttributionPlan, attribute, plan_attribution
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore
@@ -43,7 +44,10 @@ def measure_attribution(
     for record in records:
         elsewhere = host is not None and _host(record) != host
         kept_beside = record.provenance.merged_from_key is not None
-        if elsewhere or (kept_beside and record.key not in named):
+        # An artefact's run beside its Keras source is another model than its configuration
+        # says (its runtime is the source's conversion's too): an end only, never a step.
+        artefact = record.provenance.source is not None
+        if elsewhere or ((kept_beside or artefact) and record.key not in named):
             continue  # another machine's run is no repeat and no knob (but may be an end)
         if record.run_config.is_exact:
             continue  # the exact reference's float64 map: never measured as a float32 run
@@ -75,7 +79,21 @@ def measure_between(
     """What moves stored run ``first`` to ``second`` (two runs of ``records``, their group):
     their knobs one by one, and the total between exactly these two runs."""
     plan = plan_attribution(first.run_config, second.run_config)
+    if first.provenance.source is not None or second.provenance.source is not None:
+        # An artefact's run beside its Keras source: its runtime step is the other model.
+        steps = tuple(
+            replace(step, change=f"{_model_under(first)} → {_model_under(second)}")
+            if step.knob == "runtime"
+            else step
+            for step in plan.steps
+        )
+        plan = replace(plan, steps=steps)
     return measure_attribution(store, records, plan, cutoff, (first.key, second.key))
+
+
+def _model_under(record: RunRecord) -> str:
+    """``int8.tflite under LiteRT``: a run's model file and its runtime's family."""
+    return f"{record.model_name} under {RUNTIMES[record.run_config.runtime].family}"
 
 
 def compared_runs(first: RunRecord, second: RunRecord) -> str:
@@ -108,8 +126,9 @@ class AttributionSession:
             raise InputError(
                 "explain", f"the two configurations are one ({self.plan.base.label()})"
             )
-        # Every step or none: a knob the model cannot take refuses the attribution.
-        self.request = replace(request.with_configs(self.plan.configs()), strict=True)
+        # Every step or none: a knob the model cannot take refuses the attribution. Knob by
+        # knob of the request's model alone: an artefact's source does not run beside.
+        self.request = replace(request.with_configs(self.plan.configs()), strict=True, source=None)
         self.cutoff = cutoff
 
     def measure(self, store: RunStore, records: Sequence[RunRecord]) -> Attribution:

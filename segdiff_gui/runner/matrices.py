@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from segdiff_gui.core.config import RunConfig
 
-__all__ = ["artefact_configs", "default_configs", "demo_configs"]
+__all__ = ["artefact_configs", "default_configs", "demo_configs", "source_configs"]
 
 
 def default_configs(gpus: Sequence[str]) -> list[RunConfig]:
@@ -19,6 +19,17 @@ def artefact_configs(runtime: str, fixed_batch: int | None) -> list[RunConfig]:
     its fixed batch alone where its input fixes one (a ``.tflite`` converted for one image)."""
     batches = (fixed_batch,) if fixed_batch is not None else (1, 64)
     return [RunConfig(runtime=runtime, batch=batch) for batch in batches]
+
+
+def source_configs(artefact: Sequence[RunConfig]) -> list[RunConfig]:
+    """What an artefact's Keras source runs beside it when nothing else is asked: each of the
+    artefact's devices and batches under the source's own runtime at its defaults, then the
+    exact run (float64), which says which side of each flip is right."""
+    same = [
+        RunConfig(device=c.device, batch=c.batch, context=c.context, position=c.position)
+        for c in artefact
+    ]
+    return list(dict.fromkeys([*same, RunConfig(precision="float64")]))
 
 
 def demo_configs(gpus: Sequence[str]) -> list[RunConfig]:

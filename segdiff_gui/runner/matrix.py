@@ -9,6 +9,7 @@ import queue
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from segdiff_gui.core.defaults import DEFAULT_PARALLEL_CHILDREN, DEFAULT_TIMEOUT_S
@@ -121,7 +122,8 @@ class MatrixRunner:
         # Children at once: not more than there are cores.
         self._parallel = max(1, min(parallel, os.cpu_count() or 1))
         # What an input error about which holds for every child (see _run_jobs).
-        self._inputs = {str(plan.model_path), *(image.path for image in plan.images)}
+        models = [plan.model_path, *([plan.source.model_path] if plan.source else [])]
+        self._inputs = {*map(str, models), *(image.path for image in plan.images)}
         self._image_of = (
             {run.key: plan.images[run.target].name for run in plan.runs}
             if len(plan.targets) > 1
@@ -306,17 +308,12 @@ class MatrixRunner:
             return message
         return replace(message, label=f"{label} · {self._image_of[key]}")  # type: ignore[call-arg]
 
-    def _remember_model(self, answer: ModelAnswer) -> None:
-        """What the child said of the model it loaded serves as the model's inspection."""
-        template = self.plan.template
-        if template is not None:
-            remember_inspection(
-                self.cache.root,
-                self.plan.model_path,
-                self.plan.model_hash,
-                template.trust_model,
-                answer,
-            )
+    def _remember_model(self, job: EngineJob, answer: ModelAnswer) -> None:
+        """What the child said of the model it loaded (its job's: an artefact's source has
+        jobs of its own) serves as the model's inspection."""
+        remember_inspection(
+            self.cache.root, Path(job.model_path), job.model_hash, job.trust_model, answer
+        )
 
     def _start(self, job: EngineJob, early: bool = False) -> ChildProcess:
         """A child for ``job``; ``early``: started beside a first child that has not ended a
@@ -344,7 +341,7 @@ class MatrixRunner:
             child = self._start(replace(job, runs=tuple(pending.values())), early)
             early = False
             try:
-                yield from self._drive_child(child, pending, fruitless)
+                yield from self._drive_child(job, child, pending, fruitless)
             except BaseException:
                 child.signal_kill()  # the consumer gave up: kill now, don't wait for it
                 raise
@@ -354,7 +351,11 @@ class MatrixRunner:
                     self._children.remove(child)
 
     def _drive_child(
-        self, child: ChildProcess, pending: dict[str, PlannedRun], fruitless: list[int]
+        self,
+        job: EngineJob,
+        child: ChildProcess,
+        pending: dict[str, PlannedRun],
+        fruitless: list[int],
     ) -> Iterator[Message]:
         """Relay one child's messages; afterwards fail the run it died on, if it died. A child
         may have several runs started and not yet said done (one computing while the runs
@@ -378,7 +379,7 @@ class MatrixRunner:
                     in_flight.pop(message.key, None)
                     progressed = True
                 elif isinstance(message, ModelAnswer):
-                    self._remember_model(message)
+                    self._remember_model(job, message)
                 elif isinstance(message, ProbeAnswer):
                     remember_probe(self.cache.root, message)
                     continue  # for the next planning, not for the front ends

@@ -14,7 +14,13 @@ from typing import IO, Any
 
 import numpy as np
 
-from segdiff_gui.core.artefacts import ARTEFACT_FORMATS, artefact_format, for_artefact
+from segdiff_gui.core.artefacts import (
+    ARTEFACT_FORMATS,
+    KerasSource,
+    artefact_format,
+    for_artefact,
+    source_misfit,
+)
 from segdiff_gui.core.config import (
     OutputSelection,
     Preprocessing,
@@ -29,7 +35,7 @@ from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_CONFIG_BYTES, MAX_REPEATS
 from segdiff_gui.core.preprocess import is_tensor, prepare_input, tensor_input
-from segdiff_gui.core.protocol import ChildFatal, skipped_line
+from segdiff_gui.core.protocol import ChildFatal, ModelAnswer, skipped_line
 from segdiff_gui.core.runtime_defaults import Machine, defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
 from segdiff_gui.core.shards import shard_slice, shard_unit
@@ -50,8 +56,11 @@ __all__ = [
     "Skipped",
     "artefact_facts",
     "batch_slots",
+    "beside_source",
     "check_inputs",
     "check_model_path",
+    "check_source",
+    "fits_source",
     "image_refs",
     "is_model_path",
     "jobs_for",
@@ -158,6 +167,9 @@ class MatrixPlan:
     unit: int = 1
     # A sweep's target images to keep beside their runs, checked: kept while they compute.
     images_to_keep: tuple[int, ...] = ()
+    # An artefact's Keras source's own plan, where the artefact's runs sit beside it (issue
+    # 51): its runs, cached runs and jobs are this plan's too (beside_source).
+    source: MatrixPlan | None = None
 
     def keep_images(self, cache: ResultCache, halted: Callable[[], bool]) -> None:
         """Keep :attr:`images_to_keep` in ``cache`` (until ``halted``): each decoded again,
@@ -500,6 +512,56 @@ def _child_of(run: PlannedRun, knobs: KnobRegistry) -> tuple[object, ...]:
     return settings
 
 
+def check_source(artefact: Path, source: Path) -> KerasSource:
+    """``source`` as the Keras model ``artefact`` was converted from (checked as any model
+    is, then hashed): an artefact's own runs sit beside its source's; a source that is not a
+    Keras model, or an artefact given a source that is none, is one line."""
+    if artefact_format(artefact) is None:
+        raise InputError(
+            source,
+            f"is given as a Keras source, but {artefact.name} is not your own artefact (a "
+            ".tflite, .onnx or OpenVINO IR): a source goes beside an artefact",
+        )
+    source = check_model_path(source)
+    if artefact_format(source) is not None or source.is_dir():
+        raise InputError(
+            source, "is not a Keras model (.keras or legacy .h5): an artefact's source is one"
+        )
+    return KerasSource(source.name, hash_model(source), str(source))
+
+
+def fits_source(artefact: ArtefactFacts, answer: ModelAnswer, source: Path) -> None:
+    """Refuse, in one line naming both shapes, an artefact whose input or outputs are not
+    those of its source (``answer``: what a child said the source takes and gives)."""
+    outputs = [list(output.get("shape", [])) for output in answer.outputs]
+    misfit = source_misfit(
+        artefact.input_shape,
+        [output.shape for output in artefact.outputs],
+        answer.input_shape,
+        outputs,
+    )
+    if misfit:
+        raise InputError(artefact.path, f"does not fit its Keras source {source.name}: {misfit}")
+
+
+def beside_source(artefact: MatrixPlan, source: MatrixPlan) -> MatrixPlan:
+    """The artefact's plan with its source's beside it: one plan of both models' runs on the
+    same images (the source's first: its reference), each run by children of its own."""
+    unwritable = artefact.unwritable or source.unwritable
+    return replace(
+        artefact,
+        runs=source.runs + artefact.runs,
+        cached=source.cached + artefact.cached,
+        jobs=source.jobs + artefact.jobs if unwritable is None else (),
+        damaged=source.damaged + artefact.damaged,
+        merged=source.merged | artefact.merged,
+        unstorable=source.unstorable + artefact.unstorable,
+        unwritable=unwritable,
+        skipped=source.skipped + artefact.skipped,
+        source=source,
+    )
+
+
 def plan_matrix(
     model_path: str | Path,
     image_paths: Sequence[str | Path],
@@ -517,6 +579,7 @@ def plan_matrix(
     knobs: KnobRegistry = KNOBS,
     machine: Machine | None = None,
     strict: bool = False,
+    source: KerasSource | None = None,
 ) -> MatrixPlan:
     """Plan ``configs × repeats`` runs of ``model_path`` on the target among ``image_paths``,
     or, for a ``sweep``, on every image (only shard ``K`` of ``N`` with ``shard=(K, N)``).
@@ -525,7 +588,9 @@ def plan_matrix(
 
     A configuration the model or this Python cannot run is left out and named in
     ``skipped``, so that the others run; the request is refused instead (its first such
-    configuration's reason raised) where ``strict`` or where nothing would be left."""
+    configuration's reason raised) where ``strict`` or where nothing would be left.
+    ``source``: the Keras model the artefact ``model_path`` was converted from, whose study
+    its runs join (keyed with it and named apart: :func:`beside_source` adds its plan)."""
     model = check_model_path(model_path)
     if model.is_dir() and not trust_model:  # before its files are read to be hashed
         raise untrusted_saved_model(model)
@@ -594,6 +659,7 @@ def plan_matrix(
             calibration=calibration if _calibrated(config) else None,
             defaults_in_effect=in_effect.to_dict(),
             batch_position=batch_position,
+            source=source.sha256 if source else None,
         )
         if key in seen:  # the same configuration asked twice runs once
             return
@@ -609,6 +675,7 @@ def plan_matrix(
                 tag=tag,
                 in_effect=in_effect,
                 batch_position=batch_position,
+                beside=model.name if source else "",
             )  # fmt: skip
         )
 
@@ -689,6 +756,7 @@ def plan_matrix(
         output=output,
         images=tuple(refs),
         cache_root=str(cache.root),
+        source=source,
     )
     jobs = jobs_for(template, to_compute, knobs) if unwritable is None else ()
     return MatrixPlan(

@@ -63,7 +63,7 @@ class ReportContext:
 def report_context(record: RunRecord, source: str = "") -> ReportContext:
     """The context of ``record``'s group, read from ``source`` (a cache or a bundle)."""
     return ReportContext(
-        model=record.model_name,
+        model=record.study_model_name,
         image=record.target_name,
         group=group_id(record),
         preprocessing=record.preprocessing,

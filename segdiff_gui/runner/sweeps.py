@@ -49,7 +49,7 @@ __all__ = [
 
 def _version(record: RunRecord) -> str:
     """The model file and its settings: a sweep's images must all share them."""
-    return canonical_json([record.model_hash, record.preprocessing, record.output])
+    return canonical_json([record.study_model_hash, record.preprocessing, record.output])
 
 
 def sweep_groups(
@@ -64,7 +64,7 @@ def sweep_groups(
     if group is not None:
         chosen = {_version(g[0]) for g in comparable_groups(records, model=model, group=group)}
         groups = [g for g in groups if _version(g[0]) in chosen]
-    models = {g[0].model_name for g in groups}
+    models = {g[0].study_model_name for g in groups}
     if len(models) > 1:
         names = ", ".join(sorted(models))
         raise InputError(
@@ -75,12 +75,12 @@ def sweep_groups(
     versions = {_version(g[0]): g[0] for g in groups}
     if len(versions) > 1:
         listed = "; ".join(
-            f"group {group_id(r)} ({r.target_name}): model {r.model_hash[:8]}, "
+            f"group {group_id(r)} ({r.target_name}): model {r.study_model_hash[:8]}, "
             f"{settings_text(r) or 'defaults'}"
             for r in versions.values()
         )
         raise InputError(
-            groups[0][0].model_name,
+            groups[0][0].study_model_name,
             f"was run in {len(versions)} versions (model file, preprocessing or output "
             f"differ: {listed}); choose one by the group of any of its images",
             fix="group",
@@ -170,7 +170,7 @@ def summarise_sweep(
             without_reference.append(group[0].target_name)
             continue
         if summary is None:
-            summary = SweepSummary(reference, cutoff, study.multiclass, group[0].model_name)
+            summary = SweepSummary(reference, cutoff, study.multiclass, group[0].study_model_name)
         shape = study.reference.probabilities.shape
         classes = shape[2] if study.multiclass else 2
         labels = truth.read(group[0].target_name, shape[:2], classes) if truth else None

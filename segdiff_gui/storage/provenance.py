@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from segdiff_gui.core.artefacts import KerasSource
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.runtime_defaults import (
@@ -216,6 +217,12 @@ class Provenance:
         return calibration_tag(hashes) if hashes else ""
 
     # where it came from ------------------------------------------------------------------
+    @property
+    def source(self) -> KerasSource | None:
+        """The Keras model an artefact's run sits beside (its name and hash: keyed, and its
+        group's model), or None for every other run."""
+        return KerasSource.from_dict(self._attributes.get("source_model"))
+
     @property
     def imported(self) -> StatedImport | None:
         """What was stated of a map imported from the user's own pipeline, or ``None`` for a

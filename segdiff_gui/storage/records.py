@@ -20,6 +20,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from segdiff_gui.core.artefacts import beside_source
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.environment import keyed_environment
 from segdiff_gui.core.errors import InputError
@@ -145,7 +146,20 @@ class RunRecord:
     def configuration(self) -> str:
         """The configuration's label (the run's label without its repeat), for display and
         for naming a configuration (``sweep --ref 'cpu b1'``)."""
-        return configuration_label(self.run_config, self.provenance)
+        return configuration_label(self.run_config, self.provenance, self.model_name)
+
+    @property
+    def study_model_hash(self) -> str:
+        """The model whose study the run is in: its own, or, for an artefact's run beside its
+        Keras source, the source's (the two are one group)."""
+        source = self.provenance.source
+        return source.sha256 if source is not None else self.model_hash
+
+    @property
+    def study_model_name(self) -> str:
+        """The file name of :attr:`study_model_hash`'s model."""
+        source = self.provenance.source
+        return printable(source.name) if source is not None else self.model_name
 
 
 # identity ----------------------------------------------------------------------------------
@@ -169,6 +183,7 @@ def expected_key(record: RunRecord) -> str:
         defaults_in_effect=provenance.defaults_in_effect.to_dict(),
         imported=provenance.imported_digest or None,
         batch_position=record.batch_position,
+        source=provenance.source.sha256 if provenance.source else None,
     )
 
 
@@ -177,11 +192,13 @@ def elsewhere_key(key: str, record: RunRecord) -> str:
     return hash_bytes(f"{key}:{record.provenance.machine}".encode())
 
 
-def configuration_label(config: RunConfig, provenance: Provenance) -> str:
+def configuration_label(config: RunConfig, provenance: Provenance, model_name: str = "") -> str:
     """``cpu b64``; a run kept beside this machine's is named with its host; a full-int8
     run with its calibration set (``litert-int8 cpu b1 cal16#3fa2``); an OpenVINO run left at
     its default with the precision its compiled model reported (``openvino cpu b1 bf16``:
-    the CPU chose it, and ``infer-bf16`` is a run that asked for it)."""
+    the CPU chose it, and ``infer-bf16`` is a run that asked for it); an artefact's run
+    beside its Keras source with the artefact's file name, ``model_name``
+    (``int8.tflite litert cpu b1``)."""
     if (stated := provenance.imported) is not None:
         return f"imported: {printable(stated.label)[:80]}"
     label = config.label()
@@ -189,6 +206,8 @@ def configuration_label(config: RunConfig, provenance: Provenance) -> str:
         label = f"{label} {tag}"
     if config.inference_precision is None and (precision := provenance.inference_precision):
         label = f"{label} {precision}"
+    if provenance.source is not None:
+        label = beside_source(model_name, label)
     if provenance.merged_from_key is not None:
         host = provenance.hostname or "elsewhere"
         return f"{printable(host)}: {label}"
@@ -208,9 +227,11 @@ def batch_tag(record: RunRecord) -> str:
     return f"{len(set(record.batch_hashes))}img#{batch_id(record)[:4]}"
 
 
-def derived_label(config: RunConfig, repeat: int, provenance: Provenance) -> str:
+def derived_label(
+    config: RunConfig, repeat: int, provenance: Provenance, model_name: str = ""
+) -> str:
     """``cpu b64 r1``: the configuration's label and the repeat."""
-    return f"{configuration_label(config, provenance)} r{repeat}"
+    return f"{configuration_label(config, provenance, model_name)} r{repeat}"
 
 
 # checksum ----------------------------------------------------------------------------------
@@ -432,7 +453,7 @@ def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]
     # Shown to people: never a control character, and a label made from the configuration.
     shown = replace(
         record,
-        label=derived_label(config, record.repeat, provenance),
+        label=derived_label(config, record.repeat, provenance, record.model_name),
         model_name=printable(record.model_name),
         target_name=printable(record.target_name),
         output_name=printable(record.output_name),

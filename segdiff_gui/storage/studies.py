@@ -1,5 +1,7 @@
 """From stored runs to studies: runs are comparable when they share the model, the target
-image, the preprocessing, the output and the map shape."""
+image, the preprocessing, the output and the map shape. An artefact's runs beside its Keras
+source (issue 51) share the source's model: its study is the source's, both models' runs in
+one group."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ __all__ = [
     "group_id",
     "group_of",
     "group_titles",
+    "models_text",
     "settings_text",
     "load_study",
     "natural_order",
@@ -62,7 +65,7 @@ def target_image(store: RunStore, image_hash: str) -> tuple[np.ndarray | None, I
 def _group_key(record: RunRecord) -> str:
     return canonical_json(
         [
-            record.model_hash,
+            record.study_model_hash,
             record.target_hash,
             record.preprocessing,
             record.output,
@@ -116,19 +119,29 @@ def group_titles(groups: Sequence[Sequence[RunRecord]]) -> dict[str, str]:
     """Each group's title by its id: ``model.keras on cell_07.png``, with the settings when
     they are not the defaults or another group shares the model and image (two groups must
     not look alike)."""
-    shared = Counter((g[0].model_hash, g[0].target_hash) for g in groups if g)
+    shared = Counter((g[0].study_model_hash, g[0].target_hash) for g in groups if g)
     titles = {}
     for group in groups:
         record = group[0]
-        title = f"{record.model_name} on {record.target_name}"
+        title = f"{models_text(group)} on {record.target_name}"
         settings = settings_text(record)
         if settings:
             title = f"{title} ({settings})"
-        elif shared[(record.model_hash, record.target_hash)] > 1:  # other settings or shape
+        elif shared[(record.study_model_hash, record.target_hash)] > 1:  # other settings
             shape = shape_text(record.map_shape)
             title = f"{title} (default settings, {shape} map, group {group_id(record)})"
         titles[group_id(record)] = title
     return titles
+
+
+def models_text(group: Sequence[RunRecord]) -> str:
+    """The model files of a group: its model's, and any artefact's run beside it as its Keras
+    source (``unet.keras with int8.tflite``)."""
+    if not group:
+        return ""
+    source = group[0].study_model_name
+    artefacts = dict.fromkeys(r.model_name for r in group if r.provenance.source is not None)
+    return " with ".join([source, *artefacts]) if artefacts else source
 
 
 def comparable_groups(
@@ -142,21 +155,30 @@ def comparable_groups(
     trials (runs with layers kept in float32) are left out: dozens of them are the search's
     steps, not runs anyone set out to compare (its report says what they found). So is the
     exact reference (float64, issue 36): it is a comparison of its own, beside the reference,
-    never one of the float32 runs (:func:`exact_of` finds a group's)."""
+    never one of the float32 runs (:func:`exact_of` finds a group's). A model named (its file
+    name or hash prefix) chooses the groups it has runs in: an artefact's beside its source
+    are the source's group, whichever of the two is named."""
     chosen = [
         r
         for r in records
         if _compared(r)
-        and (model is None or model in (r.model_name, r.model_hash[:8]))
         and (image is None or image in (r.target_name, r.target_hash[:8]))
         and (group is None or group_id(r).startswith(group.lower()))
     ]
-    if not chosen and (model or image or group):
-        raise InputError(model or image or group, "matches no run in the cache (see 'segdiff ls')")
     groups: dict[str, list[RunRecord]] = {}
     for record in sorted(chosen, key=natural_order):
         groups.setdefault(_group_key(record), []).append(record)
-    return [distinguish_batches(group) for group in groups.values()]
+    found = [g for g in groups.values() if model is None or any(_named(r, model) for r in g)]
+    if not found and (model or image or group):
+        raise InputError(model or image or group, "matches no run in the cache (see 'segdiff ls')")
+    return [distinguish_batches(group) for group in found]
+
+
+def _named(record: RunRecord, model: str) -> bool:
+    """Whether ``model`` names the record's model, or the Keras source it sits beside."""
+    names = (record.model_name, record.model_hash[:8])
+    source = record.provenance.source
+    return model in names or (source is not None and model in (source.name, source.sha256[:8]))
 
 
 def _compared(record: RunRecord) -> bool:
@@ -223,6 +245,8 @@ def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
     provenance = record.provenance
     merged_from = (provenance.merged_from_bundle or "a bundle") if provenance.merged else ""
     imported = provenance.imported_digest
+    # An artefact's run beside its source is another model than its configuration says.
+    artefact = f"{record.model_name}#{record.model_hash[:8]}" if provenance.source else ""
     return StudyRun(
         record.key,
         record.label,
@@ -231,10 +255,11 @@ def study_run(record: RunRecord, probabilities: np.ndarray) -> StudyRun:
         probabilities,
         machine=provenance.hostname or "",
         merged_from=merged_from,
-        variant=f"imported#{imported}" if imported else provenance.calibration_tag,
+        variant=f"imported#{imported}" if imported else artefact or provenance.calibration_tag,
         batch=batch_id(record),
         imported=bool(imported),
         onednn=provenance.onednn_enabled,
+        artefact=record.model_name if provenance.source else "",
     )
 
 

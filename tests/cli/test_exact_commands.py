@@ -29,7 +29,9 @@ def studied(monkeypatch: pytest.MonkeyPatch):
     chosen: list[Study] = []
 
     def studies_of(args):
-        record = SimpleNamespace(target_name="cell.png", model_name="m.keras")
+        record = SimpleNamespace(
+            target_name="cell.png", model_name="m.keras", study_model_name="m.keras"
+        )
         return None, [GroupStudy(s, record, "m.keras on cell.png") for s in chosen], "c", []
 
     monkeypatch.setattr(analysis_commands, "studies_of", studies_of)
