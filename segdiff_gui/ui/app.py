@@ -9,11 +9,17 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.text import printable
-from segdiff_gui.runner.arguments import add_configs, add_model_settings, add_repeats_and_timeout
+from segdiff_gui.runner.arguments import (
+    add_configs,
+    add_model_settings,
+    add_repeats_and_timeout,
+    add_source,
+)
 from segdiff_gui.version import __version__
 
 if TYPE_CHECKING:  # imported where they are used: Qt and the window after the runs start
@@ -37,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("model", nargs="?", help=".keras, .h5 or SavedModel folder")
     parser.add_argument("images", nargs="*", help="images or folders (the first is the target)")
     add_configs(parser)
+    add_source(parser)
     add_repeats_and_timeout(parser)
     add_model_settings(parser)
     parser.add_argument("--open", metavar="BUNDLE", help="a bundle made by 'segdiff bundle'")
@@ -58,21 +65,19 @@ def _parser() -> argparse.ArgumentParser:
 
 def open_session(args: argparse.Namespace) -> Opened:
     """The cache and the session that ``args`` open, without Qt (bad input raises)."""
-    from segdiff_gui.core.artefacts import base_config
-    from segdiff_gui.core.config import parse_config_spec
     from segdiff_gui.io.images import collect_images
     from segdiff_gui.resources import demo_dir, demo_images, demo_model
-    from segdiff_gui.runner.arguments import model_settings
+    from segdiff_gui.runner.arguments import configs_of, model_settings
     from segdiff_gui.runner.matrices import demo_configs
-    from segdiff_gui.runner.plan import check_model_path
+    from segdiff_gui.runner.plan import check_model_path, check_source
     from segdiff_gui.runner.request import MatrixRequest
     from segdiff_gui.storage.bundle import BundleReader
     from segdiff_gui.storage.cache import ResultCache
     from segdiff_gui.ui.session import BundleSession, MatrixSession
 
     # The request the flags make, as `segdiff run` makes it: the same runs, the same cache keys.
-    base = base_config(args.model) if args.model else None  # an artefact's own runtime
-    configs = tuple(parse_config_spec(spec, base) for spec in args.config)
+    configs = configs_of(args.config, args.model)  # an artefact's: from its own runtime
+    source_configs = configs_of(args.source_config, None)
     settings = model_settings(args)
     cache = ResultCache(args.cache) if args.cache else ResultCache()
     if args.open:
@@ -82,9 +87,11 @@ def open_session(args: argparse.Namespace) -> Opened:
         if not args.images:
             raise InputError(args.model, "give the images to run it on after the model")
         model, images = check_model_path(args.model), tuple(collect_images(args.images))
+        source = Path(check_source(model, Path(args.source)).path) if args.source else None
         request = MatrixRequest(
             model, images, cache, configs, repeats=args.repeats, target=args.target,
-            settings=settings, timeout_s=args.timeout,
+            settings=settings, timeout_s=args.timeout, source=source,
+            source_configs=source_configs,
         )  # fmt: skip
         return cache, MatrixSession(request)
     request = MatrixRequest(

@@ -167,6 +167,16 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "&Open model and images…", self.open_model_dialog, open_standard)
         self._action(file_menu, "Open &SavedModel folder and images…", self.open_saved_model_dialog)
         self._action(file_menu, "Open &bundle…", self.open_bundle_dialog, "Ctrl+Shift+O")
+        self.source_action = self._action(
+            file_menu, "Compare with its &Keras source…", self.source_dialog
+        )
+        self.source_action.setToolTip(
+            "Your artefact (.tflite, .onnx, OpenVINO IR) beside the Keras model it was "
+            "converted from: both models' runs in one study, on the same images and settings"
+        )
+        file_menu.aboutToShow.connect(
+            lambda: self.source_action.setEnabled(self.sessions.compares_with_source())
+        )
         file_menu.addMenu(recent_menu)
         file_menu.addSeparator()
         self._action(file_menu, "&Import your maps…", self.your_maps.import_dialog, "Ctrl+I")
@@ -303,6 +313,18 @@ class MainWindow(QMainWindow):
         )  # fmt: skip
         if model:
             self._open_with_images(model)
+
+    def source_dialog(self) -> None:
+        """The Keras model the open artefact was converted from: its runs go beside."""
+        if not self.sessions.compares_with_source():
+            self.notify("Open your artefact (.tflite, .onnx or OpenVINO IR) first")
+            return
+        keras = " ".join(f"*{suffix}" for suffix in KERAS_MODEL_SUFFIXES)
+        path, _ = QFileDialog.getOpenFileName(
+            self, "The Keras model your artefact was converted from", "", f"Keras models ({keras})"
+        )
+        if path:
+            self.sessions.set_source(path)
 
     def open_saved_model_dialog(self) -> None:
         """A SavedModel folder, then its images."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from segdiff_gui.core.artefacts import artefact_format
 from segdiff_gui.core.errors import ConfigError, InputError, in_few_lines
 from segdiff_gui.core.findings import plural
 from segdiff_gui.core.protocol import (
@@ -26,7 +27,7 @@ from segdiff_gui.core.protocol import (
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.runner.devices import gpu_names, remembered_probe
-from segdiff_gui.runner.plan import MatrixPlan, check_model_path, is_model_path
+from segdiff_gui.runner.plan import MatrixPlan, check_model_path, check_source, is_model_path
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import BundleReader, is_bundle
 from segdiff_gui.storage.cache import ResultCache
@@ -197,6 +198,35 @@ class SessionController(QObject):
             return
         self.set_session(MatrixSession(MatrixRequest(model, tuple(images), self.cache)))
         if self.panel.run_button.isEnabled():
+            self.start_runs()
+
+    def compares_with_source(self) -> bool:
+        """Whether the session's model is the user's own artefact, which a Keras source can
+        go beside."""
+        session = self.session
+        if not isinstance(session, MatrixSession):
+            return False
+        return artefact_format(session.request.model) is not None
+
+    def set_source(self, path: str) -> None:
+        """Put the Keras model the session's artefact was converted from beside it (issue 51):
+        its runs join the artefact's, one study; a source that is not a Keras model, or does
+        not fit the artefact, is said in the window."""
+        session = self.session
+        if not isinstance(session, MatrixSession) or self.worker is not None:
+            return
+        try:
+            source = check_source(session.request.model, Path(path))
+        except InputError as error:
+            self._cannot_open(error)
+            return
+        session.request = replace(session.request, source=Path(source.path))
+        self.notify(
+            f"{printable(source.name)} beside {printable(session.request.model.name)}: the "
+            "artefact's runs are named with its file name",
+            8000,
+        )
+        if self.replan() and self.panel.run_button.isEnabled():
             self.start_runs()
 
     def refuses_model(self, path: str) -> bool:
