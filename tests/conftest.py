@@ -61,6 +61,23 @@ def demo() -> tuple[Path, list[Path]]:
 
 
 @pytest.fixture(scope="session")
+def artefacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's artefacts (tests/engine/artefact_files.py), converted once per session in a
+    process of its own."""
+
+    def write(out: Path) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "tests.engine.artefact_files", str(out)],
+            check=True,
+            capture_output=True,
+            timeout=600,
+            cwd=TESTS.parent,
+        )
+
+    return made_once(tmp_path_factory, "artefacts", write)
+
+
+@pytest.fixture(scope="session")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Test models written by real Keras 3 and tf-keras in a child process."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -15,6 +16,7 @@ from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import as_markup, print_json, say
+from segdiff_gui.core.artefacts import base_config
 from segdiff_gui.core.config import (
     ModelSettings,
     OutputSelection,
@@ -23,14 +25,19 @@ from segdiff_gui.core.config import (
     parse_config_spec,
 )
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerComparison, layer_cells
+from segdiff_gui.core.layer_stats import (
+    LAYER_COLUMNS,
+    LayerComparison,
+    layer_cells,
+    layer_columns,
+)
 from segdiff_gui.core.repair import RepairResult, repair_code
 from segdiff_gui.core.text import format_size
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.resources import demo_images, demo_model
-from segdiff_gui.runner.arguments import model_settings
+from segdiff_gui.runner.arguments import configs_of, model_settings
 from segdiff_gui.runner.layers import LayerProbeSession
-from segdiff_gui.runner.plan import check_model_path
+from segdiff_gui.runner.plan import artefact_facts, check_model_path, check_source
 from segdiff_gui.runner.repair import RepairSession
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord
@@ -68,10 +75,13 @@ def layer_table(comparison: LayerComparison, title: str) -> FittedTable:
     for header in LAYER_COLUMNS[3:-1]:
         table.figure(header)
     table.text(LAYER_COLUMNS[-1], justify="right")  # NaN/Inf: "1/0 NaN, 0/2 Inf"
+    quantized = comparison.quantized
+    for header in layer_columns(comparison)[len(LAYER_COLUMNS) :]:
+        table.figure(header)
     table.figure("rel. error (log)", justify="left")
     first = comparison.first_differing
     for index, layer in enumerate(comparison.layers):
-        cells = layer_cells(index, layer, layer is first)
+        cells = layer_cells(index, layer, layer is first, quantized)
         table.add_row(*cells, error_bar(layer.relative_error))
     return table
 
@@ -92,8 +102,9 @@ def _configs_of(
         raise InputError(
             "layers", "--from and --to are both key=value specs, or both name cached runs"
         )
-    if "=" in args.from_:
-        return parse_config_spec(args.from_), parse_config_spec(args.to)
+    if "=" in args.from_:  # an artefact's from its own runtime
+        specs = configs_of([args.from_, args.to], model)
+        return specs[0], specs[1]
     records = cache.records()
     image = args.image or _target_name(args.target, images)
     groups = comparable_groups(records, model.name, image, args.group)
@@ -144,12 +155,39 @@ def _model_and_images(args: argparse.Namespace, command: str) -> tuple[Path, lis
     raise InputError(command, f"name the model and images (or --demo) to {command}")
 
 
+def _beside_source(args: argparse.Namespace, model: Path) -> tuple[Path, RunConfig, RunConfig]:
+    """The artefact's Keras source, and the two sides: the source's configuration
+    (``--from``, default every knob at its default) and the artefact's (``--to``, from its own
+    runtime; default its runtime's defaults at its fixed batch or batch 1)."""
+    source = Path(check_source(model, Path(args.source)).path)
+    for given in (args.from_, args.to):
+        if given is not None and "=" not in given:
+            raise InputError(
+                given, "with --source, --from and --to are key=value specs (the source's, the "
+                "artefact's)",
+            )  # fmt: skip
+    reference = configs_of([args.from_], None)[0] if args.from_ else RunConfig()
+    if args.to:
+        return source, reference, configs_of([args.to], model)[0]
+    facts = artefact_facts(model)
+    assert facts is not None  # check_source: an artefact
+    return source, reference, replace(base_config(model), batch=facts.fixed_batch or 1)
+
+
 def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
     model, images = _model_and_images(args, "layers")
     settings = model_settings(args)
-    reference, other = _configs_of(args, cache, model, images, settings)
-    request = request_of(args, model, images, cache, target=args.target, settings=settings)
+    source = None
+    if args.source:
+        source, reference, other = _beside_source(args, model)
+    elif args.from_ is None or args.to is None:
+        raise InputError("layers", "name both sides: --from and --to (or --source)")
+    else:
+        reference, other = _configs_of(args, cache, model, images, settings)
+    request = request_of(
+        args, model, images, cache, target=args.target, settings=settings, source=source
+    )
     session = LayerProbeSession(request, reference, other, args.memory, args.keep)
     status = EXIT_OK
     probe = session.cached_result()
@@ -171,14 +209,16 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
             {
                 **probe.to_dict(args.cutoff),
                 "model": model.name,
+                **({"source": source.name} if source is not None else {}),
                 "image": session.plan.images[session.plan.target].name,
                 "cutoff": args.cutoff,
             }
         )
         return status
     image = session.plan.images[session.plan.target].name
+    models = model.name if source is None else f"{model.name} beside its source {source.name}"
     title = (
-        f"{model.name} on {image}: {probe.reference_label} → {probe.other_label}, "
+        f"{models} on {image}: {probe.reference_label} → {probe.other_label}, "
         f"{len(probe.comparison.layers)} layers"
     )
     out.print(layer_table(probe.comparison, title))

@@ -6,7 +6,12 @@ import argparse
 
 from segdiff_gui.cli.parser_parts import EPILOG, RUN_NAME, bound_int, common, cutoff, two_sides
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
-from segdiff_gui.runner.arguments import add_layer_budgets, add_model_settings, add_timeout
+from segdiff_gui.runner.arguments import (
+    add_layer_budgets,
+    add_model_settings,
+    add_source,
+    add_timeout,
+)
 
 __all__ = ["add_layers", "add_repair"]
 
@@ -26,11 +31,16 @@ def add_layers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     two_sides(
         layers,
-        ".keras or legacy .h5 (functional/Sequential)",
+        ".keras or legacy .h5 (functional/Sequential), or your own .tflite or .onnx with its "
+        "--source",
         "reference: key=value spec (e.g. device=cpu,batch=1) or a cached run of MODEL (its "
-        f"configuration is probed): {RUN_NAME}",
-        "the other side: a spec or a cached run, named as --from names one",
+        f"configuration is probed): {RUN_NAME}; with --source, the source's spec (default: "
+        "every knob at its default)",
+        "the other side: a spec or a cached run, named as --from names one; with --source, "
+        "the artefact's spec, from its own runtime (default: its runtime's defaults)",
+        required=False,
     )
+    add_source(layers, configs=False)
     layers.add_argument(
         "--cutoff", type=cutoff, default=DEFAULT_CUTOFF, help="class cutoff for the output's flips"
     )

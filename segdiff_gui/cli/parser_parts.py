@@ -87,13 +87,15 @@ def common(parser: argparse.ArgumentParser, json_help: str = "") -> None:
     parser.add_argument("--debug", action="store_true", help="show tracebacks and child logs")
 
 
-def two_sides(parser: argparse.ArgumentParser, model: str, base: str, other: str) -> None:
+def two_sides(
+    parser: argparse.ArgumentParser, model: str, base: str, other: str, required: bool = True
+) -> None:
     """A model and its images, and two sides to compare: specs or cached runs (``explain``,
-    ``layers``)."""
+    ``layers``; ``required``: both sides must be named)."""
     parser.add_argument("model", nargs="?", help=model)
     parser.add_argument("images", nargs="*", help="image files or folders (batch context)")
-    parser.add_argument("--from", dest="from_", required=True, metavar="SPEC|RUN", help=base)
-    parser.add_argument("--to", required=True, metavar="SPEC|RUN", help=other)
+    parser.add_argument("--from", dest="from_", required=required, metavar="SPEC|RUN", help=base)
+    parser.add_argument("--to", required=required, metavar="SPEC|RUN", help=other)
     parser.add_argument("--demo", action="store_true", help="use the bundled demo model/images")
     parser.add_argument("--target", metavar="NAME", help="the image to study (default: first)")
     parser.add_argument(

@@ -24,12 +24,14 @@ _BLOCK_VALUES = 1 << 20
 
 __all__ = [
     "LAYER_COLUMNS",
+    "QUANT_COLUMNS",
     "LayerComparison",
     "LayerStats",
     "compare_layer",
     "compare_layer_blocks",
     "compare_layers",
     "layer_cells",
+    "layer_columns",
     "layer_sentences",
     "spatial_difference",
 ]
@@ -47,10 +49,26 @@ class LayerStats:
     differing_fraction: float
     nan: tuple[int, int]  # NaN elements in (reference, other)
     inf: tuple[int, int]  # ±Inf elements in (reference, other)
+    # Where the other side's tensor is quantized (the user's int8 artefact): its scale and
+    # zero point, so that the error is said in steps of that scale too; and the artefact's
+    # node that computed it (Model Explorer's id; "" for a Keras layer's own output).
+    scale: float | None = None
+    zero_point: int | None = None
+    node: str = ""
 
     @property
     def differs(self) -> bool:
         return self.differing_fraction > 0 or self.nan[0] != self.nan[1] or self.inf != (0, 0)
+
+    @property
+    def max_steps(self) -> float | None:
+        """max |Δ| in steps of the quantized side's scale (None where not quantized)."""
+        return self.max_abs / self.scale if self.scale else None
+
+    @property
+    def mean_steps(self) -> float | None:
+        """mean |Δ| in steps of the quantized side's scale (None where not quantized)."""
+        return self.mean_abs / self.scale if self.scale else None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -59,6 +77,13 @@ class LayerStats:
         for name in ("relative_error", "snr_db"):
             if math.isinf(data[name]):
                 data[name] = None
+        # Written only for a quantized tensor, and for a layer of the user's artefact.
+        scale, zero_point, node = data.pop("scale"), data.pop("zero_point"), data.pop("node")
+        if scale is not None:
+            data.update(scale=scale, zero_point=zero_point)
+            data.update(max_steps=self.max_steps, mean_steps=self.mean_steps)
+        if node:
+            data["node"] = node
         return data
 
     @classmethod
@@ -80,7 +105,16 @@ class LayerStats:
         if not isinstance(data["name"], str) or not isinstance(data["shape"], list):
             raise TypeError("name")
         relative = data["relative_error"]
+        scale = data.get("scale")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+            raise TypeError("scale")
+        node = data.get("node", "")
+        if not isinstance(node, str):
+            raise TypeError("node")
         return cls(
+            scale=None if scale is None else float(scale),
+            zero_point=None if scale is None else int(data["zero_point"]),
+            node=node[:200],
             name=data["name"],
             shape=tuple(int(d) for d in data["shape"]),
             max_abs=number("max_abs", 0.0),
@@ -209,6 +243,11 @@ class LayerComparison:
     unmatched: tuple[str, ...] = ()
 
     @property
+    def quantized(self) -> bool:
+        """Whether a side's tensors are quantized (their scale is known)."""
+        return any(layer.scale for layer in self.layers)
+
+    @property
     def first_differing(self) -> LayerStats | None:
         """The first layer, in execution order, whose output differs at all."""
         return next((layer for layer in self.layers if layer.differs), None)
@@ -255,12 +294,21 @@ def _percent(fraction: float) -> str:
 
 
 LAYER_COLUMNS = ("#", "layer", "shape", "max |Δ|", "mean |Δ|", "max ULP", "rel. error",
-                 "SNR dB", "differ", "NaN/Inf")  # fmt: skip
+                 "SQNR dB", "differ", "NaN/Inf")  # fmt: skip
+# Where a side's tensors are quantized (the user's int8 artefact against its source).
+QUANT_COLUMNS = ("scale", "zero pt", "max steps", "mean steps")
 
 
-def layer_cells(index: int, layer: LayerStats, first: bool) -> list[str]:
-    """One layer as a row of :data:`LAYER_COLUMNS`, as every front end shows it (▶ marks the
-    first differing layer)."""
+def layer_columns(comparison: LayerComparison) -> tuple[str, ...]:
+    """The columns every front end shows a comparison in: :data:`LAYER_COLUMNS`, and
+    :data:`QUANT_COLUMNS` where a side is quantized."""
+    return LAYER_COLUMNS + (QUANT_COLUMNS if comparison.quantized else ())
+
+
+def layer_cells(index: int, layer: LayerStats, first: bool, quantized: bool = False) -> list[str]:
+    """One layer as a row of :data:`LAYER_COLUMNS` (and, ``quantized``, of
+    :data:`QUANT_COLUMNS`: empty for a tensor kept in float), as every front end shows it
+    (▶ marks the first differing layer)."""
     nan_inf = "" if layer.nan == (0, 0) and layer.inf == (0, 0) else (
         f"{layer.nan[0]}/{layer.nan[1]} NaN, {layer.inf[0]}/{layer.inf[1]} Inf"
     )  # fmt: skip
@@ -276,6 +324,18 @@ def layer_cells(index: int, layer: LayerStats, first: bool) -> list[str]:
         snr,
         _percent(layer.differing_fraction),
         nan_inf,
+        *(_quant_cells(layer) if quantized else ()),
+    ]
+
+
+def _quant_cells(layer: LayerStats) -> list[str]:
+    if layer.scale is None or layer.max_steps is None or layer.mean_steps is None:
+        return ["", "", "", ""]
+    return [
+        f"{layer.scale:.4g}",
+        f"{layer.zero_point}",
+        f"{layer.max_steps:.3g}",
+        f"{layer.mean_steps:.3g}",
     ]
 
 
@@ -289,8 +349,8 @@ def _unmatched_sentences(unmatched: tuple[str, ...]) -> list[str]:
     return [
         f"{len(unmatched)} {'layer' if one else 'layers'} could not be matched to a tensor of "
         f"{'its' if one else 'their'} own in the converted model (fused into another op, "
-        f"folded away, or renamed by the converter), so {'it is' if one else 'they are'} not "
-        f"compared: {shown}."
+        f"folded away, or not found as a tensor of its own), so {'it is' if one else 'they are'} "
+        f"not compared: {shown}."
     ]
 
 
@@ -313,4 +373,25 @@ def layer_sentences(comparison: LayerComparison) -> list[str]:
     if growing:
         shown = ", ".join(f"{layer.name} (×{ratio:.3g})" for layer, ratio in growing[:3])
         lines.append(f"It grows most in {shown}: relative error over the previous layer's.")
+    return lines + _step_sentences(comparison)
+
+
+def _step_sentences(comparison: LayerComparison) -> list[str]:
+    """Where a side is quantized: the layers whose error is more than a step of its scale
+    (beyond what rounding to it alone does), the first of them and the largest."""
+    quantized = [layer for layer in comparison.layers if layer.max_steps is not None]
+    if not quantized:
+        return []
+    worst = max(quantized, key=lambda layer: layer.max_steps or 0.0)
+    beyond = [layer for layer in quantized if (layer.max_steps or 0.0) > 1.0]
+    lines = [
+        f"In steps of each quantized tensor's own scale, the error is largest in {worst.name}: "
+        f"up to {worst.max_steps:.3g} steps of {worst.scale:.3g} (mean {worst.mean_steps:.2g})."
+    ]
+    if beyond:
+        lines.append(
+            f"{len(beyond)} of {len(quantized)} quantized layers are more than one step from "
+            f"their source (beyond the rounding to their scale alone), the first {beyond[0].name} "
+            f"({beyond[0].max_steps:.3g} steps)."
+        )
     return lines

@@ -30,7 +30,7 @@ from keras import tree
 
 from segdiff_gui.core.errors import InputError
 
-__all__ = ["LayerCall", "LayerOutput", "run_layer_by_layer", "tappable_graph"]
+__all__ = ["LayerCall", "LayerOutput", "activation_of", "run_layer_by_layer", "tappable_graph"]
 
 # A layer's call under the probe's configuration: (layer, args, kwargs) → its outputs.
 LayerCall = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -41,6 +41,28 @@ class LayerOutput:
     name: str  # hierarchical, unique in the model
     class_name: str
     value: Any  # the runtime's tensor, the whole batch
+    # The layer outputs it read, by name ("" the model's input): the source's graph, which
+    # an artefact's tensors are matched to (engine/graph_matching.py).
+    inputs: tuple[str, ...] = ()
+    activation: str = ""  # its own activation's name ("relu"; "" for none or linear)
+
+
+def activation_of(operation: Any) -> str:
+    """The activation a layer applies to its output, as its name (``relu``, ``sigmoid``);
+    "" where none (``linear``) or not one a converter names."""
+    kind = type(operation).__name__
+    if kind == "ReLU":
+        plain = not getattr(operation, "negative_slope", 0) and not getattr(
+            operation, "threshold", 0
+        )
+        cap = getattr(operation, "max_value", None)
+        return ("relu" if cap is None else "relu6" if cap == 6 else "") if plain else ""
+    fixed = {"Softmax": "softmax", "LeakyReLU": "leaky_relu", "ELU": "elu", "PReLU": "prelu"}
+    if kind in fixed:
+        return fixed[kind]
+    function = getattr(operation, "activation", None)
+    name = getattr(function, "__name__", "") if callable(function) else ""
+    return "" if name == "linear" else name
 
 
 def _graph(model: Any) -> Any | None:
@@ -98,29 +120,38 @@ def run_layer_by_layer(
 ) -> list[Any]:
     """Run ``model`` on ``inputs`` layer by layer, handing every layer's output to ``emit``
     in execution order; returns the model's outputs (a list)."""
-    return _walk(_graph(model), list(inputs), call, emit, "", _Names())
+    graph = _graph(model)
+    assert graph is not None, "tappable_graph says why a model has none"
+    sources = [""] * len(graph.inputs)
+    return _walk(graph, list(inputs), sources, call, emit, "", _Names())[0]
 
 
 def _walk(
     graph: Any,
     inputs: list[Any],
+    sources: list[str],
     call: LayerCall,
     emit: Callable[[LayerOutput], None],
     prefix: str,
     names: _Names,
-) -> list[Any]:
+) -> tuple[list[Any], list[str]]:
+    """The graph's outputs, and the names of the layer outputs they are (``sources``: those
+    of its inputs)."""
     nodes = _nodes(graph)
     # How many readers each tensor still has: it is dropped after its last one.
     readers = Counter(id(t) for node in nodes for t in node.input_tensors)
     readers.update(id(t) for t in graph.outputs)
     values = {id(ref): value for ref, value in zip(graph.inputs, inputs, strict=True)}
+    made_by = {id(ref): name for ref, name in zip(graph.inputs, sources, strict=True)}
     for node in nodes:
         args, kwargs = node.arguments.fill_in(values)
         operation = node.operation
         name = names(prefix + operation.name)
+        read = [made_by.get(id(tensor), "") for tensor in node.input_tensors]
         inner = _graph(operation)
         if inner is not None and len(tree.flatten(args)) == len(inner.inputs):
-            outputs = _walk(inner, tree.flatten(args), call, emit, name + "/", names)
+            flat = tree.flatten(args)
+            outputs, shown = _walk(inner, flat, read[: len(flat)], call, emit, name + "/", names)
         else:
             if "training" in getattr(operation, "_call_context_args", ()):
                 kwargs = {
@@ -128,13 +159,17 @@ def _walk(
                     "training": False,
                 }  # as the plain run's model(…, training=False)
             outputs = tree.flatten(call(operation, args, kwargs))
-            for index, value in enumerate(outputs):
-                shown = name if len(outputs) == 1 else f"{name}:{index}"
-                emit(LayerOutput(shown, type(operation).__name__, value))
-        for ref, value in zip(node.outputs, outputs, strict=True):
+            shown = [name if len(outputs) == 1 else f"{name}:{i}" for i in range(len(outputs))]
+            function = activation_of(operation)
+            for value, output in zip(outputs, shown, strict=True):
+                emit(LayerOutput(output, type(operation).__name__, value, tuple(read), function))
+        for ref, value, output in zip(node.outputs, outputs, shown, strict=True):
             values[id(ref)] = value
+            made_by[id(ref)] = output
         for tensor in node.input_tensors:
             readers[id(tensor)] -= 1
             if readers[id(tensor)] <= 0:
                 values.pop(id(tensor), None)
-    return [values[id(ref)] for ref in graph.outputs]
+    return [values[id(ref)] for ref in graph.outputs], [
+        made_by.get(id(ref), "") for ref in graph.outputs
+    ]

@@ -18,7 +18,9 @@ import keras
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.protocol import BatchProgress
-from segdiff_gui.engine.artefact_model import keras_loaded
+from segdiff_gui.core.runtimes import RUNTIMES
+from segdiff_gui.engine.artefact_model import artefact_of, keras_loaded
+from segdiff_gui.engine.artefact_probe import artefact_probe_run
 from segdiff_gui.engine.converted_probe import converted_probe_run
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
 from segdiff_gui.engine.models import computing_layers
@@ -35,6 +37,14 @@ __all__ = ["probe_run"]
 def probe_run(runner: ProbeContext, run: PlannedRun) -> str:
     """Probe ``run`` into the layer store; returns the device it ran on."""
     job, backend, config = runner.job, runner.backend, run.computed
+    if (artefact := artefact_of(runner.model)) is not None:  # the user's own, by its source
+        if not backend.probes_own_tensors:
+            raise InputError(
+                artefact.path,
+                f"runs under {RUNTIMES[config.runtime].title}, whose intermediate tensors "
+                "segdiff does not read yet: compare its layers under LiteRT or ONNX Runtime",
+            )
+        return artefact_probe_run(runner, run, cast("ConvertedBackend", backend))
     if backend.probes_own_tensors:  # LiteRT, ONNX Runtime: their own tensors
         return converted_probe_run(runner, run, cast("ConvertedBackend", backend))
     runner.check_device(config)

@@ -13,7 +13,6 @@ from segdiff_gui.core.analysis import compare_maps
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.job import PlannedRun
 from segdiff_gui.core.timestamps import local_timestamp
-from segdiff_gui.engine.artefact_model import keras_loaded
 from segdiff_gui.engine.outputs import to_probabilities
 from segdiff_gui.storage.probe_files import ProbeWriter
 
@@ -50,7 +49,7 @@ def finish_probe(
     """Store the probe ``key`` of ``run`` whole: ``raw`` is the probe's output for the target,
     ``plain`` the plain run's map, ``meta`` what this kind of probe adds."""
     wall = time.perf_counter() - started
-    loaded = keras_loaded(runner.model)
+    loaded = runner.model  # a Keras model, or the user's artefact as it is
     name = loaded.output_names[runner.output_index]
     probabilities, _ = to_probabilities(
         loaded.path,

@@ -34,7 +34,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ExpectedLayer", "LayerScopes", "RuntimeTensor", "last_of_each_layer", "match_layers"]
+__all__ = [
+    "ExpectedLayer",
+    "LayerScopes",
+    "RuntimeTensor",
+    "as_layer",
+    "last_of_each_layer",
+    "match_layers",
+]
 
 _UNIQUE_SUFFIX = re.compile(r"_\d+$")  # what TensorFlow adds to make a scope unique
 _OUTPUT = re.compile(r":\d+$")  # a multi-output layer's output: name:1
@@ -62,6 +69,9 @@ class RuntimeTensor:
     shape: tuple[int, ...]
     dtype: str  # as the runtime holds it: "int8" where quantized
     read: Callable[[], np.ndarray]
+    key: str = ""  # the tensor in its graph (io/artefacts.ArtefactGraph): an index, a name
+    scale: float = 0.0  # a quantized tensor's scale and zero point (one per tensor)
+    zero_point: int = 0
 
 
 def _layer_paths(expected: Sequence[ExpectedLayer]) -> tuple[list[str], set[str]]:
@@ -176,7 +186,7 @@ def last_of_each_layer(expected: Sequence[ExpectedLayer], names: Sequence[str]) 
     return {name for path, name in last.items() if path is not None}
 
 
-def _as_layer(array_shape: tuple[int, ...], wanted: tuple[int, ...]) -> tuple[int, ...] | None:
+def as_layer(array_shape: tuple[int, ...], wanted: tuple[int, ...]) -> tuple[int, ...] | None:
     """How to lay a tensor out as the layer's: as it is, channels-first turned back (ONNX), or
     None when it is not the layer's output."""
     if array_shape == wanted:
@@ -210,7 +220,7 @@ def match_layers(
     unmatched = []
     for layer, base in zip(expected, bases, strict=True):
         found = last.get(base) if base in paths else None
-        layout = _as_layer(found.shape, layer.shape) if found is not None else None
+        layout = as_layer(found.shape, layer.shape) if found is not None else None
         if found is None or layout is None:
             unmatched.append(layer.name)
         else:

@@ -36,7 +36,11 @@ from segdiff_gui.io.untrusted import open_plain
 
 __all__ = [
     "ArtefactFacts",
+    "ArtefactGraph",
+    "GraphOp",
+    "GraphTensor",
     "TensorFacts",
+    "artefact_graph",
     "artefact_facts_of",
     "read_artefact",
     "read_artefact_bytes",
@@ -464,3 +468,163 @@ def artefact_facts_of(path: Path, data: bytes) -> ArtefactFacts:
     if not outputs:
         raise InputError(path, "gives no output")
     return ArtefactFacts(path, found, single, outputs, quantized)
+
+
+# the graph, for matching its tensors to the source's layers ------------------------------------
+@dataclass(frozen=True)
+class GraphTensor:
+    """A tensor of an artefact's graph: its key (a LiteRT tensor's index, an ONNX value's
+    name), its name as the converter gave it (never relied on), its shape (None where free),
+    its dtype and, for a quantized one, its scale and zero point (one per tensor)."""
+
+    key: str
+    name: str
+    shape: Shape
+    dtype: str
+    scale: float = 0.0
+    zero_point: int = 0
+
+
+@dataclass(frozen=True)
+class GraphOp:
+    """An operator: its node id as Model Explorer numbers it (a LiteRT operator's index in its
+    subgraph; an ONNX node's name or index), its type as the format names it (``CONV_2D``,
+    ``Conv``), the keys of the tensors it computes on (constants left out) and of its
+    outputs, and the activation a LiteRT operator fuses into its output (``RELU``; "" none)."""
+
+    node: str
+    type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    fused: str = ""
+
+
+@dataclass(frozen=True)
+class ArtefactGraph:
+    """An artefact's main graph as data, in execution order (what the layer matching walks:
+    engine/graph_matching.py)."""
+
+    format: str  # "tflite", "onnx"
+    ops: tuple[GraphOp, ...]
+    tensors: dict[str, GraphTensor]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def _tflite_graph(path: Path, data: bytes) -> ArtefactGraph:
+    _tflite_facts(path, data)  # every declared size checked first
+    schema = _tflite_schema(path)
+    types = _tflite_type_names(schema)
+    ops_by_code = {v: k for k, v in vars(schema.BuiltinOperator).items() if isinstance(v, int)}
+    options = {v: k for k, v in vars(schema.BuiltinOptions).items() if isinstance(v, int)}
+    functions = {v: k for k, v in vars(schema.ActivationFunctionType).items() if isinstance(v, int)}
+    model = schema.Model.GetRootAs(data, 0)
+    codes = []
+    for index in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(index)
+        codes.append(max(int(code.BuiltinCode()), int(code.DeprecatedBuiltinCode())))
+    graph = model.Subgraphs(0)
+    inputs = tuple(str(i) for i in _ints(graph.InputsAsNumpy()))
+    tensors: dict[str, GraphTensor] = {}
+    for index in range(graph.TensorsLength()):
+        tensor = graph.Tensors(index)
+        quantization = tensor.Quantization()
+        scale, zero = 0.0, 0
+        if quantization is not None and quantization.ScaleLength() == 1:
+            scale = float(quantization.Scale(0))
+            zero = int(quantization.ZeroPoint(0)) if quantization.ZeroPointLength() else 0
+        name = (tensor.Name() or b"").decode("utf-8", "replace")
+        dtype = types.get(tensor.Type(), "unknown")
+        tensors[str(index)] = GraphTensor(
+            str(index), name, _tflite_shape(tensor), dtype, scale, zero
+        )
+    produced = {
+        str(i)
+        for n in range(graph.OperatorsLength())
+        for i in _ints(graph.Operators(n).OutputsAsNumpy())
+    }
+    computed = produced | set(inputs)  # the rest are constants (weights, shapes)
+    ops = []
+    for index in range(graph.OperatorsLength()):
+        op = graph.Operators(index)
+        fused = ""
+        kind = options.get(op.BuiltinOptionsType(), "")
+        table = op.BuiltinOptions()
+        if kind and table is not None and hasattr(schema, kind):
+            decoded = getattr(schema, kind)()
+            decoded.Init(table.Bytes, table.Pos)
+            if hasattr(decoded, "FusedActivationFunction"):
+                fused = functions.get(decoded.FusedActivationFunction(), "")
+        ops.append(
+            GraphOp(
+                str(index),
+                ops_by_code.get(codes[op.OpcodeIndex()], "UNKNOWN"),
+                tuple(str(i) for i in _ints(op.InputsAsNumpy()) if str(i) in computed),
+                tuple(str(i) for i in _ints(op.OutputsAsNumpy())),
+                "" if fused == "NONE" else fused,
+            )
+        )
+    outputs = tuple(str(i) for i in _ints(graph.OutputsAsNumpy()))
+    return ArtefactGraph("tflite", tuple(ops), tensors, inputs, outputs)
+
+
+def _onnx_graph(path: Path, data: bytes) -> ArtefactGraph:
+    import onnx
+
+    _onnx_facts(path, data)  # refused here what would read outside it or load code
+    model = _parsed_onnx(data)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - an inference it cannot do: the declared shapes only
+        inferred = model
+    graph = inferred.graph
+    constant = {tensor.name for tensor in graph.initializer}
+    constant |= {out for node in graph.node if node.op_type == "Constant" for out in node.output}
+    values = [*graph.input, *graph.value_info, *graph.output]
+    tensors = {
+        value.name: GraphTensor(value.name, value.name, _onnx_shape(value), _onnx_dtype(value))
+        for value in values
+    }
+    inputs = tuple(value.name for value in graph.input if value.name not in constant)
+    ops = []
+    for index, node in enumerate(graph.node):
+        if node.op_type == "Constant":
+            continue
+        for name in node.output:
+            tensors.setdefault(name, GraphTensor(name, name, (), "unknown"))
+        ops.append(
+            GraphOp(
+                node.name or str(index),
+                node.op_type,
+                tuple(name for name in node.input if name and name not in constant),
+                tuple(node.output),
+            )
+        )
+    outputs = tuple(value.name for value in graph.output)
+    return ArtefactGraph("onnx", tuple(ops), tensors, inputs, outputs)
+
+
+_GRAPH_READERS = {"tflite": _tflite_graph, "onnx": _onnx_graph}
+
+
+def artefact_graph(path: str | Path, data: bytes) -> ArtefactGraph:
+    """The artefact's main graph as data (its operators in execution order, the tensors each
+    computes on and gives), read from its bytes as :func:`read_artefact` reads them; an
+    OpenVINO IR's is not read (InputError)."""
+    path = Path(path)
+    found = artefact_format(path)
+    assert found is not None, f"{path} is not an artefact"
+    reader = _GRAPH_READERS.get(found.name)
+    if reader is None:
+        raise InputError(
+            path,
+            f"is {found.title}: its layers are not compared with its source's yet (a .tflite "
+            "or an .onnx is)",
+        )
+    try:
+        return reader(path, data)
+    except InputError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the generated reader's struct.error, …
+        what = found.title.split(" ", 1)[1]
+        raise _damaged(path, what, f"{type(error).__name__}: {str(error)[:120]}") from None

@@ -9,7 +9,7 @@ import math
 from html import escape
 from typing import Any
 
-from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerStats, layer_cells
+from segdiff_gui.core.layer_stats import LAYER_COLUMNS, QUANT_COLUMNS, LayerStats, layer_cells
 
 __all__ = ["layer_probe_sections", "repair_sections"]
 
@@ -66,10 +66,15 @@ def _chart(layers: list[LayerStats], first: str | None) -> str:
 
 
 def _table(layers: list[LayerStats], first: str | None) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in LAYER_COLUMNS)
+    quantized = any(layer.scale for layer in layers)  # the user's int8 artefact's scales
+    head = "".join(
+        f"<th>{escape(h)}</th>" for h in LAYER_COLUMNS + (QUANT_COLUMNS if quantized else ())
+    )
     rows = "".join(
         "<tr>"
-        + "".join(f"<td>{escape(c)}</td>" for c in layer_cells(i, layer, layer.name == first))
+        + "".join(
+            f"<td>{escape(c)}</td>" for c in layer_cells(i, layer, layer.name == first, quantized)
+        )
         + "</tr>"
         for i, layer in enumerate(layers)
     )

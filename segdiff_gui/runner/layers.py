@@ -11,13 +11,14 @@ comparison is stored; asking again is served from the cache without starting a c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from segdiff_gui.core.analysis import MapComparison, compare_maps, is_multiclass
+from segdiff_gui.core.artefacts import artefact_format
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.defaults import (
     DEFAULT_CUTOFF,
@@ -26,7 +27,7 @@ from segdiff_gui.core.defaults import (
 )
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import format_float32
-from segdiff_gui.core.job import PlannedRun
+from segdiff_gui.core.job import EngineJob, PlannedRun
 from segdiff_gui.core.layer_stats import (
     LayerComparison,
     LayerStats,
@@ -156,7 +157,12 @@ def compare_stored(
     for position, (info, their_info) in enumerate(zip(ours, theirs, strict=True)):
         blocks = _aligned(reference.pieces(info.index), other.pieces(their_info.index))
         figures, where = compare_layer_blocks(info.name, info.shape, blocks)
-        stats.append(figures)
+        # A quantized side (the user's int8 artefact): its scale, and the node of its graph.
+        quantized = their_info if their_info.scale is not None else info
+        node = their_info.node or info.node
+        stats.append(
+            replace(figures, scale=quantized.scale, zero_point=quantized.zero_point, node=node)
+        )
         if where is not None:
             spatial[position] = where
     kept = {info.name for info in ours}
@@ -176,7 +182,11 @@ def _unmatched(probe: ProbeTensors) -> set[str]:
 
 
 class LayerProbeSession:
-    """One probe between ``reference`` and ``other`` (configurations of ``request``)."""
+    """One probe between ``reference`` and ``other`` (configurations of ``request``). Where
+    the request's model is the user's own artefact beside its Keras source (issue 51),
+    ``reference`` is the source's configuration and ``other`` the artefact's: the source's
+    probe is a Keras probe, the artefact's its runtime's tensors matched to the source's layers
+    by the graph, each in a child of its own."""
 
     def __init__(
         self,
@@ -186,7 +196,14 @@ class LayerProbeSession:
         memory_budget: int = DEFAULT_LAYER_MEMORY_BUDGET,
         disk_budget: int = DEFAULT_LAYER_DISK_BUDGET,
     ) -> None:
-        if reference == other:
+        if request.source is None and artefact_format(request.model) is not None:
+            raise InputError(
+                request.model,
+                "is your own artefact: its layers are compared with those of the Keras model it "
+                "was converted from, its source, which was not given",
+                fix="source",
+            )
+        if reference == other and request.source is None:
             raise InputError("layers", f"both sides are {reference.label()}: nothing to compare")
         if exact := next((config for config in (reference, other) if config.is_exact), None):
             raise InputError(
@@ -200,13 +217,19 @@ class LayerProbeSession:
         self.request = replace(
             request, configs=(reference, other), repeats=1, sweep=False, strict=True
         )
+        if request.source is not None:  # the source's side, then the artefact's
+            self.request = replace(self.request, configs=(other,), source_configs=(reference,))
         self.configs = (reference, other)
         self.memory_budget, self.disk_budget = memory_budget, disk_budget
         self.store = LayerStore(request.cache)
-        self.plan: MatrixPlan = self.request.plan()
+        self.plan: MatrixPlan = self.request.plan(ask=request.source is not None)
         self.plan.check_storable()
-        by_config = {run.config: run for run in self.plan.runs}
-        self.sides: tuple[PlannedRun, PlannedRun] = (by_config[reference], by_config[other])
+        if self.plan.source is not None:
+            mine = [run for run in self.plan.runs if run not in self.plan.source.runs]
+            self.sides: tuple[PlannedRun, PlannedRun] = (self.plan.source.runs[0], mine[0])
+        else:
+            by_config = {run.config: run for run in self.plan.runs}
+            self.sides = (by_config[reference], by_config[other])
         self.key = comparison_key(*(probe_key(run.key) for run in self.sides))
         # Its probes and comparison are written into the cache, even where both runs are
         # there already: a cache that cannot store them refuses it now, in its one line
@@ -234,12 +257,23 @@ class LayerProbeSession:
         here = tuple(
             run for run in self.plan.runs if run in cached or not self._probed_with_its_run(run)
         )
-        assert self.plan.template is not None
         computed = [run for run in here if run not in cached]
-        plan = replace(
-            self.plan, runs=here, jobs=jobs_for(self.plan.template, computed, self.request.knobs)
-        )
+        plan = replace(self.plan, runs=here, jobs=self._jobs(computed))
         return MatrixRunner(plan, self.request.cache, timeout_s=self.request.timeout_s)
+
+    def _jobs(self, runs: Sequence[PlannedRun], **changes: Any) -> tuple[EngineJob, ...]:
+        """``runs`` as jobs of their model's plan (an artefact's source has its own)."""
+        source = self.plan.source
+        theirs = {run.key for run in source.runs} if source is not None else set()
+        jobs: tuple[EngineJob, ...] = ()
+        for plan, chosen in (
+            (source, [run for run in runs if run.key in theirs]),
+            (self.plan, [run for run in runs if run.key not in theirs]),
+        ):
+            if plan is not None and chosen:
+                assert plan.template is not None
+                jobs += jobs_for(plan.template, chosen, self.request.knobs, **changes)
+        return jobs
 
     def _probed_with_its_run(self, run: PlannedRun) -> bool:
         """Whether the child that probes ``run`` computes its plain run too (a Keras model's
@@ -264,13 +298,7 @@ class LayerProbeSession:
         for run in self.sides:
             if not self.request.cache.has(run.key) and not self._probed_with_its_run(run):
                 raise _run_failed(run)
-        assert self.plan.template is not None
-        jobs = jobs_for(
-            self.plan.template,
-            needed,
-            self.request.knobs,
-            probe_memory_budget=self.memory_budget,
-        )
+        jobs = self._jobs(needed, probe_memory_budget=self.memory_budget)
         probes = replace(self.plan, runs=needed, cached=(), jobs=jobs, damaged=())
         return MatrixRunner(
             probes,
@@ -337,7 +365,8 @@ def final_maps_of(
 
 
 def _side(meta: dict[str, Any]) -> dict[str, Any]:
-    keep = ("label", "run_key", "probe_key", "config", "final", "wall_time_s", "layers", "matching")
+    keep = ("label", "run_key", "probe_key", "config", "final", "wall_time_s", "layers",
+            "matching", "artefact", "tensors_from", "unmatched", "unmatched_why")  # fmt: skip
     return {name: meta[name] for name in keep if name in meta}
 
 

@@ -28,6 +28,7 @@ from segdiff_gui.storage.records import array_checksum
 from segdiff_gui.storage.schema import AttributeReader
 
 __all__ = [
+    "ARTEFACT_MATCHING",
     "CONVERTED_MATCHING",
     "MAX_LAYERS",
     "PROBE_FORMAT",
@@ -47,6 +48,9 @@ PROBE_FORMAT, VERSION = "segdiff-layer-probe", 1
 # which could credit a layer with another layer's tensor. A converted probe matched otherwise,
 # and a comparison with one, is derived data made again.
 CONVERTED_MATCHING = 2
+# How the user's own artefact's tensors are matched to its Keras source's layers: 1, by the
+# graph (engine/graph_matching.py); a probe matched otherwise is made again, as above.
+ARTEFACT_MATCHING = 1
 # A comparison holds a piece of each side and a few block-sized temporaries.
 _PIECES_IN_MEMORY = 8
 _SPARE_BYTES = 1 << 20
@@ -69,15 +73,25 @@ class LayerInfo:
     dtype: str  # the layer's own output dtype (bfloat16, float16, float32 …)
     shape: tuple[int, ...]  # the target's slice
     batch_shape: tuple[int, ...]  # the whole batch's output
+    # A quantized tensor's scale and zero point, as the runtime held it (an artefact's); the
+    # artefact's node that computed it, as Model Explorer numbers it ("": a Keras layer).
+    scale: float | None = None
+    zero_point: int | None = None
+    node: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "class_name": self.class_name,
             "dtype": self.dtype,
             "shape": list(self.shape),
             "batch_shape": list(self.batch_shape),
         }
+        if self.scale is not None:
+            data["scale"], data["zero_point"] = self.scale, self.zero_point
+        if self.node:
+            data["node"] = self.node
+        return data
 
 
 def store_array(group: h5py.Group, name: str, values: np.ndarray) -> None:
@@ -119,6 +133,8 @@ class ProbeWriter:
         dtype: str,
         batch_shape: tuple[int, ...],
         values: np.ndarray,
+        quantization: tuple[float, int] | None = None,
+        node: str = "",
     ) -> None:
         if self.count >= MAX_LAYERS:
             raise ValueError(f"more than {MAX_LAYERS:,} layer outputs")
@@ -127,7 +143,11 @@ class ProbeWriter:
         if shutil.disk_usage(self._folder).free < needed:
             raise no_space(self._folder, needed=needed)
         group = self._layers.create_group(f"{self.count:05d}")
-        info = LayerInfo(self.count, name, class_name, dtype, data.shape, tuple(batch_shape))
+        scale, zero_point = quantization if quantization else (None, None)
+        info = LayerInfo(
+            self.count, name, class_name, dtype, data.shape, tuple(batch_shape),
+            scale, zero_point, node,
+        )  # fmt: skip
         group.attrs["layer"] = canonical_json(info.to_dict())
         rows = piece_rows(data.shape, self._budget)
         flat = data.reshape(1) if data.ndim == 0 else data
@@ -151,6 +171,8 @@ def matched_as_now(meta: Mapping[str, Any]) -> bool:
     """Whether a probe (its meta, or a comparison's side) has its tensors matched to its layers
     as segdiff matches them now: a Keras probe's are its layers' own outputs; a converted
     runtime's must be matched by :data:`CONVERTED_MATCHING`."""
+    if meta.get("artefact"):  # the user's own artefact, matched to its source's layers
+        return meta.get("matching") == ARTEFACT_MATCHING
     config = meta.get("config")
     name = config.get("runtime", "tensorflow") if isinstance(config, dict) else None
     runtime = RUNTIMES.get(name) if isinstance(name, str) else None
@@ -186,6 +208,7 @@ class ProbeTensors:
         attrs = AttributeReader(layer, self.where, layer.name)
         data = attrs.json("layer")
         try:
+            scale = data.get("scale")
             info = LayerInfo(
                 index,
                 str(data["name"]),
@@ -193,8 +216,11 @@ class ProbeTensors:
                 str(data["dtype"]),
                 tuple(int(d) for d in data["shape"]),
                 tuple(int(d) for d in data["batch_shape"]),
+                None if scale is None else float(scale),
+                None if scale is None else int(data["zero_point"]),
+                str(data.get("node", ""))[:200],
             )
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, AttributeError):
             raise attrs.fail("layer", "is not a layer's description") from None
         check_stored_bytes(self.where, info.shape, 4, f"layer {info.name}")
         return info

@@ -198,6 +198,18 @@ class AnalysisController(QObject):
         if self._layer_worker is not None:
             return
         request, configs = session.request, (reference.config, other.config)
+        if request.source is not None:  # the user's artefact beside its Keras source
+            if reference.artefact and other.artefact:
+                panel.status.setText(
+                    "Your artefact's layers are compared with its source's: make a run of the "
+                    "source the reference, then probe an artefact's run."
+                )
+                return
+            if not reference.artefact and not other.artefact:  # two runs of the source
+                request = replace(request, model=request.source, source=None, source_configs=())
+            else:  # the source's side first, whichever is the reference
+                source, artefact = (other, reference) if reference.artefact else (reference, other)
+                configs = (source.config, artefact.config)
         budgets = panel.budgets()
 
         def work() -> Generator[str, None, LayerProbe]:

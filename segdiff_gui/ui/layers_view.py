@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from segdiff_gui.core.analysis import is_multiclass
 from segdiff_gui.core.config import is_reduced_precision
 from segdiff_gui.core.defaults import DEFAULT_LAYER_DISK_BUDGET, DEFAULT_LAYER_MEMORY_BUDGET
-from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerStats, layer_cells
+from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerStats, layer_cells, layer_columns
 from segdiff_gui.core.text import printable
 from segdiff_gui.runner.layers import LayerProbe
 from segdiff_gui.ui.plain_text import as_html, plain_label, rich_label
@@ -167,10 +167,14 @@ class LayersPanel(QWidget):
         layers = probe.comparison.layers
         first = probe.comparison.first_differing
         self.table.blockSignals(True)
+        columns = layer_columns(probe.comparison)  # a quantized side's scale and steps too
+        self.table.setColumnCount(len(columns))
+        self.table.setHorizontalHeaderLabels(list(columns))
         self.table.setRowCount(len(layers))
+        quantized = probe.comparison.quantized
         for index, layer in enumerate(layers):
-            cells = [printable(cell) for cell in layer_cells(index, layer, layer is first)]
-            fill_row(self.table, index, cells)  # a name is one line of text
+            cells = layer_cells(index, layer, layer is first, quantized)
+            fill_row(self.table, index, [printable(cell) for cell in cells])  # one line each
         self.table.blockSignals(False)
         self.summary.setText("<br>".join(as_html(printable(line)) for line in sentences))
         self._draw()

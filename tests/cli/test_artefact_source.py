@@ -142,3 +142,15 @@ def test_the_api_runs_an_artefact_beside_its_source_and_its_specs_start_from_its
     with pytest.raises(api.InputError, match="give the source too"):
         api.run(files["artefact"], files["images"], source_configs="batch=1", cache=cache,
                 progress=False)  # fmt: skip
+
+
+def test_an_artefact_s_layers_without_its_source_are_one_line_before_any_child(
+    files, tmp_path, capsys
+):
+    refused = segdiff_here(capsys, "layers", files["artefact"], *files["images"], "--from",
+                           "xnnpack=on", "--to", "xnnpack=off", "--cache",
+                           tmp_path / "cache")  # fmt: skip
+    assert refused.returncode == 2
+    (line,) = refused.stderr.strip().splitlines()
+    assert "model.tflite: is your own artefact: its layers are compared with those of" in line
+    assert line.endswith("add --source MODEL"), line

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from segdiff_gui.resources import demo_images
 from segdiff_gui.storage import ResultCache
-from tests.conftest import TESTS, made_once, segdiff
+from tests.conftest import TESTS, segdiff
 from tests.engine.knob_cells import assert_honoured
 
 pytestmark = pytest.mark.slow
@@ -62,22 +61,6 @@ PLAIN_ARGS = {
 
 def _file(name: str) -> str:
     return FILES[name.split(" ", 1)[0]]
-
-
-@pytest.fixture(scope="session")
-def artefacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's artefacts, converted once per session in a process of its own."""
-
-    def write(out: Path) -> None:
-        subprocess.run(
-            [sys.executable, "-m", "tests.engine.artefact_files", str(out)],
-            check=True,
-            capture_output=True,
-            timeout=600,
-            cwd=TESTS.parent,
-        )
-
-    return made_once(tmp_path_factory, "artefacts", write)
 
 
 @pytest.fixture(scope="module")

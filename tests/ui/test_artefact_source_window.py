@@ -38,3 +38,29 @@ def test_the_window_puts_the_keras_source_beside_the_artefact(
     labels = sorted(run.label for run in window.model.runs)
     assert labels == ["cpu b1 r0", "model.tflite litert cpu b1 r0"]
     assert window.model.loaded.exact is not None  # the source's exact run, beside them
+
+
+@pytest.mark.slow
+def test_the_layer_view_compares_an_int8_artefact_with_its_source(
+    window_for, artefacts, demo, qtbot, tmp_path
+):
+    """Real children: the full-int8 ``.tflite`` beside the demo's ``.keras``, its run probed
+    against the source's reference from Analysis › Layers, each layer with its int8 scale."""
+    model, images = demo
+    window = window_for(artefacts / "int8.tflite", *images[:2], "--source", model,
+                        "--repeats", "1", "--cache", tmp_path / "cache", "--no-run")  # fmt: skip
+    window.start_runs()
+    qtbot.waitUntil(lambda: window.worker is None and len(window.model.runs) == 2, timeout=180_000)
+    assert window.model.reference is not None and window.model.reference.label == "cpu b1 r0"
+    artefact = next(run for run in window.model.runs if run.artefact)
+    assert artefact.label == "int8.tflite litert cpu b1 r0"
+    window.model.focus_key = artefact.key
+    window._probe_layers()  # Analysis → Layers (Ctrl+L)
+    panel = window.analysis.layers_panel
+    qtbot.waitUntil(lambda: panel.probe is not None, timeout=180_000)
+    assert panel.table.rowCount() == 17 and panel.table.item(0, 1).text() == "enc1_1"
+    headers = [panel.table.horizontalHeaderItem(i).text() for i in range(panel.table.columnCount())]
+    assert headers[-4:] == ["scale", "zero pt", "max steps", "mean steps"]
+    assert all(panel.table.item(row, headers.index("scale")).text() for row in range(17))
+    assert "born in enc1_1" in panel.summary.text()
+    assert "int8.tflite litert cpu b1 r0" in panel.title.text()

@@ -6,11 +6,12 @@ from __future__ import annotations
 import shutil
 import threading
 import weakref
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from segdiff_gui.core.layer_stats import LayerComparison, compare_layer
+from segdiff_gui.core.layer_stats import LAYER_COLUMNS, LayerComparison, compare_layer
 from segdiff_gui.core.repair import RepairResult, Trial, repair_code
 from segdiff_gui.runner.layers import LayerProbe
 from segdiff_gui.storage import ResultCache
@@ -62,6 +63,26 @@ def test_the_table_marks_the_first_differing_layer_and_choosing_a_layer_says_whi
     panel.memory.setValue(64)
     panel.keep.setValue(0.5)
     assert panel.budgets() == (64 << 20, 1 << 29)
+
+
+def test_an_int8_artefact_s_layers_show_their_scale_zero_point_and_steps(qtbot):
+    """Against its Keras source, the user's int8 artefact's tensors say the scale and zero point
+    they were quantized with, and the error in steps of that scale; a float probe after it
+    shows the plain columns again."""
+    panel = LayersPanel()
+    qtbot.addWidget(panel)
+    probe = _probe()
+    layers = probe.comparison.layers
+    quantized = (replace(layers[0], scale=0.5, zero_point=-128, node="1"), *layers[1:])
+    stored = replace(probe.stored, comparison=replace(probe.comparison, layers=quantized))
+    panel.show_probe(LayerProbe(stored, True, False), [])
+    headers = [panel.table.horizontalHeaderItem(i).text() for i in range(panel.table.columnCount())]
+    assert headers[-4:] == ["scale", "zero pt", "max steps", "mean steps"]
+    row = [panel.table.item(0, i).text() for i in range(panel.table.columnCount())]
+    assert row[-4:] == ["0.5", "-128", "0", "0"]  # the same values: no step apart
+    assert [panel.table.item(1, i).text() for i in range(10, 14)] == ["", "", "", ""]
+    panel.show_probe(probe, [])
+    assert panel.table.columnCount() == len(LAYER_COLUMNS)
 
 
 def _grid_of_runs(qtbot, tmp_path):

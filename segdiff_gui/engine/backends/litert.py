@@ -100,17 +100,21 @@ class LiteRTBackend(ConvertedBackend):
         for op in interpreter._get_ops_details():  # execution order; no public equivalent
             for index in op["outputs"]:
                 detail = details.get(index)
-                if index in seen or detail is None or not detail["name"]:
+                if index in seen or detail is None:
                     continue
                 seen.add(index)
                 if np.dtype(detail["dtype"]).kind not in "fiu":
                     continue
+                scale, zero_point = detail["quantization"]
                 tensors.append(
                     RuntimeTensor(
                         detail["name"],
                         tuple(int(d) for d in detail["shape"]),
                         np.dtype(detail["dtype"]).name,
                         functools.partial(_dequantized, interpreter, detail),
+                        key=str(index),
+                        scale=float(scale),
+                        zero_point=int(zero_point),
                     )
                 )
         return outputs, tensors

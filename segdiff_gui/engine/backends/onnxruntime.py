@@ -149,6 +149,7 @@ class OnnxRuntimeBackend(ConvertedBackend):
                 tuple(int(d) for d in array.shape),
                 array.dtype.name,
                 functools.partial(np.asarray, array, dtype=np.float32),
+                key=name,
             )
             for name, array in zip(extra, arrays[len(outputs) :], strict=True)
         ]

@@ -1,0 +1,152 @@
+"""An artefact's tensors matched to its Keras source's layers by the graph (issue 51), on
+small graphs written here: no tensor has a name, so only the graph can say which is which;
+what the graph does not say is unmatched, never guessed. (The demo's real artefacts are
+matched in tests/engine/test_artefact_source.py.)"""
+
+from __future__ import annotations
+
+from segdiff_gui.engine.graph_matching import SourceLayer, match_by_graph
+from segdiff_gui.io.artefacts import ArtefactGraph, GraphOp, GraphTensor
+
+
+def _graph(
+    ops: list[tuple[str, list[str], list[str], str]], shapes: dict[str, tuple]
+) -> ArtefactGraph:
+    """Operators ``(type, inputs, outputs, fused)`` in order; tensor ``"in"`` is the input,
+    the last operator's output the graph's; every tensor nameless, int8 with a scale."""
+    tensors = {
+        key: GraphTensor(key, "", shape, "int8", 0.01, -128) for key, shape in shapes.items()
+    }
+    made = [
+        GraphOp(str(index), kind, tuple(inputs), tuple(outputs), fused)
+        for index, (kind, inputs, outputs, fused) in enumerate(ops)
+    ]
+    return ArtefactGraph("tflite", tuple(made), tensors, ("in",), made[-1].outputs)
+
+
+def _layer(name, kind, shape, inputs, activation=""):
+    return SourceLayer(name, kind, (1, *shape), tuple(inputs), activation)
+
+
+def test_a_u_net_s_layers_are_matched_by_the_graph_alone():
+    # conv (relu fused) → conv → pool → upsampling written as reshapes and tiles → concat
+    # with the second conv → conv → its sigmoid as an operator of its own → dequantize.
+    shapes = {
+        "in": (1, 8, 8, 1), "q": (1, 8, 8, 1), "c1": (1, 8, 8, 4), "c2": (1, 8, 8, 4),
+        "p": (1, 4, 4, 4), "r1": (1, 4, 1, 4, 4), "t1": (1, 4, 2, 4, 4), "r2": (1, 8, 4, 4),
+        "t2": (1, 8, 4, 2, 4), "up": (1, 8, 8, 4), "cat": (1, 8, 8, 8), "c3": (1, 8, 8, 1),
+        "sig": (1, 8, 8, 1), "out": (1, 8, 8, 1),
+    }  # fmt: skip
+    graph = _graph(
+        [
+            ("QUANTIZE", ["in"], ["q"], ""),
+            ("CONV_2D", ["q"], ["c1"], "RELU"),
+            ("CONV_2D", ["c1"], ["c2"], "RELU"),
+            ("MAX_POOL_2D", ["c2"], ["p"], ""),
+            ("RESHAPE", ["p"], ["r1"], ""),
+            ("TILE", ["r1"], ["t1"], ""),
+            ("RESHAPE", ["t1"], ["r2"], ""),
+            ("TILE", ["r2"], ["t2"], ""),
+            ("RESHAPE", ["t2"], ["up"], ""),
+            ("CONCATENATION", ["up", "c2"], ["cat"], ""),
+            ("CONV_2D", ["cat"], ["c3"], ""),
+            ("LOGISTIC", ["c3"], ["sig"], ""),
+            ("DEQUANTIZE", ["sig"], ["out"], ""),
+        ],
+        shapes,
+    )
+    layers = [
+        _layer("enc_a", "Conv2D", (8, 8, 4), [""], "relu"),
+        _layer("enc_b", "Conv2D", (8, 8, 4), ["enc_a"], "relu"),
+        _layer("pool", "MaxPooling2D", (4, 4, 4), ["enc_b"]),
+        _layer("up", "UpSampling2D", (8, 8, 4), ["pool"]),
+        _layer("skip", "Concatenate", (8, 8, 8), ["up", "enc_b"]),
+        _layer("mask", "Conv2D", (8, 8, 1), ["skip"], "sigmoid"),
+    ]
+    found = match_by_graph(layers, graph)
+    assert found.unmatched == {}
+    firsts = {name: keys[0] for name, keys in found.tensors.items()}
+    assert firsts == {
+        "enc_a": "c1", "enc_b": "c2", "pool": "p", "up": "up", "skip": "cat", "mask": "sig",
+    }  # fmt: skip
+    # Each layer on the node Model Explorer numbers it by (the operator's index).
+    assert found.nodes["enc_a"] == "1" and found.nodes["skip"] == "9"
+    assert found.nodes["mask"] == "10"  # the convolution whose sigmoid follows it
+    # The concatenation's inputs in its own order: the other way round is another layer.
+    swapped = [*layers[:4], _layer("skip", "Concatenate", (8, 8, 8), ["enc_b", "up"])]
+    assert "skip" in match_by_graph(swapped, graph).unmatched
+
+
+def test_an_activation_fused_into_the_convolution_before_it_takes_its_tensor():
+    shapes = {"in": (1, 8, 8, 1), "c": (1, 8, 8, 4)}
+    graph = _graph([("CONV_2D", ["in"], ["c"], "RELU")], shapes)
+    layers = [
+        _layer("conv", "Conv2D", (8, 8, 4), [""]),  # linear: its own output exists nowhere
+        _layer("relu", "ReLU", (8, 8, 4), ["conv"], "relu"),
+    ]
+    found = match_by_graph(layers, graph)
+    assert found.tensors == {"relu": ("c",)}
+    assert "fused into it" in found.unmatched["conv"]
+    # Without the ReLU layer, the convolution's tensor is after an activation it lacks.
+    alone = match_by_graph(layers[:1], graph)
+    assert alone.tensors == {} and "applies relu" in alone.unmatched["conv"]
+
+
+def test_a_batch_normalisation_is_folded_only_where_the_graph_has_no_scale_of_its_own():
+    shapes = {"in": (1, 8, 8, 1), "c": (1, 8, 8, 4), "m": (1, 8, 8, 4), "a": (1, 8, 8, 4)}
+    layers = [
+        _layer("conv", "Conv2D", (8, 8, 4), [""]),
+        _layer("norm", "BatchNormalization", (8, 8, 4), ["conv"]),
+    ]
+    folded = match_by_graph(layers, _graph([("CONV_2D", ["in"], ["c"], "")], shapes))
+    assert folded.tensors == {"norm": ("c",)} and "conv" in folded.unmatched
+    # A scale and a shift of its own after the convolution: not said to be folded.
+    graph = _graph(
+        [("CONV_2D", ["in"], ["c"], ""), ("MUL", ["c"], ["m"], ""), ("ADD", ["m"], ["a"], "")],
+        shapes,
+    )
+    kept = match_by_graph(layers, graph)
+    assert kept.tensors == {"conv": ("c",)} and "norm" in kept.unmatched
+
+
+def test_two_operators_either_layer_could_be_are_never_guessed():
+    # Two convolutions of one shape read the same tensor: which is which, the graph cannot say.
+    shapes = {"in": (1, 8, 8, 1), "a": (1, 8, 8, 4), "b": (1, 8, 8, 4), "s": (1, 8, 8, 4)}
+    graph = _graph(
+        [
+            ("CONV_2D", ["in"], ["a"], ""),
+            ("CONV_2D", ["in"], ["b"], ""),
+            ("ADD", ["a", "b"], ["s"], ""),
+        ],
+        shapes,
+    )
+    layers = [
+        _layer("left", "Conv2D", (8, 8, 4), [""]),
+        _layer("right", "Conv2D", (8, 8, 4), [""]),
+        _layer("sum", "Add", (8, 8, 4), ["left", "right"]),
+    ]
+    found = match_by_graph(layers, graph)
+    assert found.tensors == {}
+    assert "more than one operator" in found.unmatched["left"]
+    assert "its input has no tensor" in found.unmatched["sum"]
+
+
+def test_a_dropout_is_its_input_and_an_unknown_layer_stops_the_matching_after_it():
+    shapes = {"in": (1, 8, 8, 1), "c": (1, 8, 8, 4), "x": (1, 8, 8, 4), "d": (1, 8, 8, 4)}
+    graph = _graph(
+        [
+            ("CONV_2D", ["in"], ["c"], "RELU"),
+            ("CUSTOM_THING", ["c"], ["x"], ""),
+            ("CONV_2D", ["x"], ["d"], "RELU"),
+        ],
+        shapes,
+    )
+    layers = [
+        _layer("conv", "Conv2D", (8, 8, 4), [""], "relu"),
+        _layer("drop", "Dropout", (8, 8, 4), ["conv"]),
+        _layer("mine", "MyLayer", (8, 8, 4), ["drop"]),
+        _layer("after", "Conv2D", (8, 8, 4), ["mine"], "relu"),
+    ]
+    found = match_by_graph(layers, graph)
+    assert found.tensors == {"conv": ("c",), "drop": ("c",)}
+    assert set(found.unmatched) == {"mine", "after"}
