@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -34,6 +35,7 @@ from segdiff_gui.core.layer_stats import (
 from segdiff_gui.core.repair import RepairResult, repair_code
 from segdiff_gui.core.text import format_size
 from segdiff_gui.io.images import collect_images
+from segdiff_gui.io.model_explorer import NODE_DATA_VALUE, write_node_data
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import configs_of, model_settings
 from segdiff_gui.runner.layers import LayerProbeSession
@@ -181,10 +183,15 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
     source = None
     if args.source:
         source, reference, other = _beside_source(args, model)
+    elif args.model_explorer or args.show:
+        flag = "--model-explorer" if args.model_explorer else "--show"
+        raise InputError(flag, "is for your own artefact beside its --source")
     elif args.from_ is None or args.to is None:
         raise InputError("layers", "name both sides: --from and --to (or --source)")
     else:
         reference, other = _configs_of(args, cache, model, images, settings)
+    if args.show and importlib.util.find_spec("model_explorer") is None:  # before any probe
+        raise InputError("--show", _NO_EXPLORER)
     request = request_of(
         args, model, images, cache, target=args.target, settings=settings, source=source
     )
@@ -205,6 +212,8 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
         status = max(status, exit_code(probes))
         probe = session.compare()
     if args.json:
+        if args.model_explorer or args.show:  # said on standard error: the JSON stays JSON
+            _model_explorer(args, err, model, probe.comparison, model.name)
         print_json(
             {
                 **probe.to_dict(args.cutoff),
@@ -224,6 +233,8 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
     out.print(layer_table(probe.comparison, title))
     for line in probe.sentences(args.cutoff):
         say(out, line)
+    if args.model_explorer or args.show:
+        _model_explorer(args, out, model, probe.comparison, title)
     kept = session.store.tensor_bytes()
     if probe.tensors_kept:
         out.print(
@@ -238,6 +249,32 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
             markup=False,
         )
     return status
+
+
+_NO_EXPLORER = (
+    "needs Google Model Explorer, segdiff's explorer extra (pip install 'segdiff[explorer]'); "
+    "--model-explorer FILE.json writes its node data without it"
+)
+
+
+def _model_explorer(
+    args: argparse.Namespace, out: Console, model: Path, comparison: LayerComparison, title: str
+) -> None:
+    """Write the comparison as Model Explorer's node data on the artefact's graph
+    (``--model-explorer``), and with ``--show`` open Model Explorer on it."""
+    path = Path(args.model_explorer or f"{model.stem}.segdiff-errors.json")
+    name = f"segdiff: {NODE_DATA_VALUE}, {title}"
+    count = write_node_data(path, comparison)
+    say(out, f"Model Explorer node data ({NODE_DATA_VALUE}) of {count} nodes written to {path}.")
+    if not args.show:
+        return
+    try:
+        import model_explorer  # the explorer extra: a server and a browser window
+    except ImportError:
+        raise InputError("--show", f"{_NO_EXPLORER}; the node data is in {path}") from None
+    model_explorer.visualize(
+        model_paths=[str(model)], node_data={"name": name, "node_data_path": str(path)}
+    )
 
 
 def _repair_table(result: RepairResult) -> FittedTable:

@@ -42,6 +42,19 @@ def add_layers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     add_source(layers, configs=False)
     layers.add_argument(
+        "--model-explorer",
+        metavar="FILE.json",
+        help="with --source: write each matched layer's error (relative error, with max |Δ|, "
+        "SQNR and steps of scale in the table) as Google Model Explorer node data on the "
+        "artefact's graph",
+    )
+    layers.add_argument(
+        "--show",
+        action="store_true",
+        help="open Model Explorer on the artefact with that node data (needs segdiff's "
+        "explorer extra: ai-edge-model-explorer)",
+    )
+    layers.add_argument(
         "--cutoff", type=cutoff, default=DEFAULT_CUTOFF, help="class cutoff for the output's flips"
     )
     add_timeout(layers)

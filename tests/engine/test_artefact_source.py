@@ -2,8 +2,8 @@
 dataset, tests/engine/artefact_files.py) beside its Keras source, in real children (issue 51):
 one study of both models' runs, with the artefact's flips and the exact errors of both; and
 ``segdiff layers`` on the artefact against its source, every tensor matched to a layer by the
-graph, each layer's error and the layer where it is born, on the artefact's own operators
-(LiteRT's interpreter says which operator each index is)."""
+graph, each layer's error and the layer where it is born, written as Model Explorer's node data
+on the artefact's own operators (LiteRT's interpreter says which operator each index is)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import segdiff
+from tests.io.test_model_explorer import assert_node_data
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +42,8 @@ def beside(artefacts, demo4, tmp_path_factory):
     assert ran.returncode == 0, ran.stderr
     compared = segdiff("compare", "--cache", cache, "--json")
     assert compared.returncode == 0, compared.stderr
-    layers = segdiff("layers", *common, "--json")
+    explorer = cache.parent / "errors.json"
+    layers = segdiff("layers", *common, "--json", "--model-explorer", explorer)
     assert layers.returncode == 0, layers.stderr
     return {
         "artefact": artefact,
@@ -49,6 +51,7 @@ def beside(artefacts, demo4, tmp_path_factory):
         "run": json.loads(ran.stdout),
         "compare": json.loads(compared.stdout),
         "layers": json.loads(layers.stdout),
+        "explorer": explorer,
     }
 
 
@@ -110,3 +113,31 @@ def test_layers_names_each_matched_layer_s_error_and_where_it_is_born(beside):
     int8 = next(r for r in study["comparisons"] if r["label"].startswith("int8.tflite"))
     assert layers[-1]["name"] == "foreground"
     assert layers[-1]["max_abs"] == pytest.approx(int8["max_abs"], rel=1e-6)
+
+
+def _explorer_nodes(artefact: Path) -> dict[str, str] | None:
+    """The artefact's nodes as Model Explorer's own LiteRT adapter numbers them (its id: the
+    operator's label), where the explorer extra is installed."""
+    try:
+        from model_explorer.builtin_tflite_flatbuffer_adapter import (
+            BuiltinTfliteFlatbufferAdapter,
+        )
+    except ImportError:
+        return None
+    converted = BuiltinTfliteFlatbufferAdapter().convert(str(artefact), {})
+    (graph, *_) = converted["graphCollections"][0].graphs
+    return {node["id"]: node["label"] for node in graph["nodes"]}
+
+
+def test_the_model_explorer_file_gives_each_operator_its_layer_s_error(beside):
+    data = json.loads(beside["explorer"].read_text(encoding="utf-8"))
+    assert_node_data(data)
+    operators = _operators(beside["artefact"])
+    explorer = _explorer_nodes(beside["artefact"])
+    if explorer is not None:  # its node ids are the operators' indices, its labels their names
+        assert {node: explorer[node] for node in data["results"]} == {
+            node: operators[node].lower() for node in data["results"]
+        }
+    errors = {layer["node"]: layer["relative_error"] for layer in beside["layers"]["layers"]}
+    assert set(data["results"]) <= set(operators)
+    assert {node: result["value"] for node, result in data["results"].items()} == errors

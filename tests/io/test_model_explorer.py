@@ -1,0 +1,116 @@
+"""Model Explorer's node data (issue 51): a layer comparison of the user's artefact against its
+source written as one ``GraphNodeData``, checked against the schema ``model_explorer`` documents
+in ``node_data_builder.py`` (its dataclasses ``GraphNodeData``, ``NodeDataResult`` and
+``GradientItem``), and, where the package is installed, read strictly into those very
+dataclasses."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.layer_stats import LayerComparison, compare_layer
+from segdiff_gui.io.model_explorer import write_node_data
+from segdiff_gui.resources import demo_model
+from tests.conftest import segdiff_here
+from tests.hostile.artefact_files import tflite_bytes
+
+# node_data_builder.GraphNodeData's fields, and those of a result and of a gradient stop.
+GRAPH_NODE_DATA = {
+    "results", "thresholds", "gradient", "hideInAggregatedStatsTable", "hideInChildrenStatsTable",
+    "hideAggregatedStats", "showExpandedSummaryOnGroupNode",
+    "showLabelCountColumnsInChildrenStatsTable",
+}  # fmt: skip
+RESULT = {"value", "bgColor", "textColor"}
+GRADIENT_ITEM = {"stop", "bgColor", "textColor"}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def assert_node_data(data: Any) -> None:
+    """``data`` is a ``GraphNodeData`` as Model Explorer's documented schema has it: results by
+    node id, each a finite number; a gradient from stop 0 to stop 1 in hex colours."""
+    assert isinstance(data, dict) and set(data) <= GRAPH_NODE_DATA and data["results"]
+    for node, result in data["results"].items():
+        assert isinstance(node, str) and isinstance(result, dict)
+        assert set(result) <= RESULT and _number(result["value"])
+    stops = [item["stop"] for item in data.get("gradient", [])]
+    assert stops == sorted(stops) and stops[0] == 0 and stops[-1] == 1
+    for item in data["gradient"]:
+        assert set(item) <= GRADIENT_ITEM and _number(item["stop"])
+        assert item["bgColor"].startswith("#") and len(item["bgColor"]) == 7
+    try:  # Model Explorer's own dataclasses, where its package is installed
+        import dacite
+        from model_explorer import node_data_builder as builder
+    except ImportError:
+        return
+    # Read strictly, as its node data providers' JSON is read (dacite: no unknown key), and
+    # written back by its own writer.
+    built = dacite.from_dict(builder.GraphNodeData, data, config=dacite.Config(strict=True))
+    again = json.loads(built.to_json_string())
+    assert again["results"] == data["results"] and again["gradient"] == data["gradient"]
+
+
+def _comparison() -> LayerComparison:
+    rng = np.random.default_rng(5)
+    source = rng.random((4, 4, 2), dtype=np.float32)
+    conv = replace(compare_layer("conv", source, source + 0.01), node="1")
+    same = replace(compare_layer("pool", source, source.copy()), node="3")
+    zero = np.zeros((4, 4, 2), np.float32)
+    nothing = replace(compare_layer("relu", zero, zero + 1), node="4")  # no ratio to a zero
+    keras = compare_layer("dropout", source, source + 0.02)  # no node of the artefact's
+    return LayerComparison((conv, same, nothing, keras))
+
+
+def test_each_layer_s_relative_error_is_on_its_node_as_the_schema_has_it(tmp_path):
+    comparison = _comparison()
+    path = tmp_path / "errors.json"
+    assert write_node_data(path, comparison) == 2
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert_node_data(data)
+    conv, pool = comparison.layers[:2]
+    assert data["results"] == {
+        "1": {"value": conv.relative_error},
+        "3": {"value": pool.relative_error},
+    }
+    assert pool.relative_error == 0 and conv.relative_error > 0
+
+
+def test_what_cannot_be_node_data_is_one_line_naming_the_file(tmp_path):
+    keras_only = LayerComparison((compare_layer("conv", np.ones(3), np.ones(3) * 2),))
+    with pytest.raises(InputError, match="no layer on a node of an artefact's graph"):
+        write_node_data(tmp_path / "errors.json", keras_only)
+    assert not (tmp_path / "errors.json").exists()
+    with pytest.raises(InputError, match="is a folder"):
+        write_node_data(tmp_path, _comparison())
+    with pytest.raises(InputError, match="no such folder"):
+        write_node_data(tmp_path / "nowhere" / "errors.json", _comparison())
+
+
+def test_model_explorer_flags_are_refused_before_any_probe(tmp_path, capsys, monkeypatch):
+    artefact = tmp_path / "model.tflite"
+    artefact.write_bytes(tflite_bytes())
+    image = tmp_path / "cell.npy"
+    np.save(image, np.zeros((8, 8, 1), np.float32))
+    cache = ("--cache", tmp_path / "cache")
+    alone = segdiff_here(capsys, "layers", demo_model(), image, "--from", "batch=1", "--to",
+                         "batch=2", "--model-explorer", tmp_path / "e.json", *cache)  # fmt: skip
+    assert alone.returncode == 2
+    (line,) = alone.stderr.strip().splitlines()
+    assert "--model-explorer: is for your own artefact beside its --source" in line
+    monkeypatch.setitem(sys.modules, "model_explorer", None)  # the extra is not installed
+    shown = segdiff_here(capsys, "layers", artefact, image, "--source", demo_model(), "--show",
+                         *cache)  # fmt: skip
+    assert shown.returncode == 2
+    (line,) = shown.stderr.strip().splitlines()
+    assert "--show: needs Google Model Explorer, segdiff's explorer extra" in line
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*.h5"))
