@@ -738,7 +738,44 @@ def artefacts(work: Path) -> list[Figure]:
             against_floor("artefacts", f"{name}: first map", first, floor, 1.10,
                           "plain script"),
         ]  # fmt: skip
+    figures += _artefact_layers(work, folder, image, env)
     return figures
+
+
+def _artefact_layers(work: Path, folder: Path, image: Path, env: dict[str, str]) -> list[Figure]:
+    """The full-int8 artefact's layers against its Keras source (``segdiff layers int8.tflite
+    IMAGE --source demo.keras`` on a new cache: both probes and their comparison) against the
+    two plain runs of one image, the artefact's (plain_artefact.py) and the source's
+    (plain_sweep.py at batch 1), one after the other."""
+    from segdiff_gui.resources import demo_model
+
+    attempts = iter(range(100))
+
+    def ours() -> float:
+        cache = work / f"artefact-layers-{next(attempts)}"
+        return segdiff("layers", folder / "int8.tflite", image, "--source", demo_model(),
+                       "--cache", cache)  # fmt: skip
+
+    def plain() -> float:
+        number = next(attempts)
+        artefact = [PYTHON, Path(__file__).with_name("plain_artefact.py"),
+                    folder / "int8.tflite", work / f"plain-int8-{number}.npy", image]  # fmt: skip
+        source = [PYTHON, Path(__file__).with_name("plain_sweep.py"), demo_model(),
+                  work / f"plain-source-{number}.h5", 1, image]  # fmt: skip
+        return timed(lambda: [subprocess.run(c, check=True, capture_output=True, env=env)
+                              for c in (artefact, source)])  # fmt: skip
+
+    compared, floor = alternating(ours, plain, 3)
+    return [
+        against_floor(
+            "artefacts",
+            "int8.tflite's layers against its Keras source",
+            compared,
+            floor,
+            3.0,
+            "the two plain runs",
+        ),
+    ]
 
 
 def exact(work: Path) -> list[Figure]:
