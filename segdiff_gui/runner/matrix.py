@@ -118,6 +118,7 @@ class MatrixRunner:
         self._cancel = threading.Event()
         self._stop = threading.Event()  # an input error, or the consumer gave up
         self._children: list[ChildProcess] = []
+        self._listeners: list[Callable[[Message], None]] = []
         self._lock = threading.Lock()
         # Children at once: not more than there are cores.
         self._parallel = max(1, min(parallel, os.cpu_count() or 1))
@@ -157,7 +158,22 @@ class MatrixRunner:
             for child in self._children:
                 child.signal_kill()
 
+    def listen(self, listener: Callable[[Message], None]) -> None:
+        """Have ``listener`` hear every message before the front end does, on the thread that
+        drives :meth:`run` (a sweep summarises its images as their runs are stored)."""
+        self._listeners.append(listener)
+
     def run(self) -> Generator[Message, None, None]:
+        messages = self._messages()
+        try:
+            for message in messages:
+                for listener in self._listeners:
+                    listener(message)
+                yield message
+        finally:
+            messages.close()  # a front end that stops early reaps the child in flight
+
+    def _messages(self) -> Generator[Message, None, None]:
         plan = self.plan
         yield PlanReady(
             total=plan.total,

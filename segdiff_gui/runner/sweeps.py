@@ -6,7 +6,9 @@ way, and every failure is one :class:`InputError`, the same line whichever front
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import queue
+import threading
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json
+from segdiff_gui.core.protocol import Message, RunCached, RunFailed, RunFinished
 from segdiff_gui.core.sweep import ImageSummary, SweepSummary, summarise_image
 from segdiff_gui.core.test_sets import ShardManifest, set_coverage, set_identity
 from segdiff_gui.io.truth import TruthFolder
@@ -37,6 +40,8 @@ from segdiff_gui.storage.studies import (
 )
 
 __all__ = [
+    "SummariesAhead",
+    "SummaryMade",
     "SweepResult",
     "SweepSession",
     "default_configuration",
@@ -138,15 +143,16 @@ def summarise_sweep(
     cutoff: float,
     reference: str | None = None,
     truth: TruthFolder | None = None,
-    on_image: Callable[[ImageSummary], None] | None = None,
     damaged: list[InputError] | None = None,
     manifests: Sequence[ShardManifest] = (),
+    made: dict[str, SummaryMade] | None = None,
 ) -> SweepSummary:
     """Every image's runs against the ``reference`` configuration (default: ``cpu b1``, else
     the first configuration) and against its ground truth. With a ``damaged`` list, a run
     whose map cannot be read is left out and its error added there (an image whose reference
     run it was is left out, as one without a reference run); without one, it raises. The
-    test sets of ``manifests`` that the images belong to say what of them is missing."""
+    test sets of ``manifests`` that the images belong to say what of them is missing. An
+    image's summary in ``made`` (:class:`SummariesAhead`'s) is taken where it fits."""
     if not groups:
         raise _nothing_to_summarise()
     if reference is None:
@@ -159,27 +165,25 @@ def summarise_sweep(
         if chosen is None:  # an interrupted or partly failed sweep: say so, go on
             without_reference.append(group[0].target_name)
             continue
-        try:
-            study = load_study(store, group, cutoff, chosen, damaged)
-        except InputError as error:  # none of the image's maps could be read
-            if damaged is None:
-                raise
-            damaged.append(error)
-            study = None
-        if study is None or study.reference.key != chosen.key:  # its reference is unreadable
-            without_reference.append(group[0].target_name)
-            continue
+        ahead = (made or {}).get(group[0].target_hash)
+        if ahead is not None and ahead.fits(group, reference, truth):
+            image, multiclass = ahead.image, ahead.multiclass
+        else:
+            try:
+                found = summarised_image(store, group, chosen, cutoff, truth, damaged)
+            except InputError as error:  # none of the image's maps could be read
+                if damaged is None:
+                    raise
+                damaged.append(error)
+                found = None
+            if found is None:  # its reference is unreadable
+                without_reference.append(group[0].target_name)
+                continue
+            image, multiclass = found
         if summary is None:
-            summary = SweepSummary(reference, cutoff, study.multiclass, group[0].study_model_name)
-        shape = study.reference.probabilities.shape
-        classes = shape[2] if study.multiclass else 2
-        labels = truth.read(group[0].target_name, shape[:2], classes) if truth else None
-        image = summarise_image(group[0].target_name, study, labels)
+            summary = SweepSummary(reference, cutoff, multiclass, group[0].study_model_name)
         summary.add(image)
         summarised.append(group[0].target_hash)
-        if on_image is not None:
-            on_image(image)
-        del study  # the maps of one image at a time
     if summary is None:
         known = sorted({r.configuration for g in groups for r in g})
         raise InputError(reference, f"has no run on any image (configurations: {', '.join(known)})")
@@ -188,6 +192,125 @@ def summarise_sweep(
     if truth is not None and not summary.has_truth:
         raise truth.matches_none()
     return summary
+
+
+def summarised_image(
+    store: RunStore,
+    group: Sequence[RunRecord],
+    chosen: RunRecord,
+    cutoff: float,
+    truth: TruthFolder | None,
+    damaged: list[InputError] | None = None,
+) -> tuple[ImageSummary, bool] | None:
+    """One image's runs (``group``) against ``chosen`` and its truth, and whether its map holds
+    classes (the maps of one image at a time); None where the reference's map cannot be read
+    and ``damaged`` takes the error (without it, it is raised)."""
+    study = load_study(store, group, cutoff, chosen, damaged)
+    if study.reference.key != chosen.key:
+        return None
+    shape = study.reference.probabilities.shape
+    classes = shape[2] if study.multiclass else 2
+    labels = truth.read(group[0].target_name, shape[:2], classes) if truth else None
+    return summarise_image(group[0].target_name, study, labels), study.multiclass
+
+
+@dataclass(frozen=True)
+class SummaryMade:
+    """One image's summary made while its sweep computed, and what it was made from: its
+    runs' keys, the reference configuration and the truth folder; and whether the map holds
+    classes (softmax)."""
+
+    keys: frozenset[str]
+    reference: str
+    truth: TruthFolder | None
+    multiclass: bool
+    image: ImageSummary
+
+    def fits(self, group: Sequence[RunRecord], reference: str, truth: TruthFolder | None) -> bool:
+        """Whether it is the summary the end would make of ``group``."""
+        same_keys = self.keys == frozenset(record.key for record in group)
+        return same_keys and self.reference == reference and self.truth is truth
+
+
+class SummariesAhead:
+    """A sweep's images summarised while it computes. It hears the runner (:meth:`heard`);
+    once every planned run of an image is stored, that image's maps (just written, still in
+    the page cache) are read and summarised on a thread of its own while the child computes
+    the next batches. :meth:`finish` waits for the images said complete so far and returns
+    their summaries by image hash; the end's summary takes each one that fits and makes the
+    others (an image with a failed run, or whose maps cannot be read here: it says why)."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        plan: MatrixPlan,
+        cutoff: float,
+        reference: str | None,
+        truth: TruthFolder | None,
+    ) -> None:
+        self._store, self._cutoff = store, cutoff
+        self._reference, self._truth = reference, truth
+        self._target_of = {run.key: run.target for run in plan.runs}
+        keys: dict[int, set[str]] = {}
+        for run in plan.runs:
+            keys.setdefault(run.target, set()).add(run.key)
+        self._keys_of = {target: frozenset(found) for target, found in keys.items()}
+        self._waiting = keys
+        self._made: dict[str, SummaryMade] = {}
+        self._queue: queue.SimpleQueue[frozenset[str] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name="sweep summaries", daemon=True)
+        self._thread.start()
+
+    def heard(self, message: Message) -> None:
+        """One of the runner's messages (on the thread that drives the runner)."""
+        if not isinstance(message, RunFinished | RunCached | RunFailed):
+            return
+        target = self._target_of.get(message.key)
+        left = self._waiting.get(target) if target is not None else None
+        if left is None or target is None:
+            return
+        if isinstance(message, RunFailed):
+            del self._waiting[target]  # left to the end, which says why
+            return
+        left.discard(message.key)
+        if not left:
+            del self._waiting[target]
+            self._queue.put(self._keys_of[target])
+
+    def finish(self) -> dict[str, SummaryMade]:
+        """The summaries made, once those of every image said complete are made."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        return dict(self._made)
+
+    def _work(self) -> None:
+        while (keys := self._queue.get()) is not None:
+            try:
+                self._summarise(keys)
+            except Exception:  # noqa: BLE001, S112 - the end's summary makes it and says why
+                continue
+
+    def _summarise(self, keys: frozenset[str]) -> None:
+        records = [self._store.read_run(key, with_map=False) for key in sorted(keys)]
+        groups = comparable_groups(records)
+        if len(groups) != 1:
+            return
+        (group,) = groups
+        reference = (
+            default_configuration(group)
+            if self._reference is None
+            else sweep_reference([group], self._reference)
+        )
+        chosen = _reference_run(group, reference)
+        if chosen is None:
+            return
+        found = summarised_image(self._store, group, chosen, self._cutoff, self._truth)
+        if found is not None:
+            image, multiclass = found
+            self._made[group[0].target_hash] = SummaryMade(
+                keys, reference, self._truth, multiclass, image
+            )
 
 
 def sweep_manifest(
@@ -289,6 +412,7 @@ class SweepSession:
         self.plan: MatrixPlan | None = None
         #: Which set (or shard of one) a sweep that ran its request stored (see stored()).
         self.manifest: ShardManifest | None = None
+        self._ahead: SummariesAhead | None = None  # where it ran its request: see start()
 
     def start(self, gpus: Sequence[str] | None = None) -> MatrixRunner:
         """The runner of the sweep's request (what is cached is served from the cache)."""
@@ -296,6 +420,11 @@ class SweepSession:
             raise InputError("sweep", "has no model and images to run, only stored runs")
         runner = self.request.start(gpus)
         self.plan = runner.plan
+        if self.store is self.request.cache:  # its images summarised as their runs are stored
+            self._ahead = SummariesAhead(
+                self.store, runner.plan, self.cutoff, self.reference, self.truth
+            )
+            runner.listen(self._ahead.heard)
         return runner
 
     def stored(self) -> list[RunRecord]:
@@ -327,9 +456,10 @@ class SweepSession:
         reference = None if self.reference is None else sweep_reference(groups, self.reference)
         damaged = self.damaged if self.leave_out_damaged else None
         manifests = self._manifests()
+        made = self._ahead.finish() if self._ahead is not None else None
         return summarise_sweep(
             self.store, groups, cutoff=self.cutoff, reference=reference, truth=self.truth,
-            damaged=damaged, manifests=manifests,
+            damaged=damaged, manifests=manifests, made=made,
         )  # fmt: skip
 
     def _manifests(self) -> list[ShardManifest]:
