@@ -166,7 +166,7 @@ def summarise_sweep(
             without_reference.append(group[0].target_name)
             continue
         ahead = (made or {}).get(group[0].target_hash)
-        if ahead is not None and ahead.fits(group, reference, truth):
+        if ahead is not None and ahead.fits(group, reference, cutoff, truth):
             image, multiclass = ahead.image, ahead.multiclass
         else:
             try:
@@ -217,19 +217,26 @@ def summarised_image(
 @dataclass(frozen=True)
 class SummaryMade:
     """One image's summary made while its sweep computed, and what it was made from: its
-    runs' keys, the reference configuration and the truth folder; and whether the map holds
-    classes (softmax)."""
+    runs' keys, the reference configuration, the cutoff and the truth folder; and whether the
+    map holds classes (softmax)."""
 
     keys: frozenset[str]
     reference: str
+    cutoff: float
     truth: TruthFolder | None
     multiclass: bool
     image: ImageSummary
 
-    def fits(self, group: Sequence[RunRecord], reference: str, truth: TruthFolder | None) -> bool:
+    def fits(
+        self, group: Sequence[RunRecord], reference: str, cutoff: float, truth: TruthFolder | None
+    ) -> bool:
         """Whether it is the summary the end would make of ``group``."""
-        same_keys = self.keys == frozenset(record.key for record in group)
-        return same_keys and self.reference == reference and self.truth is truth
+        same = self.keys == frozenset(record.key for record in group) and self.cutoff == cutoff
+        return same and self.reference == reference and _folder(self.truth) == _folder(truth)
+
+
+def _folder(truth: TruthFolder | None) -> Path | None:
+    return truth.folder if truth is not None else None
 
 
 class SummariesAhead:
@@ -309,7 +316,7 @@ class SummariesAhead:
         if found is not None:
             image, multiclass = found
             self._made[group[0].target_hash] = SummaryMade(
-                keys, reference, self._truth, multiclass, image
+                keys, reference, self._cutoff, self._truth, multiclass, image
             )
 
 
@@ -398,8 +405,11 @@ class SweepSession:
         model: str | None = None,
         group: str | None = None,
         leave_out_damaged: bool = False,
+        made: dict[str, SummaryMade] | None = None,
     ) -> None:
         self.store, self.cutoff, self.runs = store, cutoff, list(runs)
+        # Images summarised while another session's sweep computed (made_ahead()).
+        self._made = made or {}
         self.reference, self.model, self.group = reference, model, group
         self.leave_out_damaged = leave_out_damaged
         # Every image, none the target (a shard keeps its slice).
@@ -456,11 +466,20 @@ class SweepSession:
         reference = None if self.reference is None else sweep_reference(groups, self.reference)
         damaged = self.damaged if self.leave_out_damaged else None
         manifests = self._manifests()
-        made = self._ahead.finish() if self._ahead is not None else None
+        made = self.made_ahead()
         return summarise_sweep(
             self.store, groups, cutoff=self.cutoff, reference=reference, truth=self.truth,
             damaged=damaged, manifests=manifests, made=made,
         )  # fmt: skip
+
+    def made_ahead(self) -> dict[str, SummaryMade]:
+        """The images summarised while this session's sweep computed (waiting for those of
+        every image whose runs are stored), with any given: for a summary of the same runs
+        made by another session (the window's, at the reference and masks on show)."""
+        made = dict(self._made)
+        if self._ahead is not None:
+            made.update(self._ahead.finish())
+        return made
 
     def _manifests(self) -> list[ShardManifest]:
         """The test sets the sweep is measured against: the one it ran, where it ran its

@@ -431,9 +431,11 @@ class AnalysisController(QObject):
             return
 
         def work() -> SweepSummary:
+            made = swept.made_ahead() if swept is not None else None  # images summarised already
             sweep = SweepSession(
-                store, cutoff=cutoff, runs=runs(), reference=configuration, masks=masks, group=group
-            )
+                store, cutoff=cutoff, runs=runs(), reference=configuration, masks=masks,
+                group=group, made=made,
+            )  # fmt: skip
             return sweep.summarise()
 
         said = self.sweep_panel.status.text() if self._progress is not None else ""

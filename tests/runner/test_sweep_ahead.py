@@ -93,3 +93,25 @@ def test_a_summary_made_against_another_reference_or_truth_is_made_again(tmp_pat
     # The session that ran them, asked against the other reference: not the ones made ahead.
     sweep.reference = "cpu b4"
     assert sweep.summarise().to_dict() == expected
+
+
+def test_the_window_summarises_at_its_own_cutoff_and_masks_taking_only_what_fits(
+    tmp_path, fake_engine, monkeypatch
+):
+    """The window summarises a sweep it ran in a session of its own, at the cutoff and with
+    the masks on show: what was made ahead at another cutoff is made again, never taken."""
+    request = _request(tmp_path)
+    sweep = SweepSession(request.cache, request=request)
+    sweep.run()
+    made = sweep.made_ahead()
+    assert len(made) == IMAGES
+    at_another = SweepSession(sweep.store, runs=sweep.stored(), cutoff=0.3, made=made)
+    alone = SweepSession(sweep.store, runs=sweep.stored(), cutoff=0.3).summarise()
+    assert at_another.summarise().to_dict() == alone.to_dict()
+
+    def no_reading(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a map was read again")
+
+    monkeypatch.setattr(sweeps, "load_study", no_reading)
+    same = SweepSession(sweep.store, runs=sweep.stored(), made=made).summarise()
+    assert same.cutoff == sweep.cutoff and len(same.images) == IMAGES
