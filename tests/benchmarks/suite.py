@@ -761,7 +761,7 @@ def _artefact_layers(work: Path, folder: Path, image: Path, env: dict[str, str])
         artefact = [PYTHON, Path(__file__).with_name("plain_artefact.py"),
                     folder / "int8.tflite", work / f"plain-int8-{number}.npy", image]  # fmt: skip
         source = [PYTHON, Path(__file__).with_name("plain_sweep.py"), demo_model(),
-                  work / f"plain-source-{number}.h5", 1, image]  # fmt: skip
+                  work / f"plain-source-{number}.h5", "1", image]  # fmt: skip
         return timed(lambda: [subprocess.run(c, check=True, capture_output=True, env=env)
                               for c in (artefact, source)])  # fmt: skip
 
