@@ -14,8 +14,8 @@ from segdiff_gui import api
 from segdiff_gui.api.results import Comparison, Exact
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.runner.reports import ReportContext
-from tests.api.test_results_name_their_cutoff import _cache
 from tests.exact_runs import assert_exact_pixels, bf16_study
+from tests.factories import two_configurations_cache
 
 CONTEXT = ReportContext("m.keras", "cell.png", "g", {}, {})
 
@@ -56,7 +56,7 @@ def test_the_comparison_names_the_exact_run_beside_the_reference():
 
 
 def test_a_study_without_an_exact_run_says_how_to_make_one(tmp_path):
-    study = api.open_cache(_cache(tmp_path, "sigmoid").root).study()
+    study = api.open_cache(two_configurations_cache(tmp_path, "sigmoid").root).study()
     assert study.compare().exact is None
     with pytest.raises(InputError, match="has no exact run: run the model with precision=float64"):
         study.exact()

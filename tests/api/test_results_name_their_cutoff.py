@@ -9,28 +9,10 @@ import numpy as np
 import pytest
 
 from segdiff_gui import api
-from segdiff_gui.storage import ResultCache
-from tests.storage.test_cache import make_record
+from tests.factories import two_configurations_cache
 
 TYPED = 0.5500041246414185
 COUNTED = "at cutoff 0.5500041"
-
-
-def _cache(tmp_path, kind: str) -> ResultCache:
-    """Two configurations, two repeats of one, on one image: a sigmoid or a softmax map."""
-    cache = ResultCache(tmp_path / "cache")
-    rng = np.random.default_rng(3)
-    if kind == "sigmoid":
-        values = rng.random((6, 6), dtype=np.float32)
-        changes = {}
-    else:
-        values = rng.dirichlet(np.ones(3), size=(6, 6)).astype(np.float32)
-        changes = {"kind": "softmax"}
-    moved = values.copy()
-    moved[2, 3] += np.float32(0.3)
-    for label, map_ in (("cpu b1 r0", values), ("cpu b1 r1", values), ("cpu b64 r0", moved)):
-        cache.write_run(make_record("m", map_, label, **changes))
-    return cache
 
 
 def _results(study: api.Study) -> dict[str, object]:
@@ -44,7 +26,7 @@ def _results(study: api.Study) -> dict[str, object]:
 
 
 def test_every_result_names_the_cutoff_it_was_computed_at(tmp_path):
-    study = api.open_cache(_cache(tmp_path, "sigmoid").root, cutoff=TYPED).study()
+    study = api.open_cache(two_configurations_cache(tmp_path, "sigmoid").root, cutoff=TYPED).study()
     assert study.cutoff == 0.5500041  # the float32 the flips are counted at
     for name, result in _results(study).items():
         text, html = repr(result), result._repr_html_()  # type: ignore[attr-defined]
@@ -65,7 +47,7 @@ def test_every_result_names_the_cutoff_it_was_computed_at(tmp_path):
 
 
 def test_a_multiclass_study_s_results_say_argmax(tmp_path):
-    study = api.open_cache(_cache(tmp_path, "softmax").root, cutoff=TYPED).study()
+    study = api.open_cache(two_configurations_cache(tmp_path, "softmax").root, cutoff=TYPED).study()
     for name, result in _results(study).items():
         if name == "study":
             continue  # its own line gives the study's default cutoff
@@ -76,6 +58,6 @@ def test_a_multiclass_study_s_results_say_argmax(tmp_path):
 
 @pytest.mark.parametrize("cutoff", ["0.55", 0.5, np.float32(0.55)])
 def test_a_cutoff_is_taken_as_the_float32_it_counts_at(tmp_path, cutoff):
-    runs = api.open_cache(_cache(tmp_path, "sigmoid").root, cutoff=cutoff)
+    runs = api.open_cache(two_configurations_cache(tmp_path, "sigmoid").root, cutoff=cutoff)
     assert np.float32(runs.cutoff) == np.float32(cutoff)
     assert repr(runs.study()).count(f"cutoff {float(np.float32(cutoff)):.2g}") >= 1

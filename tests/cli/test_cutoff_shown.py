@@ -12,7 +12,7 @@ import pytest
 
 from segdiff_gui.cli.main import main
 from segdiff_gui.storage import ResultCache
-from tests.storage.test_cache import make_record
+from tests.factories import make_record
 
 TYPED = "0.5500041246414185"
 COUNTED = "0.5500041"  # np.float32(TYPED), shortest

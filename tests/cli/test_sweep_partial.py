@@ -5,44 +5,13 @@ images both cover, and the command line and the API say how many that is."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from pathlib import Path
-
-import numpy as np
-from PIL import Image
 
 from segdiff_gui import api
 from segdiff_gui.cli.main import main
-from segdiff_gui.core.config import RunConfig
-from segdiff_gui.storage import ResultCache
-from tests.storage.test_cache import make_record
+from tests.factories import partial_sweep
 
-IMAGES = ("a.png", "b.png", "c.png", "d.png")
 OVER = "+0.00e+00 over 1 of 4 images"
-
-
-def partial_sweep(root: Path) -> tuple[ResultCache, Path]:
-    """``cpu b1`` on four images, ``cpu b64`` (the same map) on the first only; masks that
-    the first image's map matches exactly (Dice 1) and the others' half (Dice 2/3)."""
-    cache, masks = ResultCache(root / "cache"), root / "masks"
-    masks.mkdir()
-    truth = np.zeros((4, 4), np.uint8)
-    truth[:2] = 255
-    for index, image in enumerate(IMAGES):
-        values = np.where(truth > 0, 0.9, 0.1).astype(np.float32)
-        if index:
-            values[1] = 0.1  # half the foreground missed
-        Image.fromarray(truth).save(masks / image)
-        labels = ("cpu b1", "cpu b64") if index == 0 else ("cpu b1",)
-        for label in labels:
-            config = RunConfig(batch=int(label.split("b")[1]))
-            record = make_record(
-                "m", values, f"{label} r0", config=config.to_dict(), target_name=image,
-                target_hash=hashlib.sha256(image.encode()).hexdigest(),
-            )  # fmt: skip
-            cache.write_run(record)
-    return cache, masks
 
 
 def test_the_command_line_compares_over_the_images_both_cover_and_says_so(tmp_path, capsys):

@@ -14,7 +14,7 @@ from segdiff_gui import api
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff_here
-from tests.storage.test_cache import make_record, sealed
+from tests.factories import make_record, sealed
 
 # Two outputs of one model, chosen by index; the model names them "probs" and "edges".
 OUTPUTS = {"0": "probs", "1": "edges"}

@@ -5,8 +5,6 @@ forward pass is slowed down. Where only a real GPU can show a defect, the issue 
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -17,22 +15,9 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.runner import plan_matrix
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff
+from tests.factories import engine_script
 
 pytestmark = pytest.mark.slow
-
-
-def engine_script(code: str, **environment: str) -> dict:
-    """Run ``code`` (which prints one JSON line last) in a fresh interpreter: the engine's
-    runtimes are imported there, never in the test process."""
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **environment},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

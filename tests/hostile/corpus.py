@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 
 from segdiff_gui.storage import ResultCache, write_bundle
-from tests.storage.test_cache import IMAGE_HASH, make_record
+from tests.factories import IMAGE_HASH, make_record
 
 SECRET = b"segdiff-test-secret: this file is outside every cache\n" * 80
 

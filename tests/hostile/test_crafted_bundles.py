@@ -24,6 +24,7 @@ from segdiff_gui.runner.sources import group_studies, read_source
 from segdiff_gui.storage import ResultCache, merge_bundle, write_bundle
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.ui.app import _parser, open_session
+from tests.factories import bundle_of, make_record
 from tests.hostile.corpus import (
     BUNDLE_CASES,
     SECRET,
@@ -33,7 +34,6 @@ from tests.hostile.corpus import (
     json_provenance,
 )
 from tests.hostile.expect import assert_one_line, bounded_memory, files_under
-from tests.storage.test_cache import bundle_of, make_record
 
 # A crafted file that makes a read wait (a FIFO) fails its case instead of blocking the run;
 # "thread": a read blocked inside HDF5 never returns to Python to see a signal.

@@ -180,7 +180,7 @@ import resource, signal, sys
 import numpy as np
 sys.path.insert(0, {str(Path(__file__).parents[2])!r})
 from segdiff_gui.storage import ResultCache
-from tests.storage.test_cache import make_record
+from tests.factories import make_record
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 cache = ResultCache({str(tmp_path / "cache")!r})

@@ -22,6 +22,7 @@ from segdiff_gui.cli.main import main as segdiff
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.ui.inspection import InspectionModel
 from tests.conftest import TESTS
+from tests.factories import IMAGE_HASH
 from tests.hostile.corpus import (
     BUNDLE_CASES,
     CACHE_CASES,
@@ -31,7 +32,6 @@ from tests.hostile.corpus import (
     base_cache,
     flip_a_byte_of,
 )
-from tests.storage.test_cache import IMAGE_HASH
 
 BUNDLE_CASE = next(case for case in BUNDLE_CASES if case.name == "external link")
 WHOLE_CASE = next(case for case in WHOLE_BUNDLE_CASES if case.name == "not a bundle")

@@ -16,10 +16,8 @@ import pytest
 from segdiff_gui import api
 from segdiff_gui.cli.main import main
 from segdiff_gui.storage import ResultCache
+from tests.factories import hostile_names_cache, make_record
 from tests.hostile.names import HOSTILE_NAMES, NESTED_TABLES, TERMINAL_CONTROLS
-from tests.storage.test_cache import make_record, sealed
-
-FILE_NAME_BYTES = 255
 
 
 @pytest.fixture
@@ -34,23 +32,6 @@ def segdiff(capsys):
     return run
 
 
-def _cache_of_hostile_names(root) -> ResultCache:
-    """Two runs (batch 1 and 64) per name, of a model, an image and an output so named; the
-    batch-64 run came from a host whose name is that name too."""
-    cache = ResultCache(root)
-    cache.claim()
-    base = np.random.default_rng(0).random((24, 20), dtype=np.float32)
-    for index, name in enumerate(HOSTILE_NAMES):
-        file = name[: FILE_NAME_BYTES - len(".keras")]
-        names = {"model_name": f"{file}.keras", "target_name": f"{file}.png", "output_name": name}
-        cache.write_run(make_record(f"m{index}", base, "cpu b1 r0", **names))
-        moved = base + np.float32((index + 1) * 1e-3)
-        other = make_record(f"m{index}", moved, "cpu b64 r0", **names)
-        provenance = other.provenance.updated({"host": name})
-        cache.write_run(sealed(other, label=f"{name}: cpu b64 r0", provenance=provenance))
-    return cache
-
-
 def _assert_text(text: str, command: str) -> None:
     assert not any(control in text for control in TERMINAL_CONTROLS), command
     assert not any(line.lstrip("│┃ ").startswith("FAIL forged") for line in text.splitlines())
@@ -58,7 +39,7 @@ def _assert_text(text: str, command: str) -> None:
 
 
 def test_every_command_on_stored_runs_prints_hostile_names_as_text(tmp_path, segdiff):
-    cache = _cache_of_hostile_names(tmp_path / "cache")
+    cache = hostile_names_cache(tmp_path / "cache")
     at = ("--cache", cache.root)
     listed = json.loads(segdiff("ls", *at, "--json").stdout)
     groups = sorted({run["group"] for run in listed})
@@ -111,7 +92,7 @@ def test_markup_and_control_characters_from_a_bundle_reach_no_terminal(tmp_path,
 
 def test_the_api_shows_hostile_names_as_text(tmp_path):
     """A notebook's text and HTML of stored runs: a name is text, never markup or a control."""
-    cache = _cache_of_hostile_names(tmp_path / "cache")
+    cache = hostile_names_cache(tmp_path / "cache")
     runs = api.open_cache(cache.root)
     texts, pages = [repr(runs)], [runs._repr_html_()]
     for group in sorted({record.model_name for record in cache.records()}):

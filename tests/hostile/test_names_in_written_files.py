@@ -17,8 +17,8 @@ import numpy as np
 from segdiff_gui.core.layer_stats import LayerComparison, compare_layer
 from segdiff_gui.io.html_layers import layer_probe_sections, repair_sections
 from tests.conftest import segdiff_here
+from tests.factories import hostile_names_cache
 from tests.hostile.names import HOSTILE_NAMES, NESTED_TABLES
-from tests.hostile.test_names_in_stored_runs import _cache_of_hostile_names
 
 SCRIPT = "<script>alert(1)</script>"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202e]")
@@ -32,7 +32,7 @@ def _strict(text: str) -> object:
 
 
 def test_json_and_csv_carry_hostile_names_as_data(tmp_path, capsys):
-    cache = _cache_of_hostile_names(tmp_path / "cache")
+    cache = hostile_names_cache(tmp_path / "cache")
     at = ("--cache", cache.root)
     listed = segdiff_here(capsys, "ls", *at, "--json")
     compared = segdiff_here(capsys, "compare", *at, "--json")

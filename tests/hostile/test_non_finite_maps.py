@@ -18,7 +18,7 @@ import pytest
 from segdiff_gui import api
 from segdiff_gui.storage import ResultCache, write_bundle
 from tests.conftest import segdiff_here
-from tests.storage.test_cache import IMAGE_HASH, make_record
+from tests.factories import IMAGE_HASH, make_record
 
 pytestmark = pytest.mark.timeout(120, method="thread")
 

@@ -11,9 +11,9 @@ import pytest
 
 from segdiff_gui.storage import ResultCache, write_bundle
 from tests.conftest import mounted_read_only, segdiff_here
+from tests.factories import make_record
 from tests.hostile.corpus import base_cache
 from tests.hostile.expect import files_under
-from tests.storage.test_cache import make_record
 
 pytestmark = pytest.mark.timeout(120, method="thread")
 

@@ -30,8 +30,8 @@ from segdiff_gui.core.protocol import ModelAnswer
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.devices import sealed_answer
 from segdiff_gui.storage import ResultCache
+from tests.factories import make_record
 from tests.hostile.expect import files_under
-from tests.storage.test_cache import make_record
 
 pytestmark = pytest.mark.timeout(120, method="thread")
 

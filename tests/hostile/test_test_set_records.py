@@ -23,8 +23,8 @@ from segdiff_gui.core.limits import MAX_SHARDS
 from segdiff_gui.core.shards import parse_shard
 from segdiff_gui.core.test_sets import ShardManifest, set_coverage, set_identity
 from segdiff_gui.storage import ResultCache, write_bundle
+from tests.factories import digest, make_record
 from tests.hostile.expect import bounded_memory, files_under
-from tests.storage.test_cache import digest, make_record
 
 pytestmark = pytest.mark.timeout(60, method="thread")
 

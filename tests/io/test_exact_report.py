@@ -11,7 +11,7 @@ import numpy as np
 from segdiff_gui.io.html_report import study_fragment, write_html_report
 from segdiff_gui.io.reports import report_data, write_json_report
 from tests.exact_runs import bf16_study
-from tests.io.test_exports import seed_study
+from tests.factories import seed_study
 
 FLIP_SENTENCE = (
     "At cutoff 0.5 cpu r0 and bf16 r0 disagree on 3 pixels; the exact class agrees with cpu r0 "

@@ -13,19 +13,7 @@ from segdiff_gui.io.masks import read_mask, write_mask
 from segdiff_gui.io.reports import report_data, write_json_report
 from segdiff_gui.io.tables import write_pixel_csv
 from tests.exact_runs import assert_exact_pixels, bf16_study
-
-
-def seed_study() -> Study:
-    reference = np.full((4, 5), 0.2, dtype=np.float32)
-    reference[1, 2] = 0.549857
-    other = reference.copy()
-    other[1, 2] = 0.550076
-    other[3, 4] = np.nextafter(np.float32(0.2), np.float32(1))
-    runs = [
-        StudyRun("a" * 64, "cpu b1 r0", RunConfig(), 0, reference),
-        StudyRun("b" * 64, "gpu:0 b1 r0", RunConfig(device="gpu:0"), 0, other),
-    ]
-    return Study(runs, cutoff=0.55)
+from tests.factories import seed_study
 
 
 @pytest.mark.parametrize("suffix", [".png", ".tif", ".npy"])

@@ -8,7 +8,7 @@ import tifffile
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.io.image_memory import check_images_fit
-from tests.io.test_images import lying_png
+from tests.factories import lying_png
 
 GIB = 1 << 30
 

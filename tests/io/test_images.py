@@ -49,23 +49,6 @@ def _png(width, height, depth=8, colour=0, pixel_rows=b""):
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + data + chunk(b"IEND", b"")
 
 
-def lying_png(path, side=16384):
-    """About 4 KB whose header claims ``side``² RGBA: the start of a deflate stream of zero
-    rows, far short of the 1 GiB that header promises."""
-
-    def chunk(kind, data):
-        crc = struct.pack(">I", zlib.crc32(kind + data))
-        return struct.pack(">I", len(data)) + kind + data + crc
-
-    header = struct.pack(">IIBBBBB", side, side, 8, 6, 0, 0, 0)
-    rows = zlib.compressobj(9)
-    start = rows.compress(b"\x00" * (4 << 20)) + rows.flush(zlib.Z_SYNC_FLUSH)
-    note = chunk(b"tEXt", b"name\x00" + path.name.encode())  # each file its own bytes
-    body = chunk(b"IHDR", header) + note + chunk(b"IDAT", start) + chunk(b"IEND", b"")
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + body)
-    return path
-
-
 @pytest.mark.parametrize(
     "name, damage",
     [

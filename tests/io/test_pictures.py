@@ -13,7 +13,7 @@ from PIL import Image
 from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.pictures import picture_rgb
 from segdiff_gui.io.reports import report_data
-from tests.io.test_exports import seed_study
+from tests.factories import seed_study
 
 RED, GREEN, BLUE = (200, 30, 20), (20, 180, 40), (30, 40, 210)
 

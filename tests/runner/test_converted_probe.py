@@ -21,7 +21,7 @@ from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.layers import LayerStore, comparison_key, probe_key
 from segdiff_gui.storage.probe_files import CONVERTED_MATCHING
 from tests.conftest import segdiff, segdiff_here
-from tests.runner.test_layer_probe import _probe
+from tests.factories import run_layer_probe
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def demo_probes(demo, tmp_path_factory) -> dict[str, tuple[LayerProbeSession, La
         # Only TensorFlow's side (once) and ONNX Runtime's are probed here: LiteRT's are stored.
         left = {run.config.runtime for run in session.probe_runner().plan.runs}
         assert left == {"litert": {"tensorflow"}, "litert-int8": set()}.get(name, {name})
-        found[name] = (session, _probe(session))
+        found[name] = (session, run_layer_probe(session))
     return found
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from segdiff_gui.runner.explain import compared_runs, measure_between
 from segdiff_gui.storage import ResultCache
-from tests.storage.test_cache import make_record, sealed
+from tests.factories import make_record, sealed
 
 
 def _on(record, host):

@@ -21,7 +21,7 @@ from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.layers import LayerStore, probe_key
 from tests.conftest import segdiff
-from tests.engine.test_gpu_path import engine_script
+from tests.factories import engine_script, run_layer_probe
 
 pytestmark = pytest.mark.slow
 
@@ -30,14 +30,6 @@ OTHERS = ("device=cpu,batch=64", "device=cpu,xla=on", "device=cpu,precision=bf16
 # Two of the demo's images: every figure is per layer over the images run, a batch of 64 is
 # filled from the set whatever its size, and each probe stays small.
 IMAGES = 2
-
-
-def _probe(session: LayerProbeSession) -> LayerProbe:
-    for _ in session.plain_runner().run():
-        pass
-    for _ in session.probe_runner().run():
-        pass
-    return session.compare()
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +49,7 @@ def demo_probes(demo, tmp_path_factory) -> tuple[ResultCache, dict[str, LayerPro
     for spec in OTHERS:
         session = LayerProbeSession(request, configs[0], parse_config_spec(spec))
         sessions[spec] = session
-        session.result = _probe(session)  # type: ignore[attr-defined]
+        session.result = run_layer_probe(session)  # type: ignore[attr-defined]
     return cache, sessions
 
 
@@ -197,7 +189,7 @@ def test_a_nested_encoder_and_a_sequential_block_are_flattened(
         parse_config_spec(REFERENCE),
         parse_config_spec("device=cpu,batch=4,precision=bf16"),
     )
-    probe = _probe(session)
+    probe = run_layer_probe(session)
     assert engine_starts == ["run"]
     assert all(request.cache.read_run(run.key).provenance.device for run in session.sides)
     names = [layer.name for layer in probe.comparison.layers]
@@ -249,7 +241,7 @@ def test_under_jax_each_layer_is_its_own_xla_computation_and_the_output_holds(
     session = LayerProbeSession(
         request, parse_config_spec("runtime=jax"), parse_config_spec("runtime=jax,xla=on")
     )
-    probe = _probe(session)
+    probe = run_layer_probe(session)
     assert len(probe.comparison.layers) == 10
     assert all(
         side["final"]["bitwise_equal"] for side in (probe.stored.reference, probe.stored.other)

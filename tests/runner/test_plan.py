@@ -229,7 +229,7 @@ def test_lying_headers_are_refused_from_the_headers_before_any_image_is_decoded(
 ):
     """Issue 33, case 11: eight 4 KB PNGs whose headers claim 16384² RGBA. Batch 64 holds all
     eight: 5 GiB each (decoded, and as float32 input), over a 12 GiB bound at the third."""
-    from tests.io.test_images import lying_png
+    from tests.factories import lying_png
 
     model, _ = demo
     images = [lying_png(tmp_path / f"lie{index}.png") for index in range(8)]
@@ -247,7 +247,7 @@ def test_import_and_reproduce_refuse_a_lying_header_before_decoding_it(
     """Issue 33, case 11, beyond planning: ``segdiff import`` decoded every image and
     ``reproduce`` its target before any bound was checked."""
     from segdiff_gui.runner import imports, reproduce
-    from tests.io.test_images import lying_png
+    from tests.factories import lying_png
 
     model, _ = demo
     lie = lying_png(tmp_path / "lie.png")

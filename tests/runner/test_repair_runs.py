@@ -16,7 +16,7 @@ from segdiff_gui.runner.repair import RepairSession
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
 from tests.conftest import segdiff
-from tests.engine.test_gpu_path import engine_script
+from tests.factories import engine_script
 
 pytestmark = pytest.mark.slow
 

@@ -20,16 +20,9 @@ from segdiff_gui.core.protocol import PlanReady
 from segdiff_gui.runner.plan import plan_matrix
 from segdiff_gui.storage import ResultCache
 from tests.conftest import segdiff_here
+from tests.factories import saved_model
 
 REFUSED = ("precision=float64", "emulate=tf32", "precision=mixed_bfloat16", "runtime=jax")
-
-
-def saved_model(folder: Path) -> Path:
-    """A folder the planner takes for a SavedModel (its graph file); the fake engine computes
-    its runs without reading it."""
-    folder.mkdir()
-    (folder / "saved_model.pb").write_bytes(b"a graph")
-    return folder
 
 
 @pytest.fixture

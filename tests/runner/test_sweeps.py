@@ -15,7 +15,7 @@ from segdiff_gui.runner.outcome import follow
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.runner.sweeps import SweepSession, summarise_sweep, sweep_groups
 from segdiff_gui.storage import ResultCache
-from tests.storage.test_cache import make_record
+from tests.factories import make_record
 
 RETRAINED = hashlib.sha256(b"retrained").hexdigest()
 

@@ -1,4 +1,3 @@
-import hashlib
 import multiprocessing
 import os
 from dataclasses import replace
@@ -7,80 +6,14 @@ import h5py
 import numpy as np
 import pytest
 
-from segdiff_gui.core.config import Preprocessing, RunConfig
+from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.storage import ResultCache, RunRecord, merge_bundle, write_bundle
+from segdiff_gui.storage import ResultCache, merge_bundle, write_bundle
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import UnreadableEntry, atomic_h5
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import expected_key
-
-IMAGE_HASH = "5e" * 32
-
-
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def sealed(record: RunRecord, **changes) -> RunRecord:
-    """``record`` with ``changes``, made self-consistent as the engine writes runs: the batch
-    and raw output shape of its configuration, its label, and the key of its inputs."""
-    record = replace(record, **changes)
-    config = record.run_config
-    shape = record.map_shape if record.probabilities is None else record.probabilities.shape
-    channels = shape[2] if record.kind == "softmax" else 1
-    record = replace(
-        record,
-        label=f"{config.label()} r{record.repeat}",
-        batch_hashes=[record.target_hash] * config.batch,
-        batch_names=[record.target_name] * config.batch,
-        raw_output_shape=[config.batch, *shape[:2], channels],
-        map_shape=tuple(shape),
-    )
-    return replace(record, key=expected_key(record))
-
-
-def make_record(name: str, values: np.ndarray, label: str = "cpu b1 r0", **changes) -> RunRecord:
-    """A sigmoid run of ``m.keras`` (whose bytes ``name`` stands for) holding ``values``; the
-    label gives the configuration and the repeat (``cpu b64 r1``)."""
-    spec, _, repeat = label.rpartition(" r")
-    device, batch = spec.split()[:2]
-    base = RunRecord(
-        key="",
-        label=label,
-        config=RunConfig(device=device, batch=int(batch[1:])).to_dict(),
-        repeat=int(repeat),
-        model_name="m.keras",
-        model_hash=digest(name),
-        target_name="t.png",
-        target_hash=IMAGE_HASH,
-        batch_hashes=[],
-        batch_names=[],
-        preprocessing=Preprocessing().to_dict(),
-        output={"output": None},
-        output_name="mask",
-        kind="sigmoid",
-        raw_output_shape=[],
-        map_shape=values.shape,
-        provenance=Provenance.from_dict(
-            {
-                "device": "cpu:0",
-                "wall_time_s": 0.5,
-                "environment": {"TF_ENABLE_ONEDNN_OPTS": "1"},
-                "onednn_enabled": True,
-            }
-        ),
-        probabilities=values,
-    )
-    return sealed(base, **changes)
-
-
-def bundle_of(records: list[RunRecord], path, source: ResultCache):
-    """``records`` written into ``source`` and bundled at ``path``."""
-    for record in records:
-        source.write_run(record)
-    write_bundle(source, [record.key for record in records], path)
-    return path
+from tests.factories import IMAGE_HASH, bundle_of, digest, make_record, sealed
 
 
 def awkward_values() -> np.ndarray:

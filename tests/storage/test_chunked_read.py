@@ -11,7 +11,7 @@ import pytest
 from segdiff_gui.storage import ResultCache, chunked_read
 from segdiff_gui.storage.chunked_read import read_stored_array
 from segdiff_gui.storage.hdf5_access import UnreadableEntry
-from tests.storage.test_cache import make_record
+from tests.factories import make_record
 
 
 @pytest.fixture(params=["parallel", "one by one"])

@@ -20,8 +20,8 @@ from segdiff_gui.storage.studies import (
     load_study,
     study_run,
 )
+from tests.factories import make_record
 from tests.hostile.expect import assert_one_line
-from tests.storage.test_cache import make_record
 
 EXACT = RunConfig(precision="float64").to_dict()
 

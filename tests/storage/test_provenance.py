@@ -11,7 +11,7 @@ from segdiff_gui.core.runtime_defaults import DefaultsInEffect
 from segdiff_gui.storage import ResultCache, merge_bundle, write_bundle
 from segdiff_gui.storage.provenance import Provenance, StatedImport
 from segdiff_gui.storage.records import configuration_label, expected_key
-from tests.storage.test_cache import IMAGE_HASH, make_record, sealed
+from tests.factories import IMAGE_HASH, make_record, sealed
 
 # What a newer segdiff might record: kinds of values this one has no property for.
 NEWER = {

@@ -5,7 +5,7 @@ import pytest
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.storage.selection import select_run, select_runs
-from tests.storage.test_cache import make_record
+from tests.factories import make_record
 
 
 def records():

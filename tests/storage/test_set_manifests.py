@@ -17,7 +17,7 @@ from segdiff_gui.core.test_sets import ShardManifest, set_coverage, set_identity
 from segdiff_gui.storage import ResultCache, merge_bundle, write_bundle
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.set_manifests import cache_manifests, write_cache_manifest
-from tests.storage.test_cache import IMAGE_HASH, digest, make_record
+from tests.factories import IMAGE_HASH, digest, make_record
 
 MODEL = digest("m.keras")
 # A set of 7 images, the record's own image (t.png) third.

@@ -35,7 +35,7 @@ def test_the_explain_window_follows_the_cutoff_for_the_pair_it_explains(window, 
     """Issue 34, item 10: the dialog kept the flips of the cutoff it was opened at."""
     from segdiff_gui.core.analysis import compare_maps
     from segdiff_gui.storage import ResultCache
-    from tests.storage.test_cache import bundle_of, make_record
+    from tests.factories import bundle_of, make_record
 
     rng = np.random.default_rng(4)
     base = rng.random((24, 20), dtype=np.float32)

@@ -9,7 +9,7 @@ import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.storage import ResultCache
-from tests.storage.test_cache import make_record
+from tests.factories import make_record
 
 
 def test_the_window_shows_the_float32_runs_of_a_cache_holding_an_exact_run(window, tmp_path):

@@ -14,7 +14,7 @@ from segdiff_gui.ui.grid_panels import MARK_SIZE
 from segdiff_gui.ui.grid_view import READABLE_PIXEL
 from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.level_indices import MARKS_AT_MOST, flip_marks, pooled_any
-from tests.storage.test_cache import make_record
+from tests.factories import make_record
 
 
 def flipping_runs(shape: tuple[int, int], flips: dict[tuple[int, int], float]) -> list:

@@ -26,8 +26,8 @@ from segdiff_gui.ui.inspection import InspectionModel, LayerMap
 from segdiff_gui.ui.layers_view import LayersPanel
 from segdiff_gui.ui.plain_text import as_html, plain_message_box, tooltip_text
 from segdiff_gui.ui.repair_view import RepairDialog
+from tests.factories import make_record
 from tests.hostile.names import FORGED_LINE, HOSTILE_NAMES, NESTED_TABLES, RIGHT_TO_LEFT
-from tests.storage.test_cache import make_record
 
 MARKUP = "<table><tr><td>" * 3  # what a name of nested tables shows, when shown as text
 FILE_NAME = "<table><tr><td>" * 16  # nested tables as a file's name can hold them: no "/"

@@ -20,7 +20,7 @@ from segdiff_gui.ui.grid_view import ProbabilityGridView
 from segdiff_gui.ui.inspection import InspectionModel, LayerMap
 from segdiff_gui.ui.layers_view import LayersPanel
 from segdiff_gui.ui.repair_view import RepairDialog
-from tests.storage.test_cache import make_record
+from tests.factories import make_record
 
 
 def _probe() -> LayerProbe:

@@ -14,8 +14,8 @@ from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QFileDialog
 
 from segdiff_gui.runner.plan import is_model_path
+from tests.factories import menu_action
 from tests.hostile.artefact_files import ir_files, onnx_bytes
-from tests.ui.test_trial_defects import _action
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def test_file_open_offers_the_artefacts_and_opens_an_ir(window, image, tmp_path,
 
     monkeypatch.setattr(QFileDialog, "getOpenFileName", choose_model)
     monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *a, **k: ([str(image)], ""))
-    _action(window, "&Open model and images…").trigger()
+    menu_action(window, "&Open model and images…").trigger()
     (filters,) = offered
     assert filters.startswith("Models (*.keras *.h5 *.hdf5 *.tflite *.onnx *.xml saved_model.pb)")
     assert "LiteRT flatbuffer (*.tflite)" in filters and "OpenVINO IR (*.xml)" in filters

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QFileDialog
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import ModelAnswer
 from segdiff_gui.runner.plan import check_model_path, is_model_path
-from tests.ui.test_trial_defects import _action
+from tests.factories import menu_action
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_file_open_offers_saved_model_pb_and_opens_its_folder(
 
     monkeypatch.setattr(QFileDialog, "getOpenFileName", choose_model)
     monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *a, **k: ([str(image)], ""))
-    _action(window, "&Open model and images…").trigger()
+    menu_action(window, "&Open model and images…").trigger()
     (filters,) = offered
     assert filters.startswith("Models (*.keras *.h5 *.hdf5 *.tflite *.onnx *.xml saved_model.pb)")
     _opened_saved_model(window, saved_model)
@@ -90,7 +90,7 @@ def test_file_open_saved_model_folder_opens_it_and_says_a_folder_that_is_not_one
         "getOpenFileNames",
         lambda *a, **k: asked_images.append(1) or ([str(image)], ""),
     )
-    action = _action(window, "Open &SavedModel folder and images…")
+    action = menu_action(window, "Open &SavedModel folder and images…")
     action.trigger()
     # Not a SavedModel: said at once, before the images are asked for.
     assert "folder is not a SavedModel (no saved_model.pb)" in window.run_panel.problem.text()

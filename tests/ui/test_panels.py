@@ -11,7 +11,7 @@ from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.inspector import PixelInspector
 from segdiff_gui.ui.model_settings import ModelSettingsEditor
 from segdiff_gui.ui.run_panel import RunPanel
-from tests.storage.test_cache import make_record
+from tests.factories import make_record
 
 
 def test_a_model_of_several_outputs_is_not_offered_as_having_one(qtbot):
@@ -323,7 +323,7 @@ def test_the_test_set_tab_says_how_many_images_a_change_is_over(qtbot, tmp_path)
     from segdiff_gui.io.truth import TruthFolder
     from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
     from segdiff_gui.ui.sweep_panel import SweepPanel
-    from tests.cli.test_sweep_partial import partial_sweep
+    from tests.factories import partial_sweep
 
     cache, masks = partial_sweep(tmp_path)
     summary = summarise_sweep(
@@ -345,7 +345,7 @@ def test_the_test_set_tab_of_merged_shards_says_what_is_missing(qtbot, tmp_path)
     from segdiff_gui.core.test_sets import SetCoverage
     from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
     from segdiff_gui.ui.sweep_panel import SweepPanel
-    from tests.cli.test_sweep_partial import partial_sweep
+    from tests.factories import partial_sweep
 
     cache, _ = partial_sweep(tmp_path)
     summary = summarise_sweep(cache, sweep_groups(cache.records()), cutoff=0.5)

@@ -8,7 +8,7 @@ from PIL import Image
 
 from segdiff_gui.core.protocol import PlanReady
 from segdiff_gui.ui.run_panel import RunPanel
-from tests.runner.test_skipped_configurations import saved_model
+from tests.factories import saved_model
 
 
 def _rows(panel: RunPanel) -> list[tuple[str, str]]:

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QMenu
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.ui.recent import RecentFiles
-from tests.storage.test_cache import bundle_of, make_record, sealed
+from tests.factories import bundle_of, make_record, menu_action, sealed
 
 
 def _runs(name: str, target: str, labels: list[str], seed: int = 0) -> list:
@@ -27,14 +27,6 @@ def _runs(name: str, target: str, labels: list[str], seed: int = 0) -> list:
     return records
 
 
-def _action(window, text: str):
-    for menu in window.menuBar().findChildren(QMenu):
-        for action in menu.actions():
-            if action.text() == text:
-                return action
-    raise AssertionError(f"no action {text!r}")
-
-
 def test_view_menu_items_and_their_shortcuts_switch_the_view(window):
     """Defect 1: each item logged TypeError: QComboBox.setCurrentText(bool)."""
     for text, mode, key in (
@@ -43,7 +35,7 @@ def test_view_menu_items_and_their_shortcuts_switch_the_view(window):
         ("&Flips", "flips", "Ctrl+4"),
         ("&Probability", "probability", "Ctrl+1"),
     ):
-        action = _action(window, text)
+        action = menu_action(window, text)
         assert action.shortcut().toString() == key
         action.trigger()
         assert window.model.mode.name == mode

@@ -18,7 +18,7 @@ from segdiff_gui.ui import view_modes
 from segdiff_gui.ui.inspection import InspectionModel, LayerMap, Loaded
 from segdiff_gui.ui.view_modes import VIEW_MODES, ViewMode, view_mode
 from segdiff_gui.ui.view_planes import PlaneSource, ViewPlanes
-from tests.storage.test_cache import make_record, sealed
+from tests.factories import make_record, sealed
 
 UI = Path(__file__).parents[2] / "segdiff_gui" / "ui"
 
