@@ -228,3 +228,17 @@ def saved_model(folder: Path) -> Path:
     folder.mkdir()
     (folder / "saved_model.pb").write_bytes(b"a graph")
     return folder
+
+
+def labelled_runs(name: str, target: str, labels: list[str], seed: int = 0) -> list[RunRecord]:
+    """Runs of the model ``name`` on the image ``target``, one per label, each map 1e-3 above
+    the one before."""
+    rng = np.random.default_rng(seed)
+    base = rng.random((24, 20), dtype=np.float32)
+    records = []
+    for index, label in enumerate(labels):
+        values = base + np.float32(index * 1e-3)
+        records.append(
+            sealed(make_record(name, values, label), target_name=target, target_hash="ab" * 32)
+        )
+    return records

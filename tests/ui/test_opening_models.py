@@ -12,11 +12,12 @@ import pytest
 from PIL import Image
 from PySide6.QtCore import QMimeData, QPointF, Qt, QThread, QUrl, Signal
 from PySide6.QtGui import QDropEvent
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMenu
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import ModelAnswer
 from segdiff_gui.runner.plan import check_model_path, is_model_path
+from segdiff_gui.ui.recent import RecentFiles
 from tests.factories import menu_action
 
 
@@ -202,3 +203,24 @@ def test_a_model_refused_at_once_is_named_over_its_images_not_the_last_model(
     assert panel.source.text().startswith("exported model on cell.png (1 image); cache ")
     assert [panel.images.item(i).text() for i in range(panel.images.count())] == ["◎ cell.png"]
     assert panel.model_info.text() == "model refused (see below)"
+
+
+def test_recent_files_keep_spaces_and_relative_paths_and_show_a_short_name(
+    qtbot, tmp_path, monkeypatch
+):
+    """A path with a space was split ("Cannot open that: my: no such model file"), and the
+    demo's entry was one line of 17 paths: each entry is its paths whole, shown short."""
+    from PySide6.QtCore import QSettings
+
+    QSettings("segdiff", "segdiff-gui").remove("recent-paths")  # other tests opened files
+    monkeypatch.chdir(tmp_path)
+    opened: list[list[str]] = []
+    menu = QMenu()
+    recent = RecentFiles(menu, opened.append)
+    recent.remember([Path("my model.keras"), Path("my images/cell 1.png")])
+    recent.remember([Path("demo.keras"), *(Path(f"cell_{i:02}.png") for i in range(16))])
+    texts = [action.text() for action in menu.actions()]
+    assert texts == ["demo.keras + 16 images", "my model.keras + cell 1.png"]
+    menu.actions()[1].trigger()
+    assert opened == [[str(tmp_path / "my model.keras"), str(tmp_path / "my images/cell 1.png")]]
+    assert RecentFiles(QMenu(), opened.append).entries()[0][0] == str(tmp_path / "demo.keras")

@@ -18,6 +18,7 @@ from segdiff_gui.ui import view_modes
 from segdiff_gui.ui.inspection import InspectionModel, LayerMap, Loaded
 from segdiff_gui.ui.view_modes import VIEW_MODES, ViewMode, view_mode
 from segdiff_gui.ui.view_planes import PlaneSource, ViewPlanes
+from tests.exact_runs import study_run
 from tests.factories import make_record, sealed
 
 UI = Path(__file__).parents[2] / "segdiff_gui" / "ui"
@@ -308,3 +309,31 @@ def test_a_view_mode_added_as_one_row_is_offered_and_drawn(monkeypatch, qtbot, t
     tops = sorted(int(panel.data.image.max()) for panel in grid.panels.values())
     assert tops == [0, 128, 255]  # Δ 0, 0.02 and 0.04 over levels [0, 0.04]
     window.close()
+
+
+def _softmax(rng: np.random.Generator, shape: tuple[int, int] = (12, 10)) -> np.ndarray:
+    logits = rng.normal(size=(*shape, 3)).astype(np.float32)
+    exps = np.exp(logits)
+    return (exps / exps.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def test_the_cutoff_is_disabled_for_a_softmax_map_and_says_why(window):
+    """The cutoff stayed active for softmax maps, whose class argmax decides: it is disabled,
+    its tooltip saying why, and offered again when a binary study is shown."""
+    rng = np.random.default_rng(49)
+    softmax = _softmax(rng)
+    window.model.loaded = Loaded(
+        runs=(
+            study_run("cpu", RunConfig(), softmax),
+            study_run("bf16", RunConfig(precision="mixed_bfloat16"), softmax[:, :, ::-1].copy()),
+        )
+    )
+    cutoff = window.toolbar.cutoff
+    for control in (cutoff.slider, cutoff.spin):
+        assert not control.isEnabled()
+        assert "argmax" in control.toolTip() and "softmax" in control.toolTip()
+    sigmoid = rng.random((12, 10), dtype=np.float32)
+    window.model.loaded = Loaded(runs=(study_run("cpu", RunConfig(), sigmoid),))
+    for control in (cutoff.slider, cutoff.spin):
+        assert control.isEnabled()
+        assert "argmax" not in control.toolTip()

@@ -160,7 +160,7 @@ def test_gui_flags_name_the_same_settings_and_cache_entries_as_segdiff_run(
 def test_a_sweeps_footer_counts_what_was_computed_and_what_was_cached(
     window, qtbot, models, small_images, fake_engine
 ):
-    """Defect 6: the footer said "150 computed, 10 cached" when 140 were computed. The runs
+    """The footer said "150 computed, 10 cached" when 140 were computed. The runs
     are the fake engine's: the footer's counts are the point (tests/cli/test_runtime_commands.py
     sweeps through real children)."""
     from segdiff_gui.core.config import RunConfig
