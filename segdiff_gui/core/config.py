@@ -146,7 +146,7 @@ class RunConfig:
 
     @property
     def is_exact(self) -> bool:
-        """Whether this is the exact reference (issue 36): every layer in float64 on the
+        """Whether this is the exact reference: every layer in float64 on the
         float32 weights and input widened exactly, its map stored as float64. It is compared
         beside the reference, never among the float32 runs."""
         return self.precision == EXACT_PRECISION
@@ -229,7 +229,7 @@ class Preprocessing:
     5. ``x - mean``, then ``x / std``, per channel (one value applies to all).
 
     ``by_dtype`` is the arithmetic of step 2 when neither number is given: ``divide``, or
-    ``multiply`` (by 1/255 or 1/65535), which runs stored before issue 32 did.
+    ``multiply`` (by 1/255 or 1/65535), which older stored runs did.
 
     Or the user's own function replaces all five (``function``: ``prepare.py:prepare``, from
     the image array to the model's input; ``function_sha256``: its file's bytes, keyed;
@@ -333,7 +333,7 @@ class Preprocessing:
             color=data.get("color", "keep"),
             resize=data.get("resize", "refuse"),
             divisor=data.get("divisor"),
-            by_dtype=data.get("by_dtype", "multiply"),  # absent: stored before issue 32
+            by_dtype=data.get("by_dtype", "multiply"),  # absent: an older stored run
         )
 
     def scaling_text(self) -> str:

@@ -19,13 +19,13 @@ DEFAULT_CUTOFF = 0.5
 DEFAULT_REPEATS = 2
 # A child that reports nothing for this long (import, model load, one run) is killed.
 DEFAULT_TIMEOUT_S = 600.0
-# Engine children at once (issue 18): a second group's child starts its runtime's import
+# Engine children at once: a second group's child starts its runtime's import
 # (seconds, mostly one core) while the first computes; never two on one GPU.
 DEFAULT_PARALLEL_CHILDREN = 2
-# The layer probe (issue 15): bytes of layer tensors one comparison holds at once, and bytes
+# The layer probe: bytes of layer tensors one comparison holds at once, and bytes
 # of probes' layer tensors a cache keeps (least recently used removed first).
 DEFAULT_LAYER_MEMORY_BUDGET = 512 << 20
 DEFAULT_LAYER_DISK_BUDGET = 2 << 30
-# Full int8 conversion (issue 16): at most this many of the set's images calibrate it
+# Full int8 conversion: at most this many of the set's images calibrate it
 # (LiteRT's guide suggests about a hundred representative samples).
 DEFAULT_CALIBRATION_IMAGES = 100

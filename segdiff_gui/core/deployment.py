@@ -1,4 +1,4 @@
-"""What a diagnosis says about converted models (issue 16): the model that ships is the LiteRT
+"""What a diagnosis says about converted models: the model that ships is the LiteRT
 or ONNX Runtime conversion, not the Keras model, so its own difference from the Keras model is
 the figure to act on, with the runtime's documentation of the conversion."""
 

@@ -35,7 +35,7 @@ KEYED_VARIABLES = (
     "XLA_FLAGS",
     "TF_GPU_ALLOCATOR",
     "CUDA_VISIBLE_DEVICES",
-    # cuDNN's algorithm choice: off, or a smaller workspace, picks other kernels (issue 14).
+    # cuDNN's algorithm choice: off, or a smaller workspace, picks other kernels.
     "TF_CUDNN_USE_AUTOTUNE",
     "TF_CUDNN_WORKSPACE_LIMIT_IN_MB",
 )

@@ -109,7 +109,7 @@ class EngineJob:
     runs: tuple[PlannedRun, ...] = field(default=())
     # The user's preprocessing function may run (ModelSettings.trust_preprocess).
     trust_preprocess: bool = False
-    # A layer probe (issue 15): each run's configuration is probed layer by layer into the
+    # A layer probe: each run's configuration is probed layer by layer into the
     # cache's layer store (its plain run must be cached already), pieces of at most a share
     # of this many bytes; 0: plain runs.
     probe_memory_budget: int = 0

@@ -153,7 +153,7 @@ KNOBS_IN_ORDER: tuple[Knob, ...] = (
         "Own process: cuDNN's autotuning remembers algorithms per process without it.",
         link=_DOCS + "api_docs/python/tf/config/experimental/enable_tensor_float_32_execution",
         # TensorFlow's autotune cache is keyed without TF32: in a shared child a tf32=off run
-        # could reuse an algorithm chosen under tf32=on (issue 14, defect 5).
+        # could reuse an algorithm chosen under tf32=on.
         process_level=True,
         variants=(
             Variant(

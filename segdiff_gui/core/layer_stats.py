@@ -1,5 +1,5 @@
 """How two configurations' outputs of one layer differ, and where along the network a
-difference is born and grows (issue 15's layer probe). Pure numpy: a probe streams its layers
+difference is born and grows (the layer probe). Pure numpy: a probe streams its layers
 through :func:`compare_layer` one at a time, so memory stays at one layer of each side.
 
 A layer's figures: shape, max and mean |Δ|, max ULP (float32 steps; a low-precision layer is

@@ -1,5 +1,5 @@
 """What an emulation on this CPU predicts for a GPU, kept apart from what a GPU measured
-(issue 36; core/diagnosis.py asks).
+(core/diagnosis.py asks).
 
 A run with ``emulate=tf32`` rounds the inputs of convolutions and matrix multiplies to TF32
 on the CPU: its difference from the reference run without it predicts what TF32 does on a

@@ -1,4 +1,4 @@
-"""Precision repair (issue 15): the layers to keep in float32 so that a reduced precision's
+"""Precision repair: the layers to keep in float32 so that a reduced precision's
 flips at the cutoff disappear (or fall under a bound), and the code that applies them.
 
 The search is Polygraphy's ``debug precision`` idea on Keras layers, in rounds so that each

@@ -1,5 +1,5 @@
 """The runtimes a model can run under, written once: Keras 3 on TensorFlow (the default), JAX
-or PyTorch, the model converted for deployment (issue 16): LiteRT in float32, with
+or PyTorch, the model converted for deployment: LiteRT in float32, with
 float16 weights, dynamic-range int8 or full int8 (calibrated on the run's own images), and
 ONNX Runtime, and Keras 2 (``tf_keras``) on TensorFlow, as a Keras 2 user's script runs it.
 Each names the packages that must be installed, the extra that installs them, the engine
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 
-# The precision of the exact reference (issue 36): the Keras model computed in float64 on its
+# The precision of the exact reference: the Keras model computed in float64 on its
 # float32 weights and input widened exactly, its map stored as float64. The runtimes that run
 # the Keras model itself take it; a converted model computes as it was converted.
 EXACT_PRECISION = "float64"

@@ -57,7 +57,7 @@ class StudyRun:
     # calibration set (its tag). Runs calibrated on other images are never repeats.
     variant: str = ""
     # What its batch held (storage/records.batch_id): runs whose batches held other images,
-    # or the same in another order, are never repeats (issue 32). "" where unknown.
+    # or the same in another order, are never repeats. "" where unknown.
     batch: str = ""
     # A map brought in from the user's own pipeline (segdiff import): compared like any run,
     # never a repeat (its variant is its map's digest) and never the default reference.

@@ -1,7 +1,7 @@
 """TensorFloat-32 as an NVIDIA tensor core takes a float32 operand: 1 sign bit, 8 exponent
 bits and 10 explicit mantissa bits, kept in a float32 whose 13 low mantissa bits are zero.
 
-Which rounding (issue 36). NVIDIA documents three ways a float32 becomes TF32:
+Which rounding. NVIDIA documents three ways a float32 becomes TF32:
 
 - round to nearest, ties away from zero: PTX ``cvt.rna.tf32.f32``, the one conversion
   instruction Ampere (sm_80) has, and CUTLASS's choice for float32 operands of its TF32

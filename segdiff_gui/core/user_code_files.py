@@ -1,4 +1,4 @@
-"""What a run's key holds of the user's preprocessing code (issue 50): the file named by
+"""What a run's key holds of the user's preprocessing code: the file named by
 ``--preprocess FILE.py:function`` and the modules it imports from its own folder, found by
 reading the import statements of each (``import helper``, ``from helpers.norm import z``):
 ``helper.py``, or every Python file of the package ``helpers/``. The child puts that folder
