@@ -1,4 +1,4 @@
-"""Converted models in the cache (issue 16): ``converted/<kk>/<key>.h5``, one per model,
+"""Converted models in the cache: ``converted/<kk>/<key>.h5``, one per model,
 runtime, converter version and conversion options (and, for full int8, calibration images).
 
 A file holds the artefact's bytes (a ``.tflite`` flatbuffer or an ``.onnx`` protobuf) as one

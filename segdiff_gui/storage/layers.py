@@ -1,4 +1,4 @@
-"""Layer probes in the cache (issue 15): every layer's output under one run's configuration,
+"""Layer probes in the cache: every layer's output under one run's configuration,
 and comparisons of two probes.
 
 - ``layers/tensors/<kk>/<probe key>.h5``: one probe (its format: :mod:`probe_files`). Large:

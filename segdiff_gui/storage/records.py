@@ -217,7 +217,7 @@ def configuration_label(config: RunConfig, provenance: Provenance, model_name: s
 def batch_id(record: RunRecord) -> str:
     """What the run's batch held, as a value: the digest of its images' hashes in order (the
     target's position included). Runs whose batches differ are never repeats of one
-    another, whatever their configuration says (issue 32)."""
+    another, whatever their configuration says."""
     return hash_bytes(canonical_json(list(record.batch_hashes)).encode())
 
 

@@ -154,7 +154,7 @@ def comparable_groups(
     those of the model and image named, or the one group of that id. A precision repair's
     trials (runs with layers kept in float32) are left out: dozens of them are the search's
     steps, not runs anyone set out to compare (its report says what they found). So is the
-    exact reference (float64, issue 36): it is a comparison of its own, beside the reference,
+    exact reference (float64): it is a comparison of its own, beside the reference,
     never one of the float32 runs (:func:`exact_of` finds a group's). A model named (its file
     name or hash prefix) chooses the groups it has runs in: an artefact's beside its source
     are the source's group, whichever of the two is named."""
@@ -226,14 +226,14 @@ def group_of(records: Sequence[RunRecord], member: RunRecord) -> list[RunRecord]
 
 
 def without_exact(records: Sequence[RunRecord]) -> list[RunRecord]:
-    """``records`` less the exact reference (float64, issue 36): the runs a
+    """``records`` less the exact reference (float64): the runs a
     :class:`~segdiff_gui.core.study.Study` compares, all float32."""
     return [record for record in records if not record.run_config.is_exact]
 
 
 def exact_of(records: Sequence[RunRecord], member: RunRecord) -> RunRecord | None:
     """The exact reference of ``member``'s group (its float64 run of the same model, image,
-    settings and map shape; issue 36), or ``None``. Any batch and repeat computes the same
+    settings and map shape), or ``None``. Any batch and repeat computes the same
     map within float64's rounding; the first in natural order is taken."""
     key = _group_key(member)
     exact = [r for r in records if r.run_config.is_exact and _group_key(r) == key]
