@@ -1,4 +1,4 @@
-"""Converting the Keras model for a deployment runtime (issue 16), with Keras's own export:
+"""Converting the Keras model for a deployment runtime, with Keras's own export:
 ``model.export(format="litert")`` (TensorFlow's LiteRT converter) and ``format="onnx"``
 (tf2onnx), under the TensorFlow backend.
 

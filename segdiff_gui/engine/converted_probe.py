@@ -1,4 +1,4 @@
-"""The layer probe of a converted model (issue 16): the runtime's own intermediate tensors,
+"""The layer probe of a converted model: the runtime's own intermediate tensors,
 matched to the Keras model's layers, so a LiteRT or ONNX Runtime run is compared with Keras
 layer by layer like any configuration.
 

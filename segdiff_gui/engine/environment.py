@@ -83,7 +83,7 @@ def apply_common_settings(runtime: str = "tensorflow") -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["KERAS_BACKEND"] = RUNTIMES[runtime].keras_backend
     if runtime == "jax":
-        # JAX takes 75 % of every GPU's memory at start-up unless told not to (defect 1):
+        # JAX takes 75 % of every GPU's memory at start-up unless told not to:
         # a probe or a child beside a running one must not.
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
 

@@ -1,4 +1,4 @@
-"""TF32 emulated on a CPU (``emulate=tf32``, issue 36), under any Keras backend that can round.
+"""TF32 emulated on a CPU (``emulate=tf32``), under any Keras backend that can round.
 
 An Ampere or later GPU with TF32 on computes a float32 convolution or matrix multiply on its
 tensor cores: each input and weight rounded to TF32 (10 mantissa bits), the products summed in

@@ -49,7 +49,7 @@ __all__ = ["check_placement", "run_job"]
 _STEPS = ("building batch", "preparing model", "inference", "writing result")
 # While a forward pass runs for the first time (kernels compile: XLA, JAX, or a GPU's PTX
 # JIT, which can take many minutes on a new GPU), the child says so every job.heartbeat_s, so
-# that the runner's no-progress deadline does not kill it mid-compilation (defect 7) — up to
+# that the runner's no-progress deadline does not kill it mid-compilation — up to
 # an hour.
 _HEARTBEAT_LIMIT_S = 3600.0
 
@@ -91,7 +91,7 @@ class JobRunner:
         # An artefact runs as it is, under its runtime alone: no Keras device scope.
         self._artefact = is_artefact(job.model_path)
         self.devices = {d["name"]: d for d in backend.devices()}
-        # One copy of the model per device, its weights created there (defect 2: weights
+        # One copy of the model per device, its weights created there (weights
         # loaded outside any scope live on the first GPU, and a cpu run reads them through a
         # copy). The first run's device loads now: a model that cannot load ends the child.
         self._models: dict[str, LoadedModel | LoadedArtefact] = {}

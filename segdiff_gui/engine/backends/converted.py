@@ -17,7 +17,7 @@ conversions share a child: ``runtime`` is in their ``Runtime.per_session``): eac
 configuration names its runtime, whose conversion it is converted, keyed, stored and run by,
 on a session of its own.
 
-The user's own artefact (issue 51: a ``.tflite`` under LiteRT, an ``.onnx`` under ONNX
+The user's own artefact (a ``.tflite`` under LiteRT, an ``.onnx`` under ONNX
 Runtime) is no conversion: its bytes (``engine/artefact_model.LoadedArtefact``) open the
 runtime's session as they are, its outputs are checked against what the artefact declares,
 and nothing is converted, stored or imported for it besides the runtime."""

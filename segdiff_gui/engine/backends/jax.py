@@ -51,7 +51,7 @@ def _platform_devices(platform: str) -> list[Any]:
 
 
 def _x64(config: RunConfig) -> contextlib.AbstractContextManager[Any]:
-    """JAX's 64-bit values for the exact reference (issue 36), for its run only: without them
+    """JAX's 64-bit values for the exact reference, for its run only: without them
     JAX makes every float64 array float32. Only within this context, so a float32 run of the
     same child computes as in any other; its state is part of every jit's cache key."""
     return jax.enable_x64(True) if config.is_exact else contextlib.nullcontext()

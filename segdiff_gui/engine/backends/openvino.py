@@ -11,7 +11,7 @@ nothing else changed. Whatever was asked, the compiled model's own
 ``INFERENCE_PRECISION_HINT`` is read back and recorded; so is its ``INFERENCE_NUM_THREADS``
 (``threads``, handed to the same call where set).
 
-The user's own OpenVINO IR (``.xml`` and ``.bin``) or ``.onnx`` (issue 51) is no Keras model:
+The user's own OpenVINO IR (``.xml`` and ``.bin``) or ``.onnx`` is no Keras model:
 it is compiled as its users compile it, ``openvino.Core().compile_model(model, "CPU")``, from
 the bytes the run was planned with, with the same two properties where set and read back the
 same way; Keras is not imported for it."""

@@ -41,7 +41,7 @@ def _short(tf_name: str) -> str:
 @contextlib.contextmanager
 def _hard_placement() -> Iterator[None]:
     """Soft placement off: an op with no kernel on the device asked for is an error naming
-    it, not a quiet fall-back to the CPU (issue 14, defect 3)."""
+    it, not a quiet fall-back to the CPU."""
     previous = tf.config.get_soft_device_placement()
     tf.config.set_soft_device_placement(False)
     try:
@@ -84,13 +84,13 @@ class TensorFlowBackend(Backend):
         physical = tf.config.list_physical_devices("GPU")
         used = [device for device in physical if short_device("GPU", _index(device)) in gpus]
         # A CPU-only child opens no GPU at all; a GPU child only its own: TensorFlow would
-        # otherwise take nearly all memory of every visible GPU (defect 1).
+        # otherwise take nearly all memory of every visible GPU.
         with contextlib.suppress(ValueError, RuntimeError):  # no GPU support in this build
             tf.config.set_visible_devices(used, "GPU")
         for device in used:
             tf.config.experimental.set_memory_growth(device, True)
         self._logical = {short_device("GPU", _index(d)): i for i, d in enumerate(used)}
-        # TF32 per process (defect 5): the autotuner's cache is keyed without it.
+        # TF32 per process: the autotuner's cache is keyed without it.
         tf.config.experimental.enable_tensor_float_32_execution(settings.tf32)
 
     def _tf_device(self, device: str) -> str:

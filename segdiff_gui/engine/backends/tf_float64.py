@@ -1,5 +1,5 @@
 """Which layer TensorFlow cannot compute in float64, and for want of which op's kernel: the
-exact reference's (issue 36) refusal in one line.
+exact reference's refusal in one line.
 
 TensorFlow registers most kernels for float64 on the CPU, but not all (``MaxPool3D``,
 ``AvgPool3D``, ``LRN``, ``FusedBatchNormV3`` …). A float64 model using one fails either while
