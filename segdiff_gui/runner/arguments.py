@@ -232,7 +232,7 @@ def option_values(settings: ModelSettings) -> dict[str, str | bool]:
         name = prep.function.rpartition(":")[2]
         values["preprocess"] = f"{file}:{name}" if file else prep.function
     else:
-        # by_dtype="multiply" without a number is a stored run's of before issue 32: no
+        # by_dtype="multiply" without a number is an older stored run's (before ``divide``): no
         # option makes it, and no front end asks for it.
         for dest, number in (("divide", prep.divisor), ("scale", prep.scale)):
             if number is not None:

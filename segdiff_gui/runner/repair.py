@@ -1,4 +1,4 @@
-"""Precision repair between a reduced precision and its float32 reference (issue 15): the
+"""Precision repair between a reduced precision and its float32 reference: the
 layer probe blames the layers, then rounds of trials (each a cached run with layers kept in
 float32, a round's trials in one child) find a small set that brings the flips within the
 bound. Front ends drive :meth:`RepairSession.runners` like matrices."""
