@@ -102,7 +102,7 @@ class Loaded:
     image_problem: InputError | None = None
     unreadable: tuple[InputError, ...] = ()
     # The exact run (the model in float64), beside the runs and their reference, never one of
-    # the views (issue 36); None where the group has none.
+    # the views; None where the group has none.
     exact: StudyRun | None = None
 
 
@@ -420,7 +420,7 @@ def _joined(
 ) -> Loaded:
     """``shown`` with ``taken`` runs each in its place and ``errors`` among the unreadable; the
     target image (the group's) read once, a damaged one said once with the unreadable runs.
-    The exact reference (float64, issue 36) is not one of the float32 runs shown side by side:
+    The exact reference (float64) is not one of the float32 runs shown side by side:
     it is a comparison of its own, beside the reference, kept as ``exact`` (the first in
     natural order of those of the runs' map shape)."""
     exact_taken = sorted(

@@ -1,5 +1,5 @@
 """Text from a file, a model or a bundle (a run's label, an image's or a layer's name, a host
-name, an error that quotes a path) shown by Qt as the text it is, never as markup (issue 33):
+name, an error that quotes a path) shown by Qt as the text it is, never as markup:
 a name of nested ``<table>`` tags laid out as HTML froze the window for minutes.
 
 Qt reads as HTML a label whose text looks like it (``QLabel``'s default ``AutoText``), every
