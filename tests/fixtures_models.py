@@ -24,7 +24,7 @@ fully convolutional net on 32×32×1 inputs), so the formats can be compared wit
   it, has no tensor of its own.
 - ``conv_norm.keras`` (with its weights in ``conv_norm.npz``): a convolution, batch
   normalisation with statistics that are not the initial ones, and a sigmoid: small enough to
-  compute again in NumPy in float64, for the exact reference (issue 36).
+  compute again in NumPy in float64, for the exact reference.
 - ``mobilenet.keras``: a MobileNet-style encoder (a strided convolution, depthwise separable
   blocks of DepthwiseConv2D, batch normalisation and ReLU6, non-trivial statistics) with an
   upsampling head.
@@ -38,7 +38,7 @@ fully convolutional net on 32×32×1 inputs), so the formats can be compared wit
   layer ``foreground``: Keras 2 and Keras 3 compute its maps in other orders (tf_keras calls
   TensorFlow's fused batch normalisation, ``(x − mean) · s + β``; Keras 3
   ``tf.nn.batch_normalization``, ``x · s + (β − mean · s)``), so its maps differ by a few ULP
-  between ``runtime=tf_keras`` and ``runtime=tensorflow`` (issue 51).
+  between ``runtime=tf_keras`` and ``runtime=tensorflow``.
 - ``tiny_tfkeras_savedmodel/``: ``tiny_tfkeras.h5``'s model saved by tf-keras as a Keras 2
   SavedModel (its layers in ``keras_metadata.pb``).
 - ``lambda_tfkeras.h5``: a Keras 2 ``.h5`` whose Lambda layer creates the file

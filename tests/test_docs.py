@@ -44,7 +44,7 @@ def test_readme_links_only_to_files_that_exist():
 
 
 def test_the_window_libraries_are_one_list_that_readme_the_docs_and_ci_read():
-    """Issue 54: README's apt list lacked the xcb libraries CI installed, so the first command
+    """README's apt list lacked the xcb libraries CI installed, so the first command
     did not open the window on a fresh Debian machine."""
     packages = (ROOT / APT_LIST).read_text().split()
     assert all(re.fullmatch(r"[a-z0-9][a-z0-9.+-]+", name) for name in packages)

@@ -82,7 +82,7 @@ def _imports_of_every_module() -> dict[str, set[str]]:
 def test_no_import_circle_in_any_room():
     """No module imports one that imports it back, in any room (type-checking and
     function-level imports included): the engine's probes take a narrow context instead of
-    the run loop that calls them (issue 35), widgets the model or a narrow interface."""
+    the run loop that calls them, widgets the model or a narrow interface."""
     imports = _imports_of_every_module()
 
     def reaches(start: str, goal: str, seen: set[str]) -> bool:
@@ -101,7 +101,7 @@ def test_no_import_circle_in_any_room():
 
 def test_no_module_imports_the_package_s_front_door():
     """The root package is the API's front door, above every room: a module that imports it
-    (for its version, say) is an arrow up, outside every contract (issue 35)."""
+    (for its version, say) is an arrow up, outside every contract."""
     import ast
 
     upward = []

@@ -69,7 +69,7 @@ def test_run_then_compare_is_segdiff_compare_json_figure_for_figure(made):
         assert as_json(mine.to_dict()) == group
         rows = {row["label"]: row for row in group["comparisons"]}
         # As many as the maps say: the demo's batch moves it with oneDNN on, and with it off
-        # on some CPUs only (issue 49).
+        # on some CPUs only.
         direct = compare_maps(study.map("cpu b1 r0"), study.map("cpu b64 r0"), cutoff)
         assert rows["cpu b64 r0"]["differing_pixels"] == direct.differing_pixels
         table = mine.table  # pandas is installed in the test environment
@@ -527,7 +527,7 @@ def test_sweep_and_explain_specs_compute_what_they_need(demo, tmp_path, fake_eng
 
 
 def test_your_own_map_is_imported_and_reproduced_from_python(made, tmp_path, monkeypatch):
-    """Issue 32: ``import_maps``, ``reproduce`` and ``Study.reproduce`` over the runner's
+    """``import_maps``, ``reproduce`` and ``Study.reproduce`` over the runner's
     workflows. The demo's own cpu b1 map is found at once; the same map one ULP off in one
     pixel is found by no configuration, and the nearest is named.
 

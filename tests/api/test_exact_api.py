@@ -80,7 +80,7 @@ def test_a_cached_exact_run_is_the_study_s_exact_beside_its_reference(exact_cach
 
 
 def test_the_flipped_pixels_give_the_exact_value_and_class_beside_each_pixel(exact_cache, tmp_path):
-    """Issue 49: ``pixels`` and ``export_pixels`` (the CSV ``segdiff export`` writes) carry
+    """``pixels`` and ``export_pixels`` (the CSV ``segdiff export`` writes) carry
     the exact run's value, class and decidability at each pixel."""
     study = api.open_cache(exact_cache).study()
     exact = study.exact().map

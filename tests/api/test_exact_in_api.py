@@ -1,4 +1,4 @@
-"""The exact reference (issue 36) in the Python API: a study whose matrix holds a float64 run
+"""The exact reference in the Python API: a study whose matrix holds a float64 run
 compares its float32 runs as ever, keeps the exact run apart (never counted, compared or read
 as one of them), and names it in one line where it is asked for as one. Engine children are
 the fake engine's (its exact map is float64, as the real one's)."""

@@ -118,7 +118,7 @@ def test_the_seed_notebook_runs_and_prints_segdiff_s_figures(tmp_path, monkeypat
 
 
 def test_the_notebook_extra_executes_the_notebook_as_the_docs_say():
-    """Issue 34, item 14: README never said that executing a notebook needs a kernel and
+    """README never said that executing a notebook needs a kernel and
     nbconvert; the ``notebook`` extra now brings both, and the Python API page's command
     (docs/python.md) uses them."""
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -133,7 +133,7 @@ def test_the_notebook_extra_executes_the_notebook_as_the_docs_say():
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="no git")
 def test_what_executing_the_notebook_writes_is_ignored_by_git():
-    """Issue 34, item 12: executing the notebook left ``seed_case_report.html`` untracked."""
+    """Executing the notebook left ``seed_case_report.html`` untracked."""
     written = ["examples/seed_case_report.html", "examples/seed_case.run.ipynb"]
     ignored = subprocess.run(
         ["git", "check-ignore", "--no-index", *written],
@@ -156,7 +156,7 @@ bar.close()
 
 
 def test_a_saved_notebook_shows_the_progress_bar_finished(tmp_path, monkeypatch):
-    """Issue 34, item 13: an executed notebook stored the bar as "0%", the text the widget
+    """An executed notebook stored the bar as "0%", the text the widget
     had when first shown (what a reader without the live widget sees)."""
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     # pytest-qt's QT_API (set once a window test has run in this worker) keeps ipywidgets

@@ -1,4 +1,4 @@
-"""Issue 49: ``Reproduced.run_arguments`` is the request the matching run was made by, so
+"""``Reproduced.run_arguments`` is the request the matching run was made by, so
 ``segdiff_gui.run(model, **run_arguments, cache=cache)`` is a cache hit whatever the model
 settings were (the command line's "the same run again": tests/cli/test_suggested_run.py)."""
 

@@ -1,7 +1,7 @@
-"""Every result of the API names the cutoff it was computed at, in its text and its HTML
-(issue 34, item 9): an explanation said "at risk 166" at 0.5 inside a notebook about 0.55,
-and nothing in it said 0.5. A cutoff is named as the float32 the flips were counted at
-(item 5); a multi-class study's results say argmax instead."""
+"""Every result of the API names the cutoff it was computed at, in its text and its HTML:
+an explanation said "at risk 166" at 0.5 inside a notebook about 0.55,
+and nothing in it said 0.5. A cutoff is named as the float32 the flips were counted at;
+a multi-class study's results say argmax instead."""
 
 from __future__ import annotations
 

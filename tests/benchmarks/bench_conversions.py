@@ -1,4 +1,4 @@
-"""The converted runtimes (issue 16) on the demo: what a conversion costs (its time and the
+"""The converted runtimes on the demo: what a conversion costs (its time and the
 artefact's size, on fresh caches) and what inference costs per image under each runtime
 against Keras on TensorFlow, over the demo's 16 images at batch 1 (each run's forward pass
 as its child timed it; the median over the images, so a first call's set-up is left out)."""

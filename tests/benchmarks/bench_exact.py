@@ -1,4 +1,4 @@
-"""The exact reference and emulated TF32 (issue 36) on the demo: what the float64 forward pass
+"""The exact reference and emulated TF32 on the demo: what the float64 forward pass
 and the emulation (``emulate=tf32``) cost against the float32 run's, all in one child
 (precision and the emulation are switched at run time), at batch 1 and 8 over
 the demo's 16 images (each run's forward pass as its child timed it; the median over the

@@ -1,4 +1,4 @@
-"""The layer probe's memory and time on a deep model at 512×512 (issue 15).
+"""The layer probe's memory and time on a deep model at 512×512.
 
 A plain network of 56 layers (28 convolutions of 16 channels, each followed by a ReLU layer of
 its own) on one 512×512 image: one configuration's activations, every layer's output summed,

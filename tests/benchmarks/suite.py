@@ -701,7 +701,7 @@ def conversions(work: Path) -> list[Figure]:
 
 
 def artefacts(work: Path) -> list[Figure]:
-    """The user's own artefacts (issue 51): the demo converted as users convert it
+    """The user's own artefacts: the demo converted as users convert it
     (tests/engine/artefact_files.py), and for each, ``segdiff run`` on a new cache until its
     first map is stored, against a hand-written script running the same file with its
     runtime's documented API until it has saved its map (plain_artefact.py), in turn."""

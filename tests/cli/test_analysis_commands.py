@@ -207,7 +207,7 @@ def test_ref_labels_are_narrowed_by_image_and_check_refuses_nothing(
 def test_runs_that_differ_in_settings_never_look_alike(
     models, small_images, tmp_path, capsys, fake_engine
 ):
-    """The trial: --color keep and --color gray runs of one model and image made two groups
+    """--color keep and --color gray runs of one model and image made two groups
     with the same title, two identical 'cpu b1 r0' rows in ls, and report --image could not
     tell them apart."""
     cache = tmp_path / "cache"

@@ -1,4 +1,4 @@
-"""The user's own artefacts open wherever a model opens (issue 51), fast: tiny real artefacts
+"""The user's own artefacts open wherever a model opens, fast: tiny real artefacts
 (tests/hostile/artefact_files.py) planned by the real runner and computed by the fake engine,
 through the command line, the Python API, a bundle and a merge. (Real children run the demo's
 artefacts in tests/engine/test_artefacts.py.)"""

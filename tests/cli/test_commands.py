@@ -157,11 +157,11 @@ def test_devices_reports_cpu_and_build(tmp_path, capsys, monkeypatch):
     assert "model.predict without XLA" in said
     assert "No GPU visible to LiteRT: its GPU delegate is built for Android and iOS" in said
     assert "No GPU visible to OpenVINO: segdiff runs it on its CPU plugin" in said
-    # What OpenVINO's CPU plugin infers in when nobody asks depends on the CPU (issue 49).
+    # What OpenVINO's CPU plugin infers in when nobody asks depends on the CPU.
     default = answers["openvino"]["facts"]["openvino_default_precision"]
     assert default in ("f32", "bf16", "f16")
     assert f"inferring in {default} by default here (inference_precision=f32|bf16)" in said
-    # Keras 2 (issue 51): tf_keras's version, on this TensorFlow.
+    # Keras 2: tf_keras's version, on this TensorFlow.
     facts = answers["tf_keras"]["facts"]
     assert f"tf_keras {facts['runtime_version']} (Keras 2 on TensorFlow {facts['tf_version']}" in (
         said
@@ -231,7 +231,7 @@ def test_demo_shows_how_batch_64_differs_from_batch_1(demo_cache, capsys):
 def test_runs_whose_batches_held_other_images_are_never_repeats(
     models, small_images, tmp_path, capsys, fake_engine
 ):
-    """Issue 32: a cache of 6 images and one of 4, both ``cpu b8``, merged. Their batches
+    """A cache of 6 images and one of 4, both ``cpu b8``, merged. Their batches
     differ, so they are two configurations with two repeats each, named apart, never one
     configuration 'deterministic over 4 repeats'."""
     more = []

@@ -1,4 +1,4 @@
-"""The cutoff shown is the cutoff counted (issue 34, item 5): ``--cutoff 0.5500041246414185``
+"""The cutoff shown is the cutoff counted: ``--cutoff 0.5500041246414185``
 counts flips at the float32 0.5500041 and was shown as "flips @ 0.550004", while
 ``--cutoff 0.550004`` (another float32) gives no flip. Every command shows the shortest text
 that reads back as the float32 the flips were counted at, and its JSON gives that number."""

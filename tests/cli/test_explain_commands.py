@@ -49,7 +49,7 @@ def test_explain_reports_what_direct_comparisons_give(demo_cache, tmp_path, caps
     }
     # Whether one thread moves the demo's map is the CPU's kernels' to say (136 pixels with
     # oneDNN off on the CPU first measured, none with it on, none with it off on one with
-    # AVX-512 BF16: issue 49); the row is the direct comparison's, checked above.
+    # AVX-512 BF16); the row is the direct comparison's, checked above.
     assert alone["precision"]["flips"] > 0
     repeats = [row for row in attribution["rows"] if row["kind"] == "repeats"]
     assert len(repeats) == 8 and all(row["differing_pixels"] == 0 for row in repeats)
@@ -88,7 +88,7 @@ def test_explain_needs_a_model_for_specs(tmp_path):
 
 
 def test_explain_refuses_the_exact_reference_before_any_run(demo, tmp_path, capsys):
-    """precision=float64 is compared beside the reference (issue 36): explaining it knob by
+    """precision=float64 is compared beside the reference: explaining it knob by
     knob would measure its float64 map as a float32 run, rounded on the way."""
     model, images = demo
     result = segdiff_here(capsys, "explain", model, images[0], "--from", "batch=1", "--to",

@@ -1,4 +1,4 @@
-"""Issue 49, the terminal: at 150 columns ``compare`` cut numbers ("25,3…", "0.00…") and
+"""In the terminal: at 150 columns ``compare`` cut numbers ("25,3…", "0.00…") and
 dropped the flips column to nothing once a long imported label was present, and ``ls`` cut
 model and image names even at 250 columns. Every table the command line prints now keeps its
 figures whole at any width, and wraps or shortens names in the middle (cli/tables.py)."""

@@ -5,7 +5,8 @@ from segdiff_gui.cli.hints import with_flag
 
 
 def test_a_hint_is_one_sentence_and_names_only_an_option_the_command_has():
-    """Trial 48: "it needs RGB input (colour conversion) (add --color rgb)"."""
+    """A hint joins its sentence, not "it needs RGB input (colour conversion) (add --color
+    rgb)", and names only an option the command has."""
     message = (
         "camera.png: model expects 3 channel(s), image has 1; it needs RGB input (colour "
         "conversion)"

@@ -1,4 +1,4 @@
-"""Text that is not segdiff's, and brackets, print as the text they are (issue 34, item 7):
+"""Text that is not segdiff's, and brackets, print as the text they are:
 rich read ``[jax]`` of ``pip install 'segdiff[jax]'`` as markup and printed
 ``pip install 'segdiff'``; a name of a file, a run or a host with brackets or an emoji code
 lost them the same way in tables, titles, sentences and the progress bar."""

@@ -12,7 +12,7 @@ from tests.conftest import copy_labelled, mounted_read_only, read_only, segdiff_
 def test_a_read_only_cache_serves_its_runs_and_says_which_it_cannot_compute(
     fake_demo_cache, tmp_path, monkeypatch, capsys, engine_starts
 ):
-    """Finding 5: ``segdiff run`` refused the whole request (exit 2) although one of its two
+    """``segdiff run`` refused the whole request (exit 2) although one of its two
     runs was cached. Now it reports the cached run and fails only the other, for the cache's
     reason (exit 1, as for any failed run); with nothing cached, the reason is one line
     (exit 2). No child starts either way."""

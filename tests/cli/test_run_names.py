@@ -1,6 +1,6 @@
 """Every option that names a cached run takes what ``--ref`` takes (a run's id prefix or
 label, or a configuration's label), among the runs the command's model, image and group
-leave; and a hint names only an option the command has (trial 48, findings 4 and 6)."""
+leave; and a hint names only an option the command has."""
 
 import json
 
@@ -49,7 +49,7 @@ def test_export_other_and_bundle_take_a_configurations_label(
 def test_layers_names_runs_among_its_models_own_and_takes_the_group_it_hints(
     models, small_images, tmp_path, capsys, fake_engine
 ):
-    """The trial: ``layers ship_unet.keras … --from "cpu b1 r0"`` listed another model's runs
+    """``layers ship_unet.keras … --from "cpu b1 r0"`` listed another model's runs
     as candidates, then hinted --group, which layers refused."""
     cache = tmp_path / "cache"
     _run(capsys, models / "tiny.keras", small_images[0], cache, 1, 2)
@@ -100,7 +100,7 @@ def test_layers_names_runs_among_its_models_own_and_takes_the_group_it_hints(
 def test_layers_names_runs_among_those_of_the_image_it_is_given(
     models, small_images, tmp_path, capsys, fake_engine
 ):
-    """Issue 49: ``layers MODEL astronaut.png --from "cpu b1"`` listed the runs of the other
+    """``layers MODEL astronaut.png --from "cpu b1"`` listed the runs of the other
     images as ambiguous and asked for --group: an image named on the command line narrows the
     candidates to its runs."""
     cache = tmp_path / "cache"

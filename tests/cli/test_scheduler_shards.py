@@ -281,7 +281,7 @@ def test_sbatch_lines_take_paths_with_spaces_and_percent_signs_as_sbatch_reads_t
 
 
 def test_a_sweep_run_whole_is_never_said_in_shards(capsys, tmp_path, monkeypatch, fake_engine):
-    """Trial 48: ``run --sweep`` with one image failing said "(set 865a0b5b, 1 shards); 1
+    """``run --sweep`` with one image failing said "(set 865a0b5b, 1 shards); 1
     image of the shards present without runs": a set run whole has no shards to speak of."""
     images = sorted((demo_dir() / "images").iterdir())[:4]
     monkeypatch.setenv("FAKE_ENGINE_FAIL_ON_IMAGE", images[2].name)
@@ -313,7 +313,7 @@ def _set_id(cache) -> str:
 def test_a_slurm_script_whose_images_the_model_cannot_take_is_refused_at_the_desk(
     capsys, tmp_path, monkeypatch, desk
 ):
-    """Issue 49: a 1-channel image for an RGB model was written into a script whose every
+    """A 1-channel image for an RGB model was written into a script whose every
     task would fail. The model's input is asked of a child (remembered, as ``run`` remembers
     it) and every image checked as the planner checks one it will compute."""
     from PIL import Image

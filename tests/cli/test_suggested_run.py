@@ -1,4 +1,4 @@
-"""Issue 49: a command segdiff suggests is the request its runs were made by. ``reproduce``'s
+"""A command segdiff suggests is the request its runs were made by. ``reproduce``'s
 "the same run again", run as printed, is served from the cache; and every request written
 back as words (cli/run_words.py) parses into the same request."""
 

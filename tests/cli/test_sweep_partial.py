@@ -1,5 +1,5 @@
 """A sweep read from a cache that holds one configuration on 1 of 4 images beside the
-reference on all 4 (issue 34, item 8: what a run on one image followed by a sweep leaves):
+reference on all 4 (what a run on one image followed by a sweep leaves):
 "Δ Dice +0.00" stood beside a mean Dice other than the reference's. The change is over the
 images both cover, and the command line and the API say how many that is."""
 

@@ -1,4 +1,4 @@
-"""``segdiff check --atol --rtol --error-quantile`` (issue 49): Polygraphy's tolerances, per
+"""``segdiff check --atol --rtol --error-quantile``: Polygraphy's tolerances, per
 output. Each output a model's runs stored is a group of its own (its key holds the output
 chosen), so a tolerance named for an output gates that group. Every pass or fail is
 recomputed here with numpy from the maps as the cache stores them."""

@@ -1,4 +1,4 @@
-"""Issue 32: the user's own maps. A plain Keras script in a fresh process makes a map;
+"""The user's own maps. A plain Keras script in a fresh process makes a map;
 ``segdiff import`` brings it in, ``segdiff reproduce`` finds the configuration that equals it,
 and ``segdiff run`` of that configuration is served from the cache. Bad maps are refused in
 one line each."""
@@ -198,10 +198,10 @@ def test_a_batch_of_maps_is_imported_image_by_image(
 def test_a_batch_effect_that_vanishes_with_onednn_off_is_offered_as_its_remedy(
     models, small_images, tmp_path, capsys
 ):
-    """Issue 32, on real children: with oneDNN on, batch 4 moves the tiny model's map; with it
+    """On real children: with oneDNN on, batch 4 moves the tiny model's map; with it
     off, it moves nothing (on the CPUs measured). diagnose offers oneDNN off with its figure;
     explain between two runs that are bitwise equal headlines no knob. What each says is
-    checked against the maps this CPU's kernels gave (issue 49), not assumed."""
+    checked against the maps this CPU's kernels gave, not assumed."""
     cache = tmp_path / "cache"
     ran = segdiff("run", models / "tiny.keras", *small_images, "--cache", cache, "--repeats", "1",
                   "--config", "onednn=on", "--config", "batch=4,onednn=on",
@@ -253,7 +253,7 @@ def prepare(image):
 def test_your_preprocessing_function_runs_only_trusted_and_is_keyed_by_its_bytes(
     models, small_images, users_maps, tmp_path
 ):
-    """Issue 32: ``--preprocess FILE.py:function`` gives the model's input; it runs in the
+    """``--preprocess FILE.py:function`` gives the model's input; it runs in the
     child only with --trust-preprocess, its map equals the same function applied by hand, and
     another file's bytes are another key."""
     code = tmp_path / "prepare.py"
@@ -285,7 +285,7 @@ def test_your_preprocessing_function_runs_only_trusted_and_is_keyed_by_its_bytes
 def test_a_float_npy_is_the_models_input_as_it_is(
     models, small_images, tmp_path, capsys, engine_starts
 ):
-    """Issue 32: a .npy of float32 is used as it is (no scaling, no colour change); a float64
+    """A .npy of float32 is used as it is (no scaling, no colour change); a float64
     one, one of the wrong shape, or one given with scaling, is refused in one line, before
     any child starts (the model's size is what the first run's child said of it)."""
     pixels = np.asarray(Image.open(small_images[0]))
@@ -321,7 +321,7 @@ def test_a_float_npy_is_the_models_input_as_it_is(
 def test_the_same_run_again_of_an_rgba_target_under_color_rgb_runs_as_printed(
     models, tmp_path, capsys
 ):
-    """Issue 49, on a real child: an RGBA photo for an RGB model needs --color rgb; the
+    """On a real child: an RGBA photo for an RGB model needs --color rgb; the
     printed command left it out, and run as printed it exited 2. Its words now parse into
     the very request the match ran (tests/cli/test_suggested_run.py), cache and all."""
     rng = np.random.default_rng(49)

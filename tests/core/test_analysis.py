@@ -93,7 +93,7 @@ def test_argmax_ties_go_to_the_lowest_class_and_are_ties_not_flips():
 
 
 def test_a_low_precision_map_with_every_class_equal_is_all_ties_and_no_flips():
-    """The trial: a bf16 map rounded all three classes to 0.33398438, and every pixel was
+    """A bf16 map rounded all three classes to 0.33398438, and every pixel was
     counted as a flip."""
     rng = np.random.default_rng(5)
     logits = rng.normal(size=(16, 16, 3))

@@ -151,7 +151,7 @@ def test_without_a_default_run_the_reference_is_the_one_nearest_the_defaults() -
 
 
 def test_a_total_of_zero_headlines_no_knob() -> None:
-    """Issue 32: batch 64 moves the map with oneDNN on; with oneDNN off nothing does, and
+    """Batch 64 moves the map with oneDNN on; with oneDNN off nothing does, and
     explain from the first to the last must not name batch as the largest single knob."""
     base, target = RunConfig(onednn=True), RunConfig(batch=64, onednn=False)
     plan = plan_attribution(base, target)

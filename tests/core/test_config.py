@@ -36,7 +36,7 @@ def test_spec_parses_every_knob_and_round_trips():
 
 
 def test_emulated_tf32_is_a_cpu_float32_knob_of_tensorflow_said_in_one_line():
-    """Issue 36: emulate=tf32 predicts a GPU's TF32 on the CPU; asked where it means nothing,
+    """emulate=tf32 predicts a GPU's TF32 on the CPU; asked where it means nothing,
     it is refused before any child, in one line saying what to set."""
     config = parse_config_spec("emulate=tf32,xla=on,batch=4")
     assert config.label() == "cpu b4 xla emu-tf32" and config.to_dict()["emulate"] == "tf32"
@@ -85,12 +85,12 @@ def test_knobs_added_later_leave_older_keys_alone():
         ("runtime=litert-fp16,determinism=on", "determinism=on means nothing under LiteRT"),
         ("runtime=litert-dynamic-int8,tf32=off", "tf32=off means nothing under LiteRT"),
         ("runtime=litert-int8,keep_float32=enc1", "keep_float32 means nothing under LiteRT full"),
-        # The exact reference (issue 36): the Keras model itself, in float64, nothing rounded.
+        # The exact reference: the Keras model itself, in float64, nothing rounded.
         ("runtime=onnxruntime,precision=fp64", "precision=float64 means nothing under ONNX Runt"),
         ("runtime=openvino,precision=fp64", "the exact reference computes the Keras model"),
         ("precision=fp64,tf32=off", "tf32=off means nothing under precision=float64"),
         ("precision=fp64,keep_float32=enc1", "computes everything in float64 already"),
-        # Keras 2 (issue 51): TensorFlow's knobs, but not the exact reference nor emulation.
+        # Keras 2: TensorFlow's knobs, but not the exact reference nor emulation.
         ("runtime=tf_keras,precision=fp64", "precision=float64 means nothing under tf_keras"),
         ("runtime=tf_keras,emulate=tf32", "emulate=tf32 means nothing under tf_keras: Keras 2"),
         ("runtime=tf_keras,inference_precision=f32", "inference_precision=f32 means nothing"),
@@ -215,7 +215,7 @@ def test_preprocessing_from_command_line_strings():
 
 
 def test_every_layer_name_keras_takes_can_be_kept_in_float32_and_written_in_a_spec():
-    """Issue 33: a 300-character layer name, or one holding ``+``, ``,``, ``=`` or ``%``,
+    """A 300-character layer name, or one holding ``+``, ``,``, ``=`` or ``%``,
     could not be repaired ("is not a layer name"). A spec writes those characters as %XX."""
     names = ("c" * 300, "a+b", "x,y=z", "p%2Bq")
     config = RunConfig(precision="mixed_bfloat16", keep_float32=names)
@@ -232,7 +232,7 @@ def test_every_layer_name_keras_takes_can_be_kept_in_float32_and_written_in_a_sp
 
 
 def test_a_keras_2_child_sets_tensorflows_variables_and_legacy_keras_before_import():
-    """Issue 51: runtime=tf_keras's child is TensorFlow's, as a Keras 2 user's script runs:
+    """runtime=tf_keras's child is TensorFlow's, as a Keras 2 user's script runs:
     its knobs' variables, ``TF_USE_LEGACY_KERAS=1``, and Keras 3 (imported beside it,
     unused for the model) on TensorFlow; oneDNN's default there is TensorFlow's."""
     keras2 = RUNTIMES["tf_keras"]

@@ -151,7 +151,7 @@ def test_a_merged_run_never_becomes_the_reference_while_a_local_one_exists():
 def test_a_studys_flips_and_classes_at_each_cutoff_match_the_plain_threshold(
     shape, small_blocks, monkeypatch
 ):
-    # Issue 18: a binary study makes the reference's classes, each run's classes, flips and
+    # A binary study makes the reference's classes, each run's classes, flips and
     # counts in one pass of row blocks dealt out to the cores; all must equal thresholding
     # each map on its own, whichever core got which block.
     from segdiff_gui.core import analysis, parallel

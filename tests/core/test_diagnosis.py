@@ -246,7 +246,7 @@ def test_the_quietest_cutoff_keeps_pixels_in_both_classes() -> None:
 
 
 def test_a_remedy_is_offered_where_it_was_measured_and_named_where_it_was_not() -> None:
-    """Issue 32: batch 64 moves the map with oneDNN on and nothing with it off: diagnosis
+    """Batch 64 moves the map with oneDNN on and nothing with it off: diagnosis
     offers oneDNN off with its figure. Without the oneDNN-off runs it names the two runs that
     would measure it."""
     base = _base()
@@ -271,7 +271,7 @@ def test_a_remedy_is_offered_where_it_was_measured_and_named_where_it_was_not() 
 
 
 def test_emulated_tf32_is_worded_as_a_prediction_and_kept_apart_from_a_measurement() -> None:
-    """Issue 36: an emulate=tf32 run on the CPU predicts a GPU's TF32 flips; a GPU's own
+    """An emulate=tf32 run on the CPU predicts a GPU's TF32 flips; a GPU's own
     TF32 on/off pair is measured, said beside it, never mixed with it."""
     base = _base()
     emulated = base + np.float32(3e-3)  # moves 3 pixels across 0.5 (values 0.4972…0.4992)
@@ -320,7 +320,7 @@ def test_without_a_gpu_the_emulation_is_offered_where_this_cpu_can_run_it() -> N
 
 
 def test_keeping_a_knob_as_in_the_reference_reads_as_one_plain_sentence() -> None:
-    """Trial 48: "Keep oneDNN as in the reference (oneDNN TensorFlow's default)". A knob left
+    """Not "Keep oneDNN as in the reference (oneDNN TensorFlow's default)": a knob left
     to its runtime's choice is said as such, the knob named once, for every knob advised."""
     from segdiff_gui.core.knobs import KNOBS
 

@@ -3,7 +3,7 @@
 from segdiff_gui.core.errors import first_line
 
 # What Keras 3.x raised loading a model whose Lambda layer cannot be rebuilt (recorded from a
-# real load_model call in the trial's set-up; the bold markers are Keras's own).
+# real load_model call in a user's set-up; the bold markers are Keras's own).
 KERAS_LAMBDA = (
     "Exception encountered when calling Lambda.call().\n\n\x1b[1mWe could not automatically "
     "infer the shape of the Lambda's output. Please specify the `output_shape` argument for "
@@ -29,7 +29,7 @@ def test_tensorflow_traced_errors_keep_their_last_line_and_plain_ones_their_firs
 
 
 def test_a_keras_failure_inside_tensorflows_traced_report_says_its_reason():
-    """Issue 33: a TensorFlow run that failed in repair ended with "ValueError: • kwargs=<class
+    """A TensorFlow run that failed in repair ended with "ValueError: • kwargs=<class
     'inspect._empty'>": the last line of Keras's argument list, not the reason above it."""
     traced = (
         'in user code:\n\n    File "/x/engine/models.py", line 60, in forward\n'

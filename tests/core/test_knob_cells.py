@@ -1,4 +1,4 @@
-"""Every knob × every runtime (issue 35): each cell is refused before any child in one line, or
+"""Every knob × every runtime: each cell is refused before any child in one line, or
 a real engine test runs it and shows it honoured (tests/engine/knob_cells.py)."""
 
 from __future__ import annotations

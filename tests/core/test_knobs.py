@@ -57,7 +57,7 @@ def test_a_process_level_knob_added_to_a_registry_gets_its_own_child(demo, cache
 
 
 def test_a_run_time_knob_added_to_a_registry_reaches_the_forward_key():
-    """Issue 35: a child keeps one compiled forward pass per key, and the key was a tuple
+    """A child keeps one compiled forward pass per key, and the key was a tuple
     written by hand: a run-time knob missing from it would have reused another value's
     compiled function, and stored its map under the new key."""
     plain, tiled = FastConfig(), FastConfig(tiling=True)
@@ -77,7 +77,7 @@ def test_a_run_time_knob_added_to_a_registry_reaches_the_forward_key():
 
 @pytest.mark.parametrize("runtime", ["jax", "torch", "litert", "onnxruntime"])
 def test_a_knob_a_runtime_was_not_told_of_is_refused_never_ignored(runtime):
-    """Issue 35: which values a runtime refuses was code; a knob added to the registry but
+    """Which values a runtime refuses was code; a knob added to the registry but
     not to a runtime's refusals was silently ignored by it (LiteRT computed without it)."""
     with pytest.raises(
         ConfigError,
@@ -89,7 +89,7 @@ def test_a_knob_a_runtime_was_not_told_of_is_refused_never_ignored(runtime):
 
 
 def test_a_runtime_entry_says_its_environment_and_build_or_cannot_be_made():
-    """Issue 35: a runtime's pre-import variables and its build phrase are its entry's, pure
+    """A runtime's pre-import variables and its build phrase are its entry's, pure
     functions; an entry that leaves either out is a TypeError, never another runtime's."""
     from dataclasses import MISSING, fields
 

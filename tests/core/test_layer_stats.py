@@ -1,4 +1,4 @@
-"""Per-layer figures of the layer probe (issue 15), on arrays whose answers are known."""
+"""Per-layer figures of the layer probe, on arrays whose answers are known."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def test_first_line_skips_tensorflows_header():
 
 
 def test_the_default_divides_as_a_users_script_does_and_scale_multiplies():
-    """Issue 32: ``img.astype(np.float32) / 255.0`` is what users write; multiplying by
+    """``img.astype(np.float32) / 255.0`` is what users write; multiplying by
     float32(1/255) (Keras's Rescaling) rounds 126 of the 256 byte values differently."""
     pixels = np.arange(256, dtype=np.uint8).reshape(16, 16)
     divided = prepare_input(pixels, Preprocessing(), None, None, None, "x.png")[..., 0]

@@ -1,4 +1,4 @@
-"""The precision repair's search (issue 15) on synthetic trials whose answers are known."""
+"""The precision repair's search on synthetic trials whose answers are known."""
 
 from __future__ import annotations
 

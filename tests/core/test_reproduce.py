@@ -16,7 +16,7 @@ def _stages(image_count, target, in_effect, dtype_max, base=None):
 
 
 def test_the_search_starts_where_asked_and_leaves_out_what_a_runtime_refuses():
-    """Issue 32: ``reproduce --config runtime=torch`` varies what PyTorch takes (no XLA),
+    """``reproduce --config runtime=torch`` varies what PyTorch takes (no XLA),
     and the defaults' search varies oneDNN, model.predict's batch, XLA, threads and the
     arithmetic, one at a time and then in pairs."""
     cpu_only = DefaultsInEffect(onednn=False, xla=False)
@@ -69,7 +69,7 @@ def _trial(candidate, differing, max_ulp=3):
 
 
 def test_every_runtime_the_file_runs_under_is_tried_before_any_knob():
-    """Issue 51: a .h5 is tried at the defaults under Keras 3 and Keras 2 together, each
+    """A .h5 is tried at the defaults under Keras 3 and Keras 2 together, each
     runtime's knobs after, the runtime whose defaults came nearest the user's map first; a
     runtime whose child could not load the model is searched no further."""
     plan = _two_runtimes()

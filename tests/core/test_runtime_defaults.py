@@ -1,4 +1,4 @@
-"""A knob left at its default is not forced (issue 32): oneDNN's default under TensorFlow is
+"""A knob left at its default is not forced: oneDNN's default under TensorFlow is
 predicted as TensorFlow decides it, keyed by its value in effect, and set runs keep their keys."""
 
 import pytest
@@ -56,7 +56,7 @@ def test_the_onednn_knob_is_unset_by_default_and_parses_default_on_off():
 
 
 def test_a_run_stored_with_onednn_set_keeps_its_key_and_meaning():
-    """Before issue 32 every run stored onednn=True: such a run is read as onednn=on."""
+    """Older runs stored onednn=True: such a run is read as onednn=on."""
     stored = RunConfig().to_dict() | {"onednn": True}
     back = RunConfig.from_dict(stored)
     assert back.onednn is True and back.to_dict() == stored
@@ -71,7 +71,7 @@ def test_the_value_in_effect_is_keyed_so_two_machines_never_alias():
     on = run_key(**common, defaults_in_effect=DefaultsInEffect(onednn=True).to_dict())
     off = run_key(**common, defaults_in_effect=DefaultsInEffect(onednn=False).to_dict())
     assert on != off
-    # Nothing predicted: the key is the one made before issue 32.
+    # Nothing predicted: the key is the one older versions made.
     assert run_key(**common, defaults_in_effect=DefaultsInEffect().to_dict()) == run_key(**common)
 
 
@@ -167,7 +167,7 @@ def test_what_was_in_effect_is_said_as_default_or_set():
     ],
 )
 def test_openvinos_default_precision_follows_the_cpu(flags, system, machine, expected):
-    """Issue 49: the CPU plugin's own choice (config.cpp): bf16 where oneDNN may use
+    """The CPU plugin's own choice (config.cpp): bf16 where oneDNN may use
     avx512_core_bf16, f16 on ARM with half-precision arithmetic, f32 elsewhere."""
     assert openvino_precision_default(flags, system, machine) == expected
 
@@ -223,7 +223,7 @@ def test_the_inference_precision_in_effect_is_said_as_default_or_set():
 
 
 def test_keras_2_has_tensorflows_onednn_default_and_no_xla_unless_compiled_so():
-    """Issue 51: under tf_keras, oneDNN's default is TensorFlow's (predicted and keyed, as
+    """Under tf_keras, oneDNN's default is TensorFlow's (predicted and keyed, as
     under TensorFlow), and model.predict compiles without XLA on any machine: Keras 2 resolves
     no "auto", and a model loaded without compiling has no jit_compile=True."""
     keras2, gpu = RunConfig(runtime="tf_keras"), Machine(True)

@@ -102,7 +102,7 @@ def test_missing_repeats_and_partial_configurations_compare_like_with_like() -> 
 
 
 def test_a_sweep_csv_writes_names_a_spreadsheet_would_run_as_text(tmp_path) -> None:
-    """Issue 33, case 13: an image named ``=HYPERLINK(…)`` reached the CSV raw, and a
+    """An image named ``=HYPERLINK(…)`` reached the CSV raw, and a
     spreadsheet ran it. A text cell that begins a formula gets a leading apostrophe (OWASP);
     numbers, negative ones too, stay numbers."""
     import csv
@@ -125,7 +125,7 @@ def test_a_sweep_csv_writes_names_a_spreadsheet_would_run_as_text(tmp_path) -> N
 
 
 def test_a_partial_configuration_s_change_says_how_many_images_it_is_over() -> None:
-    """Issue 34, item 8: a configuration run on 1 of 4 images showed "Δ Dice +0.00" beside a
+    """A configuration run on 1 of 4 images showed "Δ Dice +0.00" beside a
     mean Dice other than the reference's (its one image against the reference's four). The
     change is over the images both have, and says how many that is."""
     truth = np.array([[1, 1], [0, 0]])

@@ -1,4 +1,4 @@
-"""Polygraphy's tolerances (issue 49): a value exceeds where |Δ| > atol and |Δ|/|reference| >
+"""Polygraphy's tolerances: a value exceeds where |Δ| > atol and |Δ|/|reference| >
 rtol; with a quantile, the quantiles of both are checked instead. Each figure is recomputed
 here as Polygraphy's ``CompareFunc.simple`` computes it (its ``elemwise`` mismatches, its
 ``quantile`` statistic), never pinned."""

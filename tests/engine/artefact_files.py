@@ -1,4 +1,4 @@
-"""The demo model converted as its users convert it (issue 51), into a folder: with
+"""The demo model converted as its users convert it, into a folder: with
 TensorFlow's own ``TFLiteConverter`` in float32 and with dynamic-range int8 (batch free), and
 in full int8 calibrated on the demo's own images with a batch fixed at one (as most ``.tflite``
 files are); to ONNX with Keras's export; to an OpenVINO IR with ``openvino.convert_model`` and

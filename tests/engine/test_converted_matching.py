@@ -99,7 +99,7 @@ def test_a_tensor_name_gives_the_layer_whose_scope_made_it():
 
 
 def test_default_names_are_matched_whole_scope_by_scope_never_by_the_longest_name():
-    """Issue 34, 3: with Keras's default names the first convolution runs in scope
+    """With Keras's default names the first convolution runs in scope
     ``conv2d_1``, and ``conv2d_1`` (fused by LiteRT into the ReLU after it) has no tensor of
     its own: its row must not be the first convolution's output."""
     expected = _default_names_layers()

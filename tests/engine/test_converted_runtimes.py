@@ -215,7 +215,7 @@ def test_a_damaged_artefact_is_converted_again_not_an_error(demo_runs, demo4, tm
 
 
 def test_a_planted_onnx_artefact_with_external_data_is_never_opened(demo_runs, demo4, tmp_path):
-    """Issue 33, case 1: an artefact at the right key, with the right checksum, whose tensor
+    """An artefact at the right key, with the right checksum, whose tensor
     is kept as ONNX external data naming a file of the user's: ONNX Runtime would read that
     file (relative to the working folder) into the model. It is converted again instead."""
     import onnx
@@ -326,7 +326,7 @@ def test_an_op_the_converters_refuse_is_one_line_naming_it(models, small_images,
 def test_a_unet_of_free_input_size_runs_under_litert_at_each_size_it_is_given(
     models, demo, tmp_path, capsys
 ):
-    """Issue 34, 1: a tf-keras U-Net saved with input (None, None, 3) converts for LiteRT at
+    """A tf-keras U-Net saved with input (None, None, 3) converts for LiteRT at
     the size of the images it runs (the batch stays free): one artefact per size, each keyed
     and stored with its size, for demo images and an image of another size in one request."""
     _, images = demo
@@ -383,7 +383,7 @@ def test_a_unet_of_free_input_size_runs_under_litert_at_each_size_it_is_given(
 
 
 def test_every_knob_it_runs_is_honoured(demo_runs):
-    """Issue 35: the knob × runtime table's cells for LiteRT and ONNX Runtime, shown
+    """The knob × runtime table's cells for LiteRT and ONNX Runtime, shown
     (tests/core/test_knob_cells.py)."""
     _, records = demo_runs
     how = assert_honoured(SPECS, records)

@@ -1,4 +1,4 @@
-"""A child's start-up skips what its runtime would import unused (issue 18): TensorFlow's import
+"""A child's start-up skips what its runtime would import unused: TensorFlow's import
 of JAX and Keras's of pandas and IPython, about a second of every TensorFlow child's start-up.
 Only while the runtime is imported: a user's trusted preprocessing file may import pandas."""
 
@@ -89,7 +89,7 @@ except InputError as error:
 
 
 def test_a_runtime_without_an_entry_is_an_error_not_pytorchs_path():
-    """Issue 35: engine/environment.py sent any runtime it did not know down PyTorch's path
+    """engine/environment.py sent any runtime it did not know down PyTorch's path
     (here: CUBLAS_WORKSPACE_CONFIG set for determinism). Each runtime's variables are now its
     entry's (core/runtimes.py), which no entry can leave out."""
     done = subprocess.run(

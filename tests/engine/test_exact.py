@@ -1,4 +1,4 @@
-"""The exact reference (issue 36): ``precision=float64`` computes the Keras model in float64 on
+"""The exact reference: ``precision=float64`` computes the Keras model in float64 on
 its float32 weights and input widened exactly, under TensorFlow, JAX and PyTorch, and keeps the
 map in float64. Shown against a NumPy float64 computation of a small model, on the demo (read
 back float64, cached, float32's rounding away from the float32 run), on a MobileNet-style
@@ -53,7 +53,8 @@ def demo_runs(demo, demo_runtime_runs, tmp_path_factory):
 
 
 def test_the_exact_run_is_honoured_under_tensorflow_jax_and_pytorch(demo_runs):
-    """Issue 35's table: precision=float64's cells, by the map moving or the dtype read back."""
+    """The knob × runtime table's cells for precision=float64, by the map moving or the dtype
+    read back."""
     *_, records = demo_runs
     how = assert_honoured(SPECS, records)
     assert set(how) == {"fp64: precision", "jax fp64: precision", "jax fp64: xla",

@@ -153,7 +153,7 @@ def _rgb(path, height, width, seed):
 def test_a_free_size_unet_refuses_a_size_it_cannot_take_in_one_line_then_resizes_to_one(
     models, tmp_path, cache, capsys
 ):
-    """Trial 48, 7: a U-Net of free input size given an image whose side its pooling and
+    """A U-Net of free input size given an image whose side its pooling and
     upsampling do not give back (33 rows: pooled to 16, upsampled to 32, joined with 33) failed
     with TensorFlow's raw concat error, cut off, naming no image. It is one line naming the
     image and its size, the model's reason, the sizes it takes, and bilinear resizing, which
@@ -204,7 +204,7 @@ def test_a_size_a_free_size_unet_cannot_take_offers_no_resizing_to_your_own_func
 def test_a_free_size_batch_of_other_sizes_is_resized_to_its_targets_size_on_request(
     models, tmp_path, cache, capsys
 ):
-    """Trial 48, 2: a free-size model's batch of a 32×32 target and a 24×24 image was refused
+    """A free-size model's batch of a 32×32 target and a 24×24 image was refused
     with "add --resize bilinear", and with it refused again, identically: a loop. Bilinear
     resizing now resizes the rest of the batch to the target's size (the batch context stays
     the set's images), and the refusal offers it."""
@@ -245,8 +245,9 @@ def test_non_image_file_is_refused_before_any_child(models, tmp_path, cache, cap
 def test_a_trusted_lambda_that_cannot_be_built_says_kerass_reason_and_debug_shows_the_child(
     models, small_images, cache, capsys
 ):
-    """The trial: "Exception encountered when calling Lambda.call()" and nothing else; and
-    --debug showed only the parent's traceback, not the child's log the docs promise."""
+    """Keras's reason is said, not "Exception encountered when calling Lambda.call()" and
+    nothing else; and --debug shows the child's log the docs promise, not only the parent's
+    traceback."""
     result = run_once(
         capsys, models / "broken_lambda.keras", small_images[0], "--trust-model", cache=cache
     )
@@ -279,7 +280,7 @@ def test_logits_need_an_activation(models, small_images, cache, capsys):
     assert fixed.returncode == 0, fixed.stderr
     values = cache.read_run(data["runs"][0]["key"]).probabilities
     assert values.min() >= 0.0 and values.max() <= 1.0
-    # A softmax over the one channel was taken, and a map of 1.0 everywhere stored (trial 48).
+    # A softmax over the one channel was taken, and a map of 1.0 everywhere stored.
     runs = len(cache.keys())
     softmax = run_once(
         capsys, models / "logits.keras", small_images[0], "--activation", "softmax", cache=cache
@@ -355,7 +356,7 @@ def test_savedmodel_refuses_a_precision_override_before_any_child(
 def test_a_savedmodel_in_a_matrix_skips_what_it_cannot_take_and_runs_the_rest(
     formats, models, small_images, tmp_path, capsys, monkeypatch
 ):
-    """Issue 49: a precision policy or the TF32 emulation beside a configuration the
+    """A precision policy or the TF32 emulation beside a configuration the
     SavedModel takes no longer cancels the matrix: each is said in one line, and the batch-1
     run (the real TensorFlow child's, in the formats' cache) is served."""
     first, filled = formats["tiny_savedmodel"]

@@ -1,7 +1,7 @@
-"""The GPU path, right by construction, shown without a GPU (issue 14's eight defects): with
+"""The GPU path, right by construction, shown without a GPU: with
 JAX's forced host devices (several CPU devices in one process), TensorFlow's own errors on a
 machine without the device asked for, a fake ``nvidia-smi``, and real children whose first
-forward pass is slowed down. Where only a real GPU can show a defect, the issue note says so."""
+forward pass is slowed down. What only a real GPU can show is left to one."""
 
 import json
 import os
@@ -79,7 +79,7 @@ def jax_child(models, tmp_path_factory) -> dict:
 
 
 def test_weights_on_another_device_are_refused_not_read_through_a_copy(jax_child):
-    """Defect 2, with two forced host devices: a model loaded in one device's scope has its
+    """With two forced host devices: a model loaded in one device's scope has its
     weights there, and a run whose weights are elsewhere is refused."""
     seen = jax_child
     assert seen["devices"] == 2
@@ -155,7 +155,7 @@ def tensorflow_child(demo, tmp_path_factory) -> dict:
 
 
 def test_an_op_without_a_kernel_on_the_device_is_named_not_run_elsewhere(tensorflow_child):
-    """Defect 3: soft placement is off for the run, so what has no kernel on the device asked
+    """Soft placement is off for the run, so what has no kernel on the device asked
     for (here: a GPU this machine lacks; with soft placement on, TensorFlow quietly ran it
     on the CPU) is refused in one line, not run elsewhere."""
     assert tensorflow_child["said"] == (
@@ -165,7 +165,7 @@ def test_an_op_without_a_kernel_on_the_device_is_named_not_run_elsewhere(tensorf
 
 
 def test_determinism_xla_and_memory_failures_are_one_line_with_the_remedy(tensorflow_child):
-    """Defects 4 and 7: TensorFlow's UnimplementedError under determinism (with XLA, Keras's
+    """TensorFlow's UnimplementedError under determinism (with XLA, Keras's
     own warning) and an out-of-memory at a batch, as TensorFlow raises them."""
     seen = tensorflow_child
     assert seen["determinism"].startswith(
@@ -180,9 +180,9 @@ def test_determinism_xla_and_memory_failures_are_one_line_with_the_remedy(tensor
 def test_a_long_first_compilation_says_so_instead_of_timing_out(
     tensorflow_child, small_images, tmp_path
 ):
-    """Defect 7: a first forward pass that takes longer than the no-progress deadline (a
+    """A first forward pass that takes longer than the no-progress deadline (a
     GPU's PTX compiling) keeps the child alive by saying "compiling kernels", often enough
-    for the deadline given (issue 35: a heartbeat every 15 s never saved a 9 s compilation
+    for the deadline given (a heartbeat every 15 s never saved a 9 s compilation
     under --timeout 6)."""
     model = tensorflow_child["slow_trace"]
     small = []
@@ -201,7 +201,7 @@ def test_a_long_first_compilation_says_so_instead_of_timing_out(
 
 
 def test_gpus_are_named_by_uuid_memory_and_driver_from_nvidia_smi(tmp_path):
-    """Defect 8: identity beyond an index, from the driver's own tool (faked here)."""
+    """Identity beyond an index, from the driver's own tool (faked here)."""
     fake = tmp_path / "nvidia-smi"
     fake.write_text(
         "#!/bin/sh\n"
@@ -232,7 +232,7 @@ def test_gpus_are_named_by_uuid_memory_and_driver_from_nvidia_smi(tmp_path):
 
 
 def test_tf32_and_autotuning_never_share_a_child(demo, tmp_path):
-    """Defect 5: TF32 is read once per process, so a tf32=off run never reuses an algorithm
+    """TF32 is read once per process, so a tf32=off run never reuses an algorithm
     chosen under tf32=on; the autotuning variables are keyed."""
     model, images = demo
     cache = ResultCache(tmp_path / "cache")

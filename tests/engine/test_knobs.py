@@ -60,7 +60,7 @@ def runs(demo, knobs_cache):
     plan = plan_matrix(model, images, list(configs.values()), cache=cache, repeats=2)
     cached = {next(n for n, c in configs.items() if c == run.config) for run in plan.cached}
     assert cached == set(FROM_DEMO) and len(plan.cached) == 2 * len(FROM_DEMO)
-    # default, oneDNN off, oneDNN on, determinism, TF32 off (issue 14, defect 5): own
+    # default, oneDNN off, oneDNN on, determinism, TF32 off: own
     # processes; threads=1 ran in its own in the demo's matrix
     assert len(plan.jobs) == 5
     messages = list(MatrixRunner(plan, cache).run())
@@ -80,7 +80,7 @@ def differs(runs, name):
 
 
 def test_every_knob_it_runs_is_honoured(runs):
-    """Issue 35: the knob × runtime table's cells for TensorFlow, shown
+    """The knob × runtime table's cells for TensorFlow, shown
     (tests/core/test_knob_cells.py); a fresh process's repeat is shown by its process below."""
     how = assert_honoured(SPECS, {name: runs[name, 0] for name in SPECS})
     assert len(how) >= 14, how
@@ -95,7 +95,7 @@ def test_repeats_on_the_cpu_are_bitwise_equal(runs):
 
 
 def test_batch_size_reaches_the_model(runs):
-    """Whether the batch moves the map is the CPU's kernels' to say (issue 49: with oneDNN
+    """Whether the batch moves the map is the CPU's kernels' to say (with oneDNN
     off, 336 pixels by up to 26 ULP on the CPU first measured and none on one with AVX-512
     BF16; with oneDNN on, about 41k by up to 113): the test asks only that the batch reached
     the model."""
@@ -119,7 +119,7 @@ def test_xla_is_set_explicitly_and_changes_the_map(runs):
 
 
 def test_xla_left_at_its_default_is_model_predicts_choice_and_keyed(runs):
-    """Not forced (issue 32): on a machine where TensorFlow lists no GPU, Keras's
+    """Not forced: on a machine where TensorFlow lists no GPU, Keras's
     jit_compile="auto" resolves to no XLA; the child reads it back and the key holds it."""
     base, off = runs["base", 0], runs["xla_off", 0]
     assert base.provenance.to_dict()["xla"] is False and "xla" not in base.config
@@ -175,7 +175,7 @@ def test_process_level_knobs_take_effect_in_their_own_child(runs):
 
 
 def test_onednn_left_at_its_default_is_tensorflows_own_choice_and_keyed(runs):
-    """Not forced (issue 32): the child leaves TF_ENABLE_ONEDNN_OPTS as the user's
+    """Not forced: the child leaves TF_ENABLE_ONEDNN_OPTS as the user's
     environment has it (set or not: README's test command runs with it either way), reads
     back what TensorFlow chose, and the key holds that value."""
     expected = tensorflow_onednn_default(os.environ)

@@ -57,7 +57,7 @@ def test_each_runtime_runs_the_demo_on_the_cpu_with_its_weights_there(runs):
 
 
 def test_a_cpu_only_child_opens_no_gpu_in_any_runtime(runs):
-    """Defect 1 of issue 14, as far as a machine without a GPU shows it: a CPU-only
+    """As far as a machine without a GPU shows it: a CPU-only
     TensorFlow child makes no GPU visible, a JAX child is limited to the CPU platform and
     never preallocates (the runs above are such children: tests/engine/test_gpu_path.py
     shows the rest of the GPU path)."""
@@ -113,7 +113,7 @@ def openvino_precisions(runs, demo4, tmp_path_factory):
 
 
 def test_openvino_records_the_precision_its_compiled_model_reports(openvino_precisions):
-    """Issue 49: left at its default, OpenVINO infers in what its CPU plugin chooses for this
+    """Left at its default, OpenVINO infers in what its CPU plugin chooses for this
     CPU (bf16 where it has AVX-512 BF16 or AMX): the run records what the compiled model
     reports, predicted and keyed before the child started; asked for f32 or bf16, it records
     what it computed in, and bf16 where the CPU cannot is refused in one line. Whatever the CPU,
@@ -321,7 +321,7 @@ def test_nan_outputs_are_the_runtimes_failure_and_never_cached(overflow):
 
 
 def test_a_compilation_cache_others_can_write_to_is_not_used_and_said(overflow):
-    """Issue 33, case 4: a compiled executable runs as it is, so JAX's cache in a folder that
+    """A compiled executable runs as it is, so JAX's cache in a folder that
     any user can write to is refused in one line before the run, and the run compiles afresh
     (its provenance says why)."""
     result, runs, cache, shared = overflow
@@ -347,7 +347,7 @@ def test_a_compilation_cache_others_can_write_to_is_not_used_and_said(overflow):
     ],
 )
 def test_knobs_openvino_does_not_take_are_refused_in_one_line(demo, cache, capsys, spec, said):
-    """Issue 35: a runtime added as one entry and one module (core/runtimes.py, and
+    """A runtime added as one entry and one module (core/runtimes.py, and
     engine/backends/openvino.py) refuses what it does not take, before any child."""
     model, images = demo
     result = segdiff_here(capsys, "run", model, images[0], "--config", spec, "--cache", cache.root)
@@ -356,7 +356,7 @@ def test_knobs_openvino_does_not_take_are_refused_in_one_line(demo, cache, capsy
 
 
 def test_every_knob_it_runs_is_honoured(runs):
-    """Issue 35: the knob × runtime table's cells for JAX, PyTorch and OpenVINO, shown
+    """The knob × runtime table's cells for JAX, PyTorch and OpenVINO, shown
     (tests/core/test_knob_cells.py)."""
     _, records = runs
     how = assert_honoured(SPECS, records)

@@ -1,4 +1,4 @@
-"""Emulated TF32 (emulate=tf32, issue 36) in real children: its TensorFlow rounding equals
+"""Emulated TF32 (emulate=tf32) in real children: its TensorFlow rounding equals
 core/tf32's bit for bit, it rounds the ops a GPU's tensor cores compute and leaves depthwise
 convolutions alone, and on the demo it moves the map far more than batch or XLA do."""
 
@@ -138,7 +138,7 @@ def test_on_the_demo_the_emulation_moves_the_map_far_more_than_batch_or_xla(demo
     batch and XLA move a float32 map.
 
     Two emulated runs of other batches or XLA can differ from each other far more than two
-    float32 runs do (issue 49: 132,749 ULP where the float32 runs differ by 75, on a CPU whose
+    float32 runs do (132,749 ULP where the float32 runs differ by 75, on a CPU whose
     oneDNN kernels sum the decoder's convolutions in another order than XLA's): TF32 rounds
     every layer's input, and a value one float32 ULP away in another summation order can
     round to a TF32 value 8,192 ULP away, which the next layers carry (on a GPU with TF32 on

@@ -1,4 +1,4 @@
-"""Keras 2 as a runtime (issue 51): ``runtime=tf_keras`` runs a ``.h5`` as a Keras 2 user's
+"""Keras 2 as a runtime: ``runtime=tf_keras`` runs a ``.h5`` as a Keras 2 user's
 script does (``TF_USE_LEGACY_KERAS=1``, ``tf.keras.models.load_model``, ``model.predict``), bit
 for bit; every knob it takes is honoured or read back; ``segdiff reproduce`` names it where
 Keras 3 computes the same file otherwise (batch normalisation: tests/fixtures_models.py); and

@@ -113,7 +113,7 @@ def _layers() -> dict[str, bool]:
     )
     # Compiled (XLA under TensorFlow, jax.jit): the layer traced under the emulation equals
     # the same compiler's op on operands rounded beforehand, so no rewrite of the compiled
-    # graph skips or moves the rounding (issue 49).
+    # graph skips or moves the rounding.
     compile_ = _compiler()
     if compile_ is not None:
         for layer, x, op in (

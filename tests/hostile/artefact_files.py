@@ -1,4 +1,4 @@
-"""Tiny artefacts written without TensorFlow (issue 51), each a logistic of an 8×8 grey image,
+"""Tiny artefacts written without TensorFlow, each a logistic of an 8×8 grey image,
 and the hostile variants of each: a ``.tflite`` built with LiteRT's own flatbuffer schema, an
 ``.onnx`` with the ``onnx`` package's helpers, an OpenVINO IR written as its ``.xml`` and
 ``.bin``. The front-end tests open the good ones (their children are the fake engine's)."""

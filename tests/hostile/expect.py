@@ -1,6 +1,6 @@
 """What every hostile case is held to, in this process: the one line that refuses it, and what
 reading it may cost. The corpus's bombs asked
-for 1.8–9.3 GB before they were refused (issue 33), so each case is read with this process's
+for 1.8–9.3 GB before they were refused, so each case is read with this process's
 address space bounded to what it holds now plus :data:`HEADROOM`. An allocation past it fails
 at once (numpy's MemoryError, HDF5's failure to allocate), which no case expects, instead of
 swapping the machine. The bound is lifted again after the case: a process may raise its soft

@@ -1,4 +1,4 @@
-"""Hostile inputs of issue 33 that are not cache or bundle entries: models and images a user
+"""Hostile inputs that are not cache or bundle entries: models and images a user
 is handed. Each case makes its files in a folder and gives the ``segdiff`` arguments that
 meet them; ``python -m tests.hostile.table`` runs them against a checkout, before and after."""
 

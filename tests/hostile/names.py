@@ -1,5 +1,5 @@
 """Names a file, a model or a bundle can carry, each of which once reached a terminal or Qt
-as something other than text (issue 33): markup nested deep enough to freeze a layout,
+as something other than text: markup nested deep enough to freeze a layout,
 terminal escapes that set a window's title or clear the screen, a newline that forges the next
 line of output, a bidirectional override, and sheer length."""
 

@@ -1,5 +1,5 @@
 """What an array file's header holds is data, never code, and what it declares is bounded
-before a byte of its values is read (issue 50: held cases of the review, kept here). A
+before a byte of its values is read (held cases of the review, kept here). A
 ``.npy`` header is a Python literal: one that is code instead (``__import__('os')…``), or that
 declares Python objects (a pickle), is refused in one line naming the file wherever a user
 gives it, an input image, a ground-truth mask, a map or an ``.npz``'s member, and the code

@@ -1,4 +1,4 @@
-"""The user's own artefacts read as untrusted data (issue 51): what would make a runtime read
+"""The user's own artefacts read as untrusted data: what would make a runtime read
 outside the file or run code, or a declared size the file does not hold, is one line naming
 the file, exit 2, before any child starts; what the file points at outside it is never opened
 (a FIFO there would block a reader for ever)."""

@@ -1,4 +1,4 @@
-"""A bundle naming 100,000 runs, hard links to one run (issue 50, case 10), took 206 s in
+"""A bundle naming 100,000 runs, hard links to one run, took 206 s in
 ``compare`` and 213 s in ``merge``, each run read and said in a line of its own. The runs a
 bundle may name are bounded (refused as a whole, in one line, before any is read); under the
 bound, a stored run is read once whatever the number of names it is linked under, and the

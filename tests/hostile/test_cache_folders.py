@@ -1,4 +1,4 @@
-"""A project folder claimed as a cache (issue 50, case 14): a folder holding only a user's
+"""A project folder claimed as a cache: a folder holding only a user's
 ``images/`` and ``models/`` was taken for a cache (its names are ones a cache has), and
 segdiff's files were written among the user's. A cache folder is one that is empty or already
 segdiff's (its marker): anything else is refused in one line naming the folder, by every

@@ -1,4 +1,4 @@
-"""Code a model file carries, under every runtime's own child (issue 50: held cases of the
+"""Code a model file carries, under every runtime's own child (held cases of the
 review, kept here). A ``.keras`` model is untrusted until the user trusts it: a Lambda layer
 whose marshalled bytecode writes a file is refused by Keras's safe mode in every child that
 loads the model, whichever runtime it runs (each loads it under its own Keras backend, or

@@ -1,4 +1,4 @@
-"""Writers of one cache at once (issue 50: held cases of the review, kept here): two merges of
+"""Writers of one cache at once (held cases of the review, kept here): two merges of
 the same runs and two runs of the same request, started together into one folder that is not
 a cache yet. Each claims the folder and writes each run aside and renames it into place, so
 every command succeeds, every run reads whole whichever writer's copy won, the folder is a

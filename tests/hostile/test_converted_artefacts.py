@@ -1,5 +1,5 @@
-"""A converted model in the cache is derived data that a runtime runs as it is (issue 50,
-cases 9 and 15). One that its runtime cannot open, checksum and key right, was never
+"""A converted model in the cache is derived data that a runtime runs as it is.
+One that its runtime cannot open, checksum and key right, was never
 replaced under LiteRT (every later run failed with "The model is not a valid Flatbuffer
 buffer", naming no file) while ONNX Runtime's was converted again: every converted runtime
 now converts it again and replaces it. And an artefact in a folder that others can write to

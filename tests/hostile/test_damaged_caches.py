@@ -104,7 +104,7 @@ def test_only_the_caches_own_temporaries_are_removed(tmp_path):
 
 
 def test_a_folder_without_the_marker_is_no_cache_whatever_its_names(tmp_path):
-    # Issue 50, case 14: names a cache has (runs/, images/, probe/) do not make a folder one;
+    # Names a cache has (runs/, images/, probe/) do not make a folder one;
     # only the marker does. Refused in one line, and nothing in it touched.
     cache, _ = base_cache(tmp_path / "old")
     (cache.root / ".segdiff-cache").unlink()
@@ -196,7 +196,7 @@ except Exception as error:
 
 
 def test_damage_anywhere_in_a_runs_file_reads_whole_or_is_one_line(tmp_path):
-    """A new user's trial: a few bytes flipped in a run's object header made h5py raise a
+    """A few bytes flipped in a run's object header made h5py raise a
     KeyError ("corrupt object header"), and a damaged member or attribute table a
     RuntimeError; every command said "internal error" (exit 3) and the window crashed at
     start. Stripes of flipped bytes across the whole file, one stripe at a time: each read

@@ -169,7 +169,7 @@ def test_the_api_names_a_crafted_run_and_studies_the_others(tmp_path):
 
 # every front end, once: a damaged stored image ------------------------------------------------
 def test_a_damaged_stored_image_is_said_in_one_line_and_the_maps_still_show(tmp_path, capsys):
-    """Issue 34, item 15: a stored target image that cannot be read was left out of the
+    """A stored target image that cannot be read was left out of the
     report and the window without a word. The maps still show; each front end says, in one
     line naming the file, that the picture under them could not be read."""
     cache, _keys = base_cache(tmp_path / "cache")

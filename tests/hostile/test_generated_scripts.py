@@ -1,5 +1,5 @@
-"""What segdiff writes for a user to run is inert wherever a name lands in it (issue 50, case
-1). ``slurm-script`` writes a model's file name, a masks folder, images, the results folder,
+"""What segdiff writes for a user to run is inert wherever a name lands in it.
+``slurm-script`` writes a model's file name, a masks folder, images, the results folder,
 the current folder and #SBATCH values into live lines and into comments; a line break in a
 comment ends it, and what follows ran in every array task (``touch PWNED`` did, quoted by
 ``shlex.quote`` and all). A value with a control character is refused in one line naming it;

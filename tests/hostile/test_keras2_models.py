@@ -1,4 +1,4 @@
-"""Keras 2 models under ``runtime=tf_keras`` (issue 51), read as untrusted: tf_keras has no
+"""Keras 2 models under ``runtime=tf_keras``, read as untrusted: tf_keras has no
 safe mode for a ``.h5`` (a Lambda's bytecode runs whatever ``safe_mode`` says), so the child
 reads the model's config first and refuses code in one line (engine/keras2_config.py, by
 core/trust.py's rule), before tf_keras reads a layer; and the planner refuses, before any

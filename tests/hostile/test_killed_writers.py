@@ -1,4 +1,4 @@
-"""What a killed writer leaves (issue 50, case 13): ``kill -9`` during ``segdiff bundle`` left
+"""What a killed writer leaves: ``kill -9`` during ``segdiff bundle`` left
 its hidden temporary (138 MB in the review) beside the output, and the next bundle to the same
 path left it there too. The next write to a path removes the temporaries of segdiff's own
 naming for that path whose writer is gone, and nothing else."""

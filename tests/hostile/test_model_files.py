@@ -1,4 +1,4 @@
-"""A model is read only within bounds and only after trust (issue 33, cases 7 and 8): a
+"""A model is read only within bounds and only after trust: a
 SavedModel folder is refused without trust before a byte of it is read, walked without
 following links or opening special files when trusted, and a .keras archive's members are
 bounded before Keras inflates them."""
@@ -43,7 +43,7 @@ def test_an_untrusted_saved_model_is_refused_before_it_is_read(
 
 def test_a_trusted_saved_model_is_walked_as_plain_files_only(saved_model, tmp_path):
     with pytest.raises(InputError, match=r"holds a special file \(variables/variables.data"):
-        hash_path(saved_model)  # before issue 33, skipped: rglob's is_file() is False for it
+        hash_path(saved_model)  # once skipped: rglob's is_file() is False for it
     (saved_model / "variables" / "variables.data-00000-of-00001").unlink()
     (saved_model / "variables" / "variables.index").symlink_to("/proc/self/pagemap")
     with pytest.raises(InputError, match=r"holds a symbolic link \(variables/variables.index\)"):

@@ -1,4 +1,4 @@
-"""Every command that reads stored runs prints the corpus's names as text (issue 33): a
+"""Every command that reads stored runs prints the corpus's names as text: a
 model, an image and an output named with nested tables, terminal escapes, a forged line, a
 right-to-left override and 10,000 characters (a file's name holds 255 at most). Reports and
 CSV files carry them escaped; no name takes more than its few lines of output. The commands

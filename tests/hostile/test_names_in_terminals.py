@@ -1,4 +1,4 @@
-"""Names are plain text in the terminal (issue 33, case 6): the layer table, the repair
+"""Names are plain text in the terminal: the layer table, the repair
 table and every sentence print a layer's name as the text it is, whatever it holds."""
 
 import io

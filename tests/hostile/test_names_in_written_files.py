@@ -1,4 +1,4 @@
-"""Names in the files segdiff writes for machines and people (issue 50: held cases of the
+"""Names in the files segdiff writes for machines and people (held cases of the
 review, kept here). A model, an image and an output named with the corpus's names (nested
 tables, terminal escapes, a forged line, a right-to-left override, 10,000 characters) are data
 in JSON (strict JSON, no raw control character, the name there as stored) and in CSV (each

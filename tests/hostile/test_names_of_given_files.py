@@ -1,5 +1,5 @@
-"""Names of the files a user gives, not of stored runs, reach the terminal as text (issue 50,
-case 12): ``segdiff run``'s table and summary named the image and the model as given, and
+"""Names of the files a user gives, not of stored runs, reach the terminal as text:
+``segdiff run``'s table and summary named the image and the model as given, and
 ``merge`` its bundle, so a newline in a name forged the next line of output (``compare``
 already showed stored names with U+FFFD). Every command below prints them through the one
 plain-text function (``core/text.printable``): no line starts with what a name carries after

@@ -1,5 +1,5 @@
-"""Layer names from a model reach the terminal as text through the commands that print them
-(issue 33, case 6): ``layers`` and ``repair`` on a model whose layers are named with a
+"""Layer names from a model reach the terminal as text through the commands that print them:
+``layers`` and ``repair`` on a model whose layers are named with a
 window-title escape and a newline that would forge the next line of output."""
 
 import numpy as np
@@ -21,7 +21,7 @@ def test_hostile_layer_names_reach_the_terminal_as_text(models, tmp_path):
         Image.fromarray(rng.integers(0, 255, (16, 16), dtype=np.uint8)).save(images[-1])
     cache = ("--cache", tmp_path / "cache")
     # TensorFlow refuses such names as scope names: the run fails with that reason, said as
-    # text (before issue 33 the line was "ValueError: • kwargs=<class 'inspect._empty'>").
+    # text (the line once was "ValueError: • kwargs=<class 'inspect._empty'>").
     refused = segdiff("run", model, *images, *cache, "--config", "batch=1", "--repeats", "1")
     assert "is not a valid scope name" in refused.stderr, refused.stderr
     assert "kwargs=" not in refused.stderr

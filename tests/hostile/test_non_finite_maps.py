@@ -1,4 +1,4 @@
-"""Stored maps that are not finite (issue 50: held cases of the review, kept here). A run's map
+"""Stored maps that are not finite (held cases of the review, kept here). A run's map
 may hold NaN or ±infinity: a model that overflows in float16 gives NaN everywhere, and a
 bundle may carry whatever its maker stored. Such runs are stored and compared as they are
 (an imported map or an API array is refused instead: ``test_user_files``,

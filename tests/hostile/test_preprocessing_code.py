@@ -1,4 +1,4 @@
-"""What a run's key holds of the user's preprocessing code (issue 50, case 15). A trusted
+"""What a run's key holds of the user's preprocessing code. A trusted
 ``--preprocess`` file that imports a helper module of its folder was keyed by its own bytes
 only: the helper changed, the old maps were served. The key now holds every module of the
 file's folder that its import statements name (a package's every module), the child loads

@@ -1,4 +1,4 @@
-"""A cache on a read-only mount (issue 50: held cases of the review, kept here): every command
+"""A cache on a read-only mount (held cases of the review, kept here): every command
 that reads it serves it, and nothing in it changes; a command that would store runs in it
 says so in the cache's one line (exit 2) before it stores any, naming the cache, not a
 temporary of segdiff's own. (``run``, ``sweep``, ``layers`` and ``repair`` on such a cache are

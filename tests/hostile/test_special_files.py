@@ -1,5 +1,5 @@
 """A FIFO or a device where a user's image or model belongs is one line naming it, never a wait
-(issue 50: held cases of the review, kept here). Opening a FIFO for reading waits for a writer
+(held cases of the review, kept here). Opening a FIFO for reading waits for a writer
 for ever and reading a device never ends; each is seen for what it is, said to be one, and
 nothing is computed or stored. (A FIFO among the masks is ``test_user_files``'s; inside a
 SavedModel folder, ``test_model_files``'s; as a map, a cache's run or marker, the corpus's.)

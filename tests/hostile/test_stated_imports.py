@@ -1,13 +1,13 @@
 """What a user states of an imported map, and what the cache remembers of a model, are bounded
-and checked where they are written and read (issue 50, cases 7 and 11).
+and checked where they are written and read.
 
-Case 7: 30 notes of 8,000 non-ASCII characters each, or an API label of 1.5 million
+Long statements: 30 notes of 8,000 non-ASCII characters each, or an API label of 1.5 million
 characters, were written into a run whose provenance the reader then refused: every later
 ``ls`` and ``compare`` exited 2. What is written is bounded by the reader's own bound, measured
 on the text as stored (JSON escapes each such character as six), and the import is refused at
 the front door in one line, before anything is stored.
 
-Case 11: a remembered model answer (``models/<key>.json``) edited to another shape made
+A remembered model answer (``models/<key>.json``) edited to another shape made
 ``import`` store a map of the wrong size for the model. What is remembered is a hint, checked
 against the file it answers for and its own checksum; a map that disagrees with it asks the
 model again before it is refused."""

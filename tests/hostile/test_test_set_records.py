@@ -1,4 +1,4 @@
-"""A test-set record is evidence only for runs that are present (issue 50, case 3). A bundle
+"""A test-set record is evidence only for runs that are present. A bundle
 of a few kilobytes with no runs, and a record claiming the shard that was never run (naming
 its images, or images of the shards merged), made ``merge`` say "all 3 shards merged" and
 ``sweep`` pass an incomplete set; a whole-set record with the set's id did the same; a record

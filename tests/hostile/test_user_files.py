@@ -1,4 +1,4 @@
-"""Issue 50: a user's own files given to segdiff are untrusted input too. A map to import or
+"""A user's own files given to segdiff are untrusted input too. A map to import or
 reproduce, an input image and a ground-truth mask are each read from their own bytes only,
 within bounds, and a hostile or damaged one is one line naming it (exit 2): nothing read
 outside the given file, no wait, nothing stored.
@@ -52,7 +52,7 @@ def _one_line(result, path: Path, problem: str) -> None:
     assert line.startswith(f"segdiff: {path}: ") and re.search(problem, line), line
 
 
-# case 2: an OME-TIFF whose metadata names another file -----------------------------------------
+# An OME-TIFF whose metadata names another file ----------------------------------------------------
 def test_a_tiff_naming_another_file_is_refused_and_the_other_never_opened(
     demo, tmp_path, capsys, fake_engine
 ):
@@ -86,7 +86,7 @@ def test_a_tiff_naming_another_file_is_refused_and_the_other_never_opened(
     assert not ResultCache(cache).keys()
 
 
-# case 4: a FIFO among the ground-truth masks ----------------------------------------------------
+# A FIFO among the ground-truth masks --------------------------------------------------------------
 def test_a_fifo_among_the_masks_is_one_line_not_a_wait(demo, tmp_path, capsys, fake_engine):
     """Pillow's open waited for a writer for ever: ``run --sweep --masks`` before any run
     (its masks are checked against the images first) and ``sweep --masks`` over stored runs.
@@ -111,7 +111,7 @@ def test_a_fifo_among_the_masks_is_one_line_not_a_wait(demo, tmp_path, capsys, f
     assert sorted(ResultCache(cache).keys()) == stored_runs
 
 
-# case 5: an .npz whose members declare gigabytes ------------------------------------------------
+# An .npz whose members declare gigabytes ----------------------------------------------------------
 def test_an_npz_is_checked_from_its_headers_before_its_values_are_read(
     demo, tmp_path, capsys, fake_engine
 ):
@@ -139,7 +139,7 @@ def test_an_npz_is_checked_from_its_headers_before_its_values_are_read(
     assert not ResultCache(cache).keys()
 
 
-# case 6: damaged map files ----------------------------------------------------------------------
+# Damaged map files --------------------------------------------------------------------------------
 def _damaged_npz(path: Path, damage: str) -> None:
     """An ``.npz`` of one good map, stored, then damaged as a disk or a tool would."""
     payload = npy_header((MAP_SIDE, MAP_SIDE)) + np.full((MAP_SIDE,) * 2, 0.5, "<f4").tobytes()
@@ -185,7 +185,7 @@ def test_a_damaged_map_file_is_one_line(demo, tmp_path, capsys, fake_engine, dam
     assert not ResultCache(cache).keys()
 
 
-# case 8: the API's reproduce of an array --------------------------------------------------------
+# The API's reproduce of an array ------------------------------------------------------------------
 @pytest.mark.parametrize(
     "values, said",
     [

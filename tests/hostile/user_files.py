@@ -1,4 +1,4 @@
-"""Hostile files a user is handed and gives segdiff as their own (issue 50): maps to import or
+"""Hostile files a user is handed and gives segdiff as their own: maps to import or
 reproduce, input images, ground-truth masks. Each is crafted the way an attacker or a failing
 disk would make it, byte by byte where a library would refuse to write it."""
 

@@ -104,7 +104,7 @@ def _exact_columns(path):
 
 
 def test_pixel_csv_gives_the_exact_run_s_value_and_class_at_each_pixel(tmp_path):
-    """Issue 49: beside an exact run, each flipped (and at-risk) pixel's exact value (a
+    """Beside an exact run, each flipped (and at-risk) pixel's exact value (a
     float64, whole), the exact class at the cutoff and whether float32 can decide it, each
     recomputed here from the exact map."""
     study = bf16_study()

@@ -1,4 +1,4 @@
-"""Images are opened only as the formats segdiff reads (issue 33, case 10): Pillow picks a
+"""Images are opened only as the formats segdiff reads: Pillow picks a
 plugin from a file's bytes, and its EPS plugin runs Ghostscript on the PostScript inside a
 file named ``.png``. Such a file is refused in one line, and no program is started."""
 

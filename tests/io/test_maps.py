@@ -1,5 +1,4 @@
-"""The user's own maps read as untrusted data, and the target's map found among a file's
-(issue 32)."""
+"""The user's own maps read as untrusted data, and the target's map found among a file's."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""An input image as people see it (issue 34, item 11): an RGB photo stays in colour in the
+"""An input image as people see it: an RGB photo stays in colour in the
 report's picture of the flips (and in the window's thumbnails, tests/ui/test_panels.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 18: a second group's child computes while the first is busy, never two on one GPU,
+"""A second group's child computes while the first is busy, never two on one GPU,
 and the first child of default settings says what the model and the machine are, so that a
 fresh cache needs no inspection or probe child."""
 

@@ -1,4 +1,4 @@
-"""The layer probe of converted models (issue 16): LiteRT's and ONNX Runtime's own
+"""The layer probe of converted models: LiteRT's and ONNX Runtime's own
 intermediate tensors matched to the Keras model's layers in real children, every figure equal
 to a direct computation from the stored tensors, layers the converter fused away listed and
 left out, and each probe's final map bit for bit its plain run's."""
@@ -187,7 +187,7 @@ def test_two_converted_sides_name_what_neither_could_match(
 def test_layers_that_keep_kerass_default_names_are_each_matched_to_their_own_tensor(
     models, small_images, tmp_path, capsys
 ):
-    """Issue 34, 3: twelve convolutions named conv2d … conv2d_11, as Keras names them. The
+    """Twelve convolutions named conv2d … conv2d_11, as Keras names them. The
     first runs in TensorFlow's scope conv2d_1; conv2d_1, fused by LiteRT into the ReLU layer
     after it, has no tensor of its own. Each converted layer is compared with TensorFlow's
     probe of the same layer: float32 conversions, so a layer given another's tensor would be

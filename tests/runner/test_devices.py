@@ -1,5 +1,5 @@
 """The remembered device probe: what it depends on, so that it is never stale in a way that
-hides a GPU (issue 14, defect 8: installing the gpu extra left "no GPU" for a day)."""
+hides a GPU (installing the gpu extra left "no GPU" for a day)."""
 
 import contextlib
 import json
@@ -106,7 +106,7 @@ def test_a_remembered_model_answer_is_used_only_as_a_child_would_give_it(tmp_pat
 
 @pytest.mark.parametrize("change", ["edited", "another model's", "unsealed", "not remembered here"])
 def test_a_remembered_model_answer_is_sealed_for_its_own_file(tmp_path, change):
-    """Issue 50, case 11: what is remembered is a hint. An answer edited in place, one copied
+    """What is remembered is a hint. An answer edited in place, one copied
     from another model's file, one without its seal (an older segdiff's), and one a folder
     that is no segdiff cache would have held, are each asked of a child again."""
     model = tmp_path / "m.keras"

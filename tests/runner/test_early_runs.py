@@ -1,4 +1,4 @@
-"""Issue 18: segdiff-gui starts its runs before Qt, and the window follows the same runs."""
+"""segdiff-gui starts its runs before Qt, and the window follows the same runs."""
 
 import threading
 

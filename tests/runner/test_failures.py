@@ -186,7 +186,7 @@ def test_inherited_knob_variables_do_not_override_the_knobs(
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
     again = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache, repeats=1)
     assert again.runs[0].key != plan.runs[0].key  # passed-through numerics are in the key
-    # cuDNN's algorithm choice too (issue 14): keyed, and recorded so a stored key checks out.
+    # cuDNN's algorithm choice too: keyed, and recorded so a stored key checks out.
     monkeypatch.setenv("TF_CUDNN_USE_AUTOTUNE", "0")
     tuned = plan_matrix(models / "tiny.keras", small_images, [RunConfig()], cache=cache, repeats=1)
     assert tuned.runs[0].key not in {again.runs[0].key, plan.runs[0].key}

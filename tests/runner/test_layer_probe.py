@@ -1,4 +1,4 @@
-"""The layer probe on real models in real children (issue 15): per-layer figures equal a
+"""The layer probe on real models in real children: per-layer figures equal a
 direct computation from the stored tensors, the last layer's equal ``compare``'s, the first
 differing layer is the one the tensors say, nested models are flattened, and the probe's final
 map is checked against the plain run."""
@@ -251,7 +251,7 @@ def test_under_jax_each_layer_is_its_own_xla_computation_and_the_output_holds(
 def test_a_probe_found_damaged_while_compared_is_removed_and_probed_again(
     softmax_probe, tmp_path, demo
 ):
-    """Issue 33, case 12: a damaged probe failed every call. Found damaged while the
+    """A damaged probe failed every call. Found damaged while the
     comparison reads it, it is removed and said in one line; the next call probes again."""
     root, shown = _copy_of(softmax_probe, tmp_path)
     _forget_comparisons(root)

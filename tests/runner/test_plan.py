@@ -227,7 +227,7 @@ def test_a_full_int8_runs_key_holds_its_calibration_images_and_no_other_runs_doe
 def test_lying_headers_are_refused_from_the_headers_before_any_image_is_decoded(
     demo, cache, tmp_path, monkeypatch, decoded
 ):
-    """Issue 33, case 11: eight 4 KB PNGs whose headers claim 16384² RGBA. Batch 64 holds all
+    """Eight 4 KB PNGs whose headers claim 16384² RGBA. Batch 64 holds all
     eight: 5 GiB each (decoded, and as float32 input), over a 12 GiB bound at the third."""
     from tests.factories import lying_png
 
@@ -244,7 +244,7 @@ def test_lying_headers_are_refused_from_the_headers_before_any_image_is_decoded(
 def test_import_and_reproduce_refuse_a_lying_header_before_decoding_it(
     demo, cache, tmp_path, monkeypatch
 ):
-    """Issue 33, case 11, beyond planning: ``segdiff import`` decoded every image and
+    """Beyond planning: ``segdiff import`` decoded every image and
     ``reproduce`` its target before any bound was checked."""
     from segdiff_gui.runner import imports, reproduce
     from tests.factories import lying_png

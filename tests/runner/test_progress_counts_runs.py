@@ -1,4 +1,4 @@
-"""Issue 49: the progress said "matrix 2 / 2" while 12 runs were listed. Every front end's
+"""The progress said "matrix 2 / 2" while 12 runs were listed. Every front end's
 progress counts the runs the matrix lists, those served from the cache done from the start
 (runner/outcome.RunCount): the command line's bar, the API's tqdm bar and the window's
 (tests/ui/test_panels.py)."""

@@ -1,4 +1,4 @@
-"""Precision repair on the demo U-Net in real children (issue 15): bfloat16's flips at 0.5
+"""Precision repair on the demo U-Net in real children: bfloat16's flips at 0.5
 brought to 0, every trial a cached run, and the Keras code it prints applied to a fresh model
 in a fresh process reproduces the engine's maps bit for bit."""
 

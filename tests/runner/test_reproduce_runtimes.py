@@ -1,4 +1,4 @@
-"""``reproduce`` searches runtimes (issue 51): it starts under every runtime the model file runs
+"""``reproduce`` searches runtimes: it starts under every runtime the model file runs
 under, and a runtime whose child cannot load the model (a Keras 2 ``.h5`` whose layer Keras 3
 does not take) is said among the failed while the search goes on under the others. The real
 children's search is tests/engine/test_tf_keras.py's."""

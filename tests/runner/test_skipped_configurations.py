@@ -1,4 +1,4 @@
-"""Issue 49: a configuration the model cannot take is skipped, said in one line, and the
+"""A configuration the model cannot take is skipped, said in one line, and the
 others run; the request is refused only where nothing would be left or it is strict. The one
 rule is the planner's (runner/plan.py), and each front end says what it skipped: the command
 line on stderr and in ``--json``, the API as a warning (with a bar or without), the window as

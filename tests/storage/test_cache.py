@@ -186,7 +186,7 @@ def test_a_checked_map_is_handed_to_the_next_read_once(cache, monkeypatch):
 
 
 def test_an_imported_map_must_be_the_map_its_key_was_made_from(tmp_path):
-    """Issue 32: an imported run is keyed by its map's digest; a file whose map was swapped
+    """An imported run is keyed by its map's digest; a file whose map was swapped
     for another (checksum and key made consistent again) is refused, naming the file."""
     from segdiff_gui.core.hashing import imported_map_digest
 
@@ -208,10 +208,10 @@ def test_an_imported_map_must_be_the_map_its_key_was_made_from(tmp_path):
 
 
 def test_a_cache_that_cannot_be_written_is_said_before_anything_is_computed(tmp_path):
-    """Issue 33: a read-only cache computed the whole run and then failed each run with
+    """A read-only cache computed the whole run and then failed each run with
     ``OSError: [Errno 30]``. The planner says it in one line before any child starts: the
-    runs it lacks get no job, each is planned as unstorable for that reason (trial 48: the
-    whole request was refused, its cached runs too), and the image is not written."""
+    runs it lacks get no job, each is planned as unstorable for that reason (not the
+    whole request refused, its cached runs too), and the image is not written."""
     from segdiff_gui.resources import demo_images, demo_model
     from segdiff_gui.runner import plan_matrix
     from tests.conftest import mounted_read_only

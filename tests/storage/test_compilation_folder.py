@@ -1,4 +1,4 @@
-"""The runtimes' compilation cache is the user's own (issue 33, case 4): a compiled executable
+"""The runtimes' compilation cache is the user's own: a compiled executable
 runs as it is, so a folder another user owns or others can write to is not used, and each
 model has a folder of its own, so one model's entry is never looked up for another."""
 

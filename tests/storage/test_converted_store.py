@@ -91,7 +91,7 @@ def test_stale_temporaries_of_conversions_are_cleaned_and_nothing_else(cache):
 
 
 def test_another_models_artefact_copied_to_this_key_is_refused(store):
-    """Issue 33, case 2: model A's artefact at model B's key made B's run A's model. The
+    """Model A's artefact at model B's key made B's run A's model. The
     file records what it was made from; its key is recomputed from that."""
     other = conversion_key({"model": "1" * 64, "runtime": "litert"})
     store.path(other).parent.mkdir(parents=True, exist_ok=True)
@@ -102,7 +102,7 @@ def test_another_models_artefact_copied_to_this_key_is_refused(store):
 
 
 def test_a_store_others_can_write_to_is_refused_as_the_compilation_cache_is(store, tmp_path):
-    """Issue 50, case 15: a converted model runs as its artefact says; where anyone could
+    """A converted model runs as its artefact says; where anyone could
     have planted it, it is neither read nor kept (the runtime converts afresh)."""
     os.chmod(tmp_path, 0o700)  # the cache's root is the user's own
     assert store.refused(KEY) == store.refused() == ""

@@ -1,4 +1,4 @@
-"""The exact reference's map (issue 36) in the cache: stored and read back as little-endian
+"""The exact reference's map in the cache: stored and read back as little-endian
 float64, only for a run whose precision is float64 (any other dtype for either kind of run is
 damage, said in one line), carried whole by a bundle, and kept out of the float32 runs a study
 compares."""

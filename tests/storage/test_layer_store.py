@@ -1,4 +1,4 @@
-"""The cache's layer store (issue 15): probes written in pieces and read back checked,
+"""The cache's layer store: probes written in pieces and read back checked,
 comparisons stored whole, the disk budget, and damaged entries refused in one line."""
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def test_a_converted_comparisons_unmatched_layers_are_kept_and_checked(tmp_path)
     assert store.read_comparison(key).comparison.unmatched == ("enc/norm",)
     path = store.comparison_path(key)
     with h5py.File(path, "r+") as handle:
-        del handle.attrs["unmatched"]  # as before issue 16
+        del handle.attrs["unmatched"]  # as an older comparison was stored
     assert store.read_comparison(key).comparison.unmatched == ()
     with h5py.File(path, "r+") as handle:
         handle.attrs["unmatched"] = '{"not": "a list"}'
@@ -162,7 +162,7 @@ def test_a_converted_comparisons_unmatched_layers_are_kept_and_checked(tmp_path)
 
 
 def test_another_runs_probe_copied_to_a_probes_place_is_refused(tmp_path):
-    """Issue 33, case 3: run X's probe file at run Y's probe path gave X's layer errors under
+    """Run X's probe file at run Y's probe path gave X's layer errors under
     Y's title. Its key is recomputed from the run it records, so it is refused (and probed
     again by the runner, which takes a refused probe for a missing one)."""
     store = LayerStore(ResultCache(tmp_path / "cache"))
@@ -193,7 +193,7 @@ def test_a_comparison_of_other_runs_copied_to_a_comparisons_place_is_refused(tmp
 
 
 def test_a_full_disk_while_a_probe_file_is_made_is_one_line_not_hdf5s_text(tmp_path, monkeypatch):
-    """Issue 33: HDF5 says a full disk as "Unable to synchronously create file (file write
+    """HDF5 says a full disk as "Unable to synchronously create file (file write
     failed: time = …, errno = 28, …)"; segdiff says it in its own line, naming the folder."""
     import h5py as real
 

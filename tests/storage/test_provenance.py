@@ -180,7 +180,7 @@ def test_a_provenance_never_changes_under_its_readers(tmp_path):
 
 
 def test_an_openvino_run_names_the_precision_its_compiled_model_reported():
-    """Issue 49: OpenVINO's CPU plugin infers in bf16 on some CPUs and f32 on others when
+    """OpenVINO's CPU plugin infers in bf16 on some CPUs and f32 on others when
     nobody asks; the run says which in its label and its lines, and an asked one says so."""
     computed = Provenance.from_dict(
         {"device": "cpu:0", "runtime": "openvino", "runtime_version": "2026.4.1",

@@ -1,4 +1,4 @@
-"""Issue 18: ``segdiff-gui MODEL IMAGE`` starts its runs before Qt; the window shows them."""
+"""``segdiff-gui MODEL IMAGE`` starts its runs before Qt; the window shows them."""
 
 import os
 import subprocess

@@ -32,7 +32,7 @@ def test_a_refused_step_is_shown_as_refused_with_nothing_to_run(qtbot) -> None:
 
 
 def test_the_explain_window_follows_the_cutoff_for_the_pair_it_explains(window, qtbot, tmp_path):
-    """Issue 34, item 10: the dialog kept the flips of the cutoff it was opened at."""
+    """The dialog kept the flips of the cutoff it was opened at."""
     from segdiff_gui.core.analysis import compare_maps
     from segdiff_gui.storage import ResultCache
     from tests.factories import bundle_of, make_record

@@ -1,4 +1,4 @@
-"""A cache holding the exact reference (issue 36, a float64 map) opens in the window: its
+"""A cache holding the exact reference (a float64 map) opens in the window: its
 float32 runs are shown and compared as ever, and the exact run, offered to the views by a
 plan's cached runs or as a run that finished, is not shown among them (it is a comparison of
 its own, beside the reference). On synthetic runs: no TensorFlow child."""

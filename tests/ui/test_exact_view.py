@@ -143,7 +143,7 @@ def test_the_window_keeps_a_cached_exact_run_beside_its_views(window_for, demo, 
 def test_the_window_s_csv_export_gives_the_exact_value_and_class_at_each_pixel(
     window_for, demo, exact_cache, tmp_path, monkeypatch
 ):
-    """Issue 49: File › Export flipped pixels writes what ``segdiff export --csv`` does, the
+    """File › Export flipped pixels writes what ``segdiff export --csv`` does, the
     exact run's value, class and decidability included (recomputed here)."""
     import csv
 

@@ -1,4 +1,4 @@
-"""Finding the flips (issue 34, item 4): each flip ringed at a size in screen pixels whatever
+"""Finding the flips: each flip ringed at a size in screen pixels whatever
 the zoom, N and P walking from the pixel on show to each flip, centred and zoomed in to be
 seen, and the walk keys working whichever control has the keyboard but a field where letters
 are typed. On synthetic runs: no TensorFlow child."""

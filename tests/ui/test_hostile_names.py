@@ -1,4 +1,4 @@
-"""Names are text in the window (issue 33, case 5): a run's label, an image's, a model output's
+"""Names are text in the window: a run's label, an image's, a model output's
 or a layer's name, a folder's path and an error that quotes one, each from a file, a model or a
 bundle, are shown as the text they are by every label, tooltip and title, never laid out as
 HTML (a name of nested tables froze the window for minutes)."""

@@ -506,7 +506,7 @@ def test_a_single_flip_in_a_large_map_stays_visible_zoomed_out(qtbot, tmp_path):
 
 
 def test_a_new_window_that_runs_asks_no_inspection_child(qtbot, tmp_path, monkeypatch, fake_engine):
-    # Issue 18: on a fresh cache the run child says what the model is; a child of its own
+    # On a fresh cache the run child says what the model is; a child of its own
     # would take a core from the first map.
     from segdiff_gui.runner import devices
     from segdiff_gui.ui.app import build_window

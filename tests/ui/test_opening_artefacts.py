@@ -1,4 +1,4 @@
-"""Opening the user's own artefact in the window (issue 51): File › Open offers ``.tflite``,
+"""Opening the user's own artefact in the window: File › Open offers ``.tflite``,
 ``.onnx`` and an IR's ``.xml`` among the models, and a drop of an artefact with images plans
 it under its own runtime. Fast: tiny real artefacts, no child started."""
 

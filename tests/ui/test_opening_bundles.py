@@ -34,7 +34,7 @@ def test_a_bundle_of_several_groups_offers_each_and_a_test_set(window, qtbot, tm
 def test_a_large_bundle_shows_its_first_run_then_the_others_read_meanwhile(
     window, qtbot, tmp_path, monkeypatch
 ):
-    """Issue 18: a bundle of large maps opens progressively; here every group is "large"."""
+    """A bundle of large maps opens progressively; here every group is "large"."""
     from segdiff_gui.ui import session
 
     monkeypatch.setattr(session, "PROGRESSIVE_FROM_BYTES", 0)

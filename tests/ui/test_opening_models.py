@@ -1,4 +1,4 @@
-"""Opening a model in the window as a new user does (issue 34): a SavedModel from File › Open,
+"""Opening a model in the window as a new user does: a SavedModel from File › Open,
 the recent files and a drop, and a header that describes the model on show. Fast: synthetic
 files, and no TensorFlow child is started."""
 

@@ -105,7 +105,7 @@ def test_a_thumbnail_keeps_its_images_shape(qtbot, tmp_path):  # qtbot: a QAppli
 
 
 def test_a_thumbnail_over_the_image_memory_bound_is_not_decoded(qtbot, tmp_path, monkeypatch):
-    """Issue 33, case 11: the window decoded every image for its thumbnails, whatever its
+    """The window decoded every image for its thumbnails, whatever its
     header claimed; it is measured from its header first, like a request's images."""
     from PIL import Image
 
@@ -141,7 +141,7 @@ def test_a_thumbnail_makes_no_float_copy_of_the_whole_image(qtbot, tmp_path):
 
 
 def test_a_colour_photo_s_thumbnail_is_in_colour(qtbot, tmp_path):
-    """Issue 34, item 11: an RGB photo was listed in grey."""
+    """An RGB photo was listed in grey."""
     from PIL import Image
 
     from segdiff_gui.ui.widgets import thumbnail_image
@@ -186,7 +186,7 @@ def test_thumbnails_arrive_after_the_names_and_a_new_list_drops_the_old(qtbot, t
 
 
 def test_the_image_lists_pictures_are_read_once_the_list_has_painted(qtbot, tmp_path, monkeypatch):
-    """Issue 38: the thumbnails' worker started at the event loop's first turn, before the
+    """The thumbnails' worker started at the event loop's first turn, before the
     window's first paint, and took the interpreter from it (Pillow's import and 16 decodes,
     ~60 ms of the launch on the demo's cache). A list not on screen reads nothing; shown and
     painted, it reads its pictures; a list dropped before then is never read."""
@@ -252,7 +252,7 @@ def test_the_statistics_plots_are_made_and_filled_when_the_tab_is_shown(qtbot, t
 
 
 def test_a_findings_run_them_link_asks_for_its_configurations(qtbot):
-    """Issue 32: a remedy not measured is offered as a link that runs its configurations."""
+    """A remedy not measured is offered as a link that runs its configurations."""
     from PySide6.QtCore import QUrl
 
     from segdiff_gui.core.findings import Finding
@@ -271,7 +271,7 @@ def test_a_findings_run_them_link_asks_for_its_configurations(qtbot):
 
 
 def test_model_settings_take_your_own_preprocessing_function(qtbot, tmp_path):
-    """Issue 32: the window's Model settings offer --preprocess and --trust-preprocess."""
+    """The window's Model settings offer --preprocess and --trust-preprocess."""
     import pytest
 
     from segdiff_gui.core.errors import ConfigError
@@ -298,7 +298,7 @@ def test_model_settings_take_your_own_preprocessing_function(qtbot, tmp_path):
 
 
 def test_the_cutoffs_count_names_the_float32_cutoff_it_counted_at(qtbot, tmp_path):
-    """Issue 34, item 5: a cutoff of 0.5500041246414185 counts at the float32 0.5500041, and
+    """A cutoff of 0.5500041246414185 counts at the float32 0.5500041, and
     the count beside the cutoff box said "p ≥ 0.550004", another float32 cutoff."""
     from segdiff_gui.ui.cutoff_control import CutoffControl
 
@@ -318,7 +318,7 @@ def test_the_cutoffs_count_names_the_float32_cutoff_it_counted_at(qtbot, tmp_pat
 
 
 def test_the_test_set_tab_says_how_many_images_a_change_is_over(qtbot, tmp_path):
-    """Issue 34, item 8, in the window: a configuration on 1 of 4 images showed "(+0.00e+00)"
+    """In the window: a configuration on 1 of 4 images showed "(+0.00e+00)"
     beside its own mean Dice, not the reference's; its tab names the cutoff too."""
     from segdiff_gui.io.truth import TruthFolder
     from segdiff_gui.runner.sweeps import summarise_sweep, sweep_groups
@@ -339,7 +339,7 @@ def test_the_test_set_tab_says_how_many_images_a_change_is_over(qtbot, tmp_path)
 
 
 def test_the_test_set_tab_of_merged_shards_says_what_is_missing(qtbot, tmp_path):
-    """Issue 37 in the window: two shards of three, merged, are not shown as the whole set."""
+    """In the window: two shards of three, merged, are not shown as the whole set."""
     from dataclasses import replace
 
     from segdiff_gui.core.test_sets import SetCoverage
@@ -362,7 +362,7 @@ def test_the_test_set_tab_of_merged_shards_says_what_is_missing(qtbot, tmp_path)
 
 
 def test_the_matrix_bar_counts_every_run_listed(qtbot):
-    """Issue 49: it said "matrix 2 / 2" while 12 runs were listed (see
+    """It said "matrix 2 / 2" while 12 runs were listed (see
     tests/runner/test_progress_counts_runs.py)."""
     panel = RunPanel()
     qtbot.addWidget(panel)

@@ -1,4 +1,4 @@
-"""Issue 49: the window plans by the planner's one rule (tests/runner/
+"""The window plans by the planner's one rule (tests/runner/
 test_skipped_configurations.py): a configuration the model cannot take is a row of the Runs
 list marked skipped, why in its tooltip and under the list, while the others are planned
 (and run: nothing is offered for the skipped row)."""

@@ -1,5 +1,5 @@
 """One failure of a test-set sweep is one line, the same whichever front end asks for the
-sweep (issue 35: the sweep was assembled three times, and its masks were checked before any
+sweep (the sweep was assembled three times, and its masks were checked before any
 run on the command line and in the API but only after every run in the window, in other
 words). The runs are the fake engine's (tests/fake_engine.py)."""
 

@@ -1,4 +1,4 @@
-"""Issue 52 in the window: a sweep's Test set tab says its progress in batches and runs with
+"""In the window: a sweep's Test set tab says its progress in batches and runs with
 the time left, as the command line's bar counts them (runner/outcome.BatchCount), and stays
 responsive on a set of a thousand images: the GUI thread does no work per run that grows with
 the set. Counted, never timed: the summary and its table are made once, at the end; the tab is

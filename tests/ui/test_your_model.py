@@ -90,7 +90,7 @@ def test_a_keras2_rgb_model_on_mixed_photos_is_fixed_in_the_window_as_the_cli_ru
 def test_a_free_size_unet_is_fixed_by_the_windows_resize_button_not_refused_again(
     window, qtbot, models, tmp_path
 ):
-    """Trial 48, 2 and 7: a U-Net of free input size on photos of several sizes, one of a size
+    """A U-Net of free input size on photos of several sizes, one of a size
     it cannot take. The window's problem line named TensorFlow's raw concat error, or offered
     bilinear resizing and, clicked, failed the same way again. It names the image and the
     sizes the model takes, and its button's bilinear resizing runs every run."""
@@ -188,7 +188,7 @@ def test_a_sweeps_footer_counts_what_was_computed_and_what_was_cached(
 def test_your_own_map_is_imported_and_reproduced_in_the_window(
     window, qtbot, models, small_images, tmp_path, fake_engine
 ):
-    """Issue 32: File › Import maps… shows the map beside segdiff's runs, labelled imported
+    """File › Import maps… shows the map beside segdiff's runs, labelled imported
     and never the reference; Analysis › Reproduce your map… names the configuration."""
     model = models / "tiny_tfkeras.h5"
     window.open_paths([str(model), *map(str, small_images)])
