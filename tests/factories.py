@@ -1,11 +1,13 @@
 """Builders shared by test modules: stored runs, caches and studies made from synthetic maps,
-files that lie about themselves, and small helpers to drive the engine and the window. Fixtures
-stay in the conftest files; what a test module builds for itself alone stays in it."""
+files that lie about themselves, an artefact beside its source, small helpers to drive the engine
+and the window, and the check of Model Explorer's node data. Fixtures stay in the conftest
+files; what a test module builds for itself alone stays in it."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import struct
 import subprocess
@@ -14,16 +16,19 @@ import textwrap
 import zlib
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.resources import demo_model
 from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
 from segdiff_gui.storage import ResultCache, RunRecord, write_bundle
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import expected_key
+from tests.hostile.artefact_files import tflite_bytes
 from tests.hostile.names import HOSTILE_NAMES
 
 IMAGE_HASH = "5e" * 32
@@ -242,3 +247,64 @@ def labelled_runs(name: str, target: str, labels: list[str], seed: int = 0) -> l
             sealed(make_record(name, values, label), target_name=target, target_hash="ab" * 32)
         )
     return records
+
+
+# What runs beside a .tflite of free batch by default: each of its devices and batches under
+# the source at its defaults, the source's exact run, and the artefact's own two.
+SOURCE_RUNS = ["cpu b1 r0", "cpu b64 r0", "cpu b1 fp64 r0"]
+
+
+ARTEFACT_RUNS = ["model.tflite litert cpu b1 r0", "model.tflite litert cpu b64 r0"]
+
+
+def artefact_files(folder: Path) -> dict[str, Path | list[Path]]:
+    """A tiny ``.tflite``, two 8×8 images, and the demo's ``.keras`` as the source."""
+    (folder / "model.tflite").write_bytes(tflite_bytes())
+    images = []
+    for index in range(2):
+        path = folder / f"cell_{index}.png"
+        Image.fromarray(np.full((8, 8), 40 + 90 * index, np.uint8)).save(path)
+        images.append(path)
+    return {"artefact": folder / "model.tflite", "source": demo_model(), "images": images}
+
+
+# node_data_builder.GraphNodeData's fields, and those of a result and of a gradient stop.
+GRAPH_NODE_DATA = {
+    "results", "thresholds", "gradient", "hideInAggregatedStatsTable", "hideInChildrenStatsTable",
+    "hideAggregatedStats", "showExpandedSummaryOnGroupNode",
+    "showLabelCountColumnsInChildrenStatsTable",
+}  # fmt: skip
+
+
+RESULT = {"value", "bgColor", "textColor"}
+
+
+GRADIENT_ITEM = {"stop", "bgColor", "textColor"}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def assert_node_data(data: Any) -> None:
+    """``data`` is a ``GraphNodeData`` as Model Explorer's documented schema has it: results by
+    node id, each a finite number; a gradient from stop 0 to stop 1 in hex colours."""
+    assert isinstance(data, dict) and set(data) <= GRAPH_NODE_DATA and data["results"]
+    for node, result in data["results"].items():
+        assert isinstance(node, str) and isinstance(result, dict)
+        assert set(result) <= RESULT and _number(result["value"])
+    stops = [item["stop"] for item in data.get("gradient", [])]
+    assert stops == sorted(stops) and stops[0] == 0 and stops[-1] == 1
+    for item in data["gradient"]:
+        assert set(item) <= GRADIENT_ITEM and _number(item["stop"])
+        assert item["bgColor"].startswith("#") and len(item["bgColor"]) == 7
+    try:  # Model Explorer's own dataclasses, where its package is installed
+        import dacite
+        from model_explorer import node_data_builder as builder
+    except ImportError:
+        return
+    # Read strictly, as its node data providers' JSON is read (dacite: no unknown key), and
+    # written back by its own writer.
+    built = dacite.from_dict(builder.GraphNodeData, data, config=dacite.Config(strict=True))
+    again = json.loads(built.to_json_string())
+    assert again["results"] == data["results"] and again["gradient"] == data["gradient"]

@@ -10,32 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from segdiff_gui import api
-from segdiff_gui.resources import demo_model
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.storage.studies import comparable_groups
 from tests.conftest import segdiff_here
-from tests.hostile.artefact_files import tflite_bytes
-
-# What runs beside a .tflite of free batch by default: each of its devices and batches under
-# the source at its defaults, the source's exact run, and the artefact's own two.
-SOURCE_RUNS = ["cpu b1 r0", "cpu b64 r0", "cpu b1 fp64 r0"]
-ARTEFACT_RUNS = ["model.tflite litert cpu b1 r0", "model.tflite litert cpu b64 r0"]
-
-
-def artefact_files(folder: Path) -> dict[str, Path | list[Path]]:
-    """A tiny ``.tflite``, two 8×8 images, and the demo's ``.keras`` as the source."""
-    (folder / "model.tflite").write_bytes(tflite_bytes())
-    images = []
-    for index in range(2):
-        path = folder / f"cell_{index}.png"
-        Image.fromarray(np.full((8, 8), 40 + 90 * index, np.uint8)).save(path)
-        images.append(path)
-    return {"artefact": folder / "model.tflite", "source": demo_model(), "images": images}
+from tests.factories import ARTEFACT_RUNS, SOURCE_RUNS, artefact_files
 
 
 @pytest.fixture

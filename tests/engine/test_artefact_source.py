@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import segdiff
-from tests.io.test_model_explorer import assert_node_data
+from tests.factories import assert_node_data
 
 pytestmark = pytest.mark.slow
 

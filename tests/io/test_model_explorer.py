@@ -7,10 +7,8 @@ dataclasses."""
 from __future__ import annotations
 
 import json
-import math
 import sys
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import pytest
@@ -20,44 +18,8 @@ from segdiff_gui.core.layer_stats import LayerComparison, compare_layer
 from segdiff_gui.io.model_explorer import write_node_data
 from segdiff_gui.resources import demo_model
 from tests.conftest import segdiff_here
+from tests.factories import assert_node_data
 from tests.hostile.artefact_files import tflite_bytes
-
-# node_data_builder.GraphNodeData's fields, and those of a result and of a gradient stop.
-GRAPH_NODE_DATA = {
-    "results", "thresholds", "gradient", "hideInAggregatedStatsTable", "hideInChildrenStatsTable",
-    "hideAggregatedStats", "showExpandedSummaryOnGroupNode",
-    "showLabelCountColumnsInChildrenStatsTable",
-}  # fmt: skip
-RESULT = {"value", "bgColor", "textColor"}
-GRADIENT_ITEM = {"stop", "bgColor", "textColor"}
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def assert_node_data(data: Any) -> None:
-    """``data`` is a ``GraphNodeData`` as Model Explorer's documented schema has it: results by
-    node id, each a finite number; a gradient from stop 0 to stop 1 in hex colours."""
-    assert isinstance(data, dict) and set(data) <= GRAPH_NODE_DATA and data["results"]
-    for node, result in data["results"].items():
-        assert isinstance(node, str) and isinstance(result, dict)
-        assert set(result) <= RESULT and _number(result["value"])
-    stops = [item["stop"] for item in data.get("gradient", [])]
-    assert stops == sorted(stops) and stops[0] == 0 and stops[-1] == 1
-    for item in data["gradient"]:
-        assert set(item) <= GRADIENT_ITEM and _number(item["stop"])
-        assert item["bgColor"].startswith("#") and len(item["bgColor"]) == 7
-    try:  # Model Explorer's own dataclasses, where its package is installed
-        import dacite
-        from model_explorer import node_data_builder as builder
-    except ImportError:
-        return
-    # Read strictly, as its node data providers' JSON is read (dacite: no unknown key), and
-    # written back by its own writer.
-    built = dacite.from_dict(builder.GraphNodeData, data, config=dacite.Config(strict=True))
-    again = json.loads(built.to_json_string())
-    assert again["results"] == data["results"] and again["gradient"] == data["gradient"]
 
 
 def _comparison() -> LayerComparison:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtWidgets import QFileDialog
 
-from tests.cli.test_artefact_source import ARTEFACT_RUNS, SOURCE_RUNS, artefact_files
-from tests.ui.test_trial_defects import _action
+from tests.factories import ARTEFACT_RUNS, SOURCE_RUNS, artefact_files, menu_action
 
 
 @pytest.fixture
@@ -30,7 +29,7 @@ def test_the_window_puts_the_keras_source_beside_the_artefact(
     # From the File menu, beside an artefact opened alone: its runs join the artefact's.
     window = window_for(files["artefact"], *files["images"], "--config", "batch=1",
                         "--repeats", "1", "--cache", cache, "--no-run")  # fmt: skip
-    action = _action(window, "Compare with its &Keras source…")
+    action = menu_action(window, "Compare with its &Keras source…")
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(files["source"]), ""))
     action.trigger()
     assert window.session.request.source == files["source"]
