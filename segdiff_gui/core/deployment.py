@@ -90,7 +90,7 @@ def _nearest(study: Study, runs: list[StudyRun]) -> StudyRun:
 
 def artefact_findings(study: Study, cutoff_text: str) -> list[Finding]:
     """What each of the user's own artefacts beside its Keras source does against the
-    source's reference run (issue 51): its own model, not a knob of the source's, so it is
+    source's reference run: its own model, not a knob of the source's, so it is
     said apart, with what to do before shipping it."""
     if study.reference.artefact:
         return []

@@ -1,4 +1,4 @@
-"""A layer comparison as Google Model Explorer's node data (issue 51): each matched layer's
+"""A layer comparison as Google Model Explorer's node data: each matched layer's
 error on the node of the user's artefact whose output is the layer's tensor, so that Model
 Explorer colours the artefact's own graph by where it departs from its Keras source.
 

@@ -42,7 +42,7 @@ class MatrixRequest:
     skipped and said (``MatrixPlan.skipped``) while the others run, unless ``strict``: then
     it refuses the request, as a workflow that needs every configuration asks.
 
-    ``source``: the Keras model the artefact ``model`` was converted from (issue 51): its
+    ``source``: the Keras model the artefact ``model`` was converted from, whose
     ``source_configs`` (by default the artefact's devices and batches, and the exact run)
     run beside the artefact's on the same images and settings, one study of both.
     """

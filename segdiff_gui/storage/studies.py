@@ -1,6 +1,6 @@
 """From stored runs to studies: runs are comparable when they share the model, the target
 image, the preprocessing, the output and the map shape. An artefact's runs beside its Keras
-source (issue 51) share the source's model: its study is the source's, both models' runs in
+source share the source's model: its study is the source's, both models' runs in
 one group."""
 
 from __future__ import annotations

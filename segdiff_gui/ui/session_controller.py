@@ -209,7 +209,7 @@ class SessionController(QObject):
         return artefact_format(session.request.model) is not None
 
     def set_source(self, path: str) -> None:
-        """Put the Keras model the session's artefact was converted from beside it (issue 51):
+        """Put the Keras model the session's artefact was converted from beside it:
         its runs join the artefact's, one study; a source that is not a Keras model, or does
         not fit the artefact, is said in the window."""
         session = self.session

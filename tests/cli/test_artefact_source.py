@@ -1,4 +1,4 @@
-"""The user's own artefact beside its Keras source (issue 51), fast: a tiny real ``.tflite``
+"""The user's own artefact beside its Keras source, fast: a tiny real ``.tflite``
 (tests/hostile/artefact_files.py) and the demo's ``.keras`` as its source, planned by the real
 runner and computed by the fake engine, through the command line, the Python API and the
 window. Both models' runs are one study, the artefact's named with its file name; an

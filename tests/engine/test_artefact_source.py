@@ -1,5 +1,5 @@
 """The user's full-int8 ``.tflite`` (calibrated on the demo's own images: a representative
-dataset, tests/engine/artefact_files.py) beside its Keras source, in real children (issue 51):
+dataset, tests/engine/artefact_files.py) beside its Keras source, in real children:
 one study of both models' runs, with the artefact's flips and the exact errors of both; and
 ``segdiff layers`` on the artefact against its source, every tensor matched to a layer by the
 graph, each layer's error and the layer where it is born, written as Model Explorer's node data

@@ -1,4 +1,4 @@
-"""An artefact's tensors matched to its Keras source's layers by the graph (issue 51), on
+"""An artefact's tensors matched to its Keras source's layers by the graph, on
 small graphs written here: no tensor has a name, so only the graph can say which is which;
 what the graph does not say is unmatched, never guessed. (The demo's real artefacts are
 matched in tests/engine/test_artefact_source.py.)"""

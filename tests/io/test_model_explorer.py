@@ -1,4 +1,4 @@
-"""Model Explorer's node data (issue 51): a layer comparison of the user's artefact against its
+"""Model Explorer's node data: a layer comparison of the user's artefact against its
 source written as one ``GraphNodeData``, checked against the schema ``model_explorer`` documents
 in ``node_data_builder.py`` (its dataclasses ``GraphNodeData``, ``NodeDataResult`` and
 ``GradientItem``), and, where the package is installed, read strictly into those very

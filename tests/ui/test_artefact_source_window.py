@@ -1,4 +1,4 @@
-"""The window puts the user's own artefact beside its Keras source (issue 51): from the
+"""The window puts the user's own artefact beside its Keras source: from the
 command line (``segdiff-gui ARTEFACT IMAGES --source MODEL``) and from File › Compare with its
 Keras source…; both models' runs are planned, computed (by the fake engine) and shown as one
 study, the artefact's named with its file name."""
