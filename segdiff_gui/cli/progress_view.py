@@ -1,5 +1,6 @@
 """Showing a running matrix on a terminal: a rich progress bar when stderr is a terminal, one
-plain line per finished run otherwise (CI logs), nothing on stdout (kept for ``--json``)."""
+plain line per finished run otherwise (CI logs; a sweep's, one per batch), nothing on stdout
+(kept for ``--json``)."""
 
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ def drive(
     labels: dict[str, str] = {}
     count = RunCount()  # every run listed: the cached ones done from the start
     # A sweep's bar says its batches and the time left, as the window's Test set tab does,
-    # in place of each run's label (thousands of them, each there for an instant).
-    batches = BatchCount.of(runner.plan) if live and len(runner.plan.targets) > 1 else None
+    # in place of each run's label (thousands of them, each there for an instant); and a log
+    # has a line per batch, not per run.
+    batches = BatchCount.of(runner.plan) if len(runner.plan.targets) > 1 else None
 
     def show(message: Message) -> None:
         count.add(message)
@@ -56,6 +58,9 @@ def drive(
             now = time.monotonic()
             if batches.add(message, now):
                 progress.update(task, description=batches.text(now, runs=False))
+                if not live and not quiet:
+                    said = f"{done} {batches.text(now)}"
+                    console.print(said, markup=False, highlight=False)
             elif isinstance(message, BatchProgress) and batches.time_left.seconds(now) is None:
                 # What the first batches wait on (a compilation), until there is a pace.
                 what = f"{batches.batches_text()} · {message.what}"
@@ -77,7 +82,7 @@ def drive(
             progress.update(task, description=printable(what))
         elif isinstance(message, RunFinished):
             progress.update(task, completed=count.done)
-            if not quiet:  # above the bar on a terminal, a log line elsewhere
+            if not quiet and batches is None:  # above the bar on a terminal, else a log line
                 # A label may name layers (a repair's trials): one line whatever they hold.
                 said = f"{done} {message.label} on {message.device} in {message.seconds:.2f} s"
                 console.print(printable(said), markup=False, highlight=False)

@@ -89,6 +89,30 @@ def test_the_command_lines_bar_says_a_sweeps_batches_in_place_of_each_runs_label
     assert not [text for text in said if "r0" in str(text)]  # no run's label flickers by
 
 
+def test_a_sweeps_log_has_a_line_per_batch_not_per_run(tmp_path, fake_engine):
+    """Where stderr is no terminal (a CI log, a Slurm task's output), a sweep of thousands of
+    runs says each batch that ended, never each run; a single target's runs keep their line."""
+    from rich.console import Console
+
+    log = io.StringIO()
+    runner = _request(tmp_path, _images(tmp_path / "images")).start()
+    progress_view.drive(runner, Console(file=log, width=200))
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 14 and all(line.startswith("finished ") for line in lines)
+    assert lines[0].startswith("finished 1 of 14 batches · ")
+    assert lines[-1] == "finished 14 of 14 batches · 22 of 22 runs"
+    single = MatrixRequest(
+        demo_model(), (tmp_path / "images" / "img_03.png",), ResultCache(tmp_path / "one"),
+        (RunConfig(),), repeats=2,
+    )  # fmt: skip
+    log = io.StringIO()
+    progress_view.drive(single.start(), Console(file=log, width=200))
+    assert [line.split(" on ")[0] for line in log.getvalue().splitlines()] == [
+        "finished cpu b1 r0",
+        "finished cpu b1 r1",
+    ]
+
+
 def test_no_time_left_is_said_before_a_second_batch_has_ended():
     left = TimeLeft()
     assert left.seconds(0.0) is None
