@@ -419,7 +419,7 @@ class RunPanel(QWidget):
         elif isinstance(message, AllDone):
             cancelled = " (cancelled)" if message.cancelled else ""
             self.status.setText(
-                f"done{cancelled}: {message.finished} computed, "
-                f"{message.cached} cached, {message.failed} failed"
+                f"done{cancelled}: {message.finished:,} computed, "
+                f"{message.cached:,} cached, {message.failed:,} failed"
             )
             self.run_bar.setValue(self.run_bar.maximum())

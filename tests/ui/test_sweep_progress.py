@@ -70,6 +70,7 @@ def test_a_sweep_of_a_thousand_images_says_its_batches_and_summarises_once(
     runs = window.run_panel
     assert runs.runs.count() == 1
     assert (runs.matrix_bar.value(), runs.matrix_bar.maximum()) == (IMAGES, IMAGES)
+    assert runs.status.text() == "done: 1,000 computed, 0 cached, 0 failed"
 
 
 def test_a_sweep_cancelled_from_its_tab_summarises_the_runs_that_finished(
