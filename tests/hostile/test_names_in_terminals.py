@@ -3,6 +3,7 @@ table and every sentence print a layer's name as the text it is, whatever it hol
 
 import io
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -56,6 +57,8 @@ def test_a_run_label_naming_layers_forges_no_line_of_progress():
     forged line r0``): the line saying it finished, or failed, printed the layer's newline."""
 
     class Trials:
+        plan = SimpleNamespace(targets=(0,), jobs=())  # one target: a line per run
+
         def run(self) -> Iterator[Message]:
             label = f"torch cpu b1 bf16 f32:{FORGED_LINE} r0"
             yield RunStarted("k0", label)
