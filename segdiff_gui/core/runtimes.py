@@ -61,6 +61,11 @@ class Conversion:
     title: str  # in sentences: "dynamic-range int8"
 
     @property
+    def suffix(self) -> str:
+        """The converted model's file suffix."""
+        return ".tflite" if self.format == "litert" else ".onnx"
+
+    @property
     def fixes_input_size(self) -> bool:
         """LiteRT's converter needs every dimension but the batch known (a Conv2D of unknown
         input channels has no builtin kernel): a model of free input size is converted for the

@@ -30,7 +30,6 @@ from segdiff_gui.engine.artefact_model import LoadedArtefact
 from segdiff_gui.engine.graph_matching import SourceLayer, match_by_graph
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
 from segdiff_gui.engine.probe_finish import finish_probe, plain_map
-from segdiff_gui.engine.tensor_matching import RuntimeTensor, as_layer
 from segdiff_gui.io.artefacts import artefact_graph
 from segdiff_gui.storage.layers import LayerStore, probe_key
 from segdiff_gui.storage.probe_files import ARTEFACT_MATCHING
@@ -74,18 +73,6 @@ def source_layers(runner: ProbeContext, batch: np.ndarray) -> list[SourceLayer]:
     return found
 
 
-def _first_fitting(
-    keys: tuple[str, ...], tensors: dict[str, RuntimeTensor], shape: tuple[int, ...]
-) -> tuple[RuntimeTensor, tuple[int, ...]] | None:
-    """Of a layer's candidate tensors, the first whose values have its shape (or its
-    channels-first turned back), with that layout."""
-    for key in keys:
-        tensor = tensors.get(key)
-        if tensor is not None and (layout := as_layer(tensor.shape, shape)) is not None:
-            return tensor, layout
-    return None
-
-
 def artefact_probe_run(runner: ProbeContext, run: PlannedRun, backend: ConvertedBackend) -> str:
     """Probe ``run`` (the user's artefact's) into the layer store, its tensors named by the
     source's layers they compute; returns its device."""
@@ -119,12 +106,11 @@ def artefact_probe_run(runner: ProbeContext, run: PlannedRun, backend: Converted
     key = probe_key(run.key)
     with store.write_probe(key, job.probe_memory_budget) as writer:
         for layer in layers:
-            keys = matched.tensors.get(layer.name)
-            if keys is None:
+            if layer.name not in matched.tensors:
                 continue
-            fitting = _first_fitting(keys, tensors, layer.shape)
-            if fitting is None:
-                unmatched[layer.name] = "its tensor's shape when run is not the layer's"
+            fitting = matched.laid_out(layer.name, layer.shape, tensors)
+            if isinstance(fitting, str):
+                unmatched[layer.name] = fitting
                 continue
             tensor, layout = fitting
             values = np.transpose(tensor.read(), layout)

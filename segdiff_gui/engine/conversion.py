@@ -188,7 +188,7 @@ def convert(
     for full int8); raises InputError naming the op a converter refuses."""
     conversion = runtime.conversion
     assert conversion is not None and model.keras_model is not None
-    suffix = ".tflite" if conversion.format == "litert" else ".onnx"
+    suffix = conversion.suffix
     native: list[str] = []
     recorded = _Recorded()
     started = time.perf_counter()

@@ -7,7 +7,8 @@ ONNX Runtime returns the ones added as graph outputs. A converter names each ten
 TensorFlow op it came from (``unet_1/enc1_1_1/Relu;unet_1/enc1_1_1/BiasAdd…``), whose name
 scope is the Keras layer's made unique by the tracing (tensor_matching.py says how each scope
 is matched whole to one layer): a layer's output is the last tensor in execution order its
-scope produced, if its shape is the layer's (ONNX's channels-first tensors are turned back).
+scope produced, if its shape is the layer's (ONNX's channels-first tensors are turned back,
+their layout told by the converted model's graph: engine/tensor_layouts.py).
 A layer fused into another (an activation into its convolution, a batch normalisation folded
 away) has no tensor of its own: the probe lists it as unmatched and the comparison leaves it
 out, saying so.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,12 +33,14 @@ from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.engine.artefact_model import keras_loaded
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
 from segdiff_gui.engine.probe_finish import finish_probe, plain_map
+from segdiff_gui.engine.tensor_layouts import tensor_layouts
 from segdiff_gui.engine.tensor_matching import (
     ExpectedLayer,
     RuntimeTensor,
     last_of_each_layer,
     match_layers,
 )
+from segdiff_gui.io.artefacts import artefact_graph
 from segdiff_gui.storage.layers import LayerStore, probe_key
 from segdiff_gui.storage.probe_files import CONVERTED_MATCHING
 
@@ -102,7 +106,11 @@ def converted_probe_run(runner: ProbeContext, run: PlannedRun, backend: Converte
         )
         for path, array in zip(output_layer_paths(loaded.keras_model), outputs, strict=False)
     ]
-    matched, unmatched = match_layers(expected, tensors, finals, named or None)
+    conversion = RUNTIMES[config.runtime].conversion
+    assert conversion is not None
+    graph = artefact_graph(Path(f"{config.runtime}{conversion.suffix}"), converted.data)
+    layouts = tensor_layouts(graph)
+    matched, unmatched = match_layers(expected, tensors, finals, named or None, layouts)
     title = RUNTIMES[config.runtime].title  # the run's conversion: a child may run several
     position, total = run.position, max(len(expected), 1)
     store = LayerStore(runner.cache)

@@ -9,8 +9,9 @@ pooling, a concatenation …, by the kinds below) on exactly the tensors its inp
 matched to, seen through the operators that only move or requantize values (a reshape, a
 transpose, a quantize: ``_PLUMBING``); then through what the layer does after it (a bias added,
 its own activation where the converter did not fuse it), and laid out as the layer's output
-(channels-first turned back). A layer that no operator does alone is matched only where the
-graph says what became of it:
+(channels-first turned back, the layout as the graph tells it: tensor_layouts.py; a tensor
+whose layout the graph does not tell and its shape cannot, H, W and C equal, is unmatched).
+A layer that no operator does alone is matched only where the graph says what became of it:
 
 - a layer that changes nothing (a dropout, an identity) is its input's tensor;
 - an activation or a batch normalisation the converter fused into the operator before it (a
@@ -26,9 +27,17 @@ never guessed; a layer whose input is unmatched is unmatched too. Pure Python: n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from segdiff_gui.engine.tensor_layouts import (
+    CHANNELS_FIRST,
+    CHANNELS_LAST,
+    NOT_DATA,
+    Layout,
+    tensor_layouts,
+)
+from segdiff_gui.engine.tensor_matching import NOT_ITS_SHAPE, UNTOLD_LAYOUT, RuntimeTensor, as_layer
 from segdiff_gui.io.artefacts import ArtefactGraph, GraphOp
 
 __all__ = ["GraphMatch", "SourceLayer", "keras_kind", "match_by_graph"]
@@ -160,8 +169,6 @@ _PLUMBING = frozenset(
      "QuantizeLinear", "DequantizeLinear", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
      "Cast", "Identity", "Tile", "Flatten", "Expand")
 )  # fmt: skip
-# Shape arithmetic (an ONNX graph computes a reshape's shape from the data's): not data.
-_NOT_DATA = frozenset(("int32", "int64", "bool", "uint64"))
 # Whose inputs' order does not matter.
 _COMMUTATIVE = frozenset(("add", "mul", "max", "min"))
 # Layers an operator before them may have absorbed (fused, folded).
@@ -185,14 +192,33 @@ class SourceLayer:
 class GraphMatch:
     """Each matched layer's tensor candidates (the first whose values have the layer's shape
     is its output: a chain of moves may say its shapes only when run), the node that computes
-    it (Model Explorer's id), and the layers left unmatched, each with why."""
+    it (Model Explorer's id), the layers left unmatched, each with why, and each candidate's
+    layout as the graph tells it (engine/tensor_layouts.py)."""
 
     tensors: dict[str, tuple[str, ...]] = field(default_factory=dict)
     nodes: dict[str, str] = field(default_factory=dict)
     unmatched: dict[str, str] = field(default_factory=dict)
+    layouts: dict[str, Layout] = field(default_factory=dict)  # by tensor key, where told
 
     def tensor_keys(self) -> set[str]:
         return {key for keys in self.tensors.values() for key in keys}
+
+    def laid_out(
+        self, layer: str, shape: tuple[int, ...], tensors: Mapping[str, RuntimeTensor]
+    ) -> tuple[RuntimeTensor, tuple[int, ...]] | str:
+        """Of ``layer``'s candidate tensors (as run, by key), the first whose values have its
+        ``shape`` (or its channels-first turned back, where the graph tells that layout),
+        with the permutation that lays it out as the layer's; or why none has."""
+        why = NOT_ITS_SHAPE
+        for key in self.tensors.get(layer, ()):
+            tensor = tensors.get(key)
+            if tensor is None:
+                continue
+            layout = as_layer(tensor.shape, shape, self.layouts.get(key))
+            if not isinstance(layout, str):
+                return tensor, layout
+            why = UNTOLD_LAYOUT if layout == UNTOLD_LAYOUT else why
+        return why
 
 
 def keras_kind(class_name: str) -> str:
@@ -207,13 +233,14 @@ def _op_kind(op: GraphOp) -> str:
     return _OP_KINDS.get(op.type, "other")
 
 
-def _fits(shape: Sequence[int | None], layer: tuple[int, ...]) -> bool:
+def _fits(shape: Sequence[int | None], layer: tuple[int, ...], layout: Layout | None) -> bool:
     """Whether a tensor's declared shape can be the layer's output (its batch aside): as it
-    is, or channels-first; a dimension it leaves free fits any."""
+    is, or channels-first, as far as its layout (the graph's word, None: untold) allows; a
+    dimension it leaves free fits any."""
     if len(shape) != len(layer):
         return False
-    wanted = [layer[1:]]
-    if len(layer) == 4:
+    wanted = [layer[1:]] if layout != CHANNELS_FIRST or len(layer) != 4 else []
+    if len(layer) == 4 and layout != CHANNELS_LAST:
         wanted.append((layer[3], layer[1], layer[2]))
     return any(
         all(d is None or d == w for d, w in zip(shape[1:], want, strict=True)) for want in wanted
@@ -225,7 +252,7 @@ class _Graph:
 
     def __init__(self, graph: ArtefactGraph) -> None:
         self.graph = graph
-        data = {key for key, tensor in graph.tensors.items() if tensor.dtype not in _NOT_DATA}
+        data = {key for key, tensor in graph.tensors.items() if tensor.dtype not in NOT_DATA}
         data |= {key for op in graph.ops for key in op.outputs if key not in graph.tensors}
         self.ops = [
             GraphOp(
@@ -235,6 +262,7 @@ class _Graph:
             if any(key in data for key in op.outputs)
         ]
         self.producer = {key: op for op in self.ops for key in op.outputs}
+        self.layouts = tensor_layouts(graph)
         self.readers: dict[str, list[GraphOp]] = {}
         for op in self.ops:
             for key in op.inputs:
@@ -243,6 +271,9 @@ class _Graph:
     def shape(self, key: str) -> tuple[int | None, ...]:
         tensor = self.graph.tensors.get(key)
         return tuple(tensor.shape) if tensor is not None else ()
+
+    def fits(self, key: str, layer: tuple[int, ...]) -> bool:
+        return _fits(self.shape(key), layer, self.layouts.get(key))
 
     def root(self, key: str) -> str:
         """The tensor ``key`` holds the values of, through moves and requantizations."""
@@ -294,7 +325,7 @@ def _after(graph: _Graph, op: GraphOp, layer: SourceLayer) -> tuple[str, ...] | 
             return None  # a bias is added to a constant: one data input
         key = reader.outputs[0]
     chain = [key, *graph.moves(key)]
-    fitting = tuple(k for k in chain if _fits(graph.shape(k), layer.shape))
+    fitting = tuple(k for k in chain if graph.fits(k, layer.shape))
     return fitting or None
 
 
@@ -356,7 +387,7 @@ def match_by_graph(layers: Sequence[SourceLayer], artefact: ArtefactGraph) -> Gr
             _take(found, image, layer, (inputs[0],), producing, graph)
             continue
         if kind in ("resize", "reshape", "pad") and len(inputs) == 1:
-            chain = tuple(k for k in graph.moves(inputs[0]) if _fits(graph.shape(k), layer.shape))
+            chain = tuple(k for k in graph.moves(inputs[0]) if graph.fits(k, layer.shape))
             if chain:
                 _take(found, image, layer, chain, producing, graph)
                 continue
@@ -365,6 +396,9 @@ def match_by_graph(layers: Sequence[SourceLayer], artefact: ArtefactGraph) -> Gr
         found.tensors.pop(name, None)
         found.nodes.pop(name, None)
         found.unmatched[name] = f"its operator applies {fused.lower()}, which it does not"
+    found.layouts.update(
+        {key: graph.layouts[key] for key in found.tensor_keys() if key in graph.layouts}
+    )
     return found
 
 

@@ -21,7 +21,8 @@ neither, or both, it stays unmatched rather than credit a layer that did not mak
 layer's scopes are its own, matched to none of its calls.
 
 A layer's output is then the last tensor in execution order its scope produced, if its shape
-is the layer's (ONNX's channels-first tensors are turned back). Pure Python and numpy: no
+is the layer's (ONNX's channels-first tensors are turned back, where the graph tells the
+layout: engine/tensor_layouts.py). Pure Python and numpy: no
 runtime is imported here.
 """
 
@@ -29,12 +30,16 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from segdiff_gui.engine.tensor_layouts import CHANNELS_FIRST, CHANNELS_LAST, Layout
+
 __all__ = [
+    "NOT_ITS_SHAPE",
+    "UNTOLD_LAYOUT",
     "ExpectedLayer",
     "LayerScopes",
     "RuntimeTensor",
@@ -186,14 +191,27 @@ def last_of_each_layer(expected: Sequence[ExpectedLayer], names: Sequence[str]) 
     return {name for path, name in last.items() if path is not None}
 
 
-def as_layer(array_shape: tuple[int, ...], wanted: tuple[int, ...]) -> tuple[int, ...] | None:
-    """How to lay a tensor out as the layer's: as it is, channels-first turned back (ONNX), or
-    None when it is not the layer's output."""
-    if array_shape == wanted:
-        return tuple(range(len(wanted)))
-    if len(wanted) == 4 and array_shape == (wanted[0], wanted[3], wanted[1], wanted[2]):
+NOT_ITS_SHAPE = "its tensor's shape when run is not the layer's"
+UNTOLD_LAYOUT = "its layout cannot be told from its shape"
+
+
+def as_layer(
+    array_shape: tuple[int, ...], wanted: tuple[int, ...], layout: Layout | None = None
+) -> tuple[int, ...] | str:
+    """How to lay a tensor out as the layer's (the permutation of its axes): as it is, or
+    channels-first turned back (ONNX); or why it cannot be (``NOT_ITS_SHAPE``). ``layout`` is
+    the tensor's as its graph tells it (engine/tensor_layouts.py), None where it does not: a
+    shape the same both ways (H, W and C equal) is then ``UNTOLD_LAYOUT``, never guessed."""
+    identity = tuple(range(len(wanted)))
+    if len(wanted) != 4:
+        return identity if array_shape == wanted else NOT_ITS_SHAPE
+    last = array_shape == wanted
+    first = array_shape == (wanted[0], wanted[3], wanted[1], wanted[2])
+    if last and (layout == CHANNELS_LAST or (layout is None and not first)):
+        return identity
+    if first and (layout == CHANNELS_FIRST or (layout is None and not last)):
         return (0, 2, 3, 1)
-    return None
+    return UNTOLD_LAYOUT if last and first and layout is None else NOT_ITS_SHAPE
 
 
 def match_layers(
@@ -201,6 +219,7 @@ def match_layers(
     tensors: Sequence[RuntimeTensor],
     finals: Sequence[RuntimeTensor] = (),
     names: Sequence[str] | None = None,
+    layouts: Mapping[str, Layout] | None = None,
 ) -> tuple[dict[str, tuple[RuntimeTensor, tuple[int, ...]]], list[str]]:
     """Each expected layer's tensor (the last its scope made, of its shape) and layout; and
     the layers that have none (fused away, or ambiguous: a shared layer's calls). ``finals``
@@ -208,7 +227,9 @@ def match_layers(
     after the signature, and a layer's last op (a sigmoid) may be the output's alone.
     ``names``: every tensor name of the converted model in execution order, where
     ``tensors`` are only some of them (those ``last_of_each_layer`` chose): the scopes are
-    settled on all of them, as they were for the choice."""
+    settled on all of them, as they were for the choice. ``layouts``: each tensor's layout
+    (by key) as the converted model's graph tells it; the outputs are the model's maps,
+    channels-last."""
     bases, paths = _layer_paths(expected)
     scopes = LayerScopes(expected, names if names is not None else [t.name for t in tensors])
     last: dict[str, RuntimeTensor] = {}
@@ -216,12 +237,14 @@ def match_layers(
         if (path := scopes.layer_of(tensor.name)) is not None:
             last[path] = tensor
     last.update({tensor.name: tensor for tensor in finals if tensor.name in paths})
+    told = {id(tensor): layouts.get(tensor.key) for tensor in tensors} if layouts else {}
+    told.update({id(tensor): CHANNELS_LAST for tensor in finals})
     matched: dict[str, tuple[RuntimeTensor, tuple[int, ...]]] = {}
     unmatched = []
     for layer, base in zip(expected, bases, strict=True):
         found = last.get(base) if base in paths else None
-        layout = as_layer(found.shape, layer.shape) if found is not None else None
-        if found is None or layout is None:
+        layout = as_layer(found.shape, layer.shape, told.get(id(found))) if found else ""
+        if found is None or isinstance(layout, str):
             unmatched.append(layer.name)
         else:
             matched[layer.name] = (found, layout)

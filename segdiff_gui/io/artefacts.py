@@ -490,13 +490,15 @@ class GraphOp:
     """An operator: its node id as Model Explorer numbers it (a LiteRT operator's index in its
     subgraph; an ONNX node's name or index), its type as the format names it (``CONV_2D``,
     ``Conv``), the keys of the tensors it computes on (constants left out) and of its
-    outputs, and the activation a LiteRT operator fuses into its output (``RELU``; "" none)."""
+    outputs, the activation a LiteRT operator fuses into its output (``RELU``; "" none), and
+    an ONNX ``Transpose``'s permutation (() where it has none or is not one)."""
 
     node: str
     type: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     fused: str = ""
+    perm: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -568,6 +570,13 @@ def _tflite_graph(path: Path, data: bytes) -> ArtefactGraph:
     return ArtefactGraph("tflite", tuple(ops), tensors, inputs, outputs)
 
 
+def _perm(node: Any) -> tuple[int, ...]:
+    """An ONNX ``Transpose``'s permutation (() for any other node, or one left implicit)."""
+    if node.op_type != "Transpose":
+        return ()
+    return next((tuple(int(i) for i in a.ints) for a in node.attribute if a.name == "perm"), ())
+
+
 def _onnx_graph(path: Path, data: bytes) -> ArtefactGraph:
     import onnx
 
@@ -598,6 +607,7 @@ def _onnx_graph(path: Path, data: bytes) -> ArtefactGraph:
                 node.op_type,
                 tuple(name for name in node.input if name and name not in constant),
                 tuple(node.output),
+                perm=_perm(node),
             )
         )
     outputs = tuple(value.name for value in graph.output)

@@ -9,6 +9,7 @@ from segdiff_gui.engine.tensor_matching import (
     ExpectedLayer,
     LayerScopes,
     RuntimeTensor,
+    as_layer,
     last_of_each_layer,
     match_layers,
 )
@@ -208,3 +209,18 @@ def test_a_shared_models_second_call_is_not_credited_to_its_first():
     tensors = [_tensor(name, shape) for name in names]
     matched, unmatched = match_layers(expected, tensors)
     assert list(matched) == ["head"] and unmatched == ["encoder/conv", "encoder#2/conv"]
+
+
+def test_a_square_onnx_tensor_is_laid_out_as_the_graph_tells_and_never_guessed():
+    # H == W == C: a channels-first tensor has the layer's channels-last shape. Its layout is
+    # the converted graph's word (engine/tensor_layouts.py); where it says none, unmatched.
+    expected = [ExpectedLayer("sq", "Conv2D", (1, 16, 16, 16))]
+    keras = np.arange(16**3, dtype=np.float32).reshape(1, 16, 16, 16)
+    nchw = np.transpose(keras, (0, 3, 1, 2))
+    tensor = RuntimeTensor("m_1/sq_1/Relu:0", nchw.shape, "float32", lambda: nchw, key="t")
+    matched, unmatched = match_layers(expected, [tensor], layouts={"t": "first"})
+    found, layout = matched["sq"]
+    np.testing.assert_array_equal(np.transpose(found.read(), layout), keras)
+    assert match_layers(expected, [tensor], layouts={}) == ({}, ["sq"])
+    assert as_layer(nchw.shape, (1, 16, 16, 16)) == "its layout cannot be told from its shape"
+    assert as_layer((1, 8, 16, 16), (1, 16, 16, 8)) == (0, 2, 3, 1)  # the shape tells it

@@ -5,8 +5,13 @@ matched in tests/engine/test_artefact_source.py.)"""
 
 from __future__ import annotations
 
-from segdiff_gui.engine.graph_matching import SourceLayer, match_by_graph
-from segdiff_gui.io.artefacts import ArtefactGraph, GraphOp, GraphTensor
+from pathlib import Path
+
+import numpy as np
+
+from segdiff_gui.engine.graph_matching import GraphMatch, SourceLayer, match_by_graph
+from segdiff_gui.engine.tensor_matching import RuntimeTensor
+from segdiff_gui.io.artefacts import ArtefactGraph, GraphOp, GraphTensor, artefact_graph
 
 
 def _graph(
@@ -150,3 +155,84 @@ def test_a_dropout_is_its_input_and_an_unknown_layer_stops_the_matching_after_it
     found = match_by_graph(layers, graph)
     assert found.tensors == {"conv": ("c",), "drop": ("c",)}
     assert set(found.unmatched) == {"mine", "after"}
+
+
+def _square_onnx(tmp_path: Path, reshaped: bool = False) -> ArtefactGraph:
+    """A tf2onnx-like graph of a 16×16×16 convolution (its NCHW shape is its NHWC shape):
+    the image transposed channels-first, Conv, Relu, a 1×1 Conv, Sigmoid, transposed back;
+    ``reshaped``: the Relu's output goes through a Reshape to its own shape first."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((16, 1, 3, 3)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.standard_normal((1, 16, 1, 1)).astype(np.float32), "w2"),
+        numpy_helper.from_array(np.array([1, 16, 16, 16], np.int64), "same"),
+    ]
+    relu = "relu"
+    nodes = [
+        helper.make_node("Transpose", ["image"], ["nchw"], perm=[0, 3, 1, 2]),
+        helper.make_node("Conv", ["nchw", "w1"], ["conv"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["conv"], ["relu"]),
+    ]
+    if reshaped:
+        nodes.append(helper.make_node("Reshape", ["relu", "same"], ["kept"]))
+        relu = "kept"
+    nodes += [
+        helper.make_node("Conv", [relu, "w2"], ["mask"]),
+        helper.make_node("Sigmoid", ["mask"], ["sig"]),
+        helper.make_node("Transpose", ["sig"], ["out"], perm=[0, 2, 3, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "sq",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 16, 16, 1])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 16, 16, 1])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "sq.onnx"
+    path.write_bytes(model.SerializeToString())
+    return artefact_graph(path, path.read_bytes())
+
+
+_SQUARE_LAYERS = [
+    _layer("sq", "Conv2D", (16, 16, 16), [""], "relu"),
+    _layer("mask", "Conv2D", (16, 16, 1), ["sq"], "sigmoid"),
+]
+
+
+def _as_run(key: str, values: np.ndarray) -> RuntimeTensor:
+    return RuntimeTensor(key, values.shape, "float32", lambda: values, key=key)
+
+
+def test_a_square_onnx_layer_is_laid_out_as_its_graph_says_never_by_its_shape(tmp_path):
+    # H == W == C: the Conv's NCHW tensor has the layer's NHWC shape; ONNX's Conv is
+    # channels-first, so its values are turned back, not compared as they lie.
+    graph = _square_onnx(tmp_path)
+    found = match_by_graph(_SQUARE_LAYERS, graph)
+    assert found.tensors["sq"][0] == "relu" and found.layouts["relu"] == "first"
+    keras = np.random.default_rng(1).standard_normal((1, 16, 16, 16)).astype(np.float32)
+    as_run = {"relu": _as_run("relu", np.transpose(keras, (0, 3, 1, 2)))}
+    fitting = found.laid_out("sq", keras.shape, as_run)
+    assert not isinstance(fitting, str)
+    tensor, layout = fitting
+    np.testing.assert_array_equal(np.transpose(tensor.read(), layout), keras)
+
+
+def test_a_square_tensor_whose_layout_the_graph_does_not_tell_is_unmatched(tmp_path):
+    # Through a Reshape the layout is untold: the shape cannot tell it, so it is not guessed.
+    graph = _square_onnx(tmp_path, reshaped=True)
+    found = match_by_graph(_SQUARE_LAYERS, graph)
+    # The Relu's tensor and the Reshape's of it (where the runtime returns only that one).
+    assert found.tensors["sq"] == ("relu", "kept") and "kept" not in found.layouts
+    values = np.zeros((1, 16, 16, 16), np.float32)
+    assert found.laid_out("sq", values.shape, {"kept": _as_run("kept", values)}) == (
+        "its layout cannot be told from its shape"
+    )
+    # A shape that differs between the layouts still tells it.
+    wide = np.zeros((1, 8, 16, 16), np.float32)  # N, C, H, W of a 16×16×8 layer
+    laid = GraphMatch(tensors={"c": ("k",)}).laid_out(
+        "c", (1, 16, 16, 8), {"k": _as_run("k", wide)}
+    )
+    assert not isinstance(laid, str) and laid[1] == (0, 2, 3, 1)
