@@ -39,7 +39,7 @@ from segdiff_gui.core.pages import empty_in_ordinary_pages
 from segdiff_gui.core.parallel import for_each_core, thread_map
 from segdiff_gui.core.spread import RepeatVerdict, at_risk_mask, observed_margin, repeat_verdict
 
-__all__ = ["Study", "StudyRun", "default_reference"]
+__all__ = ["Study", "StudyRun", "default_reference", "reference_rank"]
 
 
 @dataclass(frozen=True)
@@ -82,20 +82,33 @@ class StudyRun:
         return self.label.removesuffix(f" r{self.repeat}")
 
 
-def default_reference(runs: Sequence[StudyRun]) -> StudyRun:
-    """This machine's first run with every knob at its default (batch 1 on the CPU), else the
-    one with the fewest knobs away from the defaults (of those, the first: a TensorFlow run,
-    in one process, on the CPU before a GPU run); a run merged from a bundle only when every
-    run was (a bundle cannot name its own reference); an imported map only when nothing else
-    is there (it is what segdiff is asked to explain, not its reference)."""
+def reference_rank(
+    config: RunConfig, *, imported: bool, artefact: bool, merged: bool
+) -> tuple[bool, bool, bool, int]:
+    """How a run ranks as the default reference, lowest first (the one rule of a study's and
+    a sweep's): a run of segdiff's own before an imported map (what segdiff is asked to
+    explain, not its reference) and before the user's artefact run beside its Keras source
+    (the source's runs are the reference the artefact is measured against); this machine's
+    before a run merged from a bundle (a bundle cannot name its own reference); then the
+    fewest knobs away from the defaults (batch 1 on the CPU)."""
     plain = RunConfig()
+    away = sum(getattr(config, name) != getattr(plain, name) for name in KNOBS.names)
+    return (imported, artefact, merged, away)
 
-    def away(config: RunConfig) -> int:
-        return sum(getattr(config, name) != getattr(plain, name) for name in KNOBS.names)
 
-    def rank(item: tuple[int, StudyRun]) -> tuple[bool, bool, int, int, int]:
+def default_reference(runs: Sequence[StudyRun]) -> StudyRun:
+    """The run of the lowest :func:`reference_rank`; of those, the first repeat, then the
+    first (a TensorFlow run, in one process, on the CPU before a GPU run)."""
+
+    def rank(item: tuple[int, StudyRun]) -> tuple[tuple[bool, bool, bool, int], int, int]:
         order, run = item
-        return (run.imported, bool(run.merged_from), away(run.config), run.repeat, order)
+        ranked = reference_rank(
+            run.config,
+            imported=run.imported,
+            artefact=bool(run.artefact),
+            merged=bool(run.merged_from),
+        )
+        return (ranked, run.repeat, order)
 
     return min(enumerate(runs), key=rank)[1]
 

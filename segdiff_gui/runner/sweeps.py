@@ -13,11 +13,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.protocol import Message, RunCached, RunFailed, RunFinished
+from segdiff_gui.core.study import reference_rank
 from segdiff_gui.core.sweep import ImageSummary, SweepSummary, summarise_image
 from segdiff_gui.core.test_sets import ShardManifest, set_coverage, set_identity
 from segdiff_gui.io.truth import TruthFolder
@@ -115,12 +115,23 @@ def _reference_run(records: Sequence[RunRecord], configuration: str) -> RunRecor
 
 
 def default_configuration(records: Sequence[RunRecord]) -> str:
-    """The configuration a sweep is measured against: this machine's run with every knob at
-    its default (batch 1 on the CPU), else the first configuration."""
-    plain = RunConfig()
-    local = [r for r in records if not r.provenance.merged] or list(records)
-    chosen = next((r for r in local if r.run_config == plain), local[0])
-    return chosen.configuration
+    """The configuration a sweep is measured against: that of the run a study takes as its
+    default reference (core/study.reference_rank: this machine's run of segdiff's own with
+    every knob at its default, batch 1 on the CPU, else the nearest; never the artefact's
+    beside its source while the source's are there)."""
+
+    def rank(item: tuple[int, RunRecord]) -> tuple[tuple[bool, bool, bool, int], int, int]:
+        order, record = item
+        provenance = record.provenance
+        ranked = reference_rank(
+            record.run_config,
+            imported=bool(provenance.imported_digest),
+            artefact=provenance.source is not None,
+            merged=provenance.merged,
+        )
+        return (ranked, record.repeat, order)
+
+    return min(enumerate(records), key=rank)[1].configuration
 
 
 def sweep_reference(groups: Sequence[Sequence[RunRecord]], name: str) -> str:

@@ -74,6 +74,24 @@ def test_the_artefact_s_runs_and_its_source_s_are_one_study(files, tmp_path, cap
     assert "3 runs checked" in checked.stdout
 
 
+def test_the_source_s_run_is_the_reference_though_only_the_artefact_s_is_at_the_defaults(
+    files, tmp_path, capsys, fake_engine
+):
+    # The source runs at batch 64 alone: the artefact's batch-1 run is nearer the defaults,
+    # but the reference is the source's, in a study and in a sweep alike (one rule).
+    cache = tmp_path / "cache"
+    ran = _run(capsys, files, cache, "--source-config", "batch=64", "--json")
+    assert ran.returncode == 0, ran.stderr
+    labels = [run["label"] for run in json.loads(ran.stdout)["runs"]]
+    assert "cpu b64 r0" in labels and ARTEFACT_RUNS[0] in labels
+    compared = segdiff_here(capsys, "compare", "--cache", cache, "--json")
+    assert compared.returncode == 0, compared.stderr
+    assert [study["reference"] for study in json.loads(compared.stdout)] == ["cpu b64 r0"]
+    swept = segdiff_here(capsys, "sweep", "--cache", cache, "--json")
+    assert swept.returncode == 0, swept.stderr
+    assert json.loads(swept.stdout)["reference"] == "cpu b64"
+
+
 def test_an_artefact_that_does_not_fit_its_source_is_one_line_naming_both_shapes(
     files, tmp_path, capsys, fake_engine, monkeypatch
 ):
