@@ -277,10 +277,12 @@ class _Graph:
 
     def root(self, key: str) -> str:
         """The tensor ``key`` holds the values of, through moves and requantizations."""
+        seen = {key}  # a cycle is refused when the graph is read; never walked round here
         while (op := self.producer.get(key)) is not None and _op_kind(op) == "plumbing":
-            if len(op.inputs) != 1:
+            if len(op.inputs) != 1 or op.inputs[0] in seen:
                 break
             key = op.inputs[0]
+            seen.add(key)
         return key
 
     def only_reader(self, key: str) -> GraphOp | None:
@@ -290,12 +292,14 @@ class _Graph:
     def moves(self, key: str) -> list[str]:
         """The tensors a chain of moves makes of ``key``, in order (where each reads the one
         before alone)."""
-        chain = []
+        chain: list[str] = []
+        seen = {key}
         while (op := self.only_reader(key)) is not None and _op_kind(op) == "plumbing":
-            if len(op.inputs) != 1 or len(op.outputs) != 1:
+            if len(op.inputs) != 1 or len(op.outputs) != 1 or op.outputs[0] in seen:
                 break
             key = op.outputs[0]
             chain.append(key)
+            seen.add(key)
         return chain
 
 
@@ -314,9 +318,10 @@ def _after(graph: _Graph, op: GraphOp, layer: SourceLayer) -> tuple[str, ...] | 
     activated = not layer.activation or _FUSED.get(op.fused) == layer.activation
     if op.fused and layer.activation and _FUSED.get(op.fused) != layer.activation:
         return None  # the operator applies another activation than the layer's
+    seen = {key}
     while not activated:
         reader = graph.only_reader(key)
-        if reader is None:
+        if reader is None or reader.outputs[0] in seen:
             return None
         kind = _op_kind(reader)
         if kind == "act" and _OP_FUNCTIONS[reader.type] == layer.activation:
@@ -324,6 +329,7 @@ def _after(graph: _Graph, op: GraphOp, layer: SourceLayer) -> tuple[str, ...] | 
         elif not (kind == "plumbing" or (kind == "add" and len(reader.inputs) == 1)):
             return None  # a bias is added to a constant: one data input
         key = reader.outputs[0]
+        seen.add(key)
     chain = [key, *graph.moves(key)]
     fitting = tuple(k for k in chain if graph.fits(k, layer.shape))
     return fitting or None

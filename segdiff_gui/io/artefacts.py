@@ -632,9 +632,33 @@ def artefact_graph(path: str | Path, data: bytes) -> ArtefactGraph:
             "or an .onnx is)",
         )
     try:
-        return reader(path, data)
+        graph = reader(path, data)
     except InputError:
         raise
     except Exception as error:  # noqa: BLE001 - the generated reader's struct.error, …
         what = found.title.split(" ", 1)[1]
         raise _damaged(path, what, f"{type(error).__name__}: {str(error)[:120]}") from None
+    _refuse_cycles(path, graph)
+    return graph
+
+
+def _refuse_cycles(path: Path, graph: ArtefactGraph) -> None:
+    """A graph whose operators, in its execution order, read only tensors computed before
+    them (or its inputs) and compute each tensor once; anything else (a tensor computed from
+    itself, a cycle a runtime may still invoke) is refused in one line: walking it would
+    never end."""
+    computed = set(graph.inputs)
+    for index, op in enumerate(graph.ops):
+        if any(key not in computed for key in op.inputs):
+            raise InputError(
+                path,
+                f"has a cycle in its graph: its operator {index} reads a tensor no operator "
+                "before it computes; its layers cannot be compared",
+            )
+        if any(key in computed for key in op.outputs):
+            raise InputError(
+                path,
+                f"has a cycle in its graph: its operator {index} computes a tensor computed "
+                "before it; its layers cannot be compared",
+            )
+        computed.update(op.outputs)

@@ -8,10 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.engine.graph_matching import GraphMatch, SourceLayer, match_by_graph
 from segdiff_gui.engine.tensor_matching import RuntimeTensor
 from segdiff_gui.io.artefacts import ArtefactGraph, GraphOp, GraphTensor, artefact_graph
+from tests.hostile.artefact_files import CYCLE, tflite_bytes
 
 
 def _graph(
@@ -236,3 +239,24 @@ def test_a_square_tensor_whose_layout_the_graph_does_not_tell_is_unmatched(tmp_p
         "c", (1, 16, 16, 8), {"k": _as_run("k", wide)}
     )
     assert not isinstance(laid, str) and laid[1] == (0, 2, 3, 1)
+
+
+@pytest.mark.timeout(30)
+def test_a_cyclic_graph_is_refused_when_read_and_the_walks_end_on_one_regardless(tmp_path):
+    # LiteRT loads and invokes CAST 3 → 2, CAST 2 → 3, LOGISTIC 3 → 1; walking it back from
+    # tensor 3 through its casts never ended.
+    path = tmp_path / "cycle.tflite"
+    path.write_bytes(tflite_bytes(operators=CYCLE))
+    with pytest.raises(InputError) as raised:
+        artefact_graph(path, path.read_bytes())
+    line = str(raised.value)
+    assert line.startswith(str(path)) and "\n" not in line
+    assert "has a cycle in its graph: its operator 0 reads a tensor no operator before" in line
+    shapes = dict.fromkeys(("in", "out", "a", "b"), (1, 8, 8, 1))
+    cyclic = _graph(
+        [("CAST", ["b"], ["a"], ""), ("CAST", ["a"], ["b"], ""), ("LOGISTIC", ["b"], ["out"], "")],
+        shapes,
+    )
+    layers = [_layer("foreground", "Activation", (8, 8, 1), [""], "sigmoid")]
+    found = match_by_graph(layers, cyclic)
+    assert found.tensors == {} and list(found.unmatched) == ["foreground"]

@@ -12,18 +12,33 @@ import numpy as np
 
 LOGISTIC = 14  # LiteRT's BuiltinOperator.LOGISTIC
 CUSTOM = 32  # BuiltinOperator.CUSTOM
+CAST = 53  # BuiltinOperator.CAST
+# A graph whose operators compute a tensor from itself (LiteRT loads and invokes it): CAST
+# 3 → 2, CAST 2 → 3, LOGISTIC 3 → 1, operators as (code, inputs, outputs) of tensors 0 … 3.
+CYCLE = ((CAST, (3,), (2,)), (CAST, (2,), (3,)), (LOGISTIC, (3,), (1,)))
 
 
 def tflite_bytes(
-    custom: str = "", buffer_at: tuple[int, int] | None = None, batch: int = -1
+    custom: str = "",
+    buffer_at: tuple[int, int] | None = None,
+    batch: int = -1,
+    operators: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...] = (),
 ) -> bytes:
     """A ``.tflite`` whose one operator is a logistic (``custom``: a custom op of that name);
     ``buffer_at``: a buffer declared at (offset, size), as a model of over 2 GB keeps its
-    weights after the flatbuffer; ``batch``: its input's batch (-1: free)."""
+    weights after the flatbuffer; ``batch``: its input's batch (-1: free); ``operators``:
+    these instead, as (builtin code, input tensors, output tensors), the input tensor 0 and
+    the output 1 (``CYCLE``)."""
     from ai_edge_litert import schema_py_generated as s
 
+    code = CUSTOM if custom else LOGISTIC
+    operators = operators or ((code, (0,), (1,)),)
+    codes = list(dict.fromkeys(op[0] for op in operators))
+    count = max(max(op[1] + op[2]) for op in operators) + 1
     builder = flatbuffers.Builder(1024)
-    names = [builder.CreateString(name) for name in ("input", "output")]
+    names = [
+        builder.CreateString(["input", "output"][i] if i < 2 else f"t{i}") for i in range(count)
+    ]
     custom_name = builder.CreateString(custom) if custom else None
     tensors = []
     for index, name in enumerate(names):
@@ -42,32 +57,36 @@ def tflite_bytes(
     tensor_vector = builder.EndVector()
     inputs = builder.CreateNumpyVector(np.array([0], np.int32))
     outputs = builder.CreateNumpyVector(np.array([1], np.int32))
-    op_inputs = builder.CreateNumpyVector(np.array([0], np.int32))
-    op_outputs = builder.CreateNumpyVector(np.array([1], np.int32))
-    s.OperatorStart(builder)
-    s.OperatorAddOpcodeIndex(builder, 0)
-    s.OperatorAddInputs(builder, op_inputs)
-    s.OperatorAddOutputs(builder, op_outputs)
-    operator = s.OperatorEnd(builder)
-    s.SubGraphStartOperatorsVector(builder, 1)
-    builder.PrependUOffsetTRelative(operator)
-    operators = builder.EndVector()
+    made = []
+    for op_code, op_inputs, op_outputs in operators:
+        read = builder.CreateNumpyVector(np.array(op_inputs, np.int32))
+        written = builder.CreateNumpyVector(np.array(op_outputs, np.int32))
+        s.OperatorStart(builder)
+        s.OperatorAddOpcodeIndex(builder, codes.index(op_code))
+        s.OperatorAddInputs(builder, read)
+        s.OperatorAddOutputs(builder, written)
+        made.append(s.OperatorEnd(builder))
+    s.SubGraphStartOperatorsVector(builder, len(made))
+    for operator in reversed(made):
+        builder.PrependUOffsetTRelative(operator)
+    operators_vector = builder.EndVector()
     s.SubGraphStart(builder)
     s.SubGraphAddTensors(builder, tensor_vector)
     s.SubGraphAddInputs(builder, inputs)
     s.SubGraphAddOutputs(builder, outputs)
-    s.SubGraphAddOperators(builder, operators)
+    s.SubGraphAddOperators(builder, operators_vector)
     subgraph = s.SubGraphEnd(builder)
-    code = CUSTOM if custom else LOGISTIC
-    s.OperatorCodeStart(builder)
-    s.OperatorCodeAddBuiltinCode(builder, code)
-    s.OperatorCodeAddDeprecatedBuiltinCode(builder, code)
-    if custom_name is not None:
-        s.OperatorCodeAddCustomCode(builder, custom_name)
-    s.OperatorCodeAddVersion(builder, 1)
-    opcode = s.OperatorCodeEnd(builder)
+    opcodes_made = []
+    for op_code in codes:
+        s.OperatorCodeStart(builder)
+        s.OperatorCodeAddBuiltinCode(builder, op_code)
+        s.OperatorCodeAddDeprecatedBuiltinCode(builder, op_code)
+        if custom_name is not None and op_code == CUSTOM:
+            s.OperatorCodeAddCustomCode(builder, custom_name)
+        s.OperatorCodeAddVersion(builder, 1)
+        opcodes_made.append(s.OperatorCodeEnd(builder))
     buffers = []
-    for index in range(3):
+    for index in range(count + 1):
         s.BufferStart(builder)
         if index == 2 and buffer_at is not None:
             s.BufferAddOffset(builder, buffer_at[0])
@@ -80,8 +99,9 @@ def tflite_bytes(
     s.ModelStartSubgraphsVector(builder, 1)
     builder.PrependUOffsetTRelative(subgraph)
     subgraphs = builder.EndVector()
-    s.ModelStartOperatorCodesVector(builder, 1)
-    builder.PrependUOffsetTRelative(opcode)
+    s.ModelStartOperatorCodesVector(builder, len(opcodes_made))
+    for opcode in reversed(opcodes_made):
+        builder.PrependUOffsetTRelative(opcode)
     opcodes = builder.EndVector()
     s.ModelStart(builder)
     s.ModelAddVersion(builder, 3)
