@@ -33,8 +33,27 @@ __all__ = [
     "layer_cells",
     "layer_columns",
     "layer_sentences",
+    "read_quantization",
     "spatial_difference",
 ]
+
+
+def read_quantization(scale: object, zero_point: object) -> tuple[float, int] | None:
+    """A quantized tensor's scale and zero point as a file gives them (None: a scale of
+    None, not quantized): a finite scale above 0 and an integer zero point within int32's
+    range; anything else a ``ValueError`` (or ``OverflowError``)."""
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise ValueError("scale")
+    value = float(scale)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError("scale")
+    if isinstance(zero_point, bool) or not isinstance(zero_point, int):
+        raise ValueError("zero_point")
+    if not -(2**31) <= zero_point < 2**31:
+        raise ValueError("zero_point")
+    return value, zero_point
 
 
 @dataclass(frozen=True)
@@ -88,7 +107,8 @@ class LayerStats:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LayerStats:
-        """The figures :meth:`to_dict` wrote (``TypeError``/``ValueError`` for anything else)."""
+        """The figures :meth:`to_dict` wrote (``TypeError``, ``ValueError`` or
+        ``OverflowError`` for anything else)."""
 
         def number(name: str, none: float) -> float:
             value = data[name]
@@ -105,15 +125,13 @@ class LayerStats:
         if not isinstance(data["name"], str) or not isinstance(data["shape"], list):
             raise TypeError("name")
         relative = data["relative_error"]
-        scale = data.get("scale")
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-            raise TypeError("scale")
+        quantization = read_quantization(data.get("scale"), data.get("zero_point"))
         node = data.get("node", "")
         if not isinstance(node, str):
             raise TypeError("node")
         return cls(
-            scale=None if scale is None else float(scale),
-            zero_point=None if scale is None else int(data["zero_point"]),
+            scale=None if quantization is None else quantization[0],
+            zero_point=None if quantization is None else quantization[1],
             node=node[:200],
             name=data["name"],
             shape=tuple(int(d) for d in data["shape"]),

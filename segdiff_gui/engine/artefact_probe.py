@@ -24,12 +24,14 @@ import numpy as np
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import hash_model
 from segdiff_gui.core.job import PlannedRun
+from segdiff_gui.core.layer_stats import read_quantization
 from segdiff_gui.core.protocol import BatchProgress
 from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.engine.artefact_model import LoadedArtefact
 from segdiff_gui.engine.graph_matching import SourceLayer, match_by_graph
 from segdiff_gui.engine.layer_capture import LayerOutput, run_layer_by_layer, tappable_graph
 from segdiff_gui.engine.probe_finish import finish_probe, plain_map
+from segdiff_gui.engine.tensor_matching import RuntimeTensor
 from segdiff_gui.io.artefacts import artefact_graph
 from segdiff_gui.storage.layers import LayerStore, probe_key
 from segdiff_gui.storage.probe_files import ARTEFACT_MATCHING
@@ -71,6 +73,16 @@ def source_layers(runner: ProbeContext, batch: np.ndarray) -> list[SourceLayer]:
         model = loaded.keras_model
         run_layer_by_layer(model, [tf.constant(batch)], lambda layer, a, k: layer(*a, **k), emit)
     return found
+
+
+def _quantization(tensor: RuntimeTensor) -> tuple[float, int] | None:
+    """A quantized tensor's scale and zero point, as a probe stores them; a hostile file's
+    (a scale not finite or not above 0, a zero point out of range) are not stored: a probe
+    holds only what it reads back."""
+    try:
+        return read_quantization(tensor.scale or None, tensor.zero_point)
+    except (ValueError, OverflowError):
+        return None
 
 
 def artefact_probe_run(runner: ProbeContext, run: PlannedRun, backend: ConvertedBackend) -> str:
@@ -115,7 +127,7 @@ def artefact_probe_run(runner: ProbeContext, run: PlannedRun, backend: Converted
             tensor, layout = fitting
             values = np.transpose(tensor.read(), layout)
             target = values[position]
-            quantization = (tensor.scale, tensor.zero_point) if tensor.scale else None
+            quantization = _quantization(tensor)
             writer.add(
                 layer.name, layer.class_name, tensor.dtype, layer.shape, target,
                 quantization, producers.get(tensor.key, matched.nodes.get(layer.name, "")),

@@ -96,7 +96,7 @@ class StoredComparison:
 def _stats_of(data: Any, where: str) -> LayerStats:
     try:
         return LayerStats.from_dict(data)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise UnreadableEntry(where, "holds a layer's figures segdiff did not write") from None
 
 

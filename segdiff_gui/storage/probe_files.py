@@ -18,6 +18,7 @@ import h5py
 import numpy as np
 
 from segdiff_gui.core.hashing import canonical_json
+from segdiff_gui.core.layer_stats import read_quantization
 from segdiff_gui.core.limits import check_stored_bytes
 from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.storage.cache import no_space, open_h5_for_reading
@@ -208,7 +209,7 @@ class ProbeTensors:
         attrs = AttributeReader(layer, self.where, layer.name)
         data = attrs.json("layer")
         try:
-            scale = data.get("scale")
+            quantization = read_quantization(data.get("scale"), data.get("zero_point"))
             info = LayerInfo(
                 index,
                 str(data["name"]),
@@ -216,11 +217,11 @@ class ProbeTensors:
                 str(data["dtype"]),
                 tuple(int(d) for d in data["shape"]),
                 tuple(int(d) for d in data["batch_shape"]),
-                None if scale is None else float(scale),
-                None if scale is None else int(data["zero_point"]),
+                None if quantization is None else quantization[0],
+                None if quantization is None else quantization[1],
                 str(data.get("node", ""))[:200],
             )
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
             raise attrs.fail("layer", "is not a layer's description") from None
         check_stored_bytes(self.where, info.shape, 4, f"layer {info.name}")
         return info

@@ -3,6 +3,7 @@ comparisons stored whole, the disk budget, and damaged entries refused in one li
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 
@@ -220,3 +221,69 @@ def test_a_full_disk_while_a_probe_file_is_made_is_one_line_not_hdf5s_text(tmp_p
     assert "no space left on its disk" in text and "\n" not in text and "errno" not in text
     assert not list((tmp_path / "cache").rglob("*.tmp"))
     assert real.File  # the real module is untouched for the other tests
+
+
+# A probe's layer description and a comparison's figures as a hostile file gives them.
+BAD_QUANTIZATION = {  # (scale, zero point) as JSON text
+    "a zero point past float's range": ("0.5", "1e999"),
+    "a zero point past int32's": ("0.5", "99999999999999999999"),
+    "a fractional zero point": ("0.5", "3.5"),
+    "a NaN scale": ("NaN", "0"),
+    "an infinite scale": ("Infinity", "0"),
+    "a negative scale": ("-0.5", "0"),
+    "a zero scale": ("0", "0"),
+    "a scale past float's range": ("9" * 400, "0"),
+}
+
+
+def _hostile(text: str, case: str, shape: str) -> str:
+    """``text`` (JSON of a scale 0.5, a zero point -3 and ``shape``) made hostile."""
+    if case in BAD_QUANTIZATION:
+        scale, zero_point = BAD_QUANTIZATION[case]
+        changed = text.replace('"scale":0.5', f'"scale":{scale}')
+        changed = changed.replace('"zero_point":-3', f'"zero_point":{zero_point}')
+    else:
+        changed = text.replace(f'"shape":{shape}', f'"shape":{shape.replace(",", ",1e999,", 1)}')
+    assert changed != text
+    return changed
+
+
+@pytest.mark.parametrize("case", [*BAD_QUANTIZATION, "a shape past float's range"])
+def test_a_probe_s_layer_of_a_hostile_scale_zero_point_or_shape_is_one_line(tmp_path, case):
+    store = LayerStore(ResultCache(tmp_path / "cache"))
+    key = probe_key("e" * 64)
+    with store.write_probe(key, 1 << 20) as writer:
+        writer.add("conv", "Conv2D", "int8", (1, 4, 4, 2), np.zeros((4, 4, 2)), (0.5, -3))
+        writer.finish(_meta("e" * 64, final={"bitwise_equal": True}), np.zeros((4, 4)))
+    with store.open_probe(key) as good:
+        assert (good.layers[0].scale, good.layers[0].zero_point) == (0.5, -3)
+    path = store.probe_path(key)
+    with h5py.File(path, "r+") as handle:
+        text = handle["layers/00000"].attrs["layer"]
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        handle["layers/00000"].attrs["layer"] = _hostile(text, case, "[4,4,2]")
+    with pytest.raises(UnreadableEntry) as caught:
+        store.open_probe(key)
+    line = str(caught.value)
+    assert str(path) in line and "is not a layer's description" in line and "\n" not in line
+
+
+@pytest.mark.parametrize("case", [*BAD_QUANTIZATION, "a shape past float's range"])
+def test_a_comparison_s_figures_of_a_hostile_scale_zero_point_or_shape_are_one_line(tmp_path, case):
+    store = LayerStore(ResultCache(tmp_path / "cache"))
+    a, b = _layers(2), _layers(3)
+    layers = [compare_layer(n, a[n], b[n]) for n in a]
+    layers[0] = dataclasses.replace(layers[0], scale=0.5, zero_point=-3)
+    stats = LayerComparison(tuple(layers))
+    key, reference, other = _sides("c" * 64, "d" * 64)
+    maps = (np.zeros((4, 4), np.float32), np.zeros((4, 4), np.float32))
+    store.write_comparison(StoredComparison(key, reference, other, stats, {}, maps, "probe"))
+    path = store.comparison_path(key)
+    with h5py.File(path, "r+") as handle:
+        text = handle.attrs["layers"]
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        handle.attrs["layers"] = _hostile(text, case, "[64,32,8]")
+    with pytest.raises(UnreadableEntry) as caught:
+        store.read_comparison(key)
+    line = str(caught.value)
+    assert str(path) in line and "figures segdiff did not write" in line and "\n" not in line
