@@ -17,7 +17,7 @@ from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import as_markup, print_json, say
-from segdiff_gui.core.artefacts import base_config
+from segdiff_gui.core.artefacts import artefact_format, base_config
 from segdiff_gui.core.config import (
     ModelSettings,
     OutputSelection,
@@ -190,8 +190,8 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise InputError("layers", "name both sides: --from and --to (or --source)")
     else:
         reference, other = _configs_of(args, cache, model, images, settings)
-    if args.show and importlib.util.find_spec("model_explorer") is None:  # before any probe
-        raise InputError("--show", _NO_EXPLORER)
+    if args.show:  # before any probe
+        _explorer_extensions(model)
     request = request_of(
         args, model, images, cache, target=args.target, settings=settings, source=source
     )
@@ -251,10 +251,28 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
     return status
 
 
+_ONNX_ADAPTER = "model_explorer_onnx"  # Model Explorer's ONNX adapter (model-explorer-onnx)
 _NO_EXPLORER = (
     "needs Google Model Explorer, segdiff's explorer extra (pip install 'segdiff[explorer]'); "
     "--model-explorer FILE.json writes its node data without it"
 )
+
+
+def _explorer_extensions(model: Path) -> list[str]:
+    """The Model Explorer extensions that open ``model``: an .onnx needs its ONNX adapter,
+    which the explorer extra does not install (InputError where either is missing)."""
+    if importlib.util.find_spec("model_explorer") is None:
+        raise InputError("--show", _NO_EXPLORER)
+    if (found := artefact_format(model)) is None or found.name != "onnx":
+        return []
+    if importlib.util.find_spec(_ONNX_ADAPTER) is None:
+        raise InputError(
+            "--show",
+            "opens an .onnx in Model Explorer through its ONNX adapter, which is not installed "
+            "(pip install model-explorer-onnx); --model-explorer FILE.json writes its node "
+            "data without it",
+        )
+    return [_ONNX_ADAPTER]
 
 
 def _model_explorer(
@@ -273,7 +291,9 @@ def _model_explorer(
     except ImportError:
         raise InputError("--show", f"{_NO_EXPLORER}; the node data is in {path}") from None
     model_explorer.visualize(
-        model_paths=[str(model)], node_data={"name": name, "node_data_path": str(path)}
+        model_paths=[str(model)],
+        extensions=_explorer_extensions(model),
+        node_data={"name": name, "node_data_path": str(path)},
     )
 
 

@@ -488,7 +488,8 @@ class GraphTensor:
 @dataclass(frozen=True)
 class GraphOp:
     """An operator: its node id as Model Explorer numbers it (a LiteRT operator's index in its
-    subgraph; an ONNX node's name or index), its type as the format names it (``CONV_2D``,
+    subgraph; an ONNX node's name, or ``<node_{index}>`` as model-explorer-onnx names an unnamed
+    one, its index among all the graph's nodes), its type as the format names it (``CONV_2D``,
     ``Conv``), the keys of the tensors it computes on (constants left out) and of its
     outputs, the activation a LiteRT operator fuses into its output (``RELU``; "" none), and
     an ONNX ``Transpose``'s permutation (() where it has none or is not one)."""
@@ -603,7 +604,7 @@ def _onnx_graph(path: Path, data: bytes) -> ArtefactGraph:
             tensors.setdefault(name, GraphTensor(name, name, (), "unknown"))
         ops.append(
             GraphOp(
-                node.name or str(index),
+                node.name or f"<node_{index}>",  # as Model Explorer's ONNX adapter names it
                 node.op_type,
                 tuple(name for name in node.input if name and name not in constant),
                 tuple(node.output),

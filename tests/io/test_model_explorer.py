@@ -15,11 +15,12 @@ import pytest
 
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.layer_stats import LayerComparison, compare_layer
+from segdiff_gui.io.artefacts import artefact_graph
 from segdiff_gui.io.model_explorer import write_node_data
 from segdiff_gui.resources import demo_model
 from tests.conftest import segdiff_here
 from tests.factories import assert_node_data
-from tests.hostile.artefact_files import tflite_bytes
+from tests.hostile.artefact_files import onnx_bytes, tflite_bytes
 
 
 def _comparison() -> LayerComparison:
@@ -75,4 +76,47 @@ def test_model_explorer_flags_are_refused_before_any_probe(tmp_path, capsys, mon
     assert shown.returncode == 2
     (line,) = shown.stderr.strip().splitlines()
     assert "--show: needs Google Model Explorer, segdiff's explorer extra" in line
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*.h5"))
+
+
+def test_an_unnamed_onnx_node_is_named_as_model_explorer_s_onnx_adapter_names_it(tmp_path):
+    # model-explorer-onnx names a node without a name <node_{i}>, i its index among all the
+    # graph's nodes (a Constant counts); a named node keeps its name.
+    from onnx import TensorProto, helper
+
+    image = helper.make_tensor_value_info("image", TensorProto.FLOAT, [None, 8, 8, 1])
+    out = helper.make_tensor_value_info("map", TensorProto.FLOAT, [None, 8, 8, 1])
+    nodes = [
+        helper.make_node("Constant", [], ["c"], value_float=0.0),
+        helper.make_node("Sigmoid", ["image"], ["raw"]),
+        helper.make_node("Add", ["raw", "c"], ["map"], name="bias"),
+    ]
+    graph = helper.make_graph(nodes, "tiny", [image], [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    found = artefact_graph(path, path.read_bytes())
+    assert [op.node for op in found.ops] == ["<node_1>", "bias"]
+
+
+def test_show_on_an_onnx_without_model_explorer_s_onnx_adapter_is_one_line(
+    tmp_path, capsys, monkeypatch
+):
+    # The explorer extra installs Model Explorer, not its ONNX adapter: refused before any
+    # probe, saying what to install.
+    installed = tmp_path / "site"
+    (installed / "model_explorer").mkdir(parents=True)
+    (installed / "model_explorer" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(installed))
+    monkeypatch.setitem(sys.modules, "model_explorer_onnx", None)  # the adapter is not
+    artefact = tmp_path / "model.onnx"
+    artefact.write_bytes(onnx_bytes())
+    image = tmp_path / "cell.npy"
+    np.save(image, np.zeros((8, 8, 1), np.float32))
+    shown = segdiff_here(capsys, "layers", artefact, image, "--source", demo_model(), "--show",
+                         "--cache", tmp_path / "cache")  # fmt: skip
+    assert shown.returncode == 2
+    (line,) = shown.stderr.strip().splitlines()
+    assert "--show: opens an .onnx in Model Explorer through its ONNX adapter, which is not" in line
+    assert "pip install model-explorer-onnx" in line
     assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("*.h5"))
