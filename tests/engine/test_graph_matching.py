@@ -160,17 +160,17 @@ def test_a_dropout_is_its_input_and_an_unknown_layer_stops_the_matching_after_it
     assert set(found.unmatched) == {"mine", "after"}
 
 
-def _square_onnx(tmp_path: Path, reshaped: bool = False) -> ArtefactGraph:
+def _square_onnx(tmp_path: Path, reshaped: bool = False, output: str = "out") -> ArtefactGraph:
     """A tf2onnx-like graph of a 16×16×16 convolution (its NCHW shape is its NHWC shape):
     the image transposed channels-first, Conv, Relu, a 1×1 Conv, Sigmoid, transposed back;
-    ``reshaped``: the Relu's output goes through a Reshape to its own shape first."""
+    ``reshaped``: the Relu's output goes through a Reshape to its own shape first;
+    ``output="sig"``: the Sigmoid's NCHW tensor is the graph's output, not transposed."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
     weights = [
         numpy_helper.from_array(rng.standard_normal((16, 1, 3, 3)).astype(np.float32), "w1"),
         numpy_helper.from_array(rng.standard_normal((1, 16, 1, 1)).astype(np.float32), "w2"),
-        numpy_helper.from_array(np.array([1, 16, 16, 16], np.int64), "same"),
     ]
     relu = "relu"
     nodes = [
@@ -179,18 +179,21 @@ def _square_onnx(tmp_path: Path, reshaped: bool = False) -> ArtefactGraph:
         helper.make_node("Relu", ["conv"], ["relu"]),
     ]
     if reshaped:
+        weights.append(numpy_helper.from_array(np.array([1, 16, 16, 16], np.int64), "same"))
         nodes.append(helper.make_node("Reshape", ["relu", "same"], ["kept"]))
         relu = "kept"
     nodes += [
         helper.make_node("Conv", [relu, "w2"], ["mask"]),
         helper.make_node("Sigmoid", ["mask"], ["sig"]),
-        helper.make_node("Transpose", ["sig"], ["out"], perm=[0, 2, 3, 1]),
     ]
+    if output == "out":
+        nodes.append(helper.make_node("Transpose", ["sig"], ["out"], perm=[0, 2, 3, 1]))
+    shape = [1, 16, 16, 1] if output == "out" else [1, 1, 16, 16]
     graph = helper.make_graph(
         nodes,
         "sq",
         [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 16, 16, 1])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 16, 16, 1])],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)],
         weights,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -260,3 +263,27 @@ def test_a_cyclic_graph_is_refused_when_read_and_the_walks_end_on_one_regardless
     layers = [_layer("foreground", "Activation", (8, 8, 1), [""], "sigmoid")]
     found = match_by_graph(layers, cyclic)
     assert found.tensors == {} and list(found.unmatched) == ["foreground"]
+
+
+def test_onnx_runtime_returns_a_layer_s_tensor_that_is_the_graph_s_output(tmp_path):
+    # The 1×1 convolution's Sigmoid is the graph's output "sig" (no transpose after it here):
+    # ONNX Runtime's intermediates return it like any tensor, so the layer it ends is matched.
+    from segdiff_gui.core.config import RunConfig
+    from segdiff_gui.engine.backends.onnxruntime import OnnxRuntimeBackend
+
+    path = tmp_path / "sq.onnx"
+    graph = _square_onnx(tmp_path, output="sig")
+    found = match_by_graph(_SQUARE_LAYERS, graph)
+    assert found.tensors["mask"] == ("sig",) and found.layouts["sig"] == "first"
+    image = np.random.default_rng(2).random((1, 16, 16, 1), np.float32)
+    wanted = found.tensor_keys()
+    outputs, tensors = OnnxRuntimeBackend().intermediates(
+        path.read_bytes(), image, RunConfig(runtime="onnxruntime"), lambda order: wanted & {*order}
+    )
+    by_key = {tensor.key: tensor for tensor in tensors}
+    assert set(by_key) == found.tensor_keys() == {"relu", "sig"}
+    laid = found.laid_out("mask", (1, 16, 16, 1), by_key)
+    assert not isinstance(laid, str)
+    tensor, layout = laid
+    assert layout == (0, 2, 3, 1)  # the graph's output is the Sigmoid's NCHW tensor
+    np.testing.assert_array_equal(tensor.read(), outputs[0])

@@ -124,19 +124,28 @@ class OnnxRuntimeBackend(ConvertedBackend):
         choose: Callable[[list[str]], set[str]] = set,
     ) -> tuple[list[np.ndarray], list[RuntimeTensor]]:
         """The tensors ``choose`` picks among the graph's float node outputs (in topological
-        order), added as graph outputs of a copy of the model and returned by one run."""
+        order; the graph's own outputs and the node outputs shape inference could not type
+        among them), added as graph outputs of a copy of the model and returned by one run."""
         import onnx
 
+        untyped = onnx.TensorProto.UNDEFINED  # what shape inference could not type
         model = onnx.load_from_string(data)
-        typed = {
-            info.name: info
-            for info in onnx.shape_inference.infer_shapes(model).graph.value_info
-            if info.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
-        }
+        described = {
+            info.name: info.type.tensor_type.elem_type
+            for info in (*onnx.shape_inference.infer_shapes(model).graph.value_info,
+                         *model.graph.output)
+        }  # fmt: skip
         outputs = [output.name for output in model.graph.output]
-        order = [name for node in model.graph.node for name in node.output if name in typed]
-        extra = [name for name in order if name in choose(order) and name not in outputs]
-        model.graph.output.extend(typed[name] for name in extra)
+        order = [
+            name
+            for node in model.graph.node
+            for name in node.output
+            if name and described.get(name, untyped) in (untyped, onnx.TensorProto.FLOAT)
+        ]
+        chosen = choose(order)
+        extra = [name for name in order if name in chosen and name not in outputs]
+        # A value shape inference did not describe is returned all the same, typed when run.
+        model.graph.output.extend(onnx.ValueInfoProto(name=name) for name in extra)
         session = ort.InferenceSession(
             model.SerializeToString(), self._options(config), providers=self._providers(config)
         )
@@ -151,7 +160,8 @@ class OnnxRuntimeBackend(ConvertedBackend):
                 functools.partial(np.asarray, array, dtype=np.float32),
                 key=name,
             )
-            for name, array in zip(extra, arrays[len(outputs) :], strict=True)
+            for name, array in zip([*outputs, *extra], arrays, strict=True)
+            if name in chosen
         ]
         return arrays[: len(outputs)], tensors
 
