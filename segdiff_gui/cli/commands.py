@@ -482,7 +482,7 @@ def command_bundle(args: argparse.Namespace, out: Console, err: Console) -> int:
     # The test sets merged here that these runs belong to travel with them (a damaged record
     # cannot, and is named below).
     known, unreadable = cache_manifests(cache)
-    carried = manifests_of(known, ((r.model_hash, r.target_hash) for r in records))
+    carried = manifests_of(known, ((r.study_model_hash, r.target_hash) for r in records))
     count = write_bundle(cache, [r.key for r in records], target, carried)
     if args.json:
         _json({"bundle": str(target), "runs": [r.key for r in records]})
@@ -541,7 +541,9 @@ def _merged_sets(
         return []
     models = {model for _, model in wanted}
     runs = {
-        (r.model_hash, r.target_hash, r.label) for r in cache.records() if r.model_hash in models
+        (r.study_model_hash, r.target_hash, r.label)
+        for r in cache.records()
+        if r.study_model_hash in models
     }
     found = []
     for set_id, model in sorted(wanted):

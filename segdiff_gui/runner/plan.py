@@ -191,6 +191,12 @@ class MatrixPlan:
             raise self.unwritable
 
     @property
+    def study_model_hash(self) -> str:
+        """The model whose study the runs are in: the model's, or, for an artefact's runs
+        beside its Keras source, the source's (as each record's ``study_model_hash``)."""
+        return self.source.model_hash if self.source is not None else self.model_hash
+
+    @property
     def target(self) -> int:
         """The first (for a single-image matrix, the only) target."""
         return self.targets[0]

@@ -199,7 +199,7 @@ def summarise_sweep(
         known = sorted({r.configuration for g in groups for r in g})
         raise InputError(reference, f"has no run on any image (configurations: {', '.join(known)})")
     summary.without_reference = without_reference
-    summary.coverage = set_coverage(manifests, groups[0][0].model_hash, summarised)
+    summary.coverage = set_coverage(manifests, groups[0][0].study_model_hash, summarised)
     if truth is not None and not summary.has_truth:
         raise truth.matches_none()
     return summary
@@ -335,12 +335,12 @@ def sweep_manifest(
     plan: MatrixPlan, shard: tuple[int, int] | None, stored: Collection[str]
 ) -> ShardManifest:
     """What a sweep's bundle says it is: shard ``shard`` (default: the whole set, 1/1) of the
-    set of the plan's model and images, and of its images those with a planned run that is
-    not among the ``stored`` keys (it failed)."""
+    set of the plan's model (its study's: an artefact's source's) and images, and of its
+    images those with a planned run that is not among the ``stored`` keys (it failed)."""
     incomplete = {run.target for run in plan.runs if run.key not in stored}
     return ShardManifest(
-        set_id=set_identity(plan.model_hash, [image.hash for image in plan.images]),
-        model_hash=plan.model_hash,
+        set_id=set_identity(plan.study_model_hash, [image.hash for image in plan.images]),
+        model_hash=plan.study_model_hash,
         size=len(plan.images),
         shard=shard or (1, 1),
         images=tuple((plan.images[t].name, plan.images[t].hash) for t in plan.targets),

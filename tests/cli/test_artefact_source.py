@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from segdiff_gui import api
 from segdiff_gui.storage import ResultCache
@@ -153,3 +155,42 @@ def test_an_artefact_s_layers_without_its_source_are_one_line_before_any_child(
     (line,) = refused.stderr.strip().splitlines()
     assert "model.tflite: is your own artefact: its layers are compared with those of" in line
     assert line.endswith("add --source MODEL"), line
+
+
+def test_a_sharded_sweep_beside_the_source_merges_into_one_whole_set(
+    files, tmp_path, capsys, fake_engine
+):
+    # Each shard's runs are the source's and the artefact's: the set is the study's (the
+    # source's model), counted whole once both shards are merged, as the unsharded sweep is.
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for index in range(4):
+        Image.fromarray(np.full((8, 8), 30 + 50 * index, np.uint8)).save(folder / f"c{index}.png")
+    common = (files["artefact"], folder, "--source", files["source"], "--source-config",
+              "batch=1", "--config", "batch=1", "--repeats", "1")  # fmt: skip
+    whole = segdiff_here(capsys, "run", *common, "--sweep", "--cache", tmp_path / "whole",
+                         "--json")  # fmt: skip
+    assert whole.returncode == 0, whole.stderr
+    (alone,) = json.loads(whole.stdout)["sweep"]["test_sets"]
+    assert (alone["shards"], alone["present"], alone["size"]) == (1, 4, 4)
+    merged = tmp_path / "merged"
+    for shard in ("1/2", "2/2"):
+        part = tmp_path / f"shard{shard[0]}"
+        ran = segdiff_here(capsys, "run", *common, "--shard", shard, "--cache", part)
+        assert ran.returncode == 0, ran.stderr
+        bundle = tmp_path / f"shard{shard[0]}.h5"
+        assert segdiff_here(capsys, "bundle", bundle, "--cache", part).returncode == 0
+        joined = segdiff_here(capsys, "merge", bundle, "--cache", merged, "--json")
+        assert joined.returncode == 0, joined.stderr
+    (merged_set,) = json.loads(joined.stdout)["test_sets"]
+    assert (merged_set["present"], merged_set["missing_shards"], merged_set["absent"]) == (
+        4,
+        [],
+        [],
+    )
+    swept = segdiff_here(capsys, "sweep", "--cache", merged, "--json")
+    assert swept.returncode == 0, swept.stderr
+    (two,) = json.loads(swept.stdout)["test_sets"]
+    assert (two["shards"], two["present"], two["size"], two["set"]) == (
+        2, 4, 4, alone["set"],
+    )  # fmt: skip
