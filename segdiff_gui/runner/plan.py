@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import cycle, islice
 from pathlib import Path
@@ -36,7 +36,7 @@ from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_CONFIG_BYTES, MAX_REPEATS
 from segdiff_gui.core.preprocess import is_tensor, prepare_input, tensor_input
 from segdiff_gui.core.protocol import ChildFatal, ModelAnswer, skipped_line
-from segdiff_gui.core.runtime_defaults import Machine, defaults_in_effect
+from segdiff_gui.core.runtime_defaults import DefaultsInEffect, Machine, defaults_in_effect
 from segdiff_gui.core.runtimes import RUNTIMES, calibration_set, calibration_tag
 from segdiff_gui.core.shards import shard_slice, shard_unit
 from segdiff_gui.core.tf32 import saved_model_refuses_emulation
@@ -568,6 +568,324 @@ def beside_source(artefact: MatrixPlan, source: MatrixPlan) -> MatrixPlan:
     )
 
 
+@dataclass(frozen=True)
+class _Inputs:
+    """What the planning steps share once the request is checked: the model (an artefact's
+    facts read from its bytes) and its hash, the images hashed, how they are prepared and
+    what is trusted, and the Keras source an artefact's runs sit beside."""
+
+    model: Path
+    facts: ArtefactFacts | None
+    model_hash: str
+    refs: tuple[ImageRef, ...]
+    preprocessing: Preprocessing
+    output: OutputSelection
+    trust_model: bool
+    trust_preprocess: bool
+    source: KerasSource | None
+
+    def model_input(self, state_dir: Path) -> Callable[[], InputShape]:
+        """What the model takes (see :func:`_decoded`), asked once: an artefact says it from
+        its bytes; of a Keras model, what a child said of it before (``state_dir``)."""
+        facts = self.facts
+        return functools.cache(
+            (lambda: facts.input_shape)
+            if facts is not None
+            else functools.partial(
+                _known_input, self.model, self.model_hash, self.trust_model, state_dir
+            )
+        )
+
+    def template(self, cache_root: Path) -> EngineJob:
+        """The job every child of the plan gets, without its runs (see :func:`jobs_for`)."""
+        return EngineJob(
+            model_path=str(self.model),
+            model_hash=self.model_hash,
+            trust_model=self.trust_model,
+            trust_preprocess=self.trust_preprocess,
+            preprocessing=self.preprocessing,
+            output=self.output,
+            images=self.refs,
+            cache_root=str(cache_root),
+            source=self.source,
+        )
+
+
+def _checked_model(model_path: str | Path, trust_model: bool) -> Path:
+    """The model, checked as any model is (:func:`check_model_path`); a SavedModel refused
+    unless trusted, before its files are read to be hashed."""
+    model = check_model_path(model_path)
+    if model.is_dir() and not trust_model:
+        raise untrusted_saved_model(model)
+    return model
+
+
+def _runnable_configs(
+    model: Path,
+    facts: ArtefactFacts | None,
+    configs: Sequence[RunConfig],
+    *,
+    sweeping: bool,
+    strict: bool,
+) -> tuple[list[RunConfig], tuple[Skipped, ...]]:
+    """The configurations ``model`` can run (an artefact's with its runtime knob at its
+    default: the artefact's own), and those it or a sweep cannot, left out; the first
+    refusal raised instead where ``strict`` or where nothing would be left (:func:`_skipping`)."""
+    refused = [
+        Skipped(config, reason)
+        for config in dict.fromkeys(configs)
+        if (reason := model_refusal(model, config, facts) or (sweeping and _sweep_refusal(config)))
+    ]
+    left_out = {skip.config for skip in refused}
+    runnable = [config for config in configs if config not in left_out]
+    if facts is not None:
+        runnable = list(dict.fromkeys(for_artefact(c, model, facts.fixed_batch) for c in runnable))
+    return runnable, _skipping(refused, strict, anything_left=bool(runnable))
+
+
+def _check_request(model: Path, image_paths: Sequence[str | Path], repeats: int) -> None:
+    """Refuse a request without images, or with repeats out of segdiff's bounds."""
+    if not image_paths:
+        raise InputError(model, "no images given")
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise InputError("repeats", f"must be between 1 and {MAX_REPEATS:,}, not {repeats:,}")
+
+
+def _check_trusted(preprocessing: Preprocessing, trust_preprocess: bool) -> None:
+    """Refuse the user's own preprocessing function where it is not trusted."""
+    if preprocessing.function is not None and not trust_preprocess:
+        raise InputError(
+            preprocessing.function_file or preprocessing.function,
+            "is your own code: it runs in segdiff's child only when you trust it "
+            "(trust the preprocessing function)",
+            fix="trust_preprocess=on",
+        )
+
+
+def _targets(
+    refs: Sequence[ImageRef],
+    configs: Sequence[RunConfig],
+    *,
+    target: str | None,
+    sweep: bool,
+    shard: tuple[int, int] | None,
+) -> tuple[list[int], int]:
+    """The images the runs are of (the ``target``, a sweep's every image, or shard ``K`` of
+    ``N`` of them), and the blocks of images a sweep's shards are cut at
+    (core/shards.shard_unit; 1 where not sharded)."""
+    if shard is not None:
+        unit = shard_unit(len(refs), shard[1], max((c.batch for c in configs), default=1))
+        targets = list(shard_slice(len(refs), shard, unit))
+        if not targets:
+            raise InputError(
+                "--shard", f"{shard[0]}/{shard[1]} holds no image: the set has only {len(refs)}"
+            )
+        return targets, unit
+    if sweep:
+        return list(range(len(refs))), 1
+    return [index_of_target(refs, target)], 1
+
+
+@dataclass(frozen=True)
+class _RunKeys:
+    """What a run's cache key holds besides its configuration, repeat and batch: the inputs,
+    the keyed environment, each configuration's defaults in effect on this machine, and the
+    images a full-int8 conversion is calibrated on (the set's: core/runtimes.py)."""
+
+    inputs: _Inputs
+    preprocessing: dict[str, Any]
+    output: dict[str, Any]
+    environment: dict[str, str]
+    effects: dict[RunConfig, DefaultsInEffect]
+    calibration: list[str]
+    tag: str  # the calibration set in a full-int8 run's label (core/runtimes.calibration_tag)
+
+    @classmethod
+    def of(cls, inputs: _Inputs, configs: Sequence[RunConfig], machine: Machine) -> _RunKeys:
+        calibration = calibration_set([ref.hash for ref in inputs.refs], DEFAULT_CALIBRATION_IMAGES)
+        return cls(
+            inputs,
+            inputs.preprocessing.to_dict(),
+            inputs.output.to_dict(),
+            keyed_environment(os.environ),
+            {config: defaults_in_effect(config, os.environ, machine) for config in configs},
+            calibration,
+            calibration_tag(calibration),
+        )
+
+    def run(
+        self,
+        config: RunConfig,
+        repeat: int,
+        target: int,
+        slots: tuple[int, ...],
+        batch_position: int | None,
+    ) -> PlannedRun:
+        """The run of ``config`` (its ``repeat``) on the image at ``target`` in the batch of
+        the images at ``slots`` (a sweep's ``batch_position``), keyed."""
+        refs, source, in_effect = self.inputs.refs, self.inputs.source, self.effects[config]
+        calibrated = _calibrated(config)
+        key = run_key(
+            model_hash=self.inputs.model_hash,
+            preprocessing=self.preprocessing,
+            output=self.output,
+            environment=self.environment,
+            target_hash=refs[target].hash,
+            batch_hashes=[refs[i].hash for i in slots],
+            config=config.to_dict(),
+            repeat=repeat,
+            calibration=self.calibration if calibrated else None,
+            defaults_in_effect=in_effect.to_dict(),
+            batch_position=batch_position,
+            source=source.sha256 if source else None,
+        )
+        return PlannedRun(
+            key,
+            config,
+            repeat,
+            target=target,
+            batch=slots,
+            tag=self.tag if calibrated else "",
+            in_effect=in_effect,
+            batch_position=batch_position,
+            beside=self.inputs.model.name if source else "",
+        )
+
+
+def _planned_runs(
+    keys: _RunKeys,
+    configs: Sequence[RunConfig],
+    targets: Sequence[int],
+    repeats: int,
+    sweeping: bool,
+) -> tuple[PlannedRun, ...]:
+    """Every run of the request, keyed; the same configuration asked twice runs once."""
+    runs: dict[str, PlannedRun] = {}
+    each = _sweep_runs if sweeping else _target_runs
+    for run in each(keys, configs, targets, repeats):
+        runs.setdefault(run.key, run)
+    return tuple(runs.values())
+
+
+def _sweep_runs(
+    keys: _RunKeys, configs: Sequence[RunConfig], targets: Sequence[int], repeats: int
+) -> Iterator[PlannedRun]:
+    """A sweep's runs, batch by batch as predict computes the set, each batch once."""
+    largest = max((config.batch for config in configs), default=1)
+    for config, repeat, target in _sweep_order(targets, configs, repeats, largest):
+        slots, position = sweep_slots(target, len(keys.inputs.refs), config.batch)
+        # A full batch led by its target is the one run of that target computes too.
+        whole = position == 0 and len(slots) == config.batch
+        yield keys.run(config, repeat, target, slots, None if whole else position)
+
+
+def _target_runs(
+    keys: _RunKeys, configs: Sequence[RunConfig], targets: Sequence[int], repeats: int
+) -> Iterator[PlannedRun]:
+    """The runs of each target, its batch filled as each configuration says (batch_slots)."""
+    for target in targets:
+        for config in configs:
+            slots = batch_slots(config, target, len(keys.inputs.refs))
+            for repeat in range(repeats):
+                yield keys.run(config, repeat, target, slots, None)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """The runs planned, by what the cache holds: those ``cached`` (``merged``: the keys of
+    those from a bundle) and those ``to_compute``, among them the ``damaged`` entries."""
+
+    runs: tuple[PlannedRun, ...]
+    cached: tuple[PlannedRun, ...]
+    to_compute: tuple[PlannedRun, ...]
+    damaged: tuple[UnreadableEntry, ...]
+    merged: frozenset[str]
+
+
+def _look_up(cache: ResultCache, runs: tuple[PlannedRun, ...]) -> _Found:
+    """Which ``runs`` are cached and which to compute. A damaged entry (a flipped byte, a
+    truncated file) is computed again and replaced."""
+    cached: list[PlannedRun] = []
+    to_compute: list[PlannedRun] = []
+    damaged: list[UnreadableEntry] = []
+    merged: set[str] = set()
+    for run in runs:
+        if not cache.has(run.key):
+            to_compute.append(run)
+            continue
+        record, problem = cache.checked(run.key)
+        if problem is not None:
+            damaged.append(problem)
+            to_compute.append(run)
+            continue
+        cached.append(run)
+        if record is not None and record.provenance.merged:
+            merged.add(run.key)
+    return _Found(runs, tuple(cached), tuple(to_compute), tuple(damaged), frozenset(merged))
+
+
+def _computable(found: _Found) -> tuple[_Found, list[Skipped]]:
+    """``found`` without the runs to compute under a runtime this Python lacks (its cached
+    runs are served), and the configurations so left out."""
+    lacking = _runtimes_missing(run.config for run in found.to_compute)
+    if not lacking:
+        return found, []
+    left_out = [run for run in found.to_compute if run.config.runtime in lacking]
+    absent = [Skipped(c, lacking[c.runtime]) for c in dict.fromkeys(r.config for r in left_out)]
+    dropped = {run.key for run in left_out}
+    return replace(
+        found,
+        runs=tuple(run for run in found.runs if run.key not in dropped),
+        to_compute=tuple(run for run in found.to_compute if run.key not in dropped),
+    ), absent
+
+
+def _images_to_store(
+    cache: ResultCache, refs: Sequence[ImageRef], targets: Sequence[int], found: _Found
+) -> list[int]:
+    """The target images the cache lacks (to keep beside their runs), once every image to
+    decode is known, from its header, to fit in memory with those decoded with it."""
+    unstored = [index for index in targets if not cache.has_image(refs[index].hash)]
+    check_images_fit(_held_together(refs, found.to_compute, unstored))
+    return unstored
+
+
+def _unwritable(
+    cache: ResultCache, unstored: list[int], found: _Found
+) -> tuple[list[int], InputError | None]:
+    """What cannot be stored, said before anything is computed: where the cache cannot be
+    written (read-only), no target image is kept, and why the runs to compute cannot be
+    stored (None where there are none: nothing refused). The cached runs are still served,
+    and those to compute left, each said to be unstorable (see MatrixRunner)."""
+    cannot_write = cache.write_problem() if found.to_compute or unstored else None
+    if cannot_write is None:
+        return unstored, None
+    return [], cannot_write if found.to_compute else None
+
+
+def _decode_images(
+    inputs: _Inputs, cache: ResultCache, unstored: list[int], found: _Found, sweeping: bool
+) -> tuple[int, ...]:
+    """Decode, and so check, every image the plan reads, before any child starts. Each
+    target image the cache lacks (``unstored``) is kept beside its results, so that they
+    can be shown without the original: one target's now; a sweep's many while its runs
+    compute (MatrixRunner: the indices returned), checked now."""
+    decoded: set[str] = set()
+    model_input = inputs.model_input(cache.root)
+    to_keep = []
+    for index in unstored:
+        ref = inputs.refs[index]
+        if ref.hash not in decoded:  # decode only what is not stored (whole)
+            image = _decoded(ref.path, inputs.preprocessing, model_input)
+            if sweeping:
+                to_keep.append(index)
+            else:
+                cache.write_image(ref.hash, ref.name, image)
+            decoded.add(ref.hash)
+    _check_images(inputs.refs, found.to_compute, decoded, inputs.preprocessing, model_input)
+    return tuple(to_keep)
+
+
 def plan_matrix(
     model_path: str | Path,
     image_paths: Sequence[str | Path],
@@ -596,191 +914,55 @@ def plan_matrix(
     ``skipped``, so that the others run; the request is refused instead (its first such
     configuration's reason raised) where ``strict`` or where nothing would be left.
     ``source``: the Keras model the artefact ``model_path`` was converted from, whose study
-    its runs join (keyed with it and named apart: :func:`beside_source` adds its plan)."""
-    model = check_model_path(model_path)
-    if model.is_dir() and not trust_model:  # before its files are read to be hashed
-        raise untrusted_saved_model(model)
+    its runs join (keyed with it and named apart: :func:`beside_source` adds its plan).
+
+    The steps, in order: check the model, the configurations and the request; hash the
+    images and pick the targets; key every run; see which are cached; leave out a missing
+    runtime's; see what cannot be stored; decode what will be read; group the rest in jobs."""
+    model = _checked_model(model_path, trust_model)
     facts = artefact_facts(model)
     sweeping = sweep or shard is not None
-    refused = [
-        Skipped(config, reason)
-        for config in dict.fromkeys(configs)
-        if (reason := model_refusal(model, config, facts) or (sweeping and _sweep_refusal(config)))
-    ]
-    left_out = {skip.config for skip in refused}
-    configs = [config for config in configs if config not in left_out]
-    if facts is not None:  # the runtime knob at its default: the artefact's own
-        configs = list(dict.fromkeys(for_artefact(c, model, facts.fixed_batch) for c in configs))
-    skipped = _skipping(refused, strict, anything_left=bool(configs))
-    if not image_paths:
-        raise InputError(model, "no images given")
-    if not 1 <= repeats <= MAX_REPEATS:
-        raise InputError("repeats", f"must be between 1 and {MAX_REPEATS:,}, not {repeats:,}")
+    configs, skipped = _runnable_configs(model, facts, configs, sweeping=sweeping, strict=strict)
+    _check_request(model, image_paths, repeats)
     cache.claim()  # before anything is written into the folder
     preprocessing = preprocessing or Preprocessing()
-    if preprocessing.function is not None and not trust_preprocess:
-        raise InputError(
-            preprocessing.function_file or preprocessing.function,
-            "is your own code: it runs in segdiff's child only when you trust it "
-            "(trust the preprocessing function)",
-            fix="trust_preprocess=on",
-        )
-    output = output or OutputSelection()
-    refs = image_refs([Path(p) for p in image_paths])
-    unit = 1
-    if shard is not None:
-        unit = shard_unit(len(refs), shard[1], max((c.batch for c in configs), default=1))
-        targets = list(shard_slice(len(refs), shard, unit))
-        if not targets:
-            raise InputError(
-                "--shard", f"{shard[0]}/{shard[1]} holds no image: the set has only {len(refs)}"
-            )
-    elif sweep:
-        targets = list(range(len(refs)))
-    else:
-        targets = [index_of_target(refs, target)]
-    model_hash = hash_model(model)
+    _check_trusted(preprocessing, trust_preprocess)
+    refs = tuple(image_refs([Path(p) for p in image_paths]))
+    targets, unit = _targets(refs, configs, target=target, sweep=sweep, shard=shard)
+    inputs = _Inputs(
+        model,
+        facts,
+        hash_model(model),
+        refs,
+        preprocessing,
+        output or OutputSelection(),
+        trust_model,
+        trust_preprocess,
+        source,
+    )
     machine = machine or machine_defaults(model, configs, cache.root)
-    # A full-int8 conversion is calibrated on the set's images (core/runtimes.py).
-    calibration = calibration_set([ref.hash for ref in refs], DEFAULT_CALIBRATION_IMAGES)
-
-    runs: list[PlannedRun] = []
-    seen: set[str] = set()
-    preprocessed, chosen = preprocessing.to_dict(), output.to_dict()
-    environment = keyed_environment(os.environ)
-    effects = {config: defaults_in_effect(config, os.environ, machine) for config in configs}
-
-    def add(config: RunConfig, repeat: int, target_index: int, slots: tuple[int, ...],
-            batch_position: int | None) -> None:  # fmt: skip
-        in_effect = effects[config]
-        key = run_key(
-            model_hash=model_hash,
-            preprocessing=preprocessed,
-            output=chosen,
-            environment=environment,
-            target_hash=refs[target_index].hash,
-            batch_hashes=[refs[i].hash for i in slots],
-            config=config.to_dict(),
-            repeat=repeat,
-            calibration=calibration if _calibrated(config) else None,
-            defaults_in_effect=in_effect.to_dict(),
-            batch_position=batch_position,
-            source=source.sha256 if source else None,
-        )
-        if key in seen:  # the same configuration asked twice runs once
-            return
-        seen.add(key)
-        tag = calibration_tag(calibration) if _calibrated(config) else ""
-        runs.append(
-            PlannedRun(
-                key,
-                config,
-                repeat,
-                target=target_index,
-                batch=slots,
-                tag=tag,
-                in_effect=in_effect,
-                batch_position=batch_position,
-                beside=model.name if source else "",
-            )  # fmt: skip
-        )
-
-    if sweeping:  # batch by batch, as predict computes the set, each batch once
-        largest = max((config.batch for config in configs), default=1)
-        for config, repeat, target_index in _sweep_order(targets, configs, repeats, largest):
-            slots, position = sweep_slots(target_index, len(refs), config.batch)
-            # A full batch led by its target is the one run of that target computes too.
-            whole = position == 0 and len(slots) == config.batch
-            add(config, repeat, target_index, slots, None if whole else position)
-    else:
-        for target_index in targets:
-            for config in configs:
-                slots = batch_slots(config, target_index, len(refs))
-                for repeat in range(repeats):
-                    add(config, repeat, target_index, slots, None)
-
-    cached: list[PlannedRun] = []
-    to_compute: list[PlannedRun] = []
-    damaged: list[UnreadableEntry] = []
-    merged: set[str] = set()
-    for run in runs:
-        if not cache.has(run.key):
-            to_compute.append(run)
-            continue
-        # A damaged entry (a flipped byte, a truncated file) is computed again and replaced.
-        record, problem = cache.checked(run.key)
-        if problem is not None:
-            damaged.append(problem)
-            to_compute.append(run)
-            continue
-        cached.append(run)
-        if record is not None and record.provenance.merged:
-            merged.add(run.key)
-    # A runtime this Python lacks: its cached runs are served, the others left out.
-    lacking = _runtimes_missing(run.config for run in to_compute)
-    absent = [Skipped(c, lacking[c.runtime]) for c in dict.fromkeys(r.config for r in to_compute)
-              if c.runtime in lacking]  # fmt: skip
-    if absent:
-        dropped = {run.key for run in to_compute if run.config.runtime in lacking}
-        runs = [run for run in runs if run.key not in dropped]
-        to_compute = [run for run in to_compute if run.key not in dropped]
-        skipped += _skipping(absent, strict, anything_left=bool(runs))
-    # Images are decoded below: first their headers say whether they fit in memory.
-    unstored = [i for i in targets if not cache.has_image(refs[i].hash)]
-    check_images_fit(_held_together(refs, to_compute, unstored))
-    # Said before anything is computed that could not be stored: the runs cached are still
-    # served, and those to compute are left, each said to be unstorable (see MatrixRunner).
-    cannot_write = cache.write_problem() if to_compute or unstored else None
-    unwritable = cannot_write if to_compute else None  # no run to compute: nothing refused
-    if cannot_write is not None:
-        unstored = []  # a target image is kept beside its runs only where it can be
-    decoded: set[str] = set()
-    model_input = functools.cache(
-        (lambda: facts.input_shape)  # an artefact says it from its bytes
-        if facts is not None
-        else functools.partial(_known_input, model, model_hash, trust_model, cache.root)
-    )
-    # Keep each target image beside its results, so they can be shown without the original:
-    # one target's now; a sweep's many while its runs compute (MatrixRunner), checked now.
-    to_keep = []
-    for target_index in unstored:
-        target_ref = refs[target_index]
-        if target_ref.hash not in decoded:  # decode only what is not stored (whole)
-            image = _decoded(target_ref.path, preprocessing, model_input)
-            if sweeping:
-                to_keep.append(target_index)
-            else:
-                cache.write_image(target_ref.hash, target_ref.name, image)
-            decoded.add(target_ref.hash)
-    _check_images(refs, to_compute, decoded, preprocessing, model_input)
-    template = EngineJob(
-        model_path=str(model),
-        model_hash=model_hash,
-        trust_model=trust_model,
-        trust_preprocess=trust_preprocess,
-        preprocessing=preprocessing,
-        output=output,
-        images=tuple(refs),
-        cache_root=str(cache.root),
-        source=source,
-    )
-    jobs = jobs_for(template, to_compute, knobs) if unwritable is None else ()
+    runs = _planned_runs(_RunKeys.of(inputs, configs, machine), configs, targets, repeats, sweeping)
+    found, absent = _computable(_look_up(cache, runs))
+    skipped += _skipping(absent, strict, anything_left=bool(found.runs))
+    unstored, unwritable = _unwritable(cache, _images_to_store(cache, refs, targets, found), found)
+    to_keep = _decode_images(inputs, cache, unstored, found, sweeping)
+    template = inputs.template(cache.root)
     return MatrixPlan(
         model_path=model,
-        images=tuple(refs),
+        images=refs,
         targets=tuple(targets),
-        runs=tuple(runs),
-        cached=tuple(cached),
-        jobs=jobs,
-        model_hash=model_hash,
-        damaged=tuple(damaged),
-        merged=frozenset(merged),
+        runs=found.runs,
+        cached=found.cached,
+        jobs=jobs_for(template, found.to_compute, knobs) if unwritable is None else (),
+        model_hash=inputs.model_hash,
+        damaged=found.damaged,
+        merged=found.merged,
         template=template,
-        unstorable=tuple(to_compute) if unwritable is not None else (),
+        unstorable=found.to_compute if unwritable is not None else (),
         unwritable=unwritable,
         skipped=skipped,
         unit=unit,
-        images_to_keep=tuple(to_keep),
+        images_to_keep=to_keep,
     )
 
 
