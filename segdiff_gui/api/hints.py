@@ -1,35 +1,19 @@
 """The API's argument for each setting an error names (``InputError.fix``): the lower rooms
 say what to change in words, the CLI adds its flag, the window its field, and the API the
-argument of ``segdiff_gui.run`` that changes it."""
+argument of ``segdiff_gui.run`` that changes it (its remedy's, core/model_settings.py)."""
 
 from __future__ import annotations
 
 from segdiff_gui.core.errors import InputError, with_remedy
+from segdiff_gui.core.model_settings import REMEDIES, Remedy
 
 __all__ = ["argument_for", "hinted", "with_argument"]
-
-# setting → how a call of segdiff_gui.run (or a Runs/Study method) sets it; {} is the value.
-_ARGUMENTS = {
-    "color": 'preprocess={{"color": "{}"}}',
-    "resize": 'preprocess={{"resize": "{}"}}',
-    "scale": 'preprocess={{"scale": ...}}',
-    "mean": 'preprocess={{"mean": [...]}}',
-    "std": 'preprocess={{"std": [...]}}',
-    "output": "output=NAME or INDEX",
-    "activation": 'activation="{}"',
-    "trust_model": "trust_model=True",
-    "trust_preprocess": "trust_preprocess=True",
-    "repeats": "repeats={}",
-    "group": "group=ID (see runs.table())",
-    "model": "model=NAME",
-    "source": "source=KERAS_MODEL",
-}
 
 
 def argument_for(fix: str) -> str:
     """``color=rgb`` → ``preprocess={"color": "rgb"}``; ``""`` where the API has none."""
     setting, _, value = fix.partition("=")
-    pattern = _ARGUMENTS.get(setting)
+    pattern = REMEDIES.get(setting, Remedy()).argument
     return pattern.format(value) if pattern else ""
 
 
