@@ -18,23 +18,26 @@ from PySide6.QtWidgets import (
 )
 
 from segdiff_gui.core.config import (
-    ACTIVATIONS,
     ModelSettings,
-    OutputSelection,
     Preprocessing,
-    parse_preprocessing,
 )
 from segdiff_gui.core.errors import ConfigError, InputError
-from segdiff_gui.runner.arguments import (
-    TRUST_PREPROCESS_WARNING,
-    TRUST_WARNING,
-    preprocessing_function,
+from segdiff_gui.core.model_settings import (
+    MODEL_SETTINGS,
+    SETTINGS,
+    STEPS,
+    ModelSetting,
+    preprocessing_of,
+    settings_of,
 )
+from segdiff_gui.runner.arguments import preprocessing_function
 from segdiff_gui.ui.plain_text import plain_label
 
 __all__ = ["ModelSettingsEditor"]
 
 _ONLY_OUTPUT = "(the only one)"
+# The form's rows: the registry's order, the model's trust last, beside its warning.
+_ROWS = (*(s for s in MODEL_SETTINGS if s.name != "trust_model"), SETTINGS["trust_model"])
 
 
 def _numbers(values: Sequence[float]) -> str:
@@ -42,69 +45,16 @@ def _numbers(values: Sequence[float]) -> str:
 
 
 class ModelSettingsEditor(QWidget):
-    """Emits ``changed`` when a setting is edited (text fields when editing finishes)."""
+    """Emits ``changed`` when a setting is edited (text fields when editing finishes). A
+    field for each model setting (core/model_settings.py), of its kind, label and tooltip."""
 
     changed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.divide = QLineEdit()
-        self.divide.setPlaceholderText("by dtype (255 for 8-bit)")
-        self.divide.setToolTip(
-            "Divide the pixels by this in float32, as img.astype(np.float32) / 255.0 does; "
-            "empty: by the image's dtype (255 for 8-bit, 65535 for 16-bit, float images as "
-            "they are)"
-        )
-        self.scale = QLineEdit()
-        self.scale.setPlaceholderText("none")
-        self.scale.setToolTip(
-            "Multiply the pixels by float32(this) instead, e.g. 1/255, as Keras's Rescaling "
-            "layer does: it rounds differently from dividing (leave 'divide by' empty)"
-        )
-        self.mean = QLineEdit()
-        self.mean.setPlaceholderText("none")
-        self.mean.setToolTip("Per-channel mean subtracted after scaling: one value or one each")
-        self.std = QLineEdit()
-        self.std.setPlaceholderText("none")
-        self.std.setToolTip("Per-channel standard deviation divided after the mean")
-        self.color = QComboBox()
-        self.color.addItems(["keep", "gray", "rgb"])
-        self.color.setToolTip(
-            "Colour conversion: keep the image's channels, or convert to gray or RGB (an RGBA "
-            "image loses its alpha)"
-        )
-        self.resize_box = QComboBox()
-        self.resize_box.addItems(["refuse", "bilinear"])
-        self.resize_box.setToolTip(
-            "An image of another size than the model's input: refuse it (an error naming both "
-            "sizes), or resize it bilinearly"
-        )
-        self.output = QComboBox()
-        self.output.setEditable(True)
-        line = self.output.lineEdit()
-        assert line is not None  # an editable box has one
-        self.output_line = line
-        self.output.addItem(_ONLY_OUTPUT)
-        self.output.setToolTip("Which output of a model with several is the probability map")
-        self.activation = QComboBox()
-        self.activation.addItems(list(ACTIVATIONS))
-        self.activation.setToolTip(
-            "none: the outputs are probabilities already; sigmoid or softmax: segdiff applies "
-            "it to raw logits"
-        )
-        self.function = QLineEdit()
-        self.function.setPlaceholderText("none: the steps above")
-        self.function.setToolTip(
-            "Your own preprocessing, FILE.py:FUNCTION: FUNCTION(image array) gives the model's "
-            "input, in place of the steps above. The file's bytes are part of every run's key; "
-            "it runs in segdiff's child only when trusted."
-        )
-        self.trust_function = QCheckBox("trust this function")
-        self.trust_function.setToolTip(
-            TRUST_PREPROCESS_WARNING[0].upper() + TRUST_PREPROCESS_WARNING[1:] + "."
-        )
-        self.trust = QCheckBox("trust this model (safe mode off)")
-        self.trust.setToolTip(TRUST_WARNING[0].upper() + TRUST_WARNING[1:] + ".")
+        self._lines: dict[str, QLineEdit] = {}
+        self._boxes: dict[str, QComboBox] = {}
+        self._checks: dict[str, QCheckBox] = {}
         self.trust_warning = QLabel(
             "<b>Trusted:</b> the model's own code (Lambda layers, a SavedModel's graph) runs "
             "with your permissions and can read, change or send any of your files."
@@ -118,40 +68,56 @@ class ModelSettingsEditor(QWidget):
         self.problem.setVisible(False)
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
-        form.addRow("divide by", self.divide)
-        form.addRow("or multiply by", self.scale)
-        form.addRow("mean", self.mean)
-        form.addRow("std", self.std)
-        form.addRow("colour", self.color)
-        form.addRow("resize", self.resize_box)
-        form.addRow("output", self.output)
-        form.addRow("activation", self.activation)
-        form.addRow("or your function", self.function)
-        form.addRow(self.trust_function)
-        form.addRow(self.trust)
+        for setting in _ROWS:
+            widget = self._field(setting)
+            widget.setToolTip(setting.tooltip)
+            if setting.field == "check":
+                form.addRow(widget)
+            else:
+                form.addRow(setting.label, widget)
         form.addRow(self.trust_warning)
         form.addRow(self.problem)
-        for line in (self.divide, self.scale, self.mean, self.std, self.function):
-            line.editingFinished.connect(self._edited)
-        self.trust_function.toggled.connect(self._edited)
-        for box in (self.color, self.resize_box, self.activation):
-            box.currentIndexChanged.connect(self._edited)
-        self.output.activated.connect(self._edited)
-        self.output_line.editingFinished.connect(self._edited)
-        self.trust.toggled.connect(self._trust_toggled)
+        self.divide, self.scale = self._lines["divide"], self._lines["scale"]
+        self.mean, self.std = self._lines["mean"], self._lines["std"]
+        self.function = self._lines["preprocess"]
+        self.color, self.resize_box = self._boxes["color"], self._boxes["resize"]
+        self.output, self.activation = self._boxes["output"], self._boxes["activation"]
+        self.trust, self.trust_function = (
+            self._checks["trust_model"],
+            self._checks["trust_preprocess"],
+        )
         self._shown = ModelSettings()
+
+    def _field(self, setting: ModelSetting) -> QWidget:
+        """The control of ``setting``'s kind, connected."""
+        if setting.field == "check":
+            check = self._checks[setting.name] = QCheckBox(setting.label)
+            toggled = self._trust_toggled if setting.name == "trust_model" else self._edited
+            check.toggled.connect(toggled)
+            return check
+        if setting.field == "text":
+            line = self._lines[setting.name] = QLineEdit()
+            line.setPlaceholderText(setting.placeholder)
+            line.editingFinished.connect(self._edited)
+            return line
+        box = self._boxes[setting.name] = QComboBox()
+        if setting.field == "output":
+            box.setEditable(True)
+            edit = box.lineEdit()
+            assert edit is not None  # an editable box has one
+            self.output_line = edit
+            box.addItem(_ONLY_OUTPUT)
+            box.activated.connect(self._edited)
+            edit.editingFinished.connect(self._edited)
+        else:
+            box.addItems(list(setting.choices))
+            box.currentIndexChanged.connect(self._edited)
+        return box
 
     # the settings ---------------------------------------------------------------------------
     def settings(self) -> ModelSettings:
         """The settings the controls show; raises ConfigError for text that cannot be read."""
-        preprocessing = parse_preprocessing(
-            self.scale.text().strip() or None,
-            self.mean.text().strip() or None,
-            self.std.text().strip() or None,
-            self.color.currentText(),
-            self.resize_box.currentText(),
-            self.divide.text().strip() or None,
-        )
+        preprocessing = preprocessing_of({step.name: self._text(step.name) for step in STEPS})
         if function := self.function.text().strip():
             if preprocessing != Preprocessing():
                 raise ConfigError(
@@ -163,22 +129,17 @@ class ModelSettingsEditor(QWidget):
             except InputError as error:
                 raise ConfigError(str(error)) from None
         output = self.output.currentText().strip()
-        return ModelSettings(
-            preprocessing,
-            OutputSelection(
-                output=None if output in ("", _ONLY_OUTPUT) else output,
-                activation=ACTIVATIONS[max(self.activation.currentIndex(), 0)],
-            ),
-            self.trust.isChecked(),
-            self.trust_function.isChecked(),
-        )
+        values: dict[str, object] = {
+            **{name: box.currentText() for name, box in self._boxes.items()},
+            **{name: check.isChecked() for name, check in self._checks.items()},
+            "output": None if output in ("", _ONLY_OUTPUT) else output,
+        }
+        return settings_of(preprocessing, values)
 
     def load(self, settings: ModelSettings) -> None:
         """Show ``settings`` (a request's), emitting nothing."""
         self._shown = settings
-        widgets = (self.divide, self.scale, self.mean, self.std, self.color, self.resize_box,
-                   self.output, self.activation, self.trust, self.function,
-                   self.trust_function)  # fmt: skip
+        widgets = (*self._lines.values(), *self._boxes.values(), *self._checks.values())
         for widget in widgets:
             widget.blockSignals(True)
         p: Preprocessing = settings.preprocessing
@@ -199,25 +160,21 @@ class ModelSettingsEditor(QWidget):
             widget.blockSignals(False)
         self.show_problem("")
 
+    def _text(self, name: str) -> str | None:
+        """What the field of setting ``name`` shows: a text field's stripped text (``None``
+        when empty), a box's current text, ``None`` for a checkbox."""
+        if name in self._lines:
+            return self._lines[name].text().strip() or None
+        return self._boxes[name].currentText() if name in self._boxes else None
+
     def summary(self) -> str:
         """The settings that are not the defaults, in the controls' words ("defaults")."""
         parts = []
-        for name, widget in (
-            ("divide by", self.divide),
-            ("multiply by", self.scale),
-            ("mean", self.mean),
-            ("std", self.std),
-        ):
-            if widget.text().strip():
-                parts.append(f"{name} {widget.text().strip()}")
-        for name, box, default in (
-            ("colour", self.color, "keep"),
-            ("resize", self.resize_box, "refuse"),
-            ("output", self.output, _ONLY_OUTPUT),
-            ("activation", self.activation, "none"),
-        ):
-            if box.currentText() not in (default, ""):
-                parts.append(f"{name} {box.currentText()}")
+        for setting in MODEL_SETTINGS:
+            text = self._text(setting.name)
+            shown = setting.field != "text" or setting.step  # not your function's file
+            if shown and text and text not in (setting.default, _ONLY_OUTPUT):
+                parts.append(f"{setting.label.removeprefix('or ')} {text}")
         if self.trust.isChecked():
             parts.append("trusted")
         return ", ".join(parts) or "defaults"
@@ -245,17 +202,19 @@ class ModelSettingsEditor(QWidget):
         """Set the control an error's fix names (``color=rgb``); ``False`` when the fix needs
         the user's choice (which output, what mean): that control gets the focus instead."""
         setting, _, value = fix.partition("=")
-        boxes = {"color": self.color, "resize": self.resize_box, "activation": self.activation}
-        if setting in boxes and value and boxes[setting].findText(value) >= 0:
-            boxes[setting].setCurrentText(value)  # emits changed
+        box = self._boxes.get(setting)
+        if box is not None and SETTINGS[setting].choices and value and box.findText(value) >= 0:
+            box.setCurrentText(value)  # emits changed
             return True
-        trusts = {"trust_model": self.trust, "trust_preprocess": self.trust_function}
-        if setting in trusts and value == "on":
-            trusts[setting].setChecked(True)
+        check = self._checks.get(setting)
+        if check is not None and value == "on":
+            check.setChecked(True)
             return True
-        field = {"output": self.output, "mean": self.mean, "std": self.std, "scale": self.scale}
-        if setting in field:
-            field[setting].setFocus()
+        field: QWidget | None = self._lines.get(setting)
+        if box is not None and not SETTINGS[setting].choices:  # which output: the user's choice
+            field = box
+        if field is not None:
+            field.setFocus()
         return False
 
     # reacting -------------------------------------------------------------------------------

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QFormLayout
 
+from segdiff_gui.core.config import ModelSettings
+from segdiff_gui.core.model_settings import MODEL_SETTINGS
 from segdiff_gui.core.protocol import AllDone, PlanReady, RunFinished
 from segdiff_gui.storage import ResultCache
 from segdiff_gui.ui.inspection import InspectionModel
@@ -25,6 +28,28 @@ def test_a_model_of_several_outputs_is_not_offered_as_having_one(qtbot):
     assert editor.settings().output.output == "edge"
     editor.set_outputs(["only"])
     assert editor.output.itemText(0) == "(the only one)"
+
+
+def test_the_model_settings_editor_has_a_field_for_each_setting_and_mends_its_fixes(qtbot):
+    editor = ModelSettingsEditor()
+    qtbot.addWidget(editor)
+    form = editor.layout()
+    rows = {}
+    for row in range(form.rowCount()):
+        label = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
+        field = form.itemAt(row, QFormLayout.ItemRole.FieldRole)
+        field = field or form.itemAt(row, QFormLayout.ItemRole.SpanningRole)
+        widget = field.widget()
+        text = label.widget().text() if label else getattr(widget, "text", lambda: "")()
+        rows[text] = widget
+    for setting in MODEL_SETTINGS:
+        assert rows[setting.label].toolTip() == setting.tooltip, setting.name
+        for choice in setting.choices[::-1]:  # each, the default last: every one a change
+            assert editor.apply_fix(f"{setting.name}={choice}")
+            assert rows[setting.label].currentText() == choice
+        if setting.field == "check":
+            assert editor.apply_fix(f"{setting.name}=on") and rows[setting.label].isChecked()
+    assert editor.settings() == ModelSettings(trust_model=True, trust_preprocess=True)
 
 
 def test_the_model_settings_editor_resizes_as_any_widget(qtbot):
