@@ -19,16 +19,15 @@ from segdiff_gui.core.config import (
     Preprocessing,
     RunConfig,
     parse_config_spec,
-    parse_preprocessing,
 )
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.floatfmt import as_float32
+from segdiff_gui.core.model_settings import PREPROCESS_KEYS, STEPS, ModelSetting, preprocessing_of
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.runner.arguments import preprocessing_function
 from segdiff_gui.storage.cache import ResultCache
 
 __all__ = [
-    "PREPROCESS_KEYS",
     "ConfigLike",
     "PathLike",
     "cache_of",
@@ -50,8 +49,6 @@ __all__ = [
 # ({"device": "cpu", "batch": 64}) or a RunConfig.
 ConfigLike = str | Mapping[str, Any] | RunConfig
 PathLike = str | Path
-
-PREPROCESS_KEYS = ("divide", "scale", "mean", "std", "color", "resize")
 
 
 def checked_cutoff(value: object, name: str = "cutoff") -> float:
@@ -235,16 +232,19 @@ def preprocessing(value: Preprocessing | Mapping[str, Any] | str | None) -> Prep
             "preprocess", f"has no setting {unknown[0]!r} (settings: {', '.join(PREPROCESS_KEYS)})"
         )
     try:
-        return parse_preprocessing(
-            _scale_text("scale", value.get("scale")),
-            _channels_text("mean", value.get("mean")),
-            _channels_text("std", value.get("std")),
-            str(value.get("color", "keep")),
-            str(value.get("resize", "refuse")),
-            _scale_text("divide", value.get("divide")),
-        )
+        texts = {step.name: _step_text(step, value.get(step.name, step.default)) for step in STEPS}
+        return preprocessing_of(texts)
     except (ConfigError, ValueError) as error:
         raise InputError("preprocess", str(error)) from None
+
+
+def _step_text(step: ModelSetting, value: object) -> str | None:
+    """A preprocessing step's value as the CLI's text (a choice's as it is written)."""
+    if step.value == "number":
+        return _scale_text(step.name, value)
+    if step.value == "numbers":
+        return _channels_text(step.name, value)
+    return str(value)
 
 
 def cache_of(cache: PathLike | ResultCache | None) -> ResultCache:

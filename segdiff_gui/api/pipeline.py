@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui.api.arguments import (
-    PREPROCESS_KEYS,
     ConfigLike,
     PathLike,
     cache_of,
@@ -31,10 +30,10 @@ from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.defaults import DEFAULT_TIMEOUT_S
 from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.model_settings import PREPROCESS_KEYS, option_values
 from segdiff_gui.core.reproduce import Reproduction
 from segdiff_gui.core.text import printable
 from segdiff_gui.io.maps import MapFile, open_maps
-from segdiff_gui.runner.arguments import option_values
 from segdiff_gui.runner.imports import ImportRequest
 from segdiff_gui.runner.imports import import_maps as import_request
 from segdiff_gui.runner.matrix import MatrixRunner
@@ -158,7 +157,7 @@ class Reproduced:
 def _run_arguments(request: MatrixRequest) -> dict[str, Any]:
     """:func:`segdiff_gui.run`'s arguments, but the model and the cache, that make
     ``request``'s runs: its images, configurations, target, repeats and every model setting
-    away from its default (runner/arguments.option_values, which ``segdiff run``'s words are
+    away from its default (core/model_settings.option_values, which ``segdiff run``'s words are
     written from too)."""
     settings: dict[str, Any] = option_values(request.settings)
     preprocess = settings.pop("preprocess", None) or {

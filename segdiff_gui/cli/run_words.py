@@ -10,7 +10,7 @@ import shlex
 
 from segdiff_gui.cli.parser import command_flags
 from segdiff_gui.core.defaults import DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
-from segdiff_gui.runner.arguments import option_values
+from segdiff_gui.core.model_settings import option_values
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.locations import default_cache_dir
 

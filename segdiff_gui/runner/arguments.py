@@ -10,14 +10,11 @@ from pathlib import Path
 
 from segdiff_gui.core.artefacts import base_config
 from segdiff_gui.core.config import (
-    ACTIVATIONS,
     ConfigError,
     ModelSettings,
-    OutputSelection,
     Preprocessing,
     RunConfig,
     parse_config_spec,
-    parse_preprocessing,
 )
 from segdiff_gui.core.defaults import (
     DEFAULT_LAYER_DISK_BUDGET,
@@ -26,14 +23,18 @@ from segdiff_gui.core.defaults import (
     DEFAULT_TIMEOUT_S,
 )
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.floatfmt import fraction_text
 from segdiff_gui.core.knobs import KNOBS
+from segdiff_gui.core.model_settings import (
+    MODEL_SETTINGS,
+    SETTINGS,
+    STEPS,
+    preprocessing_of,
+    settings_of,
+)
 from segdiff_gui.core.text import format_size, parse_size
 from segdiff_gui.core.user_code_files import code_digest
 
 __all__ = [
-    "TRUST_PREPROCESS_WARNING",
-    "TRUST_WARNING",
     "add_configs",
     "add_layer_budgets",
     "add_model_settings",
@@ -43,7 +44,6 @@ __all__ = [
     "configs_of",
     "model_settings",
     "number",
-    "option_values",
     "preprocessing_function",
 ]
 
@@ -133,126 +133,40 @@ def add_timeout(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# What trusting a preprocessing function means (--trust-preprocess, the window's checkbox).
-TRUST_PREPROCESS_WARNING = (
-    "allow your preprocessing function (--preprocess) to run in segdiff's child: it is Python "
-    "code with your permissions and can read, write or send any of your files; trust only code "
-    "you wrote or whose source you trust"
-)
-# What trusting a model means, for the --trust-model help and the window's checkbox.
-TRUST_WARNING = (
-    "allow code in the model (Lambda layers, SavedModel graphs) to run: Keras safe mode off. "
-    "Such code can read, write or send any of your files; trust only models whose source you "
-    "trust"
-)
-
-
 def add_model_settings(parser: argparse.ArgumentParser) -> None:
-    """How images become the model's input, which output is the map, and trust."""
+    """How images become the model's input, which output is the map, and trust: an option
+    for each model setting (core/model_settings.py)."""
     group = parser.add_argument_group("model settings (part of the cache key)")
-    scaling = group.add_mutually_exclusive_group()
-    scaling.add_argument(
-        "--divide",
-        metavar="D",
-        help="divide the pixels by D in float32, as img.astype(np.float32) / 255.0 does (the "
-        "default: by the image's dtype, 255 for 8-bit and 65535 for 16-bit images)",
-    )
-    scaling.add_argument(
-        "--scale",
-        metavar="X",
-        help="multiply the pixels by float32(X) instead, e.g. 1/255, as Keras's Rescaling "
-        "layer does (it rounds differently from dividing)",
-    )
-    group.add_argument(
-        "--mean", metavar="M[,M,M]", help="per-channel mean subtracted after scaling"
-    )
-    group.add_argument("--std", metavar="S[,S,S]", help="per-channel std divided after the mean")
-    group.add_argument(
-        "--color",
-        choices=("keep", "gray", "rgb"),
-        default="keep",
-        help="convert channels only when asked (default keep)",
-    )
-    group.add_argument(
-        "--resize",
-        choices=("refuse", "bilinear"),
-        default="refuse",
-        help="what to do when the image size differs from the model's (default refuse)",
-    )
-    group.add_argument(
-        "--output", metavar="NAME|INDEX", help="which output of a multi-output model"
-    )
-    group.add_argument(
-        "--activation",
-        choices=ACTIVATIONS,
-        default="none",
-        help="apply to raw logits (default none: outputs must already be probabilities)",
-    )
-    group.add_argument("--trust-model", action="store_true", help=TRUST_WARNING)
-    group.add_argument(
-        "--preprocess",
-        metavar="FILE.py:FUNCTION",
-        help="your own preprocessing: FUNCTION(image array) gives the model's input, in place "
-        "of divide/scale/mean/std/colour/resize (the file's bytes are part of the key; it runs "
-        "only with --trust-preprocess)",
-    )
-    group.add_argument("--trust-preprocess", action="store_true", help=TRUST_PREPROCESS_WARNING)
+    exclusive: dict[str, argparse._MutuallyExclusiveGroup] = {}
+    for setting in MODEL_SETTINGS:
+        where: argparse._ActionsContainer = group
+        if setting.exclusive:
+            if setting.exclusive not in exclusive:
+                exclusive[setting.exclusive] = group.add_mutually_exclusive_group()
+            where = exclusive[setting.exclusive]
+        if setting.switch:
+            where.add_argument(setting.flag, action="store_true", help=setting.help)
+        else:
+            where.add_argument(
+                setting.flag,
+                metavar=setting.metavar,
+                choices=setting.choices or None,
+                default=setting.default,
+                help=setting.help,
+            )
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
     """The settings the options of :func:`add_model_settings` name (a ConfigError if not)."""
-    preprocessing = parse_preprocessing(
-        args.scale, args.mean, args.std, args.color, args.resize, args.divide
-    )
+    preprocessing = preprocessing_of({step.name: getattr(args, step.name) for step in STEPS})
     if args.preprocess:
         if preprocessing != Preprocessing():
+            flags = [step.flag for step in STEPS]
             raise ConfigError(
-                "--preprocess replaces --divide, --scale, --mean, --std, --color and --resize"
+                f"{SETTINGS['preprocess'].flag} replaces {', '.join(flags[:-1])} and {flags[-1]}"
             )
         preprocessing = preprocessing_function(args.preprocess)
-    return ModelSettings(
-        preprocessing=preprocessing,
-        output=OutputSelection(output=args.output, activation=args.activation),
-        trust_model=args.trust_model,
-        trust_preprocess=args.trust_preprocess,
-    )
-
-
-def option_values(settings: ModelSettings) -> dict[str, str | bool]:
-    """The options of :func:`add_model_settings` that give ``settings`` back through
-    :func:`model_settings`, by their destination (``{"color": "rgb", "scale": "1/255",
-    "trust_model": True}``), those at their defaults left out: what a suggested command or
-    call must say to make the same runs (the CLI names each by its flag, the API by its
-    argument). A scale or divisor is written exactly (``1/255`` where that fraction is the
-    float), a mean or std as the shortest text of each float."""
-    values: dict[str, str | bool] = {}
-    prep = settings.preprocessing
-    if prep.function is not None:
-        file = prep.function_file  # where the child loads it from
-        name = prep.function.rpartition(":")[2]
-        values["preprocess"] = f"{file}:{name}" if file else prep.function
-    else:
-        # by_dtype="multiply" without a number is an older stored run's (before ``divide``): no
-        # option makes it, and no front end asks for it.
-        for dest, number in (("divide", prep.divisor), ("scale", prep.scale)):
-            if number is not None:
-                values[dest] = fraction_text(number)
-        for dest, floats in (("mean", prep.mean), ("std", prep.std)):
-            if floats:
-                values[dest] = ",".join(map(repr, floats))
-        for dest, text, default in (("color", prep.color, "keep"),
-                                    ("resize", prep.resize, "refuse")):  # fmt: skip
-            if text != default:
-                values[dest] = text
-    if settings.output.output is not None:
-        values["output"] = settings.output.output
-    if settings.output.activation != "none":
-        values["activation"] = settings.output.activation
-    if settings.trust_model:
-        values["trust_model"] = True
-    if settings.trust_preprocess:
-        values["trust_preprocess"] = True
-    return values
+    return settings_of(preprocessing, vars(args))
 
 
 def preprocessing_function(spec: str) -> Preprocessing:
