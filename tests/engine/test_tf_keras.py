@@ -134,6 +134,11 @@ def test_reproduce_names_tf_keras_as_the_runtime_of_the_users_map(
     assert [t["label"] for t in answer["trials"]] == ["cpu b1", "tf_keras cpu b1"]
     batch = segdiff("reproduce", users_maps["b4"], model, *small_images, "--cache", cache.root)
     assert batch.returncode == 0, batch.stderr
+    # Whether predict's batch of four changes the map is the CPU's to say (oneDNN off: it
+    # need not): where it does not, the defaults are the user's map already.
+    if np.array_equal(np.load(users_maps["b4"]), np.load(users_maps["b1"])):
+        assert "your map is tf_keras cpu b1 bit for bit (the runtime: tf_keras" in batch.stdout
+        return
     assert "your map is tf_keras cpu b4 bit for bit (the runtime: tf_keras" in batch.stdout
     assert "trying one knob at a time under tf_keras" in batch.stderr
     assert "one knob at a time under TensorFlow" not in batch.stderr
