@@ -1,4 +1,4 @@
-"""The user's own artefacts as models (issue 51): a ``.tflite`` flatbuffer, an ``.onnx`` model
+"""The user's own artefacts as models: a ``.tflite`` flatbuffer, an ``.onnx`` model
 and an OpenVINO IR (``.xml`` with its ``.bin``), each run as it is, under the runtime its format
 names, as its users' code runs it, never converted or modified.
 

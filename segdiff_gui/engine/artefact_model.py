@@ -1,4 +1,4 @@
-"""The user's own artefact as the run loop's model (issue 51): its bytes, read once and held
+"""The user's own artefact as the run loop's model: its bytes, read once and held
 to the hash its runs were planned with, and what it takes and gives, read from those bytes
 (``io/artefacts.py``, the parent's very check). No Keras, no TensorFlow: the artefact's
 runtime (LiteRT, ONNX Runtime, OpenVINO) opens it from these bytes, as its users' code opens

@@ -1,4 +1,4 @@
-"""The layer probe of the user's own artefact against its Keras source (issue 51): the
+"""The layer probe of the user's own artefact against its Keras source: the
 runtime's own intermediate tensors of the artefact (LiteRT's, ONNX Runtime's, int8 ones
 dequantized by their scale and zero point), each matched to the layer of the source it
 computes by the graph (graph_matching.py), never by its name; a layer the graph does not say

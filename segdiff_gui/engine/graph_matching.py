@@ -1,5 +1,5 @@
-"""Matching the user's own artefact's tensors to the Keras layers of its source by the graph
-(issue 51), whatever names the user's converter gave them: a name is never read.
+"""Matching the user's own artefact's tensors to the Keras layers of its source by the graph,
+whatever names the user's converter gave them: a name is never read.
 
 Both graphs are walked from the input. The source's layers come in the order the Keras probe
 runs them, each with the layers it reads (``SourceLayer``); the artefact's operators in

@@ -1,4 +1,4 @@
-"""Every layer's output of a Keras model, in execution order, one layer at a time (issue 15's
+"""Every layer's output of a Keras model, in execution order, one layer at a time (for the
 layer probe).
 
 The model's own graph is walked node by node, as Keras's functional call does it, and each

@@ -1,4 +1,4 @@
-"""A run's configuration probed layer by layer (issue 15), in the child that would run it.
+"""A run's configuration probed layer by layer, in the child that would run it.
 
 The batch, device, precision, XLA and the process-level knobs are the run's own; every layer's
 output for the target image goes into the cache's layer store as it comes (one layer at a

@@ -1,5 +1,5 @@
 """Reading the user's own artefact (a ``.tflite``, an ``.onnx``, an OpenVINO IR) as untrusted
-data, in the parent, before any child opens it (issue 51): from the file's own bytes, bounded,
+data, in the parent, before any child opens it: from the file's own bytes, bounded,
 what it takes and gives (:class:`ArtefactFacts`), or one line naming the file for what would
 make a runtime read outside it or run code.
 

@@ -1,4 +1,4 @@
-"""The layer probe (issue 15) between two configurations of one model on one image.
+"""The layer probe between two configurations of one model on one image.
 
 Three steps, each a front end drives like a matrix: the plain runs the probes do not compute
 themselves (:meth:`LayerProbeSession.plain_runner`: those cached), the probes each
@@ -183,7 +183,7 @@ def _unmatched(probe: ProbeTensors) -> set[str]:
 
 class LayerProbeSession:
     """One probe between ``reference`` and ``other`` (configurations of ``request``). Where
-    the request's model is the user's own artefact beside its Keras source (issue 51),
+    the request's model is the user's own artefact beside its Keras source,
     ``reference`` is the source's configuration and ``other`` the artefact's: the source's
     probe is a Keras probe, the artefact's its runtime's tensors matched to the source's layers
     by the graph, each in a child of its own."""
