@@ -189,19 +189,28 @@ def image_input_shape(path: Path, shape: Any) -> tuple[int | None, int | None, i
     return dims[1], dims[2], dims[3]
 
 
-def _load_keras(path: Path, trust: bool) -> LoadedModel:
-    if trust:
-        keras.config.enable_unsafe_deserialization()
+def keras_loaded(load: Callable[[], Any], path: Path, trust: bool, how: str) -> Any:
+    """What ``load`` (a Keras or tf_keras ``load_model`` of ``path``) returns; its failure in
+    one line naming the file: code that ``safe_mode`` refused, untrusted, as the trust it
+    needs; else "cannot be loaded ``how``" and Keras's first line (and, with --debug, the
+    traceback the child sends along)."""
     try:
-        model = keras.models.load_model(path, compile=False, safe_mode=not trust)
+        return load()
     except ValueError as error:
         if not trust and ("safe_mode" in str(error) or "Lambda" in str(error)):
             raise untrusted_keras_code(path) from None
-        # Trusted, the model's own code failed: its cause is the message (and, with --debug,
-        # the traceback the child sends along).
-        raise InputError(path, f"cannot be loaded as a Keras model: {first_line(error)}") from error
+        raise InputError(path, f"cannot be loaded {how}: {first_line(error)}") from error
     except Exception as error:  # noqa: BLE001 - Keras raises many types for a corrupt file
-        raise InputError(path, f"cannot be loaded as a Keras model: {first_line(error)}") from error
+        raise InputError(path, f"cannot be loaded {how}: {first_line(error)}") from error
+
+
+def _load_keras(path: Path, trust: bool) -> LoadedModel:
+    if trust:
+        keras.config.enable_unsafe_deserialization()
+    model = keras_loaded(
+        lambda: keras.models.load_model(path, compile=False, safe_mode=not trust),
+        path, trust, "as a Keras model",
+    )  # fmt: skip
     if len(model.inputs) != 1:
         raise InputError(path, f"model has {len(model.inputs)} inputs; segdiff feeds one image")
     return LoadedModel(

@@ -31,11 +31,11 @@ from typing import Any
 import tf_keras
 
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.errors import InputError, first_line
-from segdiff_gui.core.trust import untrusted_keras_code, untrusted_saved_model
+from segdiff_gui.core.errors import InputError
+from segdiff_gui.core.trust import untrusted_saved_model
 from segdiff_gui.engine.backends.tensorflow import TensorFlowBackend
 from segdiff_gui.engine.keras2_config import check_not_code
-from segdiff_gui.engine.models import LoadedModel, image_input_shape
+from segdiff_gui.engine.models import LoadedModel, image_input_shape, keras_loaded
 
 __all__ = ["TfKerasBackend", "load_tf_keras"]
 
@@ -86,14 +86,10 @@ def load_tf_keras(path: Path, trust: bool) -> LoadedModel:
         model_format = path.suffix.lstrip(".").lower()
     else:
         raise InputError(path, "unknown model format; expected .h5, .keras or a SavedModel folder")
-    try:
-        model = tf_keras.models.load_model(str(path), compile=False, safe_mode=not trust)
-    except ValueError as error:
-        if not trust and ("safe_mode" in str(error) or "Lambda" in str(error)):
-            raise untrusted_keras_code(path) from None
-        raise InputError(path, f"cannot be loaded by tf_keras: {first_line(error)}") from error
-    except Exception as error:  # noqa: BLE001 - Keras raises many types for a corrupt file
-        raise InputError(path, f"cannot be loaded by tf_keras: {first_line(error)}") from error
+    model = keras_loaded(
+        lambda: tf_keras.models.load_model(str(path), compile=False, safe_mode=not trust),
+        path, trust, "by tf_keras",
+    )  # fmt: skip
     if not isinstance(model, tf_keras.Model):
         raise InputError(
             path, f"is not a Keras 2 model to tf_keras (it loads as {type(model).__name__})"
