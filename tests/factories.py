@@ -193,6 +193,50 @@ def run_layer_probe(session: LayerProbeSession) -> LayerProbe:
 SWEEP_IMAGES = ("a.png", "b.png", "c.png", "d.png")
 
 
+class RecordingBar:
+    """What ``cli/progress_view.drive`` asks of rich's progress, recording where its bar stands
+    and what it said."""
+
+    def __init__(self) -> None:
+        self.total: float | None = None
+        self.completed = 0.0
+        self.seen: list[tuple[float, float | None]] = []
+        self.said: list[object] = []  # each description, in turn
+
+    def __enter__(self) -> RecordingBar:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+    def add_task(self, *_args: object, **_kwargs: object) -> int:
+        return 0
+
+    def update(self, _task: int, **fields: object) -> None:
+        if "description" in fields:
+            self.said.append(fields["description"])
+        self.total = fields.get("total", self.total)  # type: ignore[assignment]
+        self.completed = fields.get("completed", self.completed)  # type: ignore[assignment]
+        self.completed += fields.get("advance", 0)  # type: ignore[operator]
+        self.seen.append((self.completed, self.total))
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        self.update(task, advance=advance)
+
+
+def small_image_set(folder: Path, count: int) -> list[Path]:
+    """``count`` distinct 8×8 grey PNGs in a new ``folder``, ``img_00.png`` onwards: a test set
+    the fake engine sweeps in moments."""
+    folder.mkdir()
+    paths = []
+    for index in range(count):
+        path = folder / f"img_{index:02d}.png"
+        pixels = (np.arange(64, dtype=np.uint16).reshape(8, 8) * (index + 1)) % 256
+        Image.fromarray(pixels.astype(np.uint8)).save(path)
+        paths.append(path)
+    return paths
+
+
 def partial_sweep(root: Path) -> tuple[ResultCache, Path]:
     """``cpu b1`` on four images, ``cpu b64`` (the same map) on the first only; masks that
     the first image's map matches exactly (Dice 1) and the others' half (Dice 2/3)."""

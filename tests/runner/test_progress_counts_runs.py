@@ -12,6 +12,7 @@ from segdiff_gui.api.progress import ProgressBar
 from segdiff_gui.cli import progress_view
 from segdiff_gui.core.protocol import AllDone, Message, PlanReady, RunFailed, RunFinished
 from segdiff_gui.runner.outcome import RunCount
+from tests.factories import RecordingBar
 
 # Twelve runs listed, ten of them cached: one computes, one fails.
 PLAN = PlanReady(total=12, cached=10, children=1)
@@ -29,37 +30,10 @@ def test_the_count_is_of_every_run_listed_the_cached_done_from_the_start():
     assert (count.done, count.total) == (0, 3)
 
 
-class _Bar:
-    """What drive asks of rich's progress, recording where its bar stands."""
-
-    def __init__(self) -> None:
-        self.total: float | None = None
-        self.completed = 0.0
-        self.seen: list[tuple[float, float | None]] = []
-
-    def __enter__(self) -> _Bar:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        return None
-
-    def add_task(self, *_args: object, **_kwargs: object) -> int:
-        return 0
-
-    def update(self, _task: int, **fields: object) -> None:
-        self.total = fields.get("total", self.total)  # type: ignore[assignment]
-        self.completed = fields.get("completed", self.completed)  # type: ignore[assignment]
-        self.completed += fields.get("advance", 0)  # type: ignore[operator]
-        self.seen.append((self.completed, self.total))
-
-    def advance(self, task: int, advance: float = 1) -> None:
-        self.update(task, advance=advance)
-
-
 def test_the_command_lines_bar_counts_every_run_listed(monkeypatch):
     from rich.console import Console
 
-    bar = _Bar()
+    bar = RecordingBar()
     monkeypatch.setattr(progress_view, "_bar", lambda console: bar)
     runner = SimpleNamespace(
         plan=SimpleNamespace(jobs=[object()], targets=(0,)),

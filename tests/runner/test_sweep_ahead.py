@@ -7,9 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.resources import demo_model
 from segdiff_gui.runner import sweeps
@@ -17,24 +14,15 @@ from segdiff_gui.runner.outcome import follow
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.runner.sweeps import SummariesAhead, SweepSession
 from segdiff_gui.storage import ResultCache
+from tests.factories import small_image_set
 
 IMAGES = 9  # batches of 4: 4 + 4 + 1
 
 
-def _images(folder: Path) -> list[Path]:
-    folder.mkdir()
-    paths = []
-    for index in range(IMAGES):
-        path = folder / f"img_{index:02d}.png"
-        pixels = (np.arange(64, dtype=np.uint16).reshape(8, 8) * (index + 3)) % 256
-        Image.fromarray(pixels.astype(np.uint8)).save(path)
-        paths.append(path)
-    return paths
-
-
 def _request(tmp_path: Path) -> MatrixRequest:
+    images = tuple(small_image_set(tmp_path / "images", IMAGES))
     return MatrixRequest(
-        demo_model(), tuple(_images(tmp_path / "images")), ResultCache(tmp_path / "cache"),
+        demo_model(), images, ResultCache(tmp_path / "cache"),
         (RunConfig(), RunConfig(batch=4)), repeats=2, sweep=True,
     )  # fmt: skip
 

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.protocol import BatchProgress, PlanReady
@@ -23,23 +20,13 @@ from segdiff_gui.runner.outcome import follow
 from segdiff_gui.runner.plan import plan_matrix
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage import ResultCache
+from tests.factories import small_image_set
 
 IMAGES = 11  # batches of 4: 4 + 4 + 3
 
 
-def _images(folder: Path, count: int = IMAGES) -> list[Path]:
-    folder.mkdir()
-    paths = []
-    for index in range(count):
-        path = folder / f"img_{index:02d}.png"
-        pixels = (np.arange(64, dtype=np.uint16).reshape(8, 8) * (index + 1)) % 256
-        Image.fromarray(pixels.astype(np.uint8)).save(path)
-        paths.append(path)
-    return paths
-
-
 def test_a_sweeps_batches_are_the_sets_consecutive_images_the_last_one_short(tmp_path):
-    images = _images(tmp_path / "images")
+    images = small_image_set(tmp_path / "images", IMAGES)
     configs = [RunConfig(batch=1), RunConfig(batch=4)]
     plan = plan_matrix(
         demo_model(), images, configs, cache=ResultCache(tmp_path / "cache"), repeats=1,
@@ -67,7 +54,7 @@ def test_a_sweep_computes_each_batch_once_per_configuration_and_repeat(
 ):
     """⌈N/B⌉ forward passes per configuration and repeat, counted from what the child says
     as it computes; every image gets its run, each from its own row of its batch."""
-    images = _images(tmp_path / "images")
+    images = small_image_set(tmp_path / "images", IMAGES)
     cache = ResultCache(tmp_path / "cache")
     request = MatrixRequest(
         demo_model(), tuple(images), cache,

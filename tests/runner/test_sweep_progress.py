@@ -9,9 +9,7 @@ import io
 from itertools import count
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from segdiff_gui.cli import progress_view
 from segdiff_gui.core.config import RunConfig
@@ -20,19 +18,9 @@ from segdiff_gui.resources import demo_model
 from segdiff_gui.runner.outcome import BatchCount, TimeLeft, follow, time_left_text
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage import ResultCache
+from tests.factories import RecordingBar, small_image_set
 
 IMAGES = 11  # batches of 4: 4 + 4 + 3; of 1: eleven
-
-
-def _images(folder: Path) -> list[Path]:
-    folder.mkdir()
-    paths = []
-    for index in range(IMAGES):
-        path = folder / f"img_{index:02d}.png"
-        pixels = (np.arange(64, dtype=np.uint16).reshape(8, 8) * (index + 1)) % 256
-        Image.fromarray(pixels.astype(np.uint8)).save(path)
-        paths.append(path)
-    return paths
 
 
 def _request(tmp_path: Path, images: list[Path]) -> MatrixRequest:
@@ -44,7 +32,7 @@ def _request(tmp_path: Path, images: list[Path]) -> MatrixRequest:
 def test_a_sweep_counts_its_batches_once_each_and_its_cached_ones_from_the_start(
     tmp_path, fake_engine
 ):
-    images = _images(tmp_path / "images")
+    images = small_image_set(tmp_path / "images", IMAGES)
     runner = _request(tmp_path, images).start()
     progress = BatchCount.of(runner.plan)
     clock = count()
@@ -65,24 +53,10 @@ def test_the_command_lines_bar_says_a_sweeps_batches_in_place_of_each_runs_label
 ):
     from rich.console import Console
 
-    said: list[object] = []
-
-    class Bar:
-        def __enter__(self) -> Bar:
-            return self
-
-        def __exit__(self, *_exc: object) -> None:
-            return None
-
-        def add_task(self, *_args: object, **_kwargs: object) -> int:
-            return 0
-
-        def update(self, _task: int, **fields: object) -> None:
-            if "description" in fields:
-                said.append(fields["description"])
-
-    monkeypatch.setattr(progress_view, "_bar", lambda console: Bar())
-    runner = _request(tmp_path, _images(tmp_path / "images")).start()
+    bar = RecordingBar()
+    monkeypatch.setattr(progress_view, "_bar", lambda console: bar)
+    said = bar.said
+    runner = _request(tmp_path, small_image_set(tmp_path / "images", IMAGES)).start()
     progress_view.drive(runner, Console(force_terminal=True, file=io.StringIO()))
     assert said[0] == "0 of 14 batches · estimating the time left"
     assert said[-1] == "14 of 14 batches"  # the runs: the bar's own count beside it
@@ -95,7 +69,7 @@ def test_a_sweeps_log_has_a_line_per_batch_not_per_run(tmp_path, fake_engine):
     from rich.console import Console
 
     log = io.StringIO()
-    runner = _request(tmp_path, _images(tmp_path / "images")).start()
+    runner = _request(tmp_path, small_image_set(tmp_path / "images", IMAGES)).start()
     progress_view.drive(runner, Console(file=log, width=200))
     lines = log.getvalue().splitlines()
     assert len(lines) == 14 and all(line.startswith("finished ") for line in lines)
@@ -145,7 +119,7 @@ def test_the_time_left_counts_down_never_below_zero_and_follows_a_new_pace_gentl
 
 
 def test_cache_hits_are_no_work_the_pace_is_that_of_the_batches_computed(tmp_path, fake_engine):
-    images = _images(tmp_path / "images")
+    images = small_image_set(tmp_path / "images", IMAGES)
     request = _request(tmp_path, images)
     follow(request.start(), lambda _message: None)
     cache = ResultCache(tmp_path / "cache")
