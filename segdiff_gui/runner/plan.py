@@ -34,6 +34,7 @@ from segdiff_gui.core.hashing import hash_model, hash_path, run_key
 from segdiff_gui.core.job import EngineJob, ImageRef, PlannedRun
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_MODEL_BYTES, MAX_MODEL_CONFIG_BYTES, MAX_REPEATS
+from segdiff_gui.core.parallel import thread_map
 from segdiff_gui.core.preprocess import is_tensor, prepare_input, tensor_input
 from segdiff_gui.core.protocol import ChildFatal, ModelAnswer, skipped_line
 from segdiff_gui.core.runtime_defaults import DefaultsInEffect, Machine, defaults_in_effect
@@ -876,14 +877,34 @@ def _decode_images(
     for index in unstored:
         ref = inputs.refs[index]
         if ref.hash not in decoded:  # decode only what is not stored (whole)
-            image = _decoded(ref.path, inputs.preprocessing, model_input)
-            if sweeping:
-                to_keep.append(index)
-            else:
-                cache.write_image(ref.hash, ref.name, image)
+            to_keep.append(index)
             decoded.add(ref.hash)
+    if sweeping:
+        # Checked side by side (Pillow decodes without the GIL), the first alone: it asks
+        # what the model takes once. Each image is let go of once checked: a set of any
+        # size fits. The first bad one in the set's order is the one said.
+        check = functools.partial(_checked_only, inputs.refs, inputs.preprocessing, model_input)
+        thread_map(check, to_keep[:1])
+        thread_map(check, to_keep[1:])
+    else:
+        for index in to_keep:
+            ref = inputs.refs[index]
+            cache.write_image(
+                ref.hash, ref.name, _decoded(ref.path, inputs.preprocessing, model_input)
+            )
+        to_keep = []
     _check_images(inputs.refs, found.to_compute, decoded, inputs.preprocessing, model_input)
     return tuple(to_keep)
+
+
+def _checked_only(
+    refs: Sequence[ImageRef],
+    preprocessing: Preprocessing,
+    model_input: Callable[[], InputShape],
+    index: int,
+) -> None:
+    """Image ``index`` decoded and checked as :func:`_decoded` does, and let go of."""
+    _decoded(refs[index].path, preprocessing, model_input)
 
 
 def plan_matrix(

@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from segdiff_gui.core.config import RunConfig
+from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.protocol import BatchProgress, PlanReady
 from segdiff_gui.core.runtime_defaults import Machine
 from segdiff_gui.core.shards import shard_slice, shard_unit
@@ -95,3 +96,21 @@ def test_shards_are_cut_between_batches_and_hold_every_image_once():
                     assert all(len(part) for part in parts)  # no shard left empty
                 else:
                     assert largest == 1 or math.ceil(count / largest) < total
+
+
+def test_a_sweeps_images_are_checked_before_any_child_and_the_first_bad_one_is_said(
+    tmp_path, fake_engine
+):
+    """A set's images are decoded side by side while planning: the one said is the first bad
+    one in the set's order, whichever thread met it first."""
+    images = small_image_set(tmp_path / "images", 40)
+    for index in (29, 7, 31):
+        images[index].write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)  # a damaged PNG
+    request = MatrixRequest(
+        demo_model(), tuple(images), ResultCache(tmp_path / "cache"), (RunConfig(),),
+        repeats=1, sweep=True,
+    )  # fmt: skip
+    with pytest.raises(InputError) as raised:
+        request.plan()
+    assert images[7].name in str(raised.value)
+    assert not any((tmp_path / "cache" / "runs").glob("*/*.h5"))
