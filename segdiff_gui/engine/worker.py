@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["check_placement", "run_job"]
 
 _STEPS = ("building batch", "preparing model", "inference", "writing result")
+_INFERENCE = _STEPS.index("inference") + 1
 # While a forward pass runs for the first time (kernels compile: XLA, JAX, or a GPU's PTX
 # JIT, which can take many minutes on a new GPU), the child says so every job.heartbeat_s, so
 # that the runner's no-progress deadline does not kill it mid-compilation — up to
@@ -113,6 +114,7 @@ class JobRunner:
         # What each emulated forward pass rounded (emulate=tf32), by forward key: counted
         # where it traced (a compiled one counts once, an eager one every call).
         self._emulated: dict[tuple[object, ...], Counter[str]] = {}
+        self._said_whole: set[RunConfig] = set()  # configurations whose every step was said
         # Prepared inputs, least recently used first. A sweep over a whole test set must not
         # hold every image: one batch's worth (plus the next target) stays, the rest is redone.
         self._inputs: OrderedDict[tuple[int, tuple[int, ...] | None], np.ndarray] = OrderedDict()
@@ -270,11 +272,8 @@ class JobRunner:
                 waited = time.monotonic() - started
                 if waited > _HEARTBEAT_LIMIT_S:
                     return  # silence from here on: the runner's deadline takes over
-                self.channel.send(
-                    BatchProgress(
-                        run.key, 3, len(_STEPS), f"compiling kernels (first use), {waited:.0f} s"
-                    )
-                )
+                what = f"compiling kernels (first use), {waited:.0f} s"
+                self.channel.send(BatchProgress(run.key, _INFERENCE, len(_STEPS), what))
 
         thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
         thread.start()
@@ -285,7 +284,14 @@ class JobRunner:
             thread.join()
 
     def step(self, run: PlannedRun, number: int) -> None:
-        self.channel.send(BatchProgress(run.key, number, len(_STEPS), _STEPS[number - 1]))
+        """Say step ``number`` of ``run``. Every forward pass is said (its inference); the steps
+        around it (its batch, its model, its writing) only for a configuration's first run,
+        where they may take long (a model prepared, a compilation): a sweep's thousands of runs
+        are not said five times each."""
+        if number == _INFERENCE or run.computed not in self._said_whole:
+            self.channel.send(BatchProgress(run.key, number, len(_STEPS), _STEPS[number - 1]))
+        if number == len(_STEPS):
+            self._said_whole.add(run.computed)
 
     def check_device(self, config: RunConfig) -> str:
         """The device ``config`` asks for, as this runtime names it; RunError if absent."""
@@ -319,7 +325,7 @@ class JobRunner:
         forward, first_use = self.forward(config)
         try:
             self.backend.make_ready(self.model_on(config.device), config, batch.shape[1:])
-            self.step(run, 3)
+            self.step(run, _INFERENCE)
             started = time.perf_counter()
             with self.heartbeat(run, first_use), self.backend.emulation(config) as emulated:
                 outputs = forward(batch)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.protocol import BatchProgress, RunFinished
+from segdiff_gui.core.protocol import BatchProgress, RunFinished, RunStarted
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.outcome import follow
 from segdiff_gui.runner.request import MatrixRequest
@@ -66,6 +66,14 @@ def test_a_sweep_at_batch_8_is_the_users_predict_bit_for_bit_each_batch_once(tmp
         if isinstance(message, BatchProgress) and message.what == "inference"
     )
     assert sum(passes.values()) == math.ceil(IMAGES / BATCH)  # 8 + 3: two forward passes
+    # The steps around a forward pass are said for the configuration's first run only.
+    first = next(message.key for message in seen if isinstance(message, RunStarted))
+    around = {
+        message.key
+        for message in seen
+        if isinstance(message, BatchProgress) and message.what != "inference"
+    }
+    assert around == {first}
     for message in finished:
         record = cache.read_run(message.key)
         index = [image.name for image in images].index(record.target_name)
