@@ -96,6 +96,7 @@ class AnalysisController(QObject):
         self._progress_due.setInterval(PROGRESS_EVERY_MS)
         self._progress_due.timeout.connect(self._show_progress)
         sessions.heard.connect(self._heard)
+        self.state.events.session.connect(self.session_changed)
         self.sweep_panel.truth_chosen.connect(self._truth_chosen)
         self.sweep_panel.image_opened.connect(self.open_image)
         # Any pair: choose the reference in the toolbar, double-click the other run here.

@@ -93,7 +93,6 @@ class MainWindow(QMainWindow):
         self.analysis = AnalysisController(
             model, self.sessions, self.stats.table, self.notify, self
         )
-        self.sessions.session_changed.connect(self.analysis.session_changed)
         self.analysis.diagnosis.measure_requested.connect(
             lambda specs: self.sessions.add_configs(specs, run=True)
         )

@@ -49,7 +49,6 @@ Notify = Callable[[str, int], None]
 
 
 class SessionController(QObject):
-    session_changed = Signal()
     worker_finished = Signal()
     worker_failed = Signal(object)  # the exception planning or running raised (said already)
     reading_finished = Signal()  # a large bundle group's last run has been read
@@ -110,7 +109,8 @@ class SessionController(QObject):
             probe = remembered_probe(matrix.request.cache.root)  # no TensorFlow
             self.state.gpus = tuple(gpu_names(probe)) if probe else ()
             self.panel.editor.set_devices(["cpu", *self.state.gpus])
-        self.state.session = session  # the matrix editor follows its request
+        self.state.session = session  # the matrix editor and the analysis follow it
+        self._request_changed(self.state.request)  # the same request again: shown anew
         self.questions.forget()
         self.panel.forget_model()  # another model's description must not stand over this one
         self.model.selected_pixel = None
@@ -121,7 +121,6 @@ class SessionController(QObject):
             self._show_bundle(bundle)
         elif matrix is not None:
             self._show_matrix(matrix)
-        self.session_changed.emit()
 
     def _show_bundle(self, session: BundleSession) -> None:
         session.read()

@@ -11,7 +11,6 @@ reproduction's match) is added to the request here, not written into the editor'
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
@@ -49,6 +48,10 @@ def spec_configs(
     return [replace(base, device=device, **values) for device in on]
 
 
+def _never_equal(_new: object, _old: object) -> bool:
+    return False
+
+
 @dataclass(eq=False)
 class SessionModel:
     """The window's session; see the module's docstring. Fields are written as attributes
@@ -62,8 +65,9 @@ class SessionModel:
     # default matrix, which a request with no configurations of its own runs.
     gpus: tuple[str, ...] = ()
 
+    # A session written is news even where it is the one on show: the window shows it anew.
     events: ClassVar[SignalGroupDescriptor] = SignalGroupDescriptor(
-        equality_operators={"session": operator.is_}
+        equality_operators={"session": _never_equal}
     )
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -110,3 +110,16 @@ def test_a_line_names_its_configurations_on_each_device_unless_it_names_one():
     assert spec_configs("device=gpu:1,xla=off", ["cpu"]) == [RunConfig(device="gpu:1", xla=False)]
     base = RunConfig(threads=2)
     assert spec_configs("batch=4", ["cpu"], base) == [RunConfig(batch=4, threads=2)]
+
+
+def test_a_session_written_again_is_news_and_its_request_is_not(tmp_path):
+    """Opening the session on show again shows it anew (the analysis follows the event)."""
+    session = MatrixSession(_request(tmp_path, RunConfig()))
+    state = SessionModel(session=session)
+    sessions: list[object] = []
+    requests: list[object] = []
+    state.events.session.connect(sessions.append)
+    state.events.request.connect(requests.append)
+    state.session = session
+    assert sessions == [session]
+    assert requests == []  # the same request: no news
