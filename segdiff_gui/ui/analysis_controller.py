@@ -44,7 +44,6 @@ from segdiff_gui.ui.inspection import InspectionModel, LayerMap
 from segdiff_gui.ui.layers_view import LayersPanel
 from segdiff_gui.ui.plain_text import as_html
 from segdiff_gui.ui.repair_view import RepairDialog
-from segdiff_gui.ui.session import BundleSession, MatrixSession
 from segdiff_gui.ui.session_controller import SessionController
 from segdiff_gui.ui.sweep_panel import SweepPanel
 
@@ -68,6 +67,7 @@ class AnalysisController(QObject):
         self.window = window  # the dialogs' parent
         self.model = model
         self.sessions = sessions
+        self.state = sessions.state  # what the session can do: asked, never its type
         self.notify = notify
         self.diagnosis = DiagnosisPanel(model)
         self._truth: Path | None = None  # the ground-truth folder of the test set
@@ -96,6 +96,7 @@ class AnalysisController(QObject):
         self._progress_due.setInterval(PROGRESS_EVERY_MS)
         self._progress_due.timeout.connect(self._show_progress)
         sessions.heard.connect(self._heard)
+        self.state.events.session.connect(self.session_changed)
         self.sweep_panel.truth_chosen.connect(self._truth_chosen)
         self.sweep_panel.image_opened.connect(self.open_image)
         # Any pair: choose the reference in the toolbar, double-click the other run here.
@@ -145,7 +146,7 @@ class AnalysisController(QObject):
     def _show(self, attribution: Attribution, pair: tuple[str, str], show: bool) -> None:
         self._explained = pair
         if self.dialog is None:
-            can_run = isinstance(self.sessions.session, MatrixSession)
+            can_run = self.state.matrix is not None
             self.dialog = AttributionDialog(attribution, can_run, self.window)
             self.dialog.run_missing.connect(self.run_missing)
         else:
@@ -174,8 +175,8 @@ class AnalysisController(QObject):
 
     def run_missing(self) -> None:
         """Run the attribution's configurations that are not cached yet; they join the views."""
-        dialog, session = self.dialog, self.sessions.session
-        if dialog is None or not isinstance(session, MatrixSession) or self.sessions.worker:
+        dialog, session = self.dialog, self.state.editable
+        if dialog is None or session is None:
             return
         self.sessions.start_runs(session.planner_for(dialog.attribution.plan.configs()))
 
@@ -183,10 +184,10 @@ class AnalysisController(QObject):
     def probe_layers(self) -> None:
         """Probe the reference against the run last clicked, layer by layer, off the GUI
         thread: each side in the child its knobs need; served from the cache when it can."""
-        model, session = self.model, self.sessions.session
+        model, session = self.model, self.state.matrix
         reference, other = model.reference, model.focus_run
         panel = self.layers_panel
-        if not isinstance(session, MatrixSession):
+        if session is None:
             panel.status.setText(
                 "A bundle holds maps, not the model: open the model and its images to probe "
                 "its layers."
@@ -241,9 +242,9 @@ class AnalysisController(QObject):
 
     def repair(self) -> None:
         """Repair the probed reduced precision (the run last probed) off the GUI thread."""
-        session, probe = self.sessions.session, self.layers_panel.probe
+        session, probe = self.state.matrix, self.layers_panel.probe
         panel = self.layers_panel
-        if not isinstance(session, MatrixSession) or probe is None or self._layer_worker:
+        if session is None or probe is None or self._layer_worker:
             return
         target = RunConfig.from_dict(probe.stored.other["config"])
         reference: RunConfig | None = RunConfig.from_dict(probe.stored.reference["config"])
@@ -338,21 +339,22 @@ class AnalysisController(QObject):
     # sweep ----------------------------------------------------------------------------------
     def _truth_chosen(self, folder: Path | None) -> None:
         self._truth = folder
-        if isinstance(self.sessions.session, MatrixSession):
-            self.sessions.session.truth = folder
-        elif isinstance(self.sessions.session, BundleSession):
+        matrix = self.state.matrix
+        if matrix is not None:
+            matrix.truth = folder
+        elif self.state.bundle is not None:
             self.summarise()  # a bundle's test set is summarised again with the masks
 
     def session_changed(self) -> None:
-        session = self.sessions.session
+        session, matrix = self.state.session, self.state.matrix
         if self._sweeping:  # its runs were cancelled with the session they were of
             self._sweeping, self._progress = False, None
             self._progress_due.stop()
             self.sweep_panel.set_sweeping(False)
             self.sweep_panel.status.setText("The sweep was cancelled: other files were opened.")
-        self._truth = session.truth if isinstance(session, MatrixSession) else None
+        self._truth = matrix.truth if matrix is not None else None
         # A bundle's runs are summarised as they are; a matrix is run on every image first.
-        bundle = isinstance(session, BundleSession)
+        bundle = self.state.bundle is not None
         self.sweep_panel.sweep_button.setText(
             "Summarise the bundle's images" if bundle else "Sweep every image"
         )
@@ -360,11 +362,11 @@ class AnalysisController(QObject):
         self.sweep_panel.set_truth(self._truth)
 
     def sweep(self) -> None:
-        session = self.sessions.session
-        if isinstance(session, BundleSession):
+        if self.state.bundle is not None:
             self.summarise()
             return
-        if not isinstance(session, MatrixSession) or self.sessions.worker is not None:
+        session = self.state.editable
+        if session is None:
             return
         self._sweeping = True
         self._progress = None
@@ -378,9 +380,9 @@ class AnalysisController(QObject):
         ended (at most every PROGRESS_EVERY_MS), never for each run."""
         if not self._sweeping:
             return
-        session = self.sessions.session
+        matrix = self.state.matrix
         if isinstance(message, PlanReady):
-            swept = session.swept if isinstance(session, MatrixSession) else None
+            swept = matrix.swept if matrix is not None else None
             if swept is not None and swept.plan is not None:
                 self._progress = BatchCount.of(swept.plan)
                 self._show_progress()
@@ -413,19 +415,19 @@ class AnalysisController(QObject):
     def summarise(self) -> None:
         """Summarise every image of the sweep (or of the bundle), one at a time, off the GUI
         thread, against the reference, at the cutoff and with the masks on show now."""
-        session = self.sessions.session
+        bundle, matrix = self.state.bundle, self.state.matrix
         reference = self.model.reference
         configuration = reference.configuration if reference else None
         cutoff, masks = self.model.cutoff, self._truth
         group, swept = None, None
-        if isinstance(session, BundleSession):
-            store: RunStore = session.bundle
+        if bundle is not None:
+            store: RunStore = bundle.bundle
             # The bundle's version of the model and settings on show, over every image.
             shown = self.model.records.get(reference.key) if reference else None
             group = group_id(shown) if shown else None
-            runs: Callable[[], list[RunRecord]] = lambda: session.records  # noqa: E731
-        elif isinstance(session, MatrixSession) and session.swept is not None:
-            store, swept = session.cache, session.swept
+            runs: Callable[[], list[RunRecord]] = lambda: bundle.records  # noqa: E731
+        elif matrix is not None and matrix.swept is not None:
+            store, swept = matrix.cache, matrix.swept
             runs = swept.stored  # the runs the sweep stored (an unreadable one: left out)
         else:
             return
@@ -475,8 +477,8 @@ class AnalysisController(QObject):
         self.sweep_panel.status.setText(as_html(f"The sweep could not be {what}: {text}"))
 
     def open_image(self, name: str) -> None:
-        session = self.sessions.session
-        if isinstance(session, BundleSession):
+        session = self.state.bundle
+        if session is not None:
             titles = session.titles()
             for index, group in enumerate(session.groups):
                 if group[0].target_name == name:

@@ -123,11 +123,12 @@ def _start_runs_early(
     """The runs the window will start, started now (before Qt): their first children import
     TensorFlow while the window builds. None where the window starts none."""
     from segdiff_gui.runner.early import RunsStartedEarly
-    from segdiff_gui.ui.session import MatrixSession
+    from segdiff_gui.ui.session_model import matrix_of
 
-    if args.no_run or not isinstance(session, MatrixSession):
+    matrix = matrix_of(session)
+    if args.no_run or matrix is None:
         return None
-    return RunsStartedEarly(session.runner)
+    return RunsStartedEarly(matrix.runner)
 
 
 def configure_application(app: QApplication) -> None:

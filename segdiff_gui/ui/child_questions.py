@@ -15,13 +15,14 @@ from segdiff_gui.runner.devices import gpu_names, inspect_model, probe_devices
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.ui.hints import with_control
 from segdiff_gui.ui.run_panel import RunPanel
-from segdiff_gui.ui.session import BundleSession, MatrixSession
+from segdiff_gui.ui.session import MatrixSession
+from segdiff_gui.ui.session_model import SessionModel
 
 __all__ = ["ChildQuestions"]
 
 
 class ChildQuestions:
-    """Device probes and model inspections for the session ``current()`` returns. While runs
+    """Device probes and model inspections for the session on show (``state``). While runs
     compute, their child answers for the model (:meth:`answered`); what it did not say is
     asked once they are done (:meth:`runs_ended`)."""
 
@@ -30,9 +31,9 @@ class ChildQuestions:
         panel: RunPanel,
         cache: ResultCache,
         notify: Callable[[str, int], None],
-        current: Callable[[], MatrixSession | BundleSession | None],
+        state: SessionModel,
     ) -> None:
-        self.panel, self.cache, self.notify, self._current = panel, cache, notify, current
+        self.panel, self.cache, self.notify, self.state = panel, cache, notify, state
         self._workers: list[Any] = []  # kept alive while they run
         self._after_runs = False  # an inspection waits for the runs in flight
 
@@ -64,7 +65,7 @@ class ChildQuestions:
         """Ask a child what the model takes and gives (unless this model file was asked about
         before); ``running``: runs are computing, whose child will say it, so the question
         waits for them."""
-        if session is not self._current():
+        if session is not self.state.session:
             return
         if running:
             self._after_runs = True
@@ -90,8 +91,9 @@ class ChildQuestions:
         self._after_runs = False
         self._inspected(answer)
 
-    def runs_ended(self, session: MatrixSession | BundleSession | None) -> None:
-        if self._after_runs and isinstance(session, MatrixSession):
+    def runs_ended(self) -> None:
+        session = self.state.matrix
+        if self._after_runs and session is not None:
             self._after_runs = False
             self.inspect_model(session, running=False)  # no child of the runs said it
 
@@ -101,9 +103,9 @@ class ChildQuestions:
         """Show what an inspection said, unless it answered a request that has changed since
         (another model, or trust given while a refusal was on its way): a stale refusal would
         stand in the window over runs that succeeded."""
-        session = self._current()
+        session = self.state.matrix
         if asked is not None and (
-            not isinstance(session, MatrixSession)
+            session is None
             or asked != (session, session.request.model, session.request.settings.trust_model)
         ):
             return

@@ -47,6 +47,7 @@ from segdiff_gui.ui.recent import RecentFiles
 from segdiff_gui.ui.run_panel import RunPanel
 from segdiff_gui.ui.session import BundleSession, MatrixSession, Planner
 from segdiff_gui.ui.session_controller import SessionController
+from segdiff_gui.ui.session_model import SessionModel
 from segdiff_gui.ui.stats_panel import StatsPanel
 from segdiff_gui.ui.view_modes import ViewMode
 from segdiff_gui.ui.view_toolbar import ViewToolbar
@@ -79,8 +80,10 @@ class MainWindow(QMainWindow):
         self.problem_notice.fix_requested.connect(self.run_panel.fix_requested)
         self.run_panel.problem_changed.connect(self.problem_notice.show)
         recent_menu = QMenu("Open &recent", self)
+        self.state = SessionModel()  # the session, its request, whether runs are in flight
         self.sessions = SessionController(
             model,
+            self.state,
             cache,
             self.run_panel,
             self.notify,
@@ -90,7 +93,6 @@ class MainWindow(QMainWindow):
         self.analysis = AnalysisController(
             model, self.sessions, self.stats.table, self.notify, self
         )
-        self.sessions.session_changed.connect(self.analysis.session_changed)
         self.analysis.diagnosis.measure_requested.connect(
             lambda specs: self.sessions.add_configs(specs, run=True)
         )
@@ -375,8 +377,8 @@ class MainWindow(QMainWindow):
 
     # lifetime -------------------------------------------------------------------------------
     def _share_width(self) -> None:
-        session = self.session
-        plan = session.plan if isinstance(session, MatrixSession) else None
+        session = self.state.matrix
+        plan = session.plan if session is not None else None
         # An exact run shown, or planned (it comes with a column and a float64 value).
         beside_exact = self.model.loaded.exact is not None or (
             plan is not None and any(run.config.is_exact for run in plan.runs)

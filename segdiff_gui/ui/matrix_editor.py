@@ -27,6 +27,7 @@ from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.knobs import KNOBS, KnobRegistry
 from segdiff_gui.core.limits import MAX_REPEATS
 from segdiff_gui.ui.plain_text import plain_label
+from segdiff_gui.ui.session_model import spec_configs
 
 __all__ = ["MatrixEditor"]
 
@@ -163,7 +164,9 @@ class MatrixEditor(QGroupBox):
             return None
         ((name, value),) = changed.items()
         for label, (knob, variant) in self._variants.items():
-            if knob.name == name and variant.value == value:
+            # A checkbox's run is on every chosen device its variant takes (TF32 off: a GPU).
+            off_device = variant.cpu_only if config.device != "cpu" else variant.gpu_only
+            if knob.name == name and variant.value == value and not off_device:
                 return label
         return None
 
@@ -182,9 +185,7 @@ class MatrixEditor(QGroupBox):
             if not line.strip():
                 continue
             try:
-                values = self.knob_registry.parse(line)
-                for device in [values.pop("device")] if "device" in values else devices:
-                    configs.append(replace(self.base, device=device, **values))
+                configs += spec_configs(line, devices, self.base, self.knob_registry)
             except ConfigError as error:
                 self._problems.append(f"line {number}: {error}")
         return configs

@@ -39,6 +39,7 @@ from segdiff_gui.ui.inspection import InspectionModel
 from segdiff_gui.ui.recent import RecentFiles
 from segdiff_gui.ui.run_panel import RunPanel
 from segdiff_gui.ui.session import BundleSession, MatrixSession, Planner
+from segdiff_gui.ui.session_model import SessionModel, matrix_of
 from segdiff_gui.ui.thumbnails import Thumbnails
 from segdiff_gui.ui.worker import MatrixWorker
 
@@ -48,7 +49,6 @@ Notify = Callable[[str, int], None]
 
 
 class SessionController(QObject):
-    session_changed = Signal()
     worker_finished = Signal()
     worker_failed = Signal(object)  # the exception planning or running raised (said already)
     reading_finished = Signal()  # a large bundle group's last run has been read
@@ -57,6 +57,7 @@ class SessionController(QObject):
     def __init__(
         self,
         model: InspectionModel,
+        state: SessionModel,
         cache: ResultCache,
         panel: RunPanel,
         notify: Notify,
@@ -65,18 +66,18 @@ class SessionController(QObject):
     ) -> None:
         super().__init__(parent)
         self.model = model
+        self.state = state  # the session, its request and whether runs are in flight
         self.cache = cache  # where a model opened in the window caches its runs
         self.panel = panel
         self.notify = notify
         self.recent = recent
-        self.session: MatrixSession | BundleSession | None = None
         self.worker: MatrixWorker | None = None
         self._left_behind: list[MatrixWorker] = []  # cancelled workers, until they have ended
         # Some run could not be read (and was said so): the app then exits with code 2.
         self.unreadable_reported = False
         # The image list's pictures, read in the background.
         self.thumbnails = Thumbnails(panel.set_thumbnail, on_screen=panel.images.viewport())
-        self.questions = ChildQuestions(panel, cache, notify, lambda: self.session)
+        self.questions = ChildQuestions(panel, cache, notify, state)
         self._reader: GroupReader | None = None  # a large bundle group's other runs
         # Of the runs in flight: the failure said at their end (the last that a setting
         # mends, else the first), and whether a child's fatal error was said.
@@ -89,23 +90,37 @@ class SessionController(QObject):
         panel.target_chosen.connect(self._target_chosen)
         panel.fix_requested.connect(self.apply_fix)
         panel.group_chosen.connect(self._group_chosen)
+        # The matrix the editor shows (configurations, repeats), as loaded or as read from it.
+        self._shown: tuple[object, ...] | None = None
+        state.events.request.connect(self._request_changed)
+
+    @property
+    def session(self) -> MatrixSession | BundleSession | None:
+        return self.state.session
 
     # sessions -------------------------------------------------------------------------------
     def set_session(self, session: MatrixSession | BundleSession) -> None:
         """Look at a matrix (cached runs at once, the rest on request) or at a bundle."""
         self.cancel_and_wait()
         self._stop_reading()
-        self.session = session
+        self._shown = None  # a new session's matrix is loaded
+        matrix = matrix_of(session)
+        if matrix is not None:  # the editor offers the devices known without asking a child
+            probe = remembered_probe(matrix.request.cache.root)  # no TensorFlow
+            self.state.gpus = tuple(gpu_names(probe)) if probe else ()
+            self.panel.editor.set_devices(["cpu", *self.state.gpus])
+        self.state.session = session  # the matrix editor and the analysis follow it
+        self._request_changed(self.state.request)  # the same request again: shown anew
         self.questions.forget()
         self.panel.forget_model()  # another model's description must not stand over this one
         self.model.selected_pixel = None
         self.model.focus_key = None
         self.panel.show_problem("")
-        if isinstance(session, BundleSession):
-            self._show_bundle(session)
-        else:
-            self._show_matrix(session)
-        self.session_changed.emit()
+        bundle = self.state.bundle
+        if bundle is not None:
+            self._show_bundle(bundle)
+        elif matrix is not None:
+            self._show_matrix(matrix)
 
     def _show_bundle(self, session: BundleSession) -> None:
         session.read()
@@ -121,8 +136,8 @@ class SessionController(QObject):
         self.report_unreadable(session.damaged)
 
     def _group_chosen(self, index: int) -> None:
-        session = self.session
-        if not isinstance(session, BundleSession):
+        session = self.state.bundle
+        if session is None:
             return
         self.model.selected_pixel = None
         self._stop_reading()
@@ -167,10 +182,6 @@ class SessionController(QObject):
         request = session.request
         self.panel.set_read_only(False)
         self.panel.set_groups([])
-        probe = remembered_probe(request.cache.root)  # no TensorFlow: what is known already
-        gpus = gpu_names(probe) if probe else []
-        self.panel.editor.set_devices(["cpu", *gpus])
-        self.panel.editor.load(request.configurations(gpus), request.repeats)
         self.panel.settings.load(request.settings)
         self.panel.show_settings()
         if self.recent is not None:
@@ -203,24 +214,22 @@ class SessionController(QObject):
     def compares_with_source(self) -> bool:
         """Whether the session's model is the user's own artefact, which a Keras source can
         go beside."""
-        session = self.session
-        if not isinstance(session, MatrixSession):
-            return False
-        return artefact_format(session.request.model) is not None
+        session = self.state.matrix
+        return session is not None and artefact_format(session.request.model) is not None
 
     def set_source(self, path: str) -> None:
         """Put the Keras model the session's artefact was converted from beside it:
         its runs join the artefact's, one study; a source that is not a Keras model, or does
         not fit the artefact, is said in the window."""
-        session = self.session
-        if not isinstance(session, MatrixSession) or self.worker is not None:
+        session = self.state.editable
+        if session is None:
             return
         try:
             source = check_source(session.request.model, Path(path))
         except InputError as error:
             self._cannot_open(error)
             return
-        session.request = replace(session.request, source=Path(source.path))
+        self.state.request = replace(session.request, source=Path(source.path))
         self.notify(
             f"{printable(source.name)} beside {printable(session.request.model.name)}: the "
             "artefact's runs are named with its file name",
@@ -245,32 +254,45 @@ class SessionController(QObject):
     # planning -------------------------------------------------------------------------------
     def _matrix_edited(self) -> None:
         """The user changed the matrix: plan it, and show what of it is cached."""
-        session = self.session
-        if not isinstance(session, MatrixSession) or self.worker is not None:
+        session = self.state.editable
+        if session is None:
             return
         editor = self.panel.editor
-        session.request = replace(
+        request = replace(
             session.request, configs=tuple(editor.configs()), repeats=editor.repeats.value()
         )
+        self._shown = (request.configs, request.repeats)
+        self.state.request = request
         self.replan()
 
-    def add_configs(self, specs: Sequence[str], run: bool = False) -> None:
-        """Add configurations (``key=value`` specs) to the matrix's extra lines, plan, and
-        with ``run`` compute what is missing (a diagnosis's "run them", a reproduction's
-        match shown beside the others)."""
-        if not isinstance(self.session, MatrixSession) or self.worker is not None:
+    def _request_changed(self, request: MatrixRequest | None) -> None:
+        """The matrix editor shows the request's matrix: loaded again where it is not the one
+        shown (a new session's, configurations added), never over the editor's own edit (its
+        text stays as typed)."""
+        if request is None or (request.configs, request.repeats) == self._shown:
             return
-        editor = self.panel.editor
-        lines = editor.extra.toPlainText().splitlines()
-        editor.extra.setPlainText("\n".join([*lines, *(s for s in specs if s not in lines)]))
-        self._matrix_edited()
+        self._shown = (request.configs, request.repeats)
+        self.panel.editor.load(self.state.configurations, request.repeats)
+
+    def add_configs(self, specs: Sequence[str], run: bool = False) -> None:
+        """Add configurations (``key=value`` specs) to the request (the matrix editor shows
+        them), plan, and with ``run`` compute what is missing (a diagnosis's "run them", a
+        reproduction's match shown beside the others)."""
+        if self.state.editable is None:
+            return
+        try:
+            self.state.add_configs(specs)
+        except ConfigError as error:
+            self.say_problem(str(error))
+            return
+        self.replan()
         if run:
             self.start_runs()
 
     def _settings_edited(self) -> None:
         """The model's settings changed: they are part of every run's key; plan again."""
-        session = self.session
-        if not isinstance(session, MatrixSession) or self.worker is not None:
+        session = self.state.editable
+        if session is None:
             return
         try:
             settings = self.panel.settings.settings()
@@ -278,15 +300,15 @@ class SessionController(QObject):
             self.panel.settings.show_problem(str(error))
             return
         trust_changed = settings.trust_model != session.request.settings.trust_model
-        session.request = replace(session.request, settings=settings)
+        self.state.request = replace(session.request, settings=settings)
         if self.replan() and trust_changed:
             self._inspect_model(session)  # a model refused untrusted may load now
 
     def replan(self) -> bool:
         """Plan the session's request on the GUI thread and show what is cached; a problem
         with the input (an unreadable image, a bad setting) is said in the Runs panel."""
-        session = self.session
-        assert isinstance(session, MatrixSession)
+        session = self.state.matrix
+        assert session is not None
         try:
             plan = session.plan_now()
         except (InputError, ConfigError) as error:
@@ -324,8 +346,8 @@ class SessionController(QObject):
     def _show_inputs(self, paths: Sequence[Path], names: Sequence[str], target: int) -> None:
         """The session's model and images in the Runs panel: the line over it, and the image
         list (each picture read in the background)."""
-        session = self.session
-        assert isinstance(session, MatrixSession)
+        session = self.state.matrix
+        assert session is not None
         on = f" on {names[target]}" if names else ""
         self.panel.set_source(
             f"{session.request.model.name}{on} ({plural(len(names), 'image')}); "
@@ -334,20 +356,20 @@ class SessionController(QObject):
         self.panel.set_images(list(names), self.thumbnails.read(paths), target)
 
     def _target_chosen(self, index: int) -> None:
-        session = self.session
-        if isinstance(session, MatrixSession) and session.plan:
+        session = self.state.matrix
+        if session is not None and session.plan:
             self.show_target(session.plan.images[index].name)
 
     def show_target(self, name: str) -> None:
         """Show the runs on image ``name`` (the matrix is replanned on it)."""
-        session = self.session
-        if isinstance(session, MatrixSession) and self.worker is None:
-            session.request = replace(session.request, target=name)
+        session = self.state.editable
+        if session is not None:
+            self.state.request = replace(session.request, target=name)
             self.replan()
 
     def apply_fix(self, fix: str) -> None:
         """Set what an error's fix names (Model settings) and, when it was set, run again."""
-        if self.panel.settings.apply_fix(fix) and isinstance(self.session, MatrixSession):
+        if self.panel.settings.apply_fix(fix) and self.state.matrix is not None:
             self.start_runs()
 
     def _inspect_model(self, session: MatrixSession) -> None:
@@ -358,11 +380,13 @@ class SessionController(QObject):
         """Run what the matrix (or, with ``planner``, e.g. a sweep) still lacks;
         ``listed_only``: the Runs list shows the planned runs only (a sweep's target's), its
         other runs counted (see :meth:`RunPanel.set_running`)."""
-        if not isinstance(self.session, MatrixSession) or self.worker is not None:
+        session = self.state.editable
+        if session is None:
             return
         self.panel.show_problem("")
         self._failure, self._fatal = None, False
-        worker = self.worker = MatrixWorker(planner or self.session.runner)
+        worker = self.worker = MatrixWorker(planner or session.runner)
+        self.state.running = True
         # Only the worker of the session on show is heard: what a worker left behind by
         # another session had queued (its model's answer, its end) would be taken for news of
         # this one's.
@@ -384,8 +408,9 @@ class SessionController(QObject):
         if isinstance(message, PlanReady) or not self.panel.listed_only:
             self._say_progress(message)  # a sweep's runs: said by the Test set tab
         self.heard.emit(message)
-        if isinstance(self.session, MatrixSession):
-            self.session.absorb(self.model, message)
+        session = self.state.matrix
+        if session is not None:
+            session.absorb(self.model, message)
         if isinstance(message, RunFailed) and (self._failure is None or message.fix):
             self._failure = message
         if isinstance(message, RunFailed) and message.input_error:
@@ -396,8 +421,8 @@ class SessionController(QObject):
         elif isinstance(message, ChildFatal):
             self._fatal = True
             self.panel.show_problem(with_control(message.error, message.fix), message.fix)
-            session = self.session
-            if isinstance(session, MatrixSession) and message.path == str(session.request.model):
+            request = self.state.request
+            if request is not None and message.path == str(request.model):
                 # The model's refusal is what an inspection would say: no child to ask again.
                 self.questions.answered(message)
         elif isinstance(message, AllDone):
@@ -445,7 +470,8 @@ class SessionController(QObject):
     def _worker_done(self) -> None:
         self.panel.set_running(False)
         self.worker = None
-        self.questions.runs_ended(self.session)
+        self.state.running = False
+        self.questions.runs_ended()
         self.worker_finished.emit()
 
     def cancel(self) -> None:
@@ -461,6 +487,7 @@ class SessionController(QObject):
         worker.cancel()
         worker.wait(30_000)
         self.worker = None
+        self.state.running = False
         self._left_behind = [w for w in self._left_behind if not w.isFinished()] + [worker]
         self.panel.set_running(False)
 

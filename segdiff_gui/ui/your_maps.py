@@ -53,8 +53,8 @@ class YourMaps(QObject):
         self._worker: Any = None
 
     def _session(self, what: str) -> MatrixSession | None:
-        session = self.sessions.session
-        if not isinstance(session, MatrixSession):
+        session = self.sessions.state.matrix
+        if session is None:
             QMessageBox.information(
                 self.window,
                 what,
@@ -107,8 +107,8 @@ class YourMaps(QObject):
         self._start(work, self._imported, f"importing {printable(path.name)}…")
 
     def _imported(self, done: list[Imported]) -> None:
-        session = self.sessions.session
-        if isinstance(session, MatrixSession):
+        session = self.sessions.state.matrix
+        if session is not None:
             session.imported = session.imported | {item.record.key for item in done}
             self.sessions.replan()
         rounded = " (float64 rounded to float32)" if any(item.rounded for item in done) else ""

@@ -54,6 +54,18 @@ def test_every_variant_of_segdiffs_registry_is_a_checkbox_and_load_round_trips(q
     assert editor.knobs["TF32 emulated"].isChecked() and editor.extra_problem.isHidden()
 
 
+def test_a_configuration_its_checkbox_cannot_make_on_its_device_is_loaded_as_a_line(qtbot):
+    """TF32 off on the CPU (a diagnosis's "run them" may add it): its checkbox runs only on
+    GPUs, so it is a line of its own, and the matrix read back still holds it."""
+    editor = MatrixEditor()
+    qtbot.addWidget(editor)
+    configs = [RunConfig(), RunConfig(tf32=False)]
+    editor.load(configs, repeats=1)
+    assert not editor.knobs["TF32 off"].isChecked()
+    assert editor.extra.toPlainText() == "batch=1,tf32=off"
+    assert editor.configs() == configs
+
+
 def test_an_extra_line_that_cannot_be_read_is_said_under_the_box(qtbot):
     editor = MatrixEditor()
     qtbot.addWidget(editor)
