@@ -36,13 +36,9 @@ from segdiff_gui.core.tolerance import OutputTolerances
 from segdiff_gui.io.tables import pixel_table
 from segdiff_gui.runner.reports import ReportContext, report_context, tolerance_summary
 from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.storage.loading import ChosenGroup
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import (
-    RunStore,
-    exact_of,
-    group_id,
-    output_names,
-)
+from segdiff_gui.storage.studies import RunStore, group_id, output_names
 
 __all__ = ["Run", "Study"]  # Run: api/stored.py
 
@@ -60,22 +56,20 @@ class Study:
     def __init__(
         self,
         store: RunStore,
-        records: Sequence[RunRecord],
+        chosen: ChosenGroup,
         *,
         cutoff: float,
         where: str,
-        title: str = "",
-        reference: RunRecord | None = None,
         everything: Sequence[RunRecord] = (),
         request: MatrixRequest | None = None,
         failures: Sequence[dict[str, Any]] = (),
         progress: bool = True,
     ) -> None:
+        records = chosen.records
         if not records:
             raise InputError(where, "holds no run of this study")
         self._everything = list(everything) or list(records)
-        exact = exact_of(self._everything, records[0])
-        self._group = StoredGroup(store, records, reference, exact)
+        self._group = StoredGroup(store, records, chosen.reference, chosen.exact)
         self._request = request
         self._progress = progress
         self.cutoff = checked_cutoff(cutoff)
@@ -84,7 +78,7 @@ class Study:
         self.model = record.study_model_name
         self.image = record.target_name
         self.group = group_id(record)
-        self.title = title or f"{self.model} on {self.image}"
+        self.title = chosen.title or f"{self.model} on {self.image}"
         #: The runs of the matrix that failed: label, error and, where a setting mends it, fix.
         self.failures = [dict(failure) for failure in failures]
 
@@ -475,10 +469,9 @@ class Study:
     def _derived(self, group: StoredGroup) -> Study:
         study = Study(
             group.store,
-            group.records,
+            ChosenGroup(group.records, group.reference, group.exact, self.title),
             cutoff=self.cutoff,
             where=self.where,
-            title=self.title,
             everything=self._everything,
             request=self._request,
             failures=self.failures,

@@ -33,7 +33,9 @@ __all__ = [
     "group_id",
     "group_of",
     "group_titles",
+    "grouped",
     "models_text",
+    "narrowed",
     "settings_text",
     "load_study",
     "natural_order",
@@ -158,20 +160,35 @@ def comparable_groups(
     never one of the float32 runs (:func:`exact_of` finds a group's). A model named (its file
     name or hash prefix) chooses the groups it has runs in: an artefact's beside its source
     are the source's group, whichever of the two is named."""
-    chosen = [
-        r
-        for r in records
-        if _compared(r)
-        and (image is None or image in (r.target_name, r.target_hash[:8]))
-        and (group is None or group_id(r).startswith(group.lower()))
-    ]
+    return narrowed(grouped(records), model, image, group)
+
+
+def grouped(records: Sequence[RunRecord]) -> list[list[RunRecord]]:
+    """Every comparable group of ``records`` (see :func:`comparable_groups`), none left out."""
     groups: dict[str, list[RunRecord]] = {}
-    for record in sorted(chosen, key=natural_order):
+    for record in sorted(filter(_compared, records), key=natural_order):
         groups.setdefault(_group_key(record), []).append(record)
-    found = [g for g in groups.values() if model is None or any(_named(r, model) for r in g)]
+    return [distinguish_batches(group) for group in groups.values()]
+
+
+def narrowed(
+    groups: Sequence[list[RunRecord]],
+    model: str | None = None,
+    image: str | None = None,
+    group: str | None = None,
+) -> list[list[RunRecord]]:
+    """Of ``groups`` (:func:`grouped`), those of the model and image named, or the one group
+    of that id; a name that matches none is refused (see :func:`comparable_groups`)."""
+    found = [
+        members
+        for members in groups
+        if (image is None or image in (members[0].target_name, members[0].target_hash[:8]))
+        and (group is None or group_id(members[0]).startswith(group.lower()))
+        and (model is None or any(_named(r, model) for r in members))
+    ]
     if not found and (model or image or group):
         raise InputError(model or image or group, "matches no run in the cache (see 'segdiff ls')")
-    return [distinguish_batches(group) for group in found]
+    return found
 
 
 def _named(record: RunRecord, model: str) -> bool:

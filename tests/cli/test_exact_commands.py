@@ -17,8 +17,8 @@ from segdiff_gui.core.exact import exact_error
 from segdiff_gui.core.study import Study
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.reports import ReportContext, comparison_summary
-from segdiff_gui.runner.sources import GroupStudy
 from segdiff_gui.storage import ResultCache
+from segdiff_gui.storage.loading import GroupStudy
 from tests.conftest import segdiff_here
 from tests.exact_runs import assert_exact_pixels, bf16_study
 
