@@ -15,8 +15,7 @@ from segdiff_gui.api.hints import with_argument
 from segdiff_gui.api.results import Explanation, Sweep
 from segdiff_gui.api.stored import RunName, StoredGroup
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.study import Study as AnalysedStudy
-from segdiff_gui.core.study import StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.runner.explain import AttributionSession, compared_runs, measure_between
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.runner.sweeps import SweepSession
@@ -52,7 +51,7 @@ def explanation_of_runs(
     return Explanation(attribution, title, compared_runs(one, other), measured_on(group.records))
 
 
-def _size(study: AnalysedStudy, run: StudyRun) -> tuple[int, int, float]:
+def _size(study: GroupAnalysis, run: StudyRun) -> tuple[int, int, float]:
     comparison = study.comparisons[run.key]
     return (comparison.flips, comparison.max_ulp, comparison.max_abs)
 

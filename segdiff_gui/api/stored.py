@@ -14,8 +14,7 @@ import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.study import Study as AnalysedStudy
-from segdiff_gui.core.study import StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.core.text import printable
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
@@ -105,7 +104,7 @@ class StoredGroup:
         self.exact = exact
         #: The runs left out because their stored map could not be read, one line each.
         self.damaged: list[str] = []
-        self._analysed: dict[float, AnalysedStudy] = {}
+        self._analysed: dict[float, GroupAnalysis] = {}
 
     def with_reference(self, reference: RunRecord | None) -> StoredGroup:
         """The same runs against another reference; maps already read are not read again."""
@@ -114,12 +113,12 @@ class StoredGroup:
         if self._analysed:
             cutoff, analysed = next(iter(self._analysed.items()))
             chosen = None if reference is None else self.analysed_run(reference.key, analysed)
-            group._analysed[cutoff] = AnalysedStudy(
+            group._analysed[cutoff] = GroupAnalysis(
                 analysed.runs, cutoff, chosen, exact=analysed.exact
             )
         return group
 
-    def analysed(self, cutoff: float) -> AnalysedStudy:
+    def analysed(self, cutoff: float) -> GroupAnalysis:
         """The analysis at ``cutoff``: maps read on first use; another cutoff redoes only
         what depends on it."""
         if cutoff not in self._analysed:
@@ -130,7 +129,7 @@ class StoredGroup:
                 self._analysed[cutoff] = self._load(cutoff)
         return self._analysed[cutoff]
 
-    def _load(self, cutoff: float) -> AnalysedStudy:
+    def _load(self, cutoff: float) -> GroupAnalysis:
         damaged: list[InputError] = []
         study = load_study(self.store, self.records, cutoff, self.reference, damaged, self.exact)
         if not damaged:
@@ -182,7 +181,7 @@ class StoredGroup:
     def record(self, key: str) -> RunRecord:
         return next(record for record in self.records if record.key == key)
 
-    def analysed_run(self, run: RunName, analysed: AnalysedStudy) -> StudyRun:
+    def analysed_run(self, run: RunName, analysed: GroupAnalysis) -> StudyRun:
         """``run`` in ``analysed`` (whose loading has left the damaged runs out)."""
         key = self.select(run).key
         return next(r for r in analysed.runs if r.key == key)

@@ -30,8 +30,7 @@ from segdiff_gui.api.tables import Table, flip_curve_table, make_table, pixel_ro
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.findings import plural
 from segdiff_gui.core.floatfmt import format_float32
-from segdiff_gui.core.study import Study as AnalysedStudy
-from segdiff_gui.core.study import StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.core.tolerance import OutputTolerances
 from segdiff_gui.io.tables import pixel_table
 from segdiff_gui.runner.reports import ReportContext, report_context, tolerance_summary
@@ -480,13 +479,13 @@ class Study:
         study._group = group
         return study
 
-    def _study(self, cutoff: float | None = None) -> AnalysedStudy:
+    def _study(self, cutoff: float | None = None) -> GroupAnalysis:
         return self._group.analysed(self.cutoff if cutoff is None else checked_cutoff(cutoff))
 
     def _select(self, run: RunName) -> RunRecord:
         return self._group.select(run)
 
-    def _analysed_run(self, run: RunName, study: AnalysedStudy | None = None) -> StudyRun:
+    def _analysed_run(self, run: RunName, study: GroupAnalysis | None = None) -> StudyRun:
         # The analysis first: reading the maps leaves the damaged runs out of the records.
         return self._group.analysed_run(run, study or self._study())
 

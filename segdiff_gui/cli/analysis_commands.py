@@ -22,7 +22,7 @@ from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import format_float32
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.core.tolerance import OutputTolerances
 from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
@@ -151,7 +151,7 @@ def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     return status
 
 
-def wrong_class_failures(study: Study, title: str, bound: int) -> list[str]:
+def wrong_class_failures(study: GroupAnalysis, title: str, bound: int) -> list[str]:
     """``check --max-wrong``: a line per run (the reference's too) whose classes differ from
     the exact run's at more pixels float32 could decide than ``bound``; one line where the
     group has no exact run (a gate must not pass by not seeing)."""

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord
@@ -121,7 +121,7 @@ def read_source(
 
 def load_group(
     store: RunStore, chosen: ChosenGroup, cutoff: float, damaged: list[InputError] | None
-) -> Study:
+) -> GroupAnalysis:
     """The analysis of ``chosen`` at ``cutoff``, each map read once, its exact run beside it;
     with a ``damaged`` list, a run whose map cannot be read is left out and its error added
     there (see :func:`~segdiff_gui.storage.studies.load_study`)."""
@@ -132,7 +132,7 @@ class GroupStudy(NamedTuple):
     """One comparable group's analysis, a sample record of it, and its title (which names the
     settings where two groups of one model and image differ in them)."""
 
-    study: Study
+    study: GroupAnalysis
     record: RunRecord
     title: str
 

@@ -15,7 +15,7 @@ import numpy as np
 from segdiff_gui.core.config import OutputSelection, Preprocessing
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.core.text import shape_text
 from segdiff_gui.storage.records import (
     RunRecord,
@@ -244,7 +244,7 @@ def group_of(records: Sequence[RunRecord], member: RunRecord) -> list[RunRecord]
 
 def without_exact(records: Sequence[RunRecord]) -> list[RunRecord]:
     """``records`` less the exact reference (float64): the runs a
-    :class:`~segdiff_gui.core.study.Study` compares, all float32."""
+    :class:`~segdiff_gui.core.study.GroupAnalysis` compares, all float32."""
     return [record for record in records if not record.run_config.is_exact]
 
 
@@ -287,12 +287,13 @@ def load_study(
     reference: RunRecord | None = None,
     damaged: list[InputError] | None = None,
     exact: RunRecord | None = None,
-) -> Study:
-    """The maps of ``records`` (one comparable group) as a :class:`Study`; records read without
-    their map are read again with it. With a ``damaged`` list, a run whose map cannot be read
-    (a damaged chunk, a checksum that does not match) is left out and its error added there;
-    a group with none left raises the last one's. The exact reference (float64) is left out:
-    it is compared beside the reference, never among the float32 runs; ``exact`` (the group's,
+) -> GroupAnalysis:
+    """The maps of ``records`` (one comparable group) as a :class:`GroupAnalysis`; records
+    read without their map are read again with it. With a ``damaged`` list, a run whose map
+    cannot be read (a damaged chunk, a checksum that does not match) is left out and its error
+    added there; a group with none left raises the last one's. The exact reference (float64)
+    is left out: it is compared beside the reference, never among the float32 runs; ``exact``
+    (the group's,
     :func:`exact_of`) is read and kept as the study's ``exact`` (one that cannot be read is
     left out like any run, its error added to ``damaged``)."""
     compared = without_exact(records)
@@ -307,7 +308,9 @@ def load_study(
         assert damaged
         raise damaged.pop()
     chosen = next((run for run in runs if reference and run.key == reference.key), None)
-    return Study(runs, cutoff, chosen, exact=_read(store, exact, damaged) if exact else None)
+    return GroupAnalysis(
+        runs, cutoff, chosen, exact=_read(store, exact, damaged) if exact else None
+    )
 
 
 def _read(store: RunStore, record: RunRecord, damaged: list[InputError] | None) -> StudyRun | None:

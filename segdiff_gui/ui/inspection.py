@@ -27,7 +27,7 @@ from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.exact import exact_decisions, right_mask, undecidable_mask
 from segdiff_gui.core.floatfmt import float32_bits, float64_bits, format_float32, format_float64
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore, natural_order, study_run, target_image
 from segdiff_gui.ui import view_modes
@@ -109,9 +109,9 @@ class Loaded:
 @dataclass(eq=False)
 class _StudyCache:
     """The study of the runs on show, made once for them and their reference, and carried to
-    another cutoff (``Study.at_cutoff``: only the flips are redone)."""
+    another cutoff (``GroupAnalysis.at_cutoff``: only the flips are redone)."""
 
-    study: Study | None = None
+    study: GroupAnalysis | None = None
     loaded: Loaded | None = None
     reference_key: str | None = None
 
@@ -228,7 +228,7 @@ class InspectionModel:
 
     # answers from the state ------------------------------------------------------------------
     @property
-    def study(self) -> Study | None:
+    def study(self) -> GroupAnalysis | None:
         """The runs shown against the reference at the cutoff (None: no runs)."""
         runs = self.loaded.runs
         if not runs:
@@ -244,7 +244,7 @@ class InspectionModel:
             exact = self.loaded.exact
             if exact is not None and exact.probabilities.shape != runs[0].probabilities.shape:
                 exact = None  # it came first, of another map shape than the runs
-            study = Study(runs, self.cutoff, reference, exact=exact)
+            study = GroupAnalysis(runs, self.cutoff, reference, exact=exact)
         elif study.cutoff != self.cutoff:  # keep what the cutoff does not change
             study = study.at_cutoff(self.cutoff)
         cache.study, cache.loaded, cache.reference_key = study, self.loaded, self.reference_key
