@@ -35,11 +35,16 @@ def measured_on(records: Sequence[RunRecord]) -> dict[str, Any]:
 
 
 def explanation_of_runs(
-    group: StoredGroup, first: RunName | None, second: RunName | None, cutoff: float, title: str
+    group: StoredGroup,
+    study: GroupAnalysis,
+    first: RunName | None,
+    second: RunName | None,
+    title: str,
 ) -> Explanation:
-    """What moves run ``first`` to run ``second`` of ``group``, measured from what is stored;
-    by default its reference and the run that differs most."""
-    study = group.analysed(cutoff)
+    """What moves run ``first`` to run ``second`` of ``group`` (``study``, its analysis),
+    measured from the maps already read; by default its reference and the run that differs
+    most."""
+    cutoff = study.cutoff
     one = group.select(first) if first is not None else group.record(study.reference.key)
     if second is not None:
         other = group.select(second)
@@ -47,7 +52,8 @@ def explanation_of_runs(
         other = group.record(max(study.others, key=lambda run: _size(study, run)).key)
     else:
         raise InputError(title, "has only one run: nothing to explain")
-    attribution = measure_between(group.store, group.records, one, other, cutoff)
+    read = {run.key: run.probabilities for run in study.runs}
+    attribution = measure_between(group.store, group.records, one, other, cutoff, read)
     return Explanation(attribution, title, compared_runs(one, other), measured_on(group.records))
 
 

@@ -69,6 +69,9 @@ class Study:
             raise InputError(where, "holds no run of this study")
         self._everything = list(everything) or list(records)
         self._group = StoredGroup(store, records, chosen.reference, chosen.exact)
+        # The analysis of the group by cutoff, its maps read once: shared with the studies
+        # at another cutoff made from this one.
+        self._analysed: dict[float, GroupAnalysis] = {}
         self._request = request
         self._progress = progress
         self.cutoff = checked_cutoff(cutoff)
@@ -108,11 +111,19 @@ class Study:
         run : str or Run
             The new reference: a run's label or id, or a configuration (its first repeat).
         """
-        return self._derived(self._group.with_reference(self._group.select(run)))
+        reference = self._group.select(run)
+        study = self._derived(self._group.with_reference(reference), {})
+        if self._analysed:  # the maps already read are not read again
+            cutoff, analysed = next(iter(self._analysed.items()))
+            chosen = self._group.analysed_run(reference.key, analysed)
+            study._analysed[cutoff] = GroupAnalysis(
+                analysed.runs, cutoff, chosen, exact=analysed.exact
+            )
+        return study
 
     def at_cutoff(self, cutoff: float) -> Study:
         """The same runs with another default cutoff (between 0 and 1)."""
-        study = self._derived(self._group)  # the same maps, read once
+        study = self._derived(self._group, self._analysed)  # the same maps, read once
         study.cutoff = checked_cutoff(cutoff)
         return study
 
@@ -344,7 +355,7 @@ class Study:
         cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
         specs = [isinstance(name, str) and "=" in name for name in (first, second)]
         if not any(specs):
-            return explanation_of_runs(self._group, first, second, cutoff, self.title)
+            return explanation_of_runs(self._group, self._study(cutoff), first, second, self.title)
         if not all(specs):
             raise InputError("explain", "give two key=value specs, or name two runs")
         pair = (str(first), str(second))
@@ -465,7 +476,7 @@ class Study:
 
     # -- inside -----------------------------------------------------------------------------
 
-    def _derived(self, group: StoredGroup) -> Study:
+    def _derived(self, group: StoredGroup, analysed: dict[float, GroupAnalysis]) -> Study:
         study = Study(
             group.store,
             ChosenGroup(group.records, group.reference, group.exact, self.title),
@@ -476,11 +487,20 @@ class Study:
             failures=self.failures,
             progress=self._progress,
         )
-        study._group = group
+        study._group, study._analysed = group, analysed
         return study
 
     def _study(self, cutoff: float | None = None) -> GroupAnalysis:
-        return self._group.analysed(self.cutoff if cutoff is None else checked_cutoff(cutoff))
+        """The analysis at ``cutoff``: maps read on first use; another cutoff redoes only what
+        depends on it."""
+        cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
+        if cutoff not in self._analysed:
+            if self._analysed:
+                first = next(iter(self._analysed.values()))
+                self._analysed[cutoff] = first.at_cutoff(cutoff)
+            else:
+                self._analysed[cutoff] = self._group.load(cutoff)
+        return self._analysed[cutoff]
 
     def _select(self, run: RunName) -> RunRecord:
         return self._group.select(run)
