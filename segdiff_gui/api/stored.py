@@ -20,7 +20,7 @@ from segdiff_gui.storage.loading import ChosenGroup, load_group
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_reference
-from segdiff_gui.storage.studies import RunStore, target_image, without_exact
+from segdiff_gui.storage.studies import RunStore, target_image
 
 __all__ = ["Run", "RunName", "StoredGroup"]
 
@@ -98,8 +98,9 @@ class StoredGroup:
         exact: RunRecord | None = None,
     ) -> None:
         self.store = store
-        # The exact run (float64) is no run of the group: it is kept beside it as ``exact``.
-        self.records = without_exact(records)
+        # The exact run (float64) is no run of the group (the loader chose the group's, and
+        # keeps it apart): it is kept beside it as ``exact``.
+        self.records = list(records)
         self.reference = reference
         #: The group's exact run (float64), compared beside the reference; None: none.
         self.exact = exact
