@@ -80,7 +80,12 @@ class StudyRun:
     def configuration(self) -> str:
         """The label without its repeat, for display: ``cpu b64`` (``server: cpu b64`` for a
         run kept beside this machine's)."""
-        return self.label.removesuffix(f" r{self.repeat}")
+        return configuration_name(self.label, self.repeat)
+
+
+def configuration_name(label: str, repeat: int) -> str:
+    """A run's label without its repeat: the configuration it names (``cpu b64``)."""
+    return label.removesuffix(f" r{repeat}")
 
 
 def reference_rank(
