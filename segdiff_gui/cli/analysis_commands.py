@@ -22,7 +22,7 @@ from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import format_float32
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.core.tolerance import OutputTolerances
 from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
@@ -35,19 +35,11 @@ from segdiff_gui.runner.reports import (
     study_report,
     tolerance_summary,
 )
-from segdiff_gui.runner.sources import GroupStudy, RunsSource, group_studies, read_source
 from segdiff_gui.storage.bundle import BundleReader
+from segdiff_gui.storage.loading import GroupStudy, RunsSource, analyses, load_group, read_source
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_pair
-from segdiff_gui.storage.studies import (
-    RunStore,
-    comparable_groups,
-    exact_of,
-    group_id,
-    load_study,
-    output_names,
-    target_image,
-)
+from segdiff_gui.storage.studies import RunStore, group_id, output_names, target_image
 
 __all__ = ["command_check", "command_compare", "command_export", "command_report"]
 
@@ -68,7 +60,7 @@ def studies_of(
 ) -> tuple[RunStore, list[GroupStudy], str, list[InputError]]:
     """One study per comparable group (or just the group of --ref), with a sample record."""
     source = runs_source(args)
-    studies = group_studies(source, args.cutoff, args.model, args.image, args.group, args.ref)
+    studies = analyses(source, args.cutoff, args.model, args.image, args.group, args.ref)
     return source.store, studies, source.where, source.damaged
 
 
@@ -110,14 +102,13 @@ def command_compare(args: argparse.Namespace, out: Console, err: Console) -> int
 def command_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not (args.mask or args.csv):
         raise InputError("export", "name what to write: --mask FILE and/or --csv FILE")
-    store, records, _, damaged = runs_source(args)
-    groups = comparable_groups(records, args.model, args.image, args.group)
-    candidates = [r for group in groups for r in group]
-    reference, other, group = select_pair(records, candidates, args.ref, args.other)
+    source = runs_source(args)
+    groups = source.choose(args.model, args.image, args.group)
+    candidates = [r for chosen in groups for r in chosen.records]
+    reference, other, group = select_pair(source.records, candidates, args.ref, args.other)
     # The group's exact run, where it has one: the CSV gives its value and class at each pixel.
-    exact = exact_of(records, reference)
-    study = load_study(store, group, args.cutoff, reference, damaged, exact)
-    status = report_damaged(err, damaged)
+    study = load_group(source.store, source.chosen(group, reference), args.cutoff, source.damaged)
+    status = report_damaged(err, source.damaged)
     other_run = next(run for run in study.runs if run.key == other.key)
     flips = study.flips(other_run)
     if args.mask:
@@ -160,7 +151,7 @@ def command_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     return status
 
 
-def wrong_class_failures(study: Study, title: str, bound: int) -> list[str]:
+def wrong_class_failures(study: GroupAnalysis, title: str, bound: int) -> list[str]:
     """``check --max-wrong``: a line per run (the reference's too) whose classes differ from
     the exact run's at more pixels float32 could decide than ``bound``; one line where the
     group has no exact run (a gate must not pass by not seeing)."""

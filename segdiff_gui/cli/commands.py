@@ -46,15 +46,14 @@ from segdiff_gui.runner.plan import MatrixPlan, check_model_path, check_source
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import check_bundle, is_bundle, merge_bundle, write_bundle
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.loading import ChosenGroup, load_group
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_runs
 from segdiff_gui.storage.set_manifests import cache_manifests
 from segdiff_gui.storage.studies import (
     distinguish_batches,
-    exact_of,
     group_id,
-    load_study,
     settings_text,
     without_exact,
 )
@@ -330,9 +329,9 @@ def _report(
             except InputError as error:  # damaged, and computing it again failed too
                 damaged.append(error)
     report_damaged(err_console(), damaged)
-    compared = without_exact(records)  # the exact reference is said beside, not compared
-    exact = exact_of(records, compared[0]) if compared else None
-    study = load_study(cache, compared, args.cutoff, exact=exact) if compared else None
+    # The exact reference is said beside the runs, not compared among them.
+    chosen = ChosenGroup.of_runs(records) if without_exact(records) else None
+    study = load_group(cache, chosen, args.cutoff, None) if chosen else None
     if args.json:
         _json(
             {

@@ -22,7 +22,7 @@ import numpy as np
 from segdiff_gui.core.analysis import class_map
 from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.findings import plural
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.core.test_sets import SetCoverage
 
 __all__ = [
@@ -105,7 +105,7 @@ def summarise_alone(image: str, configuration: str, map_shape: tuple[int, ...]) 
     return ImageSummary(image, int(np.prod(map_shape[:2])), {configuration: entry})
 
 
-def summarise_image(image: str, study: Study, truth: np.ndarray | None) -> ImageSummary:
+def summarise_image(image: str, study: GroupAnalysis, truth: np.ndarray | None) -> ImageSummary:
     """Every configuration of ``study`` (one image) against its reference and the truth."""
     reference = study.reference
     by_configuration: dict[str, list[Any]] = {}
