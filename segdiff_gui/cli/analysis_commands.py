@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from segdiff_gui.cli.commands import err_console, open_cache, report_damaged
+from segdiff_gui.cli.running import err_console, open_cache, report_damaged
 from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_OK
 from segdiff_gui.cli.summary import (
     differences_table,

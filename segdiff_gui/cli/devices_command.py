@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from segdiff_gui.cli.commands import open_cache
+from segdiff_gui.cli.running import open_cache
 from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import print_json as _json

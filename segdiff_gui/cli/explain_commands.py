@@ -8,7 +8,7 @@ import argparse
 from rich.console import Console
 
 from segdiff_gui.cli.analysis_commands import context_of, runs_source, studies_of
-from segdiff_gui.cli.commands import exit_code, open_cache, report_damaged, request_of, run_matrix
+from segdiff_gui.cli.running import exit_code, open_cache, report_damaged, request_of, run_matrix
 from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_OK
 from segdiff_gui.cli.sweep_view import print_sweep, sweep_session, write_csv
 from segdiff_gui.cli.tables import FittedTable

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from segdiff_gui.cli.commands import exit_code, follow_matrix, open_cache, request_of
+from segdiff_gui.cli.running import exit_code, follow_matrix, open_cache, request_of
 from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.tables import FittedTable

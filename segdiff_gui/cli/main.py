@@ -25,7 +25,7 @@ __all__ = ["build_parser", "main"]
 # Each command's module is imported when that command runs: a cache hit of ``segdiff run`` is
 # mostly Python start-up, and modules it never uses would be a good part of it.
 _COMMAND_MODULES = (
-    "commands",
+    "running",
     "analysis_commands",
     "explain_commands",
     "devices_command",

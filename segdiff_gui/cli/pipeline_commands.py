@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from segdiff_gui.cli.commands import open_cache, request_of
+from segdiff_gui.cli.running import open_cache, request_of
 from segdiff_gui.cli.exit_codes import EXIT_OK
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.run_words import run_command

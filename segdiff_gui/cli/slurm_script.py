@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from segdiff_gui.cli.commands import checked_run_inputs
+from segdiff_gui.cli.running import checked_run_inputs
 from segdiff_gui.cli.parser import build_parser
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.errors import InputError
