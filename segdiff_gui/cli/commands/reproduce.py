@@ -1,79 +1,65 @@
-"""Your own pipeline's maps: ``segdiff import`` brings them into the cache as runs marked
-imported; ``segdiff reproduce`` finds the configuration that computes one bit for bit."""
+"""``segdiff reproduce``: the configuration that computes your own map bit for bit."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from rich.console import Console
 
-from segdiff_gui.cli.running import open_cache, request_of
+from segdiff_gui.cli import parser_parts
 from segdiff_gui.cli.exit_codes import EXIT_OK
+from segdiff_gui.cli.parser_parts import (
+    common,
+)
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.run_words import run_command
+from segdiff_gui.cli.running import (
+    open_cache,
+    request_of,
+)
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.config import RunConfig, parse_config_spec
-from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.reproduce import Reproduction
-from segdiff_gui.core.text import shape_text
 from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.maps import open_maps
-from segdiff_gui.runner.arguments import model_settings
-from segdiff_gui.runner.imports import ImportRequest, import_maps
+from segdiff_gui.runner.arguments import (
+    add_model_settings,
+    add_timeout,
+    model_settings,
+)
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.runner.reproduce import ReproduceSearch, reproduce
 
-__all__ = ["command_import", "command_reproduce"]
+DESCRIPTION = (
+    "Run MODEL on the images under the configurations your pipeline may differ in (the runtime: "
+    "Keras 3 or, for a .h5, Keras 2; each that runs an artefact; oneDNN, model.predict's batch, "
+    "XLA, threads, dividing or multiplying by 255): every runtime's defaults first, then one "
+    "knob at a time, then pairs, each an ordinary cached run, until one equals MAP bit for bit. "
+    "Exit 0 when one does, 1 when none does."
+)
+EPILOG = parser_parts.EPILOG
 
 EXIT_NOT_REPRODUCED = 1
 
 
-def _notes(texts: list[str]) -> tuple[tuple[str, str], ...]:
-    notes = []
-    for text in texts:
-        key, sep, value = text.partition("=")
-        if not sep or not key.strip():
-            raise InputError("--note", f"{text[:40]!r} is not KEY=VALUE")
-        notes.append((key.strip(), value.strip()))
-    return tuple(notes)
-
-
-def command_import(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = open_cache(args, writing=True)
-    request = ImportRequest(
-        maps=Path(args.maps),
-        model=check_model_path(args.model),
-        images=tuple(collect_images(args.image)),
-        cache=cache,
-        settings=model_settings(args),
-        label=args.label or "",
-        notes=_notes(args.note),
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("map", help="your map of the target (.npy, .npz, float TIFF)")
+    parser.add_argument("model", help="the model that made it")
+    parser.add_argument("images", nargs="+", help="the images, in your pipeline's order")
+    parser.add_argument("--target", metavar="NAME", help="the image MAP is of (default: first)")
+    parser.add_argument(
+        "--config",
+        metavar="SPEC",
+        help="where the search starts (default: the defaults, under every runtime the model "
+        "runs under), e.g. runtime=jax for a pipeline on Keras's JAX backend",
     )
-    done = import_maps(request)
-    if args.json:
-        rows = [
-            {"id": d.record.short_id, "key": d.record.key, "label": d.record.label,
-             "image": d.record.target_name, "added": d.added, "rounded": d.rounded}
-            for d in done
-        ]  # fmt: skip
-        out.print_json(json.dumps(rows))
-        return EXIT_OK
-    for item in done:
-        record = item.record
-        what = "imported" if item.added else "already in the cache"
-        say(
-            out,
-            f"{what}: {record.short_id} {record.label} on {record.target_name} "
-            f"({shape_text(record.map_shape)} {record.kind})",
-        )
-        if item.rounded:
-            out.print("  its float64 values were rounded to float32", markup=False)
-    return EXIT_OK
+    add_model_settings(parser)
+    add_timeout(parser)
+    common(parser, "print every configuration tried and the answer as JSON")
 
 
-def command_reproduce(args: argparse.Namespace, out: Console, err: Console) -> int:
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
     model = check_model_path(args.model)
     images = collect_images(args.images)
