@@ -171,10 +171,7 @@ def report_matrix(
     if args.json:
         _json(
             {
-                "cache": str(cache.root),
-                "seconds": round(seconds, 3),
-                "runs": outcome.in_plan_order(plan),
-                "skipped": skipped_json(plan),
+                **outcome_json(cache, seconds, outcome, plan),
                 "comparisons": study.rows() if study else [],
             }
         )
@@ -189,9 +186,18 @@ def report_matrix(
     return exit_code(outcome)
 
 
-def skipped_json(plan: MatrixPlan) -> list[dict[str, str]]:
-    """The configurations the model could not take, each with why (``--json``)."""
-    return [{"label": skip.label, "reason": str(skip.reason)} for skip in plan.skipped]
+def outcome_json(
+    cache: ResultCache, seconds: float, outcome: MatrixOutcome, plan: MatrixPlan
+) -> dict[str, Any]:
+    """What ``--json`` says of a matrix that ran (``run``, ``demo``, a sweep): the cache, the
+    time, every run in the plan's order and the configurations the model could not take, each
+    with why."""
+    return {
+        "cache": str(cache.root),
+        "seconds": round(seconds, 3),
+        "runs": outcome.in_plan_order(plan),
+        "skipped": [{"label": skip.label, "reason": str(skip.reason)} for skip in plan.skipped],
+    }
 
 
 def print_counts(

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from segdiff_gui.core.sweep import SweepSummary
     from segdiff_gui.runner.sweeps import SweepResult
 from segdiff_gui.cli import parser_parts
-from segdiff_gui.cli.running import print_counts, skipped_json
+from segdiff_gui.cli.running import outcome_json, print_counts
 
 DESCRIPTION = (
     "Run MODEL on the target image under each --config (default: batch 1 and 64 on every "
@@ -161,10 +161,7 @@ def _report_sweep(
     if args.json:
         _json(
             {
-                "cache": str(cache.root),
-                "seconds": round(seconds, 3),
-                "runs": outcome.in_plan_order(plan),
-                "skipped": skipped_json(plan),
+                **outcome_json(cache, seconds, outcome, plan),
                 "sweep": summary.to_dict() if summary else None,
             }
         )
