@@ -35,7 +35,12 @@ from segdiff_gui.runner.arguments import (
     configs_of,
     model_settings,
 )
-from segdiff_gui.runner.explain import AttributionSession, compared_runs, measure_between
+from segdiff_gui.runner.explain import (
+    AttributionSession,
+    compared_runs,
+    measure_between,
+    measured_on,
+)
 from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.storage.selection import select_pair
 from segdiff_gui.storage.studies import comparable_groups
@@ -146,14 +151,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         compared = compared_runs(first, second)
         attribution = measure_between(cache, records, first, second, args.cutoff)
     if args.json:
-        _json(
-            {
-                **attribution.to_dict(),
-                "model": records[0].study_model_name,
-                "image": records[0].target_name,
-                "runs": {r.label: r.key for r in records},
-            }
-        )
+        _json({**attribution.to_dict(), **measured_on(records)})
         return status
     named, image = as_markup(records[0].study_model_name), as_markup(records[0].target_name)
     said = f": {as_markup(compared)}" if compared else ""

@@ -21,6 +21,7 @@ from segdiff_gui.cli.text import say
 from segdiff_gui.core.runtime_defaults import on_off
 from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.core.text import shape_text
+from segdiff_gui.storage.listing import ListedRun
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import (
@@ -57,26 +58,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     records = sorted(named, key=lambda r: (r.model_name, r.target_name, groups[r.key], r.label))
     status = report_damaged(err, scan.damaged)
     if args.json:
-        _json(
-            [
-                {
-                    "id": r.short_id,
-                    "key": r.key,
-                    "label": r.label,
-                    "group": groups[r.key],
-                    "model": r.model_name,
-                    "image": r.target_name,
-                    "shape": list(r.map_shape),
-                    "kind": r.kind,
-                    "config": r.config,
-                    "repeat": r.repeat,
-                    "preprocessing": r.preprocessing,
-                    "output": r.output,
-                    "provenance": r.provenance.to_dict(),
-                }
-                for r in records
-            ]
-        )
+        _json([ListedRun(r).to_dict() for r in records])
         return status
     if not records:
         say(out, f"no runs in {cache.root}")
