@@ -46,3 +46,25 @@ def test_explain_json_is_the_apis_explanation(models, small_images, cache, capsy
     explanation = api.open_cache(cache.root).study().explain("cpu b1 r0", "cpu b1 xla r0")
     assert json.loads(json.dumps(explanation.to_dict(), default=str)) == printed
     assert printed["runs"].keys() == {"cpu b1 r0", "cpu b1 xla r0"}
+
+
+def test_reproduce_json_is_the_apis_answer(models, small_images, cache, capsys, fake_engine):
+    import numpy as np
+
+    import segdiff_gui
+
+    model = models / "tiny.keras"
+    ran = segdiff_here(capsys, "run", model, small_images[0], "--cache", cache.root,
+                       "--config", "batch=1", "--repeats", "1")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    mine = cache.root.parent / "mine.npy"
+    np.save(mine, api.open_cache(cache.root).study().map("cpu b1 r0"))
+    said = segdiff_here(capsys, "reproduce", mine, model, small_images[0], "--cache", cache.root,
+                        "--json")  # fmt: skip
+    assert said.returncode == 0, said.stderr
+    printed = json.loads(said.stdout)
+    found = segdiff_gui.reproduce(mine, model, small_images[:1], cache=cache.root, progress=False)
+    returned = found.to_dict()
+    assert printed.pop("command").startswith("segdiff run ") and returned.pop("run_arguments")
+    assert returned == printed and printed["match"] == "cpu b1"
+    assert all(isinstance(trial["changes"], list) for trial in printed["trials"])

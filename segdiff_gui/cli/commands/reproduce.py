@@ -83,23 +83,7 @@ def _report(args: argparse.Namespace, out: Console, answer: Reproduction,
     # The very request the matching run was made by: a cache hit, every setting said.
     again = run_command(search.request_for([match.candidate])) if match else ""
     if args.json:
-        out.print_json(
-            json.dumps(
-                {
-                    "sentence": answer.sentence(),
-                    "match": match.label if match else None,
-                    "command": again or None,
-                    "varied": list(answer.varied),
-                    "not_varied": list(answer.not_varied),
-                    "failed": list(answer.failed),
-                    "trials": [
-                        {"label": t.label, "changes": list(t.candidate.changes), "key": t.key,
-                         "differing_pixels": t.differing, "max_ulp": t.max_ulp}
-                        for t in answer.trials
-                    ],
-                }
-            )
-        )  # fmt: skip
+        out.print_json(json.dumps({**answer.to_dict(), "command": again or None}))
         return EXIT_OK if match else EXIT_NOT_REPRODUCED
     say(out, answer.sentence() + ".")
     if match:
