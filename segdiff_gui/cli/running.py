@@ -1,5 +1,7 @@
-"""The ``segdiff`` subcommands. Each takes the parsed arguments and two consoles and returns
-the exit code; errors a user can fix are raised as ``InputError`` and shown in one line."""
+"""What the commands of ``cli/commands`` share: the cache they open, the damaged entries they
+name, the matrix request their arguments make, a runner followed on the terminal and its exit
+code, and a matrix's report (``run``, ``demo``). Errors a user can fix are raised as
+``InputError`` and shown in one line."""
 
 from __future__ import annotations
 
@@ -243,7 +245,11 @@ def bundle_target(path: Path) -> Path:
     return path
 
 
-def model_and_images(args: argparse.Namespace, command: str) -> tuple[Path, list[Path]]:
+def model_and_images(
+    args: argparse.Namespace, command: str, purpose: str = ""
+) -> tuple[Path, list[Path]]:
+    """The model and images the arguments name, or the demo's (``--demo``); ``purpose``: what
+    they are for, said where none are named (default: the command)."""
     if args.demo:
         return demo_model(), demo_images()
     if args.model:
@@ -251,4 +257,4 @@ def model_and_images(args: argparse.Namespace, command: str) -> tuple[Path, list
         if not images:
             raise InputError(args.model, "give the images after the model")
         return model, images
-    raise InputError(command, f"name the model and images (or --demo) to {command}")
+    raise InputError(command, f"name the model and images (or --demo) to {purpose or command}")

@@ -16,6 +16,7 @@ from segdiff_gui.cli.parser_parts import (
 )
 from segdiff_gui.cli.running import (
     exit_code,
+    model_and_images,
     open_cache,
     report_damaged,
     request_of,
@@ -28,8 +29,6 @@ from segdiff_gui.core.analysis import flips_heading
 from segdiff_gui.core.attribution import Attribution, Effect
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.text import printable
-from segdiff_gui.io.images import collect_images
-from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.arguments import (
     add_model_settings,
     configs_of,
@@ -41,7 +40,6 @@ from segdiff_gui.runner.explain import (
     measure_between,
     measured_on,
 )
-from segdiff_gui.runner.plan import check_model_path
 from segdiff_gui.storage.selection import select_pair
 from segdiff_gui.storage.studies import comparable_groups
 
@@ -119,14 +117,7 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args)
     status, failed, compared = EXIT_OK, False, ""
     if "=" in args.from_:
-        if args.demo:
-            model, images = demo_model(), demo_images()
-        elif args.model:
-            model, images = check_model_path(args.model), collect_images(args.images)
-            if not images:
-                raise InputError(args.model, "give the images after the model")
-        else:
-            raise InputError("explain", "name the model and images (or --demo) to run SPECs on")
+        model, images = model_and_images(args, "explain", "run SPECs on")
         request = request_of(
             args, model, images, cache, target=args.target, settings=model_settings(args)
         )
