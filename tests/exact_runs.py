@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 
 CUT = 0.5
 C32 = float(np.float32(CUT))
@@ -31,11 +31,11 @@ def exact_values() -> np.ndarray:
     return values
 
 
-def bf16_study(cutoff: float = CUT) -> Study:
+def bf16_study(cutoff: float = CUT) -> GroupAnalysis:
     """cpu (the exact values correctly rounded), bf16 (shifted by 3e-3: 3 pixels wrong where
     float32 decides, 1 where it cannot) and the exact run."""
     exact = exact_values()
-    return Study(
+    return GroupAnalysis(
         [
             study_run("cpu", RunConfig(), exact.astype(np.float32)),
             study_run(

@@ -22,7 +22,7 @@ import numpy as np
 from PIL import Image
 
 from segdiff_gui.core.config import Preprocessing, RunConfig
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.resources import demo_model
 from segdiff_gui.runner.layers import LayerProbe, LayerProbeSession
 from segdiff_gui.storage import ResultCache, RunRecord, write_bundle
@@ -136,7 +136,7 @@ def hostile_names_cache(root) -> ResultCache:
     return cache
 
 
-def seed_study() -> Study:
+def seed_study() -> GroupAnalysis:
     """Two float32 runs of a 4 × 5 map: one pixel crosses the cutoff 0.55, another moves 1 ULP."""
     reference = np.full((4, 5), 0.2, dtype=np.float32)
     reference[1, 2] = 0.549857
@@ -147,7 +147,7 @@ def seed_study() -> Study:
         StudyRun("a" * 64, "cpu b1 r0", RunConfig(), 0, reference),
         StudyRun("b" * 64, "gpu:0 b1 r0", RunConfig(device="gpu:0"), 0, other),
     ]
-    return Study(runs, cutoff=0.55)
+    return GroupAnalysis(runs, cutoff=0.55)
 
 
 def lying_png(path, side=16384):

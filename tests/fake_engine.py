@@ -364,12 +364,13 @@ def _run(channel: _Channel) -> int:
             last_batch = batch
             time.sleep(float(os.environ.get("FAKE_ENGINE_BATCH_S", "0") or 0))
         probabilities = fake_map(image, job.model_hash, run)
-        cache.write_run(_record(job, run, probabilities, time.perf_counter() - started))
+        stored = cache.write_run(_record(job, run, probabilities, time.perf_counter() - started))
         if _fault("FAKE_ENGINE_CRASH_AFTER_WRITE", run.label):
             os.abort()
         # As the real child writes a map while the next run computes: said finished once the
-        # next run has started (its file is in place already).
-        written = RunFinished(run.key, run.label, round(time.perf_counter() - started, 3), "cpu:0")
+        # next run has started (its file is in place already), with what it stored.
+        seconds = round(time.perf_counter() - started, 3)
+        written = RunFinished(run.key, run.label, seconds, "cpu:0", stored.to_dict())
     if written is not None:
         channel.send(written)
     return 0

@@ -16,18 +16,12 @@ from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError, in_few_lines
 from segdiff_gui.core.text import printable, printable_lines
-from segdiff_gui.runner.sources import RunsSource, read_source
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.listing import ListedRun
+from segdiff_gui.storage.loading import ChosenGroup, RunsSource, read_source
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.selection import select_reference
-from segdiff_gui.storage.studies import (
-    comparable_groups,
-    group_id,
-    group_of,
-    group_titles,
-)
+from segdiff_gui.storage.studies import group_id, narrowed
 
 __all__ = ["Runs", "open_bundle", "open_cache"]
 
@@ -46,12 +40,12 @@ class Runs:
         self.damaged: list[str] = [str(error) for error in source.damaged]
         # As shown: the first few, then how many more.
         self._shown_damage = in_few_lines(source.damaged)
-        self._groups = comparable_groups(source.records)
-        self._titles = group_titles(self._groups)
+        self._groups = source.groups
+        self._titles = source.titles
 
     @property
     def studies(self) -> list[Study]:
-        return [self._study(members) for members in self._groups]
+        return [self._study(chosen) for chosen in self._source.choose()]
 
     def study(
         self,
@@ -77,19 +71,16 @@ class Runs:
         InputError
             When nothing matches, or several groups do and none is chosen (they are listed).
         """
-        groups = comparable_groups(self._source.records, model, image, group)
-        if ref is not None:
-            members = [record for chosen in groups for record in chosen]
-            try:
-                reference = select_reference(members, ref)
-            except InputError as error:
-                if error.fix != "group":
-                    raise
-                raise InputError(ref, f"is a run of {self._several(groups)}") from None
-            return self._study(group_of(self._source.records, reference), reference)
-        if len(groups) > 1:
-            raise InputError(self.where, f"holds {self._several(groups)}")
-        return self._study(groups[0])
+        try:
+            chosen = self._source.choose(model, image, group, ref)
+        except InputError as error:
+            if ref is None or error.fix != "group":
+                raise
+            groups = narrowed(self._groups, model, image, group)
+            raise InputError(ref, f"is a run of {self._several(groups)}") from None
+        if len(chosen) > 1:
+            raise InputError(self.where, f"holds {self._several([c.records for c in chosen])}")
+        return self._study(chosen[0])
 
     def _several(self, groups: Sequence[Sequence[RunRecord]]) -> str:
         """``3 groups (a.png [1f2e3d], …); choose one with image=``: images name the groups
@@ -109,14 +100,12 @@ class Runs:
         rows = [ListedRun(record).row() for members in self._groups for record in members]
         return make_table(rows)
 
-    def _study(self, members: list[RunRecord], reference: RunRecord | None = None) -> Study:
+    def _study(self, chosen: ChosenGroup) -> Study:
         return Study(
             self._source.store,
-            members,
+            chosen,
             cutoff=self.cutoff,
             where=self.where,
-            title=self._titles[group_id(members[0])],
-            reference=reference,
             everything=self._source.records,
         )
 
@@ -128,7 +117,7 @@ class Runs:
 
     def __getitem__(self, which: int | str) -> Study:
         if isinstance(which, int):
-            return self._study(self._groups[which])
+            return self._study(self._source.chosen(self._groups[which]))
         return self.study(group=which)
 
     def _repr_html_(self) -> str:

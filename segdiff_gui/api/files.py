@@ -9,8 +9,7 @@ import numpy as np
 
 from segdiff_gui.api.arguments import output_path
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.study import Study as AnalysedStudy
-from segdiff_gui.core.study import StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.reports import write_json_report
@@ -28,7 +27,7 @@ def write_flip_mask(path: str | Path, flips: np.ndarray) -> Path:
 
 
 def write_flipped_pixels(
-    path: str | Path, study: AnalysedStudy, run: StudyRun, at_risk: bool
+    path: str | Path, study: GroupAnalysis, run: StudyRun, at_risk: bool
 ) -> Path:
     target = output_path(path, "table")
     write_pixel_csv(target, study, run, include_at_risk=at_risk)
@@ -37,7 +36,7 @@ def write_flipped_pixels(
 
 def write_study_report(
     store: RunStore,
-    study: AnalysedStudy,
+    study: GroupAnalysis,
     context: ReportContext,
     *,
     image: np.ndarray | None,

@@ -14,8 +14,7 @@ from segdiff_gui.api.hints import with_argument
 from segdiff_gui.api.results import Explanation, Sweep
 from segdiff_gui.api.stored import RunName, StoredGroup
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.study import Study as AnalysedStudy
-from segdiff_gui.core.study import StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.runner.explain import (
     AttributionSession,
     compared_runs,
@@ -31,11 +30,16 @@ __all__ = ["explanation_of_runs", "explanation_of_specs", "test_set"]
 
 
 def explanation_of_runs(
-    group: StoredGroup, first: RunName | None, second: RunName | None, cutoff: float, title: str
+    group: StoredGroup,
+    study: GroupAnalysis,
+    first: RunName | None,
+    second: RunName | None,
+    title: str,
 ) -> Explanation:
-    """What moves run ``first`` to run ``second`` of ``group``, measured from what is stored;
-    by default its reference and the run that differs most."""
-    study = group.analysed(cutoff)
+    """What moves run ``first`` to run ``second`` of ``group`` (``study``, its analysis),
+    measured from the maps already read; by default its reference and the run that differs
+    most."""
+    cutoff = study.cutoff
     one = group.select(first) if first is not None else group.record(study.reference.key)
     if second is not None:
         other = group.select(second)
@@ -43,11 +47,12 @@ def explanation_of_runs(
         other = group.record(max(study.others, key=lambda run: _size(study, run)).key)
     else:
         raise InputError(title, "has only one run: nothing to explain")
-    attribution = measure_between(group.store, group.records, one, other, cutoff)
+    read = {run.key: run.probabilities for run in study.runs}
+    attribution = measure_between(group.store, group.records, one, other, cutoff, read)
     return Explanation(attribution, title, compared_runs(one, other), measured_on(group.records))
 
 
-def _size(study: AnalysedStudy, run: StudyRun) -> tuple[int, int, float]:
+def _size(study: GroupAnalysis, run: StudyRun) -> tuple[int, int, float]:
     comparison = study.comparisons[run.key]
     return (comparison.flips, comparison.max_ulp, comparison.max_abs)
 

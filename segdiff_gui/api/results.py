@@ -17,7 +17,7 @@ from segdiff_gui.core.attribution import Attribution
 from segdiff_gui.core.diagnosis import by_topic
 from segdiff_gui.core.exact import ExactError, ExactSummary, FlipSides
 from segdiff_gui.core.findings import Finding, plural
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.core.sweep import SweepHints, SweepSummary, sweep_sentences
 from segdiff_gui.core.text import printable_lines
 from segdiff_gui.io.html_report import study_fragment
@@ -63,7 +63,7 @@ class Comparison:
     repeated configurations), ``at_risk_pixels`` and ``margin``."""
 
     def __init__(
-        self, study: Study, context: ReportContext, title: str, image: np.ndarray | None
+        self, study: GroupAnalysis, context: ReportContext, title: str, image: np.ndarray | None
     ) -> None:
         self._study = study
         self._summary = summary = comparison_summary(study, context)
@@ -230,7 +230,7 @@ class Diagnosis:
     """The findings about a study, by the question they answer: is it repeatable, what
     changes the maps, what it does at the cutoff, how to avoid it (``segdiff diagnose``)."""
 
-    def __init__(self, study: Study, context: ReportContext, title: str) -> None:
+    def __init__(self, study: GroupAnalysis, context: ReportContext, title: str) -> None:
         self._summary = summary = diagnosis_summary(study, context)
         self._title = title
         self._where = at_cutoff(study.cutoff, study.multiclass)
@@ -447,7 +447,7 @@ class Sweep:
 
 
 def study_html(
-    study: Study, image: np.ndarray | None, title: str, failures: Sequence[dict[str, Any]]
+    study: GroupAnalysis, image: np.ndarray | None, title: str, failures: Sequence[dict[str, Any]]
 ) -> str:
     """A notebook study as a page: its comparison and pictures, then the runs that failed."""
     failed = "".join(
@@ -459,7 +459,7 @@ def study_html(
 
 def study_text(
     head: str,
-    study: Study,
+    study: GroupAnalysis,
     context: ReportContext,
     title: str,
     failures: Sequence[dict[str, Any]],

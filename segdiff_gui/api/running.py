@@ -30,6 +30,7 @@ from segdiff_gui.runner.devices import ProbeError, gpu_names, probe_devices
 from segdiff_gui.runner.plan import check_model_path, check_source
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.loading import ChosenGroup
 from segdiff_gui.storage.studies import natural_order
 
 __all__ = ["devices", "run"]
@@ -173,7 +174,7 @@ def run(
         raise InputError(request.model, f"no run finished ({reasons})")
     return Study(
         request.cache,
-        sorted(records, key=natural_order),
+        ChosenGroup.of_runs(sorted(records, key=natural_order)),
         cutoff=cutoff,
         where=str(request.cache.root),
         request=request,

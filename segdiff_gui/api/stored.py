@@ -1,6 +1,6 @@
-"""The runs behind a :class:`~segdiff_gui.api.study.Study`: one comparable group in a cache or
-a bundle, its maps read once (bit-exactly, a damaged one left out and named), its analysis per
-cutoff, and runs named the way every front end names them."""
+"""The stored runs behind a :class:`~segdiff_gui.api.study.Study`: one comparable group in a
+cache or a bundle, loaded into its analysis by the one loader (bit-exactly, a damaged map
+left out and named), and runs named the way every front end names them."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.study import Study as AnalysedStudy
-from segdiff_gui.core.study import StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.core.text import printable
+from segdiff_gui.storage.loading import ChosenGroup, load_group
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_reference
-from segdiff_gui.storage.studies import RunStore, load_study, target_image, without_exact
+from segdiff_gui.storage.studies import RunStore, target_image
 
 __all__ = ["Run", "RunName", "StoredGroup"]
 
@@ -86,9 +86,9 @@ RunName = str | Run  # a run's label, id prefix or key, a configuration's label,
 
 class StoredGroup:
     """``records`` (one comparable group) of ``store`` against ``reference`` (default: this
-    machine's batch-1 CPU run). The maps are read on the first question; a run whose map is
-    damaged (a chunk that does not inflate, a checksum that does not match) then leaves
-    ``records``, named in ``damaged`` and in a warning, and the others are studied."""
+    machine's batch-1 CPU run). :meth:`load` reads the maps; a run whose map is damaged (a
+    chunk that does not inflate, a checksum that does not match) then leaves ``records``,
+    named in ``damaged`` and in a warning, and the others are analysed."""
 
     def __init__(
         self,
@@ -98,47 +98,33 @@ class StoredGroup:
         exact: RunRecord | None = None,
     ) -> None:
         self.store = store
-        # The exact run (float64) is no run of the group: it is kept beside it as ``exact``.
-        self.records = without_exact(records)
+        # The exact run (float64) is no run of the group (the loader chose the group's, and
+        # keeps it apart): it is kept beside it as ``exact``.
+        self.records = list(records)
         self.reference = reference
         #: The group's exact run (float64), compared beside the reference; None: none.
         self.exact = exact
         #: The runs left out because their stored map could not be read, one line each.
         self.damaged: list[str] = []
-        self._analysed: dict[float, AnalysedStudy] = {}
 
     def with_reference(self, reference: RunRecord | None) -> StoredGroup:
-        """The same runs against another reference; maps already read are not read again."""
+        """The same runs against another reference."""
         group = StoredGroup(self.store, self.records, reference, self.exact)
         group.damaged = list(self.damaged)
-        if self._analysed:
-            cutoff, analysed = next(iter(self._analysed.items()))
-            chosen = None if reference is None else self.analysed_run(reference.key, analysed)
-            group._analysed[cutoff] = AnalysedStudy(
-                analysed.runs, cutoff, chosen, exact=analysed.exact
-            )
         return group
 
-    def analysed(self, cutoff: float) -> AnalysedStudy:
-        """The analysis at ``cutoff``: maps read on first use; another cutoff redoes only
-        what depends on it."""
-        if cutoff not in self._analysed:
-            if self._analysed:
-                first = next(iter(self._analysed.values()))
-                self._analysed[cutoff] = first.at_cutoff(cutoff)
-            else:
-                self._analysed[cutoff] = self._load(cutoff)
-        return self._analysed[cutoff]
-
-    def _load(self, cutoff: float) -> AnalysedStudy:
+    def load(self, cutoff: float) -> GroupAnalysis:
+        """The group's analysis at ``cutoff``, its maps read once by the one loader
+        (:func:`~segdiff_gui.storage.loading.load_group`); the damaged ones left out."""
         damaged: list[InputError] = []
-        study = load_study(self.store, self.records, cutoff, self.reference, damaged, self.exact)
+        chosen = ChosenGroup(self.records, self.reference, self.exact, "")
+        study = load_group(self.store, chosen, cutoff, damaged)
         if not damaged:
             return study
         if self.exact is not None and study.exact is None:  # its map cannot be read
             error = next((e for e in damaged if self.exact.key in str(e)), damaged[0])
             self.damaged.append(f"{self.exact.label}: {error}")
-            warnings.warn(printable(f"left out {self.exact.label}: {error}"), stacklevel=5)
+            warnings.warn(printable(f"left out {self.exact.label}: {error}"), stacklevel=4)
             self.exact = None
         loaded = {run.key for run in study.runs}
 
@@ -154,7 +140,7 @@ class StoredGroup:
             if record.key not in loaded:
                 self.damaged.append(f"{record.label}: {error_of(record)}")
                 left_out = f"left out {record.label}: {error_of(record)}"
-                warnings.warn(printable(left_out), stacklevel=5)
+                warnings.warn(printable(left_out), stacklevel=4)
         self.records = [record for record in self.records if record.key in loaded]
         return study
 
@@ -182,7 +168,7 @@ class StoredGroup:
     def record(self, key: str) -> RunRecord:
         return next(record for record in self.records if record.key == key)
 
-    def analysed_run(self, run: RunName, analysed: AnalysedStudy) -> StudyRun:
+    def analysed_run(self, run: RunName, analysed: GroupAnalysis) -> StudyRun:
         """``run`` in ``analysed`` (whose loading has left the damaged runs out)."""
         key = self.select(run).key
         return next(r for r in analysed.runs if r.key == key)

@@ -30,19 +30,14 @@ from segdiff_gui.api.tables import Table, flip_curve_table, make_table, pixel_ro
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.findings import plural
 from segdiff_gui.core.floatfmt import format_float32
-from segdiff_gui.core.study import Study as AnalysedStudy
-from segdiff_gui.core.study import StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.core.tolerance import OutputTolerances
 from segdiff_gui.io.tables import pixel_table
 from segdiff_gui.runner.reports import ReportContext, report_context, tolerance_summary
 from segdiff_gui.runner.request import MatrixRequest
+from segdiff_gui.storage.loading import ChosenGroup
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import (
-    RunStore,
-    exact_of,
-    group_id,
-    output_names,
-)
+from segdiff_gui.storage.studies import RunStore, group_id, output_names
 
 __all__ = ["Run", "Study"]  # Run: api/stored.py
 
@@ -60,22 +55,23 @@ class Study:
     def __init__(
         self,
         store: RunStore,
-        records: Sequence[RunRecord],
+        chosen: ChosenGroup,
         *,
         cutoff: float,
         where: str,
-        title: str = "",
-        reference: RunRecord | None = None,
         everything: Sequence[RunRecord] = (),
         request: MatrixRequest | None = None,
         failures: Sequence[dict[str, Any]] = (),
         progress: bool = True,
     ) -> None:
+        records = chosen.records
         if not records:
             raise InputError(where, "holds no run of this study")
         self._everything = list(everything) or list(records)
-        exact = exact_of(self._everything, records[0])
-        self._group = StoredGroup(store, records, reference, exact)
+        self._group = StoredGroup(store, records, chosen.reference, chosen.exact)
+        # The analysis of the group by cutoff, its maps read once: shared with the studies
+        # at another cutoff made from this one.
+        self._analysed: dict[float, GroupAnalysis] = {}
         self._request = request
         self._progress = progress
         self.cutoff = checked_cutoff(cutoff)
@@ -84,7 +80,7 @@ class Study:
         self.model = record.study_model_name
         self.image = record.target_name
         self.group = group_id(record)
-        self.title = title or f"{self.model} on {self.image}"
+        self.title = chosen.title or f"{self.model} on {self.image}"
         #: The runs of the matrix that failed: label, error and, where a setting mends it, fix.
         self.failures = [dict(failure) for failure in failures]
 
@@ -115,11 +111,19 @@ class Study:
         run : str or Run
             The new reference: a run's label or id, or a configuration (its first repeat).
         """
-        return self._derived(self._group.with_reference(self._group.select(run)))
+        reference = self._group.select(run)
+        study = self._derived(self._group.with_reference(reference), {})
+        if self._analysed:  # the maps already read are not read again
+            cutoff, analysed = next(iter(self._analysed.items()))
+            chosen = self._group.analysed_run(reference.key, analysed)
+            study._analysed[cutoff] = GroupAnalysis(
+                analysed.runs, cutoff, chosen, exact=analysed.exact
+            )
+        return study
 
     def at_cutoff(self, cutoff: float) -> Study:
         """The same runs with another default cutoff (between 0 and 1)."""
-        study = self._derived(self._group)  # the same maps, read once
+        study = self._derived(self._group, self._analysed)  # the same maps, read once
         study.cutoff = checked_cutoff(cutoff)
         return study
 
@@ -351,7 +355,7 @@ class Study:
         cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
         specs = [isinstance(name, str) and "=" in name for name in (first, second)]
         if not any(specs):
-            return explanation_of_runs(self._group, first, second, cutoff, self.title)
+            return explanation_of_runs(self._group, self._study(cutoff), first, second, self.title)
         if not all(specs):
             raise InputError("explain", "give two key=value specs, or name two runs")
         pair = (str(first), str(second))
@@ -472,28 +476,36 @@ class Study:
 
     # -- inside -----------------------------------------------------------------------------
 
-    def _derived(self, group: StoredGroup) -> Study:
+    def _derived(self, group: StoredGroup, analysed: dict[float, GroupAnalysis]) -> Study:
         study = Study(
             group.store,
-            group.records,
+            ChosenGroup(group.records, group.reference, group.exact, self.title),
             cutoff=self.cutoff,
             where=self.where,
-            title=self.title,
             everything=self._everything,
             request=self._request,
             failures=self.failures,
             progress=self._progress,
         )
-        study._group = group
+        study._group, study._analysed = group, analysed
         return study
 
-    def _study(self, cutoff: float | None = None) -> AnalysedStudy:
-        return self._group.analysed(self.cutoff if cutoff is None else checked_cutoff(cutoff))
+    def _study(self, cutoff: float | None = None) -> GroupAnalysis:
+        """The analysis at ``cutoff``: maps read on first use; another cutoff redoes only what
+        depends on it."""
+        cutoff = self.cutoff if cutoff is None else checked_cutoff(cutoff)
+        if cutoff not in self._analysed:
+            if self._analysed:
+                first = next(iter(self._analysed.values()))
+                self._analysed[cutoff] = first.at_cutoff(cutoff)
+            else:
+                self._analysed[cutoff] = self._group.load(cutoff)
+        return self._analysed[cutoff]
 
     def _select(self, run: RunName) -> RunRecord:
         return self._group.select(run)
 
-    def _analysed_run(self, run: RunName, study: AnalysedStudy | None = None) -> StudyRun:
+    def _analysed_run(self, run: RunName, study: GroupAnalysis | None = None) -> StudyRun:
         # The analysis first: reading the maps leaves the damaged runs out of the records.
         return self._group.analysed_run(run, study or self._study())
 

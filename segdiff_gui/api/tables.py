@@ -11,8 +11,7 @@ from segdiff_gui.api.arguments import checked_cutoff
 from segdiff_gui.core.errors import InputError
 
 if TYPE_CHECKING:
-    from segdiff_gui.core.study import Study as AnalysedStudy
-    from segdiff_gui.core.study import StudyRun
+    from segdiff_gui.core.study import GroupAnalysis, StudyRun
 
 __all__ = ["Table", "flip_curve_table", "make_table", "pixel_rows"]
 
@@ -66,7 +65,7 @@ def pixel_rows(
 
 
 def flip_curve_table(
-    study: AnalysedStudy, runs: Sequence[StudyRun], cutoffs: Sequence[float] | None, title: str
+    study: GroupAnalysis, runs: Sequence[StudyRun], cutoffs: Sequence[float] | None, title: str
 ) -> Table:
     """Flip counts of ``runs`` (binary maps) at ``cutoffs`` (default: their curves' own
     points), indexed by cutoff; ``title`` names the study in an error."""

@@ -12,8 +12,8 @@ from segdiff_gui.runner.reports import (
     ReportContext,
     report_context,
 )
-from segdiff_gui.runner.sources import GroupStudy, RunsSource, group_studies, read_source
 from segdiff_gui.storage.bundle import BundleReader
+from segdiff_gui.storage.loading import GroupStudy, RunsSource, analyses, read_source
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import (
     RunStore,
@@ -38,7 +38,7 @@ def studies_of(
 ) -> tuple[RunStore, list[GroupStudy], str, list[InputError]]:
     """One study per comparable group (or just the group of --ref), with a sample record."""
     source = runs_source(args)
-    studies = group_studies(source, args.cutoff, args.model, args.image, args.group, args.ref)
+    studies = analyses(source, args.cutoff, args.model, args.image, args.group, args.ref)
     return source.store, studies, source.where, source.damaged
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from segdiff_gui.cli.text import TerminalConsole
+from segdiff_gui.cli.text import TerminalConsole, log_line
 from segdiff_gui.core.protocol import (
     BatchProgress,
     Message,
@@ -59,8 +59,7 @@ def drive(
             if batches.add(message, now):
                 progress.update(task, description=batches.text(now, runs=False))
                 if not live and not quiet:
-                    said = f"{done} {batches.text(now)}"
-                    console.print(said, markup=False, highlight=False)
+                    log_line(console, f"{done} {batches.text(now)}")
             elif isinstance(message, BatchProgress) and batches.time_left.seconds(now) is None:
                 # What the first batches wait on (a compilation), until there is a pace.
                 what = f"{batches.batches_text()} · {message.what}"

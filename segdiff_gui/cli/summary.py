@@ -9,7 +9,7 @@ from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.core.analysis import flips_heading
 from segdiff_gui.core.exact_findings import flip_sides_named
 from segdiff_gui.core.floatfmt import format_float32
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.core.text import printable
 
 __all__ = ["differences_table", "exact_lines", "plain_sentences", "verdict_lines"]
@@ -25,11 +25,11 @@ _NUMBERS = (
 )
 
 
-def _flip_header(study: Study) -> str:
+def _flip_header(study: GroupAnalysis) -> str:
     return flips_heading(study.cutoff, study.multiclass)
 
 
-def differences_table(study: Study, image: str) -> FittedTable:
+def differences_table(study: GroupAnalysis, image: str) -> FittedTable:
     table = FittedTable(title=f"{image}: every run against {study.reference.label}")
     table.figure("id", justify="left")
     table.name("run")
@@ -63,7 +63,7 @@ def differences_table(study: Study, image: str) -> FittedTable:
     return table
 
 
-def exact_lines(study: Study) -> list[str]:
+def exact_lines(study: GroupAnalysis) -> list[str]:
     """The exact run beside the reference: the reference's own error against it (the table
     has a row for every other run), then which side of each run's flips is right."""
     if study.exact is None:
@@ -101,7 +101,7 @@ def tie_text(ties: int) -> str:
     )
 
 
-def plain_sentences(study: Study) -> list[str]:
+def plain_sentences(study: GroupAnalysis) -> list[str]:
     """One sentence per configuration; its repeats are named together when they agree."""
     sentences = []
     for configuration, group in groupby(study.rows(), key=lambda row: row["configuration"]):
@@ -119,7 +119,7 @@ def plain_sentences(study: Study) -> list[str]:
     return sentences
 
 
-def verdict_lines(study: Study) -> list[str]:
+def verdict_lines(study: GroupAnalysis) -> list[str]:
     lines = [f"{name}: {verdict.sentence()}." for name, verdict in study.verdicts.items()]
     if study.margin > 0:
         lines.append(study.at_risk_sentence())

@@ -11,7 +11,7 @@ from rich.text import Text
 from segdiff_gui.core.floatfmt import json_text
 from segdiff_gui.core.text import printable, terminal_safe
 
-__all__ = ["TerminalConsole", "as_markup", "plural", "print_json", "say"]
+__all__ = ["TerminalConsole", "as_markup", "log_line", "plural", "print_json", "say"]
 
 
 class TerminalConsole(Console):
@@ -37,6 +37,13 @@ def say(console: Console, line: str) -> None:
     """One line of prose that may hold names: plain text on one line (a newline in a name
     shows as U+FFFD, so it cannot forge the next line of output)."""
     console.print(printable(line), markup=False)
+
+
+def log_line(console: Console, line: str) -> None:
+    """A line of a log (where no bar is drawn), written as :func:`say` would show it but
+    without rich's rendering, which costs a millisecond a line: a sweep at batch 1 writes one
+    per image."""
+    console.file.write(printable(line) + "\n")
 
 
 def as_markup(text: str) -> str:

@@ -86,7 +86,12 @@ def difference_map(reference: np.ndarray, other: np.ndarray) -> np.ndarray:
 
 
 def is_multiclass(probabilities: np.ndarray) -> bool:
-    return probabilities.ndim == 3 and probabilities.shape[-1] > 1
+    return multiclass_shape(probabilities.shape)
+
+
+def multiclass_shape(shape: tuple[int, ...]) -> bool:
+    """Whether a map of ``shape`` holds classes (softmax): one value per class per pixel."""
+    return len(shape) == 3 and shape[-1] > 1
 
 
 def at_cutoff(cutoff: float, multiclass: bool) -> str:

@@ -7,7 +7,7 @@ import numpy as np
 
 from segdiff_gui.core.findings import Finding, plural, verb
 from segdiff_gui.core.spread import at_risk_mask
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 
 __all__ = ["cutoff_findings", "quietest_cutoff"]
 
@@ -27,7 +27,7 @@ def quietest_cutoff(reference: np.ndarray, margin: float, cutoff: float) -> tupl
     return float(candidates[best]), counts[best]
 
 
-def _tie_findings(study: Study) -> list[Finding]:
+def _tie_findings(study: GroupAnalysis) -> list[Finding]:
     """Pixels whose top classes are exactly equal in a run: argmax's lowest class is no class
     decision, and they are said apart from the flips."""
     tied = [(run, study.comparisons[run.key].ties) for run in study.others]
@@ -48,7 +48,7 @@ def _tie_findings(study: Study) -> list[Finding]:
     ]
 
 
-def cutoff_findings(study: Study, cutoff_text: str) -> list[Finding]:
+def cutoff_findings(study: GroupAnalysis, cutoff_text: str) -> list[Finding]:
     flipped = int(study.any_flips().sum())
     at_risk = int(study.at_risk.sum())
     if not study.others or (flipped == 0 and at_risk == 0):

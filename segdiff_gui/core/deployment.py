@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from segdiff_gui.core.attribution import Effect, plan_attribution
 from segdiff_gui.core.findings import Finding, plural
 from segdiff_gui.core.runtimes import RUNTIMES
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 
 __all__ = ["Conversion", "artefact_findings", "deployment_advice", "is_conversion"]
 
@@ -77,7 +77,7 @@ def deployment_advice(conversions: list[Conversion], cutoff_text: str) -> list[F
     ]
 
 
-def _nearest(study: Study, runs: list[StudyRun]) -> StudyRun:
+def _nearest(study: GroupAnalysis, runs: list[StudyRun]) -> StudyRun:
     """Of one artefact's runs, the one whose configuration is nearest the reference's (its
     runtime aside: the artefact has its own)."""
 
@@ -88,7 +88,7 @@ def _nearest(study: Study, runs: list[StudyRun]) -> StudyRun:
     return min(runs, key=away)
 
 
-def artefact_findings(study: Study, cutoff_text: str) -> list[Finding]:
+def artefact_findings(study: GroupAnalysis, cutoff_text: str) -> list[Finding]:
     """What each of the user's own artefacts beside its Keras source does against the
     source's reference run: its own model, not a knob of the source's, so it is
     said apart, with what to do before shipping it."""

@@ -26,7 +26,7 @@ from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.predictions import emulation_findings, emulation_missing
 from segdiff_gui.core.remedies import remedy_findings
 from segdiff_gui.core.runtimes import RUNTIMES
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 
 __all__ = ["DOCS", "TOPICS", "Finding", "by_topic", "diagnose"]  # Finding: core/findings.py
 
@@ -67,7 +67,7 @@ def _size_text(effect: Effect) -> str:
     return f"{effect.max_ulp:,} ULP"
 
 
-def _first_repeats(study: Study) -> dict[str, StudyRun]:
+def _first_repeats(study: GroupAnalysis) -> dict[str, StudyRun]:
     """Each configuration's first repeat, of the reference's model: an artefact's runs
     beside its source are another model, said apart (``artefact_findings``)."""
     firsts: dict[str, StudyRun] = {}
@@ -77,7 +77,7 @@ def _first_repeats(study: Study) -> dict[str, StudyRun]:
     return firsts
 
 
-def _repeatability(study: Study) -> list[Finding]:
+def _repeatability(study: GroupAnalysis) -> list[Finding]:
     if not study.verdicts:
         return [
             Finding(
@@ -117,7 +117,7 @@ def _repeatability(study: Study) -> list[Finding]:
     return findings + _across_processes(study)
 
 
-def _across_processes(study: Study) -> list[Finding]:
+def _across_processes(study: GroupAnalysis) -> list[Finding]:
     """What repeats in fresh processes add to repeats in one: a fresh process autotunes
     again and may choose other kernels, which repeats in one process never show."""
     firsts = _first_repeats(study)
@@ -158,7 +158,7 @@ def _link(knob: str, config: RunConfig) -> str:
 
 
 def _knob_effects(
-    study: Study, cutoff_text: str
+    study: GroupAnalysis, cutoff_text: str
 ) -> tuple[list[Finding], dict[str, Effect], set[str], list[Conversion]]:
     """A sentence per configuration that differs from the reference in exactly one knob (a
     clean measurement of that knob), and a pointer to ``explain`` for the mixed ones. A
@@ -228,7 +228,7 @@ def _knob_effects(
     return findings, alone, varied, conversions
 
 
-def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Finding]:
+def _advice(study: GroupAnalysis, alone: dict[str, Effect], cutoff_text: str) -> list[Finding]:
     advice = []
     reference = study.reference
     changing = {knob: e for knob, e in alone.items() if e.differing_pixels}
@@ -339,7 +339,7 @@ def _advice(study: Study, alone: dict[str, Effect], cutoff_text: str) -> list[Fi
     return advice
 
 
-def diagnose(study: Study) -> list[Finding]:
+def diagnose(study: GroupAnalysis) -> list[Finding]:
     """The findings for ``study``, in the order a person asks: is it normal (repeatability),
     why (knobs), what it does at the cutoff, how to avoid it, and what was not measured."""
     cutoff_text = at_cutoff(study.cutoff, study.multiclass)

@@ -13,12 +13,12 @@ from segdiff_gui.core.exact import FlipSides, undecidable_words
 from segdiff_gui.core.findings import Finding, plural, verb
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.runtimes import EXACT_PRECISION
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 
 __all__ = ["exact_findings", "exact_missing", "flip_sides_named"]
 
 
-def flip_sides_named(study: Study) -> list[FlipSides]:
+def flip_sides_named(study: GroupAnalysis) -> list[FlipSides]:
     """Which side of each run's flips is right, a configuration's repeats that agree bit for
     bit said once, named together."""
     sides = study.flip_sides
@@ -28,7 +28,7 @@ def flip_sides_named(study: Study) -> list[FlipSides]:
     ]
 
 
-def exact_missing(study: Study) -> list[Finding]:
+def exact_missing(study: GroupAnalysis) -> list[Finding]:
     """Said where runs flip and no exact run was measured: which side of the flips is right is
     then unknown, and the exact run that would say it, where the reference's configuration can
     be computed in float64 (else the plain one on its device)."""
@@ -55,7 +55,7 @@ def exact_missing(study: Study) -> list[Finding]:
     ]
 
 
-def exact_findings(study: Study) -> list[Finding]:
+def exact_findings(study: GroupAnalysis) -> list[Finding]:
     """The ``exact`` topic: nothing without an exact run, or without runs to measure."""
     errors = study.exact_errors
     if not errors:

@@ -17,7 +17,7 @@ from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.findings import Finding, plural
 from segdiff_gui.core.knobs import KNOBS
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 
 __all__ = ["emulation_findings", "emulation_missing"]
 
@@ -25,7 +25,7 @@ __all__ = ["emulation_findings", "emulation_missing"]
 _WHERE_DEFAULT = "TensorFlow's and JAX's default on Ampere and later GPUs"
 
 
-def _emulated(study: Study, firsts: Mapping[str, StudyRun]) -> StudyRun | None:
+def _emulated(study: GroupAnalysis, firsts: Mapping[str, StudyRun]) -> StudyRun | None:
     """The run that differs from the reference in its emulation alone, on its machine."""
     reference = study.reference
     return next(
@@ -54,7 +54,7 @@ def _measured_pairs(firsts: Mapping[str, StudyRun]) -> list[tuple[StudyRun, Stud
 
 
 def emulation_findings(
-    study: Study, firsts: Mapping[str, StudyRun], cutoff_text: str
+    study: GroupAnalysis, firsts: Mapping[str, StudyRun], cutoff_text: str
 ) -> list[Finding]:
     """The prediction of an emulated run, and beside it what a GPU measured, if one did."""
     run = _emulated(study, firsts)
@@ -95,7 +95,7 @@ def emulation_findings(
     return findings
 
 
-def emulation_missing(study: Study) -> Finding:
+def emulation_missing(study: GroupAnalysis) -> Finding:
     """Said where no GPU run was measured: what the runs here cannot say of a GPU, and, where
     this CPU can, the emulated run that would predict TF32's share of it."""
     reference = study.reference.config

@@ -84,11 +84,16 @@ class BatchProgress(Message):
 
 @dataclass(frozen=True)
 class RunFinished(Message):
+    """One run stored. ``written``: what the child stored (the file's identity and its
+    attributes, JSON as the storage writes it), which the runner takes for the file instead
+    of reading it back; the runner passes the message on without it."""
+
     event: ClassVar[str] = "finished"
     key: str
     label: str
     seconds: float
     device: str
+    written: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

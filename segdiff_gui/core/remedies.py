@@ -14,7 +14,7 @@ from segdiff_gui.core.attribution import KNOB_GROUPS, Effect, plan_attribution, 
 from segdiff_gui.core.findings import Finding, plural
 from segdiff_gui.core.knobs import KNOBS
 from segdiff_gui.core.runtimes import RUNTIMES
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 
 __all__ = ["remedy_findings"]
 
@@ -33,7 +33,7 @@ def _value(run: StudyRun, knob: str) -> str:
 
 
 def _measured(
-    study: Study, firsts: Mapping[str, StudyRun], knob: str, effect: Effect
+    study: GroupAnalysis, firsts: Mapping[str, StudyRun], knob: str, effect: Effect
 ) -> list[Finding]:
     """What ``knob``'s change does under every other single setting measured beside it."""
     reference = study.reference
@@ -84,7 +84,7 @@ def _steps(base: StudyRun, other: StudyRun) -> list[str]:
     return [step.knob for step in plan_attribution(base.config, other.config).steps]
 
 
-def _target_value(study: Study, firsts: Mapping[str, StudyRun], knob: str) -> object:
+def _target_value(study: GroupAnalysis, firsts: Mapping[str, StudyRun], knob: str) -> object:
     """The value of ``knob`` its single-knob run against the reference has."""
     reference = study.reference
     for run in firsts.values():
@@ -93,7 +93,7 @@ def _target_value(study: Study, firsts: Mapping[str, StudyRun], knob: str) -> ob
     return None
 
 
-def _onednn_unmeasured(study: Study, knob: str, effect: Effect) -> Finding | None:
+def _onednn_unmeasured(study: GroupAnalysis, knob: str, effect: Effect) -> Finding | None:
     """Whether oneDNN off would remove ``knob``'s effect, where the reference ran with it on
     (TensorFlow on the CPU) and no run says: the two configurations that measure it."""
     reference = study.reference
@@ -126,7 +126,7 @@ def _onednn_unmeasured(study: Study, knob: str, effect: Effect) -> Finding | Non
 
 
 def remedy_findings(
-    study: Study, firsts: Mapping[str, StudyRun], alone: Mapping[str, Effect]
+    study: GroupAnalysis, firsts: Mapping[str, StudyRun], alone: Mapping[str, Effect]
 ) -> list[Finding]:
     """For every knob that moved the map on its own: what it does under the other settings
     measured beside it, or the cheap remedy not measured yet."""

@@ -1,5 +1,6 @@
-"""All runs of one model on one image, against a reference run: the analysis every front end
-shows (CLI tables, reports, the CI gate, and the GUI's statistics panel)."""
+"""The analysis of one comparable group (:class:`GroupAnalysis`): all runs of one model on one
+image, against a reference run, and beside it the exact run; what every front end shows (CLI
+tables, reports, the CI gate, the GUI's statistics panel; the API's ``Study`` holds one)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from segdiff_gui.core.pages import empty_in_ordinary_pages
 from segdiff_gui.core.parallel import for_each_core, thread_map
 from segdiff_gui.core.spread import RepeatVerdict, at_risk_mask, observed_margin, repeat_verdict
 
-__all__ = ["Study", "StudyRun", "default_reference", "reference_rank"]
+__all__ = ["GroupAnalysis", "StudyRun", "default_reference", "reference_rank"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,12 @@ class StudyRun:
     def configuration(self) -> str:
         """The label without its repeat, for display: ``cpu b64`` (``server: cpu b64`` for a
         run kept beside this machine's)."""
-        return self.label.removesuffix(f" r{self.repeat}")
+        return configuration_name(self.label, self.repeat)
+
+
+def configuration_name(label: str, repeat: int) -> str:
+    """A run's label without its repeat: the configuration it names (``cpu b64``)."""
+    return label.removesuffix(f" r{repeat}")
 
 
 def reference_rank(
@@ -113,9 +119,10 @@ def default_reference(runs: Sequence[StudyRun]) -> StudyRun:
     return min(enumerate(runs), key=rank)[1]
 
 
-class Study:
-    """``runs`` (same model, image and map shape; float32) compared with ``reference`` at
-    ``cutoff``, and with ``exact`` (the model in float64), where given, beside it."""
+class GroupAnalysis:
+    """The analysis of one comparable group: ``runs`` (same model, image and map shape;
+    float32) compared with ``reference`` at ``cutoff``, and with ``exact`` (the model in
+    float64), where given, beside it."""
 
     def __init__(
         self,
@@ -150,11 +157,11 @@ class Study:
         # another cutoff makes masks in place of its predecessor's: numpy's reused pages.
         self._masks_grow = True
 
-    def at_cutoff(self, cutoff: float) -> Study:
+    def at_cutoff(self, cutoff: float) -> GroupAnalysis:
         """The same runs at another cutoff. Differences, ULPs, verdicts and the margin do not
         depend on the cutoff and are carried over; only flips (and at-risk pixels) are redone,
         so dragging a cutoff costs one threshold per run, not a whole comparison."""
-        moved = Study(self.runs, cutoff, self.reference, self.exact)
+        moved = GroupAnalysis(self.runs, cutoff, self.reference, self.exact)
         moved._masks_grow = False
         for name in ("verdicts", "margin"):
             if name in self.__dict__:

@@ -22,7 +22,7 @@ import numpy as np
 from segdiff_gui.core.analysis import class_map
 from segdiff_gui.core.attribution import Effect
 from segdiff_gui.core.findings import plural
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.core.test_sets import SetCoverage
 
 __all__ = [
@@ -95,7 +95,17 @@ class ImageSummary:
         }
 
 
-def summarise_image(image: str, study: Study, truth: np.ndarray | None) -> ImageSummary:
+_NO_EFFECT = Effect(0, 0.0, 0, 0, 0)
+
+
+def summarise_alone(image: str, configuration: str, map_shape: tuple[int, ...]) -> ImageSummary:
+    """The summary of an image whose one run has nothing to be compared with (no other run,
+    no truth): what :func:`summarise_image` makes of it, without reading its map."""
+    entry = ConfigurationOnImage(_NO_EFFECT, None)
+    return ImageSummary(image, int(np.prod(map_shape[:2])), {configuration: entry})
+
+
+def summarise_image(image: str, study: GroupAnalysis, truth: np.ndarray | None) -> ImageSummary:
     """Every configuration of ``study`` (one image) against its reference and the truth."""
     reference = study.reference
     by_configuration: dict[str, list[Any]] = {}
@@ -103,7 +113,6 @@ def summarise_image(image: str, study: Study, truth: np.ndarray | None) -> Image
         by_configuration.setdefault(run.configuration, []).append(run)
     multiclass = study.multiclass
     entries = {}
-    zero = Effect(0, 0.0, 0, 0, 0)
     for name, runs in by_configuration.items():
         others = [run for run in runs if run.key != reference.key]
         effects = [study.effect(run) for run in others]
@@ -113,7 +122,8 @@ def summarise_image(image: str, study: Study, truth: np.ndarray | None) -> Image
                 overlap(class_map(run.probabilities, study.cutoff), truth, multiclass)
                 for run in runs
             )
-        entries[name] = ConfigurationOnImage(Effect.largest(effects) if effects else zero, overlaps)
+        largest = Effect.largest(effects) if effects else _NO_EFFECT
+        entries[name] = ConfigurationOnImage(largest, overlaps)
     pixels = int(np.prod(reference.probabilities.shape[:2]))
     return ImageSummary(image, pixels, entries)
 

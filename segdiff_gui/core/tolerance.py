@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui.core.analysis import row_blocks
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 
 __all__ = [
     "OutputTolerances",
@@ -199,7 +199,9 @@ def check_tolerance(
     )
 
 
-def tolerance_checks(study: Study, tolerance: Tolerance, output: str = "") -> list[ToleranceCheck]:
+def tolerance_checks(
+    study: GroupAnalysis, tolerance: Tolerance, output: str = ""
+) -> list[ToleranceCheck]:
     """Every run of ``study`` but its reference against the reference, in the study's order."""
     reference = study.reference
     return [

@@ -499,7 +499,7 @@ class _Writer:
         while (item := self._next()) is not None:
             run, record, started = item
             try:
-                self.cache.write_run(record)
+                written = self.cache.write_run(record)
             except Exception as error:  # noqa: BLE001 - one run's failure must not end the job
                 self.channel.send(run_failed(run, error, self.backend))
                 continue
@@ -507,7 +507,8 @@ class _Writer:
                 self._done(record)
             seconds = round(time.perf_counter() - started, 3)
             device = record.provenance.device or ""
-            self.channel.send(RunFinished(run.key, run.label, seconds, device))
+            said = written.to_dict()
+            self.channel.send(RunFinished(run.key, run.label, seconds, device, said))
 
 
 def _map_bytes(record: RunRecord) -> int:

@@ -16,7 +16,7 @@ from PIL import Image
 
 from segdiff_gui.core.analysis import class_map, difference_map, flips_heading
 from segdiff_gui.core.floatfmt import format_float32
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.io.colormaps import diverging, viridis
 from segdiff_gui.io.html_layers import layer_probe_sections, repair_sections
 from segdiff_gui.io.pictures import picture_rgb
@@ -125,7 +125,7 @@ def _shrink(data: np.ndarray, factor: int, how: str) -> np.ndarray:
 
 
 def _pictures(
-    study: Study,
+    study: GroupAnalysis,
     image: np.ndarray | None,
     width: int | None = None,
     image_unreadable: bool = False,
@@ -328,7 +328,7 @@ def _verdict_items(determinism: dict[str, str], at_risk: str) -> str:
 
 
 def study_fragment(
-    study: Study, image: np.ndarray | None, heading: str, picture_width: int = 200
+    study: GroupAnalysis, image: np.ndarray | None, heading: str, picture_width: int = 200
 ) -> str:
     """A study in a notebook cell: its heading, every run against the reference, the repeats'
     verdicts and the at-risk pixels, and small pictures (the reference, the largest difference,
@@ -402,7 +402,7 @@ def _exact_heading(data: dict[str, Any]) -> str:
 def write_html_report(
     path: str | Path,
     data: dict[str, Any],
-    study: Study,
+    study: GroupAnalysis,
     image: np.ndarray | None,
     image_unreadable: bool = False,
 ) -> Path:

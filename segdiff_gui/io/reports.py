@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from segdiff_gui.core.floatfmt import json_text
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.version import __version__
 
@@ -19,7 +19,7 @@ CURVE_POINTS = 201
 
 
 def report_data(
-    study: Study, provenance: dict[str, dict[str, Any]], context: dict[str, Any]
+    study: GroupAnalysis, provenance: dict[str, dict[str, Any]], context: dict[str, Any]
 ) -> dict[str, Any]:
     """Everything a report says, as plain JSON-ready data.
 

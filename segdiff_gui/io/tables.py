@@ -13,7 +13,7 @@ import numpy as np
 
 from segdiff_gui.core.analysis import class_map, ulp_distance
 from segdiff_gui.core.floatfmt import float32_bits, format_float32
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.core.sweep import SweepSummary
 
 __all__ = ["pixel_table", "spreadsheet_cell", "write_pixel_csv", "write_sweep_csv"]
@@ -33,7 +33,7 @@ def _values_at(
 
 
 def pixel_table(
-    study: Study, other: StudyRun, include_at_risk: bool = False
+    study: GroupAnalysis, other: StudyRun, include_at_risk: bool = False
 ) -> tuple[list[str], list[list[object]]]:
     """The header and rows of one line per pixel that flips between the reference and
     ``other`` (and, with ``include_at_risk``, per at-risk pixel): row, column, why; beside an
@@ -115,7 +115,7 @@ class _SpreadsheetWriter:
 
 
 def write_pixel_csv(
-    path: str | Path, study: Study, other: StudyRun, include_at_risk: bool = False
+    path: str | Path, study: GroupAnalysis, other: StudyRun, include_at_risk: bool = False
 ) -> int:
     """Write :func:`pixel_table` as CSV. Returns the number of pixels written."""
     header, lines = pixel_table(study, other, include_at_risk)

@@ -4,7 +4,7 @@ the measurement itself, from stored runs."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -37,8 +37,10 @@ def measure_attribution(
     plan: AttributionPlan,
     cutoff: float,
     ends: Sequence[str] = (),
+    read: Mapping[str, np.ndarray] | None = None,
 ) -> Attribution:
     """Measure ``plan`` on ``records`` (one comparable group: same model, image, preprocessing).
+    The maps of ``read`` (by key: a group's analysis has read them) are not read again.
 
     ``ends`` are the keys of the two runs a person named: they stand for their configurations,
     the total compares exactly them, and only runs computed on the first one's machine fill in
@@ -59,9 +61,9 @@ def measure_attribution(
         if record.run_config.is_exact:
             continue  # the exact reference's float64 map: never measured as a float32 run
         by_config.setdefault(record.run_config, []).append(record)
-    loaded: dict[str, np.ndarray] = {}
+    loaded: dict[str, np.ndarray] = dict(read or {})
 
-    def read(key: str) -> np.ndarray:
+    def map_of(key: str) -> np.ndarray:
         if key not in loaded:
             probabilities = store.read_run(key).probabilities
             assert probabilities is not None
@@ -70,9 +72,9 @@ def measure_attribution(
 
     def maps_of(config: RunConfig) -> list[np.ndarray]:
         runs = sorted(by_config.get(config, []), key=lambda r: (r.key not in ends, r.repeat))
-        return [read(r.key) for r in runs]
+        return [map_of(r.key) for r in runs]
 
-    chosen = (read(ends[0]), read(ends[1])) if len(named) == 2 else None
+    chosen = (map_of(ends[0]), map_of(ends[1])) if len(named) == 2 else None
     return attribute(plan, maps_of, cutoff, chosen)
 
 
@@ -82,9 +84,11 @@ def measure_between(
     first: RunRecord,
     second: RunRecord,
     cutoff: float,
+    read: Mapping[str, np.ndarray] | None = None,
 ) -> Attribution:
     """What moves stored run ``first`` to ``second`` (two runs of ``records``, their group):
-    their knobs one by one, and the total between exactly these two runs."""
+    their knobs one by one, and the total between exactly these two runs (the maps of
+    ``read`` not read again)."""
     plan = plan_attribution(first.run_config, second.run_config)
     if first.provenance.source is not None or second.provenance.source is not None:
         # An artefact's run beside its Keras source: its runtime step is the other model.
@@ -95,7 +99,7 @@ def measure_between(
             for step in plan.steps
         )
         plan = replace(plan, steps=steps)
-    return measure_attribution(store, records, plan, cutoff, (first.key, second.key))
+    return measure_attribution(store, records, plan, cutoff, (first.key, second.key), read)
 
 
 def measured_on(records: Sequence[RunRecord]) -> dict[str, Any]:

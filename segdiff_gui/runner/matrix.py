@@ -31,7 +31,7 @@ from segdiff_gui.core.runtimes import RUNTIMES
 from segdiff_gui.runner.child import ChildProcess, ChildTimeout, describe_exit
 from segdiff_gui.runner.devices import remember_inspection, remember_probe
 from segdiff_gui.runner.plan import MatrixPlan
-from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.cache import ResultCache, WrittenRun
 from segdiff_gui.storage.converted import ConvertedStore
 from segdiff_gui.storage.locations import compilation_cache_dir, compilation_cache_problem
 
@@ -317,6 +317,13 @@ class MatrixRunner:
             return False
         return True
 
+    def _take_written(self, said: dict[str, Any]) -> None:
+        """What the child said it stored, taken for the file while it is the one written (a
+        sweep's thousands of runs are not read back one by one to be checked)."""
+        written = WrittenRun.from_dict(said, self.cache)
+        if written is not None:
+            self.cache.remember_written(written)
+
     def _named(self, message: Message) -> Message:
         """In a sweep every image has a ``cpu b1 r0``: progress names the image too."""
         key, label = getattr(message, "key", None), getattr(message, "label", None)
@@ -385,6 +392,9 @@ class MatrixRunner:
                     if (started := pending.get(message.key)) is not None:
                         in_flight[message.key] = started
                 elif isinstance(message, RunFinished | RunFailed):
+                    if isinstance(message, RunFinished) and message.written is not None:
+                        self._take_written(message.written)
+                        message = replace(message, written=None)
                     if isinstance(message, RunFinished) and not self._finished(message.key):
                         message = RunFailed(
                             message.key,

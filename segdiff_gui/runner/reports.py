@@ -12,7 +12,7 @@ from segdiff_gui.core.diagnosis import diagnose
 from segdiff_gui.core.exact import ExactSummary
 from segdiff_gui.core.findings import Finding
 from segdiff_gui.core.repair import repair_code
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.core.tolerance import OutputTolerances, ToleranceCheck, tolerance_checks
 from segdiff_gui.io.reports import report_data
 from segdiff_gui.runner.layers import LayerProbe
@@ -81,7 +81,7 @@ class ComparisonSummary:
     context: ReportContext
     cutoff: float
     reference: str  # its label
-    comparisons: list[dict[str, Any]]  # a row of figures per run (Study.rows)
+    comparisons: list[dict[str, Any]]  # a row of figures per run (GroupAnalysis.rows)
     determinism: dict[str, str]  # a repeated configuration's verdict, as a sentence
     at_risk_margin: float
     at_risk_pixels: int
@@ -102,7 +102,7 @@ class ComparisonSummary:
         }
 
 
-def comparison_summary(study: Study, context: ReportContext) -> ComparisonSummary:
+def comparison_summary(study: GroupAnalysis, context: ReportContext) -> ComparisonSummary:
     return ComparisonSummary(
         context=context,
         cutoff=study.cutoff,
@@ -134,7 +134,7 @@ class DiagnosisSummary:
         }
 
 
-def diagnosis_summary(study: Study, context: ReportContext) -> DiagnosisSummary:
+def diagnosis_summary(study: GroupAnalysis, context: ReportContext) -> DiagnosisSummary:
     return DiagnosisSummary(context, study.reference.label, study.cutoff, tuple(diagnose(study)))
 
 
@@ -160,7 +160,7 @@ class ToleranceSummary:
 
 
 def tolerance_summary(
-    study: Study, record: RunRecord, title: str, tolerances: OutputTolerances
+    study: GroupAnalysis, record: RunRecord, title: str, tolerances: OutputTolerances
 ) -> ToleranceSummary | None:
     """``study`` (the group of ``record``) under the tolerance ``tolerances`` give its output
     (by its name, or by what ``--output`` chose, else the one given without a name); None
@@ -173,7 +173,7 @@ def tolerance_summary(
     return ToleranceSummary(group_id(record), title, tuple(checks))
 
 
-def study_report(store: RunStore, study: Study, context: ReportContext) -> dict[str, Any]:
+def study_report(store: RunStore, study: GroupAnalysis, context: ReportContext) -> dict[str, Any]:
     """The report's data: ``study`` with the provenance of each of its runs (and the oneDNN
     and OpenVINO inference precision it had, in words), and the layer probes and precision
     repairs a cache holds for pairs of its runs."""
@@ -193,7 +193,7 @@ def study_report(store: RunStore, study: Study, context: ReportContext) -> dict[
 
 
 def _layer_findings(
-    cache: ResultCache, study: Study, model: str
+    cache: ResultCache, study: GroupAnalysis, model: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every stored layer comparison and repair between two runs of ``study`` (a damaged
     entry is left out: it costs only itself)."""

@@ -13,12 +13,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from segdiff_gui.core.analysis import multiclass_shape
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.hashing import canonical_json
 from segdiff_gui.core.protocol import Message, RunCached, RunFailed, RunFinished
-from segdiff_gui.core.study import reference_rank
-from segdiff_gui.core.sweep import ImageSummary, SweepSummary, summarise_image
+from segdiff_gui.core.study import configuration_name, reference_rank
+from segdiff_gui.core.sweep import ImageSummary, SweepSummary, summarise_alone, summarise_image
 from segdiff_gui.core.test_sets import ShardManifest, set_coverage, set_identity
 from segdiff_gui.io.truth import TruthFolder
 from segdiff_gui.runner.matrix import MatrixRunner
@@ -37,6 +38,7 @@ from segdiff_gui.storage.studies import (
     group_id,
     load_study,
     settings_text,
+    without_exact,
 )
 
 __all__ = [
@@ -215,7 +217,12 @@ def summarised_image(
 ) -> tuple[ImageSummary, bool] | None:
     """One image's runs (``group``) against ``chosen`` and its truth, and whether its map holds
     classes (the maps of one image at a time); None where the reference's map cannot be read
-    and ``damaged`` takes the error (without it, it is raised)."""
+    and ``damaged`` takes the error (without it, it is raised). A run with nothing to be
+    compared with (alone, without truth) is summarised from its record: no map is read."""
+    if truth is None and [record.key for record in group] == [chosen.key] and without_exact(group):
+        name = configuration_name(chosen.label, chosen.repeat)
+        image = summarise_alone(chosen.target_name, name, chosen.map_shape)
+        return image, multiclass_shape(chosen.map_shape)
     study = load_study(store, group, cutoff, chosen, damaged)
     if study.reference.key != chosen.key:
         return None

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -51,10 +52,13 @@ from segdiff_gui.storage.marker import (
 )
 from segdiff_gui.storage.records import (
     RunRecord,
+    StoredAttributes,
+    metadata_of_written,
     read_metadata,
     with_checked_map,
     write_record,
 )
+from segdiff_gui.storage.schema import is_digest
 
 __all__ = [
     "MARKER",
@@ -62,6 +66,7 @@ __all__ = [
     "SETS_FOLDER",
     "ResultCache",
     "UnreadableEntry",
+    "WrittenRun",
     "atomic_h5",
     "checked_digest",
     "compilation_cache_dir",
@@ -228,6 +233,41 @@ class CacheScan:
     damaged: list[UnreadableEntry] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class WrittenRun:
+    """A run just stored: its key and file, the file's identity (inode, size, time) and what
+    it holds beside the map. A child says it to the runner (:meth:`to_dict`), which takes it
+    for the file without reading it back (:meth:`ResultCache.remember_written`)."""
+
+    key: str
+    path: Path
+    identity: tuple[int, int, int]
+    stored: StoredAttributes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "identity": list(self.identity), **self.stored.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Any, cache: ResultCache) -> WrittenRun | None:
+        """What a child said it stored in ``cache``, or None where it is not such a thing."""
+        if not isinstance(data, dict):
+            return None
+        key, identity = data.get("key"), data.get("identity")
+        stored = StoredAttributes.from_dict(data)
+        if stored is None or not isinstance(key, str) or not is_digest(key):
+            return None
+        if not isinstance(identity, list):
+            return None
+        if len(identity) != 3 or not all(type(n) is int for n in identity):
+            return None
+        return cls(key, cache.run_path(key), (identity[0], identity[1], identity[2]), stored)
+
+
+def _identity(info: os.stat_result) -> tuple[int, int, int]:
+    """A file's identity: an entry is replaced by a rename, never changed in place."""
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
 class ResultCache:
     """A folder of finished runs and of the target images they were computed from."""
 
@@ -334,15 +374,38 @@ class ResultCache:
         """Whether a file for ``key`` is there (whole or not: see :meth:`damage`)."""
         return os.path.lexists(self.run_path(key))
 
-    def write_run(self, record: RunRecord) -> Path:
+    def write_run(self, record: RunRecord) -> WrittenRun:
+        """Store ``record``; what was stored, with the file's identity (see read_run)."""
         path = self.run_path(record.key)
         self.claim()  # nothing is written into a folder that is not a cache
         if path.is_dir() and not path.is_symlink():
             # Not something segdiff made: whatever is in it is not ours to delete.
             raise InputError(path, "is a folder where a run belongs; remove it to store the run")
         with in_memory_h5(path) as handle:
-            write_record(handle, record, path)
-        return path
+            stored = write_record(handle, record, path)
+        return WrittenRun(record.key, path, _identity(path.lstat()), stored)
+
+    def remember_written(self, written: WrittenRun) -> None:
+        """Take what a writer (a child) said it stored as the run's checked metadata, as if
+        :meth:`read_run` had read it, while the file is the one it wrote (its identity); its
+        values are checked as a file's. Where they are not the file's, or not whole, nothing
+        is remembered and the next read reads the file."""
+        path = self.run_path(written.key)
+        try:
+            same = _identity(path.lstat()) == written.identity
+        except OSError:
+            return
+        if not same:
+            return
+        try:
+            record, map_crc32 = metadata_of_written(written.stored, str(path))
+        except InputError:
+            return
+        if record.key != written.key:
+            return
+        if len(self._checked) >= _REMEMBERED:
+            self._checked.clear()
+        self._checked[written.key] = (written.identity, record, map_crc32)
 
     def read_run(self, key: str, with_map: bool = True) -> RunRecord:
         """The run ``key``; :class:`UnreadableEntry` (naming the file) if it is damaged.
@@ -355,7 +418,7 @@ class ResultCache:
             info = path.lstat()
         except FileNotFoundError:
             raise KeyError(key) from None
-        identity = (info.st_ino, info.st_size, info.st_mtime_ns)
+        identity = _identity(info)
         known = self._checked.get(key)
         if known is not None and known[0] == identity and not with_map:
             return known[1]

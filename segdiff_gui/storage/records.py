@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,7 +35,12 @@ from segdiff_gui.core.limits import (
 from segdiff_gui.core.text import printable
 from segdiff_gui.storage.chunked_read import read_stored_array
 from segdiff_gui.storage.chunked_write import write_compressed
-from segdiff_gui.storage.hdf5_access import UnreadableEntry, plain_dataset, plain_group
+from segdiff_gui.storage.hdf5_access import (
+    UnreadableEntry,
+    plain_dataset,
+    plain_group,
+    write_attributes,
+)
 from segdiff_gui.storage.provenance import Provenance
 from segdiff_gui.storage.schema import (
     MAX_ATTRIBUTES,
@@ -63,6 +69,8 @@ __all__ = [
     "expected_key",
     "read_checked_map",
     "with_checked_map",
+    "StoredAttributes",
+    "metadata_of_written",
     "read_metadata",
     "read_record",
     "write_record",
@@ -309,9 +317,46 @@ def _check_readable_back(
                 )
 
 
-def write_record(group: h5py.Group, record: RunRecord, where: object = "") -> None:
+@dataclass(frozen=True)
+class StoredAttributes:
+    """What :func:`write_record` stores beside the map, as HDF5 holds it: the run's
+    attributes, its provenance's, and the map's shape and type. A child that wrote a run says
+    it with the run's file (:class:`WrittenRun`), so that the runner need not read it back."""
+
+    run: dict[str, Any]
+    provenance: dict[str, Any]
+    map_shape: tuple[int, ...]
+    map_dtype: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "provenance": self.provenance,
+            "map_shape": list(self.map_shape),
+            "map_dtype": self.map_dtype,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> StoredAttributes | None:
+        """The attributes a child said it stored, or None where they are not such a thing
+        (their values are checked as a file's are, by :func:`metadata_of_written`)."""
+        if not isinstance(data, dict):
+            return None
+        run, provenance = data.get("run"), data.get("provenance")
+        shape, dtype = data.get("map_shape"), data.get("map_dtype")
+        if not (isinstance(run, dict) and isinstance(provenance, dict)):
+            return None
+        if not isinstance(shape, list) or not all(type(n) is int for n in shape):
+            return None
+        if not isinstance(dtype, str):
+            return None
+        return cls(run, provenance, tuple(shape), dtype)
+
+
+def write_record(group: h5py.Group, record: RunRecord, where: object = "") -> StoredAttributes:
     """Write ``record`` (which must carry its map) into an empty group, once every attribute
-    is known to be readable back (:func:`check_readable_back`: ``where`` names the file)."""
+    is known to be readable back (:func:`check_readable_back`: ``where`` names the file);
+    return what it stored beside the map."""
     if record.probabilities is None:
         raise ValueError("a record needs its probability map to be written")
     dtype = record.run_config.map_dtype
@@ -324,22 +369,20 @@ def write_record(group: h5py.Group, record: RunRecord, where: object = "") -> No
     # deflated by ISA-L here, a few times faster than HDF5's own zlib (a sweep writes
     # thousands of maps).
     data = np.ascontiguousarray(record.probabilities, dtype=dtype)
-    write_compressed(group, _MAP, data, dtype.newbyteorder("<").str)
+    stored_dtype = dtype.newbyteorder("<").str
+    write_compressed(group, _MAP, data, stored_dtype)
     texts, provenance_attributes = _stored_texts(record), _stored_provenance(record)
     _check_readable_back(texts, provenance_attributes, where)
-    attrs = group.attrs
-    attrs["format_version"] = FORMAT_VERSION
-    attrs["repeat"] = record.repeat
+    run: dict[str, Any] = {"format_version": FORMAT_VERSION, "repeat": record.repeat}
     if record.batch_position is not None:
-        attrs[_BATCH_POSITION] = record.batch_position
-    for name, text in texts.items():
-        attrs[name] = text
-    provenance = group.create_group(_PROVENANCE)
-    for name, value in provenance_attributes.items():
-        provenance.attrs[name] = value
-    attrs[_CHECKSUM] = canonical_json(
+        run[_BATCH_POSITION] = record.batch_position
+    run.update(texts)
+    run[_CHECKSUM] = canonical_json(
         {"map_crc32": array_checksum(data), "metadata_sha256": _metadata_digest(record)}
     )
+    write_attributes(group, run)
+    write_attributes(group.create_group(_PROVENANCE), provenance_attributes)
+    return StoredAttributes(run, dict(provenance_attributes), data.shape, stored_dtype)
 
 
 # reading -----------------------------------------------------------------------------------
@@ -380,7 +423,47 @@ def read_checked_map(group: h5py.Group, where: str, map_crc32: int | None) -> np
 
 def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]:
     """The run without its map, every attribute checked; and its map's checksum."""
-    attrs = AttributeReader(group, where, f"run {group.name}")
+
+    def map_layout() -> tuple[tuple[int, ...], np.dtype[Any]]:
+        dataset = plain_dataset(group, _MAP, where)
+        return tuple(dataset.shape), dataset.dtype
+
+    return _checked_metadata(
+        AttributeReader(group, where, f"run {group.name}"),
+        lambda: AttributeReader(plain_group(group, _PROVENANCE, where), where, "provenance"),
+        map_layout,
+        where,
+        str(group.name),
+    )
+
+
+def metadata_of_written(stored: StoredAttributes, where: str) -> tuple[RunRecord, int | None]:
+    """What :func:`read_metadata` gives of the file a writer said it stored as ``stored``,
+    every attribute checked as the file's would be; :class:`UnreadableEntry` where one is
+    wrong."""
+
+    def map_layout() -> tuple[tuple[int, ...], np.dtype[Any]]:
+        try:
+            return stored.map_shape, np.dtype(stored.map_dtype)
+        except (TypeError, ValueError):
+            raise UnreadableEntry(where, "its map's type is not a number type") from None
+
+    return _checked_metadata(
+        AttributeReader.of_values(stored.run, where, "run /"),
+        lambda: AttributeReader.of_values(stored.provenance, where, "provenance"),
+        map_layout,
+        where,
+        "/",
+    )
+
+
+def _checked_metadata(
+    attrs: AttributeReader,
+    provenance_attrs: Callable[[], AttributeReader],
+    map_layout: Callable[[], tuple[tuple[int, ...], np.dtype[Any]]],
+    where: str,
+    name: str,
+) -> tuple[RunRecord, int | None]:
     version = attrs.integer("format_version", 0, 2**31)
     if version != FORMAT_VERSION:
         raise UnreadableEntry(
@@ -401,10 +484,8 @@ def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]
         return lambda problem: attrs.fail(name, problem)
 
     config = check_config(json_of("config"), failing("config"))
-    dataset = plain_dataset(group, _MAP, where)
-    map_shape = check_map_shape(
-        tuple(dataset.shape), dataset.dtype, config, kind, lambda p: attrs.fail(_MAP, p)
-    )
+    shape, dtype = map_layout()
+    map_shape = check_map_shape(shape, dtype, config, kind, lambda p: attrs.fail(_MAP, p))
     check_stored_bytes(where, map_shape, config.map_dtype.itemsize, "a stored map")
     target_hash = attrs.digest("target_hash")
     # A sweep's batch is as long as the set's images left at its place (the last one short).
@@ -416,7 +497,7 @@ def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]
     position = config.position if batch_position is None else batch_position
     if position >= len(batch_hashes) or batch_hashes[position] != target_hash:
         raise attrs.fail("batch_hashes", "does not hold the target at its position")
-    provenance = _read_provenance(plain_group(group, _PROVENANCE, where), where)
+    provenance = _read_provenance(provenance_attrs())
     record = RunRecord(
         key=attrs.digest("key"),
         label=attrs.text("label"),
@@ -448,7 +529,7 @@ def read_metadata(group: h5py.Group, where: str) -> tuple[RunRecord, int | None]
     check_names(record.batch_names, len(batch_hashes), failing("batch_names"))
     checksum = _read_checksum(attrs)
     if checksum is not None and checksum["metadata_sha256"] != _metadata_digest(record):
-        raise UnreadableEntry(where, f"run {group.name}'s attributes do not match their checksum")
+        raise UnreadableEntry(where, f"run {name}'s attributes do not match their checksum")
     _check_key(record, where)
     # Shown to people: never a control character, and a label made from the configuration.
     shown = replace(
@@ -494,8 +575,7 @@ def _check_key(record: RunRecord, where: str) -> None:
 _PROVENANCE_TEXT = ("hostname", "device", "device_description", "tf_version", "timestamp")
 
 
-def _read_provenance(group: h5py.Group, where: str) -> Provenance:
-    attrs = AttributeReader(group, where, "provenance")
+def _read_provenance(attrs: AttributeReader) -> Provenance:
     names = attrs.names()
     encoded = attrs.json(_ENCODED) if _ENCODED in names else []
     if not isinstance(encoded, list) or not all(isinstance(name, str) for name in encoded):

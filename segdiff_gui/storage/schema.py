@@ -76,6 +76,18 @@ class AttributeReader:
             except Exception as error:  # noqa: BLE001 - h5py fails in many ways on odd types
                 self._unreadable[name] = type(error).__name__
 
+    @classmethod
+    def of_values(cls, values: dict[str, Any], where: str, owner: str) -> AttributeReader:
+        """A reader of attributes a writer said it stored (JSON values: numbers and truth
+        values are given back as HDF5 gives them, numpy scalars), checked as a file's are."""
+        reader = cls.__new__(cls)
+        reader.where, reader.owner = where, owner
+        reader._unreadable = {}
+        if len(values) > MAX_ATTRIBUTES:
+            raise UnreadableEntry(where, f"{owner} holds {len(values):,} attributes")
+        reader._values = {name: _as_stored(value) for name, value in values.items()}
+        return reader
+
     def fail(self, name: str, problem: str) -> UnreadableEntry:
         return UnreadableEntry(self.where, f"{self.owner} attribute {name!r} {problem}")
 
@@ -135,6 +147,18 @@ class AttributeReader:
         if not encodable:
             raise self.fail(name, "holds characters that are not text (lone surrogates)")
         return value
+
+
+def _as_stored(value: Any) -> Any:
+    """A JSON value as h5py reads it back from an attribute: bool, int and float as numpy
+    scalars; text as it is; anything else left for the typed reads to refuse."""
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, int) and -(2**63) <= value < 2**63:
+        return np.int64(value)
+    if isinstance(value, float):
+        return np.float64(value)
+    return value
 
 
 def _is_utf8(text: str) -> bool:

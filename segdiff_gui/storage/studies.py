@@ -15,7 +15,7 @@ import numpy as np
 from segdiff_gui.core.config import OutputSelection, Preprocessing
 from segdiff_gui.core.errors import ConfigError, InputError
 from segdiff_gui.core.hashing import canonical_json, hash_bytes
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.core.text import shape_text
 from segdiff_gui.storage.records import (
     RunRecord,
@@ -33,7 +33,9 @@ __all__ = [
     "group_id",
     "group_of",
     "group_titles",
+    "grouped",
     "models_text",
+    "narrowed",
     "settings_text",
     "load_study",
     "natural_order",
@@ -158,20 +160,35 @@ def comparable_groups(
     never one of the float32 runs (:func:`exact_of` finds a group's). A model named (its file
     name or hash prefix) chooses the groups it has runs in: an artefact's beside its source
     are the source's group, whichever of the two is named."""
-    chosen = [
-        r
-        for r in records
-        if _compared(r)
-        and (image is None or image in (r.target_name, r.target_hash[:8]))
-        and (group is None or group_id(r).startswith(group.lower()))
-    ]
+    return narrowed(grouped(records), model, image, group)
+
+
+def grouped(records: Sequence[RunRecord]) -> list[list[RunRecord]]:
+    """Every comparable group of ``records`` (see :func:`comparable_groups`), none left out."""
     groups: dict[str, list[RunRecord]] = {}
-    for record in sorted(chosen, key=natural_order):
+    for record in sorted(filter(_compared, records), key=natural_order):
         groups.setdefault(_group_key(record), []).append(record)
-    found = [g for g in groups.values() if model is None or any(_named(r, model) for r in g)]
+    return [distinguish_batches(group) for group in groups.values()]
+
+
+def narrowed(
+    groups: Sequence[list[RunRecord]],
+    model: str | None = None,
+    image: str | None = None,
+    group: str | None = None,
+) -> list[list[RunRecord]]:
+    """Of ``groups`` (:func:`grouped`), those of the model and image named, or the one group
+    of that id; a name that matches none is refused (see :func:`comparable_groups`)."""
+    found = [
+        members
+        for members in groups
+        if (image is None or image in (members[0].target_name, members[0].target_hash[:8]))
+        and (group is None or group_id(members[0]).startswith(group.lower()))
+        and (model is None or any(_named(r, model) for r in members))
+    ]
     if not found and (model or image or group):
         raise InputError(model or image or group, "matches no run in the cache (see 'segdiff ls')")
-    return [distinguish_batches(group) for group in found]
+    return found
 
 
 def _named(record: RunRecord, model: str) -> bool:
@@ -227,7 +244,7 @@ def group_of(records: Sequence[RunRecord], member: RunRecord) -> list[RunRecord]
 
 def without_exact(records: Sequence[RunRecord]) -> list[RunRecord]:
     """``records`` less the exact reference (float64): the runs a
-    :class:`~segdiff_gui.core.study.Study` compares, all float32."""
+    :class:`~segdiff_gui.core.study.GroupAnalysis` compares, all float32."""
     return [record for record in records if not record.run_config.is_exact]
 
 
@@ -270,12 +287,13 @@ def load_study(
     reference: RunRecord | None = None,
     damaged: list[InputError] | None = None,
     exact: RunRecord | None = None,
-) -> Study:
-    """The maps of ``records`` (one comparable group) as a :class:`Study`; records read without
-    their map are read again with it. With a ``damaged`` list, a run whose map cannot be read
-    (a damaged chunk, a checksum that does not match) is left out and its error added there;
-    a group with none left raises the last one's. The exact reference (float64) is left out:
-    it is compared beside the reference, never among the float32 runs; ``exact`` (the group's,
+) -> GroupAnalysis:
+    """The maps of ``records`` (one comparable group) as a :class:`GroupAnalysis`; records
+    read without their map are read again with it. With a ``damaged`` list, a run whose map
+    cannot be read (a damaged chunk, a checksum that does not match) is left out and its error
+    added there; a group with none left raises the last one's. The exact reference (float64)
+    is left out: it is compared beside the reference, never among the float32 runs; ``exact``
+    (the group's,
     :func:`exact_of`) is read and kept as the study's ``exact`` (one that cannot be read is
     left out like any run, its error added to ``damaged``)."""
     compared = without_exact(records)
@@ -290,7 +308,9 @@ def load_study(
         assert damaged
         raise damaged.pop()
     chosen = next((run for run in runs if reference and run.key == reference.key), None)
-    return Study(runs, cutoff, chosen, exact=_read(store, exact, damaged) if exact else None)
+    return GroupAnalysis(
+        runs, cutoff, chosen, exact=_read(store, exact, damaged) if exact else None
+    )
 
 
 def _read(store: RunStore, record: RunRecord, damaged: list[InputError] | None) -> StudyRun | None:

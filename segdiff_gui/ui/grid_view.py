@@ -12,7 +12,7 @@ from PySide6.QtCore import QPointF, QRectF, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
 from segdiff_gui.core.parallel import thread_map
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.ui.grid_panels import (
     COLOUR_BAR_ROOM,
     CROSSHAIR_GAP,
@@ -43,7 +43,7 @@ _OVERLAY_LUT = np.zeros((256, 4), dtype=np.uint8)
 _OVERLAY_LUT[1], _OVERLAY_LUT[2], _OVERLAY_LUT[3] = FLIP_RGBA, AT_RISK_RGBA, RIGHT_FLIP_RGBA
 
 
-def _right_flips(study: Study | None, run: StudyRun, factor: int) -> np.ndarray | None:
+def _right_flips(study: GroupAnalysis | None, run: StudyRun, factor: int) -> np.ndarray | None:
     """The (pooled) pixels where ``run`` flips against the reference and is right against the
     exact map: a pooled block only where none of its flips is wrong. None without an exact
     run, and for the reference (it flips nowhere)."""

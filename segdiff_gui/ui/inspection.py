@@ -27,9 +27,15 @@ from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.exact import exact_decisions, right_mask, undecidable_mask
 from segdiff_gui.core.floatfmt import float32_bits, float64_bits, format_float32, format_float64
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import RunStore, natural_order, study_run, target_image
+from segdiff_gui.storage.studies import (
+    RunStore,
+    exact_of,
+    natural_order,
+    study_run,
+    target_image,
+)
 from segdiff_gui.ui import view_modes
 from segdiff_gui.ui.view_modes import ViewMode
 from segdiff_gui.ui.view_planes import LEVEL_MODES, LevelMode
@@ -109,9 +115,9 @@ class Loaded:
 @dataclass(eq=False)
 class _StudyCache:
     """The study of the runs on show, made once for them and their reference, and carried to
-    another cutoff (``Study.at_cutoff``: only the flips are redone)."""
+    another cutoff (``GroupAnalysis.at_cutoff``: only the flips are redone)."""
 
-    study: Study | None = None
+    study: GroupAnalysis | None = None
     loaded: Loaded | None = None
     reference_key: str | None = None
 
@@ -228,7 +234,7 @@ class InspectionModel:
 
     # answers from the state ------------------------------------------------------------------
     @property
-    def study(self) -> Study | None:
+    def study(self) -> GroupAnalysis | None:
         """The runs shown against the reference at the cutoff (None: no runs)."""
         runs = self.loaded.runs
         if not runs:
@@ -244,7 +250,7 @@ class InspectionModel:
             exact = self.loaded.exact
             if exact is not None and exact.probabilities.shape != runs[0].probabilities.shape:
                 exact = None  # it came first, of another map shape than the runs
-            study = Study(runs, self.cutoff, reference, exact=exact)
+            study = GroupAnalysis(runs, self.cutoff, reference, exact=exact)
         elif study.cutoff != self.cutoff:  # keep what the cutoff does not change
             study = study.at_cutoff(self.cutoff)
         cache.study, cache.loaded, cache.reference_key = study, self.loaded, self.reference_key
@@ -421,21 +427,21 @@ def _joined(
     """``shown`` with ``taken`` runs each in its place and ``errors`` among the unreadable; the
     target image (the group's) read once, a damaged one said once with the unreadable runs.
     The exact reference (float64) is not one of the float32 runs shown side by side:
-    it is a comparison of its own, beside the reference, kept as ``exact`` (the first in
-    natural order of those of the runs' map shape)."""
-    exact_taken = sorted(
-        ((record, values) for record, values in taken if record.run_config.is_exact),
-        key=lambda pair: natural_order(pair[0]),
-    )
+    it is a comparison of its own, beside the reference, kept as ``exact`` (the runs' group's,
+    as the loader chooses it: :func:`~segdiff_gui.storage.studies.exact_of`)."""
+    exacts = {
+        record.key: (record, values) for record, values in taken if record.run_config.is_exact
+    }
     taken = [(record, values) for record, values in taken if not record.run_config.is_exact]
     records = {**shown.records, **{record.key: record for record, _ in taken}}
     runs = [*shown.runs, *(study_run(record, probabilities) for record, probabilities in taken)]
     runs.sort(key=lambda run: natural_order(records[run.key]))
     exact = shown.exact
-    shape = runs[0].probabilities.shape if runs else None
-    for record, values in exact_taken:
-        if exact is None and shape in (None, values.shape):
-            exact = study_run(record, values)  # its record is none of the runs' records
+    candidates = [record for record, _ in exacts.values()]
+    if exact is None and candidates:  # the runs' group's; before any run, the first-come's
+        chosen = exact_of(candidates, records[runs[0].key] if runs else candidates[0])
+        if chosen is not None:  # its record is none of the runs' records
+            exact = study_run(chosen, exacts[chosen.key][1])
     image, problem, unreadable = shown.image, shown.image_problem, [*shown.unreadable, *errors]
     if runs and image is None and problem is None:
         image, problem = target_image(store, records[runs[0].key].target_hash)

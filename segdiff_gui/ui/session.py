@@ -21,14 +21,9 @@ from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.runner.sweeps import SweepSession
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache, UnreadableEntry
+from segdiff_gui.storage.loading import RunsSource
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import (
-    RunStore,
-    comparable_groups,
-    exact_of,
-    group_titles,
-    natural_order,
-)
+from segdiff_gui.storage.studies import RunStore
 from segdiff_gui.ui.inspection import InspectionModel
 
 __all__ = ["BundleSession", "MatrixSession", "Planner", "read_runs"]
@@ -142,8 +137,8 @@ class BundleSession:
     damaged: list[UnreadableEntry] = field(default_factory=list)
     groups: list[list[RunRecord]] = field(default_factory=list)
     shown: int = 0
-    # Every readable run, the exact runs (float64) too, which no group holds.
-    scanned: list[RunRecord] = field(default_factory=list)
+    # Every readable run (the exact runs, which no group holds, too), grouped by the loader.
+    source: RunsSource | None = None
 
     @property
     def store(self) -> RunStore:
@@ -152,11 +147,11 @@ class BundleSession:
     def read(self) -> None:
         scan = self.bundle.scan()
         self.damaged = scan.damaged
-        self.scanned = list(scan.records)
-        self.groups = comparable_groups(self.scanned)
+        self.source = RunsSource(self.bundle, list(scan.records), str(self.bundle.path), [])
+        self.groups = self.source.groups
 
     def titles(self) -> list[str]:
-        return list(group_titles(self.groups).values())
+        return list(self.source.titles.values()) if self.source else []
 
     def show(self, model: InspectionModel, index: int = 0) -> list[RunRecord]:
         """Show group ``index``. Of a large group only the first run is read now, and the
@@ -167,9 +162,10 @@ class BundleSession:
         if not 0 <= index < len(self.groups):
             return []
         self.shown = index
-        group = sorted(self.groups[index], key=natural_order)
-        exact = exact_of(self.scanned, group[0]) if group else None
-        group += [exact] if exact else []  # beside the group's runs, not one of the views
+        assert self.source is not None
+        chosen = self.source.chosen(self.groups[index])
+        # The exact run beside the group's runs, not one of the views.
+        group = [*chosen.records, *([chosen.exact] if chosen.exact else [])]
         mapped = sum(math.prod(record.map_shape) * MAP_ITEM_BYTES for record in group)
         if len(group) < 2 or mapped < PROGRESSIVE_FROM_BYTES:
             model.set_runs(self.bundle, group)

@@ -19,7 +19,7 @@ import numpy as np
 
 from segdiff_gui.core.analysis import difference_map, ulp_distance
 from segdiff_gui.core.floatfmt import format_float32
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 
 __all__ = [
     "LEVEL_MODES",
@@ -44,7 +44,7 @@ class PlaneSource(Protocol):
     def runs(self) -> Sequence[StudyRun]: ...
 
     @property
-    def study(self) -> Study | None: ...
+    def study(self) -> GroupAnalysis | None: ...
 
     @property
     def class_count(self) -> int: ...

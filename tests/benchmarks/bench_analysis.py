@@ -15,7 +15,7 @@ from collections.abc import Callable
 from segdiff_gui.core.analysis import compare_maps, flip_mask
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import flip_curve
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from tests.benchmarks.synthetic import maps
 
 SIZE = 2048
@@ -55,14 +55,14 @@ def main() -> None:
     ]
 
     def full_study() -> None:
-        study = Study(runs, cutoff=0.55)
+        study = GroupAnalysis(runs, cutoff=0.55)
         study.rows()
         study.verdicts  # noqa: B018 - computing it is the point
         study.at_risk  # noqa: B018
 
     show("full study (3 rows, verdicts, at-risk)", median_ms(full_study, 3))
-    show("pairwise matrix (6 pairs)", median_ms(lambda: Study(runs).pairwise(), 3))
-    for row in Study(runs, cutoff=0.55).rows():
+    show("pairwise matrix (6 pairs)", median_ms(lambda: GroupAnalysis(runs).pairwise(), 3))
+    for row in GroupAnalysis(runs, cutoff=0.55).rows():
         print(
             f"  {row['label']}: {row['differing_pixels']:,} differing pixels, max "
             f"{row['max_ulp']:,} ULP, {row['flips']:,} flips at 0.55"

@@ -14,11 +14,11 @@ import pytest
 from segdiff_gui import api
 from segdiff_gui.cli.commands import check, compare, diagnose, report
 from segdiff_gui.core.exact import exact_error
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.resources import demo_images, demo_model
 from segdiff_gui.runner.reports import ReportContext, comparison_summary
-from segdiff_gui.runner.sources import GroupStudy
 from segdiff_gui.storage import ResultCache
+from segdiff_gui.storage.loading import GroupStudy
 from tests.conftest import segdiff_here
 from tests.exact_runs import assert_exact_pixels, bf16_study
 
@@ -26,7 +26,7 @@ from tests.exact_runs import assert_exact_pixels, bf16_study
 @pytest.fixture
 def studied(monkeypatch: pytest.MonkeyPatch):
     """The commands' studies are the ones a test puts here."""
-    chosen: list[Study] = []
+    chosen: list[GroupAnalysis] = []
 
     def studies_of(args):
         record = SimpleNamespace(
@@ -93,7 +93,7 @@ def test_check_bounds_wrong_classes_against_the_exact_run(studied, capsys, tmp_p
 
 def test_check_fails_where_no_exact_run_can_count_wrong_classes(studied, capsys, tmp_path):
     exact_less = bf16_study()
-    studied.append(Study(exact_less.runs, exact_less.cutoff))
+    studied.append(GroupAnalysis(exact_less.runs, exact_less.cutoff))
     result = segdiff_here(capsys, "check", "--cache", tmp_path, "--max-wrong", "0")
     assert result.returncode == 1
     assert (
@@ -116,7 +116,7 @@ def test_compare_json_gives_the_exact_run_beside_the_reference():
     (sides,) = exact["flips"]
     assert (sides["first_right"], sides["second_right"], sides["flips"]) == (3, 0, 3)
     assert json.loads(json.dumps(exact)) == exact
-    without = Study(bf16_study().runs, 0.5)
+    without = GroupAnalysis(bf16_study().runs, 0.5)
     assert "exact" not in comparison_summary(without, context).to_dict()
 
 

@@ -18,7 +18,7 @@ from segdiff_gui.cli.sweep_view import print_sweep
 from segdiff_gui.cli.text import TerminalConsole, say
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.runtimes import Runtime
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.core.sweep import SweepSummary, summarise_image
 
 # What rich would take for markup, an emoji code and a style: each must print as it is.
@@ -44,13 +44,13 @@ def test_devices_prints_the_install_hint_of_a_missing_runtime_with_its_extra(
     assert "'segdiff[torch]')" in out
 
 
-def _study(labels: tuple[str, ...]) -> Study:
+def _study(labels: tuple[str, ...]) -> GroupAnalysis:
     base = np.array([[0.2, 0.7], [0.4, 0.9]], dtype=np.float32)
     runs = [
         StudyRun(f"k{index}", label, RunConfig(batch=index + 1), 0, base + np.float32(index))
         for index, label in enumerate(labels)
     ]
-    return Study(runs, cutoff=0.5)
+    return GroupAnalysis(runs, cutoff=0.5)
 
 
 def test_tables_titles_and_sentences_print_brackets_and_emoji_codes_as_text():

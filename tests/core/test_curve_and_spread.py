@@ -5,7 +5,7 @@ from segdiff_gui.core.analysis import flip_mask
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.cutoff_curve import flip_curve
 from segdiff_gui.core.spread import at_risk_mask, observed_margin, repeat_verdict
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 
 
 def noisy_pair(seed: int, size: int = 128) -> tuple[np.ndarray, np.ndarray]:
@@ -70,7 +70,7 @@ def test_study_orders_reference_rows_and_pairs():
         StudyRun("k1", "cpu b1 r0", RunConfig(), 0, a),
         StudyRun("k3", "cpu b1 r1", RunConfig(), 1, a.copy()),
     ]
-    study = Study(runs, cutoff=0.5)
+    study = GroupAnalysis(runs, cutoff=0.5)
     assert study.reference.key == "k1"
     assert [row["label"] for row in study.rows()] == ["cpu b64 r0", "cpu b1 r1"]
     assert study.verdicts["cpu b1"].deterministic
@@ -78,7 +78,7 @@ def test_study_orders_reference_rows_and_pairs():
     assert pairs["flips"][0][1] == pairs["flips"][1][0] == study.rows()[0]["flips"]
     assert pairs["max_ulp"][1][2] == 0
     with pytest.raises(ValueError, match="map shape"):
-        Study([runs[0], StudyRun("k4", "x", RunConfig(), 0, np.zeros((2, 2), np.float32))])
+        GroupAnalysis([runs[0], StudyRun("k4", "x", RunConfig(), 0, np.zeros((2, 2), np.float32))])
 
 
 def test_spread_measures_max_minus_min_and_names_nan_and_zero_signs():
@@ -115,7 +115,7 @@ def test_merged_runs_from_another_machine_are_not_repeats():
         StudyRun("k3", "server: cpu b1 r0", RunConfig(), 0, b, "server"),
         StudyRun("k4", "server: cpu b1 r1", RunConfig(), 1, b.copy(), "server"),
     ]
-    study = Study(runs)
+    study = GroupAnalysis(runs)
     assert study.reference.key == "k1"
     assert all(v.deterministic for v in study.verdicts.values())
     assert set(study.verdicts) == {"cpu b1", "server: cpu b1"}
@@ -128,10 +128,10 @@ def test_a_study_moved_to_another_cutoff_equals_a_fresh_one():
         StudyRun("k1", "cpu b1 r0", RunConfig(), 0, a),
         StudyRun("k2", "cpu b64 r0", RunConfig(batch=64), 0, b),
     ]
-    study = Study(runs, cutoff=0.5)
+    study = GroupAnalysis(runs, cutoff=0.5)
     study.rows(), study.verdicts, study.margin  # noqa: B018 - fill the caches to carry over
     for cutoff in (0.3, 0.55, 0.9):
-        moved, fresh = study.at_cutoff(cutoff), Study(runs, cutoff=cutoff)
+        moved, fresh = study.at_cutoff(cutoff), GroupAnalysis(runs, cutoff=cutoff)
         assert moved.rows() == fresh.rows()
         assert np.array_equal(moved.at_risk, fresh.at_risk)
         assert np.array_equal(moved.any_flips(), fresh.any_flips())
@@ -142,8 +142,8 @@ def test_a_merged_run_never_becomes_the_reference_while_a_local_one_exists():
     a = np.full((2, 2), 0.5, np.float32)
     forged = StudyRun("k1", "cpu b1 r0", RunConfig(), 0, a, "laptop", merged_from="evil.h5")
     local = StudyRun("k2", "cpu b64 r0", RunConfig(batch=64), 0, a, "laptop")
-    assert Study([forged, local]).reference.key == "k2"
-    assert Study([forged]).reference.key == "k1"  # a bundle's own runs: one of them it is
+    assert GroupAnalysis([forged, local]).reference.key == "k2"
+    assert GroupAnalysis([forged]).reference.key == "k1"  # a bundle's own runs: one of them it is
 
 
 @pytest.mark.parametrize("small_blocks", [False, True])
@@ -171,7 +171,7 @@ def test_a_studys_flips_and_classes_at_each_cutoff_match_the_plain_threshold(
         StudyRun(f"k{i}", f"cpu b{i + 2} r0", RunConfig(batch=i + 2), 0, m)
         for i, m in enumerate(others)
     ]
-    study = Study(runs, cutoff=0.5)
+    study = GroupAnalysis(runs, cutoff=0.5)
     for cutoff in (0.5, 0.25, float(ref.flat[17]), 0.9):
         study = study.at_cutoff(cutoff)
         for run in runs:

@@ -6,7 +6,7 @@ import numpy as np
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.diagnosis import DOCS, diagnose
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 
 
 def _run(config: RunConfig, repeat: int, probabilities: np.ndarray) -> StudyRun:
@@ -22,7 +22,7 @@ def _base() -> np.ndarray:
 def test_cpu_only_runs_never_speak_for_gpus_and_name_unvaried_knobs() -> None:
     base = _base()
     batch = base + np.float32(1e-3)
-    study = Study(
+    study = GroupAnalysis(
         [
             _run(RunConfig(), 0, base),
             _run(RunConfig(), 1, base.copy()),
@@ -51,7 +51,7 @@ def test_nondeterminism_and_tf32_advice_come_from_gpu_runs() -> None:
     gpu = RunConfig(device="gpu:0")
     gpu_off = RunConfig(device="gpu:0", tf32=False)
     noisy = base + np.float32(2e-4)
-    study = Study(
+    study = GroupAnalysis(
         [
             _run(RunConfig(), 0, base),
             _run(gpu, 0, base + np.float32(1e-4)),
@@ -72,7 +72,7 @@ def test_nondeterminism_and_tf32_advice_come_from_gpu_runs() -> None:
 
 def test_identical_runs_need_no_avoiding() -> None:
     base = _base()
-    study = Study([_run(RunConfig(), 0, base), _run(RunConfig(threads=1), 0, base.copy())])
+    study = GroupAnalysis([_run(RunConfig(), 0, base), _run(RunConfig(threads=1), 0, base.copy())])
     advice = [f.sentence for f in diagnose(study) if f.topic == "advice"]
     assert advice == [
         "Every run is bitwise equal to cpu b1 r0: nothing to avoid among the configurations "
@@ -87,7 +87,7 @@ def test_nan_only_differences_are_named_not_called_equal() -> None:
     broken[-2:, :] = (
         np.nan
     )  # 40 foreground values NaN in one map only, no ULP difference anywhere else
-    study = Study(
+    study = GroupAnalysis(
         [_run(RunConfig(), 0, base), _run(RunConfig(precision="mixed_float16"), 0, broken)]
     )
     findings = diagnose(study)
@@ -104,7 +104,7 @@ def test_another_machines_run_is_no_repeat_and_no_knob() -> None:
     base = _base()
     other = base + np.float32(1e-6)
     here, there = RunConfig(), RunConfig(batch=8)
-    study = Study(
+    study = GroupAnalysis(
         [
             StudyRun("a", "cpu b1 r0", here, 0, base, "laptop"),
             StudyRun("b", "cpu b1 r1", here, 1, base.copy(), "laptop"),
@@ -131,10 +131,10 @@ def test_determinism_advice_cites_only_a_measured_deterministic_run() -> None:
         _run(gpu, 0, base + np.float32(1e-4)),
         _run(gpu, 1, base + np.float32(2e-4)),
     ]
-    advice = next(f for f in diagnose(Study(runs)) if "op determinism" in f.sentence)
+    advice = next(f for f in diagnose(GroupAnalysis(runs)) if "op determinism" in f.sentence)
     assert "no run with it on was measured here" in advice.sentence
     runs += [_run(det, 0, base + np.float32(1e-4)), _run(det, 1, base + np.float32(1e-4))]
-    advice = next(f for f in diagnose(Study(runs)) if "op determinism" in f.sentence)
+    advice = next(f for f in diagnose(GroupAnalysis(runs)) if "op determinism" in f.sentence)
     assert "with it on, gpu:0 b1 det was repeatable here" in advice.sentence
 
 
@@ -145,7 +145,7 @@ def test_tied_classes_are_said_in_the_diagnosis_and_the_summary() -> None:
     logits = rng.normal(size=(8, 8, 3))
     float32 = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32)
     bf16 = np.full((8, 8, 3), 0.33398438, dtype=np.float32)
-    study = Study(
+    study = GroupAnalysis(
         [_run(RunConfig(), 0, float32), _run(RunConfig(precision="mixed_bfloat16"), 0, bf16)]
     )
     (row,) = study.rows()
@@ -167,7 +167,7 @@ def test_repeats_in_fresh_processes_say_what_a_rerun_of_the_program_changes() ->
     other_kernels[3, 4] = np.nextafter(other_kernels[3, 4], np.float32(1), dtype=np.float32)
     runs = [_run(gpu, r, base.copy()) for r in range(3)]
     runs += [_run(fresh, 0, base.copy()), _run(fresh, 1, other_kernels)]
-    findings = [f for f in diagnose(Study(runs, cutoff=0.5)) if f.topic == "repeatability"]
+    findings = [f for f in diagnose(GroupAnalysis(runs, cutoff=0.5)) if f.topic == "repeatability"]
     across = [f for f in findings if "across processes" in f.sentence]
     assert len(across) == 1
     assert across[0].sentence.startswith(
@@ -178,7 +178,7 @@ def test_repeats_in_fresh_processes_say_what_a_rerun_of_the_program_changes() ->
     # Equal across processes too: said as such.
     same = [_run(gpu, r, base.copy()) for r in range(2)]
     same += [_run(fresh, r, base.copy()) for r in range(2)]
-    sentences = [f.sentence for f in diagnose(Study(same, cutoff=0.5))]
+    sentences = [f.sentence for f in diagnose(GroupAnalysis(same, cutoff=0.5))]
     assert any("and across fresh processes (gpu:0 b1 fresh, 2 processes)" in s for s in sentences)
 
 
@@ -189,7 +189,7 @@ def test_conversions_get_deployment_advice_with_their_runtimes_documentation() -
     base = _base()
     int8 = base.copy()
     int8.reshape(-1)[195:215] = 0.49  # the pixels at 0.5 and above there cross the cutoff
-    study = Study(
+    study = GroupAnalysis(
         [
             _run(RunConfig(), 0, base),
             _run(RunConfig(runtime="litert"), 0, base + np.float32(1e-7)),
@@ -227,7 +227,7 @@ def test_full_int8_runs_calibrated_on_other_images_are_not_repeats() -> None:
             "b", "litert-int8 cpu b1 cal1#bbbb r0", config, 0, base - 0.01, variant="cal1#bbbb"
         ),
     ]
-    study = Study(runs, cutoff=0.5)
+    study = GroupAnalysis(runs, cutoff=0.5)
     assert study.verdicts == {}
     text = " ".join(f.sentence for f in diagnose(study))
     assert " is nondeterministic" not in text and "Turn on op determinism" not in text
@@ -253,7 +253,7 @@ def test_a_remedy_is_offered_where_it_was_measured_and_named_where_it_was_not() 
     batched = base + np.float32(1e-3)
     on, on64 = RunConfig(onednn=True), RunConfig(onednn=True, batch=64)
     off, off64 = RunConfig(onednn=False), RunConfig(onednn=False, batch=64)
-    measured = Study(
+    measured = GroupAnalysis(
         [_run(on, 0, base), _run(on64, 0, batched), _run(off, 0, base + np.float32(2e-3)),
          _run(off64, 0, base + np.float32(2e-3))],
         cutoff=0.5,
@@ -263,7 +263,7 @@ def test_a_remedy_is_offered_where_it_was_measured_and_named_where_it_was_not() 
     assert "cpu b64 onednn-off equals cpu b1 onednn-off bit for bit" in remedy[0].sentence
     assert "while with oneDNN on, as in the reference, it moved 400 pixels" in remedy[0].sentence
     assert "Set oneDNN off (onednn=off)" in remedy[0].sentence
-    unmeasured = Study([_run(on, 0, base), _run(on64, 0, batched)], cutoff=0.5)
+    unmeasured = GroupAnalysis([_run(on, 0, base), _run(on64, 0, batched)], cutoff=0.5)
     (suggestion,) = [f for f in diagnose(unmeasured) if f.measure and "oneDNN" in f.sentence]
     assert suggestion.topic == "not measured"
     assert suggestion.measure == ("onednn=off", "batch=64,onednn=off")
@@ -276,7 +276,7 @@ def test_emulated_tf32_is_worded_as_a_prediction_and_kept_apart_from_a_measureme
     base = _base()
     emulated = base + np.float32(3e-3)  # moves 3 pixels across 0.5 (values 0.4972…0.4992)
     runs = [_run(RunConfig(), 0, base), _run(RunConfig(emulate="tf32"), 0, emulated)]
-    findings = diagnose(Study(runs, cutoff=0.5))
+    findings = diagnose(GroupAnalysis(runs, cutoff=0.5))
     predicted = next(f for f in findings if f.sentence.startswith("Predicted, not measured"))
     assert predicted.topic == "advice" and predicted.figure == "3 flips predicted"
     assert (
@@ -296,7 +296,7 @@ def test_emulated_tf32_is_worded_as_a_prediction_and_kept_apart_from_a_measureme
         _run(gpu, 0, base + np.float32(5e-3)),
         _run(RunConfig(device="gpu:0", tf32=False), 0, base + np.float32(1e-6)),
     ]
-    findings = diagnose(Study(runs, cutoff=0.5))
+    findings = diagnose(GroupAnalysis(runs, cutoff=0.5))
     measured = next(f for f in findings if f.sentence.startswith("Measured on gpu:0"))
     assert "TF32 on against off (gpu:0 b1 r0 against gpu:0 b1 tf32-off r0) flips" in (
         measured.sentence
@@ -307,12 +307,12 @@ def test_emulated_tf32_is_worded_as_a_prediction_and_kept_apart_from_a_measureme
 
 def test_without_a_gpu_the_emulation_is_offered_where_this_cpu_can_run_it() -> None:
     base = _base()
-    study = Study([_run(RunConfig(), 0, base), _run(RunConfig(batch=64), 0, base.copy())])
+    study = GroupAnalysis([_run(RunConfig(), 0, base), _run(RunConfig(batch=64), 0, base.copy())])
     missing = next(f for f in diagnose(study) if f.sentence.startswith("No GPU run"))
     assert missing.sentence.endswith("or run emulate=tf32 to predict what TF32 does, on this CPU.")
     assert missing.measure == ("emulate=tf32",)
     bf16 = RunConfig(precision="mixed_bfloat16")  # no emulation in bfloat16: nothing offered
-    study = Study(
+    study = GroupAnalysis(
         [_run(bf16, 0, base), _run(RunConfig(precision="mixed_bfloat16", batch=64), 0, base.copy())]
     )
     missing = next(f for f in diagnose(study) if f.sentence.startswith("No GPU run"))
@@ -325,7 +325,9 @@ def test_keeping_a_knob_as_in_the_reference_reads_as_one_plain_sentence() -> Non
     from segdiff_gui.core.knobs import KNOBS
 
     base = _base()
-    study = Study([_run(RunConfig(), 0, base), _run(RunConfig(onednn=False), 0, base + 1e-3)])
+    study = GroupAnalysis(
+        [_run(RunConfig(), 0, base), _run(RunConfig(onednn=False), 0, base + 1e-3)]
+    )
     (keep,) = [f.sentence for f in diagnose(study) if f.sentence.startswith("Keep ")]
     assert keep.startswith(
         "Keep oneDNN at TensorFlow's default, as in the reference, wherever maps are compared: "

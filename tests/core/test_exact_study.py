@@ -8,7 +8,7 @@ import pytest
 
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.diagnosis import TOPICS, by_topic, diagnose
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from tests.exact_runs import BELOW, C32, CUT, exact_config, exact_values, study_run
 
 
@@ -19,7 +19,7 @@ def test_the_exact_run_is_kept_beside_the_reference_never_among_the_runs():
         "bf16", RunConfig(precision="mixed_bfloat16"), (exact + 3e-3).astype(np.float32)
     )
     fp64 = study_run("fp64", exact_config(), exact)
-    study = Study([bf16, cpu], cutoff=CUT, exact=fp64)
+    study = GroupAnalysis([bf16, cpu], cutoff=CUT, exact=fp64)
     assert study.reference is cpu and study.others == [bf16]
     assert study.exact is fp64 and study.all_runs == [bf16, cpu, fp64]
     assert set(study.comparisons) == {bf16.key}
@@ -27,17 +27,17 @@ def test_the_exact_run_is_kept_beside_the_reference_never_among_the_runs():
     moved = study.at_cutoff(0.6)
     assert moved.exact is fp64 and moved.exact_errors[bf16.key].cutoff == 0.6
     # Another reference: the exact run stays beside it.
-    chosen = Study([bf16, cpu], cutoff=CUT, reference=bf16, exact=fp64)
+    chosen = GroupAnalysis([bf16, cpu], cutoff=CUT, reference=bf16, exact=fp64)
     assert [e.label for e in chosen.exact_summary().errors] == ["bf16 r0", "cpu r0"]
     with pytest.raises(ValueError, match="not a float32 map"):
-        Study([cpu, fp64], cutoff=CUT)
+        GroupAnalysis([cpu, fp64], cutoff=CUT)
     with pytest.raises(ValueError, match="the exact map's shape"):
-        Study([cpu], cutoff=CUT, exact=study_run("fp64", exact_config(), exact[:4]))
+        GroupAnalysis([cpu], cutoff=CUT, exact=study_run("fp64", exact_config(), exact[:4]))
 
 
 def test_a_study_without_an_exact_run_says_nothing_of_it():
     values = exact_values().astype(np.float32)
-    study = Study(
+    study = GroupAnalysis(
         [study_run("cpu", RunConfig(), values), study_run("b8", RunConfig(batch=8), values)]
     )
     assert study.exact is None and study.exact_errors == {} and study.flip_sides == {}
@@ -47,7 +47,7 @@ def test_a_study_without_an_exact_run_says_nothing_of_it():
 def test_bfloat16_is_wrong_where_float32_could_decide_and_the_reference_is_right():
     exact = exact_values()
     shifted = (exact + 3e-3).astype(np.float32)
-    study = Study(
+    study = GroupAnalysis(
         [
             study_run("cpu", RunConfig(), exact.astype(np.float32)),
             study_run("bf16", RunConfig(precision="mixed_bfloat16"), shifted),
@@ -85,7 +85,7 @@ def test_neither_is_wrong_where_every_disagreement_is_within_an_ulp_of_the_cutof
     cpu = exact.astype(np.float32)  # correctly rounded: the hair below becomes the cutoff
     other = cpu.copy()
     other[0, 0] = other[0, 1] = BELOW  # one ULP down on both
-    study = Study(
+    study = GroupAnalysis(
         [study_run("cpu", RunConfig(), cpu), study_run("b8", RunConfig(batch=8), other)],
         cutoff=CUT,
         exact=study_run("fp64", exact_config(), exact),
@@ -107,24 +107,28 @@ def test_flips_without_an_exact_run_offer_the_run_that_says_which_side_is_right(
     bf16 = study_run(
         "bf16", RunConfig(precision="mixed_bfloat16"), (exact + 3e-3).astype(np.float32)
     )
-    flips = Study([bf16, cpu], cutoff=CUT).flip_count(bf16)
+    flips = GroupAnalysis([bf16, cpu], cutoff=CUT).flip_count(bf16)
     assert flips > 0
-    (missing,) = [f for f in diagnose(Study([bf16, cpu], cutoff=CUT)) if "Which side" in f.sentence]
+    (missing,) = [
+        f for f in diagnose(GroupAnalysis([bf16, cpu], cutoff=CUT)) if "Which side" in f.sentence
+    ]
     assert missing.topic == "not measured" and missing.measure == ("precision=float64",)
     assert missing.sentence.startswith(f"Which side of the {flips} flips is right was not measured")
     # A reference that cannot compute in float64 (a converted model): the plain exact run.
     litert = study_run("litert", RunConfig(runtime="litert"), exact.astype(np.float32))
     (missing,) = [
-        f for f in diagnose(Study([bf16, litert], cutoff=CUT, reference=litert))
+        f for f in diagnose(GroupAnalysis([bf16, litert], cutoff=CUT, reference=litert))
         if "Which side" in f.sentence
     ]  # fmt: skip
     assert missing.measure == ("precision=float64",)
     # Measured: the exact run answers it; no flips: nothing to answer.
     fp64 = study_run("fp64", exact_config(), exact)
-    answered = diagnose(Study([bf16, cpu], cutoff=CUT, exact=fp64))
+    answered = diagnose(GroupAnalysis([bf16, cpu], cutoff=CUT, exact=fp64))
     assert not [f for f in answered if "Which side" in f.sentence]
     b8 = study_run("b8", RunConfig(batch=8), exact.astype(np.float32))
-    assert not [f for f in diagnose(Study([b8, cpu], cutoff=CUT)) if "Which side" in f.sentence]
+    assert not [
+        f for f in diagnose(GroupAnalysis([b8, cpu], cutoff=CUT)) if "Which side" in f.sentence
+    ]
 
 
 def test_repeats_that_agree_bit_for_bit_are_said_once_against_the_exact_map():
@@ -134,7 +138,9 @@ def test_repeats_that_agree_bit_for_bit_are_said_once_against_the_exact_map():
     shifted = (exact + 3e-3).astype(np.float32)
     first, again = study_run("bf16", bf16, shifted, 0), study_run("bf16", bf16, shifted.copy(), 1)
     fp64 = study_run("fp64", exact_config(), exact)
-    said = [f.sentence for f in diagnose(Study([cpu, first, again], cutoff=CUT, exact=fp64))]
+    said = [
+        f.sentence for f in diagnose(GroupAnalysis([cpu, first, again], cutoff=CUT, exact=fp64))
+    ]
     assert sum(s.startswith("bf16 r0, r1 against the exact float64 map") for s in said) == 1
     assert not [s for s in said if s.startswith(("bf16 r0 ", "bf16 r1 "))]
     assert sum("and bf16 r0, r1 disagree on" in s for s in said) == 1
@@ -145,7 +151,7 @@ def test_repeats_that_agree_bit_for_bit_are_said_once_against_the_exact_map():
     said = [
         f.sentence
         for f in diagnose(
-            Study([cpu, first, study_run("bf16", bf16, moved, 1)], cutoff=CUT, exact=fp64)
+            GroupAnalysis([cpu, first, study_run("bf16", bf16, moved, 1)], cutoff=CUT, exact=fp64)
         )
     ]
     assert sum(s.startswith("bf16 r0 against the exact") for s in said) == 1

@@ -7,7 +7,7 @@ import numpy as np
 
 from segdiff_gui.core import pages
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 
 
 def in_ordinary_pages(array: np.ndarray) -> bool:
@@ -34,7 +34,7 @@ def test_a_new_groups_masks_grow_into_ordinary_pages_a_new_cutoffs_do_not(monkey
     maps = [rng.random((16, 16), dtype=np.float32) for _ in range(3)]
     runs = [StudyRun(f"k{i}", f"cpu b{i + 1} r0", RunConfig(batch=i + 1), 0, m)
             for i, m in enumerate(maps)]  # fmt: skip
-    study = Study(runs, cutoff=0.5)
+    study = GroupAnalysis(runs, cutoff=0.5)
     assert all(in_ordinary_pages(mask) for mask in study.flips_of(study.others))
     moved = study.at_cutoff(0.25)
     assert not any(in_ordinary_pages(mask) for mask in moved.flips_of(moved.others))

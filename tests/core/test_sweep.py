@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.core.sweep import (
     SweepHints,
     SweepSummary,
@@ -41,7 +41,7 @@ def test_nothing_predicted_and_nothing_there_is_perfect() -> None:
     assert overlap(empty, np.ones((3, 3), dtype=int), multiclass=False).dice == 0.0
 
 
-def _study(values: dict[str, list[np.ndarray]]) -> Study:
+def _study(values: dict[str, list[np.ndarray]]) -> GroupAnalysis:
     runs = []
     for label, maps in values.items():
         config = RunConfig(batch=int(label.split("b")[1]))
@@ -49,7 +49,7 @@ def _study(values: dict[str, list[np.ndarray]]) -> Study:
             runs.append(
                 StudyRun(f"{label}{repeat}", f"{label} r{repeat}", config, repeat, probabilities)
             )
-    return Study(runs, cutoff=0.5)
+    return GroupAnalysis(runs, cutoff=0.5)
 
 
 def test_sweep_totals_and_mean_dice_change() -> None:

@@ -1,6 +1,6 @@
 """Every crafted bundle of the corpus, read in this process by the functions each front end
 reads a bundle with: ``merge_bundle`` (``segdiff merge``), and ``read_source`` with
-``group_studies`` (``compare``, ``check``, ``report`` … ``--bundle``, and the API's
+``analyses`` (``compare``, ``check``, ``report`` … ``--bundle``, and the API's
 ``open_bundle``; the window's ``--open`` reads through the same ``BundleReader.scan`` and
 ``read_run``, in ``ui/session.BundleSession``). Each must refuse the crafted run in one line
 naming the bundle and what is wrong (never another exception), merge nothing, go on showing
@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.runner.sources import group_studies, read_source
 from segdiff_gui.storage import ResultCache, merge_bundle, write_bundle
 from segdiff_gui.storage.bundle import BundleReader
+from segdiff_gui.storage.loading import analyses, read_source
 from segdiff_gui.ui.app import _parser, open_session
 from tests.factories import bundle_of, make_record
 from tests.hostile.corpus import (
@@ -70,7 +70,7 @@ def test_a_crafted_bundle_costs_only_its_run(case, crafted, tmp_path):
         with pytest.raises(InputError) as refused:  # segdiff merge: all or nothing
             merge_bundle(bundle, laptop)
         source = read_source(BundleReader(bundle), "", lambda damaged: None)  # read in place
-        studies = group_studies(source, 0.5)
+        studies = analyses(source, 0.5)
 
     assert_one_line(refused.value, bundle, case.problem)
     assert str(refused.value).endswith("nothing was merged")

@@ -1,6 +1,6 @@
 """Every damaged cache entry of the corpus, read in this process by the functions each command
 reads a cache with: ``scan(with_maps=True)`` (``ls``, ``bundle``), ``read_source`` with
-``group_studies`` (``compare``, ``check``, ``report`` …, and the API's ``open_cache``),
+``analyses`` (``compare``, ``check``, ``report`` …, and the API's ``open_cache``),
 ``write_bundle`` of what reads back, and ``merge_bundle`` of a good copy (the repair). Each
 must name the damaged file and what is wrong in one line, cost only that entry, and be
 mended by a whole copy; a cache folder that is not one, or a marker that is not a plain file,
@@ -21,8 +21,8 @@ import pytest
 
 from segdiff_gui.cli.main import main as segdiff
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.runner.sources import group_studies, read_source
 from segdiff_gui.storage import ResultCache, merge_bundle, write_bundle
+from segdiff_gui.storage.loading import analyses, read_source
 from tests.hostile.corpus import CACHE_CASES, base_cache
 from tests.hostile.expect import assert_one_line, bounded_memory, files_under
 
@@ -47,7 +47,7 @@ def test_a_damaged_cache_entry_costs_only_itself(case, tmp_path):
     with bounded_memory():
         listed = ResultCache(cache.root).scan(with_maps=True)  # ls, bundle
         source = read_source(ResultCache(cache.root), "", lambda damaged: None)  # compare, check
-        studies = group_studies(source, 0.5)
+        studies = analyses(source, 0.5)
     assert [entry.path for entry in listed.damaged] == [str(damaged)]
     assert_one_line(listed.damaged[0], damaged, case.problem)
     assert sorted(record.label for record in listed.records) == ["cpu b1 r0", "cpu b1 r1"]

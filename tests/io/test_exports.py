@@ -7,7 +7,7 @@ import pytest
 from segdiff_gui.core.analysis import ulp_distance
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.study import Study, StudyRun
+from segdiff_gui.core.study import GroupAnalysis, StudyRun
 from segdiff_gui.io.html_report import write_html_report
 from segdiff_gui.io.masks import read_mask, write_mask
 from segdiff_gui.io.reports import report_data, write_json_report
@@ -81,7 +81,7 @@ def test_a_notebook_s_pictures_are_small_and_keep_a_single_flipped_pixel():
     reference = np.full((2048, 2048), 0.2, dtype=np.float32)
     other = reference.copy()
     reference[1001, 7], other[1001, 7] = 0.4999999, 0.5000001  # flips at 0.5
-    study = Study(
+    study = GroupAnalysis(
         [
             StudyRun("a" * 64, "cpu b1 r0", RunConfig(), 0, reference),
             StudyRun("b" * 64, "cpu b64 r0", RunConfig(batch=64), 0, other),
@@ -116,7 +116,7 @@ def test_pixel_csv_gives_the_exact_run_s_value_and_class_at_each_pixel(tmp_path)
     # The pixel a hair below the cutoff is background, and float32 cannot decide it.
     (hair,) = [r for r in rows if (r["row"], r["column"]) == ("0", "1")]
     assert (hair["exact class"], hair["float32 can decide"]) == ("0", "False")
-    without = Study(study.runs, study.cutoff)
+    without = GroupAnalysis(study.runs, study.cutoff)
     write_pixel_csv(tmp_path / "w.csv", without, without.others[0])
     header = (tmp_path / "w.csv").read_text().splitlines()[0]
     assert "exact class" not in header and "float64" not in header  # no exact run, no columns
@@ -130,7 +130,7 @@ def test_pixel_csv_of_a_softmax_map_gives_the_exact_probability_of_the_reference
     reference = exact.astype(np.float32)
     other = reference.copy()
     other[..., 0] += np.float32(0.05)  # moves class 0 ahead at some pixels
-    study = Study(
+    study = GroupAnalysis(
         [
             StudyRun("a" * 64, "cpu b1 r0", RunConfig(), 0, reference),
             StudyRun("b" * 64, "gpu:0 b1 r0", RunConfig(device="gpu:0"), 0, other),

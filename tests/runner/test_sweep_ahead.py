@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from segdiff_gui.core.config import RunConfig
 from segdiff_gui.resources import demo_model
 from segdiff_gui.runner import sweeps
@@ -103,3 +105,37 @@ def test_the_window_summarises_at_its_own_cutoff_and_masks_taking_only_what_fits
     monkeypatch.setattr(sweeps, "load_study", no_reading)
     same = SweepSession(sweep.store, runs=sweep.stored(), made=made).summarise()
     assert same.cutoff == sweep.cutoff and len(same.images) == IMAGES
+
+
+def test_a_run_with_nothing_to_compare_is_summarised_without_its_map(tmp_path, monkeypatch):
+    """One configuration, one repeat, no masks: each image's one run is compared with nothing,
+    and its summary is what reading its map would give (the study path, kept for a softmax
+    map too), made from its record alone."""
+    from segdiff_gui.core.sweep import summarise_image
+    from segdiff_gui.storage.studies import load_study
+    from tests.factories import make_record
+
+    cache = ResultCache(tmp_path / "cache")
+    rng = np.random.default_rng(0)
+    sigmoid = make_record("a", rng.random((6, 5), dtype=np.float32))
+    scores = rng.random((6, 5, 3), dtype=np.float32)
+    softmax = make_record(
+        "b", scores / scores.sum(axis=2, keepdims=True), kind="softmax", raw_output_shape=[]
+    )
+    for record in (sigmoid, softmax):
+        cache.write_run(record)
+    expected = {}
+    for record in (sigmoid, softmax):
+        study = load_study(cache, [record], 0.5, record)
+        expected[record.key] = (summarise_image(record.target_name, study, None).to_dict(),
+                                study.multiclass)  # fmt: skip
+
+    def no_reading(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a map was read")
+
+    monkeypatch.setattr(sweeps, "load_study", no_reading)
+    for record in (sigmoid, softmax):
+        stored = cache.read_run(record.key, with_map=False)
+        found = sweeps.summarised_image(cache, [stored], stored, 0.5, None)
+        assert found is not None
+        assert (found[0].to_dict(), found[1]) == expected[record.key]

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.study import Study
-from segdiff_gui.runner.sources import group_studies, read_source
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.storage import ResultCache, merge_bundle, write_bundle
+from segdiff_gui.storage.loading import analyses, read_source
 from segdiff_gui.storage.studies import (
     comparable_groups,
     exact_of,
@@ -94,8 +94,10 @@ def test_the_exact_run_is_kept_out_of_the_float32_runs_a_study_compares(tmp_path
     assert exact_of(records, plain).key == exact.key
     assert load_study(cache, records, 0.5).runs[0].key == plain.key
     assert len(load_study(cache, records, 0.5).runs) == 1
-    (studied,) = group_studies(read_source(cache, "", lambda damaged: None), 0.5)
+    (studied,) = analyses(read_source(cache, "", lambda damaged: None), 0.5)
     assert [run.key for run in studied.study.runs] == [plain.key]
     # Handed one anyway, a study refuses it rather than count float32 steps of a rounded map.
     with pytest.raises(ValueError, match="cpu b1 fp64 r0: not a float32 map"):
-        Study([study_run(plain, plain.probabilities), study_run(exact, exact.probabilities)])
+        GroupAnalysis(
+            [study_run(plain, plain.probabilities), study_run(exact, exact.probabilities)]
+        )

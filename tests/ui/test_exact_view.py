@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 from segdiff_gui.core.config import RunConfig
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.ui.inspection import InspectionModel, Loaded
 from segdiff_gui.ui.inspector import PixelInspector
 from segdiff_gui.ui.view_modes import view_mode
 from tests.exact_runs import C32, CUT, assert_exact_pixels, bf16_study, exact_config, study_run
 
 
-def _model(study: Study) -> InspectionModel:
+def _model(study: GroupAnalysis) -> InspectionModel:
     model = InspectionModel()
     model.cutoff = CUT
     model.loaded = Loaded(runs=tuple(study.runs), exact=study.exact)
@@ -41,7 +41,7 @@ def test_the_error_view_draws_each_run_minus_the_exact_map():
 
 def test_without_an_exact_run_the_error_view_says_how_to_get_one():
     study = bf16_study()
-    model = _model(Study(study.runs, CUT))
+    model = _model(GroupAnalysis(study.runs, CUT))
     drawn = view_mode("error against exact").planes(model, model.reference)
     assert all(np.isnan(plane).all() for plane in drawn.planes.values())
     assert drawn.bar_label == "no exact run: add precision=float64"
@@ -74,7 +74,7 @@ def test_the_inspector_marks_a_runs_tie_wrong_where_the_exact_map_decides(qtbot)
     itself tied (pixel 1) the run is neither right nor wrong."""
     exact = np.array([[[0.5, 0.3, 0.2], [0.4, 0.4, 0.2], [0.2, 0.3, 0.5]]])
     tied = np.array([[[0.4, 0.4, 0.2], [0.4, 0.3, 0.3], [0.2, 0.3, 0.5]]], np.float32)
-    study = Study(
+    study = GroupAnalysis(
         [
             study_run("cpu", RunConfig(), exact.astype(np.float32)),
             study_run("bf16", RunConfig(precision="mixed_bfloat16"), tied),
@@ -101,7 +101,7 @@ def test_the_inspector_marks_a_runs_tie_wrong_where_the_exact_map_decides(qtbot)
 
 def test_without_an_exact_run_the_inspector_keeps_its_columns(qtbot):
     study = bf16_study()
-    model = _model(Study(study.runs, CUT))
+    model = _model(GroupAnalysis(study.runs, CUT))
     inspector = PixelInspector(model)
     qtbot.addWidget(inspector)
     model.selected_pixel = (0, 1)

@@ -26,12 +26,12 @@ from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.study import Study
+from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.core.tolerance import OutputTolerances
 from segdiff_gui.runner.reports import (
     tolerance_summary,
 )
-from segdiff_gui.runner.sources import GroupStudy
+from segdiff_gui.storage.loading import GroupStudy
 from segdiff_gui.storage.studies import (
     output_names,
 )
@@ -96,7 +96,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     common(parser, "print the bounds, each run's figures and the failures as JSON")
 
 
-def wrong_class_failures(study: Study, title: str, bound: int) -> list[str]:
+def wrong_class_failures(study: GroupAnalysis, title: str, bound: int) -> list[str]:
     """``check --max-wrong``: a line per run (the reference's too) whose classes differ from
     the exact run's at more pixels float32 could decide than ``bound``; one line where the
     group has no exact run (a gate must not pass by not seeing)."""

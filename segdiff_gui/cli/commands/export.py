@@ -21,12 +21,8 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.tables import write_pixel_csv
+from segdiff_gui.storage.loading import load_group
 from segdiff_gui.storage.selection import select_pair
-from segdiff_gui.storage.studies import (
-    comparable_groups,
-    exact_of,
-    load_study,
-)
 
 DESCRIPTION = (
     "Write the pixels whose class differs between --ref and --other at the cutoff: a mask "
@@ -54,14 +50,13 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not (args.mask or args.csv):
         raise InputError("export", "name what to write: --mask FILE and/or --csv FILE")
-    store, records, _, damaged = runs_source(args)
-    groups = comparable_groups(records, args.model, args.image, args.group)
-    candidates = [r for group in groups for r in group]
-    reference, other, group = select_pair(records, candidates, args.ref, args.other)
+    source = runs_source(args)
+    groups = source.choose(args.model, args.image, args.group)
+    candidates = [r for chosen in groups for r in chosen.records]
+    reference, other, group = select_pair(source.records, candidates, args.ref, args.other)
     # The group's exact run, where it has one: the CSV gives its value and class at each pixel.
-    exact = exact_of(records, reference)
-    study = load_study(store, group, args.cutoff, reference, damaged, exact)
-    status = report_damaged(err, damaged)
+    study = load_group(source.store, source.chosen(group, reference), args.cutoff, source.damaged)
+    status = report_damaged(err, source.damaged)
     other_run = next(run for run in study.runs if run.key == other.key)
     flips = study.flips(other_run)
     if args.mask:

@@ -56,9 +56,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    store, records, _, damaged = runs_source(args)
-    status = report_damaged(err, damaged)
-    summary = sweep_session(args, store, records).summarise()
+    source = runs_source(args)
+    status = report_damaged(err, source.damaged)
+    summary = sweep_session(args, source.store, source.records).summarise()
     write_csv(args, out, summary)
     if args.json:
         _json(summary.to_dict())
