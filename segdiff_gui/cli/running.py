@@ -34,9 +34,8 @@ from segdiff_gui.runner.plan import MatrixPlan, check_model_path, check_source
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.bundle import is_bundle
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.loading import ChosenGroup, load_group
 from segdiff_gui.storage.studies import (
-    exact_of,
-    load_study,
     without_exact,
 )
 
@@ -167,9 +166,9 @@ def report_matrix(
             except InputError as error:  # damaged, and computing it again failed too
                 damaged.append(error)
     report_damaged(err_console(), damaged)
-    compared = without_exact(records)  # the exact reference is said beside, not compared
-    exact = exact_of(records, compared[0]) if compared else None
-    study = load_study(cache, compared, args.cutoff, exact=exact) if compared else None
+    # The exact reference is said beside the runs, not compared among them.
+    chosen = ChosenGroup.of_runs(records) if without_exact(records) else None
+    study = load_group(cache, chosen, args.cutoff, None) if chosen else None
     if args.json:
         _json(
             {
