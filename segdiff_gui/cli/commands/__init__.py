@@ -4,7 +4,7 @@ A command's module (``segdiff_gui.cli.commands.<module>``) holds that command al
 ``DESCRIPTION`` and ``EPILOG``, ``arguments(parser)`` adding its options (the groups several
 commands share are in ``cli/parser_parts.py``) and ``run(args, out, err)`` returning the exit
 code. What several commands show or compute stays in the modules named for it (``running``,
-``analysis_commands``, ``summary``, ``tables``, ``sweep_view``, ``slurm_script``). A module is
+``stored_runs``, ``summary``, ``tables``, ``sweep_view``, ``slurm_script``). A module is
 imported only when its command is parsed or run (``cli/parser.build_parser``): ``segdiff ls``
 never loads a matrix's runner, and ``segdiff --help`` reads this table alone."""
 

@@ -8,7 +8,6 @@ from typing import Any
 from rich.console import Console
 
 from segdiff_gui.cli import parser_parts
-from segdiff_gui.cli.analysis_commands import studies_of
 from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_OK
 from segdiff_gui.cli.parser_parts import (
     bound_float,
@@ -21,6 +20,7 @@ from segdiff_gui.cli.parser_parts import (
 from segdiff_gui.cli.running import (
     report_damaged,
 )
+from segdiff_gui.cli.stored_runs import studies_of
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.cli.text import say

@@ -6,7 +6,6 @@ import argparse
 
 from rich.console import Console
 
-from segdiff_gui.cli.analysis_commands import context_of, studies_of
 from segdiff_gui.cli.parser_parts import (
     common,
     selection,
@@ -14,6 +13,7 @@ from segdiff_gui.cli.parser_parts import (
 from segdiff_gui.cli.running import (
     report_damaged,
 )
+from segdiff_gui.cli.stored_runs import context_of, studies_of
 from segdiff_gui.cli.text import as_markup, say
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.diagnosis import by_topic, diagnose

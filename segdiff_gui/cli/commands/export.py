@@ -6,7 +6,6 @@ import argparse
 
 from rich.console import Console
 
-from segdiff_gui.cli.analysis_commands import runs_source
 from segdiff_gui.cli.parser_parts import (
     RUN_NAME,
     common,
@@ -15,6 +14,7 @@ from segdiff_gui.cli.parser_parts import (
 from segdiff_gui.cli.running import (
     report_damaged,
 )
+from segdiff_gui.cli.stored_runs import runs_source
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import say
 from segdiff_gui.core.errors import InputError

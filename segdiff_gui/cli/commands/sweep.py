@@ -6,7 +6,6 @@ import argparse
 
 from rich.console import Console
 
-from segdiff_gui.cli.analysis_commands import runs_source
 from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_OK
 from segdiff_gui.cli.parser_parts import (
     REF_HELP,
@@ -17,6 +16,7 @@ from segdiff_gui.cli.parser_parts import (
 from segdiff_gui.cli.running import (
     report_damaged,
 )
+from segdiff_gui.cli.stored_runs import runs_source
 from segdiff_gui.cli.sweep_view import print_sweep, sweep_session, write_csv
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
