@@ -15,12 +15,13 @@ from segdiff_gui.api.study import Study
 from segdiff_gui.api.tables import Table, make_table
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError, in_few_lines
-from segdiff_gui.core.text import printable, printable_lines, shape_text
+from segdiff_gui.core.text import printable, printable_lines
 from segdiff_gui.storage.bundle import BundleReader
 from segdiff_gui.storage.cache import ResultCache
+from segdiff_gui.storage.listing import ListedRun
 from segdiff_gui.storage.loading import ChosenGroup, RunsSource, read_source
 from segdiff_gui.storage.records import RunRecord
-from segdiff_gui.storage.studies import group_id, narrowed, settings_text
+from segdiff_gui.storage.studies import group_id, narrowed
 
 __all__ = ["Runs", "open_bundle", "open_cache"]
 
@@ -94,29 +95,9 @@ class Runs:
         return f"{len(groups)} groups ({listed}{more}); choose one with {choose}"
 
     def table(self) -> Table:
-        """One row per run, grouped: what ``segdiff ls --json`` lists."""
-        rows = []
-        for members in self._groups:
-            for record in members:
-                p = record.provenance
-                rows.append(
-                    {
-                        "group": group_id(record),
-                        "model": record.model_name,
-                        "image": record.target_name,
-                        "settings": settings_text(record) or "defaults",
-                        "label": record.label,
-                        "id": record.short_id,
-                        "shape": shape_text(record.map_shape),
-                        "kind": record.kind,
-                        "device": p.device or "",
-                        "runtime": p.runtime,
-                        "host": p.hostname or "",
-                        "merged": p.merged,
-                        "timestamp": p.timestamp or "",
-                        "key": record.key,
-                    }
-                )
+        """One row per run, grouped: every key ``segdiff ls --json`` lists, with the same
+        values, and the settings, device, runtime, host, whether merged and when."""
+        rows = [ListedRun(record).row() for members in self._groups for record in members]
         return make_table(rows)
 
     def _study(self, chosen: ChosenGroup) -> Study:

@@ -122,28 +122,25 @@ class Reproduced:
     def table(self) -> Table:
         """One row per configuration tried: its label, what it changes, and how far its map
         is from yours (differing pixels, max ULP)."""
-        return make_table(self.to_dict()["trials"])
+        return make_table(self._trials())
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "sentence": self.sentence,
-            "match": self.match,
-            "run_arguments": self.run_arguments,
-            "varied": list(self.answer.varied),
-            "not_varied": list(self.answer.not_varied),
-            "failed": list(self.answer.failed),
-            "trials": [
-                {"label": t.label, "changes": " + ".join(t.candidate.changes) or "none",
-                 "differing_pixels": t.differing, "max_ulp": t.max_ulp, "key": t.key}
-                for t in self.answer.trials
-            ],
-        }  # fmt: skip
+        """What ``segdiff reproduce --json`` prints, with :attr:`run_arguments` for its
+        ``command``."""
+        return {**self.answer.to_dict(), "run_arguments": self.run_arguments}
+
+    def _trials(self) -> list[dict[str, Any]]:
+        """The trials as rows of a table: their changes in words."""
+        return [
+            {**trial, "changes": " + ".join(trial["changes"]) or "none"}
+            for trial in self.to_dict()["trials"]
+        ]
 
     def _repr_html_(self) -> str:
         rows = "".join(
             f"<tr><td>{escape(t['label'])}</td><td>{escape(t['changes'])}</td>"
             f"<td>{t['differing_pixels']:,}</td><td>{t['max_ulp']:,}</td></tr>"
-            for t in self.to_dict()["trials"]
+            for t in self._trials()
         )
         return html_document(
             f"<p><b>{escape(self.sentence)}</b></p><table><tr><th>run</th><th>changes</th>"

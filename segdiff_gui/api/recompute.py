@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from segdiff_gui.api.arguments import configuration
 from segdiff_gui.api.compute import claim_cache, compute, follow_with_bar
@@ -16,22 +15,18 @@ from segdiff_gui.api.results import Explanation, Sweep
 from segdiff_gui.api.stored import RunName, StoredGroup
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.study import GroupAnalysis, StudyRun
-from segdiff_gui.runner.explain import AttributionSession, compared_runs, measure_between
+from segdiff_gui.runner.explain import (
+    AttributionSession,
+    compared_runs,
+    measure_between,
+    measured_on,
+)
 from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.runner.sweeps import SweepSession
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore
 
-__all__ = ["explanation_of_runs", "explanation_of_specs", "measured_on", "test_set"]
-
-
-def measured_on(records: Sequence[RunRecord]) -> dict[str, Any]:
-    """What ``segdiff explain --json`` adds to an attribution: model, image and runs."""
-    return {
-        "model": records[0].study_model_name,
-        "image": records[0].target_name,
-        "runs": {record.label: record.key for record in records},
-    }
+__all__ = ["explanation_of_runs", "explanation_of_specs", "test_set"]
 
 
 def explanation_of_runs(

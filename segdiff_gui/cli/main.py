@@ -3,14 +3,11 @@ imports TensorFlow itself (inference happens in engine children)."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from rich.console import Console
-
+from segdiff_gui.cli.commands import command_module
 from segdiff_gui.cli.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from segdiff_gui.cli.hints import with_flag
 from segdiff_gui.cli.parser import build_parser
@@ -20,29 +17,6 @@ from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.text import printable
 
 __all__ = ["build_parser", "main"]
-
-
-# Each command's module is imported when that command runs: a cache hit of ``segdiff run`` is
-# mostly Python start-up, and modules it never uses would be a good part of it.
-_COMMAND_MODULES = (
-    "commands",
-    "analysis_commands",
-    "explain_commands",
-    "devices_command",
-    "layers_command",
-    "pipeline_commands",
-    "slurm_script",
-)
-
-
-def _handler(command: str) -> Callable[[argparse.Namespace, Console, Console], int]:
-    name = f"command_{command.replace('-', '_')}"
-    for module_name in _COMMAND_MODULES:
-        module = importlib.import_module(f"segdiff_gui.cli.{module_name}")
-        if hasattr(module, name):
-            handler: Callable[[argparse.Namespace, Console, Console], int] = getattr(module, name)
-            return handler
-    raise LookupError(f"no handler for the {command} command")
 
 
 def _width() -> int | None:
@@ -56,11 +30,13 @@ def _width() -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    # Only the chosen command's module is imported: a cache hit of ``segdiff run`` is mostly
+    # Python start-up, and modules it never uses would be a good part of it.
+    args = build_parser(lazy=True).parse_args(argv)
     width = _width()
     stdout = TerminalConsole(highlight=False, soft_wrap=True, width=width)
     stderr = TerminalConsole(stderr=True, highlight=False, soft_wrap=True, width=width)
-    handler = _handler(args.command)
+    handler = command_module(args.command).run
     try:
         return int(handler(args, stdout, stderr))
     except (InputError, ConfigError) as error:

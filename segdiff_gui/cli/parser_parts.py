@@ -1,5 +1,6 @@
 """What every subcommand's parser is made of: the exit codes' epilogue, one-line usage errors,
-the number types, and the options several commands share."""
+the number types, and the options several commands share (each command's module in
+``cli/commands/`` adds its own)."""
 
 from __future__ import annotations
 
@@ -10,21 +11,27 @@ from collections.abc import Callable
 
 from segdiff_gui.cli.exit_codes import EXIT_USAGE
 from segdiff_gui.core import shards
+from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import ConfigError
 from segdiff_gui.core.floatfmt import as_float32
 from segdiff_gui.core.tolerance import parse_output_value
-from segdiff_gui.runner.arguments import number
+from segdiff_gui.runner.arguments import add_repeats_and_timeout, number
 
 __all__ = [
     "EPILOG",
+    "REF_HELP",
+    "RUN_NAME",
     "Parser",
     "bound_float",
     "bound_int",
     "common",
     "cutoff",
+    "matrix_options",
     "output_quantile",
     "output_tolerance",
     "parse_shard",
+    "selection",
+    "sweep_outputs",
     "two_sides",
 ]
 
@@ -112,3 +119,58 @@ def parse_shard(value: str) -> tuple[int, int]:
         return shards.parse_shard(value, os.environ)
     except ConfigError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+# What --ref means in every command that has it.
+REF_HELP = f"reference: {RUN_NAME}; default: this machine's run with every knob at its default"
+
+
+def matrix_options(parser: argparse.ArgumentParser) -> None:
+    """The repeats, timeout and cutoff of the commands that run a matrix (``run``, ``demo``,
+    ``explain``)."""
+    add_repeats_and_timeout(parser)
+    parser.add_argument(
+        "--cutoff",
+        type=cutoff,
+        default=DEFAULT_CUTOFF,
+        metavar="T",
+        help="class cutoff for the flip counts of sigmoid maps: class = p >= T (default "
+        f"{DEFAULT_CUTOFF:g})",
+    )
+
+
+def sweep_outputs(parser: argparse._ActionsContainer) -> None:
+    """A sweep's ground truth and CSV (``run --sweep``, ``sweep``)."""
+    parser.add_argument(
+        "--masks",
+        metavar="FOLDER",
+        help="ground-truth masks, matched by file name (cell_07.png ↔ FOLDER/cell_07.png or "
+        "cell_07_mask.*): Dice and IoU per configuration; implies --sweep",
+    )
+    parser.add_argument(
+        "--csv", metavar="FILE", help="write every image × configuration's figures as CSV"
+    )
+
+
+def selection(parser: argparse.ArgumentParser, ref_required: bool = False) -> None:
+    """Which cached runs a command on stored runs reads: a reference, a model, an image or a
+    group, from the cache or a bundle, and the cutoff of the flips."""
+    parser.add_argument("--ref", metavar="RUN", required=ref_required, help=REF_HELP)
+    parser.add_argument("--model", metavar="NAME", help="only runs of this model file name")
+    parser.add_argument("--image", metavar="NAME", help="only runs on this image file name")
+    parser.add_argument(
+        "--group",
+        metavar="ID",
+        help="only runs of this group (model, image and settings; the id 'segdiff ls' shows)",
+    )
+    parser.add_argument(
+        "--bundle", metavar="FILE", help="read the runs from a bundle instead of the cache"
+    )
+    parser.add_argument(
+        "--cutoff",
+        type=cutoff,
+        default=DEFAULT_CUTOFF,
+        metavar="T",
+        help=f"class cutoff for sigmoid maps: class = p >= T (default {DEFAULT_CUTOFF:g}); "
+        "softmax maps flip on argmax",
+    )

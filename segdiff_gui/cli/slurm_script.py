@@ -7,17 +7,12 @@ mistake is said at the desk and not in N task logs."""
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
-import stat
 import sys
 from pathlib import Path
 
-from rich.console import Console
-
-from segdiff_gui.cli.commands import checked_run_inputs
 from segdiff_gui.cli.parser import build_parser
-from segdiff_gui.cli.text import say
+from segdiff_gui.cli.running import checked_run_inputs
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.text import has_control
 from segdiff_gui.io.truth import TruthFolder
@@ -25,7 +20,7 @@ from segdiff_gui.runner.plan import check_inputs, model_input
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.version import __version__
 
-__all__ = ["command_slurm_script", "slurm_script"]
+__all__ = ["checked_run", "slurm_script"]
 
 # The #SBATCH lines taken as given (option → sbatch's own option).
 _SBATCH = {
@@ -48,7 +43,7 @@ _SET_BY_THE_SCRIPT = {
 }
 
 
-def _checked_run(arguments: list[str], shards: int) -> argparse.Namespace:
+def checked_run(arguments: list[str], shards: int) -> argparse.Namespace:
     """The run's arguments parsed as ``segdiff run`` parses them, and checked as it checks
     them before it runs anything (configurations, settings, model, images and what the
     model takes of them, masks)."""
@@ -59,7 +54,7 @@ def _checked_run(arguments: list[str], shards: int) -> argparse.Namespace:
             "slurm-script", "drop '--': MODEL and IMAGES follow this command's options"
         )
     try:
-        parsed = build_parser().parse_args(["run", *arguments])
+        parsed = build_parser(lazy=True).parse_args(["run", *arguments])
     except SystemExit:  # argparse said why, on standard error
         raise InputError(
             "slurm-script",
@@ -159,21 +154,3 @@ def slurm_script(args: argparse.Namespace, run: argparse.Namespace, here: Path) 
         "",
     ]
     return "\n".join(lines)
-
-
-def command_slurm_script(args: argparse.Namespace, out: Console, err: Console) -> int:
-    if Path(args.results).suffix.lower() in (".h5", ".hdf5"):
-        raise InputError(args.results, "--results names a folder (each task writes its own file)")
-    run = _checked_run(list(args.run_arguments), args.shards)
-    here = Path.cwd()
-    text = slurm_script(args, run, here)  # every value checked before anything is made
-    (here / args.results).mkdir(parents=True, exist_ok=True)  # Slurm writes the logs there
-    if args.out is None:
-        sys.stdout.write(text)
-        return 0
-    target = Path(args.out)
-    target.write_text(text)
-    mode = target.stat().st_mode  # executable where readable, as the umask made it
-    target.chmod(mode | stat.S_IXUSR | ((mode & (stat.S_IRGRP | stat.S_IROTH)) >> 2))
-    say(out, f"wrote {target}; submit it with: sbatch {shlex.quote(os.fspath(target))}")
-    return 0

@@ -98,6 +98,15 @@ class Trial:
     def equal(self) -> bool:
         return self.differing == 0
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "changes": list(self.candidate.changes),
+            "key": self.key,
+            "differing_pixels": self.differing,
+            "max_ulp": self.max_ulp,
+        }
+
     @classmethod
     def of(cls, candidate: Candidate, key: str, label: str, user: np.ndarray,
            theirs: np.ndarray) -> Trial:  # fmt: skip
@@ -369,3 +378,17 @@ class Reproduction:
     @property
     def not_varied(self) -> tuple[str, ...]:
         return _NOT_VARIED
+
+    def to_dict(self) -> dict[str, Any]:
+        """The answer, what was varied and not, what failed, and every trial: what
+        ``segdiff reproduce --json`` prints and ``Reproduced.to_dict()`` returns, each with its
+        own way to compute the match again."""
+        match = self.match
+        return {
+            "sentence": self.sentence(),
+            "match": match.label if match else None,
+            "varied": list(self.varied),
+            "not_varied": list(self.not_varied),
+            "failed": list(self.failed),
+            "trials": [trial.to_dict() for trial in self.trials],
+        }

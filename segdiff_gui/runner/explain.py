@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,13 @@ from segdiff_gui.runner.request import MatrixRequest
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.studies import RunStore
 
-__all__ = ["AttributionSession", "compared_runs", "measure_attribution", "measure_between"]
+__all__ = [
+    "AttributionSession",
+    "compared_runs",
+    "measure_attribution",
+    "measure_between",
+    "measured_on",
+]
 
 
 def _host(record: RunRecord) -> str | None:
@@ -93,6 +100,15 @@ def measure_between(
         )
         plan = replace(plan, steps=steps)
     return measure_attribution(store, records, plan, cutoff, (first.key, second.key), read)
+
+
+def measured_on(records: Sequence[RunRecord]) -> dict[str, Any]:
+    """What ``segdiff explain --json`` adds to an attribution: model, image and runs."""
+    return {
+        "model": records[0].study_model_name,
+        "image": records[0].target_name,
+        "runs": {record.label: record.key for record in records},
+    }
 
 
 def _model_under(record: RunRecord) -> str:

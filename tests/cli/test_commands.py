@@ -146,7 +146,7 @@ def test_devices_reports_cpu_and_build(tmp_path, capsys, monkeypatch):
             assert seen["facts"]["gpu_absent"], name
     assert not probe["failed"]
 
-    from segdiff_gui.cli import devices_command
+    from segdiff_gui.cli.commands import devices as devices_command
 
     answers = probe["runtimes"]
     monkeypatch.setattr(devices_command, "probe_runtimes", lambda root, runtimes, fresh: answers)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from segdiff_gui import api
-from segdiff_gui.cli import analysis_commands, explain_commands
+from segdiff_gui.cli.commands import check, compare, diagnose, report
 from segdiff_gui.core.exact import exact_error
 from segdiff_gui.core.study import GroupAnalysis
 from segdiff_gui.resources import demo_images, demo_model
@@ -34,8 +34,8 @@ def studied(monkeypatch: pytest.MonkeyPatch):
         )
         return None, [GroupStudy(s, record, "m.keras on cell.png") for s in chosen], "c", []
 
-    monkeypatch.setattr(analysis_commands, "studies_of", studies_of)
-    monkeypatch.setattr(explain_commands, "studies_of", studies_of)
+    for command in (check, compare, diagnose, report):
+        monkeypatch.setattr(command, "studies_of", studies_of)
     return chosen
 
 

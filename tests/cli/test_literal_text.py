@@ -10,7 +10,7 @@ import io
 import numpy as np
 import pytest
 
-import segdiff_gui.cli.devices_command as devices_command
+import segdiff_gui.cli.commands.devices as devices_command
 from segdiff_gui.cli.main import main
 from segdiff_gui.cli.progress_view import _bar
 from segdiff_gui.cli.summary import differences_table

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from segdiff_gui.cli.commands import checked_run_inputs, request_of
 from segdiff_gui.cli.parser import build_parser
 from segdiff_gui.cli.run_words import run_command, run_words
+from segdiff_gui.cli.running import checked_run_inputs, request_of
 from segdiff_gui.core.config import (
     ModelSettings,
     OutputSelection,

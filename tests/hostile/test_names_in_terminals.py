@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from segdiff_gui.cli.layers_command import layer_table
+from segdiff_gui.cli.commands.layers import layer_table
 from segdiff_gui.cli.progress_view import drive
 from segdiff_gui.cli.text import TerminalConsole, say
 from segdiff_gui.core.layer_stats import LayerComparison, compare_layer

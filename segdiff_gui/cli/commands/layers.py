@@ -1,5 +1,5 @@
-"""``segdiff layers``: where in the network two configurations' outputs part, layer by layer;
-``segdiff repair``: the layers to keep in float32 so that a reduced precision stops flipping."""
+"""``segdiff layers``: where in the network two configurations part, every layer's output
+compared."""
 
 from __future__ import annotations
 
@@ -12,19 +12,32 @@ from pathlib import Path
 
 from rich.console import Console
 
-from segdiff_gui.cli.commands import exit_code, follow_matrix, open_cache, request_of
+from segdiff_gui.cli import parser_parts
 from segdiff_gui.cli.exit_codes import EXIT_OK
+from segdiff_gui.cli.parser_parts import (
+    RUN_NAME,
+    common,
+    cutoff,
+    two_sides,
+)
 from segdiff_gui.cli.progress_view import drive
+from segdiff_gui.cli.running import (
+    exit_code,
+    follow_matrix,
+    model_and_images,
+    open_cache,
+    request_of,
+)
 from segdiff_gui.cli.tables import FittedTable
-from segdiff_gui.cli.text import as_markup, print_json, say
+from segdiff_gui.cli.text import print_json, say
 from segdiff_gui.core.artefacts import artefact_format, base_config
 from segdiff_gui.core.config import (
     ModelSettings,
     OutputSelection,
     Preprocessing,
     RunConfig,
-    parse_config_spec,
 )
+from segdiff_gui.core.defaults import DEFAULT_CUTOFF
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.layer_stats import (
     LAYER_COLUMNS,
@@ -32,24 +45,76 @@ from segdiff_gui.core.layer_stats import (
     layer_cells,
     layer_columns,
 )
-from segdiff_gui.core.repair import RepairResult, repair_code
 from segdiff_gui.core.text import format_size
-from segdiff_gui.io.images import collect_images
 from segdiff_gui.io.model_explorer import NODE_DATA_VALUE, write_node_data
-from segdiff_gui.resources import demo_images, demo_model
-from segdiff_gui.runner.arguments import configs_of, model_settings
+from segdiff_gui.runner.arguments import (
+    add_layer_budgets,
+    add_model_settings,
+    add_source,
+    add_timeout,
+    configs_of,
+    model_settings,
+)
 from segdiff_gui.runner.layers import LayerProbeSession
-from segdiff_gui.runner.plan import artefact_facts, check_model_path, check_source
-from segdiff_gui.runner.repair import RepairSession
+from segdiff_gui.runner.plan import artefact_facts, check_source
 from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.records import RunRecord
 from segdiff_gui.storage.selection import select_pair
 from segdiff_gui.storage.studies import comparable_groups
 
-__all__ = ["command_layers", "command_repair", "error_bar", "layer_table"]
+DESCRIPTION = (
+    "Run the model layer by layer under --from and under --to, each in the "
+    "child its settings need, capture every layer's output for the target image (nested "
+    "models flattened, e.g. encoder/block_1), check that the probe's final map equals the "
+    "plain run's bit for bit, and report per layer: max and mean |Δ|, max ULP, relative "
+    "error, SNR, the share of differing elements and NaN/Inf counts; the first layer that "
+    "differs and where the difference grows; and the flips at the output. Served from the "
+    "cache when asked again."
+)
+EPILOG = parser_parts.EPILOG
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    two_sides(
+        parser,
+        ".keras or legacy .h5 (functional/Sequential), or your own .tflite or .onnx with its "
+        "--source",
+        "reference: key=value spec (e.g. device=cpu,batch=1) or a cached run of MODEL (its "
+        f"configuration is probed): {RUN_NAME}; with --source, the source's spec (default: "
+        "every knob at its default)",
+        "the other side: a spec or a cached run, named as --from names one; with --source, "
+        "the artefact's spec, from its own runtime (default: its runtime's defaults)",
+        required=False,
+    )
+    add_source(parser, configs=False)
+    parser.add_argument(
+        "--model-explorer",
+        metavar="FILE.json",
+        help="with --source: write each matched layer's error (relative error, with max |Δ|, "
+        "SQNR and steps of scale in the table) as Google Model Explorer node data on the "
+        "artefact's graph",
+    )
+    parser.add_argument(
+        "--show",
+        action="store_true",
+        help="open Model Explorer on the artefact with that node data (needs segdiff's "
+        "explorer extra: ai-edge-model-explorer)",
+    )
+    parser.add_argument(
+        "--cutoff", type=cutoff, default=DEFAULT_CUTOFF, help="class cutoff for the output's flips"
+    )
+    add_timeout(parser)
+    add_layer_budgets(parser)
+    add_model_settings(parser)
+    common(parser, "print every layer's figures as JSON")
+
 
 _BAR_WIDTH = 16
+
+
 _BAR_FLOOR = -10.0  # log10 of the smallest relative error the bar shows
+
+
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
@@ -146,17 +211,6 @@ def _made_with(record: RunRecord, settings: ModelSettings) -> bool:
     )
 
 
-def _model_and_images(args: argparse.Namespace, command: str) -> tuple[Path, list[Path]]:
-    if args.demo:
-        return demo_model(), demo_images()
-    if args.model:
-        model, images = check_model_path(args.model), collect_images(args.images)
-        if not images:
-            raise InputError(args.model, "give the images after the model")
-        return model, images
-    raise InputError(command, f"name the model and images (or --demo) to {command}")
-
-
 def _beside_source(args: argparse.Namespace, model: Path) -> tuple[Path, RunConfig, RunConfig]:
     """The artefact's Keras source, and the two sides: the source's configuration
     (``--from``, default every knob at its default) and the artefact's (``--to``, from its own
@@ -176,9 +230,9 @@ def _beside_source(args: argparse.Namespace, model: Path) -> tuple[Path, RunConf
     return source, reference, replace(base_config(model), batch=facts.fixed_batch or 1)
 
 
-def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     cache = open_cache(args, writing=True)
-    model, images = _model_and_images(args, "layers")
+    model, images = model_and_images(args, "layers")
     settings = model_settings(args)
     source = None
     if args.source:
@@ -252,6 +306,8 @@ def command_layers(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 _ONNX_ADAPTER = "model_explorer_onnx"  # Model Explorer's ONNX adapter (model-explorer-onnx)
+
+
 _NO_EXPLORER = (
     "needs Google Model Explorer, segdiff's explorer extra (pip install 'segdiff[explorer]'); "
     "--model-explorer FILE.json writes its node data without it"
@@ -295,69 +351,3 @@ def _model_explorer(
         extensions=_explorer_extensions(model),
         node_data={"name": name, "node_data_path": str(path)},
     )
-
-
-def _repair_table(result: RepairResult) -> FittedTable:
-    table = FittedTable(
-        title="Trials (each a cached run), fewest layers kept first",
-        caption="kept: layers computing in float32; the rest under the reduced precision",
-    )
-    for header in ("kept", "flips", "max ULP", "differing px"):
-        table.figure(header)
-    table.text("layers kept in float32")  # names, a comma after each: wrapped between them
-    for trial in sorted(result.trials, key=lambda t: (len(t.kept), t.flips or 0))[:20]:
-        flips = "failed" if trial.flips is None else f"{trial.flips:,}"
-        table.add_row(
-            str(len(trial.kept)),
-            flips,
-            f"{trial.max_ulp:,}",
-            f"{trial.differing_pixels:,}",
-            ", ".join(trial.kept),
-        )
-    return table
-
-
-def command_repair(args: argparse.Namespace, out: Console, err: Console) -> int:
-    cache = open_cache(args, writing=True)
-    model, images = _model_and_images(args, "repair")
-    target = parse_config_spec(args.config)
-    reference = parse_config_spec(args.reference) if args.reference else None
-    request = request_of(
-        args, model, images, cache, target=args.target, settings=model_settings(args)
-    )
-    session = RepairSession(
-        request, target, reference=reference, cutoff=args.cutoff, bound=args.bound,
-        memory_budget=args.memory, disk_budget=args.keep,
-    )  # fmt: skip
-    status, computed = EXIT_OK, 0
-    for what, runner in session.runners():
-        if not args.json:
-            err.print(f"[dim]{as_markup(what)}[/]", markup=True)
-        verb = "probed" if what == "layer probes" else "finished"
-        outcome = drive(runner, err, quiet=args.json, debug=args.debug, done=verb)
-        if outcome.fatal is not None:
-            raise InputError(outcome.fatal.path, outcome.fatal.problem, outcome.fatal.fix)
-        status = max(status, exit_code(outcome))
-        computed += sum(run["status"] == "finished" for run in outcome.runs)
-    result = session.result
-    assert result is not None
-    code = repair_code(model.name, result.precision, result.kept) if result.kept else ""
-    if args.code and code:
-        Path(args.code).write_text(code, encoding="utf-8")
-    if args.json:
-        print_json(
-            {**result.to_dict(), "model": model.name, "code": code, "runs_computed": computed}
-        )
-        return status
-    blamed = ", ".join(result.order[:5])
-    say(out, f"Layers by the error they add (the probe's blame): {blamed} …")
-    if result.trials:
-        out.print(_repair_table(result))
-    for line in result.sentences():
-        say(out, line)
-    if code and not args.code:
-        out.print("\nApply it to your model (Keras):\n", markup=False)
-        out.print(code, markup=False, highlight=False)
-    elif code:
-        say(out, f"The Keras code that applies it is in {args.code}.")
-    return status

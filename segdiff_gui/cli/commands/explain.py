@@ -1,5 +1,4 @@
-"""``explain``, ``diagnose`` and ``sweep``: why maps differ, what it means at the cutoff, and
-what it does to a whole test set."""
+"""``segdiff explain``: a difference attributed to knobs, one at a time and cumulatively."""
 
 from __future__ import annotations
 
@@ -7,28 +6,63 @@ import argparse
 
 from rich.console import Console
 
-from segdiff_gui.cli.analysis_commands import context_of, runs_source, studies_of
-from segdiff_gui.cli.commands import exit_code, open_cache, report_damaged, request_of, run_matrix
-from segdiff_gui.cli.exit_codes import EXIT_FAILED_RUNS, EXIT_OK
-from segdiff_gui.cli.sweep_view import print_sweep, sweep_session, write_csv
+from segdiff_gui.cli import parser_parts
+from segdiff_gui.cli.exit_codes import EXIT_OK
+from segdiff_gui.cli.parser_parts import (
+    RUN_NAME,
+    common,
+    matrix_options,
+    two_sides,
+)
+from segdiff_gui.cli.running import (
+    exit_code,
+    model_and_images,
+    open_cache,
+    report_damaged,
+    request_of,
+    run_matrix,
+)
 from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import as_markup, say
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.core.analysis import flips_heading
 from segdiff_gui.core.attribution import Attribution, Effect
-from segdiff_gui.core.diagnosis import by_topic, diagnose
 from segdiff_gui.core.errors import InputError
 from segdiff_gui.core.text import printable
-from segdiff_gui.io.images import collect_images
-from segdiff_gui.resources import demo_images, demo_model
-from segdiff_gui.runner.arguments import configs_of, model_settings
-from segdiff_gui.runner.explain import AttributionSession, compared_runs, measure_between
-from segdiff_gui.runner.plan import check_model_path
-from segdiff_gui.runner.reports import diagnosis_summary
+from segdiff_gui.runner.arguments import (
+    add_model_settings,
+    configs_of,
+    model_settings,
+)
+from segdiff_gui.runner.explain import (
+    AttributionSession,
+    compared_runs,
+    measure_between,
+    measured_on,
+)
 from segdiff_gui.storage.selection import select_pair
 from segdiff_gui.storage.studies import comparable_groups
 
-__all__ = ["command_diagnose", "command_explain", "command_sweep"]
+DESCRIPTION = (
+    "Plan the runs that change one knob at a time from --from, and the path from --from to --to "
+    "knob after knob; run what is not cached; and report how much each knob contributes (max "
+    "ULP, differing pixels, flips at the cutoff, at-risk pixels), with the spread over repeats "
+    "on lines of their own. With two cached runs (id or label) instead of specs, only what is "
+    "cached is measured."
+)
+EPILOG = parser_parts.EPILOG
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    two_sides(
+        parser,
+        ".keras, legacy .h5, or a SavedModel folder",
+        f"base: key=value spec (e.g. device=cpu,batch=1) or a cached run: {RUN_NAME}",
+        "target: a spec or a cached run, named as --from names one",
+    )
+    matrix_options(parser)
+    add_model_settings(parser)
+    common(parser, "print the attribution as JSON")
 
 
 def _size(effect: Effect | None) -> tuple[int, int]:
@@ -75,7 +109,7 @@ def attribution_table(attribution: Attribution) -> FittedTable:
     return table
 
 
-def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int:
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if ("=" in args.from_) != ("=" in args.to):
         raise InputError(
             "explain", "--from and --to are both key=value specs, or both name cached runs"
@@ -83,14 +117,7 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
     cache = open_cache(args)
     status, failed, compared = EXIT_OK, False, ""
     if "=" in args.from_:
-        if args.demo:
-            model, images = demo_model(), demo_images()
-        elif args.model:
-            model, images = check_model_path(args.model), collect_images(args.images)
-            if not images:
-                raise InputError(args.model, "give the images after the model")
-        else:
-            raise InputError("explain", "name the model and images (or --demo) to run SPECs on")
+        model, images = model_and_images(args, "explain", "run SPECs on")
         request = request_of(
             args, model, images, cache, target=args.target, settings=model_settings(args)
         )
@@ -115,14 +142,7 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
         compared = compared_runs(first, second)
         attribution = measure_between(cache, records, first, second, args.cutoff)
     if args.json:
-        _json(
-            {
-                **attribution.to_dict(),
-                "model": records[0].study_model_name,
-                "image": records[0].target_name,
-                "runs": {r.label: r.key for r in records},
-            }
-        )
+        _json({**attribution.to_dict(), **measured_on(records)})
         return status
     named, image = as_markup(records[0].study_model_name), as_markup(records[0].target_name)
     said = f": {as_markup(compared)}" if compared else ""
@@ -132,45 +152,3 @@ def command_explain(args: argparse.Namespace, out: Console, err: Console) -> int
     for line in attribution.sentences(failed, how if compared else ""):
         say(out, line)
     return status
-
-
-def command_diagnose(args: argparse.Namespace, out: Console, err: Console) -> int:
-    _, studies, where, damaged = studies_of(args)
-    status = report_damaged(err, damaged)
-    studies.sort(key=lambda pair: (pair.record.study_model_name, pair.record.target_name))
-    if args.json:
-        _json([diagnosis_summary(study, context_of(r, where)).to_dict() for study, r, _ in studies])
-        return status
-    if len(studies) > 1:
-        say(
-            out,
-            f"{len(studies)} model/image groups, each diagnosed on its own (--image NAME or "
-            "--group ID for one; 'segdiff sweep' summarises a whole test set).",
-        )
-    for study, _, title in studies:
-        out.print(
-            f"\n[bold]{as_markup(title)}[/], against {as_markup(study.reference.label)}",
-            markup=True,
-        )
-        for heading, chosen in by_topic(diagnose(study)):
-            out.print(f"[bold]{as_markup(heading)}[/]", markup=True)
-            for finding in chosen:
-                link = f" ({finding.link})" if finding.link else ""
-                say(out, f"  • {finding.sentence}{link}")
-                if finding.measure:
-                    configs = " ".join(f"--config {spec}" for spec in finding.measure)
-                    say(out, f"    measure it: segdiff run MODEL IMAGES {configs}")
-    return status
-
-
-def command_sweep(args: argparse.Namespace, out: Console, err: Console) -> int:
-    source = runs_source(args)
-    status = report_damaged(err, source.damaged)
-    summary = sweep_session(args, source.store, source.records).summarise()
-    write_csv(args, out, summary)
-    if args.json:
-        _json(summary.to_dict())
-    else:
-        print_sweep(summary, out)
-    # Merged shards that are not the whole set: never a pass, whatever the figures say.
-    return max(status, EXIT_FAILED_RUNS if summary.incomplete else EXIT_OK)

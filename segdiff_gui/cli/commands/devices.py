@@ -1,5 +1,5 @@
-"""``segdiff devices``: what every installed runtime sees (its devices, GPUs by name, memory,
-UUID and driver; its build) and, where it sees no GPU, why. Each runtime is asked in a child."""
+"""``segdiff devices``: the devices each installed runtime sees, and its build, asked of child
+processes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ from typing import Any
 
 from rich.console import Console
 
-from segdiff_gui.cli.commands import open_cache
 from segdiff_gui.cli.exit_codes import EXIT_OK
+from segdiff_gui.cli.parser_parts import (
+    common,
+)
+from segdiff_gui.cli.running import (
+    open_cache,
+)
 from segdiff_gui.cli.tables import FittedTable
 from segdiff_gui.cli.text import print_json as _json
 from segdiff_gui.cli.text import say
@@ -18,7 +23,16 @@ from segdiff_gui.core.runtimes import RUNTIMES, installed_runtimes
 from segdiff_gui.core.text import printable
 from segdiff_gui.runner.devices import ProbeError, build_text, probe_runtimes
 
-__all__ = ["command_devices"]
+DESCRIPTION = (
+    "Start each installed runtime (TensorFlow, JAX, PyTorch) in a child process and report the "
+    "devices it sees (GPUs with their name, memory, UUID and driver), its build (CUDA/cuDNN), "
+    "the CPU, and, where it sees no GPU, why."
+)
+EPILOG = None
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    common(parser, "print the probe as JSON on stdout")
 
 
 def _identity_text(device: dict[str, Any]) -> str:
@@ -34,7 +48,7 @@ def _identity_text(device: dict[str, Any]) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def command_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
     """What every installed runtime sees: its devices (GPUs by name, memory, UUID, driver),
     its build, and, where it sees no GPU, why."""
     cache = open_cache(args, writing=True)
