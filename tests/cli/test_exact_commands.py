@@ -269,7 +269,7 @@ def test_on_the_demos_softmax_model_a_bfloat16_tie_is_wrong_everywhere_it_is_cou
 
 
 def test_export_s_csv_gives_the_exact_value_and_class_at_each_pixel(exact_cache, capsys, tmp_path):
-    """Issue 49: the flipped (and at-risk) pixels beside the cached exact run, each line's
+    """The flipped (and at-risk) pixels beside the cached exact run, each line's
     exact value, class and decidability recomputed from the stored float64 map."""
     target = tmp_path / "flips.csv"
     result = segdiff_here(capsys, "export", "--cache", exact_cache, "--ref", "cpu b1 r0",

@@ -1,4 +1,4 @@
-"""The user's own artefacts as models (issue 51): the demo model converted as its users
+"""The user's own artefacts as models: the demo model converted as its users
 convert it (tests/engine/artefact_files.py: float32, dynamic-range and full int8 ``.tflite``,
 ONNX, an OpenVINO IR), each run by ``segdiff run`` as a model, in real children of its
 runtime, and each map equal, bit for bit, to a plain script that runs the same file with that
