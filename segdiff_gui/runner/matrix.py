@@ -320,7 +320,7 @@ class MatrixRunner:
     def _take_written(self, said: dict[str, Any]) -> None:
         """What the child said it stored, taken for the file while it is the one written (a
         sweep's thousands of runs are not read back one by one to be checked)."""
-        written = WrittenRun.from_dict(said, self.cache)
+        written = WrittenRun.from_dict(said)
         if written is not None:
             self.cache.remember_written(written)
 

@@ -873,28 +873,26 @@ def _decode_images(
     compute (MatrixRunner: the indices returned), checked now."""
     decoded: set[str] = set()
     model_input = inputs.model_input(cache.root)
-    to_keep = []
+    unstored_once = []  # an image given twice is decoded once
     for index in unstored:
-        ref = inputs.refs[index]
-        if ref.hash not in decoded:  # decode only what is not stored (whole)
-            to_keep.append(index)
-            decoded.add(ref.hash)
+        if (image_hash := inputs.refs[index].hash) not in decoded:
+            unstored_once.append(index)
+            decoded.add(image_hash)
     if sweeping:
-        # Checked side by side (Pillow decodes without the GIL), the first alone: it asks
-        # what the model takes once. Each image is let go of once checked: a set of any
-        # size fits. The first bad one in the set's order is the one said.
+        # Checked side by side (Pillow decodes without the GIL) once the first is, alone: it
+        # asks what the model takes. Each image is let go of once checked: a set of any size
+        # fits. The first bad one in the set's order is the one said.
         check = functools.partial(_checked_only, inputs.refs, inputs.preprocessing, model_input)
-        thread_map(check, to_keep[:1])
-        thread_map(check, to_keep[1:])
+        if unstored_once:
+            check(unstored_once[0])
+        thread_map(check, unstored_once[1:])
     else:
-        for index in to_keep:
+        for index in unstored_once:
             ref = inputs.refs[index]
-            cache.write_image(
-                ref.hash, ref.name, _decoded(ref.path, inputs.preprocessing, model_input)
-            )
-        to_keep = []
+            image = _decoded(ref.path, inputs.preprocessing, model_input)
+            cache.write_image(ref.hash, ref.name, image)
     _check_images(inputs.refs, found.to_compute, decoded, inputs.preprocessing, model_input)
-    return tuple(to_keep)
+    return tuple(unstored_once) if sweeping else ()
 
 
 def _checked_only(

@@ -235,12 +235,11 @@ class CacheScan:
 
 @dataclass(frozen=True)
 class WrittenRun:
-    """A run just stored: its key and file, the file's identity (inode, size, time) and what
-    it holds beside the map. A child says it to the runner (:meth:`to_dict`), which takes it
+    """A run just stored: its key, its file's identity (inode, size, time) and what the file
+    holds beside the map. A child says it to the runner (:meth:`to_dict`), which takes it
     for the file without reading it back (:meth:`ResultCache.remember_written`)."""
 
     key: str
-    path: Path
     identity: tuple[int, int, int]
     stored: StoredAttributes
 
@@ -248,8 +247,8 @@ class WrittenRun:
         return {"key": self.key, "identity": list(self.identity), **self.stored.to_dict()}
 
     @classmethod
-    def from_dict(cls, data: Any, cache: ResultCache) -> WrittenRun | None:
-        """What a child said it stored in ``cache``, or None where it is not such a thing."""
+    def from_dict(cls, data: Any) -> WrittenRun | None:
+        """What a child said it stored, or None where it is not such a thing."""
         if not isinstance(data, dict):
             return None
         key, identity = data.get("key"), data.get("identity")
@@ -260,7 +259,7 @@ class WrittenRun:
             return None
         if len(identity) != 3 or not all(type(n) is int for n in identity):
             return None
-        return cls(key, cache.run_path(key), (identity[0], identity[1], identity[2]), stored)
+        return cls(key, (identity[0], identity[1], identity[2]), stored)
 
 
 def _identity(info: os.stat_result) -> tuple[int, int, int]:
@@ -383,7 +382,7 @@ class ResultCache:
             raise InputError(path, "is a folder where a run belongs; remove it to store the run")
         with in_memory_h5(path) as handle:
             stored = write_record(handle, record, path)
-        return WrittenRun(record.key, path, _identity(path.lstat()), stored)
+        return WrittenRun(record.key, _identity(path.lstat()), stored)
 
     def remember_written(self, written: WrittenRun) -> None:
         """Take what a writer (a child) said it stored as the run's checked metadata, as if
@@ -401,11 +400,16 @@ class ResultCache:
             record, map_crc32 = metadata_of_written(written.stored, str(path))
         except InputError:
             return
-        if record.key != written.key:
-            return
+        if record.key == written.key:
+            self._remember(written.key, written.identity, record, map_crc32)
+
+    def _remember(
+        self, key: str, identity: tuple[int, int, int], record: RunRecord, map_crc32: int | None
+    ) -> None:
+        """``record`` is the checked metadata of ``key``'s file while it has ``identity``."""
         if len(self._checked) >= _REMEMBERED:
             self._checked.clear()
-        self._checked[written.key] = (written.identity, record, map_crc32)
+        self._checked[key] = (identity, record, map_crc32)
 
     def read_run(self, key: str, with_map: bool = True) -> RunRecord:
         """The run ``key``; :class:`UnreadableEntry` (naming the file) if it is damaged.
@@ -434,9 +438,7 @@ class ResultCache:
                     raise UnreadableEntry(
                         path, f"holds run {record.key[:16]}, not the run its name says"
                     )
-                if len(self._checked) >= _REMEMBERED:
-                    self._checked.clear()
-                self._checked[key] = (identity, record, map_crc32)
+                self._remember(key, identity, record, map_crc32)
             if not with_map:
                 return record
             return with_checked_map(record, handle, str(path), map_crc32)

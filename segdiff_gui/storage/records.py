@@ -382,7 +382,7 @@ def write_record(group: h5py.Group, record: RunRecord, where: object = "") -> St
     )
     write_attributes(group, run)
     write_attributes(group.create_group(_PROVENANCE), provenance_attributes)
-    return StoredAttributes(run, dict(provenance_attributes), data.shape, stored_dtype)
+    return StoredAttributes(run, provenance_attributes, data.shape, stored_dtype)
 
 
 # reading -----------------------------------------------------------------------------------
@@ -449,8 +449,8 @@ def metadata_of_written(stored: StoredAttributes, where: str) -> tuple[RunRecord
             raise UnreadableEntry(where, "its map's type is not a number type") from None
 
     return _checked_metadata(
-        AttributeReader.of_values(stored.run, where, "run /"),
-        lambda: AttributeReader.of_values(stored.provenance, where, "provenance"),
+        AttributeReader(stored.run, where, "run /"),
+        lambda: AttributeReader(stored.provenance, where, "provenance"),
         map_layout,
         where,
         "/",

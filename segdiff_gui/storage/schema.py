@@ -55,18 +55,20 @@ class AttributeReader:
     as unreadable, and refused only if it is asked for.
     """
 
-    def __init__(self, stored: h5py.HLObject, where: str, owner: str) -> None:
+    def __init__(self, stored: h5py.HLObject | dict[str, Any], where: str, owner: str) -> None:
+        """``stored``: an HDF5 object, or the attributes a writer said it stored (JSON values,
+        taken as HDF5 gives them back: numbers and truth values as numpy scalars)."""
         self.where = where
         self.owner = owner  # the group's name inside the file, for the message
         self._values: dict[str, Any] = {}
         self._unreadable: dict[str, str] = {}
+        if isinstance(stored, dict):
+            self._check_count(len(stored))
+            self._values = {name: _as_stored(value) for name, value in stored.items()}
+            return
         with h5py_damage(stored, where, f"the attributes of {owner}"):
             attrs = stored.attrs
-            count = len(attrs)  # from the object header, before any is read: no CPU bomb
-            if count > MAX_ATTRIBUTES:
-                raise UnreadableEntry(
-                    where, f"{owner} holds {count:,} attributes (segdiff writes <100)"
-                )
+            self._check_count(len(attrs))  # from the object header, before any is read
             names = list(attrs)
         for name in names:
             if not isinstance(name, str):  # h5py gives a name that is not UTF-8 as bytes
@@ -76,17 +78,12 @@ class AttributeReader:
             except Exception as error:  # noqa: BLE001 - h5py fails in many ways on odd types
                 self._unreadable[name] = type(error).__name__
 
-    @classmethod
-    def of_values(cls, values: dict[str, Any], where: str, owner: str) -> AttributeReader:
-        """A reader of attributes a writer said it stored (JSON values: numbers and truth
-        values are given back as HDF5 gives them, numpy scalars), checked as a file's are."""
-        reader = cls.__new__(cls)
-        reader.where, reader.owner = where, owner
-        reader._unreadable = {}
-        if len(values) > MAX_ATTRIBUTES:
-            raise UnreadableEntry(where, f"{owner} holds {len(values):,} attributes")
-        reader._values = {name: _as_stored(value) for name, value in values.items()}
-        return reader
+    def _check_count(self, count: int) -> None:
+        """No more attributes than segdiff writes: no CPU bomb of a million of them."""
+        if count > MAX_ATTRIBUTES:
+            raise UnreadableEntry(
+                self.where, f"{self.owner} holds {count:,} attributes (segdiff writes <100)"
+            )
 
     def fail(self, name: str, problem: str) -> UnreadableEntry:
         return UnreadableEntry(self.where, f"{self.owner} attribute {name!r} {problem}")

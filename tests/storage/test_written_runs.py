@@ -25,7 +25,7 @@ def _said(tmp_path) -> tuple[ResultCache, WrittenRun]:
     written = ResultCache(tmp_path).write_run(record)
     # As the runner hears it: JSON, in a cache object of its own.
     heard = ResultCache(tmp_path)
-    said = WrittenRun.from_dict(written.to_dict(), heard)
+    said = WrittenRun.from_dict(written.to_dict())
     assert said is not None
     return heard, said
 
@@ -97,8 +97,8 @@ def test_attributes_said_wrongly_are_not_taken_and_the_file_is_read(tmp_path, mo
     [None, [], {"key": "x"}, {"key": "0" * 64, "identity": [1, 2], "run": {}, "provenance": {},
                               "map_shape": [1], "map_dtype": "<f4"}],
 )  # fmt: skip
-def test_what_is_not_a_written_run_is_no_written_run(tmp_path, said):
-    assert WrittenRun.from_dict(said, ResultCache(tmp_path)) is None
+def test_what_is_not_a_written_run_is_no_written_run(said):
+    assert WrittenRun.from_dict(said) is None
 
 
 def test_attributes_are_the_bytes_h5py_writes():
