@@ -259,6 +259,11 @@ class MainWindow(QMainWindow):
     def _user_clicked(self, *_: object) -> None:
         self._pixel_was_chosen_for_user = False
         self.statusBar().clearMessage()  # "flip 4 of 19 at …" is about another pixel now
+        self._inspector_to_front()
+
+    def _inspector_to_front(self) -> None:
+        """The pixel's values in front where the runs share the inspector's place (a laptop's
+        screen): the user asked for a pixel."""
         inspector_dock = self.docks[1]
         if self.tabifiedDockWidgets(inspector_dock):  # the runs may be in front of it
             inspector_dock.raise_()
@@ -290,6 +295,7 @@ class MainWindow(QMainWindow):
         self.model.selected_pixel = (step.row, step.column)
         self._pixel_was_chosen_for_user = False  # walked to: kept as runs arrive
         self.grid.show_pixel(step.row, step.column)
+        self._inspector_to_front()
         self.notify(step.sentence())
 
     # dialogs --------------------------------------------------------------------------------

@@ -84,6 +84,10 @@ def test_a_laptop_screen_stacks_the_runs_behind_the_inspector(window_for, fake_d
     runs_dock.raise_()
     click_pixel(qtbot, window, 100, 120)
     assert not inspector_dock.visibleRegion().isEmpty()  # a click brings the values to front
+    runs_dock.raise_()
+    window.step_flip(1)  # so does walking to the next flipped pixel
+    qtbot.wait(50)
+    assert not inspector_dock.visibleRegion().isEmpty()
     window.resize(1600, 900)  # shared again on a wide window: side by side
     qtbot.wait(50)
     window._share_width()
