@@ -162,9 +162,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs = _start_runs_early(args, opened[1])
     from PySide6.QtWidgets import QApplication, QMessageBox
 
+    from segdiff_gui.ui.gui_collector import GuiThreadCollector
+
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)  # a window's application, never a bare core one
     configure_application(app)
+    GuiThreadCollector(app)  # a Qt object collected on a worker thread hangs the window
     if args.smoke_test:
         from segdiff_gui.ui.smoke import run_smoke_test
 

@@ -8,6 +8,23 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="segdiff-gui-config-")
 
 
+@pytest.fixture(autouse=True)
+def collected_on_the_gui_thread(qapp):
+    """As the app does (ui/gui_collector.py): a window test's garbage, and the tests' before
+    it, collected on the GUI thread, never by a worker thread (a Qt object destroyed there
+    hangs the process: a test of a sweep's planning once did)."""
+    import gc
+
+    from segdiff_gui.ui.gui_collector import GuiThreadCollector
+
+    gc.collect()
+    collector = GuiThreadCollector(qapp)
+    yield
+    collector.stop()
+    collector.deleteLater()
+    gc.collect()
+
+
 @pytest.fixture
 def window_for(qtbot):
     """Build the real main window for command-line arguments, closing it afterwards."""
