@@ -30,13 +30,15 @@ def _run(channel: Channel) -> int:
         channel.send(ChildFatal(error.path, error.problem, ""))
         return 3
     with unused_imports_skipped(settings.runtime):  # the runtime is imported here
+        from segdiff_gui.engine.backends import load_backend
         from segdiff_gui.engine.worker import run_job
 
+        backend = load_backend(settings.runtime)  # serves every runtime of the job
         if job.probes_layers:  # the probe's modules only where it probes
             from segdiff_gui.engine.layer_probe import probe_run
     if job.probes_layers:  # each run probed layer by layer, not computed
-        return run_job(job, channel, probe_run)
-    return run_job(job, channel)
+        return run_job(job, channel, backend, probe_run)
+    return run_job(job, channel, backend)
 
 
 def _inspection_runtime() -> str:

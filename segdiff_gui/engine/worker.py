@@ -27,7 +27,7 @@ from segdiff_gui.core.runtimes import RUNTIMES, calibration_set
 from segdiff_gui.core.text import shape_text
 from segdiff_gui.core.timestamps import local_timestamp
 from segdiff_gui.engine.artefact_model import LoadedArtefact, is_artefact, load_any
-from segdiff_gui.engine.backends import Backend, load_backend
+from segdiff_gui.engine.backends import Backend
 from segdiff_gui.engine.backends.base import JobInputs, Outputs, RunError
 from segdiff_gui.engine.facts import process_facts
 from segdiff_gui.engine.input_sizes import SizeFit
@@ -560,11 +560,11 @@ def _gpus_of(job: EngineJob) -> list[str]:
     return sorted({run.config.device for run in job.runs if run.config.is_gpu})
 
 
-def run_job(job: EngineJob, channel: Channel, probe: Probe | None = None) -> int:
-    """Compute every run of ``job`` into the cache (or, with ``probe``, probe each into the
+def run_job(job: EngineJob, channel: Channel, backend: Backend, probe: Probe | None = None) -> int:
+    """Compute every run of ``job`` on ``backend`` (its runtime's, imported by the caller
+    with the unused packages skipped) into the cache (or, with ``probe``, probe each into the
     layer store), saying each step on ``channel``; the child's exit code."""
     settings = job.process_config()
-    backend = load_backend(settings.runtime)  # its engine module's: it serves the job's runtimes
     try:
         compiled = compilation_cache_dir(backend.name, job.model_hash)  # one per model
         backend.configure(settings, _gpus_of(job), compiled)

@@ -41,6 +41,32 @@ def test_a_tensorflow_child_imports_neither_jax_nor_pandas():
     assert _loaded_in_child("tensorflow") == ("[]", "tensorflow")
 
 
+_MARKER = """
+import os, sys
+with open(os.environ["SEGDIFF_TEST_IMPORTED"], "a") as said:
+    said.write(__name__ + " " + sys.argv[0] + "\\n")
+raise ImportError(__name__ + " stands in for the real one here")
+"""
+
+
+def test_the_engine_child_skips_them_where_it_imports_its_runtime(models, small_images, tmp_path):
+    """The skip once wrapped only the worker's import, and the runtime came later, in
+    ``run_job``: every TensorFlow child imported JAX (0.3-1 s of its start-up). Stand-ins on
+    the path say who imports them: neither the real child nor its parent does."""
+    stand_ins = tmp_path / "stand_ins"
+    for name in ("jax", "pandas", "IPython"):
+        (stand_ins / name).mkdir(parents=True)
+        (stand_ins / name / "__init__.py").write_text(_MARKER)
+    imported = tmp_path / "imported.txt"
+    path = os.pathsep.join([str(stand_ins), *filter(None, [os.environ.get("PYTHONPATH")])])
+    ran = segdiff("run", models / "tiny.keras", small_images[0], "--cache", tmp_path / "cache",
+                  "--config", "batch=1", "--repeats", "1",
+                  env={"PYTHONPATH": path, "SEGDIFF_TEST_IMPORTED": str(imported)})  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert len(list(ResultCache(tmp_path / "cache").records())) == 1  # the run was computed
+    assert not imported.exists(), imported.read_text()
+
+
 _PANDAS_PREPARE = """
 import numpy as np
 import pandas as pd
