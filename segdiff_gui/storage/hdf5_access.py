@@ -201,6 +201,7 @@ def write_attributes(stored: h5py.HLObject, values: Mapping[str, str | int | flo
     name and renames it, for a replacement: three times the time, and a sweep writes
     thousands of runs of sixty attributes)."""
     with phil:
+        scalar = h5py.h5s.create(h5py.h5s.SCALAR)  # one for every single value: most are
         for name, value in values.items():
             data = np.array(value, dtype=_TEXT) if isinstance(value, str) else np.asarray(value)
             if data.dtype.kind not in "biuf" and not isinstance(value, str):
@@ -209,7 +210,7 @@ def write_attributes(stored: h5py.HLObject, values: Mapping[str, str | int | flo
             if types is None:
                 logical = h5py.h5t.py_create(data.dtype, logical=True)
                 types = _ATTRIBUTE_TYPES[data.dtype] = (logical, h5py.h5t.py_create(data.dtype))
-            space = h5py.h5s.create_simple(data.shape)
+            space = scalar if data.ndim == 0 else h5py.h5s.create_simple(data.shape)
             attribute = h5py.h5a.create(stored.id, name.encode("utf-8"), types[0], space)
             try:
                 attribute.write(data, mtype=types[1])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
@@ -36,13 +37,13 @@ __all__ = [
     "is_digest",
 ]
 
-_DIGEST_CHARS = frozenset("0123456789abcdef")
+_DIGEST = re.compile("[0-9a-f]{64}")
 _Built = TypeVar("_Built")
 MAX_ATTRIBUTES = 256
 
 
 def is_digest(value: object) -> bool:
-    return isinstance(value, str) and len(value) == 64 and set(value) <= _DIGEST_CHARS
+    return isinstance(value, str) and _DIGEST.fullmatch(value) is not None
 
 
 class AttributeReader:
@@ -135,8 +136,9 @@ class AttributeReader:
         text = self.text(name)
         try:
             value = json.loads(text)
-            # "\\udcff" escapes decode to lone surrogates, which no writer can encode again.
-            encodable = _is_utf8(json.dumps(value, ensure_ascii=False))
+            # "\\udcff" escapes decode to lone surrogates, which no writer can encode again;
+            # a text without escapes or deep nesting (most: a run has dozens) holds none.
+            encodable = _plain_json(text) or _is_utf8(json.dumps(value, ensure_ascii=False))
         except RecursionError:
             raise self.fail(name, "nests too deeply") from None
         except ValueError:
@@ -144,6 +146,12 @@ class AttributeReader:
         if not encodable:
             raise self.fail(name, "holds characters that are not text (lone surrogates)")
         return value
+
+
+def _plain_json(text: str) -> bool:
+    """Whether JSON ``text`` has no escape that decodes to a lone surrogate and nests too
+    little to be refused when written again."""
+    return "\\u" not in text and text.count("[") + text.count("{") < 64
 
 
 def _as_stored(value: Any) -> Any:
