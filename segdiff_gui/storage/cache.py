@@ -149,14 +149,19 @@ def write_file_aside(final: Path, data: bytes) -> None:
     thousands of entries): a kill -9 loses nothing written, and what a power cut tears is
     found damaged by its checksum when read, and computed again."""
     folder = final.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    if folder not in _CLEARED:
+    if folder not in _CLEARED:  # once per folder and process: a sweep writes thousands
+        folder.mkdir(parents=True, exist_ok=True)
         remove_killed_temporaries(final, every_name=True)
         _CLEARED.add(folder)
     temporary = _temporary_for(final)
     try:
-        # Room for the file and a little more: a disk filled to the last byte fails others.
-        if shutil.disk_usage(folder).free < len(data) + _SPARE_BYTES:
+        try:
+            # Room for the file and a little more: a disk filled to the last byte fails others.
+            free = shutil.disk_usage(folder).free
+        except FileNotFoundError:  # the folder was removed since (a cache cleared): again
+            folder.mkdir(parents=True, exist_ok=True)
+            free = shutil.disk_usage(folder).free
+        if free < len(data) + _SPARE_BYTES:
             raise no_space(folder, needed=len(data) + _SPARE_BYTES)
         try:
             with temporary.open("xb") as raw:

@@ -16,6 +16,7 @@ import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from segdiff_gui.core.artefacts import KerasSource
@@ -87,6 +88,12 @@ class Provenance:
     def to_dict(self) -> dict[str, Any]:
         """Every attribute as stored, unknown ones included: for HDF5 and JSON only."""
         return copy.deepcopy(dict(self._attributes))
+
+    @property
+    def attributes(self) -> Mapping[str, Any]:
+        """Every attribute as stored, to read only (what is written or summed), uncopied: a
+        sweep writes and checks thousands of runs. :meth:`to_dict` gives a copy to change."""
+        return MappingProxyType(self._attributes)
 
     def updated(self, attributes: Mapping[str, Any]) -> Provenance:
         """This provenance with ``attributes`` added or replaced (a merge marks its runs)."""

@@ -246,7 +246,7 @@ def derived_label(
 def _metadata(record: RunRecord) -> dict[str, Any]:
     values = {name: getattr(record, name) for name in (*_TEXT_ATTRS, *_JSON_ATTRS)}
     values.update(repeat=record.repeat, map_shape=list(record.map_shape))
-    values["provenance"] = record.provenance.to_dict()
+    values["provenance"] = dict(record.provenance.attributes)  # read only: summed
     if record.batch_position is not None:  # absent from the runs of one target: their sums stay
         values["batch_position"] = record.batch_position
     return values
@@ -276,7 +276,7 @@ def _stored_provenance(record: RunRecord) -> dict[str, str | int | float]:
     were."""
     stored: dict[str, str | int | float] = {}
     encoded = []
-    for name, value in record.provenance.to_dict().items():
+    for name, value in record.provenance.attributes.items():
         if isinstance(value, str):
             stored[name] = str(value)  # a subclass (torch's version) is no text to h5py
         elif isinstance(value, float) or (isinstance(value, int) and -(2**63) <= value < 2**63):

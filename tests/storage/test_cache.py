@@ -1,5 +1,6 @@
 import multiprocessing
 import os
+import shutil
 from dataclasses import replace
 
 import h5py
@@ -266,3 +267,14 @@ def test_a_sweeps_short_batch_and_its_targets_place_are_stored_keyed_and_checked
         raw_output_shape=[9, 4, 4, 1],
     )  # fmt: skip
     assert "outside 0..7" in damaged(batch_position=8)
+
+
+def test_a_runs_folder_removed_since_the_last_write_is_made_again(tmp_path):
+    """A process makes each folder once (a sweep writes thousands of runs): one removed
+    since (the cache cleared while the window stays open) is made again, not said full."""
+    cache = ResultCache(tmp_path / "cache")
+    record = make_record("m", np.linspace(0, 1, 30, dtype=np.float32).reshape(6, 5))
+    written = cache.write_run(record)
+    shutil.rmtree(tmp_path / "cache")
+    assert cache.write_run(record).key == written.key
+    assert cache.read_run(written.key).probabilities.shape == (6, 5)
