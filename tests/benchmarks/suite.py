@@ -565,9 +565,10 @@ def sweep(work: Path) -> list[Figure]:
     """A test set swept as ``model.predict(x, batch_size=B)`` runs it: each configuration of
     the default matrix (batch 1 and 64 on the CPU), on synthetic sets of 64 and 512 images,
     ``segdiff run --sweep`` on a fresh cache against the plain script that predicts the same
-    and writes the maps to one HDF5 file (plain_sweep.py), in turn; and the peak memory of
-    both (the process tree's), which for the sweep must stay near the plain script's and flat
-    as the set grows."""
+    and writes the maps to one HDF5 file (plain_sweep.py), in turn, three times each (the
+    medians: one slow run on a shared machine moves a mean of two by 10 %); and the peak
+    memory of both (the process tree's), which for the sweep must stay near the plain
+    script's and flat as the set grows."""
     from segdiff_gui.resources import demo_model
 
     figures: list[Figure] = []
@@ -576,7 +577,7 @@ def sweep(work: Path) -> list[Figure]:
         images = _synthetic_set(work / f"sweep-set-{count}", count)
         for batch in (1, 64):
             ours_s, floors_s, ours_mib, floors_mib = [], [], [], []
-            for attempt in range(2):
+            for attempt in range(3):  # in turn: a load that comes and goes falls on both
                 cache = work / f"sweep-{count}-{batch}-{attempt}"
                 seconds, mib = _peak_tree_mib(
                     [BIN / "segdiff", "run", demo_model(), *images, "--sweep", "--config",
