@@ -16,6 +16,7 @@ import hashlib
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import h5py
@@ -135,8 +136,9 @@ class RunRecord:
     # ``predict`` cuts them) and its target sits here; None: the configuration's position.
     batch_position: int | None = None
 
-    @property
+    @cached_property
     def run_config(self) -> RunConfig:
+        """The configuration, checked and typed once (a sweep's summaries ask it often)."""
         return RunConfig.from_dict(self.config)
 
     @property
