@@ -156,21 +156,32 @@ def write_file_aside(final: Path, data: bytes) -> None:
     temporary = _temporary_for(final)
     try:
         try:
-            # Room for the file and a little more: a disk filled to the last byte fails others.
-            free = shutil.disk_usage(folder).free
+            _write_then_rename(temporary, final, data)
         except FileNotFoundError:  # the folder was removed since (a cache cleared): again
             folder.mkdir(parents=True, exist_ok=True)
-            free = shutil.disk_usage(folder).free
-        if free < len(data) + _SPARE_BYTES:
-            raise no_space(folder, needed=len(data) + _SPARE_BYTES)
-        try:
-            with temporary.open("xb") as raw:
-                raw.write(data)
-        except OSError as error:
-            raise no_space(folder, error, len(data)) from None
-        os.replace(temporary, final)
+            try:
+                _write_then_rename(temporary, final, data)
+            except FileNotFoundError as error:
+                raise no_space(folder, error, len(data)) from None
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def _write_then_rename(temporary: Path, final: Path, data: bytes) -> None:
+    """Write ``data`` to ``temporary`` and rename it to ``final``; FileNotFoundError where
+    their folder is gone, one-line errors for the rest."""
+    folder = final.parent
+    # Room for the file and a little more: a disk filled to the last byte fails others.
+    if shutil.disk_usage(folder).free < len(data) + _SPARE_BYTES:
+        raise no_space(folder, needed=len(data) + _SPARE_BYTES)
+    try:
+        with temporary.open("xb") as raw:
+            raw.write(data)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise no_space(folder, error, len(data)) from None
+    os.replace(temporary, final)
 
 
 @contextlib.contextmanager

@@ -92,7 +92,9 @@ class Provenance:
     @property
     def attributes(self) -> Mapping[str, Any]:
         """Every attribute as stored, to read only (what is written or summed), uncopied: a
-        sweep writes and checks thousands of runs. :meth:`to_dict` gives a copy to change."""
+        sweep writes and checks thousands of runs. The view is read-only at its top level;
+        its lists and dicts are this provenance's own, never to be changed: :meth:`to_dict`
+        gives a copy to change."""
         return MappingProxyType(self._attributes)
 
     def updated(self, attributes: Mapping[str, Any]) -> Provenance:

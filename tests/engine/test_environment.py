@@ -57,6 +57,11 @@ def test_the_engine_child_skips_them_where_it_imports_its_runtime(models, small_
     for name in ("jax", "pandas", "IPython"):
         (stand_ins / name).mkdir(parents=True)
         (stand_ins / name / "__init__.py").write_text(_MARKER)
+    # Every process started with the stand-ins on its path says so: the child was one.
+    started = tmp_path / "started.txt"
+    (stand_ins / "sitecustomize.py").write_text(
+        f"import sys\nopen({str(started)!r}, 'a').write(' '.join(sys.orig_argv) + '\\n')\n"
+    )
     imported = tmp_path / "imported.txt"
     path = os.pathsep.join([str(stand_ins), *filter(None, [os.environ.get("PYTHONPATH")])])
     ran = segdiff("run", models / "tiny.keras", small_images[0], "--cache", tmp_path / "cache",
@@ -64,6 +69,7 @@ def test_the_engine_child_skips_them_where_it_imports_its_runtime(models, small_
                   env={"PYTHONPATH": path, "SEGDIFF_TEST_IMPORTED": str(imported)})  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert len(list(ResultCache(tmp_path / "cache").records())) == 1  # the run was computed
+    assert "segdiff_gui.engine run" in started.read_text()
     assert not imported.exists(), imported.read_text()
 
 

@@ -269,12 +269,24 @@ def test_a_sweeps_short_batch_and_its_targets_place_are_stored_keyed_and_checked
     assert "outside 0..7" in damaged(batch_position=8)
 
 
-def test_a_runs_folder_removed_since_the_last_write_is_made_again(tmp_path):
+@pytest.mark.parametrize("when", ["before the write", "between its free-space check and open"])
+def test_a_runs_folder_removed_since_the_last_write_is_made_again(tmp_path, monkeypatch, when):
     """A process makes each folder once (a sweep writes thousands of runs): one removed
     since (the cache cleared while the window stays open) is made again, not said full."""
     cache = ResultCache(tmp_path / "cache")
     record = make_record("m", np.linspace(0, 1, 30, dtype=np.float32).reshape(6, 5))
     written = cache.write_run(record)
-    shutil.rmtree(tmp_path / "cache")
+    if when == "before the write":
+        shutil.rmtree(tmp_path / "cache")
+    else:
+        real = shutil.disk_usage
+
+        def checked_then_removed(folder):
+            monkeypatch.setattr(shutil, "disk_usage", real)
+            answer = real(folder)
+            shutil.rmtree(tmp_path / "cache")
+            return answer
+
+        monkeypatch.setattr(shutil, "disk_usage", checked_then_removed)
     assert cache.write_run(record).key == written.key
     assert cache.read_run(written.key).probabilities.shape == (6, 5)
