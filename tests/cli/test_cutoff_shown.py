@@ -12,7 +12,7 @@ import pytest
 
 from segdiff_gui.cli.main import main
 from segdiff_gui.storage import ResultCache
-from tests.factories import make_record
+from tests.factories import make_record, two_configurations_cache
 
 TYPED = "0.5500041246414185"
 COUNTED = "0.5500041"  # np.float32(TYPED), shortest
@@ -75,3 +75,14 @@ def test_reports_explain_sweep_and_export_show_the_float32_cutoff(cache, capsys,
     assert f"at cutoff {COUNTED} (1 flipped pixel)" in exported
     for text in (page, explained, swept, exported):
         assert ROUNDED + " " not in text and ROUNDED + "<" not in text
+
+
+def test_a_softmax_maps_export_says_argmax_not_a_cutoff_it_never_used(tmp_path, capsys):
+    """A multi-class map's classes are its argmax: ``export`` said "at cutoff 0.5" of it."""
+    cache = two_configurations_cache(tmp_path, "softmax")
+    exported = _run(
+        capsys, "export", "--cache", str(cache.root), "--ref", "cpu b1 r0", "--other",
+        "cpu b64 r0", "--mask", str(tmp_path / "flips.png"),
+    )  # fmt: skip
+    assert "cpu b64 r0 against cpu b1 r0 at argmax (" in exported
+    assert "cutoff" not in exported

@@ -17,8 +17,8 @@ from segdiff_gui.cli.running import (
 from segdiff_gui.cli.stored_runs import runs_source
 from segdiff_gui.cli.text import plural as _plural
 from segdiff_gui.cli.text import say
+from segdiff_gui.core.analysis import at_cutoff
 from segdiff_gui.core.errors import InputError
-from segdiff_gui.core.floatfmt import format_float32
 from segdiff_gui.io.masks import write_mask
 from segdiff_gui.io.tables import write_pixel_csv
 from segdiff_gui.storage.loading import load_group
@@ -63,9 +63,9 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         write_mask(args.mask, flips)
         say(
             out,
-            f"wrote the flip mask of {other.label} against {reference.label} at cutoff "
-            f"{format_float32(args.cutoff)} ({_plural(int(flips.sum()), 'flipped pixel')}) "
-            f"to {args.mask}",
+            f"wrote the flip mask of {other.label} against {reference.label} "
+            f"{at_cutoff(args.cutoff, study.multiclass)} "
+            f"({_plural(int(flips.sum()), 'flipped pixel')}) to {args.mask}",
         )
     if args.csv:
         count = write_pixel_csv(args.csv, study, other_run, include_at_risk=args.at_risk)
