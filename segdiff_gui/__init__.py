@@ -35,6 +35,7 @@ _API_NAMES = frozenset(
         "open_cache",
         "reproduce",
         "run",
+        "sweep",
     }
 )
 

@@ -16,7 +16,7 @@ TensorFlow, and a kernel's own TensorFlow or environment does not reach the runs
 from segdiff_gui.api.collection import Runs, open_bundle, open_cache
 from segdiff_gui.api.pipeline import Reproduced, import_maps, reproduce
 from segdiff_gui.api.results import Comparison, Diagnosis, Explanation, Sweep
-from segdiff_gui.api.running import devices, run
+from segdiff_gui.api.running import devices, run, sweep
 from segdiff_gui.api.study import Run, Study
 from segdiff_gui.core.config import Preprocessing, RunConfig
 from segdiff_gui.core.errors import InputError
@@ -42,4 +42,5 @@ __all__ = [
     "open_cache",
     "reproduce",
     "run",
+    "sweep",
 ]

@@ -86,7 +86,7 @@ def test_set(
     store: RunStore,
     stored: Sequence[RunRecord],
     *,
-    group: str,
+    group: str | None,
     request: MatrixRequest | None,
     masks: str | Path | None,
     cutoff: float,

@@ -22,6 +22,8 @@ from segdiff_gui.api.arguments import (
     whole_number,
 )
 from segdiff_gui.api.compute import compute
+from segdiff_gui.api.recompute import test_set
+from segdiff_gui.api.results import Sweep
 from segdiff_gui.api.study import Study
 from segdiff_gui.core.config import Preprocessing
 from segdiff_gui.core.defaults import DEFAULT_CUTOFF, DEFAULT_REPEATS, DEFAULT_TIMEOUT_S
@@ -33,7 +35,7 @@ from segdiff_gui.storage.cache import ResultCache
 from segdiff_gui.storage.loading import ChosenGroup
 from segdiff_gui.storage.studies import natural_order
 
-__all__ = ["devices", "run"]
+__all__ = ["devices", "run", "sweep"]
 
 
 def checked_source(model: Path, source: PathLike | None) -> Path | None:
@@ -146,28 +148,12 @@ def run(
         cached.
     """
     checked_cutoff(cutoff)  # before any run: a typo must not cost a matrix
-    # Cheap checks first (arguments), then files, as the CLI: then the device probe, then runs.
-    settings = model_settings(preprocess, output, activation, trust_model, trust_preprocess)
-    model_path = checked_path(model, "model")
-    chosen = configurations(configs, model_path)
-    beside = configurations(source_configs)
-    if beside and source is None:
-        raise InputError("source_configs", "configures the source; give the source too")
-    count, seconds = whole_number(repeats, "repeats"), positive(timeout, "timeout")
-    checked = check_model_path(model_path)
-    keras = checked_source(checked, source)
-    request = MatrixRequest(
-        checked,
-        tuple(image_paths(images)),
-        cache_of(cache),
-        configs=chosen,
-        repeats=count,
-        target=target,
-        settings=settings,
-        timeout_s=seconds,
-        source=keras,
-        source_configs=beside,
-    )
+    request = _request(
+        model, images, configs, repeats=repeats, preprocess=preprocess, output=output,
+        activation=activation, trust_model=trust_model, trust_preprocess=trust_preprocess,
+        target=target, cache=cache, timeout=timeout, source=source,
+        source_configs=source_configs,
+    )  # fmt: skip
     records, outcome = compute(request, progress)
     if not records:
         reasons = "; ".join(f"{f['label']}: {f['error']}" for f in outcome.failed[:3])
@@ -180,4 +166,104 @@ def run(
         request=request,
         failures=outcome.failed,
         progress=progress,
+    )
+
+
+def sweep(
+    model: PathLike,
+    images: PathLike | Sequence[PathLike],
+    configs: ConfigLike | Sequence[ConfigLike] | None = None,
+    *,
+    masks: str | Path | None = None,
+    ref: str | None = None,
+    repeats: int = DEFAULT_REPEATS,
+    preprocess: Preprocessing | Mapping[str, Any] | str | None = None,
+    output: str | int | None = None,
+    activation: str = "none",
+    trust_model: bool = False,
+    trust_preprocess: bool = False,
+    cache: PathLike | ResultCache | None = None,
+    cutoff: float = DEFAULT_CUTOFF,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    progress: bool = True,
+) -> Sweep:
+    """Run ``model`` over the whole test set ``images`` under every configuration, as your
+    ``model.predict(x, batch_size=B)`` runs it (the images in order, cut into batches of B,
+    each batch computed once), and summarise it (``segdiff run --sweep``). Runs already in
+    the cache are not computed again; :meth:`Study.sweep` does the same for a study made by
+    :func:`run`, after computing its target image.
+
+    Parameters
+    ----------
+    masks : str or Path, optional
+        A folder of ground-truth masks named as the images: adds mean Dice and IoU and how
+        far they move.
+    ref : str, optional
+        The reference configuration (default: ``cpu b1``, else the first).
+    model, images, configs, repeats, preprocess, output, activation, trust_model,
+    trust_preprocess, cache, cutoff, timeout, progress
+        As for :func:`run`.
+
+    Returns
+    -------
+    Sweep
+        Per configuration: images with flips, flips, at-risk pixels, max ULP, and with masks
+        the mean Dice and IoU; per image, the same. ``sweep.failures`` lists runs that failed.
+
+    Raises
+    ------
+    InputError
+        A file, setting or configuration that cannot be used, named in one line.
+    """
+    cutoff = checked_cutoff(cutoff)  # before any run: a typo must not cost a test set
+    request = _request(
+        model, images, configs, repeats=repeats, preprocess=preprocess, output=output,
+        activation=activation, trust_model=trust_model, trust_preprocess=trust_preprocess,
+        target=None, cache=cache, timeout=timeout, source=None, source_configs=None,
+    )  # fmt: skip
+    return test_set(
+        request.cache, (), group=None, request=request, masks=masks, cutoff=cutoff, ref=ref,
+        progress=progress,
+    )  # fmt: skip
+
+
+def _request(
+    model: PathLike,
+    images: PathLike | Sequence[PathLike],
+    configs: ConfigLike | Sequence[ConfigLike] | None,
+    *,
+    repeats: int,
+    preprocess: Preprocessing | Mapping[str, Any] | str | None,
+    output: str | int | None,
+    activation: str,
+    trust_model: bool,
+    trust_preprocess: bool,
+    target: str | None,
+    cache: PathLike | ResultCache | None,
+    timeout: float,
+    source: PathLike | None,
+    source_configs: ConfigLike | Sequence[ConfigLike] | None,
+) -> MatrixRequest:
+    """The request of :func:`run` and :func:`sweep`, checked as the CLI checks its own: the
+    arguments first, then the files (the device probe and the runs come after)."""
+    settings = model_settings(preprocess, output, activation, trust_model, trust_preprocess)
+    model_path = checked_path(model, "model")
+    chosen = configurations(configs, model_path)
+    beside = configurations(source_configs)
+    if beside and source is None:
+        raise InputError("source_configs", "configures the source; give the source too")
+    count, seconds = whole_number(repeats, "repeats"), positive(timeout, "timeout")
+    checked = check_model_path(model_path)
+    keras = checked_source(checked, source)
+    return MatrixRequest(
+        checked,
+        tuple(image_paths(images)),
+        cache_of(cache),
+        configs=chosen,
+        repeats=count,
+        target=target,
+        settings=settings,
+        timeout_s=seconds,
+        source=keras,
+        source_configs=beside,
     )

@@ -526,6 +526,23 @@ def test_sweep_and_explain_specs_compute_what_they_need(demo, tmp_path, fake_eng
     assert all(record.provenance.version == FAKE_VERSION for record in cache.records())
 
 
+def test_sweep_computes_the_test_set_alone_as_segdiff_run_sweep_does(demo, tmp_path, fake_engine):
+    """``segdiff.sweep`` makes the runs ``segdiff run --sweep`` makes, and no target image's
+    own first (``run(…).sweep()`` computes one: a child's start-up more)."""
+    model, images = demo
+    masks = images[0].parent.parent / "masks"
+    cache = tmp_path / "cache"
+    swept = api.sweep(model, images[:4], SEED, repeats=2, masks=masks, cache=cache, progress=False)
+    assert len(swept.summary.images) == 4 and swept.failures == []
+    specs = [word for spec in SEED for word in ("--config", spec)]
+    cli_json("run", model, *images[:4], *specs, "--repeats", "2", "--sweep", "--json",
+             "--cache", tmp_path / "cli", fake=True)  # fmt: skip
+    assert set(ResultCache(cache).keys()) == set(ResultCache(tmp_path / "cli").keys())
+    assert len(ResultCache(cache).keys()) == 4 * len(SEED) * 2
+    expected = cli_json("sweep", "--json", "--cache", cache, "--masks", masks, fake=True)
+    assert as_json(swept.to_dict()) == expected
+
+
 def test_your_own_map_is_imported_and_reproduced_from_python(made, tmp_path, monkeypatch):
     """``import_maps``, ``reproduce`` and ``Study.reproduce`` over the runner's
     workflows. The demo's own cpu b1 map is found at once; the same map one ULP off in one
