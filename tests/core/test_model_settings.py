@@ -24,12 +24,12 @@ from segdiff_gui.ui.hints import with_control
 
 def test_every_setting_is_an_option_of_segdiff_run_and_an_argument_of_the_api():
     flags = command_flags("run")
-    parameters = inspect.signature(segdiff_gui.run).parameters
     for setting in MODEL_SETTINGS:
         assert flags[setting.name] == setting.flag
         # a preprocessing step is a key of preprocess={...}; any other setting an argument
         where = "preprocess" if setting.name in PREPROCESS_KEYS else setting.name
-        assert where in parameters, setting.name
+        for function in (segdiff_gui.run, segdiff_gui.sweep):
+            assert where in inspect.signature(function).parameters, (function, setting.name)
     assert PREPROCESS_KEYS == ("divide", "scale", "mean", "std", "color", "resize")
 
 
